@@ -1,0 +1,10 @@
+# Sanitizer builds for the whole tree: one build folder per sanitizer.
+if(HSRING_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(HSRING_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT HSRING_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "HSRING_SANITIZE must be '', 'address' or 'thread', not '${HSRING_SANITIZE}'")
+endif()

@@ -1,0 +1,35 @@
+// The start-up and error handling that both worker programs share: flags common to both,
+// stop handlers, attaching with a new epoch, log prefix, and the one place where setup
+// exceptions become exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "shm/worker_session.h"
+
+namespace hsring {
+
+struct WorkerFlags {
+  std::string ring;
+  uint32_t index = 0;  // index within the role: target t, drafter d
+  int lock_wait_ms = 2000;
+};
+
+// Exit codes of worker processes (the launcher reports them by name).
+enum WorkerExit : int {
+  kExitOk = 0,
+  kExitUsage = 2,
+  kExitLostSlot = 3,
+  kExitRingError = 4,
+  kExitTorn = 5,
+  kExitInternal = 70,
+};
+
+// Parses `app` (which already holds the role's own flags), then runs `body` with a
+// started session. Returns the exit code.
+int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
+                const std::function<int(WorkerSession&)>& body);
+
+}  // namespace hsring

@@ -1,0 +1,33 @@
+// The drafter's loop in verify mode: claim a random READY slot once enough are ready,
+// check every payload element and metadata field against the synthetic function, count
+// torn batches, release. Training replaces the check in a later stage.
+#pragma once
+
+#include <cstdint>
+
+#include "shm/worker_session.h"
+
+namespace hsring {
+
+struct DrafterOptions {
+  double step_ms = 0;  // simulated work per batch after verification
+  uint64_t seed = 0;   // for the random pull
+};
+
+class DrafterWorker {
+ public:
+  DrafterWorker(WorkerSession& session, DrafterOptions options);
+  // Runs until a stop is requested or the ring drains. Returns the process exit code.
+  int run();
+
+ private:
+  bool keep_running() const;
+  void consume(SlotClaim& claim);
+
+  WorkerSession& session_;
+  Ring& ring_;
+  DrafterOptions options_;
+  uint64_t torn_logged_ = 0;
+};
+
+}  // namespace hsring

@@ -1,0 +1,129 @@
+#include "launcher/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace hsring {
+
+namespace {
+
+#ifndef P_PIDFD
+constexpr int P_PIDFD = 3;  // waitid() on a pidfd, Linux 5.4; older glibc lacks the name
+#endif
+
+int pidfd_open(pid_t pid) { return int(::syscall(SYS_pidfd_open, pid, 0)); }
+
+int pidfd_send_signal(int pidfd, int signo) {
+  return int(::syscall(SYS_pidfd_send_signal, pidfd, signo, nullptr, 0));
+}
+
+}  // namespace
+
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::string launcher_pid = std::to_string(::getpid());
+
+  // Report exec failure through a close-on-exec pipe: EOF means exec succeeded.
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the launcher blocks signals for signalfd
+    ::setenv("HSRING_LAUNCHER_PID", launcher_pid.c_str(), 1);
+    ::execv(args[0], args.data());
+    const int err = errno;
+    ssize_t ignored = ::write(pipe_fds[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  int exec_errno = 0;
+  const ssize_t got = ::read(pipe_fds[0], &exec_errno, sizeof exec_errno);
+  ::close(pipe_fds[0]);
+  ChildProcess child;
+  child.pid_ = pid;
+  child.pidfd_ = pidfd_open(pid);
+  if (child.pidfd_ < 0) {
+    const int err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    child.pid_ = -1;
+    throw std::runtime_error(std::string("pidfd_open: ") + std::strerror(err) +
+                             " (hsring needs Linux 5.3 or newer)");
+  }
+  if (got == sizeof exec_errno) {
+    int status;
+    child.try_reap(status);
+    throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(exec_errno));
+  }
+  return child;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(other.pid_), pidfd_(other.pidfd_) {
+  other.pid_ = -1;
+  other.pidfd_ = -1;
+}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    if (pidfd_ >= 0) ::close(pidfd_);
+    pid_ = other.pid_;
+    pidfd_ = other.pidfd_;
+    other.pid_ = -1;
+    other.pidfd_ = -1;
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+void ChildProcess::signal(int signo) const {
+  if (pidfd_ >= 0) pidfd_send_signal(pidfd_, signo);
+}
+
+bool ChildProcess::try_reap(int& wait_status) {
+  if (pidfd_ < 0) return false;
+  siginfo_t info{};
+  if (::waitid(idtype_t(P_PIDFD), id_t(pidfd_), &info, WEXITED | WNOHANG) != 0 || info.si_pid == 0)
+    return false;
+  wait_status = info.si_code == CLD_EXITED ? (info.si_status & 0xff) << 8 : (info.si_status & 0x7f);
+  ::close(pidfd_);
+  pidfd_ = -1;
+  return true;
+}
+
+std::string describe_wait_status(int wait_status) {
+  if (WIFEXITED(wait_status)) return "exited with " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    const char* name = sigabbrev_np(WTERMSIG(wait_status));
+    return std::string("killed by SIG") + (name ? name : std::to_string(WTERMSIG(wait_status)).c_str());
+  }
+  return "ended with status " + std::to_string(wait_status);
+}
+
+}  // namespace hsring

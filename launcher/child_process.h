@@ -1,0 +1,42 @@
+// A worker process started by the launcher, watched through a pidfd: its exit is seen the
+// moment it happens (poll), and signals go to exactly this process even if its pid is
+// reused after it is reaped.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace hsring {
+
+class ChildProcess {
+ public:
+  // fork + exec of `argv` (argv[0] is the program path). The child gets its own process
+  // group (the launcher decides how workers stop), SIGTERM when the launcher dies, and
+  // HSRING_LAUNCHER_PID. Throws std::runtime_error when it cannot be started.
+  static ChildProcess spawn(const std::vector<std::string>& argv);
+
+  ChildProcess() = default;
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ~ChildProcess();
+
+  bool running() const { return pidfd_ >= 0; }
+  pid_t pid() const { return pid_; }
+  int pidfd() const { return pidfd_; }  // readable once the child has exited
+
+  void signal(int signo) const;  // through the pidfd: never hits a reused pid
+  // Reaps the child if it has exited; returns true and fills `status` (waitid's si_code /
+  // si_status as a wait status) when it did.
+  bool try_reap(int& wait_status);
+
+ private:
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+};
+
+// "exited with 3", "killed by SIGKILL"
+std::string describe_wait_status(int wait_status);
+
+}  // namespace hsring

@@ -1,0 +1,89 @@
+#include "launcher/run_summary.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "shm/ledger.h"
+
+namespace hsring {
+
+RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_target,
+                         uint64_t restarts_drafter) {
+  const LedgerTotals totals = ledger_totals(ring, ring.shape().batch_limit);
+  RunSummary s;
+  s.batches_published = totals.published;
+  s.batches_consumed = totals.consumed;
+  s.batches_torn = totals.torn;
+  s.batches_duplicated = totals.duplicated;
+  s.batches_redelivered = totals.redelivered;
+  s.batches_lost = totals.lost;
+  s.batches_in_ring_at_exit = totals.in_ring;
+  s.restarts_target = restarts_target;
+  s.restarts_drafter = restarts_drafter;
+  s.slots_recovered = ring.header().slots_recovered.load(std::memory_order_relaxed);
+  uint64_t tokens = 0, bytes = 0, torn_events = 0;
+  for (uint32_t i = ring.shape().num_targets; i < ring.process_count(); ++i) {
+    tokens += ring.process(i).tokens.load(std::memory_order_relaxed);
+    bytes += ring.process(i).hs_bytes.load(std::memory_order_relaxed);
+    torn_events += ring.process(i).torn.load(std::memory_order_relaxed);
+  }
+  // Torn batches beyond the ledger still count, through the drafters' own counters.
+  s.batches_torn = std::max(s.batches_torn, torn_events);
+  s.wall_s = wall_s;
+  s.tokens_per_s = wall_s > 0 ? double(tokens) / wall_s : 0;
+  s.hs_bytes_per_s = wall_s > 0 ? double(bytes) / wall_s : 0;
+  return s;
+}
+
+std::string summary_json(const RunSummary& s) {
+  std::ostringstream out;
+  out.precision(6);
+  out << std::fixed;
+  out << "{\n"
+      << "  \"batches_published\": " << s.batches_published << ",\n"
+      << "  \"batches_consumed\": " << s.batches_consumed << ",\n"
+      << "  \"batches_torn\": " << s.batches_torn << ",\n"
+      << "  \"batches_duplicated\": " << s.batches_duplicated << ",\n"
+      << "  \"batches_redelivered\": " << s.batches_redelivered << ",\n"
+      << "  \"batches_lost\": " << s.batches_lost << ",\n"
+      << "  \"batches_in_ring_at_exit\": " << s.batches_in_ring_at_exit << ",\n"
+      << "  \"restarts_target\": " << s.restarts_target << ",\n"
+      << "  \"restarts_drafter\": " << s.restarts_drafter << ",\n"
+      << "  \"slots_recovered\": " << s.slots_recovered << ",\n"
+      << "  \"tokens_per_s\": " << s.tokens_per_s << ",\n"
+      << "  \"hs_bytes_per_s\": " << s.hs_bytes_per_s << ",\n"
+      << "  \"wall_s\": " << s.wall_s << "\n"
+      << "}\n";
+  return out.str();
+}
+
+void write_summary_json(const RunSummary& summary, const std::string& path) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << summary_json(summary);
+    file.flush();
+    if (!file) throw std::runtime_error("cannot write summary to " + temporary + ": " + std::strerror(errno));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + temporary + " to " + path + ": " + std::strerror(errno));
+}
+
+std::string summary_text(const RunSummary& s) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << "summary: " << s.batches_consumed << " batches consumed of "
+      << s.batches_published << " published in " << s.wall_s << " s; torn "
+      << s.batches_torn << ", lost " << s.batches_lost << ", duplicated " << s.batches_duplicated
+      << ", redelivered " << s.batches_redelivered << ", in ring " << s.batches_in_ring_at_exit
+      << "; restarts: targets " << s.restarts_target << ", drafters " << s.restarts_drafter
+      << "; slots recovered " << s.slots_recovered << "; " << s.tokens_per_s / 1e3
+      << " K tokens/s, " << s.hs_bytes_per_s / 1e9 << " GB/s";
+  return out.str();
+}
+
+}  // namespace hsring

@@ -1,0 +1,40 @@
+// What a run reports at exit (`--summary-json`), and whether it kept its promise: no batch
+// torn, lost or duplicated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shm/ring.h"
+
+namespace hsring {
+
+struct RunSummary {
+  uint64_t batches_published = 0;
+  uint64_t batches_consumed = 0;
+  uint64_t batches_torn = 0;
+  uint64_t batches_duplicated = 0;
+  uint64_t batches_redelivered = 0;
+  uint64_t batches_lost = 0;
+  uint64_t batches_in_ring_at_exit = 0;
+  uint64_t restarts_target = 0;
+  uint64_t restarts_drafter = 0;
+  uint64_t slots_recovered = 0;
+  double tokens_per_s = 0;
+  double hs_bytes_per_s = 0;
+  double wall_s = 0;
+
+  bool data_intact() const {
+    return batches_torn == 0 && batches_lost == 0 && batches_duplicated == 0;
+  }
+};
+
+// Gathers the ledger and counters of `ring` (after the workers stopped).
+RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_target,
+                         uint64_t restarts_drafter);
+std::string summary_json(const RunSummary& summary);
+// Writes atomically (temporary file + rename). Throws std::runtime_error on failure.
+void write_summary_json(const RunSummary& summary, const std::string& path);
+std::string summary_text(const RunSummary& summary);
+
+}  // namespace hsring

@@ -1,0 +1,124 @@
+#include "launcher/status.h"
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "shm/liveness.h"
+#include "shm/recovery.h"
+
+namespace hsring {
+
+namespace {
+
+struct ProcessSample {
+  uint64_t batches, tokens, bytes;
+};
+
+std::vector<ProcessSample> sample(const Ring& ring) {
+  std::vector<ProcessSample> out;
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    const ProcessEntry& p = ring.process(i);
+    out.push_back({p.batches.load(std::memory_order_relaxed), p.tokens.load(std::memory_order_relaxed),
+                   p.hs_bytes.load(std::memory_order_relaxed)});
+  }
+  return out;
+}
+
+std::string fixed(double value, int precision) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", precision, value);
+  return buffer;
+}
+
+}  // namespace
+
+std::string render_status(const Ring& ring, const StatusOptions& options) {
+  const auto before = sample(ring);
+  const uint64_t t0 = monotonic_ns();
+  if (options.sample_s > 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(options.sample_s * 1e6)));
+  const auto after = sample(ring);
+  const double interval = double(monotonic_ns() - t0) / 1e9;
+
+  const RingShape& s = ring.shape();
+  const RingHeader& h = ring.header();
+  uint32_t by_phase[kSlotPhaseCount] = {};
+  for (uint32_t i = 0; i < ring.slot_count(); ++i)
+    ++by_phase[uint32_t(SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase())];
+  const bool launcher_alive = liveness_lock_held_elsewhere(ring.fd(), kLauncherLockIndex);
+  const char* phase_names[] = {"free", "claimed", "writing", "ready", "reading"};
+  const uint64_t now_unix = unix_ns();
+
+  std::ostringstream out;
+  if (options.json) {
+    out << "{\n  \"ring\": \"" << ring.name() << "\",\n  \"slots\": " << s.slot_count
+        << ",\n  \"slot_bytes\": " << ring.layout().slot.stride << ",\n  \"max_tokens\": "
+        << s.max_tokens << ",\n  \"hidden_size\": " << s.hidden_size << ",\n  \"num_layers\": "
+        << s.num_layers << ",\n  \"dtype\": \"" << to_string(s.dtype)
+        << "\",\n  \"launcher_pid\": " << h.launcher_pid.load(std::memory_order_relaxed)
+        << ",\n  \"launcher_alive\": " << (launcher_alive ? "true" : "false")
+        << ",\n  \"slots_recovered\": " << h.slots_recovered.load(std::memory_order_relaxed)
+        << ",\n  \"slots_by_state\": {";
+    for (int p = 0; p < kSlotPhaseCount; ++p)
+      out << (p ? ", " : "") << "\"" << phase_names[p] << "\": " << by_phase[p];
+    out << "},\n  \"processes\": [";
+  } else {
+    out << "ring '" << ring.name() << "': " << s.slot_count << " slots of "
+        << fixed(double(ring.layout().slot.stride) / (1 << 20), 1) << " MiB (" << s.max_tokens
+        << " tokens x " << s.num_layers << " layers x " << s.hidden_size << " "
+        << to_string(s.dtype) << (s.split_layers ? ", split" : ", concatenated")
+        << "), hs_min_ready " << s.hs_min_ready << "\n";
+    out << "launcher pid " << h.launcher_pid.load(std::memory_order_relaxed)
+        << (launcher_alive ? " (alive)" : " (not running)") << "; slots recovered so far "
+        << h.slots_recovered.load(std::memory_order_relaxed) << "\n";
+    out << "slots:";
+    for (int p = 0; p < kSlotPhaseCount; ++p) out << " " << phase_names[p] << " " << by_phase[p];
+    out << "\n\n";
+    char header[256];
+    std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %10s %12s %10s %8s %6s\n",
+                  "worker", "pid", "epoch", "state", "alive", "uptime_s", "batches", "tokens/s",
+                  "MB/s", "restarts", "torn");
+    out << header;
+  }
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    const ProcessEntry& p = ring.process(i);
+    const auto role = Role(p.role.load(std::memory_order_relaxed));
+    const uint32_t index = role == Role::kTarget ? i : i - s.num_targets;
+    const uint32_t epoch = p.epoch.load(std::memory_order_relaxed);
+    const bool alive = epoch != 0 && owner_alive(ring, i, epoch);
+    const auto state = ProcessState(p.state.load(std::memory_order_relaxed));
+    const uint64_t started = p.started_unix_ns.load(std::memory_order_relaxed);
+    const double uptime = alive && started ? double(now_unix - started) / 1e9 : 0;
+    const double tokens_rate = interval > 0 ? double(after[i].tokens - before[i].tokens) / interval : 0;
+    const double bytes_rate = interval > 0 ? double(after[i].bytes - before[i].bytes) / interval : 0;
+    const uint32_t starts = p.starts.load(std::memory_order_relaxed);
+    const uint32_t restarts = starts > 0 ? starts - 1 : 0;
+    const uint64_t torn = p.torn.load(std::memory_order_relaxed);
+    const std::string name = std::string(to_string(role)) + " " + std::to_string(index);
+    const char* state_name = alive ? to_string(state) : (epoch == 0 ? "never-started" : "dead");
+    if (options.json) {
+      out << (i ? ",\n" : "\n") << "    {\"role\": \"" << to_string(role) << "\", \"index\": " << index
+          << ", \"pid\": " << p.pid.load(std::memory_order_relaxed) << ", \"epoch\": " << epoch
+          << ", \"state\": \"" << state_name << "\", \"alive\": " << (alive ? "true" : "false")
+          << ", \"uptime_s\": " << fixed(uptime, 1) << ", \"batches\": " << after[i].batches
+          << ", \"tokens_per_s\": " << fixed(tokens_rate, 1) << ", \"hs_bytes_per_s\": "
+          << fixed(bytes_rate, 1) << ", \"restarts\": " << restarts << ", \"torn\": " << torn << "}";
+    } else {
+      char row[256];
+      std::snprintf(row, sizeof row, "%-10s %8d %6u %-14s %-5s %9.1f %10llu %12.0f %10.1f %8u %6llu\n",
+                    name.c_str(), p.pid.load(std::memory_order_relaxed), epoch, state_name,
+                    alive ? "yes" : "no", uptime, (unsigned long long)after[i].batches, tokens_rate,
+                    bytes_rate / 1e6, restarts, (unsigned long long)torn);
+      out << row;
+    }
+  }
+  if (options.json) out << "\n  ]\n}\n";
+  return out.str();
+}
+
+}  // namespace hsring

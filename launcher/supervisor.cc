@@ -1,0 +1,280 @@
+#include "launcher/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "shm/consumer.h"
+#include "shm/futex.h"
+#include "shm/ledger.h"
+#include "shm/liveness.h"
+#include "shm/recovery.h"
+
+namespace hsring {
+
+namespace {
+
+constexpr uint64_t kProgressPeriodNs = 1'000'000'000;
+constexpr uint64_t kStopCheckPeriodNs = 100'000'000;
+
+std::string format_rate(double value, const char* unit) {
+  std::ostringstream out;
+  out.precision(value >= 100 ? 0 : 1);
+  out << std::fixed;
+  if (value >= 1e9) out << value / 1e9 << " G";
+  else if (value >= 1e6) out << value / 1e6 << " M";
+  else if (value >= 1e3) out << value / 1e3 << " K";
+  else out << value << " ";
+  out << unit;
+  return out.str();
+}
+
+void wake_all_waiters(Ring& ring) {
+  RingHeader& h = ring.header();
+  SharedCondition(h.ready_futex, h.ready_waiters).notify();
+  SharedCondition(h.free_futex, h.free_waiters).notify();
+}
+
+}  // namespace
+
+std::string Supervisor::Worker::name() const {
+  return std::string(to_string(role)) + " " + std::to_string(index);
+}
+
+Supervisor::Supervisor(RunOptions options, std::string bin_dir)
+    : options_(std::move(options)), bin_dir_(std::move(bin_dir)) {
+  const WorkerSpec targets = parse_worker_spec(options_.targets, "--targets");
+  const WorkerSpec drafters = parse_worker_spec(options_.drafters, "--drafters");
+  if (!targets.cpu || !drafters.cpu) {
+    throw std::invalid_argument(
+        "GPU workers (--targets/--drafters with GPU ids) need a CUDA build of hsring; this "
+        "build runs CPU workers only: use cpu:N");
+  }
+  const RingShape shape = ring_shape_of(options_, targets, drafters);
+  if (std::string why = validate_shape(shape); !why.empty())
+    throw std::invalid_argument("cannot run this ring: " + why);
+
+  // Signals arrive through a signalfd polled beside the pidfds: no async handler races.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+  signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+
+  ring_ = Ring::create(options_.ring, shape);
+  if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
+    throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
+  ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
+
+  const RestartLimits limits = restart_limits_of(options_);
+  for (uint32_t t = 0; t < targets.count; ++t)
+    workers_.push_back(Worker{Role::kTarget, t, -1, {}, RestartPolicy(limits)});
+  for (uint32_t d = 0; d < drafters.count; ++d)
+    workers_.push_back(Worker{Role::kDrafter, d, -1, {}, RestartPolicy(limits)});
+}
+
+Supervisor::~Supervisor() {
+  for (Worker& w : workers_) {
+    if (w.process.running()) {
+      w.process.signal(SIGKILL);
+      int status;
+      while (!w.process.try_reap(status)) ::usleep(1000);
+    }
+  }
+  if (ring_ && !options_.keep_ring) Ring::remove(options_.ring);
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+}
+
+void Supervisor::start_worker(Worker& w) {
+  const bool target = w.role == Role::kTarget;
+  std::vector<std::string> argv = {bin_dir_ + (target ? "/hsring-target" : "/hsring-drafter"),
+                                   "--ring", options_.ring, "--index", std::to_string(w.index)};
+  if (target && options_.target_rate > 0) {
+    argv.insert(argv.end(), {"--rate", std::to_string(options_.target_rate)});
+  }
+  if (!target && options_.drafter_step_ms > 0) {
+    argv.insert(argv.end(), {"--step-ms", std::to_string(options_.drafter_step_ms)});
+  }
+  w.process = ChildProcess::spawn(argv);
+  w.policy.on_start(monotonic_ns());
+  w.restart_at_ns = 0;
+}
+
+void Supervisor::on_worker_exit(Worker& w, int wait_status) {
+  // The child's liveness lock is gone before its pidfd turns readable: recover now.
+  const RecoveryStats recovered = recover_dead_owners(*ring_);
+  const bool running =
+      ring_->header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
+  if (!running || interrupted_) return;  // an expected exit while draining
+  const uint64_t now = monotonic_ns();
+  if (!w.policy.on_crash(now)) {
+    crash_loop_ = true;
+    crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
+                          " times within " + std::to_string(int(options_.restart_window_s)) +
+                          " s (last: " + describe_wait_status(wait_status) +
+                          "): crash loop, stopping the run. Raise --max-restarts or "
+                          "--restart-window to tolerate more, or fix the cause in its log";
+    return;
+  }
+  w.restart_at_ns = now + w.policy.restart_delay_ns();
+  ++w.restarts;
+  (w.role == Role::kTarget ? restarts_target_ : restarts_drafter_)++;
+  if (!options_.quiet || w.restarts <= 3) {
+    log_line(w.name() + " " + describe_wait_status(wait_status) + "; recovered " +
+             std::to_string(recovered.total()) + " slot(s); restarting in " +
+             std::to_string(w.policy.restart_delay_ns() / 1'000'000) + " ms");
+  }
+}
+
+void Supervisor::restart_due_workers() {
+  const uint64_t now = monotonic_ns();
+  for (Worker& w : workers_) {
+    if (!w.process.running() && w.restart_at_ns != 0 && now >= w.restart_at_ns) start_worker(w);
+  }
+}
+
+bool Supervisor::stop_condition_met() {
+  if (deadline_ns_ != 0 && monotonic_ns() >= deadline_ns_) return true;
+  const uint64_t limit = ring_->shape().batch_limit;
+  return limit != 0 && ledger_count_consumed(*ring_, limit) >= limit;
+}
+
+int Supervisor::poll_timeout_ms() const {
+  uint64_t wait = kStopCheckPeriodNs;
+  const uint64_t now = monotonic_ns();
+  for (const Worker& w : workers_) {
+    if (!w.process.running() && w.restart_at_ns != 0)
+      wait = std::min(wait, w.restart_at_ns > now ? w.restart_at_ns - now : 0);
+  }
+  return int((wait + 999'999) / 1'000'000);
+}
+
+void Supervisor::print_progress() {
+  const uint64_t now = monotonic_ns();
+  if (now < next_progress_ns_) return;
+  next_progress_ns_ = now + kProgressPeriodNs;
+  uint64_t batches = 0, tokens = 0, bytes = 0;
+  for (uint32_t i = ring_->shape().num_targets; i < ring_->process_count(); ++i) {
+    batches += ring_->process(i).batches.load(std::memory_order_relaxed);
+    tokens += ring_->process(i).tokens.load(std::memory_order_relaxed);
+    bytes += ring_->process(i).hs_bytes.load(std::memory_order_relaxed);
+  }
+  uint32_t by_phase[kSlotPhaseCount] = {};
+  for (uint32_t i = 0; i < ring_->slot_count(); ++i)
+    ++by_phase[uint32_t(SlotState(ring_->slot(i).state.load(std::memory_order_relaxed)).phase())];
+  const double elapsed = double(now - started_ns_) / 1e9;
+  const double interval = double(now - last_progress_ns_) / 1e9;
+  const double batch_rate = interval > 0 ? double(batches - last_progress_batches_) / interval : 0;
+  last_progress_batches_ = batches;
+  last_progress_ns_ = now;
+  if (options_.quiet) return;
+  std::ostringstream line;
+  line.precision(1);
+  line << std::fixed << elapsed << " s  consumed " << batches << "  " << batch_rate
+       << " batches/s  " << format_rate(double(tokens) / std::max(elapsed, 1e-9), "tok/s") << "  "
+       << format_rate(double(bytes) / std::max(elapsed, 1e-9), "B/s") << "  slots free "
+       << by_phase[0] << " claimed " << by_phase[1] << " writing " << by_phase[2] << " ready "
+       << by_phase[3] << " reading " << by_phase[4] << "  restarts t " << restarts_target_
+       << " d " << restarts_drafter_;
+  log_line(line.str());
+}
+
+void Supervisor::drain() {
+  ring_->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
+  wake_all_waiters(*ring_);
+  for (Worker& w : workers_) w.process.signal(SIGTERM);
+  const uint64_t deadline = monotonic_ns() + uint64_t(options_.drain_timeout_s * 1e9);
+  while (monotonic_ns() < deadline) {
+    bool any_running = false;
+    for (Worker& w : workers_) {
+      int status;
+      if (w.process.running() && !w.process.try_reap(status)) any_running = true;
+    }
+    if (!any_running) break;
+    ::usleep(2000);
+  }
+  for (Worker& w : workers_) {
+    if (!w.process.running()) continue;
+    log_line(w.name() + " did not stop within " + std::to_string(options_.drain_timeout_s) +
+             " s; killing it");
+    w.process.signal(SIGKILL);
+    int status;
+    while (!w.process.try_reap(status)) ::usleep(1000);
+  }
+  recover_dead_owners(*ring_);
+  ring_->header().run_state.store(uint32_t(RunState::kStopped), std::memory_order_release);
+}
+
+int Supervisor::run() {
+  started_ns_ = monotonic_ns();
+  last_progress_ns_ = started_ns_;
+  next_progress_ns_ = started_ns_ + kProgressPeriodNs;
+  if (options_.seconds > 0) deadline_ns_ = started_ns_ + uint64_t(options_.seconds * 1e9);
+  const RingShape& s = ring_->shape();
+  log_line("ring '" + options_.ring + "': " + std::to_string(s.slot_count) + " slots of " +
+           std::to_string(ring_->layout().slot.stride >> 10) + " KiB; " +
+           std::to_string(s.num_targets) + " target(s), " + std::to_string(s.num_drafters) +
+           " drafter(s); stop after " +
+           (s.batch_limit ? std::to_string(s.batch_limit) + " batches" : std::string("")) +
+           (s.batch_limit && deadline_ns_ ? " or " : "") +
+           (deadline_ns_ ? std::to_string(options_.seconds) + " s" : std::string("")));
+  for (Worker& w : workers_) start_worker(w);
+
+  std::vector<pollfd> fds;
+  std::vector<Worker*> owners;
+  while (!crash_loop_) {
+    fds.assign(1, pollfd{signal_fd_, POLLIN, 0});
+    owners.assign(1, nullptr);
+    for (Worker& w : workers_) {
+      if (w.process.running()) {
+        fds.push_back(pollfd{w.process.pidfd(), POLLIN, 0});
+        owners.push_back(&w);
+      }
+    }
+    ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+      }
+      interrupted_ = true;
+      log_line(std::string("received SIG") + sigabbrev_np(int(info.ssi_signo)) + ": draining");
+      break;
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      int status;
+      if ((fds[i].revents & POLLIN) && owners[i]->process.try_reap(status))
+        on_worker_exit(*owners[i], status);
+    }
+    if (crash_loop_) break;
+    restart_due_workers();
+    print_progress();
+    if (stop_condition_met()) break;
+  }
+  drain();
+  const double wall = double(monotonic_ns() - started_ns_) / 1e9;
+  RunSummary summary = summarize_run(*ring_, wall, restarts_target_, restarts_drafter_);
+  log_line(summary_text(summary));
+  if (!options_.summary_json.empty()) write_summary_json(summary, options_.summary_json);
+  if (crash_loop_) {
+    log_line("error: " + crash_loop_message_);
+    return kRunCrashLoop;
+  }
+  if (!summary.data_intact()) {
+    log_line("error: batches were torn, lost or duplicated; the run failed its promise");
+    return kRunDataError;
+  }
+  return kRunOk;
+}
+
+}  // namespace hsring

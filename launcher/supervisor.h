@@ -1,0 +1,73 @@
+// `hsring run`: creates the ring, starts one process per worker, and keeps them alive.
+// A dead worker's slots are recovered the moment its pidfd reports the exit; the worker
+// is restarted with exponential backoff; a crash loop stops the run. At the end (stop
+// condition or SIGINT/SIGTERM) the ring drains: producers stop, drafters finish what they
+// hold, and the segment is removed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/child_process.h"
+#include "launcher/restart_policy.h"
+#include "launcher/run_options.h"
+#include "launcher/run_summary.h"
+#include "shm/ring.h"
+
+namespace hsring {
+
+// Exit codes of `hsring run`.
+enum RunExit : int {
+  kRunOk = 0,
+  kRunDataError = 1,  // a batch was torn, lost or duplicated
+  kRunUsage = 2,
+  kRunCrashLoop = 3,
+  kRunSetupError = 4,
+};
+
+class Supervisor {
+ public:
+  // REQUIRES: the worker programs are in `bin_dir`. Throws on setup errors.
+  Supervisor(RunOptions options, std::string bin_dir);
+  ~Supervisor();
+  int run();
+
+ private:
+  struct Worker {
+    Role role;
+    uint32_t index;  // within the role
+    int gpu = -1;
+    ChildProcess process;
+    RestartPolicy policy;
+    uint64_t restart_at_ns = 0;  // when dead: when to start it again
+    uint32_t restarts = 0;
+    std::string name() const;
+  };
+
+  void start_worker(Worker& worker);
+  void on_worker_exit(Worker& worker, int wait_status);
+  void restart_due_workers();
+  bool stop_condition_met();
+  void drain();
+  void print_progress();
+  int poll_timeout_ms() const;
+
+  RunOptions options_;
+  std::string bin_dir_;
+  std::unique_ptr<Ring> ring_;
+  std::vector<Worker> workers_;
+  int signal_fd_ = -1;
+  uint64_t started_ns_ = 0;
+  uint64_t deadline_ns_ = 0;  // 0: none
+  uint64_t next_progress_ns_ = 0;
+  uint64_t last_progress_batches_ = 0;
+  uint64_t last_progress_ns_ = 0;
+  bool crash_loop_ = false;
+  std::string crash_loop_message_;
+  bool interrupted_ = false;
+  uint32_t restarts_target_ = 0;
+  uint32_t restarts_drafter_ = 0;
+};
+
+}  // namespace hsring

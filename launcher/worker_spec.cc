@@ -1,0 +1,52 @@
+#include "launcher/worker_spec.h"
+
+#include <charconv>
+#include <stdexcept>
+
+#include "shm/ring_layout.h"
+
+namespace hsring {
+
+namespace {
+
+// Parses a whole decimal number in [0, max]; false on anything else.
+bool parse_number(std::string_view text, uint32_t max, uint32_t& value) {
+  if (text.empty() || text.size() > 9) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size() && value <= max;
+}
+
+}  // namespace
+
+WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
+  const std::string forms = "; use cpu:N (N CPU workers, 1-" + std::to_string(kMaxProcesses - 1) +
+                            ") or a comma-separated list of GPU ids such as 0,1";
+  WorkerSpec spec;
+  std::string_view view(text);
+  if (view.substr(0, 4) == "cpu:") {
+    if (!parse_number(view.substr(4), kMaxProcesses - 1, spec.count) || spec.count == 0)
+      throw std::invalid_argument(flag + " '" + text + "': bad worker count" + forms);
+    return spec;
+  }
+  spec.cpu = false;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = view.find(',', start);
+    const std::string_view item = view.substr(start, comma == std::string_view::npos
+                                                         ? std::string_view::npos
+                                                         : comma - start);
+    uint32_t gpu = 0;
+    if (!parse_number(item, 1023, gpu))
+      throw std::invalid_argument(flag + " '" + text + "': '" + std::string(item) +
+                                  "' is not a GPU id" + forms);
+    spec.gpus.push_back(int(gpu));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (spec.gpus.size() >= kMaxProcesses)
+    throw std::invalid_argument(flag + " '" + text + "': too many workers" + forms);
+  spec.count = uint32_t(spec.gpus.size());
+  return spec;
+}
+
+}  // namespace hsring

@@ -1,0 +1,113 @@
+#include "shm/consumer.h"
+
+#include "common/clock.h"
+#include "common/random.h"
+#include "shm/futex.h"
+#include "shm/ledger.h"
+
+namespace hsring {
+
+namespace {
+
+// True when no more batches will arrive to make up hs_min_ready: the ring drains, or
+// every target has published its whole shard.
+bool no_more_batches(const Ring& ring) {
+  if (ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning))
+    return true;
+  for (uint32_t t = 0; t < ring.shape().num_targets; ++t) {
+    if (ring.target_progress(t).exhausted.load(std::memory_order_acquire) == 0) return false;
+  }
+  return true;
+}
+
+// Claims the `pick`-th READY slot (modulo the READY count seen), READY -> READING(self).
+std::optional<SlotClaim> try_claim_ready(Ring& ring, Identity self, uint64_t pick) {
+  const uint32_t n = ring.slot_count();
+  const uint32_t ready = count_ready(ring);
+  if (ready == 0) return std::nullopt;
+  uint32_t skip = uint32_t(pick % ready);
+  for (uint32_t index = 0; index < n; ++index) {
+    SlotHeader& slot = ring.slot(index);
+    SlotState seen(slot.state.load(std::memory_order_relaxed));
+    if (seen.phase() != SlotPhase::kReady) continue;
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
+    uint64_t expected = seen.word();
+    // SYNC POINT READ: acquire pairs with the producer's release CAS to READY, so the
+    // payload and metadata are complete before we read them.
+    if (slot.state.compare_exchange_strong(expected, reading.word(), std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+      slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
+      return SlotClaim{index, reading};
+    }
+    return std::nullopt;  // lost a race: the caller draws again
+  }
+  return std::nullopt;
+}
+
+bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) {
+  SlotHeader& slot = ring.slot(claim.index);
+  if (claim.word.phase() != SlotPhase::kReading) return false;
+  const SlotState next = claim.word.next(phase, 0, 0);
+  uint64_t expected = claim.word.word();
+  // Release: our reads of the payload happen before a producer's acquire claim of the
+  // FREE slot, so it never overwrites what we are still reading.
+  if (!slot.state.compare_exchange_strong(expected, next.word(), std::memory_order_acq_rel,
+                                          std::memory_order_relaxed)) {
+    return false;
+  }
+  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  claim.word = next;
+  return true;
+}
+
+}  // namespace
+
+uint32_t count_ready(const Ring& ring) {
+  uint32_t ready = 0;
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kReady)
+      ++ready;
+  }
+  return ready;
+}
+
+std::optional<SlotClaim> claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
+                                          std::chrono::nanoseconds timeout, uint64_t& rng_state) {
+  const uint64_t deadline = monotonic_ns() + uint64_t(timeout.count());
+  SharedCondition ready_condition(ring.header().ready_futex, ring.header().ready_waiters);
+  auto enough_ready = [&] { return count_ready(ring) >= (no_more_batches(ring) ? 1u : min_ready); };
+  while (true) {
+    const bool enough = enough_ready();
+    if (enough) {
+      if (auto claim = try_claim_ready(ring, self, splitmix64(rng_state))) return claim;
+    }
+    const uint64_t now = monotonic_ns();
+    if (now >= deadline) return std::nullopt;
+    // Lost a race to another consumer: the ring changed, draw again at once.
+    if (!enough) ready_condition.wait_until(enough_ready, std::chrono::nanoseconds(deadline - now));
+  }
+}
+
+bool release_consumed(Ring& ring, SlotClaim& claim) {
+  SlotHeader& slot = ring.slot(claim.index);
+  const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
+  // First the slot-local record, then the ledger, then the transition: a crash between
+  // any two leaves enough for a recoverer to finish the same marks (recovery.cc).
+  slot.consumed_word.store(claim.word.word(), std::memory_order_release);
+  ledger_mark_consumed(ring, batch_id, claim.word);
+  if (!release_to(ring, claim, SlotPhase::kFree)) return false;
+  SharedCondition(ring.header().free_futex, ring.header().free_waiters).notify();
+  return true;
+}
+
+bool return_unread(Ring& ring, SlotClaim& claim) {
+  if (!release_to(ring, claim, SlotPhase::kReady)) return false;
+  SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();
+  return true;
+}
+
+}  // namespace hsring

@@ -1,0 +1,30 @@
+#include "shm/futex.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+
+namespace hsring {
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout) {
+  if (timeout.count() <= 0) return;
+  timespec ts;
+  ts.tv_sec = time_t(timeout.count() / 1'000'000'000);
+  ts.tv_nsec = long(timeout.count() % 1'000'000'000);
+  // EAGAIN (word changed), EINTR and ETIMEDOUT all mean "re-check": nothing to report.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void SharedCondition::notify() {
+  sequence_.fetch_add(1, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) != 0) futex_wake_all(sequence_);
+}
+
+}  // namespace hsring

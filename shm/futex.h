@@ -1,0 +1,62 @@
+// Waiting on 32-bit words in shared memory. The words are shared between processes, so the
+// futex calls never use FUTEX_PRIVATE_FLAG; every wait has a timeout, so a dead waker
+// delays nobody forever (DESIGN.md invariant 3).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace hsring {
+
+// Sleeps while *word == expected, at most `timeout`. Returns early on a wake, a signal or
+// a changed word; callers always re-check their condition.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
+void futex_wake_all(std::atomic<uint32_t>& word);
+
+// A condition that processes wait for: `sequence` moves on every change that may let a
+// waiter proceed; `waiters` lets the notifier skip the syscall when nobody sleeps.
+//
+// Thread safety: notify() and wait_for_change() pair up through seq_cst operations on
+// both words (a Dekker pair): either the notifier sees the waiter's increment and wakes
+// it, or the waiter's load of `sequence` sees the notifier's bump and does not sleep.
+// A waiter killed while counted leaves `waiters` high, which costs syscalls, not wakes.
+class SharedCondition {
+ public:
+  SharedCondition(std::atomic<uint32_t>& sequence, std::atomic<uint32_t>& waiters)
+      : sequence_(sequence), waiters_(waiters) {}
+
+  // Call after making the change visible (its stores happen before this seq_cst bump).
+  void notify();
+
+  // Waits until `ready()` holds or `timeout` passes; returns the last value of ready().
+  template <class Predicate>
+  bool wait_until(Predicate ready, std::chrono::nanoseconds timeout);
+
+ private:
+  std::atomic<uint32_t>& sequence_;
+  std::atomic<uint32_t>& waiters_;
+};
+
+template <class Predicate>
+bool SharedCondition::wait_until(Predicate ready, std::chrono::nanoseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  if (ready()) return true;
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool ok = false;
+  while (true) {
+    const uint32_t seen = sequence_.load(std::memory_order_seq_cst);
+    if (ready()) {
+      ok = true;
+      break;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    futex_wait(sequence_, seen, deadline - now);
+  }
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return ok;
+}
+
+}  // namespace hsring

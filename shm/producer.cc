@@ -1,0 +1,122 @@
+#include "shm/producer.h"
+
+#include "common/clock.h"
+#include "shm/futex.h"
+#include "shm/ledger.h"
+
+namespace hsring {
+
+namespace {
+
+SharedCondition free_condition(Ring& ring) {
+  return SharedCondition(ring.header().free_futex, ring.header().free_waiters);
+}
+
+bool stopping(const Ring& ring) {
+  return ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning);
+}
+
+// One pass over the ring from `hint`: CAS the first FREE slot to CLAIMED(self).
+std::optional<SlotClaim> try_claim_free(Ring& ring, Identity self, uint32_t hint) {
+  const uint32_t n = ring.slot_count();
+  for (uint32_t step = 0; step < n; ++step) {
+    const uint32_t index = (hint + step) % n;
+    SlotHeader& slot = ring.slot(index);
+    SlotState seen(slot.state.load(std::memory_order_relaxed));
+    if (seen.phase() != SlotPhase::kFree) continue;
+    const SlotState claimed = seen.next(SlotPhase::kClaimed, self.index, self.epoch);
+    uint64_t expected = seen.word();
+    // Acquire on success: the last consumer's reads of this payload (ordered before its
+    // release CAS to FREE) happen before we start overwriting it.
+    if (slot.state.compare_exchange_strong(expected, claimed.word(), std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+      slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
+      return SlotClaim{index, claimed};
+    }
+  }
+  return std::nullopt;
+}
+
+bool any_free(const Ring& ring) {
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kFree)
+      return true;
+  }
+  return false;
+}
+
+// CAS from the claim's word to `next`, with release so everything the owner wrote
+// before (batch id, payload, metadata) is visible to whoever acquires `next`.
+bool advance(SlotHeader& slot, SlotClaim& claim, SlotState next) {
+  uint64_t expected = claim.word.word();
+  if (!slot.state.compare_exchange_strong(expected, next.word(), std::memory_order_acq_rel,
+                                          std::memory_order_relaxed)) {
+    return false;
+  }
+  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  claim.word = next;
+  return true;
+}
+
+}  // namespace
+
+std::optional<SlotClaim> claim_free_slot(Ring& ring, Identity self, uint32_t hint,
+                                         std::chrono::nanoseconds timeout) {
+  const uint64_t deadline = monotonic_ns() + uint64_t(timeout.count());
+  while (!stopping(ring)) {
+    if (auto claim = try_claim_free(ring, self, hint)) return claim;
+    const uint64_t now = monotonic_ns();
+    if (now >= deadline) break;
+    // Short waits so a stop request is noticed promptly even without a wake.
+    const auto slice = std::chrono::nanoseconds(std::min<uint64_t>(deadline - now, 50'000'000));
+    free_condition(ring).wait_until([&] { return any_free(ring) || stopping(ring); }, slice);
+  }
+  return std::nullopt;
+}
+
+bool bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) {
+  SlotHeader& slot = ring.slot(claim.index);
+  if (claim.word.phase() != SlotPhase::kClaimed) return false;
+  // Relaxed: the release CAS below orders it before the WRITING word that certifies it.
+  slot.batch_id.store(batch_id, std::memory_order_relaxed);
+  return advance(slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(),
+                                              claim.word.epoch()));
+}
+
+bool adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) {
+  SlotHeader& slot = ring.slot(claim.index);
+  if (claim.word.phase() != SlotPhase::kWriting) return false;
+  return advance(slot, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch));
+}
+
+bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
+  SlotHeader& slot = ring.slot(claim.index);
+  if (claim.word.phase() != SlotPhase::kWriting) return false;
+  const uint64_t seq = ring.header().publish_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  slot.publish_seq.store(seq, std::memory_order_relaxed);
+  slot.token_count.store(info.token_count, std::memory_order_relaxed);
+  slot.num_docs.store(info.num_docs, std::memory_order_relaxed);
+  slot.length_bucket.store(info.length_bucket, std::memory_order_relaxed);
+  slot.producer.store(claim.word.owner(), std::memory_order_relaxed);
+  // SYNC POINT WRITE: payload and metadata. The release CAS to READY publishes them;
+  // consumers claim with an acquire CAS (DESIGN.md invariant 2).
+  if (!advance(slot, claim, claim.word.next(SlotPhase::kReady, claim.word.owner(),
+                                            claim.word.epoch()))) {
+    return false;
+  }
+  SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();
+  // After the CAS: a mark before it could name a batch that a crash then never publishes.
+  // A crash right here leaves the mark to the consumer (ledger_mark_consumed sets it too).
+  ledger_mark_published(ring, info.batch_id);
+  return true;
+}
+
+bool unclaim(Ring& ring, SlotClaim& claim) {
+  SlotHeader& slot = ring.slot(claim.index);
+  if (claim.word.phase() != SlotPhase::kClaimed) return false;
+  if (!advance(slot, claim, claim.word.next(SlotPhase::kFree, 0, 0))) return false;
+  free_condition(ring).notify();
+  return true;
+}
+
+}  // namespace hsring

@@ -1,0 +1,115 @@
+#include "shm/recovery.h"
+
+#include "common/clock.h"
+#include "shm/futex.h"
+#include "shm/ledger.h"
+#include "shm/liveness.h"
+
+namespace hsring {
+
+namespace {
+
+bool cas_state(SlotHeader& slot, SlotState from, SlotState to) {
+  uint64_t expected = from.word();
+  // acq_rel: acquire sees the dead owner's last writes (batch id, consumed_word); release
+  // hands the slot to the next claimer with our view.
+  if (!slot.state.compare_exchange_strong(expected, to.word(), std::memory_order_acq_rel,
+                                          std::memory_order_relaxed)) {
+    return false;
+  }
+  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  return true;
+}
+
+// Recovers one slot whose owner (per `seen`) is dead. Returns what it did.
+void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& stats) {
+  SlotHeader& slot = ring.slot(index);
+  RingHeader& header = ring.header();
+  switch (seen.phase()) {
+    case SlotPhase::kClaimed:
+      if (cas_state(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
+        ++stats.freed;
+        SharedCondition(header.free_futex, header.free_waiters).notify();
+      }
+      return;
+    case SlotPhase::kReading: {
+      const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
+      // Acquire pairs with the consumer's release store of consumed_word.
+      if (slot.consumed_word.load(std::memory_order_acquire) == seen.word()) {
+        // It finished and died before freeing: repeat its (idempotent) ledger mark.
+        ledger_mark_consumed(ring, batch_id, seen);
+        if (cas_state(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
+          ++stats.freed;
+          SharedCondition(header.free_futex, header.free_waiters).notify();
+        }
+      } else if (cas_state(slot, seen, seen.next(SlotPhase::kReady, 0, 0))) {
+        ++stats.redelivered;
+        ledger_mark_redelivered(ring, batch_id);
+        SharedCondition(header.ready_futex, header.ready_waiters).notify();
+      }
+      return;
+    }
+    case SlotPhase::kWriting:
+      ++stats.orphaned;  // bound batch: its target's successor adopts it
+      return;
+    case SlotPhase::kFree:
+    case SlotPhase::kReady:
+      return;
+  }
+}
+
+void count_recoveries(Ring& ring, const RecoveryStats& stats) {
+  if (stats.total() > 0)
+    ring.header().slots_recovered.fetch_add(stats.total(), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool owner_alive(const Ring& ring, uint32_t index, uint32_t epoch) {
+  if (index >= ring.process_count()) return false;
+  const uint32_t current = ring.process(index).epoch.load(std::memory_order_acquire);
+  if ((current & SlotState::kEpochMask) != (epoch & SlotState::kEpochMask)) return false;
+  // Our own mapping holds our lock: the probe cannot see it, but we are alive.
+  if (ring.liveness_index() == int32_t(index)) return true;
+  return liveness_lock_held_elsewhere(ring.fd(), index);
+}
+
+RecoveryStats recover_dead_owners(Ring& ring) {
+  RecoveryStats stats;
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    const SlotState seen(ring.slot(i).state.load(std::memory_order_acquire));
+    if (seen.owned() && !owner_alive(ring, seen.owner(), seen.epoch()))
+      recover_slot(ring, i, seen, stats);
+  }
+  count_recoveries(ring, stats);
+  return stats;
+}
+
+RecoveryStats recover_previous_epochs(Ring& ring, Identity self) {
+  RecoveryStats stats;
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    const SlotState seen(ring.slot(i).state.load(std::memory_order_acquire));
+    if (seen.owned() && seen.owner() == self.index && !seen.held_by(self.index, self.epoch))
+      recover_slot(ring, i, seen, stats);
+  }
+  count_recoveries(ring, stats);
+  return stats;
+}
+
+std::vector<SlotClaim> adopt_previous_writes(Ring& ring, Identity self) {
+  std::vector<SlotClaim> adopted;
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    const SlotState seen(ring.slot(i).state.load(std::memory_order_acquire));
+    if (seen.phase() != SlotPhase::kWriting || seen.owner() != self.index ||
+        seen.held_by(self.index, self.epoch)) {
+      continue;
+    }
+    const SlotState mine = seen.next(SlotPhase::kWriting, self.index, self.epoch);
+    if (cas_state(ring.slot(i), seen, mine)) adopted.push_back(SlotClaim{i, mine});
+  }
+  if (!adopted.empty())
+    ring.header().slots_adopted.fetch_add(adopted.size(), std::memory_order_relaxed);
+  return adopted;
+}
+
+}  // namespace hsring

@@ -1,0 +1,40 @@
+// Returning the slots of dead owners (DESIGN.md invariant 5). Any process may recover at
+// any time, concurrently with others: each step is a CAS on the slot word from the exact
+// word that names the dead owner, so of two racing recoverers one wins and one no-ops.
+//
+//   CLAIMED(dead)  -> FREE       nothing was bound to it yet
+//   READING(dead)  -> READY      unless the consumer had finished (consumed_word), then FREE
+//   WRITING(dead)  stays         its batch id is bound; the target's successor adopts it
+//                                and writes the same batch again (see producer.h)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "shm/ring.h"
+#include "shm/slot_claim.h"
+
+namespace hsring {
+
+struct RecoveryStats {
+  uint32_t freed = 0;        // CLAIMED -> FREE, or finished READING -> FREE
+  uint32_t redelivered = 0;  // READING -> READY
+  uint32_t orphaned = 0;     // WRITING of a dead target, left for its successor
+  uint32_t total() const { return freed + redelivered; }
+};
+
+// True when process `index` is alive in incarnation `epoch` (low epoch bits compared).
+bool owner_alive(const Ring& ring, uint32_t index, uint32_t epoch);
+
+// Recovers every slot whose owner is dead.
+RecoveryStats recover_dead_owners(Ring& ring);
+
+// Recovers the slots that process `self.index` held in epochs before `self.epoch`; the
+// caller is that index's new incarnation, so those owners are dead by construction.
+RecoveryStats recover_previous_epochs(Ring& ring, Identity self);
+
+// The WRITING slots that target `self.index` left in earlier epochs, each adopted by
+// `self` (batch id kept). The caller writes those batches again before new ones.
+std::vector<SlotClaim> adopt_previous_writes(Ring& ring, Identity self);
+
+}  // namespace hsring

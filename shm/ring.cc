@@ -1,0 +1,334 @@
+#include "shm/ring.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "common/clock.h"
+
+namespace hsring {
+
+namespace bip = boost::interprocess;
+
+namespace {
+
+constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
+// Boost reports errors as interprocess_exception; turn them into RingError with advice.
+[[noreturn]] void rethrow_boost(const bip::interprocess_exception& e, const std::string& name,
+                                const char* action) {
+  switch (e.get_error_code()) {
+    case bip::not_found_error:
+      throw RingError(RingErrc::kNotFound,
+                      "ring '" + name + "' does not exist (no " + Ring::path_of(name) +
+                          "): start it with `hsring run --ring " + name + "` or check the name");
+    case bip::already_exists_error:
+      throw RingError(RingErrc::kExists,
+                      "ring '" + name + "' already exists: `hsring ring inspect " + name +
+                          "` shows it, `hsring ring remove " + name + "` removes a stale one");
+    case bip::security_error:
+      throw RingError(RingErrc::kPermission, std::string("cannot ") + action + " ring '" + name +
+                                                 "': permission denied (" + e.what() +
+                                                 "); it may belong to another user");
+    default:
+      throw RingError(RingErrc::kSystem,
+                      std::string("cannot ") + action + " ring '" + name + "': " + e.what());
+  }
+}
+
+void set_close_on_exec(int fd) {
+  // Children exec'd by the launcher must not share our open file description: they would
+  // hold our liveness locks alive after we die.
+  int flags = ::fcntl(fd, F_GETFD);
+  if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+    throw RingError(RingErrc::kSystem, std::string("fcntl(FD_CLOEXEC): ") + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+struct Ring::Segment {
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+};
+
+std::string Ring::path_of(const std::string& name) { return "/dev/shm/" + name; }
+
+std::string validate_shape(const RingShape& s) {
+  if (s.slot_count < 2 || s.slot_count > kMaxSlots)
+    return "slot count " + std::to_string(s.slot_count) + " is outside [2, " +
+           std::to_string(kMaxSlots) + "]";
+  if (s.max_tokens < 1 || s.max_tokens > (1u << 20))
+    return "max tokens per slot " + std::to_string(s.max_tokens) + " is outside [1, 1048576]";
+  if (s.hidden_size < 1 || s.hidden_size > (1u << 16))
+    return "hidden size " + std::to_string(s.hidden_size) + " is outside [1, 65536]";
+  if (s.num_layers < 1 || s.num_layers > kMaxCapturedLayers)
+    return "captured layer count " + std::to_string(s.num_layers) + " is outside [1, " +
+           std::to_string(kMaxCapturedLayers) + "]";
+  if (dtype_size(s.dtype) == 0) return "unknown dtype " + std::to_string(uint32_t(s.dtype));
+  if (s.split_layers > 1) return "split_layers must be 0 or 1";
+  if (s.num_targets < 1 || s.num_drafters < 1)
+    return "a ring needs at least one target and one drafter";
+  if (s.num_targets + s.num_drafters > kMaxProcesses)
+    return std::to_string(s.num_targets + s.num_drafters) + " workers exceed the limit of " +
+           std::to_string(kMaxProcesses);
+  if (s.hs_min_ready < 1 || s.hs_min_ready + s.num_targets > s.slot_count)
+    return "hs_min_ready " + std::to_string(s.hs_min_ready) +
+           " must be at least 1 and leave one slot per target (slot count " +
+           std::to_string(s.slot_count) + ", targets " + std::to_string(s.num_targets) + ")";
+  if (s.ledger_capacity < 1 || s.ledger_capacity > (1ull << 28))
+    return "ledger capacity " + std::to_string(s.ledger_capacity) + " is outside [1, 2^28]";
+  if (s.batch_limit > s.ledger_capacity)
+    return "batch limit " + std::to_string(s.batch_limit) + " exceeds the ledger capacity " +
+           std::to_string(s.ledger_capacity);
+  return "";
+}
+
+RingLayout compute_layout(const RingShape& s) {
+  RingLayout l{};
+  uint64_t offset = align_up(sizeof(RingHeader), kRegionAlign);
+  l.process_table_offset = offset;
+  offset = align_up(offset + sizeof(ProcessEntry) * (s.num_targets + s.num_drafters), kRegionAlign);
+  l.target_progress_offset = offset;
+  offset = align_up(offset + sizeof(TargetProgress) * s.num_targets, kRegionAlign);
+  l.ledger_offset = offset;
+  offset = align_up(offset + sizeof(LedgerEntry) * s.ledger_capacity, kRegionAlign);
+  l.slot_headers_offset = offset;
+  offset = align_up(offset + sizeof(SlotHeader) * s.slot_count, kRegionAlign);
+  l.payload_offset = offset;
+
+  SlotLayout& slot = l.slot;
+  slot.layer_bytes = uint64_t(s.max_tokens) * s.hidden_size * dtype_size(s.dtype);
+  uint64_t in_slot = 0;
+  if (s.split_layers) {
+    for (uint32_t k = 0; k < s.num_layers; ++k) {
+      slot.layer_offset[k] = in_slot;
+      in_slot = align_up(in_slot + slot.layer_bytes, kRegionAlign);
+    }
+  } else {
+    slot.layer_offset[0] = 0;
+    in_slot = align_up(slot.layer_bytes * s.num_layers, kRegionAlign);
+  }
+  const uint64_t ints = uint64_t(s.max_tokens) * sizeof(int32_t);
+  slot.tokens_offset = in_slot;
+  in_slot = align_up(in_slot + ints, kRegionAlign);
+  slot.positions_offset = in_slot;
+  in_slot = align_up(in_slot + ints, kRegionAlign);
+  slot.doc_offsets_offset = in_slot;
+  in_slot = align_up(in_slot + ints + sizeof(int32_t), kRegionAlign);
+  slot.labels_offset = in_slot;
+  in_slot = align_up(in_slot + ints, kRegionAlign);
+  slot.stride = in_slot;
+
+  l.total_size = l.payload_offset + slot.stride * s.slot_count;
+  return l;
+}
+
+void validate_segment(const std::byte* base, size_t size, const std::string& name) {
+  const std::string ring = "ring '" + name + "'";
+  if (size < sizeof(RingHeader)) {
+    throw RingError(RingErrc::kTruncated, ring + " is truncated: " + std::to_string(size) +
+                                              " bytes, smaller than its header; remove it with "
+                                              "`hsring ring remove " + name + "`");
+  }
+  // The header is plain bytes until validated: copy it out rather than trusting its atomics.
+  alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
+  std::memcpy(copy, base, sizeof(RingHeader));
+  const auto& h = *reinterpret_cast<const RingHeader*>(copy);
+  uint64_t magic;
+  std::memcpy(&magic, copy, sizeof magic);
+  if (magic != kRingMagic) {
+    throw RingError(RingErrc::kBadMagic, ring + " is not an hsring segment (wrong magic); "
+                                                "another program owns " + Ring::path_of(name) +
+                                                " or it was never initialised");
+  }
+  if (h.version != kRingVersion) {
+    throw RingError(RingErrc::kBadVersion,
+                    ring + " uses protocol version " + std::to_string(h.version) +
+                        ", this build speaks version " + std::to_string(kRingVersion) +
+                        ": stop the run that made it, or use the hsring that created it");
+  }
+  if (h.header_size != sizeof(RingHeader)) {
+    throw RingError(RingErrc::kBadLayout, ring + " has a header of " +
+                                              std::to_string(h.header_size) + " bytes, expected " +
+                                              std::to_string(sizeof(RingHeader)));
+  }
+  if (std::string why = validate_shape(h.shape); !why.empty()) {
+    throw RingError(RingErrc::kBadLayout, ring + " has an invalid shape: " + why);
+  }
+  const RingLayout expected = compute_layout(h.shape);
+  if (std::memcmp(&expected, &h.layout, sizeof(RingLayout)) != 0) {
+    throw RingError(RingErrc::kBadLayout,
+                    ring + " has a layout that does not follow from its shape (corrupt header)");
+  }
+  if (expected.total_size > size) {
+    throw RingError(RingErrc::kTruncated,
+                    ring + " is truncated: its layout needs " + std::to_string(expected.total_size) +
+                        " bytes, the segment has " + std::to_string(size) +
+                        "; remove it with `hsring ring remove " + name + "`");
+  }
+}
+
+Ring::Ring(std::string name, std::unique_ptr<Segment> segment, bool writable)
+    : name_(std::move(name)),
+      segment_(std::move(segment)),
+      fd_(segment_->shm.get_mapping_handle().handle),
+      base_(static_cast<std::byte*>(segment_->region.get_address())),
+      size_(segment_->region.get_size()),
+      writable_(writable) {}
+
+Ring::~Ring() = default;
+
+std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& shape) {
+  if (std::string why = validate_shape(shape); !why.empty()) {
+    throw RingError(RingErrc::kBadShape, "cannot create ring '" + name + "': " + why);
+  }
+  const RingLayout layout = compute_layout(shape);
+  auto segment = std::make_unique<Segment>();
+  try {
+    bip::permissions owner_only(0600);
+    segment->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
+                                             owner_only);
+  } catch (const bip::interprocess_exception& e) {
+    rethrow_boost(e, name, "create");
+  }
+  const int fd = segment->shm.get_mapping_handle().handle;
+  set_close_on_exec(fd);
+  ::fchmod(fd, 0600);  // the umask cannot widen it, but make the mode exact anyway
+  // Reserve the pages now: tmpfs would otherwise accept the size and SIGBUS on first touch.
+  if (int err = ::posix_fallocate(fd, 0, off_t(layout.total_size)); err != 0) {
+    struct statvfs fs{};
+    std::string free_space = ::statvfs("/dev/shm", &fs) == 0
+                                 ? mib(uint64_t(fs.f_bavail) * fs.f_frsize) + " free"
+                                 : "unknown free space";
+    bip::shared_memory_object::remove(name.c_str());
+    if (err == ENOSPC) {
+      throw RingError(RingErrc::kNoSpace,
+                      "ring '" + name + "' needs " + mib(layout.total_size) + " but /dev/shm has " +
+                          free_space + ": remove stale rings (`hsring ring gc`), use fewer "
+                          "--slots or --max-tokens, or enlarge /dev/shm");
+    }
+    throw RingError(RingErrc::kSystem, "cannot reserve " + mib(layout.total_size) + " for ring '" +
+                                           name + "': " + std::strerror(err));
+  }
+  try {
+    segment->region = bip::mapped_region(segment->shm, bip::read_write, 0, layout.total_size);
+  } catch (const bip::interprocess_exception& e) {
+    bip::shared_memory_object::remove(name.c_str());
+    rethrow_boost(e, name, "map");
+  }
+  auto ring = std::unique_ptr<Ring>(new Ring(name, std::move(segment), true));
+
+  // Fresh tmpfs pages are zero, and zero is a valid value of every atomic here (lock-free
+  // atomics are plain words), so only non-zero fields need writing.
+  RingHeader& h = ring->header();
+  h.version = kRingVersion;
+  h.header_size = sizeof(RingHeader);
+  h.creator_uid = ::geteuid();
+  h.created_unix_ns = unix_ns();
+  h.shape = shape;
+  h.layout = layout;
+  for (uint32_t i = 0; i < ring->process_count(); ++i) {
+    ProcessEntry& p = ring->process(i);
+    p.role.store(uint32_t(i < shape.num_targets ? Role::kTarget : Role::kDrafter),
+                 std::memory_order_relaxed);
+    p.gpu.store(-1, std::memory_order_relaxed);
+  }
+  // SYNC POINT WRITE: every field above. The release store of the magic publishes the
+  // initialised header to attachers, which load the magic with acquire.
+  h.magic.store(kRingMagic, std::memory_order_release);
+  return ring;
+}
+
+std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
+  const bool writable = access == Access::kReadWrite;
+  auto segment = std::make_unique<Segment>();
+  try {
+    segment->shm = bip::shared_memory_object(bip::open_only, name.c_str(),
+                                             writable ? bip::read_write : bip::read_only);
+  } catch (const bip::interprocess_exception& e) {
+    rethrow_boost(e, name, "open");
+  }
+  const int fd = segment->shm.get_mapping_handle().handle;
+  set_close_on_exec(fd);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    throw RingError(RingErrc::kSystem, "fstat of ring '" + name + "': " + std::strerror(errno));
+  }
+  if (st.st_uid != ::geteuid()) {
+    throw RingError(RingErrc::kForeignOwner,
+                    "ring '" + name + "' belongs to uid " + std::to_string(st.st_uid) +
+                        ", not to you (uid " + std::to_string(::geteuid()) +
+                        "); hsring never attaches to another user's ring: pick another --ring");
+  }
+  const size_t size = size_t(st.st_size);
+  if (size < sizeof(RingHeader)) validate_segment(nullptr, size, name);  // throws kTruncated
+  try {
+    segment->region =
+        bip::mapped_region(segment->shm, writable ? bip::read_write : bip::read_only, 0, size);
+  } catch (const bip::interprocess_exception& e) {
+    rethrow_boost(e, name, "map");
+  }
+  auto* base = static_cast<const std::byte*>(segment->region.get_address());
+  // SYNC POINT READ: pairs with the creator's release store of the magic.
+  (void)reinterpret_cast<const RingHeader*>(base)->magic.load(std::memory_order_acquire);
+  validate_segment(base, size, name);
+  return std::unique_ptr<Ring>(new Ring(name, std::move(segment), writable));
+}
+
+bool Ring::remove(const std::string& name) {
+  return bip::shared_memory_object::remove(name.c_str());
+}
+
+SlotHeader& Ring::slot(uint32_t index) const {
+  return reinterpret_cast<SlotHeader*>(base_ + layout().slot_headers_offset)[index];
+}
+
+std::byte* Ring::payload(uint32_t index) const {
+  return base_ + layout().payload_offset + layout().slot.stride * index;
+}
+
+ProcessEntry& Ring::process(uint32_t index) const {
+  return reinterpret_cast<ProcessEntry*>(base_ + layout().process_table_offset)[index];
+}
+
+TargetProgress& Ring::target_progress(uint32_t target) const {
+  return reinterpret_cast<TargetProgress*>(base_ + layout().target_progress_offset)[target];
+}
+
+LedgerEntry* Ring::ledger_entry(uint64_t batch_id) const {
+  if (batch_id >= shape().ledger_capacity) return nullptr;
+  return reinterpret_cast<LedgerEntry*>(base_ + layout().ledger_offset) + batch_id;
+}
+
+std::byte* Ring::layer_region(uint32_t index, uint32_t layer) const {
+  const SlotLayout& s = layout().slot;
+  // Concatenated layout: layer k starts k*H elements into each row, not at a region.
+  return payload(index) + (shape().split_layers ? s.layer_offset[layer] : 0);
+}
+
+int32_t* Ring::tokens(uint32_t index) const {
+  return reinterpret_cast<int32_t*>(payload(index) + layout().slot.tokens_offset);
+}
+int32_t* Ring::positions(uint32_t index) const {
+  return reinterpret_cast<int32_t*>(payload(index) + layout().slot.positions_offset);
+}
+int32_t* Ring::doc_offsets(uint32_t index) const {
+  return reinterpret_cast<int32_t*>(payload(index) + layout().slot.doc_offsets_offset);
+}
+int32_t* Ring::labels(uint32_t index) const {
+  return reinterpret_cast<int32_t*>(payload(index) + layout().slot.labels_offset);
+}
+
+}  // namespace hsring

@@ -1,0 +1,86 @@
+// A mapped ring segment: creation, validated attachment and removal, and typed access to
+// its regions. Construction goes through factories that throw RingError, so an invalid
+// Ring never exists (DESIGN.md invariant 7).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "shm/ring_error.h"
+#include "shm/ring_layout.h"
+
+namespace hsring {
+
+// Checks a shape against the ring's limits; returns "" when valid, else what is wrong.
+std::string validate_shape(const RingShape& shape);
+// The layout that a valid shape implies. REQUIRES: validate_shape(shape).empty().
+RingLayout compute_layout(const RingShape& shape);
+// Checks the bytes of a would-be segment of `size` bytes created by `owner_uid`; throws
+// RingError naming the first problem. Reads only what it has checked it may read.
+void validate_segment(const std::byte* base, size_t size, const std::string& name);
+
+class Ring {
+ public:
+  enum class Access { kReadWrite, kReadOnly };
+
+  // Creates the segment `name` (mode 0600) with its space reserved, so a full /dev/shm
+  // fails here and not with SIGBUS later. Throws RingError.
+  static std::unique_ptr<Ring> create(const std::string& name, const RingShape& shape);
+  // Opens and validates an existing segment. Throws RingError.
+  static std::unique_ptr<Ring> attach(const std::string& name, Access access = Access::kReadWrite);
+  // Unlinks the segment; false when there was none. Mapped users keep their mapping.
+  static bool remove(const std::string& name);
+  // Where the segment appears in the file system.
+  static std::string path_of(const std::string& name);
+
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  const std::string& name() const { return name_; }
+  bool writable() const { return writable_; }
+  RingHeader& header() const { return *reinterpret_cast<RingHeader*>(base_); }
+  const RingShape& shape() const { return header().shape; }
+  const RingLayout& layout() const { return header().layout; }
+  uint32_t slot_count() const { return shape().slot_count; }
+  uint32_t process_count() const { return shape().num_targets + shape().num_drafters; }
+  std::byte* base() const { return base_; }
+  size_t size() const { return size_; }
+  // The segment's descriptor: its open-file-description locks carry liveness.
+  int fd() const { return fd_; }
+  // The process index whose liveness lock this mapping holds, or -1 (see liveness.h).
+  int32_t liveness_index() const { return liveness_index_; }
+  void set_liveness_index(int32_t index) { liveness_index_ = index; }
+
+  // REQUIRES: index < slot_count()
+  SlotHeader& slot(uint32_t index) const;
+  std::byte* payload(uint32_t index) const;
+  // REQUIRES: index < process_count()
+  ProcessEntry& process(uint32_t index) const;
+  // REQUIRES: target < shape().num_targets
+  TargetProgress& target_progress(uint32_t target) const;
+  // nullptr when batch_id is beyond the ledger's capacity.
+  LedgerEntry* ledger_entry(uint64_t batch_id) const;
+
+  // Payload regions of slot `index`, bounds taken from the validated layout.
+  std::byte* layer_region(uint32_t index, uint32_t layer) const;
+  int32_t* tokens(uint32_t index) const;
+  int32_t* positions(uint32_t index) const;
+  int32_t* doc_offsets(uint32_t index) const;
+  int32_t* labels(uint32_t index) const;
+
+ private:
+  struct Segment;  // the Boost.Interprocess objects behind the mapping
+  Ring(std::string name, std::unique_ptr<Segment> segment, bool writable);
+
+  std::string name_;
+  std::unique_ptr<Segment> segment_;
+  int fd_;
+  std::byte* base_;
+  size_t size_;
+  bool writable_;
+  int32_t liveness_index_ = -1;
+};
+
+}  // namespace hsring

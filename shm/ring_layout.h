@@ -1,0 +1,196 @@
+// What lies in the ring segment, byte for byte: the header, the process table, the
+// per-target progress records, the batch ledger, the slot headers and the slot payloads.
+// Every structure here is shared between processes: plain data plus lock-free atomics.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "shm/slot_state.h"
+
+namespace hsring {
+
+inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
+inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint32_t kMaxCapturedLayers = 16;
+inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
+inline constexpr uint32_t kMaxSlots = 4096;
+inline constexpr uint64_t kRegionAlign = 4096;  // every payload region starts on a page
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+enum class DType : uint32_t { kBF16 = 1, kFP16 = 2, kFP32 = 3 };
+uint32_t dtype_size(DType dtype);  // 0 for an unknown value
+const char* to_string(DType dtype);
+
+// What the ring is for; chosen at creation, the layout follows from it.
+struct RingShape {
+  uint32_t slot_count = 16;
+  uint32_t max_tokens = 512;  // tokens per slot
+  uint32_t hidden_size = 256;
+  uint32_t num_layers = 5;  // K captured layers
+  DType dtype = DType::kBF16;
+  uint32_t split_layers = 1;  // 1: K regions [T, H]; 0: one region [T, K*H]
+  uint32_t num_targets = 2;
+  uint32_t num_drafters = 1;
+  uint32_t hs_min_ready = 1;
+  uint32_t reserved = 0;
+  int32_t layer_ids[kMaxCapturedLayers] = {};
+  uint64_t batch_limit = 0;         // 0: targets produce until stopped
+  uint64_t ledger_capacity = 1u << 20;  // batch ids accounted in the ledger
+};
+
+// Offsets of the regions inside one slot's payload, from the payload's start.
+struct SlotLayout {
+  uint64_t layer_offset[kMaxCapturedLayers];  // split: one per layer; else [0] holds [T, K*H]
+  uint64_t layer_bytes;                       // bytes of one [T, H] layer region
+  uint64_t tokens_offset;                     // int32[max_tokens]
+  uint64_t positions_offset;                  // int32[max_tokens]
+  uint64_t doc_offsets_offset;                // int32[max_tokens + 1], cu_seqlens style
+  uint64_t labels_offset;                     // int32[max_tokens]
+  uint64_t stride;                            // bytes from one slot's payload to the next
+};
+
+// Offsets of the segment's regions from its start; derived from RingShape alone.
+struct RingLayout {
+  uint64_t process_table_offset;
+  uint64_t target_progress_offset;
+  uint64_t ledger_offset;
+  uint64_t slot_headers_offset;
+  uint64_t payload_offset;
+  uint64_t total_size;
+  SlotLayout slot;
+};
+
+enum class RunState : uint32_t {
+  kRunning = 0,
+  kDraining = 1,  // producers stop after what they hold; consumers take any READY slot
+  kStopped = 2,
+};
+
+// The segment's first bytes. Immutable fields are written once by the creator before
+// `magic` is stored with release; attachers check magic first with acquire.
+struct alignas(64) RingHeader {
+  std::atomic<uint64_t> magic;
+  uint32_t version;
+  uint32_t header_size;
+  uint32_t creator_uid;
+  uint32_t reserved0;
+  uint64_t created_unix_ns;
+  RingShape shape;
+  RingLayout layout;
+
+  // Futex words (32-bit, shared, never FUTEX_PRIVATE): bumped on every change that may
+  // let a waiter proceed, so a waiter that read the old value never sleeps through it.
+  alignas(64) std::atomic<uint32_t> ready_futex;  // a slot became READY
+  std::atomic<uint32_t> ready_waiters;
+  alignas(64) std::atomic<uint32_t> free_futex;  // a slot became FREE
+  std::atomic<uint32_t> free_waiters;
+
+  alignas(64) std::atomic<uint64_t> publish_seq;  // last publish sequence number handed out
+  std::atomic<uint32_t> run_state;                // RunState
+  std::atomic<int32_t> launcher_pid;              // 0 when no launcher supervises the ring
+  std::atomic<uint64_t> slots_recovered;          // recoveries of dead owners' slots
+  std::atomic<uint64_t> slots_adopted;            // WRITING slots re-produced by a successor
+};
+
+enum class Role : uint32_t { kNone = 0, kTarget = 1, kDrafter = 2 };
+const char* to_string(Role role);
+
+enum class ProcessState : uint32_t {
+  kEmpty = 0,     // never started
+  kStarting = 1,  // attached, recovering its previous epoch
+  kRunning = 2,
+  kDraining = 3,
+  kExited = 4,  // left cleanly
+};
+const char* to_string(ProcessState state);
+
+// Pipeline stages timed into each process's counters.
+enum class Stage : uint32_t {
+  kTargetForward,
+  kTargetEnqueue,
+  kTargetCopy,
+  kTargetPublishWait,
+  kDrafterClaimWait,
+  kDrafterH2D,
+  kDrafterNoise,
+  kDrafterVerify,
+  kDrafterStep,
+  kCount
+};
+inline constexpr uint32_t kStageCount = uint32_t(Stage::kCount);
+const char* to_string(Stage stage);
+
+// Relaxed counters: they are statistics, read by status without ordering needs.
+struct StageCounter {
+  static constexpr uint32_t kBuckets = 40;  // bucket b counts durations in [2^b, 2^(b+1)) ns
+  std::atomic<uint64_t> count;
+  std::atomic<uint64_t> total_ns;
+  std::atomic<uint64_t> max_ns;
+  std::atomic<uint64_t> log2_histogram[kBuckets];
+};
+
+// One row per worker: index i < num_targets is target i, then the drafters.
+struct alignas(64) ProcessEntry {
+  std::atomic<uint32_t> role;   // Role, written by the creator
+  std::atomic<uint32_t> epoch;  // bumped by every start of this index
+  std::atomic<int32_t> pid;
+  std::atomic<uint32_t> state;  // ProcessState
+  std::atomic<int32_t> gpu;     // -1 in CPU mode
+  std::atomic<uint32_t> starts;
+  std::atomic<uint64_t> started_unix_ns;
+  std::atomic<uint64_t> heartbeat_unix_ns;
+  std::atomic<uint64_t> batches;  // produced (target) or consumed (drafter)
+  std::atomic<uint64_t> tokens;
+  std::atomic<uint64_t> hs_bytes;
+  std::atomic<uint64_t> torn;        // drafter: batches that failed verification
+  std::atomic<uint64_t> recovered;   // slots this process recovered
+  StageCounter stages[kStageCount];
+};
+
+// Where target t is in its shard. Written only by the live incarnation of target t.
+struct alignas(64) TargetProgress {
+  // Next shard position to bind to a slot. Stored (release) after the slot's batch id is
+  // bound and before the slot is published: see docs/ring-protocol.md, "nothing twice".
+  std::atomic<uint64_t> next_seq;
+  std::atomic<uint32_t> exhausted;  // 1 once every batch of the shard is published
+  uint32_t reserved;
+};
+
+// Accounting of one batch id, for the summary and the crash tests.
+struct LedgerEntry {
+  // The READING word of the consumption that finished this batch; 0 until then. Set by
+  // CAS, so marking twice from one claim is harmless and from two claims is a duplicate.
+  std::atomic<uint64_t> consume_word;
+  std::atomic<uint32_t> flags;       // LedgerFlag bits
+  std::atomic<uint32_t> duplicates;  // consumptions after the first
+};
+enum LedgerFlag : uint32_t {
+  kLedgerPublished = 1u << 0,
+  kLedgerRedelivered = 1u << 1,
+  kLedgerTorn = 1u << 2,
+};
+
+// One per slot. `state` is the only word that transfers ownership; every other field
+// is written by the owner only and ordered by the CAS on `state` that follows it.
+struct alignas(64) SlotHeader {
+  std::atomic<uint64_t> state;  // SlotState
+  // Bound by the producer before CLAIMED -> WRITING (release); valid while WRITING,
+  // READY, READING. Atomic because recoverers read it beside a (dead) writer.
+  std::atomic<uint64_t> batch_id;
+  std::atomic<uint64_t> publish_seq;
+  std::atomic<uint32_t> token_count;
+  std::atomic<uint32_t> num_docs;
+  std::atomic<uint32_t> length_bucket;
+  std::atomic<uint32_t> producer;       // process index that published it
+  std::atomic<uint64_t> state_since_ns;  // CLOCK_MONOTONIC of the last transition
+  // The READING word of the consumer that finished with this slot, stored (release)
+  // before READING -> FREE; lets a recoverer tell "finished, then died" from "died
+  // while reading".
+  std::atomic<uint64_t> consumed_word;
+};
+
+}  // namespace hsring

@@ -1,0 +1,72 @@
+#include "shm/worker_session.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "common/clock.h"
+#include "shm/liveness.h"
+
+namespace hsring {
+
+WorkerSession::WorkerSession(std::unique_ptr<Ring> ring, Identity identity)
+    : ring_(std::move(ring)), identity_(identity) {}
+
+std::unique_ptr<WorkerSession> WorkerSession::start(std::unique_ptr<Ring> ring, uint32_t index,
+                                                    Role role, std::chrono::milliseconds lock_wait) {
+  const std::string where = "ring '" + ring->name() + "'";
+  if (index >= ring->process_count()) {
+    throw RingError(RingErrc::kBadShape, where + " has " + std::to_string(ring->process_count()) +
+                                             " worker slots; index " + std::to_string(index) +
+                                             " does not exist");
+  }
+  ProcessEntry& entry = ring->process(index);
+  const auto actual = Role(entry.role.load(std::memory_order_relaxed));
+  if (actual != role) {
+    throw RingError(RingErrc::kBadShape, where + ": worker " + std::to_string(index) + " is a " +
+                                             to_string(actual) + ", not a " + to_string(role));
+  }
+  // A predecessor that is being killed releases its lock as its files close; give it a
+  // moment rather than failing a restart that races its death.
+  const auto deadline = std::chrono::steady_clock::now() + lock_wait;
+  while (!try_hold_liveness_lock(ring->fd(), index)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw RingError(RingErrc::kProcessBusy,
+                      where + ": " + to_string(role) + " " + std::to_string(index) +
+                          " is already running (pid " +
+                          std::to_string(entry.pid.load(std::memory_order_relaxed)) +
+                          "); stop it first, or pick another index");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ring->set_liveness_index(int32_t(index));
+
+  // acq_rel: the new epoch is ordered after taking the lock, so a recoverer that sees it
+  // also sees the lock held (owner_alive checks epoch, then lock).
+  const uint32_t epoch = entry.epoch.fetch_add(1, std::memory_order_acq_rel) + 1;
+  entry.pid.store(::getpid(), std::memory_order_relaxed);
+  entry.state.store(uint32_t(ProcessState::kStarting), std::memory_order_relaxed);
+  entry.starts.fetch_add(1, std::memory_order_relaxed);
+  entry.started_unix_ns.store(unix_ns(), std::memory_order_relaxed);
+  entry.heartbeat_unix_ns.store(unix_ns(), std::memory_order_relaxed);
+
+  auto session = std::unique_ptr<WorkerSession>(new WorkerSession(std::move(ring), {index, epoch}));
+  session->recovered_ = recover_previous_epochs(session->ring(), session->identity_);
+  entry.recovered.fetch_add(session->recovered_.total(), std::memory_order_relaxed);
+  return session;
+}
+
+WorkerSession::~WorkerSession() {
+  // The kernel drops the liveness lock when the Ring closes its descriptor.
+  set_state(ProcessState::kExited);
+}
+
+void WorkerSession::set_state(ProcessState state) {
+  entry().state.store(uint32_t(state), std::memory_order_relaxed);
+}
+
+void WorkerSession::heartbeat() {
+  entry().heartbeat_unix_ns.store(unix_ns(), std::memory_order_relaxed);
+}
+
+}  // namespace hsring
