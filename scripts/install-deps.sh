@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what hsring needs to build on Debian 12 (run as root). Skips apt when all is there.
+set -euo pipefail
+packages=(cmake g++ make libboost-dev liburing-dev libcli11-dev libgtest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}"
+fi
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "CUDA found at /usr/local/cuda: GPU code will be built"
+else
+  echo "no CUDA toolkit at /usr/local/cuda: building the CPU mode only"
+fi

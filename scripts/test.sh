@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs, builds and runs the whole test suite through ctest: the normal build, then
+# (with --sanitizers) the ASan+UBSan build and the ThreadSanitizer build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+flavours=(release)
+[ "${1:-}" = "--sanitizers" ] && flavours+=(asan tsan)
+for flavour in "${flavours[@]}"; do
+  dir=$(./scripts/build.sh "$flavour" | tail -n 1)
+  echo "=== ctest ($flavour, $dir)"
+  labels=()
+  # Forked crash tests are not TSan's business (they prove crash safety, not races).
+  [ "$flavour" = tsan ] && labels=(-LE "crash|bench")
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 "${labels[@]}"
+done
