@@ -4,6 +4,7 @@
 #include "common/random.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
+#include "shm/slot_transition.h"
 
 namespace hsring {
 
@@ -35,14 +36,9 @@ std::optional<SlotClaim> try_claim_ready(Ring& ring, Identity self, uint64_t pic
       continue;
     }
     const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
-    uint64_t expected = seen.word();
     // SYNC POINT READ: acquire pairs with the producer's release CAS to READY, so the
     // payload and metadata are complete before we read them.
-    if (slot.state.compare_exchange_strong(expected, reading.word(), std::memory_order_acq_rel,
-                                           std::memory_order_relaxed)) {
-      slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
-      return SlotClaim{index, reading};
-    }
+    if (transition_slot(slot, seen, reading)) return SlotClaim{index, reading};
     return std::nullopt;  // lost a race: the caller draws again
   }
   return std::nullopt;
@@ -51,17 +47,9 @@ std::optional<SlotClaim> try_claim_ready(Ring& ring, Identity self, uint64_t pic
 bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) {
   SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kReading) return false;
-  const SlotState next = claim.word.next(phase, 0, 0);
-  uint64_t expected = claim.word.word();
   // Release: our reads of the payload happen before a producer's acquire claim of the
   // FREE slot, so it never overwrites what we are still reading.
-  if (!slot.state.compare_exchange_strong(expected, next.word(), std::memory_order_acq_rel,
-                                          std::memory_order_relaxed)) {
-    return false;
-  }
-  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  claim.word = next;
-  return true;
+  return advance_claim(slot, claim, claim.word.next(phase, 0, 0));
 }
 
 }  // namespace

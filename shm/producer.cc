@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
+#include "shm/slot_transition.h"
 
 namespace hsring {
 
@@ -25,14 +26,9 @@ std::optional<SlotClaim> try_claim_free(Ring& ring, Identity self, uint32_t hint
     SlotState seen(slot.state.load(std::memory_order_relaxed));
     if (seen.phase() != SlotPhase::kFree) continue;
     const SlotState claimed = seen.next(SlotPhase::kClaimed, self.index, self.epoch);
-    uint64_t expected = seen.word();
     // Acquire on success: the last consumer's reads of this payload (ordered before its
     // release CAS to FREE) happen before we start overwriting it.
-    if (slot.state.compare_exchange_strong(expected, claimed.word(), std::memory_order_acq_rel,
-                                           std::memory_order_relaxed)) {
-      slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
-      return SlotClaim{index, claimed};
-    }
+    if (transition_slot(slot, seen, claimed)) return SlotClaim{index, claimed};
   }
   return std::nullopt;
 }
@@ -43,19 +39,6 @@ bool any_free(const Ring& ring) {
       return true;
   }
   return false;
-}
-
-// CAS from the claim's word to `next`, with release so everything the owner wrote
-// before (batch id, payload, metadata) is visible to whoever acquires `next`.
-bool advance(SlotHeader& slot, SlotClaim& claim, SlotState next) {
-  uint64_t expected = claim.word.word();
-  if (!slot.state.compare_exchange_strong(expected, next.word(), std::memory_order_acq_rel,
-                                          std::memory_order_relaxed)) {
-    return false;
-  }
-  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  claim.word = next;
-  return true;
 }
 
 }  // namespace
@@ -79,14 +62,14 @@ bool bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) {
   if (claim.word.phase() != SlotPhase::kClaimed) return false;
   // Relaxed: the release CAS below orders it before the WRITING word that certifies it.
   slot.batch_id.store(batch_id, std::memory_order_relaxed);
-  return advance(slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(),
+  return advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(),
                                               claim.word.epoch()));
 }
 
 bool adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) {
   SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kWriting) return false;
-  return advance(slot, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch));
+  return advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch));
 }
 
 bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
@@ -100,7 +83,7 @@ bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
   slot.producer.store(claim.word.owner(), std::memory_order_relaxed);
   // SYNC POINT WRITE: payload and metadata. The release CAS to READY publishes them;
   // consumers claim with an acquire CAS (DESIGN.md invariant 2).
-  if (!advance(slot, claim, claim.word.next(SlotPhase::kReady, claim.word.owner(),
+  if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kReady, claim.word.owner(),
                                             claim.word.epoch()))) {
     return false;
   }
@@ -114,7 +97,7 @@ bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
 bool unclaim(Ring& ring, SlotClaim& claim) {
   SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kClaimed) return false;
-  if (!advance(slot, claim, claim.word.next(SlotPhase::kFree, 0, 0))) return false;
+  if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kFree, 0, 0))) return false;
   free_condition(ring).notify();
   return true;
 }

@@ -4,22 +4,11 @@
 #include "shm/futex.h"
 #include "shm/ledger.h"
 #include "shm/liveness.h"
+#include "shm/slot_transition.h"
 
 namespace hsring {
 
 namespace {
-
-bool cas_state(SlotHeader& slot, SlotState from, SlotState to) {
-  uint64_t expected = from.word();
-  // acq_rel: acquire sees the dead owner's last writes (batch id, consumed_word); release
-  // hands the slot to the next claimer with our view.
-  if (!slot.state.compare_exchange_strong(expected, to.word(), std::memory_order_acq_rel,
-                                          std::memory_order_relaxed)) {
-    return false;
-  }
-  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  return true;
-}
 
 // Recovers one slot whose owner (per `seen`) is dead. Returns what it did.
 void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& stats) {
@@ -27,7 +16,7 @@ void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& sta
   RingHeader& header = ring.header();
   switch (seen.phase()) {
     case SlotPhase::kClaimed:
-      if (cas_state(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
+      if (transition_slot(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
         ++stats.freed;
         SharedCondition(header.free_futex, header.free_waiters).notify();
       }
@@ -38,11 +27,11 @@ void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& sta
       if (slot.consumed_word.load(std::memory_order_acquire) == seen.word()) {
         // It finished and died before freeing: repeat its (idempotent) ledger mark.
         ledger_mark_consumed(ring, batch_id, seen);
-        if (cas_state(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
+        if (transition_slot(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
           ++stats.freed;
           SharedCondition(header.free_futex, header.free_waiters).notify();
         }
-      } else if (cas_state(slot, seen, seen.next(SlotPhase::kReady, 0, 0))) {
+      } else if (transition_slot(slot, seen, seen.next(SlotPhase::kReady, 0, 0))) {
         ++stats.redelivered;
         ledger_mark_redelivered(ring, batch_id);
         SharedCondition(header.ready_futex, header.ready_waiters).notify();
@@ -105,7 +94,7 @@ std::vector<SlotClaim> adopt_previous_writes(Ring& ring, Identity self) {
       continue;
     }
     const SlotState mine = seen.next(SlotPhase::kWriting, self.index, self.epoch);
-    if (cas_state(ring.slot(i), seen, mine)) adopted.push_back(SlotClaim{i, mine});
+    if (transition_slot(ring.slot(i), seen, mine)) adopted.push_back(SlotClaim{i, mine});
   }
   if (!adopted.empty())
     ring.header().slots_adopted.fetch_add(adopted.size(), std::memory_order_relaxed);
