@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
@@ -97,16 +98,7 @@ Supervisor::~Supervisor() {
 }
 
 void Supervisor::start_worker(Worker& w) {
-  const bool target = w.role == Role::kTarget;
-  std::vector<std::string> argv = {bin_dir_ + (target ? "/hsring-target" : "/hsring-drafter"),
-                                   "--ring", options_.ring, "--index", std::to_string(w.index)};
-  if (target && options_.target_rate > 0) {
-    argv.insert(argv.end(), {"--rate", std::to_string(options_.target_rate)});
-  }
-  if (!target && options_.drafter_step_ms > 0) {
-    argv.insert(argv.end(), {"--step-ms", std::to_string(options_.drafter_step_ms)});
-  }
-  w.process = ChildProcess::spawn(argv);
+  w.process = ChildProcess::spawn(worker_argv(options_, w.role, w.index, w.gpu, bin_dir_));
   w.policy.on_start(monotonic_ns());
   w.restart_at_ns = 0;
 }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/sd_notify.h"
 #include "shm/liveness.h"
 
 namespace hsring {
@@ -63,10 +64,22 @@ WorkerSession::~WorkerSession() {
 
 void WorkerSession::set_state(ProcessState state) {
   entry().state.store(uint32_t(state), std::memory_order_relaxed);
+  // Under systemd, "running" is READY=1: attached, recovered, and (GPU) pinned.
+  if (state == ProcessState::kRunning) notify_ready();
 }
 
 void WorkerSession::heartbeat() {
   entry().heartbeat_unix_ns.store(unix_ns(), std::memory_order_relaxed);
+  // Called from the loop that makes progress, so a hung loop stops the pings.
+  notify_watchdog();
+  // Peers recover each other too: under systemd no launcher watches the workers, and a
+  // dead drafter's slots should go back to READY before its own restart.
+  const uint64_t now = monotonic_ns();
+  if (now >= next_peer_recovery_ns_) {
+    next_peer_recovery_ns_ = now + kPeerRecoveryPeriodNs;
+    const RecoveryStats stats = recover_dead_owners(*ring_);
+    entry().recovered.fetch_add(stats.total(), std::memory_order_relaxed);
+  }
 }
 
 }  // namespace hsring

@@ -27,7 +27,10 @@ class WorkerSession {
   // What the start recovered from previous epochs.
   const RecoveryStats& recovered_at_start() const { return recovered_; }
 
+  // Records the state; kRunning also tells systemd READY=1.
   void set_state(ProcessState state);
+  // Marks progress: heartbeat time, systemd watchdog, and (once a second) recovery of
+  // dead peers' slots.
   void heartbeat();
 
  private:
@@ -36,6 +39,8 @@ class WorkerSession {
   std::unique_ptr<Ring> ring_;
   Identity identity_;
   RecoveryStats recovered_;
+  static constexpr uint64_t kPeerRecoveryPeriodNs = 1'000'000'000;
+  uint64_t next_peer_recovery_ns_ = 0;
 };
 
 }  // namespace hsring
