@@ -1,18 +1,23 @@
 // hsring: the launcher and operator tool. `hsring run` creates a ring and supervises its
-// workers; `status`, `stop` and `ring inspect|remove` look after running or stale rings.
-#include <signal.h>
+// workers; `status`, `stop`, `ring ...`, `config default` and `systemd install` look after
+// running or stale rings and unattended installations.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "common/log.h"
+#include "launcher/metrics.h"
+#include "launcher/ring_commands.h"
 #include "launcher/run_options.h"
+#include "launcher/service_commands.h"
 #include "launcher/status.h"
 #include "launcher/supervisor.h"
-#include "shm/liveness.h"
+#include "launcher/systemd_units.h"
 #include "shm/ring.h"
 
 namespace {
@@ -28,49 +33,45 @@ std::string program_dir() {
   return std::filesystem::path(path).parent_path().string();
 }
 
-bool any_process_alive(const Ring& ring) {
-  if (liveness_lock_held_elsewhere(ring.fd(), kLauncherLockIndex)) return true;
-  for (uint32_t i = 0; i < ring.process_count(); ++i)
-    if (liveness_lock_held_elsewhere(ring.fd(), i)) return true;
-  return false;
-}
-
-int stop_ring(const std::string& name) {
-  auto ring = Ring::attach(name, Ring::Access::kReadOnly);
-  if (!liveness_lock_held_elsewhere(ring->fd(), kLauncherLockIndex)) {
-    std::cerr << "hsring stop: no launcher is running ring '" << name
-              << "'; `hsring ring remove " << name << "` removes a stale segment\n";
-    return 1;
-  }
-  const pid_t pid = ring->header().launcher_pid.load(std::memory_order_relaxed);
-  if (pid <= 0 || ::kill(pid, SIGTERM) != 0) {
-    std::cerr << "hsring stop: cannot signal the launcher (pid " << pid << ")\n";
-    return 1;
-  }
-  std::cerr << "hsring stop: asked the launcher of ring '" << name << "' (pid " << pid
-            << ") to drain and stop\n";
-  return 0;
-}
-
-int remove_ring(const std::string& name, bool force) {
-  try {
-    auto ring = Ring::attach(name, Ring::Access::kReadOnly);
-    if (any_process_alive(*ring) && !force) {
-      std::cerr << "hsring ring remove: ring '" << name
-                << "' still has live processes; `hsring stop --ring " << name
-                << "` first, or --force to unlink it anyway\n";
-      return 1;
+// CLI11 reads --config only before the subcommand; accept it anywhere by moving it (and
+// its value) to the front.
+std::vector<std::string> config_first(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) {
+      std::vector<std::string> moved = {args[i], args[i + 1]};
+      args.erase(args.begin() + long(i), args.begin() + long(i) + 2);
+      args.insert(args.begin() + 1, moved.begin(), moved.end());
+      break;
     }
-  } catch (const RingError& e) {
-    // A foreign or corrupt segment can still be removed by its owner: say what it was.
-    if (e.code() == RingErrc::kNotFound) throw;
-    std::cerr << "hsring ring remove: note: " << e.what() << "\n";
+    if (args[i].rfind("--config=", 0) == 0) {
+      std::string moved = args[i];
+      args.erase(args.begin() + long(i));
+      args.insert(args.begin() + 1, moved);
+      break;
+    }
   }
-  if (!Ring::remove(name)) {
-    std::cerr << "hsring ring remove: could not remove " << Ring::path_of(name) << "\n";
-    return 1;
-  }
-  std::cerr << "removed ring '" << name << "'\n";
+  return args;
+}
+
+// The commented default config: every `run` flag with its default, in the [run] section
+// that `hsring --config FILE run` reads.
+std::string default_config(CLI::App& run) {
+  std::string body = run.config_to_str(/*default_also=*/true, /*write_description=*/true);
+  return "# hsring configuration: `hsring --config FILE run` (and the systemd units) read\n"
+         "# the [run] section; every key is a `hsring run` flag without its dashes.\n"
+         "[run]\n" + body;
+}
+
+int show_status(const std::string& name, const StatusOptions& options, bool prometheus,
+                double watch_s) {
+  auto ring = Ring::attach(name, Ring::Access::kReadOnly);
+  do {
+    const std::string text = prometheus ? render_prometheus(*ring) : render_status(*ring, options);
+    if (watch_s > 0 && !options.json && !prometheus) std::cout << "\033[H\033[2J";
+    std::cout << text << std::flush;
+    if (watch_s > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(watch_s * 1e6)));
+  } while (watch_s > 0);
   return 0;
 }
 
@@ -80,52 +81,91 @@ int main(int argc, char** argv) {
   CLI::App app{"hsring: moves target hidden states to drafter training through a crash-safe "
                "shared-memory ring", "hsring"};
   app.require_subcommand(1);
-  app.set_config("--config", "", "Read flags from a TOML/INI config file");
+  app.set_config("--config", "", "Read flags from a TOML/INI file ([run] section)");
+  app.allow_config_extras(false);
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand("run", "Create a ring, start and supervise its workers");
   add_run_flags(*run, run_options);
+  bool create_only = false, remove_only = false;
+  std::string exec_worker_spec;
+  auto* service = run->add_option_group("systemd", "For systemd units; one step of a run each");
+  // Not configurable: a config file says what the pipeline is, not which step to take.
+  service->add_flag("--create-only", create_only, "Create the ring (or reuse a compatible one) and exit")
+      ->configurable(false);
+  service->add_flag("--remove-only", remove_only, "Remove the ring and exit")->configurable(false);
+  service->add_option("--exec-worker", exec_worker_spec, "Become worker ROLE:INSTANCE (target:0, drafter:2)")
+      ->configurable(false);
+  service->require_option(0, 1);
 
   std::string status_ring = "hsring";
   StatusOptions status_options;
+  bool prometheus = false;
+  double watch_s = 0;
   CLI::App* status = app.add_subcommand("status", "Show a ring's processes and slots (read-only)");
   status->add_option("--ring", status_ring, "Ring name")->capture_default_str();
   status->add_flag("--json", status_options.json, "JSON output");
+  status->add_flag("--prometheus", prometheus, "Prometheus text exposition");
+  status->add_option("--watch", watch_s, "Refresh every S seconds")->expected(0, 1)->default_str("1")
+      ->check(CLI::PositiveNumber);
 
   std::string stop_name = "hsring";
   CLI::App* stop = app.add_subcommand("stop", "Ask a ring's launcher to drain and stop");
   stop->add_option("--ring", stop_name, "Ring name")->capture_default_str();
 
-  CLI::App* ring_cmd = app.add_subcommand("ring", "Inspect or remove ring segments");
+  CLI::App* ring_cmd = app.add_subcommand("ring", "Inspect, remove or garbage-collect segments");
   ring_cmd->require_subcommand(1);
   std::string inspect_name, remove_name;
-  bool remove_force = false;
+  bool remove_force = false, gc_dry_run = false;
   CLI::App* inspect = ring_cmd->add_subcommand("inspect", "Validate a segment and show it");
   inspect->add_option("name", inspect_name, "Ring name")->required();
   CLI::App* remove = ring_cmd->add_subcommand("remove", "Remove a (stale) segment");
   remove->add_option("name", remove_name, "Ring name")->required();
   remove->add_flag("--force", remove_force, "Remove even while processes are alive");
+  CLI::App* gc = ring_cmd->add_subcommand("gc", "Remove every ring whose processes are all dead");
+  gc->add_flag("--dry-run", gc_dry_run, "Only say what would be removed");
 
+  CLI::App* config = app.add_subcommand("config", "Configuration files");
+  config->require_subcommand(1);
+  CLI::App* config_default = config->add_subcommand("default", "Print a commented default config");
+
+  InstallOptions install_options;
+  install_options.bin_dir = program_dir();
+  CLI::App* systemd = app.add_subcommand("systemd", "systemd integration");
+  systemd->require_subcommand(1);
+  CLI::App* install = systemd->add_subcommand("install", "Write units, a default config and wants-links");
+  install->add_option("--prefix", install_options.prefix, "Root to install under")->capture_default_str();
+  install->add_option("--bin-dir", install_options.bin_dir, "Where the hsring binaries are")->capture_default_str();
+  install->add_option("--systemd-version", install_options.systemd_version, "Target systemd version (default: this machine's)");
+  install->add_flag("--overwrite-config", install_options.overwrite_config, "Replace an existing config");
+
+  std::vector<std::string> args = config_first(argc, argv);
+  std::vector<char*> arg_pointers;
+  for (std::string& a : args) arg_pointers.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(int(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kRunUsage;
   }
 
   set_log_prefix("hsring");
   try {
-    if (*run) return Supervisor(run_options, program_dir()).run();
-    if (*status) {
-      std::cout << render_status(*Ring::attach(status_ring, Ring::Access::kReadOnly), status_options);
-      return 0;
+    if (*run) {
+      if (create_only) return create_ring_only(run_options);
+      if (remove_only) return remove_ring_only(run_options);
+      if (!exec_worker_spec.empty()) return exec_worker(run_options, exec_worker_spec, program_dir());
+      return Supervisor(run_options, program_dir()).run();
     }
+    if (*status) return show_status(status_ring, status_options, prometheus, watch_s);
     if (*stop) return stop_ring(stop_name);
-    if (*inspect) {
-      std::cout << render_status(*Ring::attach(inspect_name, Ring::Access::kReadOnly),
-                                 StatusOptions{false, 0});
+    if (*inspect) return show_status(inspect_name, StatusOptions{false, 0}, false, 0);
+    if (*remove) return remove_ring(remove_name, remove_force);
+    if (*gc) return gc_rings(gc_dry_run);
+    if (*config_default) {
+      std::cout << default_config(*run);
       return 0;
     }
-    if (*remove) return remove_ring(remove_name, remove_force);
+    if (*install) return install_systemd_units(install_options, run_options, default_config(*run));
   } catch (const RingError& e) {
     std::cerr << "hsring: error: " << e.what() << "\n";
     return kRunSetupError;

@@ -15,8 +15,8 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--dtype", o.dtype, "Hidden-state dtype")->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_flag("!--no-split-fc-layers", o.split_layers, "Store the K layers as one [T, K*H] region instead of K regions");
   app.add_option("--hs-min-ready", o.hs_min_ready, "Drafters wait for this many READY slots, then pull one at random")->capture_default_str()->check(CLI::Range(1u, kMaxSlots));
-  app.add_option("--batches", o.batches, "Stop after this many batches are consumed")->check(CLI::Range(uint64_t(1), uint64_t(1) << 28));
-  app.add_option("--seconds", o.seconds, "Stop after this many seconds")->check(CLI::PositiveNumber);
+  app.add_option("--batches", o.batches, "Stop after this many batches are consumed (0: no batch limit)")->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 28));
+  app.add_option("--seconds", o.seconds, "Stop after this many seconds (0: no time limit)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--target-rate", o.target_rate, "Batches per second per target (0: unlimited)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--drafter-step-ms", o.drafter_step_ms, "Simulated drafter work per batch, ms")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--max-restarts", o.max_restarts, "Crashes of one worker within --restart-window that stop the run")->capture_default_str()->check(CLI::Range(1u, 1u << 30));

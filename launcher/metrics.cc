@@ -1,0 +1,130 @@
+#include "launcher/metrics.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "shm/recovery.h"
+
+namespace hsring {
+
+namespace {
+
+class Exposition {
+ public:
+  explicit Exposition(std::string ring) : ring_(std::move(ring)) {}
+
+  void family(const char* name, const char* type, const char* help) {
+    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  // One sample; `labels` is extra "k=\"v\"" pairs, already formatted.
+  void sample(const std::string& name, const std::string& labels, double value) {
+    out_ << name << "{ring=\"" << ring_ << "\"" << (labels.empty() ? "" : ",") << labels << "} ";
+    char number[64];
+    std::snprintf(number, sizeof number, "%.17g", value);
+    out_ << number << "\n";
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::string ring_;
+  std::ostringstream out_;
+};
+
+std::string worker_labels(const Ring& ring, uint32_t i) {
+  const ProcessEntry& p = ring.process(i);
+  const auto role = Role(p.role.load(std::memory_order_relaxed));
+  const uint32_t index = role == Role::kTarget ? i : i - ring.shape().num_targets;
+  return std::string("role=\"") + to_string(role) + "\",index=\"" + std::to_string(index) +
+         "\",gpu=\"" + std::to_string(p.gpu.load(std::memory_order_relaxed)) + "\"";
+}
+
+}  // namespace
+
+std::string render_prometheus(const Ring& ring) {
+  Exposition m(ring.name());
+  const RingHeader& h = ring.header();
+
+  uint32_t by_phase[kSlotPhaseCount] = {};
+  for (uint32_t i = 0; i < ring.slot_count(); ++i)
+    ++by_phase[uint32_t(SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase())];
+  m.family("hsring_slots", "gauge", "Ring slots by state.");
+  for (int p = 0; p < kSlotPhaseCount; ++p)
+    m.sample("hsring_slots", std::string("state=\"") + to_string(SlotPhase(p)) + "\"", by_phase[p]);
+  m.family("hsring_slots_recovered_total", "counter", "Slots returned from dead owners.");
+  m.sample("hsring_slots_recovered_total", "", double(h.slots_recovered.load(std::memory_order_relaxed)));
+  m.family("hsring_batches_published_total", "counter", "Publish sequence numbers handed out.");
+  m.sample("hsring_batches_published_total", "", double(h.publish_seq.load(std::memory_order_relaxed)));
+
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> ProcessEntry::*field;
+  };
+  const Counter counters[] = {
+      {"hsring_worker_batches_total", "Batches produced (target) or consumed (drafter).", &ProcessEntry::batches},
+      {"hsring_worker_tokens_total", "Tokens produced or consumed.", &ProcessEntry::tokens},
+      {"hsring_worker_hs_bytes_total", "Hidden-state bytes produced or consumed.", &ProcessEntry::hs_bytes},
+      {"hsring_worker_torn_batches_total", "Batches that failed verification.", &ProcessEntry::torn},
+      {"hsring_worker_slots_recovered_total", "Slots this worker recovered.", &ProcessEntry::recovered},
+  };
+  for (const Counter& c : counters) {
+    m.family(c.name, "counter", c.help);
+    for (uint32_t i = 0; i < ring.process_count(); ++i)
+      m.sample(c.name, worker_labels(ring, i), double((ring.process(i).*c.field).load(std::memory_order_relaxed)));
+  }
+  m.family("hsring_worker_up", "gauge", "1 when the worker process is alive.");
+  m.family("hsring_worker_epoch", "gauge", "Incarnation number of the worker.");
+  m.family("hsring_worker_restarts_total", "counter", "Starts of the worker after its first.");
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    const ProcessEntry& p = ring.process(i);
+    const uint32_t epoch = p.epoch.load(std::memory_order_relaxed);
+    const uint32_t starts = p.starts.load(std::memory_order_relaxed);
+    m.sample("hsring_worker_up", worker_labels(ring, i), epoch != 0 && owner_alive(ring, i, epoch));
+    m.sample("hsring_worker_epoch", worker_labels(ring, i), epoch);
+    m.sample("hsring_worker_restarts_total", worker_labels(ring, i), starts > 0 ? starts - 1 : 0);
+  }
+
+  m.family("hsring_stage_duration_seconds", "histogram", "Time spent per pipeline stage.");
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    for (uint32_t s = 0; s < kStageCount; ++s) {
+      const StageCounter& c = ring.process(i).stages[s];
+      const uint64_t count = c.count.load(std::memory_order_relaxed);
+      if (count == 0) continue;
+      const std::string labels = worker_labels(ring, i) + ",stage=\"" + to_string(Stage(s)) + "\"";
+      uint64_t cumulative = 0;
+      for (uint32_t b = 0; b < StageCounter::kBuckets; ++b) {
+        const uint64_t in_bucket = c.log2_histogram[b].load(std::memory_order_relaxed);
+        cumulative += in_bucket;
+        if (in_bucket == 0 && b + 1 < StageCounter::kBuckets) continue;
+        char le[32];
+        std::snprintf(le, sizeof le, "%.9g", double(uint64_t(2) << b) / 1e9);
+        m.sample("hsring_stage_duration_seconds_bucket", labels + ",le=\"" + le + "\"", double(cumulative));
+      }
+      m.sample("hsring_stage_duration_seconds_bucket", labels + ",le=\"+Inf\"", double(count));
+      m.sample("hsring_stage_duration_seconds_sum", labels, double(c.total_ns.load(std::memory_order_relaxed)) / 1e9);
+      m.sample("hsring_stage_duration_seconds_count", labels, double(count));
+    }
+  }
+  return m.str();
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  FILE* file = std::fopen(temporary.c_str(), "w");
+  if (file == nullptr)
+    throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(temporary.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
+  }
+}
+
+}  // namespace hsring

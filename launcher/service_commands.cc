@@ -1,0 +1,107 @@
+#include "launcher/service_commands.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+#include "launcher/ring_commands.h"
+#include "launcher/worker_command.h"
+#include "shm/ring.h"
+
+namespace hsring {
+
+namespace {
+
+// Shapes are compatible when everything but the per-run batch limit matches.
+bool same_shape(RingShape a, RingShape b) {
+  a.batch_limit = b.batch_limit = 0;
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+}  // namespace
+
+int create_ring_only(const RunOptions& options) {
+  const WorkerSpec targets = parse_worker_spec(options.targets, "--targets");
+  const WorkerSpec drafters = parse_worker_spec(options.drafters, "--drafters");
+  RingShape shape = ring_shape_of(options, targets, drafters);
+  shape.batch_limit = options.batches;  // a service runs until stopped unless told
+  try {
+    auto ring = Ring::attach(options.ring);
+    if (!same_shape(ring->shape(), shape)) {
+      throw std::invalid_argument("ring '" + options.ring + "' exists with another shape; " +
+                                  "stop its workers and `hsring ring remove " + options.ring +
+                                  "` to recreate it with the configured one");
+    }
+    std::cerr << "reusing existing ring '" << options.ring << "' (same shape)\n";
+    return 0;
+  } catch (const RingError& e) {
+    if (e.code() != RingErrc::kNotFound) throw;
+  }
+  auto ring = Ring::create(options.ring, shape);
+  for (uint32_t i = 0; i < ring->process_count(); ++i) {
+    const bool target = i < targets.count;
+    const WorkerSpec& spec = target ? targets : drafters;
+    const uint32_t index = target ? i : i - targets.count;
+    ring->process(i).gpu.store(spec.cpu ? -1 : spec.gpus[index], std::memory_order_relaxed);
+  }
+  std::cerr << "created ring '" << options.ring << "': " << shape.slot_count << " slots, "
+            << (ring->layout().total_size >> 20) << " MiB\n";
+  return 0;
+}
+
+int remove_ring_only(const RunOptions& options) {
+  try {
+    return remove_ring(options.ring, /*force=*/true);
+  } catch (const RingError& e) {
+    if (e.code() == RingErrc::kNotFound) return 0;  // already gone: stopping is done
+    throw;
+  }
+}
+
+int exec_worker(const RunOptions& options, const std::string& role_instance,
+                const std::string& bin_dir) {
+  const size_t colon = role_instance.find(':');
+  const std::string role_name = role_instance.substr(0, colon);
+  if (colon == std::string::npos || (role_name != "target" && role_name != "drafter"))
+    throw std::invalid_argument("--exec-worker '" + role_instance + "': use target:I or drafter:I");
+  const bool target = role_name == "target";
+  const WorkerSpec spec = parse_worker_spec(target ? options.targets : options.drafters,
+                                            target ? "--targets" : "--drafters");
+  uint32_t instance = 0;
+  try {
+    instance = uint32_t(std::stoul(role_instance.substr(colon + 1)));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--exec-worker '" + role_instance + "': instance is not a number");
+  }
+  int gpu = -1;
+  uint32_t index = instance;
+  if (!spec.cpu) {
+    uint32_t matches = 0;
+    for (uint32_t i = 0; i < spec.count; ++i) {
+      if (spec.gpus[i] == int(instance)) {
+        index = i;
+        ++matches;
+      }
+    }
+    if (matches != 1)
+      throw std::invalid_argument("--exec-worker " + role_instance + ": GPU " +
+                                  std::to_string(instance) + " appears " + std::to_string(matches) +
+                                  " times in the configured " + role_name + "s");
+    gpu = int(instance);
+  } else if (instance >= spec.count) {
+    throw std::invalid_argument("--exec-worker " + role_instance + ": the config has " +
+                                std::to_string(spec.count) + " " + role_name + "s");
+  }
+  const std::vector<std::string> argv = worker_argv(options, target ? Role::kTarget : Role::kDrafter,
+                                                    index, gpu, bin_dir);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(errno));
+}
+
+}  // namespace hsring
