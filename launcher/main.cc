@@ -136,6 +136,8 @@ int main(int argc, char** argv) {
   CLI::App* install = systemd->add_subcommand("install", "Write units, a default config and wants-links");
   install->add_option("--prefix", install_options.prefix, "Root to install under")->capture_default_str();
   install->add_option("--bin-dir", install_options.bin_dir, "Where the hsring binaries are")->capture_default_str();
+  install->add_option("--config-path", install_options.config_path, "The config file the units read")
+      ->capture_default_str();
   install->add_option("--systemd-version", install_options.systemd_version, "Target systemd version (default: this machine's)");
   install->add_flag("--overwrite-config", install_options.overwrite_config, "Replace an existing config");
 
