@@ -75,8 +75,11 @@ void WorkerSession::heartbeat() {
   // Peers recover each other too: under systemd no launcher watches the workers, and a
   // dead drafter's slots should go back to READY before its own restart.
   const uint64_t now = monotonic_ns();
-  if (now >= next_peer_recovery_ns_) {
-    next_peer_recovery_ns_ = now + kPeerRecoveryPeriodNs;
+  uint64_t due = next_peer_recovery_ns_.load(std::memory_order_relaxed);
+  // Relaxed CAS: it only elects which caller recovers this period; recovery itself is
+  // ordered by the slot CASes.
+  if (now >= due && next_peer_recovery_ns_.compare_exchange_strong(
+                        due, now + kPeerRecoveryPeriodNs, std::memory_order_relaxed)) {
     const RecoveryStats stats = recover_dead_owners(*ring_);
     entry().recovered.fetch_add(stats.total(), std::memory_order_relaxed);
   }

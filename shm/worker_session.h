@@ -4,6 +4,7 @@
 // clean exit marks the worker exited.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -40,7 +41,8 @@ class WorkerSession {
   Identity identity_;
   RecoveryStats recovered_;
   static constexpr uint64_t kPeerRecoveryPeriodNs = 1'000'000'000;
-  uint64_t next_peer_recovery_ns_ = 0;
+  // Atomic: heartbeat() may be called from a worker's loop and its helper threads.
+  std::atomic<uint64_t> next_peer_recovery_ns_{0};
 };
 
 }  // namespace hsring
