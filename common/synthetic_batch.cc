@@ -88,6 +88,10 @@ void fill_synthetic_batch(const Ring& ring, uint32_t slot, const BatchPlan& plan
         fill_row(reinterpret_cast<uint16_t*>(row), plan.batch_id, layer, t, s.hidden_size);
     }
   }
+  fill_synthetic_metadata(ring, slot, plan);
+}
+
+void fill_synthetic_metadata(const Ring& ring, uint32_t slot, const BatchPlan& plan) {
   int32_t* offsets = ring.doc_offsets(slot);
   plan_docs(plan.batch_id, plan.token_count, offsets);
   int32_t* tokens = ring.tokens(slot);
@@ -104,11 +108,34 @@ void fill_synthetic_batch(const Ring& ring, uint32_t slot, const BatchPlan& plan
 }
 
 std::string verify_synthetic_batch(const Ring& ring, uint32_t slot) {
+  // Metadata first: it bounds every later read (invariant 7: nothing trusted blindly).
+  if (std::string problem = verify_synthetic_metadata(ring, slot); !problem.empty()) return problem;
+  const RingShape& s = ring.shape();
+  const uint64_t batch_id = ring.slot(slot).batch_id.load(std::memory_order_relaxed);
+  const BatchPlan plan = plan_batch(batch_id, s);
+  const uint32_t elem = dtype_size(s.dtype);
+  for (uint32_t layer = 0; layer < s.num_layers; ++layer) {
+    for (uint32_t t = 0; t < plan.token_count; ++t) {
+      const std::byte* row = element_row(ring, slot, layer, t);
+      uint32_t bad_dim = 0;
+      const bool ok =
+          elem == 4
+              ? row_matches(reinterpret_cast<const uint32_t*>(row), batch_id, layer, t, s.hidden_size, bad_dim)
+              : row_matches(reinterpret_cast<const uint16_t*>(row), batch_id, layer, t, s.hidden_size, bad_dim);
+      if (!ok)
+        return mismatch(batch_id, "hidden state differs at layer " + std::to_string(layer) +
+                                      ", token " + std::to_string(t) + ", dim " +
+                                      std::to_string(bad_dim));
+    }
+  }
+  return "";
+}
+
+std::string verify_synthetic_metadata(const Ring& ring, uint32_t slot) {
   const RingShape& s = ring.shape();
   const SlotHeader& header = ring.slot(slot);
   const uint64_t batch_id = header.batch_id.load(std::memory_order_relaxed);
   const BatchPlan plan = plan_batch(batch_id, s);
-  // Metadata first: it bounds every later read (invariant 7: nothing trusted blindly).
   const uint32_t tokens = header.token_count.load(std::memory_order_relaxed);
   const uint32_t docs = header.num_docs.load(std::memory_order_relaxed);
   if (tokens != plan.token_count || tokens > s.max_tokens)
@@ -134,21 +161,6 @@ std::string verify_synthetic_batch(const Ring& ring, uint32_t slot) {
       if (token_ids[t] != synthetic_token(batch_id, uint32_t(t)) ||
           positions[t] != t - offsets[d] || labels[t] != label)
         return mismatch(batch_id, "token metadata differs at token " + std::to_string(t));
-    }
-  }
-  const uint32_t elem = dtype_size(s.dtype);
-  for (uint32_t layer = 0; layer < s.num_layers; ++layer) {
-    for (uint32_t t = 0; t < plan.token_count; ++t) {
-      const std::byte* row = element_row(ring, slot, layer, t);
-      uint32_t bad_dim = 0;
-      const bool ok =
-          elem == 4
-              ? row_matches(reinterpret_cast<const uint32_t*>(row), batch_id, layer, t, s.hidden_size, bad_dim)
-              : row_matches(reinterpret_cast<const uint16_t*>(row), batch_id, layer, t, s.hidden_size, bad_dim);
-      if (!ok)
-        return mismatch(batch_id, "hidden state differs at layer " + std::to_string(layer) +
-                                      ", token " + std::to_string(t) + ", dim " +
-                                      std::to_string(bad_dim));
     }
   }
   return "";

@@ -57,9 +57,16 @@ int32_t synthetic_token(uint64_t batch_id, uint32_t token);
 
 // Writes the whole batch (payload and metadata arrays) into slot `slot` of `ring`.
 void fill_synthetic_batch(const Ring& ring, uint32_t slot, const BatchPlan& plan);
+// Writes only the token metadata arrays (tokens, positions, document offsets, labels) of
+// `plan`: what a GPU target writes from the host while its hidden states are copied.
+void fill_synthetic_metadata(const Ring& ring, uint32_t slot, const BatchPlan& plan);
 
 // Checks slot `slot` against the batch its header names. Returns "" when every element
 // and every metadata field matches, else a description of the first mismatch.
 std::string verify_synthetic_batch(const Ring& ring, uint32_t slot);
+// The metadata half of verify_synthetic_batch (header fields and token arrays, not the
+// hidden states): what a GPU drafter checks on the host while it verifies the hidden
+// states on its GPU.
+std::string verify_synthetic_metadata(const Ring& ring, uint32_t slot);
 
 }  // namespace hsring

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "data/data_commands.h"
 #include "launcher/metrics.h"
 #include "launcher/ring_commands.h"
 #include "launcher/run_options.h"
@@ -141,6 +142,8 @@ int main(int argc, char** argv) {
   install->add_option("--systemd-version", install_options.systemd_version, "Target systemd version (default: this machine's)");
   install->add_flag("--overwrite-config", install_options.overwrite_config, "Replace an existing config");
 
+  const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
+
   std::vector<std::string> args = config_first(argc, argv);
   std::vector<char*> arg_pointers;
   for (std::string& a : args) arg_pointers.push_back(a.data());
@@ -152,6 +155,7 @@ int main(int argc, char** argv) {
 
   set_log_prefix("hsring");
   try {
+    if (data_commands.selected()) return data_commands.run();
     if (*run) {
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);

@@ -19,6 +19,10 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--seconds", o.seconds, "Stop after this many seconds (0: no time limit)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--target-rate", o.target_rate, "Batches per second per target (0: unlimited)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--drafter-step-ms", o.drafter_step_ms, "Simulated drafter work per batch, ms")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--target-postprocess-depth", o.target_postprocess_depth, "GPU targets: batches copied and published behind the forward at once; capture buffers = depth + 1")->capture_default_str()->check(CLI::Range(1u, 16u));
+  app.add_option("--gemm-flops-per-batch", o.gemm_flops_per_batch, "GPU targets: bf16 GEMM work per forward, standing in for a model (e.g. 2e13)")->capture_default_str()->check(CLI::Range(0.0, 1e18));
+  app.add_option("--noise-std", o.noise_std, "GPU drafters: std of the Gaussian noise added to hidden states")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--noise-schedule", o.noise_schedule, "GPU drafters: constant, or linear:START,END,STEPS over each drafter's steps")->capture_default_str();
   app.add_option("--max-restarts", o.max_restarts, "Crashes of one worker within --restart-window that stop the run")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
   app.add_option("--restart-window", o.restart_window_s, "Crash-loop window, seconds")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds workers get to finish at stop before SIGKILL")->capture_default_str()->check(CLI::PositiveNumber);

@@ -34,6 +34,12 @@ struct RunOptions {
   double target_rate = 0;  // batches/s per target, 0 = unlimited
   double drafter_step_ms = 0;
 
+  // GPU workers (docs/gpu-data-path.md).
+  uint32_t target_postprocess_depth = 1;  // batches in copy/publish per target; buffers = depth + 1
+  double gemm_flops_per_batch = 0;        // forward compute standing in for a model
+  double noise_std = 0;
+  std::string noise_schedule = "constant";  // or linear:START,END,STEPS
+
   // Supervision.
   uint32_t max_restarts = 5;
   double restart_window_s = 60;

@@ -35,6 +35,26 @@ std::string fixed(double value, int precision) {
   return buffer;
 }
 
+struct StageSample {
+  Stage stage;
+  uint64_t count;
+  double mean_ms, max_ms;
+};
+
+// The stages process `p` has timed so far (count > 0), in pipeline order.
+std::vector<StageSample> stages_of(const ProcessEntry& p) {
+  std::vector<StageSample> out;
+  for (uint32_t s = 0; s < kStageCount; ++s) {
+    const StageCounter& c = p.stages[s];
+    const uint64_t count = c.count.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    const double total = double(c.total_ns.load(std::memory_order_relaxed));
+    out.push_back({Stage(s), count, total / double(count) / 1e6,
+                   double(c.max_ns.load(std::memory_order_relaxed)) / 1e6});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_status(const Ring& ring, const StatusOptions& options) {
@@ -107,7 +127,15 @@ std::string render_status(const Ring& ring, const StatusOptions& options) {
           << ", \"state\": \"" << state_name << "\", \"alive\": " << (alive ? "true" : "false")
           << ", \"uptime_s\": " << fixed(uptime, 1) << ", \"batches\": " << after[i].batches
           << ", \"tokens_per_s\": " << fixed(tokens_rate, 1) << ", \"hs_bytes_per_s\": "
-          << fixed(bytes_rate, 1) << ", \"restarts\": " << restarts << ", \"torn\": " << torn << "}";
+          << fixed(bytes_rate, 1) << ", \"restarts\": " << restarts << ", \"torn\": " << torn
+          << ", \"gpu\": " << p.gpu.load(std::memory_order_relaxed) << ", \"stages\": {";
+      const auto stages = stages_of(p);
+      for (size_t k = 0; k < stages.size(); ++k) {
+        out << (k ? ", " : "") << "\"" << to_string(stages[k].stage) << "\": {\"count\": "
+            << stages[k].count << ", \"mean_ms\": " << fixed(stages[k].mean_ms, 4)
+            << ", \"max_ms\": " << fixed(stages[k].max_ms, 4) << "}";
+      }
+      out << "}}";
     } else {
       char row[256];
       std::snprintf(row, sizeof row, "%-10s %8d %6u %-14s %-5s %9.1f %10llu %12.0f %10.1f %8u %6llu\n",
@@ -117,7 +145,37 @@ std::string render_status(const Ring& ring, const StatusOptions& options) {
       out << row;
     }
   }
-  if (options.json) out << "\n  ]\n}\n";
+  if (options.json) {
+    out << "\n  ]\n}\n";
+    return out.str();
+  }
+  // Stage timings (shm/stage_timer.h; GPU stages are GPU time from CUDA events, see
+  // docs/gpu-data-path.md), for the workers that have timed any.
+  bool header_done = false;
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    const ProcessEntry& p = ring.process(i);
+    const auto stages = stages_of(p);
+    if (stages.empty()) continue;
+    if (!header_done) {
+      char header[160];
+      std::snprintf(header, sizeof header, "\n%-10s %-5s %-20s %10s %12s %12s\n", "worker", "gpu",
+                    "stage", "count", "mean_ms", "max_ms");
+      out << header;
+      header_done = true;
+    }
+    const auto role = Role(p.role.load(std::memory_order_relaxed));
+    const uint32_t index = role == Role::kTarget ? i : i - s.num_targets;
+    const std::string name = std::string(to_string(role)) + " " + std::to_string(index);
+    const int gpu = p.gpu.load(std::memory_order_relaxed);
+    const std::string gpu_text = gpu < 0 ? "cpu" : std::to_string(gpu);
+    for (const StageSample& stage : stages) {
+      char row[160];
+      std::snprintf(row, sizeof row, "%-10s %-5s %-20s %10llu %12.3f %12.3f\n", name.c_str(),
+                    gpu_text.c_str(), to_string(stage.stage), (unsigned long long)stage.count,
+                    stage.mean_ms, stage.max_ms);
+      out << row;
+    }
+  }
   return out.str();
 }
 

@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "launcher/preflight.h"
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
@@ -55,14 +56,12 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
     : options_(std::move(options)), bin_dir_(std::move(bin_dir)) {
   const WorkerSpec targets = parse_worker_spec(options_.targets, "--targets");
   const WorkerSpec drafters = parse_worker_spec(options_.drafters, "--drafters");
-  if (!targets.cpu || !drafters.cpu) {
-    throw std::invalid_argument(
-        "GPU workers (--targets/--drafters with GPU ids) need a CUDA build of hsring; this "
-        "build runs CPU workers only: use cpu:N");
-  }
   const RingShape shape = ring_shape_of(options_, targets, drafters);
   if (std::string why = validate_shape(shape); !why.empty())
     throw std::invalid_argument("cannot run this ring: " + why);
+  // Before the ring exists and any worker starts: CUDA build, /dev/shm, memlock, GPU ids,
+  // slot budget of GPU targets, noise schedule.
+  preflight_run(options_, targets, drafters, shape);
 
   // Signals arrive through a signalfd polled beside the pidfds: no async handler races.
   sigset_t signals;
@@ -79,10 +78,14 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
 
   const RestartLimits limits = restart_limits_of(options_);
-  for (uint32_t t = 0; t < targets.count; ++t)
-    workers_.push_back(Worker{Role::kTarget, t, -1, {}, RestartPolicy(limits)});
-  for (uint32_t d = 0; d < drafters.count; ++d)
-    workers_.push_back(Worker{Role::kDrafter, d, -1, {}, RestartPolicy(limits)});
+  for (uint32_t t = 0; t < targets.count; ++t) {
+    const int gpu = targets.cpu ? -1 : targets.gpus[t];
+    workers_.push_back(Worker{Role::kTarget, t, gpu, {}, RestartPolicy(limits)});
+  }
+  for (uint32_t d = 0; d < drafters.count; ++d) {
+    const int gpu = drafters.cpu ? -1 : drafters.gpus[d];
+    workers_.push_back(Worker{Role::kDrafter, d, gpu, {}, RestartPolicy(limits)});
+  }
 }
 
 Supervisor::~Supervisor() {

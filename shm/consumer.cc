@@ -21,27 +21,14 @@ bool no_more_batches(const Ring& ring) {
   return true;
 }
 
-// Claims the `pick`-th READY slot (modulo the READY count seen), READY -> READING(self).
-std::optional<SlotClaim> try_claim_ready(Ring& ring, Identity self, uint64_t pick) {
-  const uint32_t n = ring.slot_count();
-  const uint32_t ready = count_ready(ring);
-  if (ready == 0) return std::nullopt;
-  uint32_t skip = uint32_t(pick % ready);
-  for (uint32_t index = 0; index < n; ++index) {
-    SlotHeader& slot = ring.slot(index);
-    SlotState seen(slot.state.load(std::memory_order_relaxed));
-    if (seen.phase() != SlotPhase::kReady) continue;
-    if (skip > 0) {
-      --skip;
-      continue;
-    }
-    const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
-    // SYNC POINT READ: acquire pairs with the producer's release CAS to READY, so the
-    // payload and metadata are complete before we read them.
-    if (transition_slot(slot, seen, reading)) return SlotClaim{index, reading};
-    return std::nullopt;  // lost a race: the caller draws again
+// Indices of the READY slots, in one pass over the slot headers.
+uint32_t collect_ready(const Ring& ring, uint32_t* indices) {
+  uint32_t ready = 0;
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kReady)
+      indices[ready++] = i;
   }
-  return std::nullopt;
+  return ready;
 }
 
 bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) {
@@ -65,18 +52,28 @@ uint32_t count_ready(const Ring& ring) {
 
 std::optional<SlotClaim> claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
                                           std::chrono::nanoseconds timeout, uint64_t& rng_state) {
-  const uint64_t deadline = monotonic_ns() + uint64_t(timeout.count());
+  uint32_t ready_indices[kMaxSlots];
+  uint64_t deadline = 0;  // taken on the first wait: the fast path reads no clock
   SharedCondition ready_condition(ring.header().ready_futex, ring.header().ready_waiters);
-  auto enough_ready = [&] { return count_ready(ring) >= (no_more_batches(ring) ? 1u : min_ready); };
+  auto needed = [&] { return no_more_batches(ring) ? 1u : min_ready; };
   while (true) {
-    const bool enough = enough_ready();
-    if (enough) {
-      if (auto claim = try_claim_ready(ring, self, splitmix64(rng_state))) return claim;
+    const uint32_t ready = collect_ready(ring, ready_indices);
+    if (ready > 0 && ready >= needed()) {
+      const uint32_t index = ready_indices[splitmix64(rng_state) % ready];
+      SlotHeader& slot = ring.slot(index);
+      const SlotState seen(slot.state.load(std::memory_order_relaxed));
+      const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
+      // SYNC POINT READ: acquire pairs with the producer's release CAS to READY, so the
+      // payload and metadata are complete before we read them.
+      if (seen.phase() == SlotPhase::kReady && transition_slot(slot, seen, reading))
+        return SlotClaim{index, reading};
+      continue;  // lost a race to another consumer: the ring changed, draw again
     }
     const uint64_t now = monotonic_ns();
+    if (deadline == 0) deadline = now + uint64_t(timeout.count());
     if (now >= deadline) return std::nullopt;
-    // Lost a race to another consumer: the ring changed, draw again at once.
-    if (!enough) ready_condition.wait_until(enough_ready, std::chrono::nanoseconds(deadline - now));
+    ready_condition.wait_until([&] { return count_ready(ring) >= needed(); },
+                               std::chrono::nanoseconds(deadline - now));
   }
 }
 

@@ -45,10 +45,11 @@ bool any_free(const Ring& ring) {
 
 std::optional<SlotClaim> claim_free_slot(Ring& ring, Identity self, uint32_t hint,
                                          std::chrono::nanoseconds timeout) {
-  const uint64_t deadline = monotonic_ns() + uint64_t(timeout.count());
+  uint64_t deadline = 0;  // taken on the first wait: the fast path reads no clock
   while (!stopping(ring)) {
     if (auto claim = try_claim_free(ring, self, hint)) return claim;
     const uint64_t now = monotonic_ns();
+    if (deadline == 0) deadline = now + uint64_t(timeout.count());
     if (now >= deadline) break;
     // Short waits so a stop request is noticed promptly even without a wake.
     const auto slice = std::chrono::nanoseconds(std::min<uint64_t>(deadline - now, 50'000'000));

@@ -80,10 +80,12 @@ std::string validate_shape(const RingShape& s) {
   if (s.split_layers > 1) return "split_layers must be 0 or 1";
   if (s.num_targets < 1 || s.num_drafters < 1)
     return "a ring needs at least one target and one drafter";
-  if (s.num_targets + s.num_drafters > kMaxProcesses)
-    return std::to_string(s.num_targets + s.num_drafters) + " workers exceed the limit of " +
+  // Sums in 64 bits: 32-bit sums of header fields could wrap into range.
+  const uint64_t workers = uint64_t(s.num_targets) + s.num_drafters;
+  if (workers > kMaxProcesses)
+    return std::to_string(workers) + " workers exceed the limit of " +
            std::to_string(kMaxProcesses);
-  if (s.hs_min_ready < 1 || s.hs_min_ready + s.num_targets > s.slot_count)
+  if (s.hs_min_ready < 1 || uint64_t(s.hs_min_ready) + s.num_targets > s.slot_count)
     return "hs_min_ready " + std::to_string(s.hs_min_ready) +
            " must be at least 1 and leave one slot per target (slot count " +
            std::to_string(s.slot_count) + ", targets " + std::to_string(s.num_targets) + ")";
@@ -289,27 +291,6 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
 
 bool Ring::remove(const std::string& name) {
   return bip::shared_memory_object::remove(name.c_str());
-}
-
-SlotHeader& Ring::slot(uint32_t index) const {
-  return reinterpret_cast<SlotHeader*>(base_ + layout().slot_headers_offset)[index];
-}
-
-std::byte* Ring::payload(uint32_t index) const {
-  return base_ + layout().payload_offset + layout().slot.stride * index;
-}
-
-ProcessEntry& Ring::process(uint32_t index) const {
-  return reinterpret_cast<ProcessEntry*>(base_ + layout().process_table_offset)[index];
-}
-
-TargetProgress& Ring::target_progress(uint32_t target) const {
-  return reinterpret_cast<TargetProgress*>(base_ + layout().target_progress_offset)[target];
-}
-
-LedgerEntry* Ring::ledger_entry(uint64_t batch_id) const {
-  if (batch_id >= shape().ledger_capacity) return nullptr;
-  return reinterpret_cast<LedgerEntry*>(base_ + layout().ledger_offset) + batch_id;
 }
 
 std::byte* Ring::layer_region(uint32_t index, uint32_t layer) const {

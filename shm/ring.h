@@ -53,15 +53,27 @@ class Ring {
   int32_t liveness_index() const { return liveness_index_; }
   void set_liveness_index(int32_t index) { liveness_index_ = index; }
 
+  // Inline: the protocol scans slot headers on every claim.
   // REQUIRES: index < slot_count()
-  SlotHeader& slot(uint32_t index) const;
-  std::byte* payload(uint32_t index) const;
+  SlotHeader& slot(uint32_t index) const {
+    return reinterpret_cast<SlotHeader*>(base_ + layout().slot_headers_offset)[index];
+  }
+  std::byte* payload(uint32_t index) const {
+    return base_ + layout().payload_offset + layout().slot.stride * index;
+  }
   // REQUIRES: index < process_count()
-  ProcessEntry& process(uint32_t index) const;
+  ProcessEntry& process(uint32_t index) const {
+    return reinterpret_cast<ProcessEntry*>(base_ + layout().process_table_offset)[index];
+  }
   // REQUIRES: target < shape().num_targets
-  TargetProgress& target_progress(uint32_t target) const;
+  TargetProgress& target_progress(uint32_t target) const {
+    return reinterpret_cast<TargetProgress*>(base_ + layout().target_progress_offset)[target];
+  }
   // nullptr when batch_id is beyond the ledger's capacity.
-  LedgerEntry* ledger_entry(uint64_t batch_id) const;
+  LedgerEntry* ledger_entry(uint64_t batch_id) const {
+    if (batch_id >= shape().ledger_capacity) return nullptr;
+    return reinterpret_cast<LedgerEntry*>(base_ + layout().ledger_offset) + batch_id;
+  }
 
   // Payload regions of slot `index`, bounds taken from the validated layout.
   std::byte* layer_region(uint32_t index, uint32_t layer) const;

@@ -17,7 +17,7 @@ inline bool transition_slot(SlotHeader& slot, SlotState from, SlotState to) {
                                           std::memory_order_relaxed)) {
     return false;
   }
-  slot.state_since_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  slot.state_since_ns.store(coarse_monotonic_ns(), std::memory_order_relaxed);
   return true;
 }
 

@@ -5,29 +5,43 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/signals.h"
 #include "common/worker_main.h"
-#include "shm/producer.h"
-#include "shm/stage_timer.h"
+#include "target_proc/cpu_pipeline.h"
 
 namespace hsring {
 
 namespace {
-constexpr auto kClaimSlice = std::chrono::milliseconds(100);
+
+int exit_code_of(PipelineStatus status) {
+  switch (status) {
+    case PipelineStatus::kOk:
+    case PipelineStatus::kStopped: return kExitOk;
+    case PipelineStatus::kLostSlot: return kExitLostSlot;
+    case PipelineStatus::kFailed: return kExitInternal;
+  }
+  return kExitInternal;
 }
 
-TargetWorker::TargetWorker(WorkerSession& session, HiddenStateSource& source,
-                           TargetOptions options)
+}  // namespace
+
+TargetWorker::TargetWorker(WorkerSession& session, HiddenStateSource& source, TargetOptions options)
     : session_(session),
       ring_(session.ring()),
-      source_(source),
-      options_(options),
-      shard_{session.identity().index, session.ring().shape().num_targets} {}
+      own_producer_(std::make_unique<BatchProducer>(session)),
+      own_pipeline_(std::make_unique<CpuPipeline>(*own_producer_, source)),
+      producer_(*own_producer_),
+      pipeline_(*own_pipeline_),
+      options_(options) {}
 
-bool TargetWorker::keep_running() const {
-  return !stop_requested() && !launcher_gone() &&
-         ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
-}
+TargetWorker::TargetWorker(WorkerSession& session, BatchProducer& producer,
+                           BatchPipeline& pipeline, TargetOptions options)
+    : session_(session),
+      ring_(session.ring()),
+      producer_(producer),
+      pipeline_(pipeline),
+      options_(options) {}
+
+TargetWorker::~TargetWorker() = default;
 
 void TargetWorker::pace() {
   if (options_.batches_per_second <= 0) return;
@@ -38,88 +52,43 @@ void TargetWorker::pace() {
     std::this_thread::sleep_for(std::chrono::nanoseconds(next_deadline_ns_ - now));
 }
 
-bool TargetWorker::produce_and_publish(SlotClaim& claim, uint64_t batch_id) {
-  ProcessEntry& entry = session_.entry();
-  const BatchPlan plan = plan_batch(batch_id, ring_.shape());
-  {
-    StageTimer timer(entry, Stage::kTargetForward);
-    source_.produce(plan, ring_, claim.index);
-  }
-  StageTimer publish_timer(entry, Stage::kTargetPublishWait);
-  const BatchInfo info{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket};
-  if (!publish(ring_, claim, info)) return false;
-  publish_timer.stop();
-  const RingShape& s = ring_.shape();
-  entry.batches.fetch_add(1, std::memory_order_relaxed);
-  entry.tokens.fetch_add(plan.token_count, std::memory_order_relaxed);
-  entry.hs_bytes.fetch_add(uint64_t(plan.token_count) * s.hidden_size * s.num_layers *
-                               dtype_size(s.dtype),
-                           std::memory_order_relaxed);
-  session_.heartbeat();
-  return true;
-}
-
 int TargetWorker::run() {
-  const Identity self = session_.identity();
-  TargetProgress& progress = ring_.target_progress(self.index);
-
-  // Batches our previous incarnations bound but never published: ours to write again.
-  std::vector<SlotClaim> adopted = adopt_previous_writes(ring_, self);
-  uint64_t next_seq = progress.next_seq.load(std::memory_order_acquire);
-  for (const SlotClaim& claim : adopted) {
-    // A crash between binding and storing next_seq leaves the bound batch at next_seq.
-    next_seq = std::max(next_seq, shard_.seq_of(ring_.slot(claim.index).batch_id.load(
-                                      std::memory_order_relaxed)) + 1);
-  }
-  progress.next_seq.store(next_seq, std::memory_order_release);
-  if (!adopted.empty() || session_.recovered_at_start().total() > 0) {
-    log_line("recovered " + std::to_string(session_.recovered_at_start().total()) +
-             " slot(s) and adopted " + std::to_string(adopted.size()) +
-             " unpublished batch(es) of the previous epoch");
-  }
+  TargetProgress& progress = ring_.target_progress(session_.identity().index);
+  std::vector<BatchJob> adopted = producer_.adopt_unpublished();
+  uint64_t next_seq = producer_.next_seq();
   session_.set_state(ProcessState::kRunning);
 
-  for (SlotClaim& claim : adopted) {
-    const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
-    if (!produce_and_publish(claim, batch_id)) {
-      log_line("lost ownership of slot " + std::to_string(claim.index) + "; exiting");
-      return kExitLostSlot;
-    }
+  for (BatchJob& job : adopted) {
+    const PipelineStatus status = pipeline_.submit(std::move(job));
+    if (status != PipelineStatus::kOk && status != PipelineStatus::kStopped)
+      return exit_code_of(status);
   }
 
   const uint64_t limit = ring_.shape().batch_limit;
-  while (keep_running()) {
+  while (producer_.keep_running()) {
     session_.heartbeat();
-    const uint64_t batch_id = shard_.batch_id(next_seq);
+    const uint64_t batch_id = producer_.shard().batch_id(next_seq);
     if (limit != 0 && batch_id >= limit) {
+      // Exhausted means "every batch of the shard is published": wait for those in flight.
+      if (PipelineStatus status = pipeline_.flush(); status != PipelineStatus::kOk)
+        return exit_code_of(status);
       progress.exhausted.store(1, std::memory_order_release);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    pace();
-    StageTimer enqueue_timer(session_.entry(), Stage::kTargetEnqueue);
-    auto claim = claim_free_slot(ring_, self, uint32_t(next_seq * 7 + self.index), kClaimSlice);
-    if (!claim) continue;
-    enqueue_timer.stop();
-    if (!keep_running()) {
-      (void)unclaim(ring_, *claim);
-      break;
+    if (options_.batches_per_second > 0) {
+      pace();
+      pipeline_.note_pause();
     }
-    // Bind first, then move the shard position: a crash in between re-produces the batch
-    // from the slot (adopted above) and never skips or doubles it.
-    if (!bind_batch(ring_, *claim, batch_id)) {
-      log_line("lost ownership of slot " + std::to_string(claim->index) + "; exiting");
-      return kExitLostSlot;
-    }
+    const PipelineStatus status = pipeline_.submit(BatchJob{plan_batch(batch_id, ring_.shape()), {}});
+    if (status == PipelineStatus::kStopped) break;
+    if (status != PipelineStatus::kOk) return exit_code_of(status);
     ++next_seq;
-    progress.next_seq.store(next_seq, std::memory_order_release);
-    if (!produce_and_publish(*claim, batch_id)) {
-      log_line("lost ownership of slot " + std::to_string(claim->index) + "; exiting");
-      return kExitLostSlot;
-    }
   }
+  // Batches already bound are finished and published; unbound ones are left to the shard.
+  const PipelineStatus drained = pipeline_.flush();
   session_.set_state(ProcessState::kDraining);
-  return 0;
+  return drained == PipelineStatus::kStopped ? kExitOk : exit_code_of(drained);
 }
 
 }  // namespace hsring

@@ -1,0 +1,97 @@
+#include "data/default_corpus.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string_view>
+
+#include "data/corpus.h"
+#include "data/crc32.h"
+#include "data/data_error.h"
+#include "data/text_pack.h"
+
+namespace hsring::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Small shards, so even the default corpus exercises reads across shards.
+constexpr uint64_t kDefaultCorpusShardTokens = 64 * 1024;
+
+// Names the packed folder after its content and packing rules: a binary with another
+// corpus or another format never picks up a stale folder.
+std::string corpus_tag() {
+  constexpr std::string_view kRules = "hsring-default-corpus:v1:paragraphs:65536";
+  uint32_t crc = crc32(kRules.data(), kRules.size());
+  for (const EmbeddedText& text : embedded_corpus_texts()) {
+    crc = crc32_update(crc, text.name, std::string_view(text.name).size());
+    crc = crc32_update(crc, text.bytes, text.size);
+  }
+  char tag[16];
+  std::snprintf(tag, sizeof tag, "%08x", crc);
+  return tag;
+}
+
+bool opens_cleanly(const std::string& dir) {
+  try {
+    Corpus::open(dir);
+    return true;
+  } catch (const DataError&) {
+    return false;
+  }
+}
+
+// Packs the corpus into a private folder and renames it to `dir`. False when `dir` is
+// there but broken (removed now, for the caller to retry).
+bool pack_into(const fs::path& root, const fs::path& dir) {
+  static std::atomic<uint32_t> packs{0};  // two threads of one process stage apart too
+  const fs::path staging = root / (".default-corpus-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(packs.fetch_add(1)) + ".tmp");
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  TextPackOptions options;
+  options.shard_tokens = kDefaultCorpusShardTokens;
+  options.split_blank_lines = true;
+  TextPacker packer(staging.string(), options);
+  for (const EmbeddedText& text : embedded_corpus_texts())
+    packer.add_text(std::string_view(reinterpret_cast<const char*>(text.bytes), text.size));
+  packer.finish();
+
+  // rename() of a folder onto a non-empty one fails, so of racing packers one wins; a
+  // broken folder left by someone else is replaced.
+  if (::rename(staging.c_str(), dir.c_str()) != 0) {
+    fs::remove_all(staging, ec);
+    if (!opens_cleanly(dir.string())) {
+      fs::remove_all(dir, ec);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string default_cache_root() {
+  if (const char* dir = std::getenv("HSRING_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return (fs::path(xdg) / "hsring").string();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return (fs::path(home) / ".cache" / "hsring").string();
+  return "/tmp/hsring-" + std::to_string(::getuid());
+}
+
+std::string default_corpus_dir(const std::string& cache_root) {
+  const fs::path root = cache_root.empty() ? default_cache_root() : cache_root;
+  const fs::path dir = root / ("default-corpus-" + corpus_tag());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (fs::exists(dir) && opens_cleanly(dir.string())) return dir.string();
+    if (pack_into(root, dir)) return dir.string();
+  }
+  throw DataError(DataErrc::kIo, dir.string(), 0, "cannot pack the default corpus here");
+}
+
+}  // namespace hsring::data

@@ -1,0 +1,30 @@
+// The corpus hsring uses when no --data is given: original text shipped in data/corpus/,
+// compiled into the binary, and packed into byte-level shards on first use.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+namespace hsring::data {
+
+struct EmbeddedText {
+  const char* name;
+  const unsigned char* bytes;
+  size_t size;
+};
+
+// The texts of data/corpus/, as built into this binary.
+std::span<const EmbeddedText> embedded_corpus_texts();
+
+// Where packed corpora are kept: $HSRING_CACHE_DIR, else $XDG_CACHE_HOME/hsring, else
+// $HOME/.cache/hsring, else /tmp/hsring-<uid>.
+std::string default_cache_root();
+
+// The folder of the packed default corpus under `cache_root` ("" for the default root),
+// packing it first if it is missing or does not open cleanly. Safe against concurrent
+// callers: each packs into a private folder and renames it into place; the loser of a
+// race uses the winner's. Throws DataError.
+std::string default_corpus_dir(const std::string& cache_root = "");
+
+}  // namespace hsring::data

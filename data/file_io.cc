@@ -1,0 +1,92 @@
+#include "data/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "data/data_error.h"
+
+namespace hsring::data {
+
+namespace {
+
+[[noreturn]] void io_error(const std::string& path, uint64_t offset, const char* call, int err) {
+  throw DataError(DataErrc::kIo, path, offset, std::string(call) + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+File File::open_read(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) io_error(path, 0, "open", errno);
+  return File(fd, path);
+}
+
+File File::create_new(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) io_error(path, 0, "create", errno);
+  return File(fd, path);
+}
+
+File::File(File&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+File& File::operator=(File&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+File::~File() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t File::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) io_error(path_, 0, "fstat", errno);
+  return uint64_t(st.st_size);
+}
+
+size_t File::read_some(void* out, size_t size, uint64_t offset) const {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n =
+        ::pread(fd_, static_cast<char*>(out) + done, size - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) io_error(path_, offset + done, "pread", errno);
+    if (n == 0) break;
+    done += size_t(n);
+  }
+  return done;
+}
+
+void File::read_exact(void* out, size_t size, uint64_t offset) const {
+  const size_t got = read_some(out, size, offset);
+  if (got < size)
+    throw DataError(DataErrc::kTruncated, path_, offset + got,
+                    "file ends early (" + std::to_string(size - got) + " more bytes expected)");
+}
+
+void File::write_all(const void* bytes, size_t size, uint64_t offset) const {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n =
+        ::pwrite(fd_, static_cast<const char*>(bytes) + done, size - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) io_error(path_, offset + done, "pwrite", errno);
+    done += size_t(n);
+  }
+}
+
+void File::sync() const {
+  if (::fsync(fd_) != 0) io_error(path_, 0, "fsync", errno);
+}
+
+}  // namespace hsring::data

@@ -1,0 +1,32 @@
+// One shard on disk: what opening it learns (header and document offsets, both checked),
+// and the full check of its tokens against their checksum and vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/file_stream.h"
+#include "data/shard_format.h"
+
+namespace hsring::data {
+
+struct ShardInfo {
+  std::string path;
+  ShardHeader header;
+  std::vector<uint64_t> doc_offsets;  // doc_count + 1 token indexes, cu_seqlens style
+};
+
+// Reads and checks the header, the file size and the offset table of `path`; the tokens
+// are not read. Throws DataError naming the file and byte.
+ShardInfo read_shard_info(const std::string& path);
+
+// Reads every token of `shard` (io_uring, `options.depth` chunks in flight), checks the
+// token CRC and that each token is in the vocabulary. Throws DataError (kChecksum,
+// kBadToken naming the token's byte, kTruncated, kIo).
+void verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options = {});
+
+// The largest token value a shard may hold (vocabulary, else int32 / the width allows).
+uint64_t max_token_of(const ShardHeader& header);
+
+}  // namespace hsring::data

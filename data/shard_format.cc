@@ -1,0 +1,131 @@
+#include "data/shard_format.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "data/crc32.h"
+#include "data/data_error.h"
+
+namespace hsring::data {
+
+static_assert(std::endian::native == std::endian::little, "shards are little-endian on disk");
+
+namespace {
+
+template <class T>
+T load(const std::byte* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
+template <class T>
+void store(std::byte* at, T value) {
+  std::memcpy(at, &value, sizeof value);
+}
+
+[[noreturn]] void fail(DataErrc code, const std::string& path, uint64_t offset,
+                       const std::string& what) {
+  throw DataError(code, path, offset, what);
+}
+
+}  // namespace
+
+std::array<std::byte, kShardHeaderSize> encode_header(const ShardHeader& h) {
+  std::array<std::byte, kShardHeaderSize> out{};
+  std::memcpy(out.data(), kShardMagic.data(), kShardMagic.size());
+  store(out.data() + kFieldVersion, h.version);
+  store(out.data() + kFieldHeaderSize, h.header_size);
+  store(out.data() + kFieldTokenBytes, h.token_bytes);
+  store(out.data() + kFieldVocabSize, h.vocab_size);
+  store(out.data() + kFieldTokenCount, h.token_count);
+  store(out.data() + kFieldDocCount, h.doc_count);
+  store(out.data() + kFieldTokensCrc, h.tokens_crc);
+  store(out.data() + kFieldOffsetsCrc, h.offsets_crc);
+  store(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
+  return out;
+}
+
+ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
+                          const std::string& path) {
+  // Magic first, over whatever bytes there are: a short file that starts like a shard is
+  // a truncated shard, anything else is a foreign file.
+  const size_t magic_bytes = std::min(available, kShardMagic.size());
+  for (size_t i = 0; i < magic_bytes; ++i)
+    if (bytes[i] != std::byte(kShardMagic[i]))
+      fail(DataErrc::kForeign, path, i, "not an hsring token shard (magic \"HSRTOKNS\" expected)");
+  if (available < kShardHeaderSize)
+    fail(DataErrc::kTruncated, path, available,
+         "file ends inside the header (" + std::to_string(kShardHeaderSize) + " bytes expected)");
+
+  ShardHeader h;
+  h.version = load<uint32_t>(bytes + kFieldVersion);
+  // Version before the CRC: another version may lay its header out differently.
+  if (h.version != kShardVersion)
+    fail(DataErrc::kBadVersion, path, kFieldVersion,
+         "format version " + std::to_string(h.version) + ", this build reads version " +
+             std::to_string(kShardVersion));
+  const uint32_t stored_crc = load<uint32_t>(bytes + kFieldHeaderCrc);
+  if (crc32(bytes, kFieldHeaderCrc) != stored_crc)
+    fail(DataErrc::kChecksum, path, kFieldHeaderCrc, "header checksum mismatch");
+
+  h.header_size = load<uint32_t>(bytes + kFieldHeaderSize);
+  h.token_bytes = load<uint32_t>(bytes + kFieldTokenBytes);
+  h.vocab_size = load<uint32_t>(bytes + kFieldVocabSize);
+  h.token_count = load<uint64_t>(bytes + kFieldTokenCount);
+  h.doc_count = load<uint64_t>(bytes + kFieldDocCount);
+  h.tokens_crc = load<uint32_t>(bytes + kFieldTokensCrc);
+  h.offsets_crc = load<uint32_t>(bytes + kFieldOffsetsCrc);
+
+  if (h.header_size != kShardHeaderSize)
+    fail(DataErrc::kBadHeader, path, kFieldHeaderSize,
+         "header size " + std::to_string(h.header_size) + ", version 1 has 64");
+  if (h.token_bytes != 1 && h.token_bytes != 2 && h.token_bytes != 4)
+    fail(DataErrc::kBadHeader, path, kFieldTokenBytes,
+         "token width " + std::to_string(h.token_bytes) + " bytes (1, 2 or 4 expected)");
+  // Tokens become int32 in a batch: a vocabulary must fit the width and int32.
+  const uint64_t width_limit = h.token_bytes == 4 ? (1ull << 31) : (1ull << (8 * h.token_bytes));
+  if (h.vocab_size > width_limit)
+    fail(DataErrc::kBadHeader, path, kFieldVocabSize,
+         "vocabulary of " + std::to_string(h.vocab_size) + " does not fit " +
+             std::to_string(h.token_bytes) + "-byte tokens and int32");
+  if (h.token_count > kMaxShardTokens)
+    fail(DataErrc::kBadHeader, path, kFieldTokenCount, "impossible token count");
+  if (h.doc_count > kMaxShardDocs)
+    fail(DataErrc::kBadHeader, path, kFieldDocCount, "impossible document count");
+  for (uint32_t i = kFieldReserved; i < kFieldHeaderCrc; ++i)
+    if (bytes[i] != std::byte{0}) fail(DataErrc::kBadHeader, path, i, "reserved byte not zero");
+
+  if (file_size < h.file_size())
+    fail(DataErrc::kTruncated, path, file_size,
+         "file ends early: the header says it has " + std::to_string(h.file_size()) + " bytes");
+  if (file_size > h.file_size())
+    fail(DataErrc::kTrailingBytes, path, h.file_size(),
+         "file has " + std::to_string(file_size - h.file_size()) +
+             " bytes past the end the header gives");
+  return h;
+}
+
+std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& h,
+                                     const std::string& path) {
+  const uint64_t base = h.offsets_offset();
+  if (crc32(bytes, h.offsets_size()) != h.offsets_crc)
+    fail(DataErrc::kChecksum, path, base, "document offset table checksum mismatch");
+  std::vector<uint64_t> offsets(h.doc_count + 1);
+  for (uint64_t i = 0; i <= h.doc_count; ++i) {
+    offsets[i] = load<uint64_t>(bytes + 8 * i);
+    const bool ok = i == 0 ? offsets[0] == 0 : offsets[i] >= offsets[i - 1];
+    if (!ok || offsets[i] > h.token_count)
+      fail(DataErrc::kBadOffsets, path, base + 8 * i,
+           "document offset " + std::to_string(i) + " is " + std::to_string(offsets[i]) +
+               " (offsets run from 0, never decrease, end at the token count)");
+  }
+  if (offsets.back() != h.token_count)
+    fail(DataErrc::kBadOffsets, path, base + 8 * h.doc_count,
+         "last document offset " + std::to_string(offsets.back()) + " is not the token count " +
+             std::to_string(h.token_count));
+  return offsets;
+}
+
+}  // namespace hsring::data

@@ -1,0 +1,69 @@
+// The token shard file format, byte for byte (docs/data-format.md): a 64-byte header, the
+// tokens, then the document offsets. Decoding here is pure: it checks bytes handed to it
+// and throws DataError naming the file and the byte, so it is safe on any input.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hsring::data {
+
+inline constexpr std::array<char, 8> kShardMagic = {'H', 'S', 'R', 'T', 'O', 'K', 'N', 'S'};
+inline constexpr uint32_t kShardVersion = 1;
+inline constexpr uint32_t kShardHeaderSize = 64;
+inline constexpr char kShardExtension[] = ".hstok";
+// Bounds that keep every size computed from a header far from uint64 overflow.
+inline constexpr uint64_t kMaxShardTokens = 1ull << 48;
+inline constexpr uint64_t kMaxShardDocs = 1ull << 48;
+
+// Field offsets inside the header; the error messages name these bytes.
+enum HeaderField : uint32_t {
+  kFieldMagic = 0,
+  kFieldVersion = 8,
+  kFieldHeaderSize = 12,
+  kFieldTokenBytes = 16,
+  kFieldVocabSize = 20,
+  kFieldTokenCount = 24,
+  kFieldDocCount = 32,
+  kFieldTokensCrc = 40,
+  kFieldOffsetsCrc = 44,
+  kFieldReserved = 48,   // 12 bytes, zero
+  kFieldHeaderCrc = 60,  // CRC-32 of bytes [0, 60)
+};
+
+struct ShardHeader {
+  uint32_t version = kShardVersion;
+  uint32_t header_size = kShardHeaderSize;
+  uint32_t token_bytes = 2;  // 1, 2 or 4: uint8, uint16, uint32 tokens
+  uint32_t vocab_size = 0;   // 0: unknown; else every token is < vocab_size
+  uint64_t token_count = 0;
+  uint64_t doc_count = 0;
+  uint32_t tokens_crc = 0;   // CRC-32 of the token bytes
+  uint32_t offsets_crc = 0;  // CRC-32 of the offset table bytes
+
+  uint64_t tokens_offset() const { return header_size; }
+  uint64_t tokens_size() const { return token_count * token_bytes; }
+  uint64_t offsets_offset() const { return tokens_offset() + tokens_size(); }
+  uint64_t offsets_size() const { return (doc_count + 1) * 8; }
+  uint64_t file_size() const { return offsets_offset() + offsets_size(); }
+};
+
+// The 64 header bytes for `header`, with the header CRC filled in.
+std::array<std::byte, kShardHeaderSize> encode_header(const ShardHeader& header);
+
+// Decodes the first `available` bytes of `path`, a file of `file_size` bytes, and checks
+// that the header is valid and that the file has exactly the size it implies.
+// Throws DataError (kForeign, kBadVersion, kChecksum, kBadHeader, kTruncated,
+// kTrailingBytes).
+ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
+                          const std::string& path);
+
+// Decodes the offset table of `header` (its offsets_size() bytes): checks its CRC, that
+// it starts at 0, never decreases and ends at token_count. Throws DataError.
+std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& header,
+                                     const std::string& path);
+
+}  // namespace hsring::data

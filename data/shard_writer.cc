@@ -1,0 +1,80 @@
+#include "data/shard_writer.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "data/crc32.h"
+#include "data/data_error.h"
+
+namespace hsring::data {
+
+namespace {
+constexpr size_t kFlushBytes = 1 << 20;
+}
+
+ShardWriter::ShardWriter(std::string path, uint32_t token_bytes, uint32_t vocab_size)
+    : path_(std::move(path)), temp_path_(path_ + ".tmp") {
+  if (token_bytes != 1 && token_bytes != 2 && token_bytes != 4)
+    throw DataError(DataErrc::kBadOptions, "token width must be 1, 2 or 4 bytes");
+  header_.token_bytes = token_bytes;
+  header_.vocab_size = vocab_size;
+  const uint64_t width_limit = token_bytes == 4 ? (1ull << 31) : (1ull << (8 * token_bytes));
+  if (vocab_size > width_limit)
+    throw DataError(DataErrc::kBadOptions, "a vocabulary of " + std::to_string(vocab_size) +
+                                               " does not fit " + std::to_string(token_bytes) +
+                                               "-byte tokens");
+  token_limit_ = vocab_size ? vocab_size : width_limit;
+  std::remove(temp_path_.c_str());  // a leftover of an earlier crash
+  file_ = File::create_new(temp_path_);
+  buffer_.reserve(kFlushBytes + 4);
+}
+
+ShardWriter::~ShardWriter() {
+  if (!finished_) std::remove(temp_path_.c_str());
+}
+
+void ShardWriter::append_token(uint32_t token) {
+  if (token >= token_limit_)
+    throw DataError(
+        DataErrc::kBadToken, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
+        "token " + std::to_string(token) + " does not fit below " + std::to_string(token_limit_));
+  // Little-endian: the token's low bytes, as many as the width.
+  const auto* bytes = reinterpret_cast<const std::byte*>(&token);
+  buffer_.insert(buffer_.end(), bytes, bytes + header_.token_bytes);
+  ++header_.token_count;
+  if (buffer_.size() >= kFlushBytes) flush();
+}
+
+void ShardWriter::add_document(std::span<const uint32_t> tokens) {
+  for (uint32_t token : tokens) append_token(token);
+  offsets_.push_back(header_.token_count);
+  ++header_.doc_count;
+}
+
+void ShardWriter::add_text_document(std::string_view text) {
+  for (char c : text) append_token(uint32_t(static_cast<unsigned char>(c)));
+  offsets_.push_back(header_.token_count);
+  ++header_.doc_count;
+}
+
+void ShardWriter::flush() {
+  tokens_crc_ = crc32_update(tokens_crc_, buffer_.data(), buffer_.size());
+  file_.write_all(buffer_.data(), buffer_.size(), written_);
+  written_ += buffer_.size();
+  buffer_.clear();
+}
+
+void ShardWriter::finish() {
+  flush();
+  header_.tokens_crc = tokens_crc_;
+  header_.offsets_crc = crc32(offsets_.data(), offsets_.size() * sizeof(uint64_t));
+  file_.write_all(offsets_.data(), offsets_.size() * sizeof(uint64_t), written_);
+  const auto header = encode_header(header_);
+  file_.write_all(header.data(), header.size(), 0);
+  file_.sync();
+  if (std::rename(temp_path_.c_str(), path_.c_str()) != 0)
+    throw DataError(DataErrc::kIo, path_, 0, std::string("rename: ") + std::strerror(errno));
+  finished_ = true;
+}
+
+}  // namespace hsring::data

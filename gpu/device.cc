@@ -1,0 +1,68 @@
+#include "gpu/device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+
+#include "gpu/cuda_check.h"
+#include "gpu/memlock.h"
+
+namespace hsring::gpu {
+
+GpuInventory probe_gpus() {
+  GpuInventory inventory;
+  const cudaError_t err = cudaGetDeviceCount(&inventory.count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    inventory.count = 0;
+    inventory.why_none = std::string(cudaGetErrorString(err)) + " (" + cudaGetErrorName(err) + ")";
+  } else if (inventory.count == 0) {
+    inventory.why_none = "CUDA reports no devices";
+  }
+  return inventory;
+}
+
+std::string gpu_problem(int id) { return gpu_problem(id, probe_gpus()); }
+
+std::string gpu_problem(int id, const GpuInventory& inventory) {
+  const std::string gpu = "GPU " + std::to_string(id);
+  if (inventory.count == 0)
+    return gpu + " does not exist: this machine has no usable GPU (" + inventory.why_none +
+           "); use cpu:N workers, or check the driver and CUDA_VISIBLE_DEVICES";
+  if (id < 0 || id >= inventory.count) {
+    const std::string range =
+        inventory.count == 1 ? "0" : "0-" + std::to_string(inventory.count - 1);
+    return gpu + " does not exist: this machine has " + std::to_string(inventory.count) +
+           (inventory.count == 1 ? " GPU (" : " GPUs (") + range + ")";
+  }
+  int can_register = 0;
+  const cudaError_t err =
+      cudaDeviceGetAttribute(&can_register, cudaDevAttrHostRegisterSupported, id);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return gpu + ": cannot query it: " + cudaGetErrorString(err);
+  }
+  if (!can_register)
+    return gpu + " (" + describe_gpu(id) +
+           ") cannot register host memory "
+           "(cudaDevAttrHostRegisterSupported is 0), which the ring's zero-copy DMA needs; "
+           "run its worker on another GPU or as cpu:N";
+  return "";
+}
+
+void use_gpu(int id) {
+  if (std::string problem = gpu_problem(id); !problem.empty()) throw std::invalid_argument(problem);
+  HSRING_CUDA_CHECK(cudaSetDevice(id));
+}
+
+std::string describe_gpu(int id) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, id) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return std::string(prop.name) + ", GPU " + std::to_string(id) + ", " +
+         std::to_string(prop.multiProcessorCount) + " SMs, " + human_bytes(prop.totalGlobalMem);
+}
+
+}  // namespace hsring::gpu

@@ -1,0 +1,50 @@
+// The fp32 building blocks of the CPU reference forward. Each output element is computed
+// by one fixed sequence of operations that depends only on its own inputs, never on the
+// row's place in the batch or on the thread count, so results are bit-reproducible.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace hsring::cpu {
+
+// Sum of a[i] * b[i], accumulated in eight interleaved lanes (explicit 4-wide vectors, no
+// reassociation flags needed) and then a fixed reduction tree.
+float dot(const float* a, const float* b, size_t n);
+
+// y[r, o] = dot(x[r, :], w[o, :]): x is [rows, in], w is [out, in] (HF Linear layout), y is
+// [rows, out]. Blocks of w stay in cache while every row passes over them; each element is
+// exactly dot(x[r, :], w[o, :]).
+void linear(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
+            uint32_t threads);
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, per row of `dim`. y may alias x.
+void rms_norm(const float* x, const float* weight, size_t rows, size_t dim, double eps, float* y);
+
+// cos and sin [rows, head_dim / 2] of angle position * theta^(-2i / head_dim), computed in
+// double and rounded once.
+void rope_angles(std::span<const int32_t> positions, size_t head_dim, double theta, float* cos,
+                 float* sin);
+
+// Rotates every head of x [rows, heads * head_dim] in place, pairing element i with
+// i + head_dim / 2 (the HF "rotate_half" convention, not interleaved pairs).
+void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const float* cos,
+                const float* sin);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
+void swiglu(const float* gate, const float* up, size_t n, float* out);
+
+// Causal softmax attention over packed documents: token t of document d attends to tokens
+// doc_offsets[d] .. t only. q is [rows, heads * head_dim], k and v [rows, kv_heads *
+// head_dim]; query head h reads KV head h / (heads / kv_heads). out is [rows, heads *
+// head_dim]. Scores are scaled by 1 / sqrt(head_dim).
+// REQUIRES: doc_offsets is 0 = o_0 < o_1 < ... < o_D = rows; heads % kv_heads == 0.
+void packed_causal_attention(const float* q, const float* k, const float* v, size_t rows,
+                             size_t heads, size_t kv_heads, size_t head_dim,
+                             std::span<const int32_t> doc_offsets, float* out, uint32_t threads);
+
+// Index of the largest of x[0..n), the first one on ties; NaNs are skipped (0 if all are).
+int32_t argmax(const float* x, size_t n);
+
+}  // namespace hsring::cpu

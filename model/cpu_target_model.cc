@@ -1,0 +1,157 @@
+#include "model/cpu_target_model.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "model/cpu_kernels.h"
+#include "model/hf_checkpoint.h"
+#include "model/model_error.h"
+#include "model/parallel.h"
+
+namespace hsring {
+
+namespace {
+
+// Rows of logits computed at once when only the greedy labels are wanted: bounds the
+// scratch to kHeadChunk * V floats (39 MB for Qwen's 151936-token vocabulary).
+constexpr size_t kHeadChunk = 64;
+
+void ensure(std::vector<float>& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+}  // namespace
+
+CpuTargetModel::CpuTargetModel(ModelConfig config, ModelWeights weights, CpuModelOptions options)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      threads_(resolve_threads(options.threads)) {
+  if (std::string why = validate_config(config_); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "model '" + config_.name + "': " + why);
+  if (std::string why = check_weights(config_, weights_); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig,
+                     "weights do not fit model '" + config_.name + "': " + why);
+}
+
+void CpuTargetModel::forward(const PackedBatch& batch, const ForwardRequest& request,
+                             ForwardOutput& out) {
+  validate_batch(batch, config_);
+  validate_request(request, config_);
+  const size_t rows = batch.tokens.size();
+  const size_t h = config_.hidden_size;
+
+  ensure(residual_, rows * h);
+  for (size_t t = 0; t < rows; ++t) {
+    const float* row = weights_.embed_tokens.data() + size_t(batch.tokens[t]) * h;
+    std::copy(row, row + h, residual_.begin() + std::ptrdiff_t(t * h));
+  }
+  // RoPE angles depend on positions only: once per forward, shared by every layer.
+  const size_t half = config_.head_dim / 2;
+  ensure(rope_cos_, rows * half);
+  ensure(rope_sin_, rows * half);
+  cpu::rope_angles(batch.positions, config_.head_dim, config_.rope_theta, rope_cos_.data(),
+                   rope_sin_.data());
+
+  out.token_count = uint32_t(rows);
+  out.hidden_size = uint32_t(h);
+  out.captured.resize(request.capture_layers.size());
+  // The last layer any request needs: layers past it only matter for the LM head.
+  const bool head = request.logits || request.greedy;
+  uint32_t last = head ? config_.num_layers : 0;
+  for (int32_t id : request.capture_layers) last = std::max(last, uint32_t(id) + 1);
+
+  for (uint32_t layer = 0; layer < last; ++layer) {
+    run_layer(layer, batch);
+    for (size_t k = 0; k < request.capture_layers.size(); ++k)
+      if (request.capture_layers[k] == int32_t(layer))
+        out.captured[k].assign(residual_.begin(), residual_.begin() + std::ptrdiff_t(rows * h));
+  }
+  out.logits.clear();
+  out.greedy.clear();
+  if (head) run_head(rows, request, out);
+}
+
+void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
+  const LayerWeights& w = weights_.layers[index];
+  const ModelConfig& c = config_;
+  const size_t rows = batch.tokens.size();
+  const size_t h = c.hidden_size;
+  const size_t qd = c.q_dim();
+  const size_t kvd = c.kv_dim();
+  const size_t inter = c.intermediate_size;
+  ensure(normed_, rows * h);
+  ensure(q_, rows * qd);
+  ensure(k_, rows * kvd);
+  ensure(v_, rows * kvd);
+  ensure(attn_, rows * std::max(qd, h));
+  ensure(gate_, rows * inter);
+  ensure(up_, rows * inter);
+
+  // Attention block: pre-norm, projections, optional per-head QK-norm, RoPE, attention.
+  cpu::rms_norm(residual_.data(), w.input_norm.data(), rows, h, c.rms_norm_eps, normed_.data());
+  cpu::linear(normed_.data(), rows, h, w.q_proj.data(), qd, q_.data(), threads_);
+  cpu::linear(normed_.data(), rows, h, w.k_proj.data(), kvd, k_.data(), threads_);
+  cpu::linear(normed_.data(), rows, h, w.v_proj.data(), kvd, v_.data(), threads_);
+  if (c.qk_norm) {
+    // Qwen3 normalises each head vector over head_dim, before RoPE.
+    cpu::rms_norm(q_.data(), w.q_norm.data(), rows * c.num_heads, c.head_dim, c.rms_norm_eps,
+                  q_.data());
+    cpu::rms_norm(k_.data(), w.k_norm.data(), rows * c.num_kv_heads, c.head_dim, c.rms_norm_eps,
+                  k_.data());
+  }
+  cpu::apply_rope(q_.data(), rows, c.num_heads, c.head_dim, rope_cos_.data(), rope_sin_.data());
+  cpu::apply_rope(k_.data(), rows, c.num_kv_heads, c.head_dim, rope_cos_.data(), rope_sin_.data());
+  cpu::packed_causal_attention(q_.data(), k_.data(), v_.data(), rows, c.num_heads, c.num_kv_heads,
+                               c.head_dim, batch.doc_offsets, attn_.data(), threads_);
+  // o_proj output goes to normed_ (free again), then joins the residual.
+  cpu::linear(attn_.data(), rows, qd, w.o_proj.data(), h, normed_.data(), threads_);
+  for (size_t i = 0; i < rows * h; ++i) residual_[i] += normed_[i];
+
+  // MLP block: pre-norm, SwiGLU, down projection into the residual.
+  cpu::rms_norm(residual_.data(), w.post_attention_norm.data(), rows, h, c.rms_norm_eps,
+                normed_.data());
+  cpu::linear(normed_.data(), rows, h, w.gate_proj.data(), inter, gate_.data(), threads_);
+  cpu::linear(normed_.data(), rows, h, w.up_proj.data(), inter, up_.data(), threads_);
+  cpu::swiglu(gate_.data(), up_.data(), rows * inter, gate_.data());
+  cpu::linear(gate_.data(), rows, inter, w.down_proj.data(), h, attn_.data(), threads_);
+  for (size_t i = 0; i < rows * h; ++i) residual_[i] += attn_[i];
+}
+
+void CpuTargetModel::run_head(size_t rows, const ForwardRequest& request, ForwardOutput& out) {
+  const size_t h = config_.hidden_size;
+  const size_t vocab = config_.vocab_size;
+  const std::vector<float>& head = weights_.lm_head_or_embeddings();
+  cpu::rms_norm(residual_.data(), weights_.final_norm.data(), rows, h, config_.rms_norm_eps,
+                normed_.data());
+  if (request.logits) out.logits.resize(rows * vocab);
+  if (request.greedy) out.greedy.resize(rows);
+  std::vector<float> chunk;
+  for (size_t r0 = 0; r0 < rows; r0 += kHeadChunk) {
+    const size_t n = std::min(kHeadChunk, rows - r0);
+    float* logits = request.logits ? out.logits.data() + r0 * vocab : nullptr;
+    if (!logits) {
+      chunk.resize(n * vocab);
+      logits = chunk.data();
+    }
+    cpu::linear(normed_.data() + r0 * h, n, h, head.data(), vocab, logits, threads_);
+    if (request.greedy)
+      for (size_t r = 0; r < n; ++r) out.greedy[r0 + r] = cpu::argmax(logits + r * vocab, vocab);
+  }
+}
+
+std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t seed,
+                                               CpuModelOptions options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(spec, ec)) {
+    ModelConfig config = load_hf_checkpoint_config(spec);
+    ModelWeights weights = load_hf_weights(spec, config);
+    return std::make_unique<CpuTargetModel>(std::move(config), std::move(weights), options);
+  }
+  if (spec.find('/') != std::string::npos)
+    throw ModelError(ModelErrc::kIo, "model folder '" + spec + "' does not exist");
+  ModelConfig config = named_model_config(spec);
+  ModelWeights weights = random_weights(config, seed);
+  return std::make_unique<CpuTargetModel>(std::move(config), std::move(weights), options);
+}
+
+}  // namespace hsring

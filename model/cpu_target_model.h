@@ -1,0 +1,50 @@
+// The fp32 CPU reference of the target: a Llama / Qwen3 decoder over packed documents.
+// Correctness first (it is what a CUDA forward is checked against), threads over rows and
+// output columns so a tiny model serves a CPU-only pipeline.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "model/target_model.h"
+
+namespace hsring {
+
+struct CpuModelOptions {
+  uint32_t threads = 0;  // 0: every hardware thread
+};
+
+class CpuTargetModel final : public TargetModel {
+ public:
+  // Throws ModelError(kBadConfig) when the config is invalid or the weights do not fit it.
+  CpuTargetModel(ModelConfig config, ModelWeights weights, CpuModelOptions options = {});
+
+  const ModelConfig& config() const override { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  void forward(const PackedBatch& batch, const ForwardRequest& request,
+               ForwardOutput& out) override;
+
+ private:
+  // Runs decoder layer `index` on residual_ [T, H] in place.
+  void run_layer(uint32_t index, const PackedBatch& batch);
+  // Final norm, LM head in chunks of rows (no [T, V] buffer unless logits are requested).
+  void run_head(size_t rows, const ForwardRequest& request, ForwardOutput& out);
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  uint32_t threads_;
+  // Scratch, sized on demand and kept between forwards.
+  std::vector<float> residual_, normed_, q_, k_, v_, attn_, gate_, up_, rope_cos_, rope_sin_;
+};
+
+// A CPU model from `spec`: a preset name ("tiny", "qwen3-8b", ...) with random weights
+// drawn from `seed`, or a path to a Hugging Face model folder (config.json +
+// safetensors). Throws ModelError.
+std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t seed = 0,
+                                               CpuModelOptions options = {});
+
+}  // namespace hsring

@@ -1,0 +1,56 @@
+// The shape of a Llama / Qwen3-family decoder-only target: named presets, parsing of a
+// Hugging Face config.json, and the rule that picks which layers' outputs are captured.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hsring {
+
+struct ModelConfig {
+  std::string name;                  // preset name or the config.json it came from
+  std::string model_type = "qwen3";  // "llama" or "qwen3"
+  uint32_t hidden_size = 0;
+  uint32_t intermediate_size = 0;
+  uint32_t num_layers = 0;
+  uint32_t num_heads = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;  // need not equal hidden_size / num_heads (Qwen3-32B: 64 x 128 vs 5120)
+  uint32_t vocab_size = 0;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-6;
+  bool qk_norm = false;         // Qwen3: RMSNorm over each head of q and k before RoPE
+  bool tie_embeddings = false;  // the LM head reuses model.embed_tokens.weight
+
+  uint32_t q_dim() const { return num_heads * head_dim; }
+  uint32_t kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// "" when the config is usable, else what is wrong with it.
+std::string validate_config(const ModelConfig& config);
+
+// Presets (docs/target-model.md): "tiny", "qwen3-8b", "qwen3.6-27b". Throws
+// ModelError(kBadConfig) listing the known names.
+ModelConfig named_model_config(std::string_view name);
+std::vector<std::string> named_model_configs();
+
+// Reads the subset of a Hugging Face config.json that the forward needs and refuses what it
+// cannot honour (rope scaling, biases, sliding windows, other activations or model types).
+// Throws ModelError(kBadJson) or ModelError(kBadConfig) naming `source` and the field.
+ModelConfig parse_hf_config(std::string_view json_text, const std::string& source);
+// Same, from a file. Throws ModelError(kIo) when it cannot be read.
+ModelConfig load_hf_config(const std::filesystem::path& config_json);
+
+// Which decoder layers' outputs feed the drafter: the DFlash rule, k ids spread evenly over
+// [1, num_layers - 3] (36 layers, k 5: 1 9 17 25 33). When that range holds fewer than k
+// layers (tiny models) the ids spread over [0, num_layers - 1] instead; k == 1 takes the
+// middle layer. Throws ModelError(kBadConfig) when k is 0 or exceeds num_layers.
+std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k);
+
+// Weights the config implies (the LM head counted once when tied).
+uint64_t parameter_count(const ModelConfig& config);
+
+}  // namespace hsring

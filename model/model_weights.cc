@@ -1,0 +1,129 @@
+#include "model/model_weights.h"
+
+#include <cmath>
+
+#include "common/random.h"
+
+namespace hsring {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Uniform in [-1, 1) from the top 24 bits: exact in fp32, same on every machine.
+float unit_uniform(uint64_t& state) {
+  return float(int64_t(splitmix64(state) >> 40) - (1 << 23)) / float(1 << 23);
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Calls fn(name, shape, tensor) for every tensor `c` needs, in checkpoint order. W is
+// ModelWeights or const ModelWeights. REQUIRES: w.layers.size() == c.num_layers.
+template <class W, class Fn>
+void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
+  const int64_t h = c.hidden_size;
+  const int64_t inter = c.intermediate_size;
+  const int64_t q = c.q_dim();
+  const int64_t kv = c.kv_dim();
+  fn(std::string("model.embed_tokens.weight"), std::vector<int64_t>{c.vocab_size, h},
+     w.embed_tokens);
+  for (uint32_t i = 0; i < c.num_layers; ++i) {
+    auto& l = w.layers[i];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    fn(p + "input_layernorm.weight", std::vector<int64_t>{h}, l.input_norm);
+    fn(p + "self_attn.q_proj.weight", std::vector<int64_t>{q, h}, l.q_proj);
+    fn(p + "self_attn.k_proj.weight", std::vector<int64_t>{kv, h}, l.k_proj);
+    fn(p + "self_attn.v_proj.weight", std::vector<int64_t>{kv, h}, l.v_proj);
+    fn(p + "self_attn.o_proj.weight", std::vector<int64_t>{h, q}, l.o_proj);
+    if (c.qk_norm) {
+      fn(p + "self_attn.q_norm.weight", std::vector<int64_t>{c.head_dim}, l.q_norm);
+      fn(p + "self_attn.k_norm.weight", std::vector<int64_t>{c.head_dim}, l.k_norm);
+    }
+    fn(p + "post_attention_layernorm.weight", std::vector<int64_t>{h}, l.post_attention_norm);
+    fn(p + "mlp.gate_proj.weight", std::vector<int64_t>{inter, h}, l.gate_proj);
+    fn(p + "mlp.up_proj.weight", std::vector<int64_t>{inter, h}, l.up_proj);
+    fn(p + "mlp.down_proj.weight", std::vector<int64_t>{h, inter}, l.down_proj);
+  }
+  fn(std::string("model.norm.weight"), std::vector<int64_t>{h}, w.final_norm);
+  if (!c.tie_embeddings)
+    fn(std::string("lm_head.weight"), std::vector<int64_t>{c.vocab_size, h}, w.lm_head);
+}
+
+size_t element_count(const std::vector<int64_t>& shape) {
+  size_t count = 1;
+  for (int64_t d : shape) count *= size_t(d);
+  return count;
+}
+
+}  // namespace
+
+std::vector<WeightTensor> weight_tensors(const ModelConfig& config, ModelWeights& weights) {
+  weights = ModelWeights();
+  weights.layers.resize(config.num_layers);
+  std::vector<WeightTensor> list;
+  visit_weights(config, weights,
+                [&list](std::string name, std::vector<int64_t> shape, std::vector<float>& data) {
+                  data.assign(element_count(shape), 0.0f);
+                  list.push_back({std::move(name), std::move(shape), &data});
+                });
+  return list;
+}
+
+std::string check_weights(const ModelConfig& config, const ModelWeights& weights) {
+  if (weights.layers.size() != config.num_layers)
+    return "the weights hold " + std::to_string(weights.layers.size()) + " layers, the config " +
+           std::to_string(config.num_layers);
+  std::string problem;
+  visit_weights(config, weights,
+                [&problem](const std::string& name, const std::vector<int64_t>& shape,
+                           const std::vector<float>& data) {
+                  if (problem.empty() && data.size() != element_count(shape))
+                    problem = "tensor '" + name + "' holds " + std::to_string(data.size()) +
+                              " values, its shape " + shape_text(shape) + " needs " +
+                              std::to_string(element_count(shape));
+                });
+  if (problem.empty() && config.tie_embeddings && !weights.lm_head.empty())
+    problem = "the config ties the LM head to the embeddings but a separate lm_head is present";
+  return problem;
+}
+
+void for_each_weight(const ModelConfig& config, const ModelWeights& weights,
+                     const std::function<void(const std::string&, const std::vector<int64_t>&,
+                                              const std::vector<float>&)>& fn) {
+  visit_weights(config, weights,
+                [&fn](const std::string& name, const std::vector<int64_t>& shape,
+                      const std::vector<float>& values) { fn(name, shape, values); });
+}
+
+ModelWeights random_weights(const ModelConfig& config, uint64_t seed) {
+  ModelWeights w;
+  for (const WeightTensor& t : weight_tensors(config, w)) {
+    uint64_t state = mix64(seed ^ fnv1a(t.name));
+    std::vector<float>& data = *t.data;
+    if (t.shape.size() == 1) {
+      // Norm weights near 1, not exactly 1, so a forward that skips one is caught.
+      for (float& v : data) v = 1.0f + 0.25f * unit_uniform(state);
+    } else if (ends_with(t.name, "embed_tokens.weight") || t.name == "lm_head.weight") {
+      for (float& v : data) v = 1.7320508f * unit_uniform(state);  // unit variance
+    } else {
+      const float scale = std::sqrt(3.0f / float(t.shape[1]));  // variance 1 / fan_in
+      for (float& v : data) v = scale * unit_uniform(state);
+    }
+  }
+  return w;
+}
+
+}  // namespace hsring

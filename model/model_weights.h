@@ -1,0 +1,66 @@
+// The target's weights in fp32, laid out as Hugging Face stores them (Linear weights are
+// [out, in], row-major), and the table that names each tensor the way HF checkpoints do.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace hsring {
+
+struct LayerWeights {
+  std::vector<float> input_norm;           // [H]  input_layernorm
+  std::vector<float> q_proj;               // [heads * head_dim, H]
+  std::vector<float> k_proj;               // [kv_heads * head_dim, H]
+  std::vector<float> v_proj;               // [kv_heads * head_dim, H]
+  std::vector<float> o_proj;               // [H, heads * head_dim]
+  std::vector<float> q_norm;               // [head_dim], QK-norm models only
+  std::vector<float> k_norm;               // [head_dim], QK-norm models only
+  std::vector<float> post_attention_norm;  // [H]
+  std::vector<float> gate_proj;            // [I, H]
+  std::vector<float> up_proj;              // [I, H]
+  std::vector<float> down_proj;            // [H, I]
+};
+
+struct ModelWeights {
+  std::vector<float> embed_tokens;  // [V, H]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // [H]
+  std::vector<float> lm_head;     // [V, H]; empty when the config ties it to embed_tokens
+
+  const std::vector<float>& lm_head_or_embeddings() const {
+    return lm_head.empty() ? embed_tokens : lm_head;
+  }
+};
+
+// One tensor the model needs: its HF name, its shape and where it goes.
+struct WeightTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float>* data;
+};
+
+// Every tensor `config` needs, in checkpoint order, with `weights` sized to hold them (the
+// vectors are resized, zero-filled). A tied LM head is not listed: it is embed_tokens.
+std::vector<WeightTensor> weight_tensors(const ModelConfig& config, ModelWeights& weights);
+
+// Calls fn(name, shape, values) for every tensor of `weights`, in checkpoint order (for
+// writers and diagnostics). REQUIRES: check_weights(config, weights).empty().
+void for_each_weight(
+    const ModelConfig& config, const ModelWeights& weights,
+    const std::function<void(const std::string& name, const std::vector<int64_t>& shape,
+                             const std::vector<float>& values)>& fn);
+
+// "" when every tensor of `weights` has the size `config` implies, else the first mismatch.
+std::string check_weights(const ModelConfig& config, const ModelWeights& weights);
+
+// Deterministic random weights for a preset or any valid config: each tensor's values are a
+// pure function of (seed, tensor name), so the same seed always gives the same model.
+// Linear weights are uniform with variance 1/fan_in, norms near 1, embeddings near unit
+// variance: activations keep a sane scale through many layers.
+ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
+
+}  // namespace hsring

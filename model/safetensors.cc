@@ -1,0 +1,240 @@
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "model/float_convert.h"
+#include "model/json.h"
+#include "model/model_error.h"
+
+namespace hsring {
+
+// The header length, and every tensor's bytes, are little-endian; so is every host we run on.
+static_assert(std::endian::native == std::endian::little,
+              "safetensors reading assumes little-endian");
+
+namespace {
+
+// The safetensors format caps its header at 100 MB; anything larger is garbage.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+uint32_t element_size_of(std::string_view dtype) {
+  struct Entry {
+    std::string_view name;
+    uint32_t size;
+  };
+  static constexpr Entry kTable[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8},
+  };
+  for (const Entry& e : kTable)
+    if (e.name == dtype) return e.size;
+  return 0;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string shape_string(std::span<const int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw ModelError(ModelErrc::kIo,
+                     "cannot open safetensors file '" + path.string() + "': " + errno_text());
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why = S_ISREG(st.st_mode) ? errno_text() : "not a regular file";
+    ::close(fd);
+    throw ModelError(ModelErrc::kIo,
+                     "cannot read safetensors file '" + path.string() + "': " + why);
+  }
+  const auto size = size_t(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    throw ModelError(ModelErrc::kBadFile,
+                     "safetensors file '" + path.string() + "' is " + std::to_string(size) +
+                         " bytes, too short for its 8-byte header length (truncated?)");
+  }
+  // MAP_PRIVATE read-only: the weights are copied out once; nothing writes the file.
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const std::string map_error = map == MAP_FAILED ? errno_text() : "";
+  ::close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED)
+    throw ModelError(ModelErrc::kIo,
+                     "cannot mmap safetensors file '" + path.string() + "': " + map_error);
+  std::unique_ptr<SafetensorsFile> file(
+      new SafetensorsFile(path, static_cast<const std::byte*>(map), size));
+  file->parse_header();
+  return file;
+}
+
+SafetensorsFile::SafetensorsFile(std::filesystem::path path, const std::byte* map, size_t size)
+    : path_(std::move(path)), map_(map), size_(size) {}
+
+SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(map_), size_); }
+
+void SafetensorsFile::fail(const std::string& what) const {
+  throw ModelError(ModelErrc::kBadFile, "safetensors file '" + path_.string() + "': " + what);
+}
+
+void SafetensorsFile::parse_header() {
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | uint8_t(map_[i]);
+  if (header_len > size_ - 8)
+    fail("header length " + std::to_string(header_len) + " exceeds the " +
+         std::to_string(size_ - 8) + " bytes after it (truncated, or not a safetensors file)");
+  if (header_len > kMaxHeaderBytes || header_len < 2)
+    fail("header length " + std::to_string(header_len) +
+         " is implausible (not a safetensors file?)");
+  data_offset_ = 8 + header_len;
+  const uint64_t data_size = size_ - data_offset_;
+
+  const std::string_view text(reinterpret_cast<const char*>(map_ + 8), header_len);
+  JsonValue header;
+  try {
+    header = parse_json(text, "header");
+  } catch (const ModelError& e) {
+    fail(std::string("garbage header: ") + e.what());
+  }
+  if (!header.is_object())
+    fail("header is " + std::string(to_string(header.type())) + ", not an object");
+
+  for (const auto& [name, entry] : header.as_object()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail("__metadata__ must be an object of strings");
+      for (const auto& [key, value] : entry.as_object())
+        if (!value.is_string()) fail("__metadata__ entry '" + key + "' is not a string");
+      continue;
+    }
+    const std::string where = "tensor '" + name + "'";
+    if (!entry.is_object()) fail(where + " is " + to_string(entry.type()) + ", not an object");
+    for (const auto& [key, unused] : entry.as_object())
+      if (key != "dtype" && key != "shape" && key != "data_offsets")
+        fail(where + " has an unknown field '" + key + "'");
+    const JsonValue* dtype = entry.find("dtype");
+    const JsonValue* shape = entry.find("shape");
+    const JsonValue* offsets = entry.find("data_offsets");
+    if (!dtype || !shape || !offsets) fail(where + " lacks dtype, shape or data_offsets");
+
+    TensorInfo t;
+    t.name = name;
+    if (!dtype->is_string()) fail(where + ": dtype is not a string");
+    t.dtype = dtype->as_string();
+    t.element_size = element_size_of(t.dtype);
+    if (t.element_size == 0) fail(where + ": unknown dtype " + describe_json(*dtype));
+
+    if (!shape->is_array()) fail(where + ": shape is not an array");
+    uint64_t elements = 1;
+    for (const JsonValue& dim : shape->as_array()) {
+      if (!dim.is_number() || !dim.as_int() || *dim.as_int() < 0)
+        fail(where + ": shape holds " + describe_json(dim) + ", not a non-negative integer");
+      const auto d = uint64_t(*dim.as_int());
+      if (d != 0 && elements > std::numeric_limits<uint64_t>::max() / t.element_size / d)
+        fail(where + ": shape " + describe_json(dim) + " overflows");
+      elements *= d;
+      t.shape.push_back(int64_t(d));
+    }
+
+    if (!offsets->is_array() || offsets->as_array().size() != 2)
+      fail(where + ": data_offsets must be [begin, end]");
+    const JsonValue& b = offsets->as_array()[0];
+    const JsonValue& e = offsets->as_array()[1];
+    if (!b.is_number() || !b.as_int() || *b.as_int() < 0 || !e.is_number() || !e.as_int() ||
+        *e.as_int() < 0)
+      fail(where + ": data_offsets must be non-negative integers");
+    t.begin = uint64_t(*b.as_int());
+    t.end = uint64_t(*e.as_int());
+    if (t.end < t.begin)
+      fail(where + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+           "] end before they begin");
+    if (t.end > data_size)
+      fail(where + " ends at data byte " + std::to_string(t.end) + " but the file holds only " +
+           std::to_string(data_size) + " data bytes (truncated file or offsets out of bounds)");
+    if (t.end - t.begin != elements * t.element_size)
+      fail(where + ": shape " + shape_string(t.shape) + " of " + t.dtype + " needs " +
+           std::to_string(elements * t.element_size) + " bytes but data_offsets span " +
+           std::to_string(t.end - t.begin));
+    tensors_.push_back(std::move(t));
+  }
+
+  // The tensors must tile the data section: an overlap or a gap means a corrupt header.
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const TensorInfo* previous = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (t->begin < covered)
+      fail("tensors '" + previous->name + "' and '" + t->name + "' overlap (data bytes " +
+           std::to_string(t->begin) + ".." + std::to_string(covered) + ")");
+    if (t->begin > covered)
+      fail("data bytes " + std::to_string(covered) + ".." + std::to_string(t->begin) +
+           " belong to no tensor (corrupt header)");
+    covered = t->end;
+    previous = t;
+  }
+  if (covered != data_size)
+    fail(std::to_string(data_size - covered) + " bytes after the last tensor belong to no tensor");
+
+  std::sort(tensors_.begin(), tensors_.end(),
+            [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+}
+
+const TensorInfo* SafetensorsFile::find(std::string_view name) const {
+  const auto it =
+      std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                       [](const TensorInfo& t, std::string_view n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& tensor) const {
+  return {map_ + data_offset_ + tensor.begin, size_t(tensor.end - tensor.begin)};
+}
+
+void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64_t> expected_shape,
+                                    std::span<float> out) const {
+  const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
+  const TensorInfo* t = find(name);
+  if (!t) throw ModelError(ModelErrc::kMissingTensor, where + " is missing");
+  if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
+    throw ModelError(ModelErrc::kBadTensor, where + " has shape " + shape_string(t->shape) +
+                                                ", expected " + shape_string(expected_shape));
+  const std::span<const std::byte> data = bytes(*t);
+  const size_t count = data.size() / t->element_size;
+  if (count != out.size())  // the shape matched, so only a caller's bad buffer gets here
+    throw ModelError(ModelErrc::kBadTensor, where + ": output holds " + std::to_string(out.size()) +
+                                                " elements, not " + std::to_string(count));
+  // memcpy per element: tensors need not be aligned inside the file.
+  if (t->dtype == "F32") {
+    if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());  // empty: null data()
+  } else if (t->dtype == "BF16" || t->dtype == "F16") {
+    const bool bf16 = t->dtype == "BF16";
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, data.data() + 2 * i, 2);
+      out[i] = bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
+    }
+  } else {
+    throw ModelError(ModelErrc::kBadTensor,
+                     where + " has dtype " + t->dtype + "; weights must be BF16, F16 or F32");
+  }
+}
+
+}  // namespace hsring

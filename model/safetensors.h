@@ -1,0 +1,65 @@
+// A validated, memory-mapped safetensors file: an 8-byte little-endian header length, a
+// JSON header of {name: {dtype, shape, data_offsets}}, then the tensors' bytes. Every
+// header field is checked before any tensor byte is read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hsring {
+
+struct TensorInfo {
+  std::string name;
+  std::string dtype;          // as written: "BF16", "F16", "F32", "I64", ...
+  uint32_t element_size = 0;  // bytes
+  std::vector<int64_t> shape;
+  uint64_t begin = 0;  // data_offsets, relative to the data section
+  uint64_t end = 0;
+};
+
+std::string shape_string(std::span<const int64_t> shape);  // "[4096, 128]"
+
+class SafetensorsFile {
+ public:
+  // Maps and validates `path`: header length within the file, header strict JSON, each
+  // entry a known dtype with a shape whose byte size matches its offsets, offsets inside
+  // the data section, tensors tiling the data with no overlap and no gap. Throws
+  // ModelError: kIo (missing or unreadable file), kBadFile (anything else), naming the file.
+  static std::unique_ptr<SafetensorsFile> open(const std::filesystem::path& path);
+
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  // nullptr when the file holds no tensor of that name.
+  const TensorInfo* find(std::string_view name) const;
+  // The tensor's bytes inside the mapping (no alignment promised).
+  std::span<const std::byte> bytes(const TensorInfo& tensor) const;
+
+  // Converts tensor `name` (BF16, F16 or F32) to fp32 into `out`, which holds the element
+  // count of `expected_shape`. Throws ModelError: kMissingTensor when absent, kBadTensor when
+  // its shape differs from `expected_shape` or its dtype is not a float one.
+  void read_as_float(std::string_view name, std::span<const int64_t> expected_shape,
+                     std::span<float> out) const;
+
+ private:
+  SafetensorsFile(std::filesystem::path path, const std::byte* map, size_t size);
+  void parse_header();
+  [[noreturn]] void fail(const std::string& what) const;
+
+  std::filesystem::path path_;
+  const std::byte* map_;
+  size_t size_;
+  uint64_t data_offset_ = 0;         // first byte of the data section in the file
+  std::vector<TensorInfo> tensors_;  // sorted by name
+};
+
+}  // namespace hsring

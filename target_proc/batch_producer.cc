@@ -1,0 +1,99 @@
+#include "target_proc/batch_producer.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "common/signals.h"
+#include "shm/producer.h"
+#include "shm/recovery.h"
+
+namespace hsring {
+
+namespace {
+constexpr auto kClaimSlice = std::chrono::milliseconds(100);
+}
+
+BatchProducer::BatchProducer(WorkerSession& session)
+    : session_(session),
+      ring_(session.ring()),
+      shard_{session.identity().index, session.ring().shape().num_targets} {}
+
+bool BatchProducer::keep_running() const {
+  return !stop_requested() && !launcher_gone() &&
+         ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
+}
+
+std::vector<BatchJob> BatchProducer::adopt_unpublished() {
+  const Identity self = session_.identity();
+  TargetProgress& progress = ring_.target_progress(self.index);
+  // Batches our previous incarnations bound but never published: ours to write again.
+  std::vector<SlotClaim> adopted = adopt_previous_writes(ring_, self);
+  uint64_t next_seq = progress.next_seq.load(std::memory_order_acquire);
+  std::vector<BatchJob> jobs;
+  for (const SlotClaim& claim : adopted) {
+    const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
+    // A crash between binding and storing next_seq leaves the bound batch at next_seq.
+    next_seq = std::max(next_seq, shard_.seq_of(batch_id) + 1);
+    jobs.push_back(BatchJob{plan_batch(batch_id, ring_.shape()), claim});
+  }
+  // Produce them in shard order, as they were first bound.
+  std::sort(jobs.begin(), jobs.end(),
+            [](const BatchJob& a, const BatchJob& b) { return a.plan.batch_id < b.plan.batch_id; });
+  progress.next_seq.store(next_seq, std::memory_order_release);
+  next_seq_ = next_seq;
+  if (!adopted.empty() || session_.recovered_at_start().total() > 0) {
+    log_line("recovered " + std::to_string(session_.recovered_at_start().total()) +
+             " slot(s) and adopted " + std::to_string(adopted.size()) +
+             " unpublished batch(es) of the previous epoch");
+  }
+  return jobs;
+}
+
+PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim,
+                                             std::optional<Stage> wait_stage,
+                                             const std::atomic<bool>* cancel) {
+  const Identity self = session_.identity();
+  const uint64_t seq = shard_.seq_of(batch_id);
+  auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
+  const uint64_t wait_start = monotonic_ns();
+  std::optional<SlotClaim> got;
+  while (!got) {
+    if (!keep_running() || cancelled()) return PipelineStatus::kStopped;
+    session_.heartbeat();
+    got = claim_free_slot(ring_, self, uint32_t(seq * 7 + self.index), kClaimSlice);
+  }
+  if (wait_stage) record_stage(session_.entry(), *wait_stage, monotonic_ns() - wait_start);
+  if (!keep_running() || cancelled()) {
+    (void)unclaim(ring_, *got);
+    return PipelineStatus::kStopped;
+  }
+  // Bind first, then move the shard position: a crash in between re-produces the batch
+  // from the slot (adopt_unpublished) and never skips or doubles it.
+  if (!bind_batch(ring_, *got, batch_id)) {
+    log_line("lost ownership of slot " + std::to_string(got->index) + "; exiting");
+    return PipelineStatus::kLostSlot;
+  }
+  next_seq_ = std::max(next_seq_, seq + 1);
+  ring_.target_progress(self.index).next_seq.store(next_seq_, std::memory_order_release);
+  claim = *got;
+  return PipelineStatus::kOk;
+}
+
+PipelineStatus BatchProducer::publish_batch(SlotClaim& claim, const BatchPlan& plan) {
+  const BatchInfo info{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket};
+  if (!publish(ring_, claim, info)) {
+    log_line("lost ownership of slot " + std::to_string(claim.index) + "; exiting");
+    return PipelineStatus::kLostSlot;
+  }
+  const RingShape& s = ring_.shape();
+  ProcessEntry& entry = session_.entry();
+  entry.batches.fetch_add(1, std::memory_order_relaxed);
+  entry.tokens.fetch_add(plan.token_count, std::memory_order_relaxed);
+  entry.hs_bytes.fetch_add(
+      uint64_t(plan.token_count) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
+      std::memory_order_relaxed);
+  session_.heartbeat();
+  return PipelineStatus::kOk;
+}
+
+}  // namespace hsring

@@ -1,0 +1,440 @@
+// End-to-end tests of `hsring run` and the operator commands, through the real binaries:
+// a SIGKILLed worker is restarted and no batch suffers; restarts back off exponentially;
+// a crash loop stops the run with exit 3; SIGTERM drains and cleans up; a SIGKILLed
+// launcher leaves no worker behind; SIGKILLs every 200 ms for a whole run cost no batch;
+// bad input gets a clear error and touches nothing.
+//
+// This test process makes itself a child subreaper, so workers orphaned by a killed
+// launcher become its children: it can watch them exit and reap them.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shm/ring.h"
+#include "tests/crash/process_util.h"
+
+namespace hsring {
+namespace {
+
+using crash::Millis;
+using crash::WorkerProcess;
+using Clock = std::chrono::steady_clock;
+
+constexpr Millis kStartLimit(30000);  // for a worker to appear, or the first batches
+constexpr Millis kExitLimit(60000);   // for a launcher to finish once it should
+constexpr Millis kOrphanLimit(5000);  // for workers to follow a killed launcher
+
+double elapsed_ms(Clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
+
+  void SetUp() override {
+    ring_ = crash::unique_ring_name();
+    Ring::remove(ring_);
+  }
+
+  void TearDown() override {
+    launcher_.reset();  // kills a launcher that is still running
+    for (const WorkerProcess& w : seen_workers_) {
+      if (crash::process_alive(w.id)) ::kill(w.id.pid, SIGKILL);
+      crash::wait_child(w.id.pid, Millis(2000));  // an orphan adopted by us
+    }
+    Ring::remove(ring_);
+  }
+
+  std::string hsring() const { return crash::bin_dir() + "/hsring"; }
+  std::string summary_path() const { return dir_.file("summary.json"); }
+  pid_t launcher_pid() const { return launcher_->pid(); }
+
+  // Starts `hsring run` on this test's ring. Unless `default_shape`, with a small slot
+  // shape, so the runs are about supervision rather than payload bandwidth.
+  void start_run(const std::vector<std::string>& flags, bool default_shape = false) {
+    std::vector<std::string> argv = {hsring(),         "run",         "--ring", ring_,
+                                     "--summary-json", summary_path()};
+    if (!default_shape) argv.insert(argv.end(), {"--max-tokens", "128", "--hidden-size", "64"});
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    launcher_ = std::make_unique<crash::Spawned>(argv, dir_.file("launcher.out"),
+                                                 dir_.file("launcher.err"));
+  }
+
+  // The launcher's exit code once it exits within `timeout`; -1 for a timeout or a signal.
+  int wait_launcher(Millis timeout = kExitLimit) {
+    const std::optional<int> status = launcher_->wait(timeout);
+    if (!status) {
+      ADD_FAILURE() << "the launcher did not exit within " << timeout.count() << " ms\n"
+                    << launcher_->stderr_text();
+      return -1;
+    }
+    if (!WIFEXITED(*status)) {
+      ADD_FAILURE() << "the launcher ended with " << crash::describe_status(*status);
+      return -1;
+    }
+    return WEXITSTATUS(*status);
+  }
+
+  // The worker `role` `index` once it runs and is not `previous`; nullopt when none
+  // appears within `timeout` (or the launcher exits).
+  std::optional<WorkerProcess> wait_for_worker(const std::string& role, uint32_t index,
+                                               Millis timeout = kStartLimit,
+                                               const WorkerProcess* previous = nullptr) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline && !launcher_->wait(Millis(0))) {
+      std::optional<WorkerProcess> w = crash::find_worker(launcher_pid(), role, index);
+      if (w && !(previous && w->id.pid == previous->id.pid &&
+                 w->id.start_time == previous->id.start_time)) {
+        seen_workers_.push_back(*w);
+        return w;
+      }
+      std::this_thread::sleep_for(Millis(2));
+    }
+    return std::nullopt;
+  }
+
+  std::vector<WorkerProcess> workers_now() {
+    std::vector<WorkerProcess> workers = crash::find_workers(launcher_pid());
+    seen_workers_.insert(seen_workers_.end(), workers.begin(), workers.end());
+    return workers;
+  }
+
+  // Waits until the ring's drafters have consumed `batches`; false on timeout.
+  bool wait_for_consumed(uint64_t batches, Millis timeout = kStartLimit) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline && !launcher_->wait(Millis(0))) {
+      try {
+        auto ring = Ring::attach(ring_, Ring::Access::kReadOnly);
+        uint64_t consumed = 0;
+        for (uint32_t i = ring->shape().num_targets; i < ring->process_count(); ++i)
+          consumed += ring->process(i).batches.load(std::memory_order_relaxed);
+        if (consumed >= batches) return true;
+      } catch (const RingError&) {
+        // Not created (or not initialised) yet.
+      }
+      std::this_thread::sleep_for(Millis(20));
+    }
+    return false;
+  }
+
+  // SIGKILLs worker `role` `index` and waits for the launcher to start its successor.
+  // Returns the successor, or nullopt when none came.
+  std::optional<WorkerProcess> kill_and_await_restart(const WorkerProcess& victim,
+                                                      Millis timeout = kStartLimit) {
+    ::kill(victim.id.pid, SIGKILL);
+    return wait_for_worker(victim.role, victim.index, timeout, &victim);
+  }
+
+  double summary(const std::string& key) {
+    const std::string json = crash::read_file(summary_path());
+    const std::optional<double> value = crash::json_number(json, key);
+    if (!value) ADD_FAILURE() << "summary has no '" << key << "':\n" << json;
+    return value.value_or(-1);
+  }
+
+  void expect_data_intact() {
+    EXPECT_EQ(summary("batches_torn"), 0);
+    EXPECT_EQ(summary("batches_lost"), 0);
+    EXPECT_EQ(summary("batches_duplicated"), 0);
+  }
+
+  // After the launcher exited: its segment is gone and no worker it ran is alive.
+  void expect_cleaned_up() {
+    EXPECT_FALSE(crash::segment_exists(ring_)) << "/dev/shm/" << ring_ << " was left behind";
+    for (const WorkerProcess& w : seen_workers_) {
+      EXPECT_FALSE(crash::process_alive(w.id))
+          << w.role << " " << w.index << " (pid " << w.id.pid << ") outlived the launcher";
+    }
+  }
+
+  std::string ring_;
+  crash::TempDir dir_;
+  std::unique_ptr<crash::Spawned> launcher_;
+  std::vector<WorkerProcess> seen_workers_;
+};
+
+// The "restarting in N ms" delays the launcher logged for `worker` ("target 0"), from
+// lines like "[hsring] target 0 killed by SIGKILL; recovered 1 slot(s); restarting in 200 ms".
+std::vector<int> logged_restart_delays(const std::string& log, const std::string& worker) {
+  const std::string head = "] " + worker + " killed by SIGKILL; recovered ";
+  const std::string tail = " slot(s); restarting in ";
+  std::vector<int> delays;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(head);
+    const size_t in = at == std::string::npos ? at : line.find(tail, at + head.size());
+    if (in != std::string::npos) delays.push_back(std::atoi(line.c_str() + in + tail.size()));
+  }
+  return delays;
+}
+
+// (a) A SIGKILLed target and drafter are restarted; the run finishes with every batch.
+TEST_F(LauncherTest, RestartsKilledWorkersAndKeepsDataIntact) {
+  start_run({"--batches", "3000", "--target-rate", "300"});
+  ASSERT_TRUE(wait_for_consumed(50)) << launcher_->stderr_text();
+  std::optional<WorkerProcess> target = wait_for_worker("target", 0);
+  ASSERT_TRUE(target);
+  ASSERT_TRUE(kill_and_await_restart(*target)) << "target 0 was not restarted";
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  ASSERT_TRUE(drafter);
+  ASSERT_TRUE(kill_and_await_restart(*drafter)) << "drafter 0 was not restarted";
+
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(logged_restart_delays(log, "target 0").size(), 1u) << log;
+  EXPECT_EQ(logged_restart_delays(log, "drafter 0").size(), 1u) << log;
+  EXPECT_EQ(summary("restarts_target"), 1);
+  EXPECT_EQ(summary("restarts_drafter"), 1);
+  EXPECT_EQ(summary("batches_consumed"), 3000);
+  EXPECT_EQ(summary("batches_in_ring_at_exit"), 0);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (b) Each crash of the same worker doubles the delay before its restart.
+TEST_F(LauncherTest, RestartDelaysDoubleAfterEachCrash) {
+  start_run({"--seconds", "120", "--target-rate", "100", "--max-restarts", "100"});
+  std::optional<WorkerProcess> target = wait_for_worker("target", 0);
+  ASSERT_TRUE(target);
+  const std::vector<int> expected = {100, 200, 400, 800, 1600};
+  std::vector<double> gaps_ms;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto killed_at = Clock::now();
+    std::optional<WorkerProcess> next = kill_and_await_restart(*target);
+    ASSERT_TRUE(next) << "no restart after crash " << i + 1 << "\n" << launcher_->stderr_text();
+    gaps_ms.push_back(elapsed_ms(killed_at));
+    target = next;
+  }
+  launcher_->signal(SIGTERM);
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(logged_restart_delays(log, "target 0"), expected) << log;
+  // The restart never comes before its delay (measured from before the kill, so the
+  // launcher's own reaction time only adds to it).
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_GE(gaps_ms[i], expected[i]) << "restart " << i + 1 << " came early";
+  EXPECT_EQ(summary("restarts_target"), double(expected.size()));
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (c) --max-restarts crashes within --restart-window stop the run with exit 3.
+TEST_F(LauncherTest, CrashLoopStopsTheRun) {
+  start_run({"--seconds", "120", "--target-rate", "100", "--max-restarts", "3", "--restart-window",
+             "60"});
+  std::optional<WorkerProcess> target = wait_for_worker("target", 0);
+  ASSERT_TRUE(target);
+  for (int crash = 1; crash <= 2; ++crash) {
+    target = kill_and_await_restart(*target);
+    ASSERT_TRUE(target) << "no restart after crash " << crash;
+  }
+  const auto last_kill = Clock::now();
+  ::kill(target->id.pid, SIGKILL);  // the third crash within the window
+  EXPECT_EQ(wait_launcher(), 3) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("target 0 crashed 3 times within 60 s"), std::string::npos) << log;
+  EXPECT_NE(log.find("crash loop"), std::string::npos) << log;
+  EXPECT_NE(log.find("--max-restarts"), std::string::npos) << "no advice in:\n" << log;
+  // Stopped at the crash, not at the 120 s deadline.
+  EXPECT_LT(elapsed_ms(last_kill), 60000);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (d) SIGTERM to the launcher drains the ring and exits 0, leaving nothing behind.
+TEST_F(LauncherTest, SigtermDrainsAndCleansUp) {
+  start_run({"--seconds", "120", "--target-rate", "200"});
+  ASSERT_TRUE(wait_for_consumed(100)) << launcher_->stderr_text();
+  const std::vector<WorkerProcess> workers = workers_now();
+  EXPECT_EQ(workers.size(), 3u) << "expected 2 targets and 1 drafter";
+
+  // While the run is live, `ring remove` refuses and leaves the segment alone.
+  const crash::CommandResult refused = crash::run_command({hsring(), "ring", "remove", ring_});
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("still has live processes"), std::string::npos) << refused.err;
+  EXPECT_TRUE(crash::segment_exists(ring_));
+
+  launcher_->signal(SIGTERM);
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("received SIGTERM: draining"), std::string::npos) << log;
+  EXPECT_EQ(log.find("did not stop within"), std::string::npos) << log;
+  EXPECT_GE(summary("batches_consumed"), 100);
+  EXPECT_LT(summary("wall_s"), 120) << "the run ended at its deadline, not at SIGTERM";
+  EXPECT_EQ(summary("restarts_target"), 0);
+  EXPECT_EQ(summary("restarts_drafter"), 0);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (e) A SIGKILLed launcher takes its workers with it; the stale segment is then removable.
+TEST_F(LauncherTest, KilledLauncherLeavesNoOrphans) {
+  start_run({"--seconds", "120", "--target-rate", "200"});
+  ASSERT_TRUE(wait_for_consumed(50)) << launcher_->stderr_text();
+  const std::vector<WorkerProcess> workers = workers_now();
+  ASSERT_EQ(workers.size(), 3u);
+
+  launcher_->signal(SIGKILL);
+  const std::optional<int> status = launcher_->wait(Millis(10000));
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+  const auto deadline = Clock::now() + kOrphanLimit;
+  for (const WorkerProcess& w : workers) {
+    while (crash::process_alive(w.id) && Clock::now() < deadline)
+      std::this_thread::sleep_for(Millis(10));
+    EXPECT_FALSE(crash::process_alive(w.id))
+        << w.role << " " << w.index << " (pid " << w.id.pid << ") outlived its launcher by "
+        << kOrphanLimit.count() << " ms";
+  }
+
+  // The segment stays (nobody removed it); status reads it and sees nobody alive.
+  ASSERT_TRUE(crash::segment_exists(ring_));
+  const crash::CommandResult status_cmd =
+      crash::run_command({hsring(), "status", "--ring", ring_, "--json"});
+  EXPECT_EQ(status_cmd.exit_code, 0) << status_cmd.err;
+  EXPECT_NE(status_cmd.out.find("\"launcher_alive\": false"), std::string::npos) << status_cmd.out;
+  EXPECT_EQ(status_cmd.out.find("\"alive\": true"), std::string::npos) << status_cmd.out;
+
+  const crash::CommandResult removed = crash::run_command({hsring(), "ring", "remove", ring_});
+  EXPECT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_NE(removed.err.find("removed ring '" + ring_ + "'"), std::string::npos) << removed.err;
+  EXPECT_FALSE(crash::segment_exists(ring_));
+}
+
+// (f) The acceptance run: targets and drafters SIGKILLed from outside every 200 ms for a
+// whole 30 s run; it still ends with no batch torn, lost or duplicated, and exit 0.
+TEST_F(LauncherTest, KillsEvery200MsForAWholeRunLoseNothing) {
+  constexpr double kRunSeconds = 30;
+  const auto started = Clock::now();
+  start_run({"--max-restarts", "100000", "--seconds", "30"}, /*default_shape=*/true);
+  std::mt19937_64 rng(std::random_device{}());
+  uint32_t kills = 0;
+  uint32_t kills_before_deadline = 0;  // surely before the launcher's own deadline
+  uint32_t kills_by_role[2] = {0, 0};
+  std::set<std::pair<pid_t, uint64_t>> killed;
+  // Every 200 ms: one random live target and one random live drafter.
+  while (!launcher_->wait(Millis(0)) && elapsed_ms(started) < (kRunSeconds + 60) * 1000) {
+    std::this_thread::sleep_for(Millis(200));
+    const std::vector<WorkerProcess> workers = workers_now();
+    for (int role = 0; role < 2; ++role) {
+      std::vector<const WorkerProcess*> candidates;
+      for (const WorkerProcess& w : workers) {
+        if (w.role == (role == 0 ? "target" : "drafter") &&
+            !killed.count({w.id.pid, w.id.start_time}))
+          candidates.push_back(&w);
+      }
+      if (candidates.empty()) continue;  // all of that role are waiting out their backoff
+      const WorkerProcess& victim = *candidates[rng() % candidates.size()];
+      if (::kill(victim.id.pid, SIGKILL) != 0) continue;
+      killed.insert({victim.id.pid, victim.id.start_time});
+      ++kills;
+      ++kills_by_role[role];
+      if (elapsed_ms(started) < (kRunSeconds - 1) * 1000) ++kills_before_deadline;
+    }
+  }
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(log.find("TORN"), std::string::npos) << log;
+  std::cout << "[ crash    ] " << kills << " SIGKILLs (" << kills_by_role[0] << " targets, "
+            << kills_by_role[1] << " drafters); summary:\n"
+            << crash::read_file(summary_path()) << std::endl;
+
+  expect_data_intact();
+  EXPECT_GT(summary("batches_consumed"), 0);
+  EXPECT_GE(kills_by_role[0], 1u);
+  EXPECT_GE(kills_by_role[1], 1u);
+  // Every kill while the run was live became exactly one restart, and nothing else did.
+  const double restarts = summary("restarts_target") + summary("restarts_drafter");
+  EXPECT_GE(restarts, kills_before_deadline);
+  EXPECT_LE(restarts, kills);
+  EXPECT_LE(summary("restarts_target"), kills_by_role[0]);
+  EXPECT_LE(summary("restarts_drafter"), kills_by_role[1]);
+  EXPECT_GE(summary("restarts_target"), 1);
+  EXPECT_GE(summary("restarts_drafter"), 1);
+  expect_cleaned_up();
+}
+
+// (g) Bad input: a clear message, a non-zero exit, and no segment made or touched.
+struct BadRun {
+  std::vector<std::string> flags;
+  int exit_code;
+  std::vector<std::string> words;  // each must appear in stderr
+};
+
+TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
+  const std::vector<BadRun> cases = {
+      {{"--bogus"}, 2, {"--bogus", "not expected"}},
+      {{"--targets", "cpu:0"}, 2, {"--targets", "cpu:0", "bad worker count", "cpu:N"}},
+      {{"--targets", "foo"}, 2, {"--targets", "'foo' is not a GPU id", "cpu:N"}},
+      {{"--hs-min-ready", "15"}, 2, {"hs_min_ready 15", "slot count 16", "targets 2"}},
+      {{"--slots", "1"}, 2, {"--slots"}},
+      {{"--dtype", "int8"}, 2, {"--dtype", "int8"}},
+  };
+  for (const BadRun& c : cases) {
+    std::vector<std::string> argv = {hsring(), "run", "--ring", ring_};
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    const crash::CommandResult r = crash::run_command(argv);
+    const std::string what = ::testing::PrintToString(c.flags);
+    EXPECT_FALSE(r.timed_out) << what;
+    EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << r.err;
+    for (const std::string& word : c.words)
+      EXPECT_NE(r.err.find(word), std::string::npos) << what << ": no '" << word << "' in\n"
+                                                     << r.err;
+    EXPECT_FALSE(crash::segment_exists(ring_)) << what << " left a segment";
+  }
+}
+
+TEST_F(LauncherTest, StatusOfMissingRingFailsClearly) {
+  const crash::CommandResult r =
+      crash::run_command({hsring(), "status", "--ring", "does-not-exist-" + ring_});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does-not-exist-" + ring_), std::string::npos) << r.err;
+  const crash::CommandResult removed =
+      crash::run_command({hsring(), "ring", "remove", "does-not-exist-" + ring_});
+  EXPECT_NE(removed.exit_code, 0);
+  EXPECT_NE(removed.err.find("does not exist"), std::string::npos) << removed.err;
+}
+
+TEST_F(LauncherTest, RunOnExistingRingFailsAndLeavesItUntouched) {
+  RingShape shape;
+  shape.slot_count = 4;
+  shape.max_tokens = 16;
+  shape.hidden_size = 8;
+  shape.num_layers = 2;
+  shape.num_targets = 1;
+  shape.num_drafters = 1;
+  shape.ledger_capacity = 64;
+  std::unique_ptr<Ring> existing = Ring::create(ring_, shape);
+  existing->header().slots_recovered.store(12345, std::memory_order_relaxed);  // a marker
+  const std::vector<std::byte> before(existing->base(), existing->base() + existing->size());
+
+  const crash::CommandResult r = crash::run_command({hsring(), "run", "--ring", ring_});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("ring '" + ring_ + "' already exists"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hsring ring remove"), std::string::npos) << "no advice in:\n" << r.err;
+
+  ASSERT_TRUE(crash::segment_exists(ring_));
+  auto reattached = Ring::attach(ring_, Ring::Access::kReadOnly);
+  ASSERT_EQ(reattached->size(), before.size());
+  EXPECT_EQ(std::memcmp(reattached->base(), before.data(), before.size()), 0)
+      << "the failed run wrote to the existing segment";
+}
+
+}  // namespace
+}  // namespace hsring

@@ -1,0 +1,196 @@
+#include "model/hf_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "model/cpu_target_model.h"
+#include "model/float_convert.h"
+#include "model/model_error.h"
+#include "test_files.h"
+
+namespace hsring {
+namespace {
+
+// A small untied Llama-style config and a tied QK-norm one: both weight layouts.
+ModelConfig llama_config() {
+  ModelConfig c = named_model_config("tiny");
+  c.name = "llama-test";
+  c.model_type = "llama";
+  c.qk_norm = false;
+  c.tie_embeddings = false;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.head_dim = 8;
+  c.vocab_size = 50;
+  return c;
+}
+
+ModelConfig qwen_config() {
+  ModelConfig c = llama_config();
+  c.name = "qwen-test";
+  c.model_type = "qwen3";
+  c.qk_norm = true;
+  c.tie_embeddings = true;
+  return c;
+}
+
+void expect_same_weights(const ModelConfig& c, const ModelWeights& a, const ModelWeights& b,
+                         float (*round)(float)) {
+  std::vector<std::vector<float>> left, right;
+  for_each_weight(
+      c, a, [&](const std::string&, const std::vector<int64_t>&, const std::vector<float>& v) {
+        left.push_back(v);
+      });
+  for_each_weight(
+      c, b, [&](const std::string&, const std::vector<int64_t>&, const std::vector<float>& v) {
+        right.push_back(v);
+      });
+  ASSERT_EQ(left.size(), right.size());
+  for (size_t t = 0; t < left.size(); ++t) {
+    ASSERT_EQ(left[t].size(), right[t].size());
+    for (size_t i = 0; i < left[t].size(); ++i) ASSERT_EQ(round(left[t][i]), right[t][i]);
+  }
+}
+
+float same(float v) { return v; }
+float via_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
+float via_fp16(float v) { return fp16_to_float(float_to_fp16(v)); }
+
+ModelError load_error(const std::filesystem::path& folder, const ModelConfig& config) {
+  try {
+    load_hf_weights(folder, config);
+  } catch (const ModelError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "loaded " << folder;
+  return ModelError(ModelErrc::kIo, "");
+}
+
+TEST(HfCheckpointTest, LoadsSingleFileInEachDtype) {
+  for (const ModelConfig& c : {llama_config(), qwen_config()}) {
+    const ModelWeights w = random_weights(c, 11);
+    struct Case {
+      const char* dtype;
+      float (*round)(float);
+    };
+    for (const Case& k : {Case{"F32", same}, Case{"BF16", via_bf16}, Case{"F16", via_fp16}}) {
+      test::TempDir dir;
+      test::write_model_folder(dir.path(), c, w, k.dtype);
+      const ModelConfig loaded_config = load_hf_checkpoint_config(dir.path());
+      EXPECT_EQ(loaded_config.qk_norm, c.qk_norm);
+      EXPECT_EQ(loaded_config.tie_embeddings, c.tie_embeddings);
+      expect_same_weights(c, w, load_hf_weights(dir.path(), loaded_config), k.round);
+    }
+  }
+}
+
+TEST(HfCheckpointTest, LoadsShardedCheckpoint) {
+  const ModelConfig c = llama_config();
+  const ModelWeights w = random_weights(c, 5);
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, w, "BF16", 3);
+  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors"));
+  expect_same_weights(c, w, load_hf_weights(dir.path(), c), via_bf16);
+}
+
+TEST(HfCheckpointTest, OpenCpuModelFromFolderMatchesRandomModel) {
+  const ModelConfig c = qwen_config();
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, random_weights(c, 3), "F32", 2);
+  const auto from_folder = open_cpu_model(dir.path().string(), 0, {1});
+  CpuTargetModel in_memory(c, random_weights(c, 3), {1});
+  const std::vector<int32_t> tokens = {1, 2, 3, 4}, positions = {0, 1, 2, 3}, offsets = {0, 4};
+  ForwardRequest request;
+  request.capture_layers = {0, 1};
+  ForwardOutput a, b;
+  from_folder->forward({tokens, positions, offsets}, request, a);
+  in_memory.forward({tokens, positions, offsets}, request, b);
+  EXPECT_EQ(a.captured, b.captured);
+  EXPECT_EQ(a.greedy, b.greedy);
+}
+
+TEST(HfCheckpointTest, TiedHeadIgnoresLmHeadAndUntiedNeedsIt) {
+  const ModelConfig tied = qwen_config();
+  ModelConfig untied = tied;
+  untied.tie_embeddings = false;
+  test::TempDir dir;
+  // A checkpoint written untied (with lm_head.weight) loads as tied: the extra is ignored.
+  test::write_model_folder(dir.path(), untied, random_weights(untied, 1), "F32");
+  EXPECT_TRUE(load_hf_weights(dir.path(), tied).lm_head.empty());
+  // One written tied lacks lm_head.weight: loading it untied names the tensor.
+  test::TempDir dir2;
+  test::write_model_folder(dir2.path(), tied, random_weights(tied, 1), "F32");
+  const ModelError e = load_error(dir2.path(), untied);
+  EXPECT_EQ(e.code(), ModelErrc::kMissingTensor);
+  EXPECT_NE(std::string(e.what()).find("'lm_head.weight'"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+}
+
+TEST(HfCheckpointTest, ShapeMismatchNamesTensorAndFile) {
+  const ModelConfig c = llama_config();
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, random_weights(c, 1), "BF16");
+  ModelConfig wider = c;
+  wider.intermediate_size = 64;
+  const ModelError e = load_error(dir.path(), wider);
+  EXPECT_EQ(e.code(), ModelErrc::kBadTensor);
+  EXPECT_NE(std::string(e.what()).find("'model.layers.0.mlp.gate_proj.weight'"), std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("expected [64, 32]"), std::string::npos) << e.what();
+}
+
+TEST(HfCheckpointTest, BrokenIndexes) {
+  const ModelConfig c = llama_config();
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, random_weights(c, 1), "F32", 2);
+  const std::filesystem::path index = dir / "model.safetensors.index.json";
+  const std::string good = [&] {
+    std::ifstream in(index);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    test::write_text(index, text);
+  };
+  // A tensor the index does not list.
+  replace("\"model.norm.weight\"", "\"model.norm.unused\"");
+  ModelError e = load_error(dir.path(), c);
+  EXPECT_EQ(e.code(), ModelErrc::kMissingTensor);
+  EXPECT_NE(std::string(e.what()).find("'model.norm.weight'"), std::string::npos) << e.what();
+  // A shard that does not exist.
+  replace("model-00002-of-00002", "model-00003-of-00002");
+  e = load_error(dir.path(), c);
+  EXPECT_EQ(e.code(), ModelErrc::kIo);
+  EXPECT_NE(std::string(e.what()).find("model-00003-of-00002.safetensors"), std::string::npos);
+  // An index pointing to a tensor its shard lacks.
+  replace("\"model.norm.weight\":\"model-00002-of-00002.safetensors\"",
+          "\"model.norm.weight\":\"model-00001-of-00002.safetensors\"");
+  e = load_error(dir.path(), c);
+  EXPECT_EQ(e.code(), ModelErrc::kMissingTensor);
+  EXPECT_NE(std::string(e.what()).find("model-00001-of-00002.safetensors"), std::string::npos);
+  // A shard path leaving the folder.
+  replace("model-00002-of-00002", "../model-00002-of-00002");
+  EXPECT_EQ(load_error(dir.path(), c).code(), ModelErrc::kBadFile);
+  // Not JSON, and no weight_map.
+  test::write_text(index, "{\"weight_map\": {");
+  EXPECT_EQ(load_error(dir.path(), c).code(), ModelErrc::kBadJson);
+  test::write_text(index, "{\"metadata\": {}}");
+  EXPECT_EQ(load_error(dir.path(), c).code(), ModelErrc::kBadFile);
+}
+
+TEST(HfCheckpointTest, EmptyFolderAndMissingConfig) {
+  test::TempDir dir;
+  const ModelError e = load_error(dir.path(), llama_config());
+  EXPECT_EQ(e.code(), ModelErrc::kIo);
+  EXPECT_NE(std::string(e.what()).find("no model.safetensors"), std::string::npos);
+  EXPECT_THROW(load_hf_checkpoint_config(dir.path()), ModelError);
+  EXPECT_THROW(open_cpu_model((dir / "absent").string()), ModelError);
+}
+
+}  // namespace
+}  // namespace hsring
