@@ -161,7 +161,7 @@ uint64_t ChildGroup::start(std::chrono::nanoseconds limit) {
   }
   const uint64_t now = monotonic_ns();
   line_->go.store(1, std::memory_order_release);
-  futex_wake_all(line_->go);
+  futex_wake(line_->go, INT_MAX);
   return now;
 }
 

@@ -42,8 +42,8 @@ std::string format_rate(double value, const char* unit) {
 
 void wake_all_waiters(Ring& ring) {
   RingHeader& h = ring.header();
-  SharedCondition(h.ready_futex, h.ready_waiters).notify();
-  SharedCondition(h.free_futex, h.free_waiters).notify();
+  SharedCondition(h.ready_futex, h.ready_waiters).notify_all();
+  SharedCondition(h.free_futex, h.free_waiters).notify_all();
 }
 
 }  // namespace

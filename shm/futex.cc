@@ -18,13 +18,13 @@ void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nan
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
-void futex_wake_all(std::atomic<uint32_t>& word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+void futex_wake(std::atomic<uint32_t>& word, int count) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
-void SharedCondition::notify() {
+void SharedCondition::notify_waking(int count) {
   sequence_.fetch_add(1, std::memory_order_seq_cst);
-  if (waiters_.load(std::memory_order_seq_cst) != 0) futex_wake_all(sequence_);
+  if (waiters_.load(std::memory_order_seq_cst) != 0) futex_wake(sequence_, count);
 }
 
 }  // namespace hsring

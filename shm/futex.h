@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 
 namespace hsring {
@@ -12,7 +13,7 @@ namespace hsring {
 // Sleeps while *word == expected, at most `timeout`. Returns early on a wake, a signal or
 // a changed word; callers always re-check their condition.
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
-void futex_wake_all(std::atomic<uint32_t>& word);
+void futex_wake(std::atomic<uint32_t>& word, int count);
 
 // A condition that processes wait for: `sequence` moves on every change that may let a
 // waiter proceed; `waiters` lets the notifier skip the syscall when nobody sleeps.
@@ -27,13 +28,19 @@ class SharedCondition {
       : sequence_(sequence), waiters_(waiters) {}
 
   // Call after making the change visible (its stores happen before this seq_cst bump).
-  void notify();
+  // notify() wakes one sleeper: each change frees or fills one slot, which one waiter
+  // can use (waking all of them would make the others lose the race and sleep again).
+  void notify() { notify_waking(1); }
+  // Wakes every sleeper: for changes that concern all of them (the ring drains).
+  void notify_all() { notify_waking(INT_MAX); }
 
   // Waits until `ready()` holds or `timeout` passes; returns the last value of ready().
   template <class Predicate>
   bool wait_until(Predicate ready, std::chrono::nanoseconds timeout);
 
  private:
+  void notify_waking(int count);
+
   std::atomic<uint32_t>& sequence_;
   std::atomic<uint32_t>& waiters_;
 };

@@ -53,6 +53,10 @@ constexpr double kDrafterStepMs = 1.0;
 // Targets pause up to this long after poisoning a slot and again after filling it, so
 // kills land while a slot is half written and between filling and publishing.
 constexpr uint64_t kMaxTargetPauseUs = 400;
+// The kill loop's pause before each kill: uniform in [0, kKillGapUs] us, or in
+// [0, kBehindKillGapUs] while behind the pace for the case's minimum kill count.
+constexpr uint64_t kKillGapUs = 5000;
+constexpr uint64_t kBehindKillGapUs = 1000;
 constexpr Millis kStallLimit(30000);  // no batch consumed for this long: a hang
 constexpr Millis kTestLimit(240000);
 constexpr Millis kReapLimit(10000);  // a SIGKILLed process is gone long before this
@@ -209,7 +213,12 @@ class CrashHarness {
                       << describe_ring();
         return false;
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(next_random() % 5001));
+      // Kill at a random moment 0-5 ms on. Where each kill costs more (a sanitizer's fork,
+      // a loaded machine) and the kills fall behind the pace that reaches min_kills by the
+      // last batch, the moments come 0-1 ms apart instead.
+      const bool behind = double(kills_) < 1.25 * case_.min_kills * double(consumed) / limit;
+      const uint64_t max_gap_us = behind ? kBehindKillGapUs : kKillGapUs;
+      std::this_thread::sleep_for(std::chrono::microseconds(next_random() % (max_gap_us + 1)));
       reap_unexpected_exits();
       Child& victim = pick_victim();
       // An exec'd worker pays for a whole program start (slow under ASan): kill only
@@ -223,8 +232,8 @@ class CrashHarness {
   void drain() {
     RingHeader& h = ring_->header();
     h.run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
-    SharedCondition(h.ready_futex, h.ready_waiters).notify();
-    SharedCondition(h.free_futex, h.free_waiters).notify();
+    SharedCondition(h.ready_futex, h.ready_waiters).notify_all();
+    SharedCondition(h.free_futex, h.free_waiters).notify_all();
     for (Child& child : children_) ::kill(child.pid, SIGTERM);
     for (Child& child : children_) {
       const std::optional<int> status = crash::wait_child(child.pid, kDrainLimit);
@@ -460,19 +469,19 @@ void run_crash_case(const CrashCase& c) {
 }
 
 TEST(CrashProtocolTest, TargetsKilledSplitLayers) {
-  run_crash_case({Victims::kTargets, true, Launch::kFork, 8000, 1000});
+  run_crash_case({Victims::kTargets, true, Launch::kFork, 12000, 1000});
 }
 
 TEST(CrashProtocolTest, DraftersKilledConcatenatedLayers) {
-  run_crash_case({Victims::kDrafters, false, Launch::kFork, 8000, 1000});
+  run_crash_case({Victims::kDrafters, false, Launch::kFork, 12000, 1000});
 }
 
 TEST(CrashProtocolTest, BothKilledSplitLayers) {
-  run_crash_case({Victims::kBoth, true, Launch::kFork, 8000, 1000});
+  run_crash_case({Victims::kBoth, true, Launch::kFork, 12000, 1000});
 }
 
 TEST(CrashProtocolTest, BothKilledConcatenatedLayers) {
-  run_crash_case({Victims::kBoth, false, Launch::kFork, 8000, 1000});
+  run_crash_case({Victims::kBoth, false, Launch::kFork, 12000, 1000});
 }
 
 // The real worker binaries, exec'd: their own flag parsing, attach and session start.

@@ -155,8 +155,8 @@ TEST(GpuCrashTest, TargetKilledMidCopyManyTimesDrafterNeverHangsNorSeesTornData)
       // The last incarnation runs on, then the ring drains.
       std::this_thread::sleep_for(std::chrono::seconds(2));
       ring->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
-      SharedCondition(ring->header().free_futex, ring->header().free_waiters).notify();
-      SharedCondition(ring->header().ready_futex, ring->header().ready_waiters).notify();
+      SharedCondition(ring->header().free_futex, ring->header().free_waiters).notify_all();
+      SharedCondition(ring->header().ready_futex, ring->header().ready_waiters).notify_all();
       target->signal(SIGTERM);
       drafter.signal(SIGTERM);
       const auto t = target->wait(crash::Millis(30000));

@@ -117,8 +117,8 @@ PipelineRun run_pipeline(const RingShape& shape, GpuTargetOptions target_options
   });
   drafter.join();
   ring->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
-  SharedCondition(ring->header().free_futex, ring->header().free_waiters).notify();
-  SharedCondition(ring->header().ready_futex, ring->header().ready_waiters).notify();
+  SharedCondition(ring->header().free_futex, ring->header().free_waiters).notify_all();
+  SharedCondition(ring->header().ready_futex, ring->header().ready_waiters).notify_all();
   target.join();
   result.totals = ledger_totals(*ring, shape.batch_limit);
   const ProcessEntry& t = ring->process(0);
