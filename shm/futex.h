@@ -45,9 +45,23 @@ class SharedCondition {
   std::atomic<uint32_t>& waiters_;
 };
 
+// Spins this many rounds before sleeping: a batch that arrives within a few microseconds
+// is taken without the futex round trip (a sleep and a wake cost ~10 us each way).
+inline constexpr int kSpinRoundsBeforeSleep = 256;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 template <class Predicate>
 bool SharedCondition::wait_until(Predicate ready, std::chrono::nanoseconds timeout) {
   using Clock = std::chrono::steady_clock;
+  for (int round = 0; round < kSpinRoundsBeforeSleep; ++round) {
+    if (ready()) return true;
+    cpu_relax();
+  }
   const auto deadline = Clock::now() + timeout;
   if (ready()) return true;
   waiters_.fetch_add(1, std::memory_order_seq_cst);
