@@ -7,6 +7,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
 #include "launcher/worker_command.h"
 #include "shm/ring.h"
@@ -28,6 +29,8 @@ int create_ring_only(const RunOptions& options) {
   const WorkerSpec drafters = parse_worker_spec(options.drafters, "--drafters");
   RingShape shape = ring_shape_of(options, targets, drafters);
   shape.batch_limit = options.batches;  // a service runs until stopped unless told
+  if (std::string why = validate_shape(shape); !why.empty())
+    throw std::invalid_argument("cannot create this ring: " + why);
   try {
     auto ring = Ring::attach(options.ring);
     if (!same_shape(ring->shape(), shape)) {
@@ -40,6 +43,9 @@ int create_ring_only(const RunOptions& options) {
   } catch (const RingError& e) {
     if (e.code() != RingErrc::kNotFound) throw;
   }
+  // The same checks as `hsring run`, so a unit fails at once with the reason, not as a
+  // crash loop of its workers.
+  preflight_run(options, targets, drafters, shape);
   auto ring = Ring::create(options.ring, shape);
   for (uint32_t i = 0; i < ring->process_count(); ++i) {
     const bool target = i < targets.count;
