@@ -28,7 +28,14 @@ int pidfd_send_signal(int pidfd, int signo) {
 
 }  // namespace
 
-ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
+                                 const std::string& log_path) {
+  int log_fd = -1;
+  if (!log_path.empty()) {
+    log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0)
+      throw std::runtime_error("cannot open worker log " + log_path + ": " + std::strerror(errno));
+  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -52,6 +59,10 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the launcher blocks signals for signalfd
     ::setenv("HSRING_LAUNCHER_PID", launcher_pid.c_str(), 1);
+    if (log_fd >= 0) {  // dup2 clears close-on-exec on the copies
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+    }
     ::execv(args[0], args.data());
     const int err = errno;
     ssize_t ignored = ::write(pipe_fds[1], &err, sizeof err);
@@ -59,6 +70,7 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv) {
     ::_exit(127);
   }
   ::close(pipe_fds[1]);
+  if (log_fd >= 0) ::close(log_fd);
   int exec_errno = 0;
   const ssize_t got = ::read(pipe_fds[0], &exec_errno, sizeof exec_errno);
   ::close(pipe_fds[0]);

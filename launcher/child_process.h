@@ -15,7 +15,9 @@ class ChildProcess {
   // fork + exec of `argv` (argv[0] is the program path). The child gets its own process
   // group (the launcher decides how workers stop), SIGTERM when the launcher dies, and
   // HSRING_LAUNCHER_PID. Throws std::runtime_error when it cannot be started.
-  static ChildProcess spawn(const std::vector<std::string>& argv);
+  // With `log_path`, the child's stdout and stderr append to that file.
+  static ChildProcess spawn(const std::vector<std::string>& argv,
+                            const std::string& log_path = "");
 
   ChildProcess() = default;
   ChildProcess(ChildProcess&& other) noexcept;

@@ -27,6 +27,8 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--restart-window", o.restart_window_s, "Crash-loop window, seconds")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds workers get to finish at stop before SIGKILL")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--summary-json", o.summary_json, "Write the run's summary as JSON to this path");
+  app.add_option("--metrics-file", o.metrics_file, "Rewrite this file every second with Prometheus metrics (node_exporter textfile collector)");
+  app.add_option("--log-dir", o.log_dir, "Write each worker's log to DIR/ROLE-INDEX.log instead of stderr");
   app.add_flag("--keep-ring", o.keep_ring, "Leave the segment in /dev/shm at exit (for inspection)");
   app.add_flag("--quiet,-q", o.quiet, "No progress line");
 }

@@ -46,6 +46,8 @@ struct RunOptions {
   double drain_timeout_s = 10;
 
   std::string summary_json;
+  std::string metrics_file;  // Prometheus text, rewritten atomically every second
+  std::string log_dir;       // one log file per worker (role-index.log), appended across restarts
   bool keep_ring = false;
   bool quiet = false;
 };

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "launcher/metrics.h"
 #include "shm/ledger.h"
 
 namespace hsring {
@@ -62,15 +63,7 @@ std::string summary_json(const RunSummary& s) {
 }
 
 void write_summary_json(const RunSummary& summary, const std::string& path) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::trunc);
-    file << summary_json(summary);
-    file.flush();
-    if (!file) throw std::runtime_error("cannot write summary to " + temporary + ": " + std::strerror(errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename " + temporary + " to " + path + ": " + std::strerror(errno));
+  write_file_atomically(path, summary_json(summary));
 }
 
 std::string summary_text(const RunSummary& s) {

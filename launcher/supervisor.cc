@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "launcher/preflight.h"
+#include "launcher/metrics.h"
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
@@ -72,6 +74,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
 
+  if (!options_.log_dir.empty()) std::filesystem::create_directories(options_.log_dir);
   ring_ = Ring::create(options_.ring, shape);
   if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
     throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
@@ -101,7 +104,11 @@ Supervisor::~Supervisor() {
 }
 
 void Supervisor::start_worker(Worker& w) {
-  w.process = ChildProcess::spawn(worker_argv(options_, w.role, w.index, w.gpu, bin_dir_));
+  const std::string log_path =
+      options_.log_dir.empty()
+          ? ""
+          : options_.log_dir + "/" + to_string(w.role) + "-" + std::to_string(w.index) + ".log";
+  w.process = ChildProcess::spawn(worker_argv(options_, w.role, w.index, w.gpu, bin_dir_), log_path);
   w.policy.on_start(monotonic_ns());
   w.restart_at_ns = 0;
 }
@@ -173,6 +180,7 @@ void Supervisor::print_progress() {
   const double batch_rate = interval > 0 ? double(batches - last_progress_batches_) / interval : 0;
   last_progress_batches_ = batches;
   last_progress_ns_ = now;
+  write_metrics();
   if (options_.quiet) return;
   std::ostringstream line;
   line.precision(1);
@@ -183,6 +191,15 @@ void Supervisor::print_progress() {
        << by_phase[3] << " reading " << by_phase[4] << "  restarts t " << restarts_target_
        << " d " << restarts_drafter_;
   log_line(line.str());
+}
+
+void Supervisor::write_metrics() {
+  if (options_.metrics_file.empty()) return;
+  try {
+    write_file_atomically(options_.metrics_file, render_prometheus(*ring_));
+  } catch (const std::exception& e) {
+    log_line(std::string("warning: ") + e.what());  // monitoring must not stop the run
+  }
 }
 
 void Supervisor::drain() {
@@ -258,6 +275,7 @@ int Supervisor::run() {
   }
   drain();
   const double wall = double(monotonic_ns() - started_ns_) / 1e9;
+  write_metrics();  // the final counters, for a scrape after the run
   RunSummary summary = summarize_run(*ring_, wall, restarts_target_, restarts_drafter_);
   log_line(summary_text(summary));
   if (!options_.summary_json.empty()) write_summary_json(summary, options_.summary_json);

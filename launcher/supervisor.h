@@ -51,6 +51,7 @@ class Supervisor {
   bool stop_condition_met();
   void drain();
   void print_progress();
+  void write_metrics();
   int poll_timeout_ms() const;
 
   RunOptions options_;

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/worker_main.h"
+#include "shm/futex.h"
 #include "target_proc/cpu_pipeline.h"
 
 namespace hsring {
@@ -72,7 +73,10 @@ int TargetWorker::run() {
       // Exhausted means "every batch of the shard is published": wait for those in flight.
       if (PipelineStatus status = pipeline_.flush(); status != PipelineStatus::kOk)
         return exit_code_of(status);
-      progress.exhausted.store(1, std::memory_order_release);
+      if (progress.exhausted.exchange(1, std::memory_order_acq_rel) == 0) {
+        // Drafters waiting for hs_min_ready may now take any READY slot: tell them all.
+        SharedCondition(ring_.header().ready_futex, ring_.header().ready_waiters).notify_all();
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
