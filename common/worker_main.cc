@@ -1,11 +1,25 @@
 #include "common/worker_main.h"
 
 #include <exception>
+#include <stdexcept>
 
 #include "common/log.h"
 #include "common/signals.h"
 
 namespace hsring {
+
+std::optional<int> run_worker_setup(const std::function<void()>& setup) {
+  try {
+    setup();
+    return std::nullopt;
+  } catch (const std::invalid_argument& e) {
+    log_line(std::string("error: ") + e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    log_line(std::string("error: ") + e.what());
+    return kExitRingError;
+  }
+}
 
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body) {

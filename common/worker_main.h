@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "shm/worker_session.h"
@@ -26,6 +27,11 @@ enum WorkerExit : int {
   kExitTorn = 5,
   kExitInternal = 70,
 };
+
+// Runs a worker's device setup (GPU, pinning, pipelines). A std::invalid_argument (a bad
+// request, such as a GPU that does not exist) is logged and gives kExitUsage, any other
+// exception kExitRingError; nullopt when the setup succeeded.
+std::optional<int> run_worker_setup(const std::function<void()>& setup);
 
 // Parses `app` (which already holds the role's own flags), then runs `body` with a
 // started session. Returns the exit code.
