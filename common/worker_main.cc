@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "common/log.h"
+#include "common/profile_interval.h"
 #include "common/signals.h"
 
 namespace hsring {
@@ -21,6 +22,13 @@ std::optional<int> run_worker_setup(const std::function<void()>& setup) {
   }
 }
 
+std::string worker_log_prefix(Role role, uint32_t index, int gpu, uint32_t epoch) {
+  std::string prefix = std::string(to_string(role)) + " " + std::to_string(index);
+  if (gpu >= 0) prefix += " gpu " + std::to_string(gpu);
+  if (epoch > 0) prefix += " epoch " + std::to_string(epoch);
+  return prefix;
+}
+
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body) {
   app.add_option("--ring", flags.ring, "Name of the ring segment to attach to")->required();
@@ -29,6 +37,7 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
   app.add_option("--lock-wait-ms", flags.lock_wait_ms,
                  "How long to wait for a dying predecessor of this index to let go")
       ->check(CLI::Range(0, 600000));
+  CLI::Option* profile_flag = add_profile_interval_flag(app, flags.profile_interval_s);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,8 +45,16 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
   }
   install_stop_handlers();
   die_with_launcher();
-  const std::string role_name = to_string(role);
-  set_log_prefix(role_name + " " + std::to_string(flags.index));
+  // The role's own --gpu, when it has one and it was given: CPU mode otherwise.
+  const CLI::Option* gpu_flag = app.get_option_no_throw("--gpu");
+  const int gpu = gpu_flag != nullptr && gpu_flag->count() > 0 ? gpu_flag->as<int>() : -1;
+  set_log_prefix(worker_log_prefix(role, flags.index, gpu, 0));
+  try {
+    if (profile_flag->count() == 0) flags.profile_interval_s = profile_interval_from_env();
+  } catch (const std::invalid_argument& e) {
+    log_line(std::string("error: ") + e.what());
+    return kExitUsage;
+  }
   try {
     auto ring = Ring::attach(flags.ring);
     const uint32_t process_index =
@@ -56,8 +73,9 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
     }
     auto session = WorkerSession::start(std::move(ring), process_index, role,
                                         std::chrono::milliseconds(flags.lock_wait_ms));
-    set_log_prefix(role_name + " " + std::to_string(flags.index) + " e" +
-                   std::to_string(session->identity().epoch));
+    set_log_prefix(worker_log_prefix(role, flags.index, gpu, session->identity().epoch));
+    if (flags.profile_interval_s > 0)
+      session->enable_profile(uint64_t(flags.profile_interval_s * 1e9), log_line);
     return body(*session);
   } catch (const RingError& e) {
     log_line(std::string("error: ") + e.what());

@@ -16,7 +16,12 @@ struct WorkerFlags {
   std::string ring;
   uint32_t index = 0;  // index within the role: target t, drafter d
   int lock_wait_ms = 2000;
+  double profile_interval_s = 0;  // stage-timing log period; 0: off (common/profile_interval.h)
 };
+
+// The log prefix of a worker: "target 0 gpu 3 epoch 2"; "drafter 1 epoch 4" in CPU mode
+// (gpu < 0); without "epoch N" before it has one (epoch 0).
+std::string worker_log_prefix(Role role, uint32_t index, int gpu, uint32_t epoch);
 
 // Exit codes of worker processes (the launcher reports them by name).
 enum WorkerExit : int {
@@ -33,8 +38,9 @@ enum WorkerExit : int {
 // exception kExitRingError; nullopt when the setup succeeded.
 std::optional<int> run_worker_setup(const std::function<void()>& setup);
 
-// Parses `app` (which already holds the role's own flags), then runs `body` with a
-// started session. Returns the exit code.
+// Parses `app` (which already holds the role's own flags, `--gpu` among them when the
+// role can run on one), then runs `body` with a started session whose profile log is on
+// when --profile-interval (or HSRING_PROFILE_INTERVAL) asks. Returns the exit code.
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body);
 

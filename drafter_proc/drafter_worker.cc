@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/model_batch_check.h"
 #include "common/signals.h"
 #include "common/synthetic_batch.h"
 #include "common/worker_main.h"
@@ -20,10 +21,12 @@ constexpr uint64_t kTornLogLimit = 10;
 DrafterWorker::DrafterWorker(WorkerSession& session, DrafterOptions options)
     : session_(session), ring_(session.ring()), options_(options) {}
 
-bool DrafterWorker::keep_running() const {
+bool drafter_keeps_running(const Ring& ring) {
   return !stop_requested() && !launcher_gone() &&
-         ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
+         ring.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
 }
+
+bool DrafterWorker::keep_running() const { return drafter_keeps_running(ring_); }
 
 void DrafterWorker::consume(SlotClaim& claim) {
   ProcessEntry& entry = session_.entry();
@@ -32,7 +35,9 @@ void DrafterWorker::consume(SlotClaim& claim) {
   std::string problem;
   {
     StageTimer timer(entry, Stage::kDrafterVerify);
-    problem = verify_synthetic_batch(ring_, claim.index);
+    problem = ring_.shape().content == PayloadContent::kModel
+                  ? check_model_batch(ring_, claim.index)
+                  : verify_synthetic_batch(ring_, claim.index);
   }
   if (!problem.empty()) {
     ledger_mark_torn(ring_, batch_id);

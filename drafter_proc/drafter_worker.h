@@ -9,6 +9,10 @@
 
 namespace hsring {
 
+// True while the ring runs and neither a stop was requested nor the launcher is gone:
+// whether a drafter (verifying or training) claims another batch.
+bool drafter_keeps_running(const Ring& ring);
+
 struct DrafterOptions {
   double step_ms = 0;  // simulated work per batch after verification
   uint64_t seed = 0;   // for the random pull

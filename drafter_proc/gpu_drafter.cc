@@ -15,8 +15,10 @@ int run_gpu_drafter(WorkerSession& session, const GpuDrafterOptions& options) {
   if (auto code = run_worker_setup([&] {
         gpu::use_gpu(options.gpu);
         session.entry().gpu.store(options.gpu, std::memory_order_relaxed);
+        const bool model = session.ring().shape().content == PayloadContent::kModel;
         log_line("on " + gpu::describe_gpu(options.gpu) + "; noise " + options.noise.describe() +
-                 (options.verify ? ", verifying every element" : ""));
+                 (model ? ", checking each model batch's invariants (GPU training is not built yet)"
+                        : options.verify ? ", verifying every element" : ""));
         pinned = gpu::pin_ring_payload(session.ring());
         worker = GpuDrafterWorker::create(session, options);
       }))

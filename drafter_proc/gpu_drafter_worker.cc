@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/model_batch_check.h"
 #include "common/signals.h"
 #include "common/synthetic_batch.h"
 #include "common/worker_main.h"
@@ -42,7 +43,8 @@ GpuDrafterWorker::GpuDrafterWorker(WorkerSession& session, const GpuDrafterOptio
       options_(options),
       layers_(ring_.shape().num_layers),
       hidden_(ring_.shape().hidden_size),
-      elem_(dtype_size(ring_.shape().dtype)) {}
+      elem_(dtype_size(ring_.shape().dtype)),
+      model_batches_(ring_.shape().content == PayloadContent::kModel) {}
 
 GpuDrafterWorker::~GpuDrafterWorker() {
   (void)cudaStreamSynchronize(copy_.get());
@@ -215,8 +217,12 @@ GpuDrafterWorker::StepResult GpuDrafterWorker::step(std::chrono::nanoseconds tim
       log_line("H2D copy failed: " + s.message());
       return StepResult::kFailed;
     }
-    // The host checks the metadata in the slot while the DMA runs.
-    if (options_.verify) metadata_problem = verify_synthetic_metadata(ring_, claim->index);
+    // The host checks the metadata in the slot while the DMA runs. Model batches have no
+    // reference bytes: their invariants are checked instead (the GPU check is off).
+    if (model_batches_)
+      metadata_problem = check_model_metadata(ring_, claim->index);
+    else if (options_.verify)
+      metadata_problem = verify_synthetic_metadata(ring_, claim->index);
     // Our own event: once it completes, nothing more is read from the slot.
     if (cudaError_t err = cudaEventSynchronize(b.landed.get()); err != cudaSuccess) {
       log_line(std::string("H2D copy failed: ") + cudaGetErrorString(err));
@@ -240,7 +246,7 @@ GpuDrafterWorker::StepResult GpuDrafterWorker::step(std::chrono::nanoseconds tim
   b.batch_id = batch_id;
   b.tokens_count = tokens;
   b.step = step;
-  b.verify = options_.verify;
+  b.verify = options_.verify && !model_batches_;
   b.noise = options_.noise.enabled() && options_.noise.std_at(step) > 0;
   if (gpu::CudaStatus s = enqueue_compute(b); !s.ok()) {
     log_line("verify/noise failed: " + s.message());

@@ -79,6 +79,7 @@ class GpuDrafterWorker {
   Ring& ring_;
   const GpuDrafterOptions options_;
   const uint32_t layers_, hidden_, elem_;
+  const bool model_batches_;  // a model ring: check invariants, not synthetic bytes
   gpu::Stream copy_;
   gpu::Stream compute_;
   std::unique_ptr<BatchBuffer> buffers_[2];

@@ -1,10 +1,12 @@
-// hsring-drafter: one drafter process. In verify mode it checks every batch it consumes:
-// on the host in CPU mode, on its GPU with --gpu N (drafter_proc/gpu_drafter_worker.h).
+// hsring-drafter: one drafter process. On a ring of model batches it trains the drafter
+// (drafter_proc/training_drafter.h, CPU). On a synthetic ring it verifies every batch it
+// consumes: on the host in CPU mode, on its GPU with --gpu N (gpu_drafter_worker.h).
 #include <stdexcept>
 
 #include "common/log.h"
 #include "common/worker_main.h"
 #include "drafter_proc/drafter_worker.h"
+#include "drafter_proc/training_drafter.h"
 #include "gpu/noise_schedule.h"
 #if HSRING_HAVE_CUDA
 #include "drafter_proc/gpu_drafter.h"
@@ -20,6 +22,8 @@ int main(int argc, char** argv) {
   std::string noise_schedule = "constant";
   std::string assembly = "pitched";
   bool no_verify = false;
+  TrainingDrafterOptions training;
+  train::LrSchedule& schedule = training.optimizer.schedule;
   app.add_option("--step-ms", options.step_ms, "Simulated training time per batch, ms")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", options.seed, "Seed of the random pull (and of the GPU noise)");
@@ -32,7 +36,41 @@ int main(int argc, char** argv) {
                  "GPU: how split layers become [T, K*H]: pitched (2-D DMA) or staged")
       ->check(CLI::IsMember({"pitched", "staged"}));
   app.add_flag("--no-verify", no_verify, "GPU: skip the per-element check (benchmarks)");
+  app.add_option("--model", training.target_model,
+                 "Training: the target's model spec (the drafter's shape derives from it)");
+  app.add_option("--window", training.window, "Training: sliding attention window, tokens")
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--train-seed", training.seed, "Training: seed of the drafter's initial weights");
+  app.add_option("--threads", training.threads, "Training: CPU threads (0: every core)");
+  app.add_option("--lr", schedule.peak_lr, "Training: peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--min-lr", schedule.min_lr, "Training: learning rate at the end of the cosine")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-steps", schedule.warmup_steps, "Training: linear warmup steps");
+  app.add_option("--total-steps", schedule.total_steps, "Training: the step the cosine decay ends at");
+  app.add_option("--weight-decay", training.optimizer.weight_decay, "Training: AdamW weight decay")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint-dir", training.checkpoint_dir,
+                 "Training: checkpoint folder; a drafter resumes from its newest valid checkpoint");
+  app.add_option("--checkpoint-every", training.checkpoint_every,
+                 "Training: steps between checkpoints (0: only at the end)");
+  app.add_option("--keep-checkpoints", training.keep_checkpoints, "Training: checkpoints kept")
+      ->check(CLI::Range(1u, 1000u));
+  app.add_option("--export", training.export_path,
+                 "Training: write the drafter's weights as safetensors here at the end");
   return worker_main(app, flags, Role::kDrafter, argc, argv, [&](WorkerSession& session) {
+    const bool model_ring = session.ring().shape().content == PayloadContent::kModel;
+    if (model_ring && gpu < 0) {
+      if (training.target_model.empty()) {
+        log_line("error: this ring carries model batches: give --model (the target's spec) "
+                 "so the drafter knows its shape");
+        return int(kExitUsage);
+      }
+      if (schedule.warmup_steps > schedule.total_steps && schedule.total_steps != 0) {
+        log_line("error: --warmup-steps exceeds --total-steps");
+        return int(kExitUsage);
+      }
+      return run_training_drafter(session, training);
+    }
     if (gpu < 0) return DrafterWorker(session, options).run();
 #if HSRING_HAVE_CUDA
     GpuDrafterOptions gpu_options;

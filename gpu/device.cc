@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "gpu/cuda_check.h"
+#include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
 
 namespace hsring::gpu {
@@ -25,16 +26,10 @@ GpuInventory probe_gpus() {
 std::string gpu_problem(int id) { return gpu_problem(id, probe_gpus()); }
 
 std::string gpu_problem(int id, const GpuInventory& inventory) {
+  if (std::string missing = missing_gpu_problem(id, inventory.count, inventory.why_none);
+      !missing.empty())
+    return missing;
   const std::string gpu = "GPU " + std::to_string(id);
-  if (inventory.count == 0)
-    return gpu + " does not exist: this machine has no usable GPU (" + inventory.why_none +
-           "); use cpu:N workers, or check the driver and CUDA_VISIBLE_DEVICES";
-  if (id < 0 || id >= inventory.count) {
-    const std::string range =
-        inventory.count == 1 ? "0" : "0-" + std::to_string(inventory.count - 1);
-    return gpu + " does not exist: this machine has " + std::to_string(inventory.count) +
-           (inventory.count == 1 ? " GPU (" : " GPUs (") + range + ")";
-  }
   int can_register = 0;
   const cudaError_t err =
       cudaDeviceGetAttribute(&can_register, cudaDevAttrHostRegisterSupported, id);

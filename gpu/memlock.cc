@@ -24,7 +24,10 @@ std::string human_bytes(uint64_t bytes) {
 }
 
 std::string memlock_problem(uint64_t bytes, const std::string& what) {
-  const uint64_t limit = memlock_limit_bytes();
+  return memlock_problem(bytes, what, memlock_limit_bytes());
+}
+
+std::string memlock_problem(uint64_t bytes, const std::string& what, uint64_t limit) {
   if (limit >= bytes) return "";
   return "pinning " + what + " for GPU DMA needs " + human_bytes(bytes) +
          " of locked memory, but this process may lock only " + human_bytes(limit) +

@@ -16,6 +16,8 @@ uint64_t memlock_limit_bytes();
 // The check is on the limit alone, not on CAP_IPC_LOCK: the limit is how an operator
 // says how much memory a service may pin, and we honour it as root too.
 std::string memlock_problem(uint64_t bytes, const std::string& what);
+// The same against a given limit (bytes; UINT64_MAX: unlimited).
+std::string memlock_problem(uint64_t bytes, const std::string& what, uint64_t limit);
 
 // "1.5 GiB", "640 MiB", "64 KiB": sizes as a person reads them.
 std::string human_bytes(uint64_t bytes);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/profile_interval.h"
 #include "data/data_commands.h"
 #include "launcher/metrics.h"
 #include "launcher/ring_commands.h"
@@ -67,13 +68,34 @@ std::string default_config(CLI::App& run) {
 int show_status(const std::string& name, const StatusOptions& options, bool prometheus,
                 double watch_s) {
   auto ring = Ring::attach(name, Ring::Access::kReadOnly);
-  do {
-    const std::string text = prometheus ? render_prometheus(*ring) : render_status(*ring, options);
-    if (watch_s > 0 && !options.json && !prometheus) std::cout << "\033[H\033[2J";
+  if (prometheus) {
+    // Cumulative histograms and counters: Prometheus takes its own differences.
+    do {
+      std::cout << render_prometheus(*ring) << std::flush;
+      if (watch_s > 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(int64_t(watch_s * 1e6)));
+    } while (watch_s > 0);
+    return 0;
+  }
+  if (watch_s <= 0) {
+    std::cout << render_status(*ring, options) << std::flush;
+    return 0;
+  }
+  // Each refresh covers the time since the one before (the first, --interval), or with
+  // --interval 0 everything since the ring was created.
+  const bool since_creation = options.interval_s <= 0;
+  StatusSample before = read_status_sample(*ring);
+  double wait_s = since_creation ? 0 : options.interval_s;
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(wait_s * 1e6)));
+    StatusSample after = read_status_sample(*ring);
+    const std::string text = since_creation ? render_status(*ring, options)
+                                            : render_status(*ring, before, after, options);
+    if (!options.json) std::cout << "\033[H\033[2J";
     std::cout << text << std::flush;
-    if (watch_s > 0) std::this_thread::sleep_for(std::chrono::microseconds(int64_t(watch_s * 1e6)));
-  } while (watch_s > 0);
-  return 0;
+    before = std::move(after);
+    wait_s = watch_s;
+  }
 }
 
 }  // namespace
@@ -109,6 +131,11 @@ int main(int argc, char** argv) {
   status->add_flag("--prometheus", prometheus, "Prometheus text exposition");
   status->add_option("--watch", watch_s, "Refresh every S seconds")->expected(0, 1)->default_str("1")
       ->check(CLI::PositiveNumber);
+  status->add_option("--interval", status_options.interval_s,
+                     "Rates and stage timings over the last S seconds (two readings S apart; "
+                     "with --watch, the time between refreshes); 0: since the ring was created")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
 
   std::string stop_name = "hsring";
   CLI::App* stop = app.add_subcommand("stop", "Ask a ring's launcher to drain and stop");
@@ -159,12 +186,15 @@ int main(int argc, char** argv) {
     if (*run) {
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);
+      // Neither flag nor config: the environment's, checked here once for every worker.
+      if (run->get_option("--profile-interval")->count() == 0)
+        run_options.profile_interval_s = profile_interval_from_env();
       if (!exec_worker_spec.empty()) return exec_worker(run_options, exec_worker_spec, program_dir());
       return Supervisor(run_options, program_dir()).run();
     }
     if (*status) return show_status(status_ring, status_options, prometheus, watch_s);
     if (*stop) return stop_ring(stop_name);
-    if (*inspect) return show_status(inspect_name, StatusOptions{false, 0}, false, 0);
+    if (*inspect) return show_status(inspect_name, {.json = false, .interval_s = 0}, false, 0);
     if (*remove) return remove_ring(remove_name, remove_force);
     if (*gc) return gc_rings(gc_dry_run);
     if (*config_default) {

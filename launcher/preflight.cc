@@ -1,10 +1,18 @@
 #include "launcher/preflight.h"
 
+#include <sched.h>
 #include <sys/statvfs.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
+#include "common/log.h"
+#include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
 #include "gpu/noise_schedule.h"
 #include "shm/ring.h"
@@ -16,75 +24,306 @@ namespace hsring {
 
 namespace {
 
-void check_shm_space(const RunOptions& options, const RingLayout& layout) {
-  struct statvfs fs {};
-  if (::statvfs("/dev/shm", &fs) != 0) return;  // Ring::create reports what it finds
-  const uint64_t free_bytes = uint64_t(fs.f_bavail) * fs.f_frsize;
-  if (free_bytes >= layout.total_size) return;
-  throw std::runtime_error("ring '" + options.ring + "' needs " +
-                           gpu::human_bytes(layout.total_size) + " but /dev/shm has " +
-                           gpu::human_bytes(free_bytes) +
+using gpu::human_bytes;
+
+// Beside the ring, a CPU worker holds its binary, stacks and small buffers; a GPU worker
+// also a CUDA context and cuBLAS, whose host-side allocations are a few hundred MiB.
+constexpr uint64_t kCpuWorkerMemoryBytes = 64ull << 20;
+constexpr uint64_t kGpuWorkerMemoryBytes = 1ull << 30;
+// cgroup v1 says "no limit" with a huge number (PAGE_COUNTER_MAX pages).
+constexpr uint64_t kNoCgroupLimit = 1ull << 62;
+
+// ---- measuring ----
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::optional<uint64_t> parse_u64(const std::string& text) {
+  size_t start = text.find_first_not_of(" \t\n");
+  if (start == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str() + start, &end, 10);
+  if (errno != 0 || end == text.c_str() + start) return std::nullopt;
+  return uint64_t(value);
+}
+
+// The value of `key` in "key value" lines (memory.stat).
+std::optional<uint64_t> stat_value(const std::string& stat, const std::string& key) {
+  std::istringstream lines(stat);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == ' ')
+      return parse_u64(line.substr(key.size() + 1));
+  }
+  return std::nullopt;
+}
+
+// The path of this process's cgroup in hierarchy `controller` ("" for cgroup v2's "0::").
+std::string own_cgroup(const std::string& controller) {
+  std::istringstream lines(read_text("/proc/self/cgroup"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t first = line.find(':');
+    const size_t second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const bool match =
+        controller.empty()
+            ? line.compare(0, 3, "0::") == 0
+            : ("," + controllers + ",").find("," + controller + ",") != std::string::npos;
+    if (match) return line.substr(second + 1);
+  }
+  return "";
+}
+
+uint64_t headroom(const CgroupMemory& m) { return m.limit > m.in_use ? m.limit - m.in_use : 0; }
+
+// The tightest memory limit of this process's cgroup and its ancestors (v2), or of its
+// memory cgroup (v1); nullopt when none is set.
+std::optional<CgroupMemory> read_cgroup_memory() {
+  std::optional<CgroupMemory> tightest;
+  const auto consider = [&](const std::filesystem::path& dir, const char* limit,
+                            const char* usage) {
+    std::error_code ignored;
+    if (!std::filesystem::exists(dir / limit, ignored)) return;
+    const std::optional<CgroupMemory> m = parse_cgroup_memory(
+        read_text(dir / limit), read_text(dir / usage), read_text(dir / "memory.stat"));
+    if (m && (!tightest || headroom(*m) < headroom(*tightest))) tightest = m;
+  };
+  std::error_code ignored;
+  const std::filesystem::path v2_root = "/sys/fs/cgroup";
+  if (std::filesystem::exists(v2_root / "cgroup.controllers", ignored)) {
+    // Inside a cgroup namespace the path may not exist under the mount: start at its root.
+    std::filesystem::path dir = v2_root / std::filesystem::path(own_cgroup("")).relative_path();
+    if (!std::filesystem::is_directory(dir, ignored)) dir = v2_root;
+    for (;; dir = dir.parent_path()) {
+      consider(dir, "memory.max", "memory.current");
+      if (dir == v2_root || dir == dir.parent_path()) break;
+    }
+    return tightest;
+  }
+  const std::filesystem::path v1_root = "/sys/fs/cgroup/memory";
+  const std::filesystem::path own =
+      v1_root / std::filesystem::path(own_cgroup("memory")).relative_path();
+  if (own != v1_root && std::filesystem::is_directory(own, ignored))
+    consider(own, "memory.limit_in_bytes", "memory.usage_in_bytes");
+  consider(v1_root, "memory.limit_in_bytes", "memory.usage_in_bytes");
+  return tightest;
+}
+
+uint32_t cpus_of_this_process() {
+  // Grow the set until the kernel's CPU mask fits (EINVAL while it is too small).
+  for (int n = 1024; n <= (1 << 16); n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (set == nullptr) return 0;
+    const size_t size = CPU_ALLOC_SIZE(n);
+    const int rc = ::sched_getaffinity(0, size, set);
+    const int count = rc == 0 ? CPU_COUNT_S(size, set) : 0;
+    const int err = errno;
+    CPU_FREE(set);
+    if (rc == 0) return uint32_t(count);
+    if (err != EINVAL) return 0;
+  }
+  return 0;
+}
+
+// ---- checking ----
+
+uint32_t gpu_worker_count(const WorkerSpec& targets, const WorkerSpec& drafters) {
+  return (targets.cpu ? 0 : targets.count) + (drafters.cpu ? 0 : drafters.count);
+}
+
+void check_cuda_build(const SystemFacts& facts) {
+  if (facts.cuda_build) return;
+  throw std::invalid_argument(
+      "GPU workers (--targets/--drafters with GPU ids) need a CUDA build of hsring; this "
+      "build runs CPU workers only: use cpu:N");
+}
+
+void check_shm_space(const RunOptions& options, const RingLayout& layout,
+                     const SystemFacts& facts) {
+  if (!facts.shm_free_bytes || *facts.shm_free_bytes >= layout.total_size) return;
+  throw std::runtime_error("ring '" + options.ring + "' needs " + human_bytes(layout.total_size) +
+                           " but /dev/shm has " + human_bytes(*facts.shm_free_bytes) +
                            " free: remove stale rings (`hsring ring remove NAME`), use fewer "
                            "--slots or --max-tokens, or enlarge /dev/shm");
 }
 
-void check_cuda_build() {
-#if !HSRING_HAVE_CUDA
-  throw std::invalid_argument(
-      "GPU workers (--targets/--drafters with GPU ids) need a CUDA build of hsring; this "
-      "build runs CPU workers only: use cpu:N");
-#endif
+void check_memory(const RunOptions& options, const WorkerSpec& targets, const WorkerSpec& drafters,
+                  const RingLayout& layout, const SystemFacts& facts) {
+  if (!facts.mem_available) return;
+  uint64_t workers_bytes = 0;
+  for (uint32_t t = 0; t < targets.count; ++t)
+    workers_bytes += worker_memory_estimate(options, Role::kTarget, !targets.cpu);
+  for (uint32_t d = 0; d < drafters.count; ++d)
+    workers_bytes += worker_memory_estimate(options, Role::kDrafter, !drafters.cpu);
+  const uint64_t needed = layout.total_size + workers_bytes;
+  if (needed <= *facts.mem_available) return;
+  throw std::runtime_error(
+      "ring '" + options.ring + "' (" + human_bytes(layout.total_size) + ") and " +
+      std::to_string(targets.count + drafters.count) + " workers (about " +
+      human_bytes(workers_bytes) + ") need " + human_bytes(needed) + " of memory, but only " +
+      human_bytes(*facts.mem_available) + " is available (" + facts.mem_available_source +
+      "): use fewer --slots or a smaller --max-tokens, or fewer workers (--targets, --drafters)");
 }
 
-void check_gpus(const WorkerSpec& targets, const WorkerSpec& drafters) {
-#if HSRING_HAVE_CUDA
-  const gpu::GpuInventory inventory = gpu::probe_gpus();
+void check_gpus(const WorkerSpec& targets, const WorkerSpec& drafters, const SystemFacts& facts) {
   // In the order given, each id once: the first bad one is reported.
   std::set<int> seen;
   for (const std::vector<int>* ids : {&targets.gpus, &drafters.gpus}) {
     for (int id : *ids) {
       if (!seen.insert(id).second) continue;
-      if (std::string problem = gpu::gpu_problem(id, inventory); !problem.empty())
-        throw std::invalid_argument(problem);
+      if (std::string missing = gpu::missing_gpu_problem(id, facts.gpu_count, facts.gpu_why_none);
+          !missing.empty())
+        throw std::invalid_argument(missing);
+      if (auto problem = facts.gpu_problems.find(id); problem != facts.gpu_problems.end())
+        throw std::invalid_argument(problem->second);
+    }
+  }
+}
+
+void check_slots(const RunOptions& options, const WorkerSpec& targets, const RingShape& shape) {
+  // A GPU target keeps up to depth + 1 slots WRITING (one per capture buffer); drafters
+  // wait for hs_min_ready READY slots on top of those, or the run could stall.
+  const uint64_t per_target = targets.cpu ? 1 : uint64_t(options.target_postprocess_depth) + 1;
+  const uint64_t needed = uint64_t(shape.hs_min_ready) + shape.num_targets * per_target;
+  if (needed <= shape.slot_count) return;
+  throw std::invalid_argument(
+      "--hs-min-ready " + std::to_string(shape.hs_min_ready) + " with " +
+      std::to_string(shape.num_targets) + " target(s) that each keep up to " +
+      std::to_string(per_target) + " slot(s) in flight (--target-postprocess-depth " +
+      std::to_string(options.target_postprocess_depth) + " + 1) needs " + std::to_string(needed) +
+      " slots, but the ring has " + std::to_string(shape.slot_count) +
+      ": raise --slots or lower --hs-min-ready or --target-postprocess-depth");
+}
+
+// More workers than CPUs still runs (they time-share; the CPU tests run three workers on
+// two cores), so that is a warning. A GPU worker's forward thread must launch the next
+// batch while its GPU runs the current one: with fewer CPUs than GPU workers the GPUs wait
+// on the scheduler and the run measures nothing of the data path, so that is an error.
+void check_cpus(const WorkerSpec& targets, const WorkerSpec& drafters, const SystemFacts& facts,
+                std::vector<std::string>& warnings) {
+  if (facts.cpus == 0) return;
+  const std::string cpus = std::to_string(facts.cpus) + (facts.cpus == 1 ? " CPU" : " CPUs");
+  const uint32_t gpu_workers = gpu_worker_count(targets, drafters);
+  if (gpu_workers > facts.cpus)
+    throw std::runtime_error(
+        std::to_string(gpu_workers) + " GPU workers need a CPU each to keep their GPUs fed, but " +
+        "this process may run on " + cpus + " (sched_getaffinity): allow more CPUs (taskset, " +
+        "cpuset, systemd CPUAffinity=) or run fewer GPU workers (--targets, --drafters)");
+  const uint32_t workers = targets.count + drafters.count;
+  if (workers > facts.cpus)
+    warnings.push_back(std::to_string(workers) + " workers will share " + cpus +
+                       " (sched_getaffinity): they run, but each gets less than a core; allow "
+                       "more CPUs or run fewer workers (--targets, --drafters)");
+}
+
+}  // namespace
+
+std::optional<uint64_t> meminfo_available_bytes(const std::string& meminfo) {
+  const std::string key = "MemAvailable:";
+  const size_t at = meminfo.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  const std::optional<uint64_t> kib = parse_u64(meminfo.substr(at + key.size()));
+  if (!kib) return std::nullopt;
+  return *kib * 1024;  // the file says kB and means KiB
+}
+
+std::optional<CgroupMemory> parse_cgroup_memory(const std::string& limit, const std::string& usage,
+                                                const std::string& stat) {
+  const std::optional<uint64_t> bytes = parse_u64(limit);  // "max" does not parse: no limit
+  if (!bytes || *bytes >= kNoCgroupLimit) return std::nullopt;
+  CgroupMemory m;
+  m.limit = *bytes;
+  const uint64_t used = parse_u64(usage).value_or(0);
+  // Page cache the kernel would reclaim is not in use: v1's hierarchical counter first,
+  // then the plain one (v2's).
+  const uint64_t inactive = stat_value(stat, "total_inactive_file")
+                                .value_or(stat_value(stat, "inactive_file").value_or(0));
+  m.in_use = used > inactive ? used - inactive : 0;
+  return m;
+}
+
+uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gpu) {
+  (void)options;
+  (void)role;
+  return on_gpu ? kGpuWorkerMemoryBytes : kCpuWorkerMemoryBytes;
+}
+
+SystemFacts measure_system_facts(const WorkerSpec& targets, const WorkerSpec& drafters) {
+  SystemFacts facts;
+#if HSRING_HAVE_CUDA
+  facts.cuda_build = true;
+#endif
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) == 0) facts.shm_free_bytes = uint64_t(fs.f_bavail) * fs.f_frsize;
+  facts.memlock_limit = gpu::memlock_limit_bytes();
+  facts.cpus = cpus_of_this_process();
+
+  facts.mem_available = meminfo_available_bytes(read_text("/proc/meminfo"));
+  facts.mem_available_source = "MemAvailable in /proc/meminfo";
+  if (const std::optional<CgroupMemory> cgroup = read_cgroup_memory();
+      cgroup && (!facts.mem_available || headroom(*cgroup) < *facts.mem_available)) {
+    facts.mem_available = headroom(*cgroup);
+    facts.mem_available_source = "this cgroup's memory limit " + human_bytes(cgroup->limit) + ", " +
+                                 human_bytes(cgroup->in_use) + " of it in use";
+  }
+
+#if HSRING_HAVE_CUDA
+  if (gpu_worker_count(targets, drafters) > 0) {
+    const gpu::GpuInventory inventory = gpu::probe_gpus();
+    facts.gpu_count = inventory.count;
+    facts.gpu_why_none = inventory.why_none;
+    for (const std::vector<int>* ids : {&targets.gpus, &drafters.gpus}) {
+      for (int id : *ids) {
+        if (id < 0 || id >= inventory.count || facts.gpu_problems.count(id)) continue;
+        if (std::string problem = gpu::gpu_problem(id, inventory); !problem.empty())
+          facts.gpu_problems[id] = problem;
+      }
     }
   }
 #else
   (void)targets;
   (void)drafters;
 #endif
+  return facts;
 }
 
-}  // namespace
+std::vector<std::string> check_run_request(const RunOptions& options, const WorkerSpec& targets,
+                                           const WorkerSpec& drafters, const RingShape& shape,
+                                           const SystemFacts& facts) {
+  std::vector<std::string> warnings;
+  const RingLayout layout = compute_layout(shape);
+  const bool gpu_workers = gpu_worker_count(targets, drafters) > 0;
+  if (gpu_workers) check_cuda_build(facts);
+  check_shm_space(options, layout, facts);
+  check_memory(options, targets, drafters, layout, facts);
+  if (gpu_workers) {
+    // Every GPU worker pins every slot's payload (gpu/host_registration.h).
+    const uint64_t pinned = layout.slot.stride * shape.slot_count;
+    if (std::string problem =
+            gpu::memlock_problem(pinned, "ring '" + options.ring + "'", facts.memlock_limit);
+        !problem.empty())
+      throw std::runtime_error(problem);
+    check_gpus(targets, drafters, facts);
+    check_slots(options, targets, shape);
+    if (!drafters.cpu) (void)gpu::parse_noise_schedule(options.noise_schedule, options.noise_std);
+  }
+  check_cpus(targets, drafters, facts, warnings);
+  return warnings;
+}
 
 void preflight_run(const RunOptions& options, const WorkerSpec& targets, const WorkerSpec& drafters,
                    const RingShape& shape) {
-  const RingLayout layout = compute_layout(shape);
-  const bool gpu_workers = !targets.cpu || !drafters.cpu;
-  if (gpu_workers) check_cuda_build();
-  check_shm_space(options, layout);
-  if (!gpu_workers) return;
-
-  // Every GPU worker pins every slot's payload (gpu/host_registration.h).
-  const uint64_t pinned = layout.slot.stride * shape.slot_count;
-  if (std::string problem = gpu::memlock_problem(pinned, "ring '" + options.ring + "'");
-      !problem.empty())
-    throw std::runtime_error(problem);
-  check_gpus(targets, drafters);
-
-  // A GPU target keeps up to depth + 1 slots WRITING (one per capture buffer); drafters
-  // wait for hs_min_ready READY slots on top of those, or the run could stall.
-  const uint64_t per_target = targets.cpu ? 1 : uint64_t(options.target_postprocess_depth) + 1;
-  const uint64_t needed = uint64_t(shape.hs_min_ready) + shape.num_targets * per_target;
-  if (needed > shape.slot_count)
-    throw std::invalid_argument(
-        "--hs-min-ready " + std::to_string(shape.hs_min_ready) + " with " +
-        std::to_string(shape.num_targets) + " target(s) that each keep up to " +
-        std::to_string(per_target) + " slot(s) in flight (--target-postprocess-depth " +
-        std::to_string(options.target_postprocess_depth) + " + 1) needs " + std::to_string(needed) +
-        " slots, but the ring has " + std::to_string(shape.slot_count) +
-        ": raise --slots or lower --hs-min-ready or --target-postprocess-depth");
-
-  if (!drafters.cpu) (void)gpu::parse_noise_schedule(options.noise_schedule, options.noise_std);
+  const SystemFacts facts = measure_system_facts(targets, drafters);
+  for (const std::string& warning : check_run_request(options, targets, drafters, shape, facts))
+    log_line("warning: " + warning);
 }
 
 }  // namespace hsring

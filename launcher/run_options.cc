@@ -1,6 +1,14 @@
 #include "launcher/run_options.h"
 
+#include <algorithm>
+#include <sstream>
 #include <stdexcept>
+#include <vector>
+
+#include "common/profile_interval.h"
+#include "model/model_config.h"
+#include "model/model_error.h"
+#include "model/target_model.h"
 
 namespace hsring {
 
@@ -8,10 +16,25 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--ring", o.ring, "Name of the ring segment (in /dev/shm)")->capture_default_str();
   app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1")->capture_default_str();
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
+  app.add_option("--model", o.model, "Target model: tiny, qwen3-8b, qwen3.6-27b, a Hugging Face folder, or synthetic (verifiable made-up batches)")->capture_default_str();
+  app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
+  app.add_option("--data", o.data, "Folder of token shards (hsring data pack); default: the built-in corpus");
+  app.add_option("--data-seed", o.data_seed, "Seed of the batch packing and epoch order")->capture_default_str();
+  app.add_option("--layers", o.layers, "Captured layer ids, e.g. 1,16,31,46,61 (default: K spread from layer 1 to L-3)");
+  app.add_option("--read-ahead", o.read_ahead, "Batches each target reads ahead of its forward (io_uring)")->capture_default_str()->check(CLI::Range(1u, 256u));
+  app.add_option("--run-dir", o.run_dir, "Folder for checkpoints and the exported drafter (default: hsring-runs/RING-TIME)");
+  app.add_option("--resume", o.resume, "Continue the run whose checkpoint folder this is (RUN_DIR/checkpoints)");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Drafter steps between checkpoints (0: only at the end)")->capture_default_str();
+  app.add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept (newest first)")->capture_default_str()->check(CLI::Range(1u, 1000u));
+  app.add_option("--lr", o.lr, "Drafter peak learning rate (AdamW)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->capture_default_str();
+  app.add_option("--window", o.window, "Drafter sliding attention window, tokens")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--train-seed", o.train_seed, "Seed of the drafter's initial weights")->capture_default_str();
   app.add_option("--slots", o.slots, "Slots in the ring")->capture_default_str()->check(CLI::Range(2u, kMaxSlots));
   app.add_option("--max-tokens", o.max_tokens, "Tokens per slot")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--hidden-size", o.hidden_size, "Hidden size H of the target")->capture_default_str()->check(CLI::Range(1u, 1u << 16));
-  app.add_option("--num-layers", o.num_layers, "Captured layers K")->capture_default_str()->check(CLI::Range(1u, kMaxCapturedLayers));
+  app.add_option("--hidden-size", o.hidden_size, "Hidden size H of synthetic batches (0: 256; a model's is its own)")->capture_default_str()->check(CLI::Range(0u, 1u << 16));
+  app.add_option("--num-layers", o.num_layers, "Captured layers K (0: as many as --layers names, else 5)")->capture_default_str()->check(CLI::Range(0u, kMaxCapturedLayers));
   app.add_option("--dtype", o.dtype, "Hidden-state dtype")->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   app.add_flag("!--no-split-fc-layers", o.split_layers, "Store the K layers as one [T, K*H] region instead of K regions");
   app.add_option("--hs-min-ready", o.hs_min_ready, "Drafters wait for this many READY slots, then pull one at random")->capture_default_str()->check(CLI::Range(1u, kMaxSlots));
@@ -31,22 +54,95 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--log-dir", o.log_dir, "Write each worker's log to DIR/ROLE-INDEX.log instead of stderr");
   app.add_flag("--keep-ring", o.keep_ring, "Leave the segment in /dev/shm at exit (for inspection)");
   app.add_flag("--quiet,-q", o.quiet, "No progress line");
+  add_profile_interval_flag(app, o.profile_interval_s)->capture_default_str();
 }
+
+namespace {
+
+std::vector<int32_t> parse_layer_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    long value = -1;
+    try {
+      value = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || value < 0 || value > (1 << 20))
+      throw std::invalid_argument("--layers: '" + item +
+                                  "' is not a layer id: give comma-separated ids like 1,16,31");
+    ids.push_back(int32_t(value));
+  }
+  if (ids.empty()) throw std::invalid_argument("--layers names no layer: give ids like 1,16,31");
+  return ids;
+}
+
+// Sets the model-dependent part of the shape: hidden size, vocabulary, captured layers.
+void apply_model(const RunOptions& o, RingShape& s) {
+  ModelConfig config;
+  try {
+    config = model_config_of(o.model);
+  } catch (const ModelError& e) {
+    throw std::invalid_argument(std::string("--model: ") + e.what());
+  }
+  if (o.hidden_size != 0 && o.hidden_size != config.hidden_size)
+    throw std::invalid_argument("--hidden-size " + std::to_string(o.hidden_size) +
+                                " differs from the model's " +
+                                std::to_string(config.hidden_size) + ": leave it out");
+  std::vector<int32_t> ids;
+  if (!o.layers.empty()) {
+    ids = parse_layer_list(o.layers);
+    if (o.num_layers != 0 && o.num_layers != ids.size())
+      throw std::invalid_argument("--num-layers " + std::to_string(o.num_layers) + " but --layers names " +
+                                  std::to_string(ids.size()) + ": give one of them");
+  } else {
+    const uint32_t k = o.num_layers ? o.num_layers : kDefaultCapturedLayers;
+    if (k > config.num_layers)
+      throw std::invalid_argument("--num-layers " + std::to_string(k) + " exceeds the model's " +
+                                  std::to_string(config.num_layers) + " layers");
+    ids = default_capture_layers(config.num_layers, k);
+  }
+  if (ids.size() > kMaxCapturedLayers)
+    throw std::invalid_argument("--layers names " + std::to_string(ids.size()) +
+                                " layers; a ring holds at most " + std::to_string(kMaxCapturedLayers));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (uint32_t(ids[i]) >= config.num_layers)
+      throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) + " is outside the model's " +
+                                  std::to_string(config.num_layers) + " layers (ids 0.." +
+                                  std::to_string(config.num_layers - 1) + ")");
+    if (std::find(ids.begin(), ids.begin() + i, ids[i]) != ids.begin() + i)
+      throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) + " is named twice");
+    s.layer_ids[i] = ids[i];
+  }
+  s.num_layers = uint32_t(ids.size());
+  s.hidden_size = config.hidden_size;
+  s.vocab_size = config.vocab_size;
+  s.content = PayloadContent::kModel;
+}
+
+}  // namespace
 
 RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets, const WorkerSpec& drafters) {
   RingShape s;
   s.slot_count = o.slots;
   s.max_tokens = o.max_tokens;
-  s.hidden_size = o.hidden_size;
-  s.num_layers = o.num_layers;
+  s.hidden_size = o.hidden_size ? o.hidden_size : kSyntheticHiddenSize;
+  s.num_layers = o.num_layers ? o.num_layers : kDefaultCapturedLayers;
+  if (!runs_model(o) && !o.layers.empty())
+    throw std::invalid_argument("--layers needs a model (--model tiny, ...); synthetic batches number their layers 0..K-1");
   s.dtype = o.dtype == "fp32" ? DType::kFP32 : o.dtype == "fp16" ? DType::kFP16 : DType::kBF16;
   s.split_layers = o.split_layers ? 1 : 0;
   s.num_targets = targets.count;
   s.num_drafters = drafters.count;
   s.hs_min_ready = o.hs_min_ready;
   for (uint32_t k = 0; k < s.num_layers; ++k) s.layer_ids[k] = int32_t(k);
+  if (runs_model(o)) apply_model(o, s);
   const bool unbounded = o.batches == 0 && o.seconds > 0;
-  s.batch_limit = unbounded ? 0 : (o.batches ? o.batches : kDefaultRunBatches);
+  const uint64_t default_batches = runs_model(o) ? kDefaultModelRunBatches : kDefaultRunBatches;
+  s.batch_limit = unbounded ? 0 : (o.batches ? o.batches : default_batches);
   s.ledger_capacity = std::max<uint64_t>(s.batch_limit, 1u << 20);
   return s;
 }

@@ -17,11 +17,31 @@ struct RunOptions {
   std::string targets = "cpu:2";
   std::string drafters = "cpu:1";
 
+  // What the targets produce (docs/target-model.md, docs/data-format.md): a model's
+  // captured layers over token shards, or "synthetic" verifiable batches.
+  std::string model = "tiny";
+  uint64_t model_seed = 0;  // a preset's random weights
+  std::string data;         // token shards; "" = the built-in corpus
+  uint64_t data_seed = 0;   // batch packing and epoch order
+  std::string layers;       // captured layer ids "1,16,31"; "" = the DFlash rule
+  uint32_t read_ahead = 4;  // batches a target reads ahead of its forward
+
+  // Drafter training (model runs; docs/drafter-training.md, docs/checkpoint-format.md).
+  std::string run_dir;          // checkpoints and the exported drafter; "" = hsring-runs/<ring>-<time>
+  std::string resume;           // a checkpoint folder of an earlier run to continue
+  uint64_t checkpoint_every = 100;
+  uint32_t keep_checkpoints = 3;
+  double lr = 1e-3;
+  double min_lr = 1e-4;
+  uint64_t warmup_steps = 20;
+  uint32_t window = 256;
+  uint64_t train_seed = 0;
+
   // Ring shape.
   uint32_t slots = 16;
   uint32_t max_tokens = 512;
-  uint32_t hidden_size = 256;
-  uint32_t num_layers = 5;
+  uint32_t hidden_size = 0;  // 0: the model's, or 256 for synthetic batches
+  uint32_t num_layers = 0;   // captured layers K; 0: as many as --layers names, else 5
   std::string dtype = "bf16";
   bool split_layers = true;
   uint32_t hs_min_ready = 2;
@@ -44,22 +64,37 @@ struct RunOptions {
   uint32_t max_restarts = 5;
   double restart_window_s = 60;
   double drain_timeout_s = 10;
+  // Workers log their stage timings every this many seconds; 0: off. Given neither as a
+  // flag nor in the config, HSRING_PROFILE_INTERVAL (common/profile_interval.h).
+  double profile_interval_s = 0;
 
   std::string summary_json;
   std::string metrics_file;  // Prometheus text, rewritten atomically every second
   std::string log_dir;       // one log file per worker (role-index.log), appended across restarts
   bool keep_ring = false;
   bool quiet = false;
+
+  // Resolved by the launcher before any worker starts; not flags.
+  uint64_t total_steps = 0;  // where the drafters' cosine decay ends (training_plan.h)
 };
 
 // The batch count of a run given neither --batches nor --seconds: about half a minute
-// of the default shape on a 2-core machine.
+// of the default synthetic shape on a 2-core machine ...
 inline constexpr uint64_t kDefaultRunBatches = 12000;
+// ... and 200 training steps of the tiny drafter on the tiny target, about a minute.
+inline constexpr uint64_t kDefaultModelRunBatches = 200;
 
 void add_run_flags(CLI::App& app, RunOptions& options);
 
-// The ring shape the options ask for, given the parsed worker specs.
-// Throws std::invalid_argument for values no ring can have.
+inline constexpr uint32_t kSyntheticHiddenSize = 256;
+inline constexpr uint32_t kDefaultCapturedLayers = 5;
+
+// True when the targets run a model (not synthetic batches).
+inline bool runs_model(const RunOptions& options) { return options.model != "synthetic"; }
+
+// The ring shape the options ask for, given the parsed worker specs; a model's shape comes
+// from its config (a preset, or the config.json of a Hugging Face folder).
+// Throws std::invalid_argument for values no ring can have (naming the flag to change).
 RingShape ring_shape_of(const RunOptions& options, const WorkerSpec& targets,
                         const WorkerSpec& drafters);
 RestartLimits restart_limits_of(const RunOptions& options);

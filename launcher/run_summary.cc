@@ -1,5 +1,6 @@
 #include "launcher/run_summary.h"
 
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +36,12 @@ RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_targ
   // Torn batches beyond the ledger still count, through the drafters' own counters.
   s.batches_torn = std::max(s.batches_torn, torn_events);
   s.wall_s = wall_s;
+  const TrainingProgress& training = ring.header().training;
+  s.steps = training.steps.load(std::memory_order_relaxed);
+  s.trained = training.tokens.load(std::memory_order_relaxed) > 0;
+  s.initial_loss = std::bit_cast<float>(training.first_loss.load(std::memory_order_relaxed));
+  s.final_loss = std::bit_cast<float>(training.loss_ema.load(std::memory_order_relaxed));
+  s.agreement = std::bit_cast<float>(training.agreement_ema.load(std::memory_order_relaxed));
   s.tokens_per_s = wall_s > 0 ? double(tokens) / wall_s : 0;
   s.hs_bytes_per_s = wall_s > 0 ? double(bytes) / wall_s : 0;
   return s;
@@ -57,8 +64,12 @@ std::string summary_json(const RunSummary& s) {
       << "  \"slots_recovered\": " << s.slots_recovered << ",\n"
       << "  \"tokens_per_s\": " << s.tokens_per_s << ",\n"
       << "  \"hs_bytes_per_s\": " << s.hs_bytes_per_s << ",\n"
-      << "  \"wall_s\": " << s.wall_s << "\n"
-      << "}\n";
+      << "  \"wall_s\": " << s.wall_s;
+  if (s.trained) {
+    out << ",\n  \"steps\": " << s.steps << ",\n  \"initial_loss\": " << s.initial_loss
+        << ",\n  \"final_loss\": " << s.final_loss << ",\n  \"agreement\": " << s.agreement;
+  }
+  out << "\n}\n";
   return out.str();
 }
 
@@ -76,6 +87,11 @@ std::string summary_text(const RunSummary& s) {
       << "; restarts: targets " << s.restarts_target << ", drafters " << s.restarts_drafter
       << "; slots recovered " << s.slots_recovered << "; " << s.tokens_per_s / 1e3
       << " K tokens/s, " << s.hs_bytes_per_s / 1e9 << " GB/s";
+  if (s.trained) {
+    out.precision(3);
+    out << "; drafter: " << s.steps << " steps, loss " << s.initial_loss << " -> "
+        << s.final_loss << ", agreement " << s.agreement;
+  }
   return out.str();
 }
 

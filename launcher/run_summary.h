@@ -24,6 +24,14 @@ struct RunSummary {
   double hs_bytes_per_s = 0;
   double wall_s = 0;
 
+  // Drafter training (model runs): optimizer steps, this run's first and final loss (an
+  // average of the last ~20 steps), top-1 agreement with the target (same average).
+  bool trained = false;
+  uint64_t steps = 0;
+  double initial_loss = 0;
+  double final_loss = 0;
+  double agreement = 0;
+
   bool data_intact() const {
     return batches_torn == 0 && batches_lost == 0 && batches_duplicated == 0;
   }

@@ -7,7 +7,9 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "launcher/data_preflight.h"
 #include "launcher/preflight.h"
+#include "launcher/training_plan.h"
 #include "launcher/ring_commands.h"
 #include "launcher/worker_command.h"
 #include "shm/ring.h"
@@ -46,6 +48,7 @@ int create_ring_only(const RunOptions& options) {
   // The same checks as `hsring run`, so a unit fails at once with the reason, not as a
   // crash loop of its workers.
   preflight_run(options, targets, drafters, shape);
+  check_target_data(options, shape);
   auto ring = Ring::create(options.ring, shape);
   for (uint32_t i = 0; i < ring->process_count(); ++i) {
     const bool target = i < targets.count;
@@ -101,7 +104,9 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
     throw std::invalid_argument("--exec-worker " + role_instance + ": the config has " +
                                 std::to_string(spec.count) + " " + role_name + "s");
   }
-  const std::vector<std::string> argv = worker_argv(options, target ? Role::kTarget : Role::kDrafter,
+  RunOptions resolved = options;
+  resolve_run_dir(resolved, /*service=*/true);
+  const std::vector<std::string> argv = worker_argv(resolved, target ? Role::kTarget : Role::kDrafter,
                                                     index, gpu, bin_dir);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

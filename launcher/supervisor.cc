@@ -5,6 +5,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <filesystem>
 #include <cmath>
@@ -14,6 +15,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "launcher/data_preflight.h"
+#include "launcher/training_plan.h"
 #include "launcher/preflight.h"
 #include "launcher/metrics.h"
 #include "launcher/worker_command.h"
@@ -58,12 +61,26 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
     : options_(std::move(options)), bin_dir_(std::move(bin_dir)) {
   const WorkerSpec targets = parse_worker_spec(options_.targets, "--targets");
   const WorkerSpec drafters = parse_worker_spec(options_.drafters, "--drafters");
-  const RingShape shape = ring_shape_of(options_, targets, drafters);
+  RingShape shape = ring_shape_of(options_, targets, drafters);
   if (std::string why = validate_shape(shape); !why.empty())
     throw std::invalid_argument("cannot run this ring: " + why);
   // Before the ring exists and any worker starts: CUDA build, /dev/shm, memlock, GPU ids,
-  // slot budget of GPU targets, noise schedule.
+  // slot budget of GPU targets, noise schedule, token data.
   preflight_run(options_, targets, drafters, shape);
+  check_target_data(options_, shape);
+  TrainingPlan training;
+  if (runs_model(options_)) {
+    if (drafters.cpu && drafters.count > 1)
+      throw std::invalid_argument("--drafters " + options_.drafters +
+                                  ": CPU drafters train one model in one process; give --drafters "
+                                  "cpu:1 (several drafters averaging gradients need GPUs)");
+    resolve_run_dir(options_);
+    training = prepare_training(options_, shape);
+    options_.total_steps = training.total_steps;
+    // The ring counts batches from 0; its data continues where the checkpoint was, on a
+    // multiple of the targets so each keeps its residue.
+    shape.data_offset = training.next_data_batch - training.next_data_batch % targets.count;
+  }
 
   // Signals arrive through a signalfd polled beside the pidfds: no async handler races.
   sigset_t signals;
@@ -79,6 +96,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
     throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
   ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
+  if (runs_model(options_)) start_training(training);
 
   const RestartLimits limits = restart_limits_of(options_);
   for (uint32_t t = 0; t < targets.count; ++t) {
@@ -89,6 +107,14 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
     const int gpu = drafters.cpu ? -1 : drafters.gpus[d];
     workers_.push_back(Worker{Role::kDrafter, d, gpu, {}, RestartPolicy(limits)});
   }
+}
+
+void Supervisor::start_training(const TrainingPlan& plan) {
+  log_line("run folder " + options_.run_dir + ": checkpoints every " +
+           std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
+  if (plan.resume_step == 0) return;
+  log_line("resuming from step " + std::to_string(plan.resume_step) + " of " + options_.resume +
+           "; data from batch " + std::to_string(ring_->shape().data_offset));
 }
 
 Supervisor::~Supervisor() {
@@ -190,6 +216,14 @@ void Supervisor::print_progress() {
        << by_phase[0] << " claimed " << by_phase[1] << " writing " << by_phase[2] << " ready "
        << by_phase[3] << " reading " << by_phase[4] << "  restarts t " << restarts_target_
        << " d " << restarts_drafter_;
+  const TrainingProgress& training = ring_->header().training;
+  if (training.tokens.load(std::memory_order_relaxed) > 0) {
+    line.precision(3);
+    line << "  step " << training.steps.load(std::memory_order_relaxed) << " loss "
+         << std::bit_cast<float>(training.loss_ema.load(std::memory_order_relaxed)) << " agree "
+         << std::bit_cast<float>(training.agreement_ema.load(std::memory_order_relaxed)) << " "
+         << training.step_us.load(std::memory_order_relaxed) / 1000 << " ms/step";
+  }
   log_line(line.str());
 }
 

@@ -26,6 +26,8 @@ enum RunExit : int {
   kRunSetupError = 4,
 };
 
+struct TrainingPlan;
+
 class Supervisor {
  public:
   // REQUIRES: the worker programs are in `bin_dir`. Throws on setup errors.
@@ -45,6 +47,8 @@ class Supervisor {
     std::string name() const;
   };
 
+  // Logs where training keeps its state and, for a resumed run, where it continues.
+  void start_training(const TrainingPlan& plan);
   void start_worker(Worker& worker);
   void on_worker_exit(Worker& worker, int wait_status);
   void restart_due_workers();

@@ -1,6 +1,12 @@
 #include "launcher/worker_command.h"
 
+#include "launcher/training_plan.h"
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+
+#include "common/profile_interval.h"
 
 namespace hsring {
 
@@ -21,10 +27,36 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
   std::vector<std::string> argv = {bin_dir + (target ? "/hsring-target" : "/hsring-drafter"),
                                    "--ring", options.ring, "--index", std::to_string(index)};
   if (gpu >= 0) argv.insert(argv.end(), {"--gpu", std::to_string(gpu)});
+  if (target && runs_model(options)) {
+    argv.insert(argv.end(), {"--model", options.model, "--model-seed",
+                             std::to_string(options.model_seed), "--data-seed",
+                             std::to_string(options.data_seed), "--read-ahead",
+                             std::to_string(options.read_ahead)});
+    if (!options.data.empty()) argv.insert(argv.end(), {"--data", options.data});
+  }
+  if (!target && runs_model(options)) {
+    const TrainingPlan plan = training_plan(options);
+    // A run shorter than the warmup warms up over its whole length.
+    const uint64_t warmup = options.total_steps ? std::min(options.warmup_steps, options.total_steps)
+                                                : options.warmup_steps;
+    argv.insert(argv.end(), {"--model", options.model, "--lr", exact(options.lr), "--min-lr",
+                             exact(options.min_lr), "--warmup-steps", std::to_string(warmup),
+                             "--total-steps", std::to_string(options.total_steps), "--window",
+                             std::to_string(options.window), "--train-seed",
+                             std::to_string(options.train_seed), "--checkpoint-dir",
+                             plan.checkpoint_dir, "--checkpoint-every",
+                             std::to_string(options.checkpoint_every), "--keep-checkpoints",
+                             std::to_string(options.keep_checkpoints), "--export",
+                             plan.export_path});
+  }
   if (target && options.target_rate > 0)
     argv.insert(argv.end(), {"--rate", std::to_string(options.target_rate)});
   if (!target && options.drafter_step_ms > 0)
     argv.insert(argv.end(), {"--step-ms", std::to_string(options.drafter_step_ms)});
+  // The launcher resolved flag, config and HSRING_PROFILE_INTERVAL; a worker would read
+  // the inherited variable when given no flag, so pass even 0 while the variable is set.
+  if (options.profile_interval_s > 0 || std::getenv(kProfileIntervalEnv) != nullptr)
+    argv.insert(argv.end(), {"--profile-interval", exact(options.profile_interval_s)});
   if (gpu >= 0 && target) {
     argv.insert(argv.end(), {"--postprocess-depth", std::to_string(options.target_postprocess_depth)});
     if (options.gemm_flops_per_batch > 0)

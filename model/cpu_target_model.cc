@@ -139,18 +139,21 @@ void CpuTargetModel::run_head(size_t rows, const ForwardRequest& request, Forwar
   }
 }
 
-std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t seed,
-                                               CpuModelOptions options) {
+ModelConfig model_config_of(const std::string& spec) {
   std::error_code ec;
-  if (std::filesystem::is_directory(spec, ec)) {
-    ModelConfig config = load_hf_checkpoint_config(spec);
-    ModelWeights weights = load_hf_weights(spec, config);
-    return std::make_unique<CpuTargetModel>(std::move(config), std::move(weights), options);
-  }
+  if (std::filesystem::is_directory(spec, ec)) return load_hf_checkpoint_config(spec);
   if (spec.find('/') != std::string::npos)
     throw ModelError(ModelErrc::kIo, "model folder '" + spec + "' does not exist");
-  ModelConfig config = named_model_config(spec);
-  ModelWeights weights = random_weights(config, seed);
+  return named_model_config(spec);
+}
+
+std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t seed,
+                                               CpuModelOptions options) {
+  ModelConfig config = model_config_of(spec);
+  std::error_code ec;
+  ModelWeights weights = std::filesystem::is_directory(spec, ec)
+                             ? load_hf_weights(spec, config)
+                             : random_weights(config, seed);
   return std::make_unique<CpuTargetModel>(std::move(config), std::move(weights), options);
 }
 

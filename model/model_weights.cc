@@ -19,11 +19,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Uniform in [-1, 1) from the top 24 bits: exact in fp32, same on every machine.
-float unit_uniform(uint64_t& state) {
-  return float(int64_t(splitmix64(state) >> 40) - (1 << 23)) / float(1 << 23);
-}
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -108,20 +103,48 @@ void for_each_weight(const ModelConfig& config, const ModelWeights& weights,
                       const std::vector<float>& values) { fn(name, shape, values); });
 }
 
+std::vector<WeightSpec> weight_specs(const ModelConfig& config) {
+  // visit_weights only reads sizes: empty tensors of the right layer count are enough.
+  ModelWeights empty;
+  empty.layers.resize(config.num_layers);
+  std::vector<WeightSpec> list;
+  visit_weights(config, empty,
+                [&list](std::string name, std::vector<int64_t> shape, const std::vector<float>&) {
+                  list.push_back({std::move(name), std::move(shape)});
+                });
+  return list;
+}
+
+float random_uniform(uint64_t key, uint64_t index) {
+  // splitmix64 advances its state by the golden-ratio increment before mixing, so the
+  // (index + 1)-th output of a stream started at `key` is a pure function of the pair.
+  uint64_t state = key + index * 0x9E3779B97F4A7C15ull;
+  // Top 24 bits to [-1, 1): exact in fp32, same on every machine.
+  return float(int64_t(splitmix64(state) >> 40) - (1 << 23)) / float(1 << 23);
+}
+
+RandomFill random_fill(const WeightSpec& spec, uint64_t seed) {
+  RandomFill fill;
+  fill.key = mix64(seed ^ fnv1a(spec.name));
+  if (spec.shape.size() == 1) {
+    // Norm weights near 1, not exactly 1, so a forward that skips one is caught.
+    fill.scale = 0.25f;
+    fill.offset = 1.0f;
+  } else if (ends_with(spec.name, "embed_tokens.weight") || spec.name == "lm_head.weight") {
+    fill.scale = 1.7320508f;  // unit variance
+  } else {
+    fill.scale = std::sqrt(3.0f / float(spec.shape[1]));  // variance 1 / fan_in
+  }
+  return fill;
+}
+
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed) {
   ModelWeights w;
   for (const WeightTensor& t : weight_tensors(config, w)) {
-    uint64_t state = mix64(seed ^ fnv1a(t.name));
+    const RandomFill fill = random_fill({t.name, t.shape}, seed);
     std::vector<float>& data = *t.data;
-    if (t.shape.size() == 1) {
-      // Norm weights near 1, not exactly 1, so a forward that skips one is caught.
-      for (float& v : data) v = 1.0f + 0.25f * unit_uniform(state);
-    } else if (ends_with(t.name, "embed_tokens.weight") || t.name == "lm_head.weight") {
-      for (float& v : data) v = 1.7320508f * unit_uniform(state);  // unit variance
-    } else {
-      const float scale = std::sqrt(3.0f / float(t.shape[1]));  // variance 1 / fan_in
-      for (float& v : data) v = scale * unit_uniform(state);
-    }
+    for (size_t i = 0; i < data.size(); ++i)
+      data[i] = fill.offset + fill.scale * random_uniform(fill.key, i);
   }
   return w;
 }

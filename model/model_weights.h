@@ -57,10 +57,30 @@ void for_each_weight(
 // "" when every tensor of `weights` has the size `config` implies, else the first mismatch.
 std::string check_weights(const ModelConfig& config, const ModelWeights& weights);
 
+// A tensor's HF name and shape without its values: what weight_tensors lists, for code that
+// places the tensors elsewhere (the GPU model) without a host copy of them.
+struct WeightSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<WeightSpec> weight_specs(const ModelConfig& config);
+
 // Deterministic random weights for a preset or any valid config: each tensor's values are a
 // pure function of (seed, tensor name), so the same seed always gives the same model.
 // Linear weights are uniform with variance 1/fan_in, norms near 1, embeddings near unit
 // variance: activations keep a sane scale through many layers.
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
+
+// How random_weights draws one tensor, counter-based so a GPU can draw the same values in
+// parallel: value i is offset + scale * u_i (fp32 multiply, then fp32 add), where u_i is
+// the top 24 bits of splitmix64's output for the state key + (i + 1) * 0x9E3779B97F4A7C15,
+// mapped to [-1, 1) (exact in fp32): random_uniform(key, i).
+struct RandomFill {
+  uint64_t key = 0;
+  float scale = 0;
+  float offset = 0;
+};
+RandomFill random_fill(const WeightSpec& spec, uint64_t seed);
+float random_uniform(uint64_t key, uint64_t index);
 
 }  // namespace hsring

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/model_config.h"
@@ -41,6 +42,11 @@ struct ForwardOutput {
 void validate_batch(const PackedBatch& batch, const ModelConfig& config);
 // Throws ModelError(kBadInput) when a layer id is outside [0, num_layers).
 void validate_request(const ForwardRequest& request, const ModelConfig& config);
+
+// The config of model `spec`: a preset name ("tiny", "qwen3-8b", ...) or a Hugging Face
+// model folder (its config.json; the weights are not read). Throws ModelError naming the
+// spec: an unknown preset (listing the known ones), a missing folder, a bad config.
+ModelConfig model_config_of(const std::string& spec);
 
 // Thread safety: a model runs one forward at a time (it owns its scratch memory).
 class TargetModel {

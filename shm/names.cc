@@ -33,6 +33,14 @@ const char* to_string(DType dtype) {
   return "invalid";
 }
 
+const char* to_string(PayloadContent content) {
+  switch (content) {
+    case PayloadContent::kSynthetic: return "synthetic";
+    case PayloadContent::kModel: return "model";
+  }
+  return "invalid";
+}
+
 const char* to_string(Role role) {
   switch (role) {
     case Role::kNone: return "none";

@@ -78,8 +78,15 @@ std::string validate_shape(const RingShape& s) {
            std::to_string(kMaxCapturedLayers) + "]";
   if (dtype_size(s.dtype) == 0) return "unknown dtype " + std::to_string(uint32_t(s.dtype));
   if (s.split_layers > 1) return "split_layers must be 0 or 1";
+  if (s.content != PayloadContent::kSynthetic && s.content != PayloadContent::kModel)
+    return "unknown payload content " + std::to_string(uint32_t(s.content));
+  if (s.content == PayloadContent::kModel && s.vocab_size < 1)
+    return "a ring of model batches needs the model's vocabulary size";
   if (s.num_targets < 1 || s.num_drafters < 1)
     return "a ring needs at least one target and one drafter";
+  if (s.data_offset % s.num_targets != 0)
+    return "data offset " + std::to_string(s.data_offset) + " is not a multiple of the " +
+           std::to_string(s.num_targets) + " targets";
   // Sums in 64 bits: 32-bit sums of header fields could wrap into range.
   const uint64_t workers = uint64_t(s.num_targets) + s.num_drafters;
   if (workers > kMaxProcesses)

@@ -12,7 +12,7 @@
 namespace hsring {
 
 inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
-inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint32_t kRingVersion = 2;  // 2: RingShape.content, vocab_size
 inline constexpr uint32_t kMaxCapturedLayers = 16;
 inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
 inline constexpr uint32_t kMaxSlots = 4096;
@@ -25,6 +25,12 @@ enum class DType : uint32_t { kBF16 = 1, kFP16 = 2, kFP32 = 3 };
 uint32_t dtype_size(DType dtype);  // 0 for an unknown value
 const char* to_string(DType dtype);
 
+// What the slots carry: verifiable synthetic batches, or a target model's captured
+// layers over real tokens (drafters check the former element by element; they train on
+// the latter).
+enum class PayloadContent : uint32_t { kSynthetic = 0, kModel = 1 };
+const char* to_string(PayloadContent content);
+
 // What the ring is for; chosen at creation, the layout follows from it.
 struct RingShape {
   uint32_t slot_count = 16;
@@ -36,10 +42,16 @@ struct RingShape {
   uint32_t num_targets = 2;
   uint32_t num_drafters = 1;
   uint32_t hs_min_ready = 1;
+  PayloadContent content = PayloadContent::kSynthetic;
+  uint32_t vocab_size = 0;  // kModel: every token and label lies in [0, vocab_size)
   uint32_t reserved = 0;
   int32_t layer_ids[kMaxCapturedLayers] = {};
   uint64_t batch_limit = 0;         // 0: targets produce until stopped
   uint64_t ledger_capacity = 1u << 20;  // batch ids accounted in the ledger
+  // kModel: ring batch id X carries data batch X + data_offset (a resumed run continues
+  // the data where its checkpoint was, while its ring and ledger count from 0). A
+  // multiple of num_targets, so each target keeps its own residue of data batches.
+  uint64_t data_offset = 0;
 };
 
 // Offsets of the regions inside one slot's payload, from the payload's start.
@@ -70,6 +82,21 @@ enum class RunState : uint32_t {
   kStopped = 2,
 };
 
+// The drafter group's training, published by drafter 0 after each optimizer step for
+// status, the progress line and the summary. Relaxed: statistics, read without ordering
+// needs; floats are stored as their bits.
+struct TrainingProgress {
+  std::atomic<uint64_t> steps;           // optimizer steps applied (continues across resumes)
+  std::atomic<uint64_t> tokens;          // label positions trained on, this run
+  std::atomic<uint32_t> first_loss;      // float: the loss of this run's first step
+  std::atomic<uint32_t> last_loss;       // float: the last step's loss
+  std::atomic<uint32_t> loss_ema;        // float: loss, exponential average over ~20 steps
+  std::atomic<uint32_t> agreement_ema;   // float: top-1 agreement with the target, same average
+  std::atomic<uint32_t> step_us;         // the last step's wall time
+  std::atomic<uint32_t> lr;              // float: the last step's learning rate
+  std::atomic<uint64_t> checkpoint_step;  // the step of the newest durable checkpoint
+};
+
 // The segment's first bytes. Immutable fields are written once by the creator before
 // `magic` is stored with release; attachers check magic first with acquire.
 struct alignas(64) RingHeader {
@@ -94,6 +121,8 @@ struct alignas(64) RingHeader {
   std::atomic<int32_t> launcher_pid;              // 0 when no launcher supervises the ring
   std::atomic<uint64_t> slots_recovered;          // recoveries of dead owners' slots
   std::atomic<uint64_t> slots_adopted;            // WRITING slots re-produced by a successor
+
+  alignas(64) TrainingProgress training;
 };
 
 enum class Role : uint32_t { kNone = 0, kTarget = 1, kDrafter = 2 };

@@ -83,6 +83,32 @@ void WorkerSession::heartbeat() {
     const RecoveryStats stats = recover_dead_owners(*ring_);
     entry().recovered.fetch_add(stats.total(), std::memory_order_relaxed);
   }
+  // Relaxed: a stale value only delays or repeats the test; log_profile re-checks it
+  // under its mutex.
+  if (now >= next_profile_ns_.load(std::memory_order_relaxed)) log_profile(now);
+}
+
+void WorkerSession::enable_profile(uint64_t period_ns,
+                                   std::function<void(const std::string&)> sink) {
+  if (period_ns == 0 || !sink) return;
+  std::lock_guard<std::mutex> lock(profile_mutex_);
+  profile_period_ns_ = period_ns;
+  profile_sink_ = std::move(sink);
+  // The counters live as long as the ring and carry earlier epochs' samples: the first
+  // line covers only what this incarnation records from here on.
+  profile_base_ = read_stages(entry());
+  profile_base_ns_ = monotonic_ns();
+  next_profile_ns_.store(profile_base_ns_ + period_ns, std::memory_order_relaxed);
+}
+
+void WorkerSession::log_profile(uint64_t now_ns) {
+  std::unique_lock<std::mutex> lock(profile_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || now_ns < next_profile_ns_.load(std::memory_order_relaxed)) return;
+  next_profile_ns_.store(now_ns + profile_period_ns_, std::memory_order_relaxed);
+  const StageHistograms now = read_stages(entry());
+  profile_sink_(format_stage_profile(profile_base_, now, double(now_ns - profile_base_ns_) / 1e9));
+  profile_base_ = now;
+  profile_base_ns_ = now_ns;
 }
 
 }  // namespace hsring

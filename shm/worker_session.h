@@ -6,11 +6,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "shm/recovery.h"
 #include "shm/ring.h"
 #include "shm/slot_claim.h"
+#include "shm/stage_stats.h"
 
 namespace hsring {
 
@@ -30,9 +34,15 @@ class WorkerSession {
 
   // Records the state; kRunning also tells systemd READY=1.
   void set_state(ProcessState state);
-  // Marks progress: heartbeat time, systemd watchdog, and (once a second) recovery of
-  // dead peers' slots.
+  // Marks progress: heartbeat time, systemd watchdog, (once a second) recovery of dead
+  // peers' slots, and (once a profile period) the profile line.
   void heartbeat();
+
+  // From now on, once every `period_ns`, heartbeat() hands `sink` one line with this
+  // worker's stage timings over the period (format_stage_profile): read from the
+  // counters in its ProcessEntry, so the stages' hot paths do nothing more.
+  // REQUIRES: no other thread calls heartbeat() yet (the loops have not started).
+  void enable_profile(uint64_t period_ns, std::function<void(const std::string&)> sink);
 
  private:
   WorkerSession(std::unique_ptr<Ring> ring, Identity identity);
@@ -43,6 +53,18 @@ class WorkerSession {
   static constexpr uint64_t kPeerRecoveryPeriodNs = 1'000'000'000;
   // Atomic: heartbeat() may be called from a worker's loop and its helper threads.
   std::atomic<uint64_t> next_peer_recovery_ns_{0};
+
+  // Profile log. Thread safety: period and sink are set before the loops start and only
+  // read after. next_profile_ns_ is the fast-path test (a relaxed load per heartbeat);
+  // the thread that finds it due takes profile_mutex_ with try_lock (others skip, never
+  // wait) and re-checks under it, so one thread per period reads, logs and moves the base.
+  void log_profile(uint64_t now_ns);
+  uint64_t profile_period_ns_ = 0;  // 0: off
+  std::function<void(const std::string&)> profile_sink_;
+  std::atomic<uint64_t> next_profile_ns_{UINT64_MAX};
+  std::mutex profile_mutex_;
+  StageHistograms profile_base_{};  // GUARDED_BY(profile_mutex_)
+  uint64_t profile_base_ns_ = 0;    // GUARDED_BY(profile_mutex_)
 };
 
 }  // namespace hsring

@@ -16,6 +16,14 @@ constexpr auto kClaimSlice = std::chrono::milliseconds(100);
 BatchProducer::BatchProducer(WorkerSession& session)
     : session_(session),
       ring_(session.ring()),
+      own_planner_(std::make_unique<SyntheticPlanner>(session.ring().shape())),
+      planner_(*own_planner_),
+      shard_{session.identity().index, session.ring().shape().num_targets} {}
+
+BatchProducer::BatchProducer(WorkerSession& session, BatchPlanner& planner)
+    : session_(session),
+      ring_(session.ring()),
+      planner_(planner),
       shard_{session.identity().index, session.ring().shape().num_targets} {}
 
 bool BatchProducer::keep_running() const {
@@ -34,7 +42,7 @@ std::vector<BatchJob> BatchProducer::adopt_unpublished() {
     const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
     // A crash between binding and storing next_seq leaves the bound batch at next_seq.
     next_seq = std::max(next_seq, shard_.seq_of(batch_id) + 1);
-    jobs.push_back(BatchJob{plan_batch(batch_id, ring_.shape()), claim});
+    jobs.push_back(BatchJob{planner_.plan(batch_id), claim});
   }
   // Produce them in shard order, as they were first bound.
   std::sort(jobs.begin(), jobs.end(),

@@ -18,12 +18,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "common/synthetic_batch.h"
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
+#include "target_proc/hidden_state_source.h"
 
 namespace hsring {
 
@@ -57,7 +59,10 @@ class BatchPipeline {
 
 class BatchProducer {
  public:
+  // Batches are planned by `planner` (which must outlive the producer); without one,
+  // synthetic plans of the ring's shape.
   explicit BatchProducer(WorkerSession& session);
+  BatchProducer(WorkerSession& session, BatchPlanner& planner);
 
   WorkerSession& session() const { return session_; }
   Ring& ring() const { return ring_; }
@@ -68,6 +73,8 @@ class BatchProducer {
   std::vector<BatchJob> adopt_unpublished();
   // The shard position the next fresh batch takes (after adopt_unpublished()).
   uint64_t next_seq() const { return next_seq_; }
+  // The plan of batch `batch_id` (what its slot header will say).
+  BatchPlan plan(uint64_t batch_id) const { return planner_.plan(batch_id); }
 
   // True while the ring runs and nobody asked us to stop.
   bool keep_running() const;
@@ -86,6 +93,8 @@ class BatchProducer {
  private:
   WorkerSession& session_;
   Ring& ring_;
+  std::unique_ptr<SyntheticPlanner> own_planner_;  // when constructed without a planner
+  BatchPlanner& planner_;
   BatchShard shard_;
   uint64_t next_seq_ = 0;
 };

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu/kernels.h"
+#include "target_proc/gpu_model_source.h"
 #include "shm/stage_timer.h"
 
 namespace hsring {
@@ -95,7 +96,9 @@ gpu::CudaStatus GpuTargetPipeline::enqueue_forward(const BatchPlan& plan, uint32
                                                    const Timing& timing) {
   cudaStream_t stream = compute_.get();
   HSRING_CUDA_TRY(cudaEventRecord(timing.forward_start.get(), stream));
-  if (ring_.shape().split_layers) {
+  if (options_.model != nullptr) {
+    options_.model->enqueue(plan, buffer, buffers_[buffer].data(), capture_layer_bytes_, stream);
+  } else if (ring_.shape().split_layers) {
     // K captured [T, H] layers, one region each.
     HSRING_CUDA_TRY(gpu::launch_synthetic_layers(buffers_[buffer].data(), capture_layer_bytes_,
                                                  plan.batch_id, layers_, plan.token_count, hidden_,
@@ -134,8 +137,15 @@ PipelineStatus GpuTargetPipeline::submit(BatchJob job) {
   item.previous_timing = previous_timing_;
   ++forwards_;
   previous_timing_ = int32_t(item.timing);
-  if (gpu::CudaStatus s = enqueue_forward(job.plan, buffer, timings_[item.timing]); !s.ok()) {
-    fail(PipelineStatus::kFailed, "forward failed: " + s.message());
+  std::string forward_error;
+  try {
+    if (gpu::CudaStatus s = enqueue_forward(job.plan, buffer, timings_[item.timing]); !s.ok())
+      forward_error = s.message();
+  } catch (const std::exception& e) {  // the model's CUDA, data or input errors
+    forward_error = e.what();
+  }
+  if (!forward_error.empty()) {
+    fail(PipelineStatus::kFailed, "forward failed: " + forward_error);
     finish(item);
     return PipelineStatus::kFailed;
   }
@@ -180,6 +190,10 @@ gpu::CudaStatus GpuTargetPipeline::enqueue_copy(const Item& item) {
                                     uint64_t(tokens) * layers_ * row_bytes, cudaMemcpyDeviceToHost,
                                     stream));
   }
+  if (options_.model != nullptr) {
+    HSRING_CUDA_TRY(cudaMemcpyAsync(ring_.labels(item.claim.index), options_.model->labels(item.buffer),
+                                    sizeof(int32_t) * tokens, cudaMemcpyDeviceToHost, stream));
+  }
   HSRING_CUDA_TRY(cudaEventRecord(timing.copy_end.get(), stream));
   return {};
 }
@@ -223,7 +237,10 @@ void GpuTargetPipeline::copier_loop() {
     // The token metadata comes from the host (the batch's inputs): write it into the slot
     // while the DMA runs. SYNC POINT WRITE: the queue's mutex orders these stores before
     // the publisher's release CAS to READY, which consumers acquire.
-    fill_synthetic_metadata(ring_, item.claim.index, item.job.plan);
+    if (options_.model != nullptr)
+      options_.model->write_metadata(item.buffer, ring_, item.claim.index);
+    else
+      fill_synthetic_metadata(ring_, item.claim.index, item.job.plan);
     item.copy_enqueued_ns = monotonic_ns();
     {
       std::lock_guard lock(mutex_);

@@ -6,8 +6,9 @@
 //   copier:    claims and binds a slot (in shard order), makes the copy stream wait on the
 //              forward's event, enqueues the D2H copies of the K layers straight into the
 //              pinned slot (K contiguous DMAs in the split layout; in the concatenated one
-//              the forward captured into [T, K*H] already, so one DMA), records a copy
-//              event, and writes the token metadata into the slot from the host meanwhile;
+//              the forward captured into [T, K*H] already, so one DMA) and, for a model,
+//              of its greedy labels, records a copy event, and writes the token metadata
+//              into the slot from the host meanwhile;
 //   publisher: waits for that copy event (our own event: invariant 6 forbids waiting only
 //              on other processes' events), then publishes the slot (invariant 2) and
 //              returns the capture buffer.
@@ -36,6 +37,7 @@
 #include "gpu/cuda_handles.h"
 #include "gpu/gemm_load.h"
 #include "target_proc/batch_producer.h"
+#include "target_proc/token_source.h"
 
 namespace hsring {
 
@@ -43,6 +45,14 @@ struct GpuTargetOptions {
   int gpu = 0;
   uint32_t postprocess_depth = 1;   // batches in postprocess at once; capture buffers = depth + 1
   double gemm_flops_per_batch = 0;  // GEMM work per forward, standing in for a model
+  // The target model and its tokens (a ring of model batches); nullptr: synthetic batches.
+  // Must have postprocess_depth + 1 capture buffers and outlive the pipeline.
+  class GpuModelSource* model = nullptr;
+  // For run_gpu_target to open the model with: the target's spec ("" : synthetic), the
+  // seed of a preset's random weights and where the tokens come from.
+  std::string model_spec;
+  uint64_t model_seed = 0;
+  TokenSourceOptions data;
   // Test hooks. Delays every copy on the GPU (a sleep kernel on the copy stream) ...
   uint32_t debug_copy_delay_us = 0;
   // ... and, for the test that proves the capture-buffer guard matters, hands a capture

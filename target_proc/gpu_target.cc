@@ -6,25 +6,41 @@
 #include "common/worker_main.h"
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
+#include "model/cuda_target_model.h"
+#include "target_proc/gpu_model_source.h"
 
 namespace hsring {
 
 int run_gpu_target(WorkerSession& session, const TargetOptions& options,
                    const GpuTargetOptions& gpu_options) {
   std::unique_ptr<gpu::HostRegistration> pinned;
+  std::unique_ptr<GpuModelSource> model;
+  std::unique_ptr<BatchProducer> producer;
   std::unique_ptr<GpuTargetPipeline> pipeline;
-  BatchProducer producer(session);
+  GpuTargetOptions pipeline_options = gpu_options;
   if (auto code = run_worker_setup([&] {
         gpu::use_gpu(gpu_options.gpu);
         session.entry().gpu.store(gpu_options.gpu, std::memory_order_relaxed);
+        if (!gpu_options.model_spec.empty()) {
+          auto cuda_model = open_cuda_model(gpu_options.model_spec, gpu_options.model_seed, gpu_options.gpu);
+          log_line("model " + cuda_model->config().name + ": " +
+                   std::to_string(cuda_model->weight_bytes() >> 20) + " MiB of bf16 weights");
+          model = std::make_unique<GpuModelSource>(std::move(cuda_model), session.ring(),
+                                                   session.identity().index, gpu_options.data,
+                                                   gpu_options.postprocess_depth + 1);
+          pipeline_options.model = model.get();
+          producer = std::make_unique<BatchProducer>(session, *model);
+        } else {
+          producer = std::make_unique<BatchProducer>(session);
+        }
         log_line("on " + gpu::describe_gpu(gpu_options.gpu) + "; postprocess depth " +
                  std::to_string(gpu_options.postprocess_depth) + ", " +
                  (session.ring().shape().split_layers ? "split" : "concatenated") + " layers");
         pinned = gpu::pin_ring_payload(session.ring());
-        pipeline = GpuTargetPipeline::create(producer, gpu_options);
+        pipeline = GpuTargetPipeline::create(*producer, pipeline_options);
       }))
     return *code;
-  const int code = TargetWorker(session, producer, *pipeline, options).run();
+  const int code = TargetWorker(session, *producer, *pipeline, options).run();
   pipeline.reset();  // every copy into the pinned ring completes before it is unpinned
   return code;
 }

@@ -28,7 +28,7 @@ int exit_code_of(PipelineStatus status) {
 TargetWorker::TargetWorker(WorkerSession& session, HiddenStateSource& source, TargetOptions options)
     : session_(session),
       ring_(session.ring()),
-      own_producer_(std::make_unique<BatchProducer>(session)),
+      own_producer_(std::make_unique<BatchProducer>(session, source)),
       own_pipeline_(std::make_unique<CpuPipeline>(*own_producer_, source)),
       producer_(*own_producer_),
       pipeline_(*own_pipeline_),
@@ -84,7 +84,7 @@ int TargetWorker::run() {
       pace();
       pipeline_.note_pause();
     }
-    const PipelineStatus status = pipeline_.submit(BatchJob{plan_batch(batch_id, ring_.shape()), {}});
+    const PipelineStatus status = pipeline_.submit(BatchJob{producer_.plan(batch_id), {}});
     if (status == PipelineStatus::kStopped) break;
     if (status != PipelineStatus::kOk) return exit_code_of(status);
     ++next_seq;

@@ -104,7 +104,8 @@ RingShape crash_shape(const CrashCase& c) {
 // let a drafter see it (the drafter's verification would report the batch torn).
 class PoisoningSource final : public HiddenStateSource {
  public:
-  explicit PoisoningSource(uint64_t seed) : rng_(seed) {}
+  PoisoningSource(const RingShape& shape, uint64_t seed) : planner_(shape), rng_(seed) {}
+  BatchPlan plan(uint64_t batch_id) override { return planner_.plan(batch_id); }
   void produce(const BatchPlan& plan, const Ring& ring, uint32_t slot) override {
     std::memset(ring.payload(slot), 0xA5, ring.layout().slot.stride);
     pause();
@@ -116,6 +117,7 @@ class PoisoningSource final : public HiddenStateSource {
   void pause() {
     std::this_thread::sleep_for(std::chrono::microseconds(splitmix64(rng_) % kMaxTargetPauseUs));
   }
+  SyntheticPlanner planner_;
   uint64_t rng_;
 };
 
@@ -134,7 +136,7 @@ class PoisoningSource final : public HiddenStateSource {
     const uint32_t process_index = role == Role::kTarget ? index : kNumTargets + index;
     auto session = WorkerSession::start(std::move(ring), process_index, role, Millis(2000));
     if (role == Role::kTarget) {
-      PoisoningSource source(seed);
+      PoisoningSource source(session->ring().shape(), seed);
       code = TargetWorker(*session, source, TargetOptions{}).run();
     } else {
       code = DrafterWorker(*session, DrafterOptions{kDrafterStepMs, seed}).run();

@@ -2,169 +2,23 @@
 // a SIGKILLed worker is restarted and no batch suffers; restarts back off exponentially;
 // a crash loop stops the run with exit 3; SIGTERM drains and cleans up; a SIGKILLed
 // launcher leaves no worker behind; SIGKILLs every 200 ms for a whole run cost no batch;
-// bad input gets a clear error and touches nothing.
-//
-// This test process makes itself a child subreaper, so workers orphaned by a killed
-// launcher become its children: it can watch them exit and reap them.
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-
+// model targets survive kills; bad input gets a clear error and touches nothing.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
+#include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
 
-#include "shm/ring.h"
-#include "tests/crash/process_util.h"
+#include "tests/crash/launcher_fixture.h"
 
 namespace hsring {
 namespace {
 
+using namespace launcher_testing;
 using crash::Millis;
 using crash::WorkerProcess;
-using Clock = std::chrono::steady_clock;
-
-constexpr Millis kStartLimit(30000);  // for a worker to appear, or the first batches
-constexpr Millis kExitLimit(60000);   // for a launcher to finish once it should
-constexpr Millis kOrphanLimit(5000);  // for workers to follow a killed launcher
-
-double elapsed_ms(Clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
-}
-
-class LauncherTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0); }
-
-  void SetUp() override {
-    ring_ = crash::unique_ring_name();
-    Ring::remove(ring_);
-  }
-
-  void TearDown() override {
-    launcher_.reset();  // kills a launcher that is still running
-    for (const WorkerProcess& w : seen_workers_) {
-      if (crash::process_alive(w.id)) ::kill(w.id.pid, SIGKILL);
-      crash::wait_child(w.id.pid, Millis(2000));  // an orphan adopted by us
-    }
-    Ring::remove(ring_);
-  }
-
-  std::string hsring() const { return crash::bin_dir() + "/hsring"; }
-  std::string summary_path() const { return dir_.file("summary.json"); }
-  pid_t launcher_pid() const { return launcher_->pid(); }
-
-  // Starts `hsring run` on this test's ring. Unless `default_shape`, with a small slot
-  // shape, so the runs are about supervision rather than payload bandwidth.
-  void start_run(const std::vector<std::string>& flags, bool default_shape = false) {
-    std::vector<std::string> argv = {hsring(),         "run",         "--ring", ring_,
-                                     "--summary-json", summary_path()};
-    if (!default_shape) argv.insert(argv.end(), {"--max-tokens", "128", "--hidden-size", "64"});
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    launcher_ = std::make_unique<crash::Spawned>(argv, dir_.file("launcher.out"),
-                                                 dir_.file("launcher.err"));
-  }
-
-  // The launcher's exit code once it exits within `timeout`; -1 for a timeout or a signal.
-  int wait_launcher(Millis timeout = kExitLimit) {
-    const std::optional<int> status = launcher_->wait(timeout);
-    if (!status) {
-      ADD_FAILURE() << "the launcher did not exit within " << timeout.count() << " ms\n"
-                    << launcher_->stderr_text();
-      return -1;
-    }
-    if (!WIFEXITED(*status)) {
-      ADD_FAILURE() << "the launcher ended with " << crash::describe_status(*status);
-      return -1;
-    }
-    return WEXITSTATUS(*status);
-  }
-
-  // The worker `role` `index` once it runs and is not `previous`; nullopt when none
-  // appears within `timeout` (or the launcher exits).
-  std::optional<WorkerProcess> wait_for_worker(const std::string& role, uint32_t index,
-                                               Millis timeout = kStartLimit,
-                                               const WorkerProcess* previous = nullptr) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline && !launcher_->wait(Millis(0))) {
-      std::optional<WorkerProcess> w = crash::find_worker(launcher_pid(), role, index);
-      if (w && !(previous && w->id.pid == previous->id.pid &&
-                 w->id.start_time == previous->id.start_time)) {
-        seen_workers_.push_back(*w);
-        return w;
-      }
-      std::this_thread::sleep_for(Millis(2));
-    }
-    return std::nullopt;
-  }
-
-  std::vector<WorkerProcess> workers_now() {
-    std::vector<WorkerProcess> workers = crash::find_workers(launcher_pid());
-    seen_workers_.insert(seen_workers_.end(), workers.begin(), workers.end());
-    return workers;
-  }
-
-  // Waits until the ring's drafters have consumed `batches`; false on timeout.
-  bool wait_for_consumed(uint64_t batches, Millis timeout = kStartLimit) {
-    const auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline && !launcher_->wait(Millis(0))) {
-      try {
-        auto ring = Ring::attach(ring_, Ring::Access::kReadOnly);
-        uint64_t consumed = 0;
-        for (uint32_t i = ring->shape().num_targets; i < ring->process_count(); ++i)
-          consumed += ring->process(i).batches.load(std::memory_order_relaxed);
-        if (consumed >= batches) return true;
-      } catch (const RingError&) {
-        // Not created (or not initialised) yet.
-      }
-      std::this_thread::sleep_for(Millis(20));
-    }
-    return false;
-  }
-
-  // SIGKILLs worker `role` `index` and waits for the launcher to start its successor.
-  // Returns the successor, or nullopt when none came.
-  std::optional<WorkerProcess> kill_and_await_restart(const WorkerProcess& victim,
-                                                      Millis timeout = kStartLimit) {
-    ::kill(victim.id.pid, SIGKILL);
-    return wait_for_worker(victim.role, victim.index, timeout, &victim);
-  }
-
-  double summary(const std::string& key) {
-    const std::string json = crash::read_file(summary_path());
-    const std::optional<double> value = crash::json_number(json, key);
-    if (!value) ADD_FAILURE() << "summary has no '" << key << "':\n" << json;
-    return value.value_or(-1);
-  }
-
-  void expect_data_intact() {
-    EXPECT_EQ(summary("batches_torn"), 0);
-    EXPECT_EQ(summary("batches_lost"), 0);
-    EXPECT_EQ(summary("batches_duplicated"), 0);
-  }
-
-  // After the launcher exited: its segment is gone and no worker it ran is alive.
-  void expect_cleaned_up() {
-    EXPECT_FALSE(crash::segment_exists(ring_)) << "/dev/shm/" << ring_ << " was left behind";
-    for (const WorkerProcess& w : seen_workers_) {
-      EXPECT_FALSE(crash::process_alive(w.id))
-          << w.role << " " << w.index << " (pid " << w.id.pid << ") outlived the launcher";
-    }
-  }
-
-  std::string ring_;
-  crash::TempDir dir_;
-  std::unique_ptr<crash::Spawned> launcher_;
-  std::vector<WorkerProcess> seen_workers_;
-};
 
 // The "restarting in N ms" delays the launcher logged for `worker` ("target 0"), from
 // lines like "[hsring] target 0 killed by SIGKILL; recovered 1 slot(s); restarting in 200 ms".
@@ -375,6 +229,25 @@ struct BadRun {
   std::vector<std::string> words;  // each must appear in stderr
 };
 
+// Runs each case (synthetic batches unless it names a --model) and checks the refusal.
+void expect_refused(const LauncherTest& test, const std::string& ring,
+                    const std::vector<BadRun>& cases) {
+  for (const BadRun& c : cases) {
+    std::vector<std::string> argv = {test.hsring(), "run", "--ring", ring};
+    if (std::find(c.flags.begin(), c.flags.end(), "--model") == c.flags.end())
+      argv.insert(argv.end(), {"--model", "synthetic"});
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    const crash::CommandResult r = crash::run_command(argv);
+    const std::string what = ::testing::PrintToString(c.flags);
+    EXPECT_FALSE(r.timed_out) << what;
+    EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << r.err;
+    for (const std::string& word : c.words)
+      EXPECT_NE(r.err.find(word), std::string::npos) << what << ": no '" << word << "' in\n"
+                                                     << r.err;
+    EXPECT_FALSE(crash::segment_exists(ring)) << what << " left a segment";
+  }
+}
+
 TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
   const std::vector<BadRun> cases = {
       {{"--bogus"}, 2, {"--bogus", "not expected"}},
@@ -384,18 +257,52 @@ TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
       {{"--slots", "1"}, 2, {"--slots"}},
       {{"--dtype", "int8"}, 2, {"--dtype", "int8"}},
   };
-  for (const BadRun& c : cases) {
-    std::vector<std::string> argv = {hsring(), "run", "--ring", ring_};
-    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
-    const crash::CommandResult r = crash::run_command(argv);
-    const std::string what = ::testing::PrintToString(c.flags);
-    EXPECT_FALSE(r.timed_out) << what;
-    EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << r.err;
-    for (const std::string& word : c.words)
-      EXPECT_NE(r.err.find(word), std::string::npos) << what << ": no '" << word << "' in\n"
-                                                     << r.err;
-    EXPECT_FALSE(crash::segment_exists(ring_)) << what << " left a segment";
+  expect_refused(*this, ring_, cases);
+}
+
+// (h) Model targets (the tiny transformer over the built-in corpus) feed drafters, which
+// check every batch's invariants; SIGKILLed targets re-produce what they had bound.
+TEST_F(LauncherTest, ModelTargetsSurviveKillsAndLoseNothing) {
+  start_run({"--model", "tiny", "--max-tokens", "128", "--batches", "240", "--slots", "8",
+             "--max-restarts", "100"},
+            /*default_shape=*/true);
+  ASSERT_TRUE(wait_for_consumed(20, Millis(120000))) << launcher_->stderr_text();
+  for (uint32_t round = 0; round < 3; ++round) {
+    std::optional<WorkerProcess> target = wait_for_worker("target", round % 2);
+    ASSERT_TRUE(target);
+    ASSERT_TRUE(kill_and_await_restart(*target)) << "target was not restarted";
+    std::this_thread::sleep_for(Millis(300));
   }
+  EXPECT_EQ(wait_launcher(Millis(300000)), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(log.find("TORN"), std::string::npos) << log;
+  EXPECT_EQ(summary("batches_consumed"), 240);
+  EXPECT_GE(summary("restarts_target"), 3);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+TEST_F(LauncherTest, BadModelAndDataFlagsAreRefusedClearly) {
+  crash::TempDir empty;
+  crash::TempDir corrupt;
+  {
+    std::ofstream shard(corrupt.file("bad.hstok"), std::ios::binary);
+    shard << "this is not a token shard, only text with the right extension";
+  }
+  const std::vector<BadRun> cases = {
+      {{"--model", "gpt-17"}, 2, {"--model", "gpt-17", "tiny"}},
+      {{"--model", "/no/such/folder"}, 2, {"/no/such/folder", "does not exist"}},
+      {{"--model", "tiny", "--layers", "1,99"}, 2, {"--layers", "99", "6 layers"}},
+      {{"--model", "tiny", "--layers", "1,x"}, 2, {"--layers", "'x'"}},
+      {{"--model", "tiny", "--layers", "2,2"}, 2, {"layer 2", "twice"}},
+      {{"--model", "tiny", "--hidden-size", "64"}, 2, {"--hidden-size 64", "128"}},
+      {{"--model", "tiny", "--num-layers", "9"}, 2, {"--num-layers 9", "6 layers"}},
+      {{"--layers", "1,2"}, 2, {"--layers needs a model"}},
+      {{"--model", "tiny", "--data", empty.path() + "/missing"}, 2, {"--data", "missing"}},
+      {{"--model", "tiny", "--data", empty.path()}, 2, {"--data", empty.path()}},
+      {{"--model", "tiny", "--data", corrupt.path()}, 2, {"--data", "bad.hstok"}},
+  };
+  expect_refused(*this, ring_, cases);
 }
 
 TEST_F(LauncherTest, StatusOfMissingRingFailsClearly) {
@@ -423,7 +330,8 @@ TEST_F(LauncherTest, RunOnExistingRingFailsAndLeavesItUntouched) {
   existing->header().slots_recovered.store(12345, std::memory_order_relaxed);  // a marker
   const std::vector<std::byte> before(existing->base(), existing->base() + existing->size());
 
-  const crash::CommandResult r = crash::run_command({hsring(), "run", "--ring", ring_});
+  const crash::CommandResult r =
+      crash::run_command({hsring(), "run", "--ring", ring_, "--model", "synthetic"});
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("ring '" + ring_ + "' already exists"), std::string::npos) << r.err;

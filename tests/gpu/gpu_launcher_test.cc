@@ -4,6 +4,8 @@
 // nor let it see torn data, nor lose or double a batch. Skipped, with the reason, without
 // a GPU.
 #include <gtest/gtest.h>
+
+#include <iostream>
 #include <signal.h>
 
 #include <random>
@@ -32,6 +34,8 @@ class GpuLauncherTest : public ::testing::Test {
                                      "run",
                                      "--ring",
                                      ring_,
+                                     "--model",
+                                     "synthetic",
                                      "--slots",
                                      "8",
                                      "--max-tokens",
@@ -44,6 +48,17 @@ class GpuLauncherTest : public ::testing::Test {
                                      dir_.file("summary.json"),
                                      "--keep-ring",
                                      "-q"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    CommandResult r = crash::run_command(argv, crash::Millis(170000));
+    EXPECT_FALSE(r.timed_out) << "hsring run hung:\n" << r.err;
+    return r;
+  }
+  // `hsring run` of the target model (its own hidden size), a training run folder here.
+  CommandResult run_model(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {crash::bin_dir() + "/hsring", "run", "--ring", ring_,
+                                     "--slots", "8", "--max-tokens", "256", "--run-dir",
+                                     dir_.file("run"), "--summary-json",
+                                     dir_.file("summary.json"), "-q"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     CommandResult r = crash::run_command(argv, crash::Millis(170000));
     EXPECT_FALSE(r.timed_out) << "hsring run hung:\n" << r.err;
@@ -102,6 +117,36 @@ TEST_F(GpuLauncherTest, TwoGpusEachHostingATargetAndADrafter) {
   expect_intact(
       run({"--targets", "0,1", "--drafters", "1,0", "--batches", "300", "--no-split-fc-layers"}),
       300);
+}
+
+// The CUDA target model over the built-in corpus feeds a CPU drafter that trains on its
+// captured layers: every batch arrives intact and the drafter's loss falls.
+TEST_F(GpuLauncherTest, GpuModelTargetFeedsATrainingDrafter) {
+  HSRING_REQUIRE_GPUS(1);
+  const CommandResult r = run_model({"--model", "tiny", "--targets", "0", "--drafters", "cpu:1",
+                                     "--batches", "150"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary("batches_consumed"), 150) << r.err;
+  EXPECT_EQ(summary("batches_torn"), 0) << r.err;
+  EXPECT_EQ(summary("batches_lost"), 0);
+  EXPECT_EQ(summary("batches_duplicated"), 0);
+  EXPECT_NE(r.err.find("MiB of bf16 weights"), std::string::npos) << r.err;
+  EXPECT_LT(summary("final_loss"), 0.5 * summary("initial_loss")) << r.err;
+  std::cout << "[ gpu model] loss " << summary("initial_loss") << " -> " << summary("final_loss")
+            << ", agreement " << summary("agreement") << std::endl;
+}
+
+// GPU target and GPU drafter on model batches, concatenated layout: the drafter checks
+// each batch's invariants (tokens, labels in the vocabulary, offsets) after its H2D.
+TEST_F(GpuLauncherTest, GpuModelTargetAndGpuDrafterConcatenated) {
+  HSRING_REQUIRE_GPUS(1);
+  const CommandResult r = run_model({"--model", "tiny", "--targets", "0", "--drafters", "0",
+                                     "--batches", "200", "--no-split-fc-layers"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary("batches_consumed"), 200) << r.err;
+  EXPECT_EQ(summary("batches_torn"), 0) << r.err;
+  EXPECT_EQ(summary("batches_lost"), 0);
+  EXPECT_EQ(summary("batches_duplicated"), 0);
 }
 
 // The test plays launcher itself, so it can restart the target at once (the launcher's

@@ -22,7 +22,7 @@ class GpuPreflightTest : public ::testing::Test {
                                                       "--hidden-size", "64", "--hs-min-ready",
                                                       "1"}) {
     std::vector<std::string> argv = {
-        crash::bin_dir() + "/hsring", "run", "--ring", ring_, "--batches", "10", "-q"};
+        crash::bin_dir() + "/hsring", "run", "--ring", ring_, "--model", "synthetic", "--batches", "10", "-q"};
     argv.insert(argv.end(), shape.begin(), shape.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     CommandResult r = crash::run_command(argv, crash::Millis(60000));
@@ -57,7 +57,7 @@ TEST_F(GpuPreflightTest, MemlockLimitBelowTheRingNamesUlimitAndSystemd) {
   // A ring of 4 x ~10 MiB slots against a limit lowered to 64 KiB for the launcher.
   std::vector<std::string> argv = {"/bin/sh", "-c",
                                    "ulimit -l 64 && exec " + crash::bin_dir() +
-                                       "/hsring run --ring " + ring_ +
+                                       "/hsring run --model synthetic --ring " + ring_ +
                                        " --targets 0 --drafters 0 --slots 4 --max-tokens 1024 "
                                        "--hidden-size 1024 --hs-min-ready 1 --batches 10 -q"};
   const CommandResult r = crash::run_command(argv, crash::Millis(60000));

@@ -15,7 +15,7 @@ TEST(RunOutputs, MetricsFileAndWorkerLogs) {
   crash::TempDir dir;
   const std::string ring = crash::unique_ring_name();
   const auto run = crash::run_command(
-      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--batches", "2000", "--quiet",
+      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--batches", "2000", "--quiet",
        "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--metrics-file",
        dir.file("hsring.prom"), "--log-dir", dir.file("logs")},
       Millis(60000));
@@ -43,7 +43,7 @@ TEST(RunOutputs, MetricsFileAndWorkerLogs) {
 TEST(RunOutputs, UnwritableMetricsFileIsAWarningNotACrash) {
   const std::string ring = crash::unique_ring_name();
   const auto run = crash::run_command(
-      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--seconds", "1.5", "--quiet",
+      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--seconds", "1.5", "--quiet",
        "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--metrics-file",
        "/nonexistent-dir/hsring.prom"},
       Millis(60000));

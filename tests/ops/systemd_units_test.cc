@@ -143,7 +143,7 @@ TEST(SystemdUnits, ExecLinesRunThePipelineAndRestartAfterSigkill) {
   const std::string ring = crash::unique_ring_name();
   {
     std::ofstream config(dir.file("hsring.conf"));
-    config << "[run]\nring=\"" << ring << "\"\ntargets=\"cpu:2\"\ndrafters=\"cpu:1\"\n"
+    config << "[run]\nring=\"" << ring << "\"\nmodel=\"synthetic\"\ntargets=\"cpu:2\"\ndrafters=\"cpu:1\"\n"
            << "slots=8\nmax-tokens=64\nhidden-size=32\nnum-layers=2\n";
   }
   const std::string ring_unit = read_unit(dir, "hsring-ring.service");

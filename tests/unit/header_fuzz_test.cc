@@ -48,7 +48,10 @@ bool shape_within_limits(const RingShape& s) {
          s.max_tokens <= (1u << 20) && s.hidden_size >= 1 && s.hidden_size <= (1u << 16) &&
          s.num_layers >= 1 && s.num_layers <= kMaxCapturedLayers &&
          (s.dtype == DType::kBF16 || s.dtype == DType::kFP16 || s.dtype == DType::kFP32) &&
-         s.split_layers <= 1 && s.num_targets >= 1 && s.num_drafters >= 1 &&
+         s.split_layers <= 1 &&
+         (s.content == PayloadContent::kSynthetic ||
+          (s.content == PayloadContent::kModel && s.vocab_size >= 1)) &&
+         s.num_targets >= 1 && s.data_offset % s.num_targets == 0 && s.num_drafters >= 1 &&
          workers <= kMaxProcesses && s.hs_min_ready >= 1 &&
          uint64_t(s.hs_min_ready) + s.num_targets <= s.slot_count && s.ledger_capacity >= 1 &&
          s.ledger_capacity <= (1ull << 28) && s.batch_limit <= s.ledger_capacity;
@@ -280,7 +283,7 @@ TEST_F(HeaderFuzzTest, MutatedValidHeadersPassOnlyWhenConsistent) {
             range(&h.creator_uid, &h.shape);
             break;  // uid, reserved, creation time
           case 1:
-            range(&h.shape.reserved, &h.shape.batch_limit);
+            range(&h.shape.reserved, &h.shape.batch_limit);  // reserved, layer ids
             break;  // layer ids
           default:
             range(&h.ready_futex, base + kHeaderBytes);

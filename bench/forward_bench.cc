@@ -1,0 +1,325 @@
+// forward_bench: the CUDA target forward (model/cuda_target_model.h) at production batch
+// size, against cuBLAS's own bf16 GEMM rate measured in the same run:
+//   1. forward_device over T tokens packed as documents of 256..4096 tokens (log-uniform),
+//      capturing default_capture_layers(L, 5) as bf16 [T, 5 H] plus greedy labels; median
+//      of N after warm-up, CUDA-event timing;
+//   2. the model FLOPs of that batch: 2 x (matmul parameters) per token, plus causal
+//      attention, 4 x head_dim x heads x (keys each query sees) per layer;
+//   3. the attention kernel alone on the same documents, and each GEMM shape of the forward
+//      alone, to show where the time goes;
+//   4. one large bf16 GEMM through the same cuBLAS call the model uses, before and after.
+// Prints one `key=value` line per figure. Needs a GPU.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "gpu/cuda_handles.h"
+#include "gpu/device.h"
+#include "model/cuda_blas.h"
+#include "model/cuda_kernels.h"
+#include "model/cuda_target_model.h"
+
+namespace hsring {
+namespace {
+
+struct Options {
+  std::string model = "qwen3-8b";
+  uint32_t tokens = 16384;
+  uint32_t min_doc = 256;
+  uint32_t max_doc = 4096;
+  uint32_t layers = 5;  // captured
+  uint32_t iterations = 10;
+  uint32_t warmup = 2;
+  int gpu = 0;
+  uint64_t seed = 0;
+  uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
+};
+
+void print(const char* key, double value, const char* format = "%.4g") {
+  std::printf("%s=", key);
+  std::printf(format, value);
+  std::printf("\n");
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Median milliseconds of `fn` enqueued on `stream`, after `warmup` untimed runs.
+template <class Fn>
+double time_ms(cudaStream_t stream, uint32_t warmup, uint32_t iterations, Fn&& fn) {
+  for (uint32_t i = 0; i < warmup; ++i) fn();
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
+  gpu::Event start = gpu::make_event(), end = gpu::make_event();
+  std::vector<double> ms;
+  for (uint32_t i = 0; i < iterations; ++i) {
+    HSRING_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+    fn();
+    HSRING_CUDA_CHECK(cudaEventRecord(end.get(), stream));
+    HSRING_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    ms.push_back(gpu::elapsed_ms(start.get(), end.get()));
+  }
+  return median(ms);
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, positions, offsets{0};
+};
+
+// Documents of log-uniform length in [min_doc, max_doc]; the last one takes what is left.
+Batch make_batch(const Options& o, uint32_t vocab) {
+  Batch b;
+  uint64_t state = o.seed ^ 0xF0F0u;
+  const double lo = std::log(double(o.min_doc)), hi = std::log(double(o.max_doc));
+  while (b.tokens.size() < o.tokens) {
+    const double u = double(splitmix64(state) >> 11) / double(1ull << 53);
+    const auto want = uint32_t(std::exp(lo + u * (hi - lo)));
+    const auto length = std::min<uint32_t>(want, o.tokens - uint32_t(b.tokens.size()));
+    for (uint32_t i = 0; i < length; ++i) {
+      b.tokens.push_back(int32_t(splitmix64(state) % vocab));
+      b.positions.push_back(int32_t(i));
+    }
+    b.offsets.push_back(int32_t(b.tokens.size()));
+  }
+  return b;
+}
+
+// TFLOP/s of one large bf16 GEMM through the model's own cuBLAS call, median of 20.
+double gemm_tflops(const Options& o, cudaStream_t stream) {
+  cuda_ops::Blas blas;
+  blas.bind(stream);
+  const uint64_t m = o.gemm_m, kk = o.gemm_k, n = o.gemm_n;
+  gpu::DeviceBuffer x = gpu::DeviceBuffer::allocate(m * kk * 2);
+  gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(n * kk * 2);
+  gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(m * n * 2);
+  // Non-zero, varied values (zeros run faster than real data).
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(x.as<cuda_ops::Bf16>(), m * kk, 1, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(w.as<cuda_ops::Bf16>(), n * kk, 2, 0.02f, 0.0f, stream));
+  const double ms = time_ms(stream, 5, 20, [&] {
+    blas.linear(x.as<cuda_ops::Bf16>(), uint32_t(m), uint32_t(kk), w.as<cuda_ops::Bf16>(),
+                uint32_t(n), y.data(), false, n);
+  });
+  return 2.0 * double(m) * double(n) * double(kk) / (ms * 1e-3) / 1e12;
+}
+
+int run(const Options& o) {
+  HSRING_CUDA_CHECK(cudaSetDevice(o.gpu));
+  std::printf("gpu=%s\n", gpu::describe_gpu(o.gpu).c_str());
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  std::printf("cuda_driver=%d\ncuda_runtime=%d\n", driver, runtime);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CudaTargetModel> model = open_cuda_model(o.model, o.seed, o.gpu);
+  HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+  const double init_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& c = model->config();
+  std::printf("model=%s\n", c.name.c_str());
+  print("parameters", double(parameter_count(c)), "%.0f");
+  print("weight_bytes", double(model->weight_bytes()), "%.0f");
+  print("weights_init_s", init_s, "%.3f");
+
+  const Batch batch = make_batch(o, c.vocab_size);
+  const auto t = uint32_t(batch.tokens.size());
+  const size_t docs = batch.offsets.size() - 1;
+  uint32_t longest = 0;
+  double keys_seen = 0;  // sum over queries of the keys each attends to
+  for (size_t d = 0; d < docs; ++d) {
+    const double n = batch.offsets[d + 1] - batch.offsets[d];
+    longest = std::max(longest, uint32_t(n));
+    keys_seen += n * (n + 1) / 2;
+  }
+  print("tokens", t, "%.0f");
+  print("documents", double(docs), "%.0f");
+  print("longest_document", longest, "%.0f");
+
+  ForwardRequest request;
+  request.capture_layers = default_capture_layers(c.num_layers, o.layers);
+  const uint64_t h = c.hidden_size;
+  const uint64_t k = request.capture_layers.size();
+  gpu::DeviceBuffer captured = gpu::DeviceBuffer::allocate(uint64_t(t) * k * h * 2);
+  gpu::DeviceBuffer greedy = gpu::DeviceBuffer::allocate(uint64_t(t) * 4);
+  DeviceCapture capture{DType::kBF16, {}, greedy.as<int32_t>(), nullptr};
+  for (uint64_t i = 0; i < k; ++i)  // concatenated [T, K*H], as the ring's default layout
+    capture.layers.push_back({captured.data() + i * h * 2, k * h * 2});
+  model->reserve(t);
+  size_t free = 0, total = 0;
+  HSRING_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  print("gpu_memory_used_bytes", double(total - free), "%.0f");
+
+  gpu::Stream stream = gpu::make_stream();
+  std::printf("cublas_gemm_shape=%ux%ux%u\n", o.gemm_m, o.gemm_k, o.gemm_n);
+  const double gemm_before = gemm_tflops(o, stream.get());
+  const PackedBatch view{batch.tokens, batch.positions, batch.offsets};
+  const double forward_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] {
+    model->forward_device(view, request, stream.get(), capture);
+  });
+
+  // FLOPs: the embedding is a gather, every other weight a matmul (a tied head reuses the
+  // embedding as a matmul, which parameter_count counts once).
+  const double vh = double(c.vocab_size) * double(h);
+  const double matmul_params = double(parameter_count(c)) - (c.tie_embeddings ? 0.0 : vh);
+  const double attention_flops_layer = 4.0 * c.head_dim * c.num_heads * keys_seen;
+  const double flops = 2.0 * matmul_params * t + attention_flops_layer * c.num_layers;
+  print("forward_ms", forward_ms, "%.2f");
+  print("forward_tokens_per_s", t / (forward_ms * 1e-3), "%.0f");
+  print("model_flops_per_token", flops / t, "%.4g");
+  print("model_matmul_flops_per_token", 2.0 * matmul_params, "%.4g");
+  print("model_attention_flops_per_token", attention_flops_layer * c.num_layers / t, "%.4g");
+  const double forward_tflops = flops / (forward_ms * 1e-3) / 1e12;
+  print("forward_tflops", forward_tflops, "%.1f");
+
+  // Attention alone on the same documents (values do not change its speed): as the model
+  // runs it (the heads of a KV group packed into one block, kAttentionKeyBlock keys per
+  // step), then the other choices. Longer warm-up: the first kernel timed after the
+  // forwards ran slower in early runs, whichever it was.
+  double attention_ms = 0;
+  {
+    const uint64_t qd = c.q_dim(), kvd = c.kv_dim();
+    gpu::DeviceBuffer q = gpu::DeviceBuffer::allocate(uint64_t(t) * qd * 2);
+    gpu::DeviceBuffer kv = gpu::DeviceBuffer::allocate(uint64_t(t) * kvd * 2 * 2);
+    gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * qd * 2);
+    HSRING_CUDA_CHECK(cudaMemset(q.data(), 0x3c, q.size()));
+    HSRING_CUDA_CHECK(cudaMemset(kv.data(), 0x3b, kv.size()));
+    auto* kp = kv.as<cuda_ops::Bf16>();
+    const uint32_t max_pack = cuda_ops::max_attention_pack(c.num_heads, c.num_kv_heads);
+    struct Variant {
+      const char* name;
+      uint32_t pack, key_block;
+    };
+    const uint32_t model_block = cuda_ops::kAttentionKeyBlock;
+    const uint32_t other_block = model_block == 64 ? 32 : 64;
+    const Variant variants[] = {{"attention", max_pack, model_block},
+                                {"attention_other_key_block", max_pack, other_block},
+                                {"attention_one_head_per_block", 1, model_block},
+                                {"attention_one_head_other_key_block", 1, other_block}};
+    for (const Variant& variant : variants) {
+      if (max_pack == 1 && &variant >= &variants[2]) continue;  // same as the first two
+      const std::vector<cuda_ops::AttentionTile> tiles =
+          cuda_ops::attention_tiles(batch.offsets.data(), batch.offsets.size(), variant.pack);
+      gpu::DeviceBuffer tile_buffer =
+          gpu::DeviceBuffer::allocate(tiles.size() * sizeof(cuda_ops::AttentionTile));
+      HSRING_CUDA_CHECK(
+          cudaMemcpy(tile_buffer.data(), tiles.data(), tile_buffer.size(), cudaMemcpyHostToDevice));
+      const double ms = time_ms(stream.get(), 10, 10, [&] {
+        HSRING_CUDA_CHECK(cuda_ops::launch_attention(
+            q.as<cuda_ops::Bf16>(), kp, kp + uint64_t(t) * kvd,
+            tile_buffer.as<cuda_ops::AttentionTile>(), uint32_t(tiles.size()), c.num_heads,
+            c.num_kv_heads, c.head_dim, variant.pack, out.as<cuda_ops::Bf16>(), stream.get(),
+            variant.key_block));
+      });
+      const std::string prefix = variant.name;
+      print((prefix + "_heads_per_block").c_str(), variant.pack, "%.0f");
+      print((prefix + "_key_block").c_str(), variant.key_block, "%.0f");
+      print((prefix + "_ms_per_layer").c_str(), ms, "%.3f");
+      print((prefix + "_tflops").c_str(), attention_flops_layer / (ms * 1e-3) / 1e12, "%.1f");
+      if (&variant == &variants[0]) {
+        attention_ms = ms * c.num_layers;
+        print("attention_share_of_forward", attention_ms / forward_ms, "%.3f");
+      }
+    }
+  }
+
+  // The forward's GEMMs alone, each through the model's cuBLAS call on random data: where
+  // the time goes. The rest (norms, RoPE, SwiGLU, captures, argmax) is what remains.
+  {
+    cuda_ops::Blas blas;
+    blas.bind(stream.get());
+    const uint64_t qkv = c.q_dim() + 2ull * c.kv_dim(), inter = c.intermediate_size;
+    const uint64_t v = c.vocab_size;
+    const uint64_t head_rows = std::max<uint64_t>(64, (1ull << 30) / (v * 4) / 64 * 64);
+    struct Product {
+      const char* name;
+      uint64_t rows, in, out;
+      bool fp32;
+      float beta;
+      uint64_t repeats;  // per forward
+    };
+    const Product products[] = {
+        {"qkv", t, h, qkv, true, 0.0f, c.num_layers},
+        {"o_proj", t, c.q_dim(), h, true, 1.0f, c.num_layers},
+        {"gate_up", t, h, 2 * inter, false, 0.0f, c.num_layers},
+        {"down", t, inter, h, true, 1.0f, c.num_layers},
+        {"lm_head", std::min<uint64_t>(head_rows, t), h, v, true, 0.0f,
+         (t + head_rows - 1) / head_rows},
+    };
+    uint64_t x_bytes = 0, w_bytes = 0, y_bytes = 0;
+    for (const Product& p : products) {
+      x_bytes = std::max(x_bytes, p.rows * p.in * 2);
+      w_bytes = std::max(w_bytes, p.out * p.in * 2);
+      y_bytes = std::max(y_bytes, p.rows * p.out * 4);
+    }
+    gpu::DeviceBuffer x = gpu::DeviceBuffer::allocate(x_bytes);
+    gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(w_bytes);
+    gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(y_bytes);
+    HSRING_CUDA_CHECK(cudaMemset(y.data(), 0, y.size()));
+    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(x.as<cuda_ops::Bf16>(), x_bytes / 2, 3, 1.0f,
+                                                   0.0f, stream.get()));
+    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(w.as<cuda_ops::Bf16>(), w_bytes / 2, 4, 0.02f,
+                                                   0.0f, stream.get()));
+    double gemm_ms = 0;
+    for (const Product& p : products) {
+      const double ms = time_ms(stream.get(), 2, 5, [&] {
+        blas.linear(x.as<cuda_ops::Bf16>(), uint32_t(p.rows), uint32_t(p.in),
+                    w.as<cuda_ops::Bf16>(), uint32_t(p.out), y.data(), p.fp32, p.out, p.beta);
+      });
+      const std::string key = std::string("gemm_") + p.name;
+      print((key + "_ms").c_str(), ms, "%.3f");
+      print((key + "_tflops").c_str(), 2.0 * p.rows * p.in * p.out / (ms * 1e-3) / 1e12, "%.1f");
+      gemm_ms += ms * double(p.repeats);
+    }
+    print("gemm_ms_per_forward", gemm_ms, "%.1f");
+    print("other_ms_per_forward", forward_ms - gemm_ms - attention_ms, "%.1f");
+  }
+
+  // cuBLAS clocks vary from one measurement to the next (power and thermal state): the
+  // ratio is taken against the best of the GEMM rates measured before and after.
+  const double gemm_after = gemm_tflops(o, stream.get());
+  print("cublas_gemm_tflops_before", gemm_before, "%.1f");
+  print("cublas_gemm_tflops_after", gemm_after, "%.1f");
+  const double gemm_best = std::max(gemm_before, gemm_after);
+  print("cublas_gemm_tflops", gemm_best, "%.1f");
+  print("forward_over_cublas", forward_tflops / gemm_best, "%.3f");
+  return 0;
+}
+
+}  // namespace
+}  // namespace hsring
+
+int main(int argc, char** argv) {
+  hsring::Options o;
+  CLI::App app{"CUDA target forward throughput against cuBLAS's bf16 GEMM rate"};
+  app.add_option("--model", o.model, "Preset (qwen3-8b, qwen3.6-27b, tiny) or HF folder");
+  app.add_option("--tokens", o.tokens, "Tokens per batch")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--min-doc", o.min_doc, "Shortest document")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--max-doc", o.max_doc, "Longest document")->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--layers", o.layers, "Captured layers K");
+  app.add_option("--iterations", o.iterations, "Timed forwards (median)")
+      ->check(CLI::Range(1u, 1000u));
+  app.add_option("--warmup", o.warmup, "Untimed forwards first");
+  app.add_option("--gpu", o.gpu, "GPU index");
+  app.add_option("--seed", o.seed, "Weights and batch seed");
+  CLI11_PARSE(app, argc, argv);
+  if (o.min_doc > o.max_doc) {
+    std::fprintf(stderr, "forward_bench: --min-doc exceeds --max-doc\n");
+    return 2;
+  }
+  try {
+    return hsring::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "forward_bench: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,123 @@
+#include "checkpoint/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/checkpoint_error.h"
+#include "checkpoint/write_queue.h"
+
+namespace hsring::checkpoint {
+
+namespace {
+
+// "1288490188 bytes (1.20 GiB)"
+std::string bytes_text(uint64_t bytes) {
+  std::string text = std::to_string(bytes) + " bytes";
+  const auto scaled = [&](uint64_t unit, const char* name) {
+    const uint64_t hundredths = bytes / unit * 100 + bytes % unit * 100 / unit;
+    const uint64_t fraction = hundredths % 100;
+    return " (" + std::to_string(hundredths / 100) + (fraction < 10 ? ".0" : ".") +
+           std::to_string(fraction) + " " + name + ")";
+  };
+  if (bytes >= (1ull << 30)) return text + scaled(1ull << 30, "GiB");
+  if (bytes >= (1ull << 20)) return text + scaled(1ull << 20, "MiB");
+  return text;
+}
+
+bool is_space_error(int error) { return error == ENOSPC || error == EDQUOT || error == EFBIG; }
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string final_path, std::string temporary, uint64_t size,
+                       const WriteOptions& options)
+    : final_path_(std::move(final_path)),
+      temporary_(std::move(temporary)),
+      dir_(std::filesystem::path(final_path_).parent_path().string()),
+      size_(size) {
+  if (dir_.empty()) dir_ = ".";
+  // The queue first: once the temporary exists, only the reservation below can fail.
+  queue_ =
+      std::make_unique<WriteQueue>(options.queue_depth, options.chunk_bytes, options.use_io_uring);
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("create", errno, 0);
+  if (options.preallocate && size_ > 0) {
+    int rc;
+    do {
+      rc = ::fallocate(fd_, 0, 0, off_t(size_));
+    } while (rc != 0 && errno == EINTR);
+    // A file system without fallocate still gets the file; the writes then find the space.
+    if (rc != 0 && errno != EOPNOTSUPP && errno != ENOSYS) {
+      const int error = errno;
+      ::close(fd_);
+      fd_ = -1;
+      ::unlink(temporary_.c_str());
+      fail("fallocate", error, 0);
+    }
+  }
+}
+
+AtomicFile::~AtomicFile() {
+  queue_.reset();  // waits for the writes still reading the caller's buffers
+  if (fd_ >= 0) ::close(fd_);
+  // A temporary that cannot be removed here is removed by the next writer of the directory.
+  if (!committed_) ::unlink(temporary_.c_str());
+}
+
+bool AtomicFile::uses_io_uring() const { return queue_->uses_io_uring(); }
+
+void AtomicFile::fail(const char* call, int error, uint64_t offset) const {
+  const std::string where = "cannot write " + final_path_ + " (through " + temporary_ + ", " +
+                            std::string(call) + " at byte " + std::to_string(offset) +
+                            "): " + std::strerror(error);
+  if (!is_space_error(error))
+    throw CheckpointError(CheckpointErrc::kIo, dir_,
+                          where + ". The files already in the directory are untouched.");
+  struct statvfs fs {};
+  const std::string free_text =
+      ::statvfs(dir_.c_str(), &fs) == 0
+          ? bytes_text(uint64_t(fs.f_bavail) * fs.f_frsize) + " are free there"
+          : "the free space is unknown";
+  throw CheckpointError(
+      CheckpointErrc::kNoSpace, dir_,
+      where + ". The file needs " + bytes_text(size_) + "; " + free_text +
+          (error == EFBIG ? " (or a file size limit, ulimit -f, is below the file's size)" : "") +
+          ". Free space there or choose another directory; the files already in the directory "
+          "are untouched.");
+}
+
+void AtomicFile::write(const void* bytes, size_t size, uint64_t offset) {
+  queue_->write(fd_, bytes, size, offset);
+  if (const auto& f = queue_->failure()) fail(f->call, f->error, f->offset);
+}
+
+void AtomicFile::commit() {
+  if (const auto f = queue_->sync(fd_)) fail(f->call, f->error, f->offset);
+  // The data is durable; close can still report a deferred write error (NFS).
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("close", errno, 0);
+  if (::rename(temporary_.c_str(), final_path_.c_str()) != 0) fail("rename", errno, 0);
+  committed_ = true;
+  sync_directory(dir_);
+}
+
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    throw CheckpointError(
+        CheckpointErrc::kIo, dir,
+        std::string("cannot open the directory to sync it: ") + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0)
+    throw CheckpointError(CheckpointErrc::kIo, dir,
+                          std::string("cannot sync the directory: ") + std::strerror(error));
+}
+
+}  // namespace hsring::checkpoint

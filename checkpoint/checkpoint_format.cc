@@ -1,0 +1,491 @@
+#include "checkpoint/checkpoint_format.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cstring>
+#include <set>
+
+#include "checkpoint/checkpoint_error.h"
+#include "data/crc32.h"
+
+namespace hsring::checkpoint {
+
+static_assert(std::endian::native == std::endian::little, "checkpoints are little-endian on disk");
+static_assert(sizeof(float) == 4);
+
+namespace {
+
+using data::crc32;
+using data::crc32_update;
+
+// Sizes of the fixed parts of table entries; the variable parts (key and value, or dims
+// and name) follow them.
+constexpr uint64_t kMetadataEntryFixed = 8;  // u32 key length, u32 value length
+constexpr uint64_t kTensorEntryFixed = 32;   // u32 name length, dtype, rank, reserved;
+                                             // u64 data offset, element count
+
+template <class T>
+T load(const std::byte* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
+template <class T>
+void store(std::byte* at, T value) {
+  std::memcpy(at, &value, sizeof value);
+}
+
+template <class T>
+void append(std::vector<std::byte>& out, T value) {
+  const size_t at = out.size();
+  out.resize(at + sizeof value);
+  store(out.data() + at, value);
+}
+
+void append_bytes(std::vector<std::byte>& out, const std::string& s) {
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  out.insert(out.end(), p, p + s.size());
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// A name for error messages: printable ASCII kept, anything else escaped, long names cut.
+std::string printable(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < name.size() && i < 80; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      s += char(c);
+    } else {
+      s += "\\x";
+      s += kHex[c >> 4];
+      s += kHex[c & 15];
+    }
+  }
+  if (name.size() > 80) s += "...";
+  return s;
+}
+
+// Elements a shape holds, or nullopt when a dimension is negative or the count exceeds
+// kMaxTensorElements (checked before each multiplication, so nothing overflows).
+std::optional<uint64_t> element_count_of(const std::vector<int64_t>& shape) {
+  uint64_t count = 1;
+  bool zero = false;
+  for (const int64_t d : shape) {
+    if (d < 0 || uint64_t(d) > kMaxTensorElements) return std::nullopt;
+    if (d == 0) zero = true;
+    if (!zero && count > kMaxTensorElements / uint64_t(d)) return std::nullopt;
+    if (!zero) count *= uint64_t(d);
+  }
+  return zero ? 0 : count;
+}
+
+[[noreturn]] void fail(CheckpointErrc code, const std::string& path, uint64_t offset,
+                       const std::string& what) {
+  throw CheckpointError(code, path, offset, what);
+}
+
+[[noreturn]] void bad_value(uint64_t step, const std::string& what) {
+  throw CheckpointError(CheckpointErrc::kBadCheckpoint,
+                        "checkpoint of step " + std::to_string(step),
+                        what + " (a bug in the caller: fix the checkpoint before writing it)");
+}
+
+}  // namespace
+
+const Tensor* Checkpoint::find(std::string_view name) const {
+  for (const Tensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void Checkpoint::set_u64(const std::string& key, uint64_t value) {
+  metadata[key] = std::to_string(value);
+}
+
+std::optional<uint64_t> Checkpoint::get_u64(const std::string& key) const {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) return std::nullopt;
+  const std::string& text = it->second;
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    throw CheckpointError(CheckpointErrc::kBadTable, "checkpoint of step " + std::to_string(step),
+                          "metadata '" + printable(key) + "' is \"" + printable(text) +
+                              "\", not a uint64 in decimal");
+  return value;
+}
+
+bool bit_identical(const Checkpoint& a, const Checkpoint& b) {
+  if (a.step != b.step || a.metadata != b.metadata || a.tensors.size() != b.tensors.size())
+    return false;
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const Tensor& x = a.tensors[i];
+    const Tensor& y = b.tensors[i];
+    if (x.name != y.name || x.shape != y.shape || x.data.size() != y.data.size()) return false;
+    if (!x.data.empty() &&
+        std::memcmp(x.data.data(), y.data.data(), x.data.size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+uint64_t CheckpointHeader::data_offset() const { return align_data(kHeaderSize + table_size); }
+
+// ---- Encoding ----
+
+std::array<std::byte, kHeaderSize> encode_header(const CheckpointHeader& h) {
+  std::array<std::byte, kHeaderSize> out{};
+  std::memcpy(out.data(), kCheckpointMagic.data(), kCheckpointMagic.size());
+  store(out.data() + kFieldVersion, h.version);
+  store(out.data() + kFieldHeaderSize, kHeaderSize);
+  store(out.data() + kFieldFlags, h.flags);
+  store(out.data() + kFieldMetadataCount, h.metadata_count);
+  store(out.data() + kFieldTensorCount, h.tensor_count);
+  store(out.data() + kFieldTableCrc, h.table_crc);
+  store(out.data() + kFieldStep, h.step);
+  store(out.data() + kFieldTableSize, h.table_size);
+  store(out.data() + kFieldFileSize, h.file_size);
+  store(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
+  return out;
+}
+
+std::array<std::byte, kFooterSize> encode_footer(uint32_t crc_before_footer) {
+  std::array<std::byte, kFooterSize> out{};
+  std::memcpy(out.data(), kFooterMagic.data(), kFooterMagic.size());
+  // Bytes 8..11 are reserved zeros; the CRC continues over them and the magic.
+  store(out.data() + 12, crc32_update(crc_before_footer, out.data(), 12));
+  return out;
+}
+
+CheckpointPlan plan_checkpoint(const Checkpoint& c) {
+  if (c.metadata.size() > kMaxEntries)
+    bad_value(c.step, std::to_string(c.metadata.size()) + " metadata entries, at most " +
+                          std::to_string(kMaxEntries));
+  if (c.tensors.size() > kMaxEntries)
+    bad_value(c.step, std::to_string(c.tensors.size()) + " tensors, at most " +
+                          std::to_string(kMaxEntries));
+  std::vector<std::byte> table;
+  for (const auto& [key, value] : c.metadata) {
+    if (key.empty() || key.size() > kMaxNameBytes)
+      bad_value(c.step, "metadata key '" + printable(key) + "' has " + std::to_string(key.size()) +
+                            " bytes (1 to " + std::to_string(kMaxNameBytes) + " allowed)");
+    if (value.size() > kMaxValueBytes)
+      bad_value(c.step, "metadata '" + printable(key) + "' has a value of " +
+                            std::to_string(value.size()) + " bytes, at most " +
+                            std::to_string(kMaxValueBytes));
+    append(table, uint32_t(key.size()));
+    append(table, uint32_t(value.size()));
+    append_bytes(table, key);
+    append_bytes(table, value);
+    if (table.size() > kMaxTableBytes) bad_value(c.step, "metadata larger than 1 GiB");
+  }
+
+  // The table needs the data offsets and the offsets need the table's size: size first.
+  uint64_t table_size = table.size();
+  for (const Tensor& t : c.tensors)
+    table_size += kTensorEntryFixed + 8 * t.shape.size() + t.name.size();
+  if (table_size > kMaxTableBytes) bad_value(c.step, "entry table larger than 1 GiB");
+
+  CheckpointPlan plan;
+  std::set<std::string_view> names;
+  uint64_t end = kHeaderSize + table_size;
+  for (const Tensor& t : c.tensors) {
+    const std::string what = "tensor '" + printable(t.name) + "'";
+    if (t.name.empty() || t.name.size() > kMaxNameBytes)
+      bad_value(c.step, what + " has a name of " + std::to_string(t.name.size()) + " bytes (1 to " +
+                            std::to_string(kMaxNameBytes) + " allowed)");
+    if (!names.insert(t.name).second) bad_value(c.step, what + " appears twice");
+    if (t.shape.size() > kMaxRank)
+      bad_value(c.step, what + " has rank " + std::to_string(t.shape.size()) + ", at most " +
+                            std::to_string(kMaxRank));
+    const std::optional<uint64_t> count = element_count_of(t.shape);
+    if (!count)
+      bad_value(c.step, what + " has shape " + shape_text(t.shape) +
+                            ": a negative dimension, or more than 2^40 elements");
+    if (*count != t.data.size())
+      bad_value(c.step, what + " has " + std::to_string(t.data.size()) +
+                            " elements but its shape " + shape_text(t.shape) + " holds " +
+                            std::to_string(*count));
+    const uint64_t offset = align_data(end);
+    plan.tensor_offsets.push_back(offset);
+    end = offset + *count * sizeof(float);
+    if (end > kMaxFileBytes) bad_value(c.step, "tensors larger than 2^50 bytes");
+    append(table, uint32_t(t.name.size()));
+    append(table, kDtypeF32);
+    append(table, uint32_t(t.shape.size()));
+    append(table, uint32_t{0});
+    append(table, offset);
+    append(table, *count);
+    for (const int64_t d : t.shape) append(table, d);
+    append_bytes(table, t.name);
+  }
+  plan.file_size = align_data(end) + kFooterSize;
+
+  CheckpointHeader h;
+  h.metadata_count = uint32_t(c.metadata.size());
+  h.tensor_count = uint32_t(c.tensors.size());
+  h.table_crc = crc32(table.data(), table.size());
+  h.step = c.step;
+  h.table_size = table.size();
+  h.file_size = plan.file_size;
+  const auto header = encode_header(h);
+  plan.head.reserve(h.data_offset());
+  plan.head.assign(header.begin(), header.end());
+  plan.head.insert(plan.head.end(), table.begin(), table.end());
+  plan.head.resize(h.data_offset(), std::byte{0});
+  return plan;
+}
+
+std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {
+  const CheckpointPlan plan = plan_checkpoint(c);
+  std::vector<std::byte> out(plan.file_size, std::byte{0});
+  std::memcpy(out.data(), plan.head.data(), plan.head.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    if (!c.tensors[i].data.empty())
+      std::memcpy(out.data() + plan.tensor_offsets[i], c.tensors[i].data.data(),
+                  c.tensors[i].data.size() * sizeof(float));
+  const uint64_t footer_offset = plan.file_size - kFooterSize;
+  const auto footer = encode_footer(crc32(out.data(), footer_offset));
+  std::memcpy(out.data() + footer_offset, footer.data(), footer.size());
+  return out;
+}
+
+// ---- Decoding ----
+
+CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
+                               const std::string& path) {
+  // Magic first, over whatever bytes there are: a short file that starts like a checkpoint
+  // is a truncated checkpoint, anything else is a foreign file.
+  const size_t magic_bytes = std::min(available, kCheckpointMagic.size());
+  for (size_t i = 0; i < magic_bytes; ++i)
+    if (bytes[i] != std::byte(kCheckpointMagic[i]))
+      fail(CheckpointErrc::kForeign, path, i,
+           "not an hsring checkpoint (magic \"HSRCKPNT\" expected); move the file out of the "
+           "checkpoint directory");
+  if (available < kHeaderSize)
+    fail(CheckpointErrc::kTruncated, path, available,
+         "file ends inside the header (" + std::to_string(kHeaderSize) +
+             " bytes expected): the write of this checkpoint was cut short");
+
+  CheckpointHeader h;
+  h.version = load<uint32_t>(bytes + kFieldVersion);
+  // Version before the CRC: another version may lay its header out differently.
+  if (h.version != kCheckpointVersion)
+    fail(CheckpointErrc::kBadVersion, path, kFieldVersion,
+         "format version " + std::to_string(h.version) + ", this build reads version " +
+             std::to_string(kCheckpointVersion) + " (written by another hsring release?)");
+  if (crc32(bytes, kFieldHeaderCrc) != load<uint32_t>(bytes + kFieldHeaderCrc))
+    fail(CheckpointErrc::kChecksum, path, kFieldHeaderCrc,
+         "header checksum mismatch: the header is damaged");
+
+  const uint32_t header_size = load<uint32_t>(bytes + kFieldHeaderSize);
+  h.flags = load<uint32_t>(bytes + kFieldFlags);
+  h.metadata_count = load<uint32_t>(bytes + kFieldMetadataCount);
+  h.tensor_count = load<uint32_t>(bytes + kFieldTensorCount);
+  h.table_crc = load<uint32_t>(bytes + kFieldTableCrc);
+  h.step = load<uint64_t>(bytes + kFieldStep);
+  h.table_size = load<uint64_t>(bytes + kFieldTableSize);
+  h.file_size = load<uint64_t>(bytes + kFieldFileSize);
+
+  if (header_size != kHeaderSize)
+    fail(CheckpointErrc::kBadHeader, path, kFieldHeaderSize,
+         "header size " + std::to_string(header_size) + ", version 1 has 64");
+  if (h.flags != 0)
+    fail(CheckpointErrc::kBadHeader, path, kFieldFlags,
+         "flags " + std::to_string(h.flags) + ": version 1 defines none");
+  if (h.metadata_count > kMaxEntries)
+    fail(CheckpointErrc::kBadHeader, path, kFieldMetadataCount, "impossible metadata count");
+  if (h.tensor_count > kMaxEntries)
+    fail(CheckpointErrc::kBadHeader, path, kFieldTensorCount, "impossible tensor count");
+  if (h.table_size > kMaxTableBytes ||
+      h.table_size < kMetadataEntryFixed * h.metadata_count + kTensorEntryFixed * h.tensor_count)
+    fail(CheckpointErrc::kBadHeader, path, kFieldTableSize,
+         "table size " + std::to_string(h.table_size) + " impossible for " +
+             std::to_string(h.metadata_count) + " metadata and " + std::to_string(h.tensor_count) +
+             " tensor entries");
+  if (h.file_size > kMaxFileBytes || h.file_size < h.data_offset() + kFooterSize ||
+      (h.file_size - kFooterSize) % kDataAlignment != 0)
+    fail(CheckpointErrc::kBadHeader, path, kFieldFileSize,
+         "impossible file size " + std::to_string(h.file_size));
+  if (load<uint32_t>(bytes + kFieldReserved) != 0)
+    fail(CheckpointErrc::kBadHeader, path, kFieldReserved, "reserved bytes not zero");
+
+  if (file_size < h.file_size)
+    fail(CheckpointErrc::kTruncated, path, file_size,
+         "file ends early: the header says it has " + std::to_string(h.file_size) +
+             " bytes (the write of this checkpoint was cut short)");
+  if (file_size > h.file_size)
+    fail(CheckpointErrc::kTrailingBytes, path, h.file_size,
+         "file has " + std::to_string(file_size - h.file_size) +
+             " bytes past the end the header gives");
+  return h;
+}
+
+CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
+                             const std::string& path) {
+  const uint64_t base = h.table_offset();
+  if (crc32(bytes, h.table_size) != h.table_crc)
+    fail(CheckpointErrc::kChecksum, path, base,
+         "entry table checksum mismatch: the table is damaged");
+  CheckpointTable table;
+  uint64_t at = 0;  // position inside the table
+  // Every variable-size read is bounds-checked against the table size first.
+  const auto need = [&](uint64_t size, const std::string& what) {
+    if (size > h.table_size - at)
+      fail(CheckpointErrc::kBadTable, path, base + at,
+           what + " runs past the end of the table (" + std::to_string(h.table_size) + " bytes)");
+  };
+  const auto text = [&](uint64_t size) {
+    std::string s(reinterpret_cast<const char*>(bytes + at), size);
+    at += size;
+    return s;
+  };
+
+  for (uint32_t i = 0; i < h.metadata_count; ++i) {
+    const std::string what = "metadata entry " + std::to_string(i);
+    const uint64_t entry = at;
+    need(kMetadataEntryFixed, what);
+    const uint32_t key_size = load<uint32_t>(bytes + at);
+    const uint32_t value_size = load<uint32_t>(bytes + at + 4);
+    if (key_size == 0 || key_size > kMaxNameBytes)
+      fail(CheckpointErrc::kBadTable, path, base + at,
+           what + ": key of " + std::to_string(key_size) + " bytes (1 to " +
+               std::to_string(kMaxNameBytes) + " allowed)");
+    if (value_size > kMaxValueBytes)
+      fail(CheckpointErrc::kBadTable, path, base + at + 4,
+           what + ": value of " + std::to_string(value_size) + " bytes (at most " +
+               std::to_string(kMaxValueBytes) + ")");
+    at += kMetadataEntryFixed;
+    need(uint64_t(key_size) + value_size, what);
+    std::string key = text(key_size);
+    std::string value = text(value_size);
+    // Strictly increasing keys make the encoding canonical and the keys unique.
+    if (!table.metadata.empty() && !(table.metadata.rbegin()->first < key))
+      fail(CheckpointErrc::kBadTable, path, base + entry,
+           what + ": key '" + printable(key) + "' is not after '" +
+               printable(table.metadata.rbegin()->first) +
+               "' (keys are unique, in increasing byte order)");
+    table.metadata.emplace_hint(table.metadata.end(), std::move(key), std::move(value));
+  }
+
+  std::set<std::string> names;
+  uint64_t end = h.data_offset();  // where the previous region ended
+  for (uint32_t i = 0; i < h.tensor_count; ++i) {
+    std::string what = "tensor entry " + std::to_string(i);
+    need(kTensorEntryFixed, what);
+    const uint64_t entry = base + at;
+    const uint32_t name_size = load<uint32_t>(bytes + at);
+    const uint32_t dtype = load<uint32_t>(bytes + at + 4);
+    const uint32_t rank = load<uint32_t>(bytes + at + 8);
+    const uint32_t reserved = load<uint32_t>(bytes + at + 12);
+    TensorEntry t;
+    t.offset = load<uint64_t>(bytes + at + 16);
+    t.element_count = load<uint64_t>(bytes + at + 24);
+    if (name_size == 0 || name_size > kMaxNameBytes)
+      fail(CheckpointErrc::kBadTable, path, entry,
+           what + ": name of " + std::to_string(name_size) + " bytes (1 to " +
+               std::to_string(kMaxNameBytes) + " allowed)");
+    if (dtype != kDtypeF32)
+      fail(CheckpointErrc::kBadTable, path, entry + 4,
+           what + ": dtype " + std::to_string(dtype) + " (version 1 has only 1, fp32)");
+    if (rank > kMaxRank)
+      fail(CheckpointErrc::kBadTable, path, entry + 8,
+           what + ": rank " + std::to_string(rank) + ", at most " + std::to_string(kMaxRank));
+    if (reserved != 0)
+      fail(CheckpointErrc::kBadTable, path, entry + 12, what + ": reserved bytes not zero");
+    at += kTensorEntryFixed;
+    need(8ull * rank + name_size, what);
+    for (uint32_t d = 0; d < rank; ++d) {
+      t.shape.push_back(load<int64_t>(bytes + at));
+      at += 8;
+    }
+    t.name = text(name_size);
+    what += " '" + printable(t.name) + "'";
+    if (!names.insert(t.name).second)
+      fail(CheckpointErrc::kBadTable, path, entry, what + ": the name appears twice");
+    const std::optional<uint64_t> count = element_count_of(t.shape);
+    if (!count || *count != t.element_count)
+      fail(CheckpointErrc::kBadTable, path, entry + 24,
+           what + ": element count " + std::to_string(t.element_count) +
+               " does not match its shape " + shape_text(t.shape));
+    // Tensors lie back to back in table order, each at the next 64-byte boundary.
+    if (t.offset != align_data(end))
+      fail(CheckpointErrc::kBadTable, path, entry + 16,
+           what + ": data offset " + std::to_string(t.offset) + ", expected " +
+               std::to_string(align_data(end)));
+    if (t.byte_size() > h.footer_offset() - t.offset)
+      fail(CheckpointErrc::kBadTable, path, entry + 24,
+           what + ": its " + std::to_string(t.byte_size()) + " bytes at " +
+               std::to_string(t.offset) + " run past the footer at " +
+               std::to_string(h.footer_offset()));
+    end = t.offset + t.byte_size();
+    table.tensors.push_back(std::move(t));
+  }
+  if (at != h.table_size)
+    fail(CheckpointErrc::kBadTable, path, base + at,
+         std::to_string(h.table_size - at) + " table bytes after the last entry");
+  if (align_data(end) != h.footer_offset())
+    fail(CheckpointErrc::kBadHeader, path, kFieldFileSize,
+         "file size " + std::to_string(h.file_size) + " does not match the tensors, which end at " +
+             std::to_string(end));
+  return table;
+}
+
+void check_padding(const std::byte* bytes, uint64_t size, uint64_t offset,
+                   const std::string& path) {
+  for (uint64_t i = 0; i < size; ++i)
+    if (bytes[i] != std::byte{0})
+      fail(CheckpointErrc::kBadTable, path, offset + i, "padding byte not zero");
+}
+
+void check_footer(const std::byte* footer, uint32_t crc_before_footer, const CheckpointHeader& h,
+                  const std::string& path) {
+  const uint64_t at = h.footer_offset();
+  // The CRC first: a damaged footer is as likely as damage anywhere else.
+  const uint32_t crc = crc32_update(crc_before_footer, footer, 12);
+  if (crc != load<uint32_t>(footer + 12))
+    fail(CheckpointErrc::kChecksum, path, at + 12,
+         "file checksum mismatch: some byte of the file is damaged (disk or memory corruption, "
+         "or a write that never reached the disk)");
+  for (size_t i = 0; i < kFooterMagic.size(); ++i)
+    if (footer[i] != std::byte(kFooterMagic[i]))
+      fail(CheckpointErrc::kBadHeader, path, at + i, "footer magic \"HSRCKEND\" expected");
+  if (load<uint32_t>(footer + 8) != 0)
+    fail(CheckpointErrc::kBadHeader, path, at + 8, "reserved footer bytes not zero");
+}
+
+Checkpoint decode_checkpoint(std::span<const std::byte> file, const std::string& path) {
+  const CheckpointHeader h = decode_header(file.data(), file.size(), file.size(), path);
+  CheckpointTable table = decode_table(file.data() + h.table_offset(), h, path);
+  check_footer(file.data() + h.footer_offset(), crc32(file.data(), h.footer_offset()), h, path);
+  // Padding after the CRC: only a file written by another, faulty writer gets here.
+  uint64_t end = h.table_offset() + h.table_size;
+  for (const TensorEntry& t : table.tensors) {
+    check_padding(file.data() + end, t.offset - end, end, path);
+    end = t.offset + t.byte_size();
+  }
+  check_padding(file.data() + end, h.footer_offset() - end, end, path);
+
+  Checkpoint c;
+  c.step = h.step;
+  c.metadata = std::move(table.metadata);
+  c.tensors.reserve(table.tensors.size());
+  for (TensorEntry& t : table.tensors) {
+    Tensor& out = c.tensors.emplace_back();
+    out.name = std::move(t.name);
+    out.shape = std::move(t.shape);
+    out.data.resize(t.element_count);
+    if (t.element_count > 0) std::memcpy(out.data.data(), file.data() + t.offset, t.byte_size());
+  }
+  return c;
+}
+
+}  // namespace hsring::checkpoint

@@ -1,0 +1,78 @@
+#include "common/model_batch_check.h"
+
+#include <cstring>
+
+#include "shm/ring.h"
+
+namespace hsring {
+
+namespace {
+
+std::string at(const char* what, uint32_t i) { return std::string(what) + "[" + std::to_string(i) + "]"; }
+
+// True when no element of `count` elements of `dtype` at `p` is an infinity or a NaN: the
+// exponent field is all ones exactly for those.
+bool all_finite(const std::byte* p, uint64_t count, DType dtype) {
+  if (dtype == DType::kFP32) {
+    for (uint64_t i = 0; i < count; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, p + 4 * i, 4);
+      if ((bits & 0x7F800000u) == 0x7F800000u) return false;
+    }
+    return true;
+  }
+  const uint16_t exponent = dtype == DType::kBF16 ? 0x7F80u : 0x7C00u;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, p + 2 * i, 2);
+    if ((bits & exponent) == exponent) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string check_model_metadata(const Ring& ring, uint32_t slot) {
+  const RingShape& s = ring.shape();
+  const SlotHeader& h = ring.slot(slot);
+  const uint32_t tokens = h.token_count.load(std::memory_order_relaxed);
+  const uint32_t docs = h.num_docs.load(std::memory_order_relaxed);
+  if (tokens < 1 || tokens > s.max_tokens)
+    return "token count " + std::to_string(tokens) + " outside [1, " + std::to_string(s.max_tokens) + "]";
+  if (docs < 1 || docs > tokens)
+    return "document count " + std::to_string(docs) + " outside [1, " + std::to_string(tokens) + "]";
+  const int32_t* offsets = ring.doc_offsets(slot);
+  const int32_t* ids = ring.tokens(slot);
+  const int32_t* positions = ring.positions(slot);
+  const int32_t* labels = ring.labels(slot);
+  if (offsets[0] != 0 || offsets[docs] != int32_t(tokens))
+    return "document offsets run from " + std::to_string(offsets[0]) + " to " +
+           std::to_string(offsets[docs]) + ", not 0 to " + std::to_string(tokens);
+  for (uint32_t d = 0; d < docs; ++d) {
+    if (offsets[d + 1] <= offsets[d]) return at("doc_offsets", d + 1) + " is not increasing";
+    for (int32_t t = offsets[d]; t < offsets[d + 1]; ++t) {
+      if (positions[t] != t - offsets[d]) return at("positions", t) + " does not restart with its document";
+    }
+  }
+  const int64_t vocab = s.vocab_size;
+  for (uint32_t t = 0; t < tokens; ++t) {
+    if (ids[t] < 0 || ids[t] >= vocab) return at("tokens", t) + " = " + std::to_string(ids[t]) + " is outside the vocabulary";
+    if (labels[t] < 0 || labels[t] >= vocab) return at("labels", t) + " = " + std::to_string(labels[t]) + " is outside the vocabulary";
+  }
+  return "";
+}
+
+std::string check_model_batch(const Ring& ring, uint32_t slot) {
+  if (std::string problem = check_model_metadata(ring, slot); !problem.empty()) return problem;
+  const RingShape& s = ring.shape();
+  const uint64_t rows = ring.slot(slot).token_count.load(std::memory_order_relaxed);
+  const uint32_t regions = s.split_layers ? s.num_layers : 1;
+  const uint64_t per_region = rows * s.hidden_size * (s.split_layers ? 1 : s.num_layers);
+  for (uint32_t k = 0; k < regions; ++k) {
+    if (!all_finite(ring.layer_region(slot, k), per_region, s.dtype))
+      return "captured layer region " + std::to_string(k) + " holds a NaN or an infinity";
+  }
+  return "";
+}
+
+}  // namespace hsring

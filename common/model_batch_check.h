@@ -1,0 +1,20 @@
+// What a drafter can check of a model batch it did not compute: the invariants every
+// batch of a model ring keeps (documents tile the tokens, positions restart per document,
+// tokens and labels are in the vocabulary, hidden states are finite). A torn or stale slot
+// breaks them with high probability; a model batch has no reference to compare bytes with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hsring {
+
+class Ring;
+
+// "" when the metadata of slot `slot` (header counts, tokens, positions, document offsets,
+// labels) is consistent, else the first problem found.
+std::string check_model_metadata(const Ring& ring, uint32_t slot);
+// check_model_metadata, then every captured element of the batch's rows is finite.
+std::string check_model_batch(const Ring& ring, uint32_t slot);
+
+}  // namespace hsring

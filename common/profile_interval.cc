@@ -1,0 +1,55 @@
+#include "common/profile_interval.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace hsring {
+
+namespace {
+
+// "" when `text` is a valid interval (stored in `seconds`), else why not.
+std::string interval_problem(const std::string& text, double& seconds) {
+  char* end = nullptr;
+  seconds = std::strtod(text.c_str(), &end);
+  const bool number = !text.empty() && end == text.c_str() + text.size() && std::isfinite(seconds);
+  if (number &&
+      (seconds == 0 || (seconds >= kMinProfileIntervalS && seconds <= kMaxProfileIntervalS)))
+    return "";
+  char range[64];
+  std::snprintf(range, sizeof range, "%g to %g", kMinProfileIntervalS, kMaxProfileIntervalS);
+  return "'" + text + "' is not a profile interval: give 0 (off) or seconds from " + range;
+}
+
+}  // namespace
+
+double parse_profile_interval(const std::string& text, const std::string& source) {
+  double seconds = 0;
+  if (std::string why = interval_problem(text, seconds); !why.empty())
+    throw std::invalid_argument(source + " " + why);
+  return seconds;
+}
+
+double profile_interval_from_env() {
+  const char* value = std::getenv(kProfileIntervalEnv);
+  if (value == nullptr || *value == '\0') return 0;
+  return parse_profile_interval(value, kProfileIntervalEnv);
+}
+
+CLI::Option* add_profile_interval_flag(CLI::App& app, double& seconds) {
+  const CLI::Validator check(
+      [](std::string& text) {
+        double ignored = 0;
+        return interval_problem(text, ignored);  // CLI11 puts the flag's name first
+      },
+      "SECONDS");
+  return app
+      .add_option("--profile-interval", seconds,
+                  std::string("Workers log their stage timings (count, mean, p50, p99) every "
+                              "S seconds; 0: off. Default: $") +
+                      kProfileIntervalEnv + ", else 0")
+      ->check(check);
+}
+
+}  // namespace hsring

@@ -1,0 +1,27 @@
+// The period of the workers' stage-timing log: `--profile-interval S` on the workers and
+// on `hsring run`, or HSRING_PROFILE_INTERVAL when the flag is absent. One parser for
+// both, so a bad value gets the same clear error wherever it is given.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace hsring {
+
+inline constexpr const char* kProfileIntervalEnv = "HSRING_PROFILE_INTERVAL";
+// Shorter periods would make the log the workload; longer ones are not a profile.
+inline constexpr double kMinProfileIntervalS = 0.1;
+inline constexpr double kMaxProfileIntervalS = 86400;
+
+// Seconds from `text`: 0 (off) or a number in [kMinProfileIntervalS, kMaxProfileIntervalS].
+// Throws std::invalid_argument naming `source` (the flag or the variable) otherwise.
+double parse_profile_interval(const std::string& text, const std::string& source);
+
+// HSRING_PROFILE_INTERVAL's seconds; 0 when it is unset or empty. Throws like
+// parse_profile_interval.
+double profile_interval_from_env();
+
+// Adds `--profile-interval` to `app`, checked by parse_profile_interval.
+CLI::Option* add_profile_interval_flag(CLI::App& app, double& seconds);
+
+}  // namespace hsring

@@ -1,0 +1,29 @@
+// A training batch copied out of a ring slot: the K captured layers of each token as one
+// fp32 row [K*H] (the drafter's input), and the token metadata. Copying lets the drafter
+// release the slot before its step, so targets refill it while it trains.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "train/drafter_model.h"
+
+namespace hsring {
+
+class Ring;
+
+class SlotBatch {
+ public:
+  // Copies the batch in slot `slot` (its header's token and document counts; REQUIRES the
+  // slot is held, READING, and check_model_metadata() passed). Buffers are reused.
+  void copy_from(const Ring& ring, uint32_t slot);
+  // A view of the last copy; valid until the next copy_from.
+  train::DrafterBatch view() const;
+  uint32_t tokens() const { return uint32_t(tokens_.size()); }
+
+ private:
+  std::vector<float> features_;  // [T, K*H]
+  std::vector<int32_t> tokens_, positions_, doc_offsets_, labels_;
+};
+
+}  // namespace hsring

@@ -1,0 +1,244 @@
+#include "drafter_proc/training_drafter.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+
+#include "checkpoint/checkpoint_error.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/safetensors_export.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/model_batch_check.h"
+#include "common/signals.h"
+#include "common/worker_main.h"
+#include "drafter_proc/drafter_worker.h"
+#include "drafter_proc/slot_batch.h"
+#include "drafter_proc/training_checkpoint.h"
+#include "model/model_error.h"
+#include "model/target_model.h"
+#include "shm/consumer.h"
+#include "shm/ledger.h"
+#include "shm/stage_timer.h"
+
+namespace hsring {
+
+namespace {
+
+constexpr auto kClaimSlice = std::chrono::milliseconds(100);
+constexpr double kEmaWeight = 0.05;  // ~20-step average for the live loss and agreement
+
+uint32_t bits(double value) { return std::bit_cast<uint32_t>(float(value)); }
+
+class TrainingLoop {
+ public:
+  TrainingLoop(WorkerSession& session, const TrainingDrafterOptions& options)
+      : session_(session), ring_(session.ring()), options_(options) {}
+
+  // Builds the trainer and resumes from the checkpoint directory. Throws on bad setup.
+  void set_up();
+  int run();
+
+ private:
+  bool keep_running() const;
+  void train_on(SlotClaim& claim);
+  void publish(const train::StepStats& stats);
+  TrainingPosition position();
+  void write_checkpoint();
+  void finish();
+
+  WorkerSession& session_;
+  Ring& ring_;
+  TrainingDrafterOptions options_;
+  std::unique_ptr<train::Trainer> trainer_;
+  std::unique_ptr<checkpoint::CheckpointWriter> writer_;
+  SlotBatch batch_;
+  uint64_t batches_before_ = 0;  // trained by earlier incarnations (from the checkpoint)
+  uint64_t batches_ = 0;         // trained by this incarnation
+  uint64_t last_checkpoint_step_ = 0;
+  uint64_t trained_watermark_ = 0;  // ring batch ids below it are all consumed
+  double loss_ema_ = -1, agreement_ema_ = 0;
+  uint64_t torn_logged_ = 0;
+};
+
+void TrainingLoop::set_up() {
+  const RingShape& s = ring_.shape();
+  const ModelConfig target = model_config_of(options_.target_model);
+  if (target.hidden_size != s.hidden_size || target.vocab_size != s.vocab_size)
+    throw std::invalid_argument("--model " + options_.target_model + " (hidden " +
+                                std::to_string(target.hidden_size) + ", vocab " +
+                                std::to_string(target.vocab_size) +
+                                ") is not the model this ring was made for (hidden " +
+                                std::to_string(s.hidden_size) + ", vocab " +
+                                std::to_string(s.vocab_size) + ")");
+  train::TrainerOptions trainer_options;
+  trainer_options.model = train::default_drafter_config(target, s.num_layers, options_.window);
+  trainer_options.optimizer = options_.optimizer;
+  trainer_options.seed = options_.seed;
+  trainer_options.threads = options_.threads;
+  trainer_ = std::make_unique<train::Trainer>(trainer_options);
+  log_line("training drafter " + train::describe(trainer_options.model) + "; lr " +
+           std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
+           std::to_string(options_.optimizer.schedule.warmup_steps) + ", cosine to step " +
+           std::to_string(options_.optimizer.schedule.total_steps));
+  if (options_.checkpoint_dir.empty()) return;
+  // The directory's newest valid checkpoint, if any: a restarted drafter continues.
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(options_.checkpoint_dir, ec);
+  if (auto loaded = exists ? checkpoint::load_latest(options_.checkpoint_dir) : std::nullopt) {
+    for (const checkpoint::RejectedCheckpoint& r : loaded->rejected)
+      log_line("warning: skipped damaged checkpoint: " + r.reason);
+    const TrainingPosition position = restore_training(loaded->checkpoint, *trainer_);
+    batches_before_ = position.batches_trained;
+    last_checkpoint_step_ = loaded->checkpoint.step;
+    log_line("resumed from " + loaded->path + " at step " + std::to_string(loaded->checkpoint.step));
+  }
+  checkpoint::WriterOptions writer_options;
+  writer_options.keep_last = options_.keep_checkpoints;
+  writer_ = std::make_unique<checkpoint::CheckpointWriter>(options_.checkpoint_dir, writer_options);
+  ring_.header().training.checkpoint_step.store(last_checkpoint_step_, std::memory_order_relaxed);
+}
+
+bool TrainingLoop::keep_running() const { return drafter_keeps_running(ring_); }
+
+TrainingPosition TrainingLoop::position() {
+  TrainingPosition p;
+  // A resumed run continues from the first batch not yet trained on (the ledger marks
+  // each consumed batch, and this drafter steps on a batch before it checkpoints), rounded
+  // down to a multiple of the targets: a few batches may be trained twice, none skipped.
+  const RingShape& s = ring_.shape();
+  while (true) {
+    const LedgerEntry* e = ring_.ledger_entry(trained_watermark_);
+    if (e == nullptr || e->consume_word.load(std::memory_order_acquire) == 0) break;
+    ++trained_watermark_;
+  }
+  p.next_data_batch = s.data_offset + trained_watermark_ - trained_watermark_ % s.num_targets;
+  p.batches_trained = batches_before_ + batches_;
+  return p;
+}
+
+void TrainingLoop::write_checkpoint() {
+  if (!writer_) return;
+  const uint64_t step = trainer_->optimizer().step();
+  const std::string path = writer_->write(save_training(*trainer_, position()));
+  last_checkpoint_step_ = step;
+  ring_.header().training.checkpoint_step.store(step, std::memory_order_relaxed);
+  log_line("checkpoint " + path);
+}
+
+void TrainingLoop::publish(const train::StepStats& stats) {
+  TrainingProgress& p = ring_.header().training;
+  if (loss_ema_ < 0) {
+    loss_ema_ = stats.loss;
+    agreement_ema_ = stats.agreement;
+    if (p.first_loss.load(std::memory_order_relaxed) == 0)
+      p.first_loss.store(bits(stats.loss), std::memory_order_relaxed);
+  }
+  loss_ema_ += kEmaWeight * (stats.loss - loss_ema_);
+  agreement_ema_ += kEmaWeight * (stats.agreement - agreement_ema_);
+  p.steps.store(stats.step, std::memory_order_relaxed);
+  p.tokens.fetch_add(stats.counted, std::memory_order_relaxed);
+  p.last_loss.store(bits(stats.loss), std::memory_order_relaxed);
+  p.loss_ema.store(bits(loss_ema_), std::memory_order_relaxed);
+  p.agreement_ema.store(bits(agreement_ema_), std::memory_order_relaxed);
+  p.step_us.store(uint32_t(stats.step_ms * 1000), std::memory_order_relaxed);
+  p.lr.store(bits(stats.lr), std::memory_order_relaxed);
+}
+
+void TrainingLoop::train_on(SlotClaim& claim) {
+  ProcessEntry& entry = session_.entry();
+  const SlotHeader& slot = ring_.slot(claim.index);
+  const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
+  std::string problem;
+  {
+    StageTimer timer(entry, Stage::kDrafterVerify);
+    problem = check_model_metadata(ring_, claim.index);
+    if (problem.empty()) batch_.copy_from(ring_, claim.index);
+  }
+  if (!problem.empty()) {
+    ledger_mark_torn(ring_, batch_id);
+    entry.torn.fetch_add(1, std::memory_order_relaxed);
+    if (torn_logged_++ < 10) log_line("TORN batch in slot " + std::to_string(claim.index) + ": " + problem);
+  }
+}
+
+int TrainingLoop::run() {
+  const Identity self = session_.identity();
+  session_.set_state(ProcessState::kRunning);
+  uint64_t rng = options_.seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
+  ProcessEntry& entry = session_.entry();
+  while (keep_running()) {
+    session_.heartbeat();
+    StageTimer wait_timer(entry, Stage::kDrafterClaimWait);
+    auto claim = claim_ready_slot(ring_, self, ring_.shape().hs_min_ready, kClaimSlice, rng);
+    if (!claim) continue;
+    wait_timer.stop();
+    const uint64_t torn_before = entry.torn.load(std::memory_order_relaxed);
+    train_on(*claim);
+    const bool usable = entry.torn.load(std::memory_order_relaxed) == torn_before;
+    // Copied out: the slot goes back to the targets before the step.
+    if (!release_consumed(ring_, *claim)) {
+      log_line("lost ownership of slot " + std::to_string(claim->index) + "; exiting");
+      return kExitLostSlot;
+    }
+    entry.batches.fetch_add(1, std::memory_order_relaxed);
+    if (!usable) continue;
+    const RingShape& s = ring_.shape();
+    entry.tokens.fetch_add(batch_.tokens(), std::memory_order_relaxed);
+    entry.hs_bytes.fetch_add(uint64_t(batch_.tokens()) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
+                             std::memory_order_relaxed);
+    train::StepStats stats;
+    {
+      StageTimer step_timer(entry, Stage::kDrafterStep);
+      stats = trainer_->step(batch_.view());
+    }
+    ++batches_;
+    if (stats.skipped) log_line("step " + std::to_string(stats.step) + " skipped: the gradient was not finite");
+    publish(stats);
+    if (options_.checkpoint_every > 0 && stats.step % options_.checkpoint_every == 0 &&
+        stats.step != last_checkpoint_step_)
+      write_checkpoint();
+  }
+  session_.set_state(ProcessState::kDraining);
+  finish();
+  return kExitOk;
+}
+
+void TrainingLoop::finish() {
+  const uint64_t step = trainer_->optimizer().step();
+  if (step != last_checkpoint_step_) write_checkpoint();
+  if (!options_.export_path.empty()) {
+    checkpoint::ExportOptions export_options;
+    export_options.metadata["format"] = "pt";
+    export_options.metadata["hsring.drafter"] = train::describe(trainer_->model().config());
+    export_options.metadata["hsring.step"] = std::to_string(step);
+    const std::vector<checkpoint::Tensor> weights = drafter_weights(*trainer_);
+    checkpoint::export_safetensors(options_.export_path, weights, export_options);
+    log_line("exported the drafter's weights to " + options_.export_path);
+  }
+  log_line("trained " + std::to_string(batches_) + " batch(es) to step " + std::to_string(step) +
+           "; loss " + std::to_string(loss_ema_) + ", agreement " + std::to_string(agreement_ema_));
+}
+
+}  // namespace
+
+int run_training_drafter(WorkerSession& session, const TrainingDrafterOptions& options) {
+  TrainingLoop loop(session, options);
+  if (auto code = run_worker_setup([&] {
+        try {
+          loop.set_up();
+        } catch (const ModelError& e) {
+          throw std::invalid_argument(e.what());
+        } catch (const checkpoint::CheckpointError& e) {
+          // A damaged or locked checkpoint directory: never a silent start from zero.
+          throw std::invalid_argument(e.what());
+        }
+      }))
+    return *code;
+  return loop.run();
+}
+
+}  // namespace hsring

@@ -1,0 +1,35 @@
+// The drafter's loop in training mode (a ring of model batches, on the CPU): claim a READY
+// slot once enough are ready, check the batch's invariants, copy it out and release the
+// slot, then one optimizer step of the drafter (train/trainer.h) on it. Every
+// `checkpoint_every` steps, and at a clean stop, the trainer is checkpointed; a drafter
+// that starts with checkpoints in its directory resumes from the newest valid one, so a
+// drafter SIGKILLed mid-run continues its loss curve from there.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "shm/worker_session.h"
+#include "train/optimizer.h"
+
+namespace hsring {
+
+struct TrainingDrafterOptions {
+  std::string target_model;  // the target's model spec: the drafter's shape derives from it
+  uint32_t window = 256;     // sliding attention window
+  uint64_t seed = 0;         // initialisation
+  uint32_t threads = 0;      // 0: every core
+  train::AdamWOptions optimizer;
+  std::string checkpoint_dir;     // "" : no checkpoints, no resume
+  uint64_t checkpoint_every = 0;  // steps; 0: only at a clean stop
+  uint32_t keep_checkpoints = 3;
+  std::string export_path;  // safetensors of the weights at a clean stop; "" : none
+};
+
+// Runs the training loop until the ring drains or a stop is requested. Setup errors (a
+// drafter shape that does not fit the ring, a damaged checkpoint directory) are logged
+// and give kExitUsage / kExitRingError. Returns the process exit code.
+int run_training_drafter(WorkerSession& session, const TrainingDrafterOptions& options);
+
+}  // namespace hsring

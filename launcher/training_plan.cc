@@ -1,0 +1,88 @@
+#include "launcher/training_plan.h"
+
+#include <ctime>
+#include <filesystem>
+#include <stdexcept>
+
+#include "checkpoint/checkpoint_error.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "launcher/worker_spec.h"
+
+namespace hsring {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kCheckpointsFolder[] = "checkpoints";
+constexpr char kExportFile[] = "drafter.safetensors";
+
+std::string utc_stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", &utc);
+  return text;
+}
+
+uint64_t steps_of_this_run(const RunOptions& options, const RingShape& shape) {
+  const WorkerSpec drafters = parse_worker_spec(options.drafters, "--drafters");
+  return shape.batch_limit == 0 ? 0 : shape.batch_limit / std::max(1u, drafters.count);
+}
+
+}  // namespace
+
+void resolve_run_dir(RunOptions& options, bool service) {
+  if (!options.run_dir.empty()) return;
+  if (service && options.resume.empty()) {
+    options.run_dir = "/var/lib/hsring/" + options.ring;
+    return;
+  }
+  if (!options.resume.empty()) {
+    options.run_dir = fs::path(options.resume).lexically_normal().parent_path().string();
+    if (options.run_dir.empty()) options.run_dir = ".";
+    return;
+  }
+  options.run_dir = "hsring-runs/" + options.ring + "-" + utc_stamp();
+}
+
+TrainingPlan training_plan(const RunOptions& options) {
+  TrainingPlan plan;
+  plan.checkpoint_dir = options.resume.empty()
+                            ? (fs::path(options.run_dir) / kCheckpointsFolder).string()
+                            : options.resume;
+  plan.export_path = (fs::path(options.run_dir) / kExportFile).string();
+  return plan;
+}
+
+TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape) {
+  TrainingPlan plan = training_plan(options);
+  const uint64_t steps = steps_of_this_run(options, shape);
+  std::optional<checkpoint::LoadedCheckpoint> loaded;
+  try {
+    std::error_code ec;
+    if (fs::exists(plan.checkpoint_dir, ec)) loaded = checkpoint::load_latest(plan.checkpoint_dir);
+  } catch (const checkpoint::CheckpointError& e) {
+    throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir + ": " + e.what());
+  }
+  if (options.resume.empty()) {
+    if (loaded)
+      throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir +
+                                  " already holds checkpoints of an earlier run: continue it with "
+                                  "--resume " + plan.checkpoint_dir +
+                                  ", or give another --run-dir");
+    plan.total_steps = steps;
+    return plan;
+  }
+  if (!loaded)
+    throw std::invalid_argument("--resume " + options.resume +
+                                ": no checkpoint there; give the checkpoints folder of an earlier "
+                                "run (RUN_DIR/checkpoints)");
+  plan.resume_step = loaded->checkpoint.step;
+  plan.total_steps = steps == 0 ? 0 : plan.resume_step + steps;
+  plan.next_data_batch = loaded->checkpoint.get_u64("data.next_batch").value_or(0);
+  return plan;
+}
+
+}  // namespace hsring

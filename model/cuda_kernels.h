@@ -1,0 +1,112 @@
+// The CUDA kernels of the target forward, behind plain host functions (no CUDA syntax here,
+// so C++ sources call them; C++17, as nvcc compiles it). Each launches on `stream` and returns the
+// launch's error; none synchronises. No kernel uses atomics or a data-dependent reduction order:
+// every output element comes from one fixed sequence of operations, so a batch always gives the
+// same bits. Matrices are row-major; bf16 values travel as their 16-bit patterns (Bf16).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "shm/ring_layout.h"
+
+namespace hsring::cuda_ops {
+
+using Bf16 = uint16_t;
+
+// residual[t, :] = embed[tokens[t], :], widened to fp32.
+cudaError_t launch_embed(const Bf16* embed, const int32_t* tokens, uint32_t rows, uint32_t hidden,
+                         float* residual, cudaStream_t stream);
+
+// y[r, :] = bf16((x[r, :] / sqrt(mean(x[r, :]^2) + eps)) * weight), x fp32 [rows, dim].
+cudaError_t launch_rms_norm(const float* x, const float* weight, uint32_t rows, uint32_t dim,
+                            float eps, Bf16* y, cudaStream_t stream);
+
+// cos, sin [rows, half] of positions[r] * inv_freq[i], the product and sincos in double
+// (positions reach 1e5 radians: fp32 would lose the angle), rounded once to fp32.
+cudaError_t launch_rope_table(const int32_t* positions, uint32_t rows, const double* inv_freq,
+                              uint32_t half, float* cos, float* sin, cudaStream_t stream);
+
+struct QkvShape {
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  float eps = 0;
+};
+
+// Splits the fused projection qkv fp32 [rows, (heads + 2 kv_heads) * head_dim] (q | k | v)
+// into bf16 q [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; q and k heads
+// get the per-head RMSNorm first when q_norm / k_norm are given (Qwen3), then RoPE with
+// the table's angles, pairing element i with i + head_dim / 2 (HF rotate_half).
+cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape, const float* q_norm,
+                              const float* k_norm, const float* cos, const float* sin, Bf16* q,
+                              Bf16* k, Bf16* v, cudaStream_t stream);
+
+// act[r, i] = bf16(silu(g) * u), g = gate_up[r, i], u = gate_up[r, inter + i] (fp32 math).
+cudaError_t launch_swiglu(const Bf16* gate_up, uint32_t rows, uint32_t inter, Bf16* act,
+                          cudaStream_t stream);
+
+// Writes x fp32 [rows, dim] as `dtype` (rounded to nearest even): element (t, d) goes to
+// dst + t * row_pitch_bytes + d * dtype_size(dtype).
+cudaError_t launch_capture(const float* x, uint32_t rows, uint32_t dim, DType dtype, void* dst,
+                           uint64_t row_pitch_bytes, cudaStream_t stream);
+
+// out[r] = index of the largest of logits[r, 0..n), the first one on ties, NaNs skipped (0
+// when all are), as cpu::argmax.
+cudaError_t launch_argmax(const float* logits, uint32_t rows, uint32_t n, int32_t* out,
+                          cudaStream_t stream);
+
+// Weights. dst[i] = bf16 / fp32 of offset + scale * random_uniform(key, i) (model_weights.h):
+// the values random_weights draws on the host, bit for bit before the bf16 rounding.
+cudaError_t launch_random_fill(Bf16* dst, uint64_t count, uint64_t key, float scale, float offset,
+                               cudaStream_t stream);
+cudaError_t launch_random_fill(float* dst, uint64_t count, uint64_t key, float scale, float offset,
+                               cudaStream_t stream);
+cudaError_t launch_to_bf16(const float* src, uint64_t count, Bf16* dst, cudaStream_t stream);
+
+// Attention (cuda_attention.cu): flash-style, causal within each document, bf16 tensor-core
+// products with fp32 softmax and accumulation. A block of the kernel holds
+// kAttentionTileRows query rows: 64 / pack tokens of one document times `pack` query heads
+// that share a KV head (GQA packing: the K/V stream is read once for all of them). A tile
+// reads the keys of its own document up to its last token, never another document's.
+inline constexpr uint32_t kAttentionTileRows = 64;
+inline constexpr uint32_t kMaxAttentionPack = 16;
+struct AttentionTile {
+  int32_t q_begin;    // first token of the tile
+  int32_t doc_begin;  // its document's rows: [doc_begin, doc_end)
+  int32_t doc_end;
+  int32_t unused;
+};
+
+// The largest packing the kernel can use, and the one the model uses: a power of two
+// dividing heads / kv_heads, at most kMaxAttentionPack (1 for plain multi-head attention).
+// Every packing gives the same bits; packing is a speed choice (bench/RESULTS.md).
+uint32_t max_attention_pack(uint32_t heads, uint32_t kv_heads);
+
+// The tiles of 64 / pack tokens of a batch with these cu_seqlens (count = documents + 1),
+// the longest (most key blocks) first so the long tiles do not trail at the end of the grid.
+// At most tokens + documents tiles.
+std::vector<AttentionTile> attention_tiles(const int32_t* doc_offsets, size_t count, uint32_t pack);
+
+// Head sizes the attention kernel is built for.
+bool attention_supports(uint32_t head_dim);
+
+// out [rows, heads * head_dim] = softmax(q k^T / sqrt(head_dim), causal per document) v for
+// every tile; query head h reads KV head h / (heads / kv_heads). q is [rows, heads *
+// head_dim], k and v [rows, kv_heads * head_dim], all bf16. REQUIRES:
+// attention_supports(head_dim), heads % kv_heads == 0, `pack` a power of two dividing
+// heads / kv_heads (at most kMaxAttentionPack), tiles from attention_tiles with the same
+// pack, in device memory. key_block: keys per step of the K/V stream, 32 or 64 (results
+// equal up to fp32 rounding, each deterministic; a speed choice: with 32 the kernel's
+// registers and shared memory let 3 blocks share an SM instead of 2, and it was the faster
+// in 3 of 4 comparisons on an H200, bench/RESULTS.md).
+inline constexpr uint32_t kAttentionKeyBlock = 32;
+cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
+                             const AttentionTile* tiles, uint32_t tile_count, uint32_t heads,
+                             uint32_t kv_heads, uint32_t head_dim, uint32_t pack, Bf16* out,
+                             cudaStream_t stream, uint32_t key_block = kAttentionKeyBlock);
+
+}  // namespace hsring::cuda_ops

@@ -1,0 +1,102 @@
+#include "model/cuda_scratch.h"
+
+#include <cstring>
+#include <string>
+
+#include "gpu/device.h"
+#include "gpu/memlock.h"
+
+namespace hsring {
+
+namespace {
+
+uint64_t align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// Attention tiles of any batch of `tokens` tokens: at most one per token plus one per
+// document (attention_tiles), and documents <= tokens.
+uint64_t max_tiles(uint32_t tokens) { return 2 * uint64_t(tokens); }
+
+}  // namespace
+
+void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
+  if (tokens <= capacity) return;
+  const uint64_t t = tokens;
+  const uint64_t h = c.hidden_size;
+  const uint64_t qd = c.q_dim();
+  const uint64_t kvd = c.kv_dim();
+  const uint64_t inter = c.intermediate_size;
+  const uint64_t half = c.head_dim / 2;
+  struct Want {
+    gpu::DeviceBuffer* buffer;
+    uint64_t bytes;
+  };
+  const Want wants[] = {
+      {&residual, t * h * 4},
+      {&normed, t * h * 2},
+      {&qkv, t * (qd + 2 * kvd) * 4},
+      {&q, t * qd * 2},
+      {&k, t * kvd * 2},
+      {&v, t * kvd * 2},
+      {&attn, t * qd * 2},
+      {&gate_up, t * 2 * inter * 2},
+      {&act, t * inter * 2},
+      {&rope_cos, t * half * 4},
+      {&rope_sin, t * half * 4},
+      {&inputs, BatchInputs::max_bytes(tokens)},
+  };
+  uint64_t total = 0;
+  for (const Want& w : wants) {
+    *w.buffer = gpu::DeviceBuffer();  // free the smaller buffers first
+    total += w.bytes;
+  }
+  capacity = 0;
+  try {
+    for (const Want& w : wants) *w.buffer = gpu::DeviceBuffer::allocate(w.bytes);
+  } catch (const gpu::CudaError& e) {
+    if (e.code() != cudaErrorMemoryAllocation) throw;
+    for (const Want& w : wants) *w.buffer = gpu::DeviceBuffer();
+    (void)cudaGetLastError();
+    size_t free = 0, all = 0;
+    (void)cudaMemGetInfo(&free, &all);
+    throw gpu::CudaError(cudaErrorMemoryAllocation,
+                         "model '" + c.name + "' needs " + gpu::human_bytes(total) +
+                             " of GPU memory for the activations of a forward over " +
+                             std::to_string(tokens) + " tokens, but " + gpu::describe_gpu(gpu) +
+                             " has " + gpu::human_bytes(free) + " free besides the weights");
+  }
+  capacity = tokens;
+}
+
+BatchInputs::BatchInputs(uint32_t tokens, uint32_t tiles) {
+  tokens_at = 0;
+  positions_at = uint64_t(tokens) * 4;
+  tiles_at = align16(positions_at + uint64_t(tokens) * 4);
+  bytes = tiles_at + uint64_t(tiles) * sizeof(cuda_ops::AttentionTile);
+}
+
+uint64_t BatchInputs::max_bytes(uint32_t tokens) {
+  return align16(uint64_t(tokens) * 8) + max_tiles(tokens) * sizeof(cuda_ops::AttentionTile);
+}
+
+void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                          std::span<const cuda_ops::AttentionTile> tiles, void* device,
+                          cudaStream_t stream) {
+  const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()));
+  Block& block = blocks_[next_];
+  next_ ^= 1;
+  // SYNC POINT: the block's previous upload must have read it before the host rewrites it.
+  if (block.pending) HSRING_CUDA_CHECK(cudaEventSynchronize(block.copied.get()));
+  block.pending = false;
+  if (block.memory.size() < layout.bytes)
+    block.memory = gpu::PinnedBuffer::allocate(BatchInputs::max_bytes(uint32_t(tokens.size())));
+  if (!block.copied) block.copied = gpu::make_event(cudaEventDisableTiming);
+  std::byte* host = block.memory.data();
+  std::memcpy(host + layout.tokens_at, tokens.data(), tokens.size_bytes());
+  std::memcpy(host + layout.positions_at, positions.data(), positions.size_bytes());
+  std::memcpy(host + layout.tiles_at, tiles.data(), tiles.size_bytes());
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(device, host, layout.bytes, cudaMemcpyHostToDevice, stream));
+  HSRING_CUDA_CHECK(cudaEventRecord(block.copied.get(), stream));
+  block.pending = true;
+}
+
+}  // namespace hsring

@@ -1,0 +1,65 @@
+// The memory one CUDA forward works in: activation buffers sized for a token count, and
+// the pinned staging through which a batch's host arrays reach the GPU without making the
+// host wait for the copy.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "gpu/cuda_handles.h"
+#include "model/cuda_kernels.h"
+#include "model/model_config.h"
+
+namespace hsring {
+
+// Activations of a forward over up to `capacity` tokens. Dtypes: the residual stream and the
+// q/k/v projection (before QK-norm and RoPE) are fp32; GEMM inputs are bf16.
+struct ForwardActivations {
+  uint32_t capacity = 0;
+  gpu::DeviceBuffer residual;            // fp32 [T, H]
+  gpu::DeviceBuffer normed;              // bf16 [T, H]: RMSNorm output, a GEMM input
+  gpu::DeviceBuffer qkv;                 // fp32 [T, q + 2 kv]
+  gpu::DeviceBuffer q, k, v;             // bf16 [T, q], [T, kv], [T, kv]
+  gpu::DeviceBuffer attn;                // bf16 [T, q]
+  gpu::DeviceBuffer gate_up;             // bf16 [T, 2 I]
+  gpu::DeviceBuffer act;                 // bf16 [T, I]
+  gpu::DeviceBuffer rope_cos, rope_sin;  // fp32 [T, head_dim / 2]
+  gpu::DeviceBuffer inputs;              // the staged inputs (BatchInputs layout)
+
+  // Reallocates every buffer for `tokens` tokens when it holds fewer. Throws gpu::CudaError;
+  // out of memory names the model, the bytes and the GPU. REQUIRES: no forward is using the
+  // buffers (the caller synchronised their stream).
+  void grow(const ModelConfig& config, uint32_t tokens, int gpu);
+};
+
+// Where a batch's inputs lie in one staged block: tokens, positions, then the attention
+// tiles (16-byte aligned). Host and device copies share the layout.
+struct BatchInputs {
+  static uint64_t max_bytes(uint32_t tokens);  // for any batch of up to `tokens` tokens
+  BatchInputs(uint32_t tokens, uint32_t tiles);
+  uint64_t tokens_at = 0, positions_at = 0, tiles_at = 0, bytes = 0;
+};
+
+// Two pinned staging blocks used in turn. A block is rewritten only after the copy that
+// last read it has completed (its event), so the host never overwrites bytes in flight
+// and waits, at most, for the copy of the forward two calls back.
+class InputStaging {
+ public:
+  // Copies tokens, positions and tiles into the next pinned block and enqueues its upload
+  // into `device` (BatchInputs layout) on `stream`. Throws gpu::CudaError.
+  void upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+              std::span<const cuda_ops::AttentionTile> tiles, void* device, cudaStream_t stream);
+
+ private:
+  struct Block {
+    gpu::PinnedBuffer memory;
+    gpu::Event copied;  // recorded after the upload that read `memory`
+    bool pending = false;
+  };
+  Block blocks_[2];
+  uint32_t next_ = 0;
+};
+
+}  // namespace hsring

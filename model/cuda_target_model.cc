@@ -1,0 +1,325 @@
+#include "model/cuda_target_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_handles.h"
+#include "gpu/device.h"
+#include "model/cuda_blas.h"
+#include "model/cuda_kernels.h"
+#include "model/cuda_scratch.h"
+#include "model/cuda_weights.h"
+#include "model/hf_checkpoint.h"
+#include "model/model_error.h"
+
+namespace hsring {
+
+namespace {
+
+using cuda_ops::Bf16;
+
+// fp32 logits of the LM head computed at once when the caller does not want them all: about
+// 1 GiB of scratch, and enough rows that the [V, H] x [H, rows] GEMM runs at full rate.
+uint32_t head_chunk_rows(uint32_t vocab) {
+  const uint64_t rows = (uint64_t(1) << 30) / (uint64_t(vocab) * 4);
+  return uint32_t(std::clamp<uint64_t>(rows / 64 * 64, 64, 4096));
+}
+
+// Makes `gpu` current after checking it exists (a clear message instead of CUDA's).
+void select_gpu(int gpu, const std::string& model) {
+  const gpu::GpuInventory inventory = gpu::probe_gpus();
+  if (gpu < 0 || gpu >= inventory.count)
+    throw gpu::CudaError(cudaErrorInvalidDevice,
+                         "model '" + model + "': " + gpu::gpu_problem(gpu, inventory));
+  HSRING_CUDA_CHECK(cudaSetDevice(gpu));
+}
+
+void check_config(const ModelConfig& config) {
+  if (std::string why = validate_config(config); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "model '" + config.name + "': " + why);
+  if (!cuda_ops::attention_supports(config.head_dim))
+    throw ModelError(ModelErrc::kBadConfig,
+                     "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
+                         " is not supported by the CUDA forward (32, 64 or 128)");
+}
+
+[[noreturn]] void bad_capture(const std::string& what) {
+  throw ModelError(ModelErrc::kBadInput, "bad device capture: " + what);
+}
+
+}  // namespace
+
+struct CudaTargetModel::Impl {
+  ModelConfig config;
+  int gpu = 0;
+  gpu::Stream stream;  // setup and the host forward()
+  DeviceWeights weights;
+  std::unique_ptr<cuda_ops::Blas> blas;
+  gpu::DeviceBuffer inv_freq;  // double [head_dim / 2], RoPE frequencies
+  ForwardActivations activations;
+  // Recorded after each forward_device: the scratch is free once it has completed. An event
+  // of our own, since the caller's stream may be gone by the time we look.
+  gpu::Event forward_done;
+  bool forward_pending = false;
+  InputStaging staging;
+  std::vector<cuda_ops::AttentionTile> tiles;
+  // Query heads per attention block: all the heads of a KV group, so each K/V block is
+  // read once per group. Same bits as one head per block; on an H200 the two are within
+  // run-to-run noise of each other (bench/RESULTS.md, "forward_bench").
+  uint32_t attention_pack = 1;
+  gpu::DeviceBuffer head_chunk;  // fp32 [head_chunk_rows, V]
+  // The host forward's device outputs.
+  gpu::DeviceBuffer host_captured, host_greedy, host_logits;
+
+  Impl(ModelConfig c, int device) : config(std::move(c)), gpu(device) {
+    check_config(config);
+    select_gpu(gpu, config.name);
+    stream = gpu::make_stream();
+    forward_done = gpu::make_event(cudaEventDisableTiming);
+    attention_pack = cuda_ops::max_attention_pack(config.num_heads, config.num_kv_heads);
+    weights = DeviceWeights::allocate(config, gpu);
+    blas = std::make_unique<cuda_ops::Blas>();
+    const uint32_t half = config.head_dim / 2;
+    std::vector<double> freq(half);
+    for (uint32_t i = 0; i < half; ++i)
+      freq[i] = std::pow(config.rope_theta, -double(2 * i) / double(config.head_dim));
+    inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
+    HSRING_CUDA_CHECK(
+        cudaMemcpy(inv_freq.data(), freq.data(), half * sizeof(double), cudaMemcpyHostToDevice));
+  }
+
+  // Waits until the last forward_device has finished with the scratch.
+  void wait_idle() {
+    if (forward_pending) HSRING_CUDA_CHECK(cudaEventSynchronize(forward_done.get()));
+    forward_pending = false;
+  }
+
+  void grow(uint32_t tokens) {
+    if (head_chunk.size() == 0)
+      head_chunk = gpu::DeviceBuffer::allocate(uint64_t(head_chunk_rows(config.vocab_size)) *
+                                               config.vocab_size * sizeof(float));
+    if (tokens <= activations.capacity) return;
+    wait_idle();  // the buffers being replaced may still be read by the previous forward
+    activations.grow(config, tokens, gpu);
+  }
+
+  void run_layer(uint32_t index, uint32_t rows, uint32_t tile_count, cudaStream_t s);
+  void run_head(uint32_t rows, const DeviceCapture& out, bool greedy, cudaStream_t s);
+};
+
+void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, uint32_t tile_count,
+                                      cudaStream_t s) {
+  const ModelConfig& c = config;
+  const DeviceLayerWeights& w = weights.layer(index);
+  ForwardActivations& a = activations;
+  const uint32_t h = c.hidden_size;
+  const uint32_t qd = c.q_dim();
+  const uint32_t qkv_width = qd + 2 * c.kv_dim();
+  const uint32_t inter = c.intermediate_size;
+  const float eps = float(c.rms_norm_eps);
+  auto* residual = a.residual.as<float>();
+  auto* normed = a.normed.as<Bf16>();
+  const BatchInputs layout(rows, tile_count);
+
+  // Attention block: x += Attention(RoPE(QKnorm(norm(x) Wqkv^T))) Wo^T.
+  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.input_norm, rows, h, eps, normed, s));
+  blas->linear(normed, rows, h, w.qkv, qkv_width, a.qkv.data(), true, qkv_width);
+  HSRING_CUDA_CHECK(cuda_ops::launch_qkv_finish(
+      a.qkv.as<float>(), rows, {c.num_heads, c.num_kv_heads, c.head_dim, eps}, w.q_norm, w.k_norm,
+      a.rope_cos.as<float>(), a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(),
+      a.v.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(cuda_ops::launch_attention(
+      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(),
+      reinterpret_cast<const cuda_ops::AttentionTile*>(a.inputs.data() + layout.tiles_at),
+      tile_count, c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(), s));
+  // beta = 1: cuBLAS adds the product into the fp32 residual (one rounding, no extra pass).
+  blas->linear(a.attn.as<Bf16>(), rows, qd, w.o, h, residual, true, h, 1.0f);
+
+  // MLP block: x += (silu(m Wg^T) * m Wu^T) Wd^T, m = norm(x).
+  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.post_norm, rows, h, eps, normed, s));
+  blas->linear(normed, rows, h, w.gate_up, 2 * inter, a.gate_up.data(), false, 2 * inter);
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_swiglu(a.gate_up.as<Bf16>(), rows, inter, a.act.as<Bf16>(), s));
+  blas->linear(a.act.as<Bf16>(), rows, inter, w.down, h, residual, true, h, 1.0f);
+}
+
+void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bool greedy,
+                                     cudaStream_t s) {
+  const uint32_t h = config.hidden_size;
+  const uint32_t vocab = config.vocab_size;
+  auto* normed = activations.normed.as<Bf16>();
+  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(activations.residual.as<float>(),
+                                              weights.final_norm(), rows, h,
+                                              float(config.rms_norm_eps), normed, s));
+  const uint32_t chunk = head_chunk_rows(vocab);
+  // Chunks of rows also keep every GEMM's C under 2^31 elements.
+  for (uint32_t r0 = 0; r0 < rows; r0 += chunk) {
+    const uint32_t n = std::min(chunk, rows - r0);
+    float* logits = out.logits ? out.logits + uint64_t(r0) * vocab : head_chunk.as<float>();
+    blas->linear(normed + uint64_t(r0) * h, n, h, weights.lm_head(), vocab, logits, true, vocab);
+    if (greedy) HSRING_CUDA_CHECK(cuda_ops::launch_argmax(logits, n, vocab, out.greedy + r0, s));
+  }
+}
+
+CudaTargetModel::CudaTargetModel(ModelConfig config, const ModelWeights& weights, int gpu)
+    : impl_(std::make_unique<Impl>(std::move(config), gpu)) {
+  if (std::string why = check_weights(impl_->config, weights); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig,
+                     "weights do not fit model '" + impl_->config.name + "': " + why);
+  impl_->weights.upload(impl_->config, weights, impl_->stream.get());
+}
+
+CudaTargetModel::CudaTargetModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<CudaTargetModel> CudaTargetModel::with_random_weights(ModelConfig config,
+                                                                      uint64_t seed, int gpu) {
+  auto impl = std::make_unique<Impl>(std::move(config), gpu);
+  impl->weights.randomize(impl->config, seed, impl->stream.get());
+  return std::unique_ptr<CudaTargetModel>(new CudaTargetModel(std::move(impl)));
+}
+
+CudaTargetModel::~CudaTargetModel() {
+  // A forward enqueued on a caller's stream may still use the memory about to be freed.
+  if (impl_ && impl_->forward_pending) (void)cudaEventSynchronize(impl_->forward_done.get());
+}
+
+const ModelConfig& CudaTargetModel::config() const { return impl_->config; }
+int CudaTargetModel::gpu() const { return impl_->gpu; }
+uint64_t CudaTargetModel::weight_bytes() const { return impl_->weights.bytes(); }
+
+void CudaTargetModel::reserve(uint32_t max_tokens) {
+  HSRING_CUDA_CHECK(cudaSetDevice(impl_->gpu));
+  impl_->grow(max_tokens);
+}
+
+ModelWeights CudaTargetModel::download_weights() const {
+  HSRING_CUDA_CHECK(cudaSetDevice(impl_->gpu));
+  return impl_->weights.download(impl_->config);
+}
+
+void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequest& request,
+                                     cudaStream_t stream, const DeviceCapture& out) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.config;
+  validate_batch(batch, c);
+  validate_request(request, c);
+  const size_t k_count = request.capture_layers.size();
+  if (out.layers.size() != k_count)
+    bad_capture(std::to_string(out.layers.size()) + " regions for " + std::to_string(k_count) +
+                " captured layers");
+  const uint32_t elem = dtype_size(out.dtype);
+  if (elem == 0 && k_count > 0) bad_capture("unknown dtype " + std::to_string(uint32_t(out.dtype)));
+  for (size_t k = 0; k < k_count; ++k) {
+    if (!out.layers[k].data) bad_capture("region " + std::to_string(k) + " is null");
+    if (out.layers[k].row_pitch_bytes < uint64_t(c.hidden_size) * elem)
+      bad_capture("region " + std::to_string(k) + " has a row pitch of " +
+                  std::to_string(out.layers[k].row_pitch_bytes) + " bytes, under one row of " +
+                  std::to_string(uint64_t(c.hidden_size) * elem));
+  }
+  if (request.greedy && !out.greedy) bad_capture("greedy labels requested without a buffer");
+  if (request.logits && !out.logits) bad_capture("logits requested without a buffer");
+
+  HSRING_CUDA_CHECK(cudaSetDevice(m.gpu));
+  const auto rows = uint32_t(batch.tokens.size());
+  m.tiles = cuda_ops::attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(),
+                                      m.attention_pack);
+  const auto tile_count = uint32_t(m.tiles.size());
+  m.grow(rows);
+  ForwardActivations& a = m.activations;
+  m.staging.upload(batch.tokens, batch.positions, m.tiles, a.inputs.data(), stream);
+  const BatchInputs layout(rows, tile_count);
+
+  HSRING_CUDA_CHECK(cuda_ops::launch_embed(
+      m.weights.embed(), reinterpret_cast<const int32_t*>(a.inputs.data() + layout.tokens_at), rows,
+      c.hidden_size, a.residual.as<float>(), stream));
+  // RoPE angles depend on positions only: once per forward, shared by every layer.
+  HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(
+      reinterpret_cast<const int32_t*>(a.inputs.data() + layout.positions_at), rows,
+      m.inv_freq.as<double>(), c.head_dim / 2, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+      stream));
+  m.blas->bind(stream);
+
+  // The last layer any output needs: layers past it only matter for the LM head.
+  const bool head = request.logits || request.greedy;
+  uint32_t last = head ? c.num_layers : 0;
+  for (int32_t id : request.capture_layers) last = std::max(last, uint32_t(id) + 1);
+  for (uint32_t layer = 0; layer < last; ++layer) {
+    m.run_layer(layer, rows, tile_count, stream);
+    for (size_t k = 0; k < k_count; ++k)
+      if (request.capture_layers[k] == int32_t(layer))
+        HSRING_CUDA_CHECK(cuda_ops::launch_capture(a.residual.as<float>(), rows, c.hidden_size,
+                                                   out.dtype, out.layers[k].data,
+                                                   out.layers[k].row_pitch_bytes, stream));
+  }
+  if (head) m.run_head(rows, out, request.greedy, stream);
+  HSRING_CUDA_CHECK(cudaEventRecord(m.forward_done.get(), stream));
+  m.forward_pending = true;
+}
+
+void CudaTargetModel::forward(const PackedBatch& batch, const ForwardRequest& request,
+                              ForwardOutput& out) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.config;
+  validate_batch(batch, c);
+  validate_request(request, c);
+  HSRING_CUDA_CHECK(cudaSetDevice(m.gpu));
+  const uint64_t rows = batch.tokens.size();
+  const uint64_t h = c.hidden_size;
+  const size_t k_count = request.capture_layers.size();
+  auto fit = [](gpu::DeviceBuffer& buffer, uint64_t bytes) {
+    if (buffer.size() < bytes) {
+      buffer = gpu::DeviceBuffer();
+      buffer = gpu::DeviceBuffer::allocate(bytes);
+    }
+  };
+  // The previous forward ran on m.stream and was waited for: these may be replaced freely.
+  fit(m.host_captured, k_count * rows * h * sizeof(float));
+  if (request.greedy) fit(m.host_greedy, rows * sizeof(int32_t));
+  if (request.logits) fit(m.host_logits, rows * c.vocab_size * sizeof(float));
+
+  DeviceCapture capture;
+  capture.dtype = DType::kFP32;
+  for (size_t k = 0; k < k_count; ++k)
+    capture.layers.push_back({m.host_captured.data() + k * rows * h * sizeof(float), h * 4});
+  capture.greedy = request.greedy ? m.host_greedy.as<int32_t>() : nullptr;
+  capture.logits = request.logits ? m.host_logits.as<float>() : nullptr;
+  cudaStream_t stream = m.stream.get();
+  forward_device(batch, request, stream, capture);
+
+  out.token_count = uint32_t(rows);
+  out.hidden_size = uint32_t(h);
+  out.captured.resize(k_count);
+  for (size_t k = 0; k < k_count; ++k) {
+    out.captured[k].resize(rows * h);
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(out.captured[k].data(), capture.layers[k].data,
+                                      rows * h * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  }
+  out.greedy.clear();
+  out.logits.clear();
+  if (request.greedy) {
+    out.greedy.resize(rows);
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(out.greedy.data(), capture.greedy, rows * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream));
+  }
+  if (request.logits) {
+    out.logits.resize(rows * c.vocab_size);
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(out.logits.data(), capture.logits,
+                                      out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream));
+  }
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::unique_ptr<CudaTargetModel> open_cuda_model(const std::string& spec, uint64_t seed, int gpu) {
+  ModelConfig config = model_config_of(spec);
+  std::error_code ec;
+  if (std::filesystem::is_directory(spec, ec)) {
+    const ModelWeights weights = load_hf_weights(spec, config);
+    return std::make_unique<CudaTargetModel>(std::move(config), weights, gpu);
+  }
+  return CudaTargetModel::with_random_weights(std::move(config), seed, gpu);
+}
+
+}  // namespace hsring

@@ -1,0 +1,221 @@
+#include "model/cuda_weights.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+
+#include "gpu/device.h"
+#include "gpu/memlock.h"
+#include "model/float_convert.h"
+#include "model/model_error.h"
+
+namespace hsring {
+
+namespace {
+
+// Each tensor starts on a 256-byte boundary, as cudaMalloc's own allocations do, so every
+// vector access of the kernels and cuBLAS is aligned.
+constexpr uint64_t kAlign = 256;
+// fp32 values converted per step of an upload: bounds the staging buffer to 64 MiB.
+constexpr uint64_t kStagingFloats = uint64_t(16) << 20;
+
+uint64_t element_count(const std::vector<int64_t>& shape) {
+  uint64_t count = 1;
+  for (int64_t d : shape) count *= uint64_t(d);
+  return count;
+}
+
+std::string billions(uint64_t count) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f B", double(count) / 1e9);
+  return text;
+}
+
+// Assigns every tensor an offset in one block; returns the block's size.
+class Layout {
+ public:
+  uint64_t take(uint64_t bytes) {
+    const uint64_t at = size_;
+    size_ += (bytes + kAlign - 1) / kAlign * kAlign;
+    return at;
+  }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint64_t size_ = 0;
+};
+
+[[noreturn]] void throw_out_of_memory(const ModelConfig& config, uint64_t bytes, int gpu,
+                                      const std::string& cause) {
+  size_t free = 0, total = 0;
+  std::string free_text = "an unknown amount";
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+    free_text = gpu::human_bytes(free);
+  else
+    (void)cudaGetLastError();
+  throw gpu::CudaError(cudaErrorMemoryAllocation,
+                       "model '" + config.name + "' needs " + gpu::human_bytes(bytes) +
+                           " of GPU memory for its weights (" + billions(parameter_count(config)) +
+                           " parameters in bf16), but " + gpu::describe_gpu(gpu) + " has " +
+                           free_text + " free" + cause);
+}
+
+}  // namespace
+
+DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
+  DeviceWeights w;
+  const uint64_t h = c.hidden_size;
+  const uint64_t inter = c.intermediate_size;
+  w.q_rows_ = c.q_dim();
+  w.kv_rows_ = c.kv_dim();
+  w.inter_ = c.intermediate_size;
+  w.hidden_ = c.hidden_size;
+
+  // Offsets first, pointers once the block exists.
+  Layout layout;
+  const uint64_t embed = layout.take(uint64_t(c.vocab_size) * h * 2);
+  const uint64_t head = c.tie_embeddings ? embed : layout.take(uint64_t(c.vocab_size) * h * 2);
+  const uint64_t final_norm = layout.take(h * 4);
+  struct LayerOffsets {
+    uint64_t qkv, o, gate_up, down, input_norm, post_norm, q_norm, k_norm;
+  };
+  std::vector<LayerOffsets> offsets(c.num_layers);
+  for (LayerOffsets& l : offsets) {
+    l.qkv = layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * h * 2);
+    l.o = layout.take(h * w.q_rows_ * 2);
+    l.gate_up = layout.take(2 * inter * h * 2);
+    l.down = layout.take(h * inter * 2);
+    l.input_norm = layout.take(h * 4);
+    l.post_norm = layout.take(h * 4);
+    l.q_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
+    l.k_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
+  }
+
+  // Ask first: a clear message beats a failed cudaMalloc deep inside a larger request.
+  size_t free = 0, total = 0;
+  HSRING_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  if (layout.size() > free) throw_out_of_memory(c, layout.size(), gpu, "");
+  void* block = nullptr;
+  if (const cudaError_t err = cudaMalloc(&block, layout.size()); err != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (err == cudaErrorMemoryAllocation)
+      throw_out_of_memory(c, layout.size(), gpu, " (cudaMalloc failed)");
+    gpu::throw_cuda_error(err, "cudaMalloc(weights)", __FILE__, __LINE__);
+  }
+  w.memory_ = gpu::UniqueCuda<void*, gpu::free_device>(block);
+  w.bytes_ = layout.size();
+
+  auto* base = reinterpret_cast<unsigned char*>(block);
+  auto bf16_at = [base](uint64_t at) { return reinterpret_cast<cuda_ops::Bf16*>(base + at); };
+  auto f32_at = [base](uint64_t at) { return reinterpret_cast<float*>(base + at); };
+  w.embed_ = bf16_at(embed);
+  w.lm_head_ = bf16_at(head);
+  w.final_norm_ = f32_at(final_norm);
+  w.layers_.resize(c.num_layers);
+  for (uint32_t i = 0; i < c.num_layers; ++i) {
+    const LayerOffsets& l = offsets[i];
+    DeviceLayerWeights& d = w.layers_[i];
+    d.qkv = bf16_at(l.qkv);
+    d.o = bf16_at(l.o);
+    d.gate_up = bf16_at(l.gate_up);
+    d.down = bf16_at(l.down);
+    d.input_norm = f32_at(l.input_norm);
+    d.post_norm = f32_at(l.post_norm);
+    d.q_norm = c.qk_norm ? f32_at(l.q_norm) : nullptr;
+    d.k_norm = c.qk_norm ? f32_at(l.k_norm) : nullptr;
+  }
+  return w;
+}
+
+DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
+  if (name == "model.embed_tokens.weight") return {embed_, false};
+  if (name == "lm_head.weight") return {lm_head_, false};
+  if (name == "model.norm.weight") return {final_norm_, true};
+  const std::string prefix = "model.layers.";
+  if (name.compare(0, prefix.size(), prefix) == 0) {
+    uint32_t index = 0;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size();
+    const auto [end, ec] = std::from_chars(first, last, index);
+    if (ec == std::errc() && end != last && *end == '.' && index < layers_.size()) {
+      const std::string field(end + 1, last);
+      const DeviceLayerWeights& l = layers_[index];
+      const uint64_t h = hidden_;
+      if (field == "input_layernorm.weight") return {l.input_norm, true};
+      if (field == "post_attention_layernorm.weight") return {l.post_norm, true};
+      if (field == "self_attn.q_norm.weight" && l.q_norm) return {l.q_norm, true};
+      if (field == "self_attn.k_norm.weight" && l.k_norm) return {l.k_norm, true};
+      if (field == "self_attn.q_proj.weight") return {l.qkv, false};
+      if (field == "self_attn.k_proj.weight") return {l.qkv + q_rows_ * h, false};
+      if (field == "self_attn.v_proj.weight") return {l.qkv + (q_rows_ + kv_rows_) * h, false};
+      if (field == "self_attn.o_proj.weight") return {l.o, false};
+      if (field == "mlp.gate_proj.weight") return {l.gate_up, false};
+      if (field == "mlp.up_proj.weight") return {l.gate_up + uint64_t(inter_) * h, false};
+      if (field == "mlp.down_proj.weight") return {l.down, false};
+    }
+  }
+  throw ModelError(ModelErrc::kBadConfig,
+                   "the GPU weight layout has no place for tensor '" + name + "'");
+}
+
+void DeviceWeights::upload(const ModelConfig& config, const ModelWeights& host,
+                           cudaStream_t stream) {
+  gpu::DeviceBuffer staging;
+  for_each_weight(
+      config, host,
+      [&](const std::string& name, const std::vector<int64_t>&, const std::vector<float>& values) {
+        const Place to = place(name);
+        if (to.fp32) {
+          HSRING_CUDA_CHECK(cudaMemcpyAsync(to.data, values.data(), values.size() * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream));
+          return;
+        }
+        if (staging.size() == 0)
+          staging = gpu::DeviceBuffer::allocate(kStagingFloats * sizeof(float));
+        auto* dst = static_cast<cuda_ops::Bf16*>(to.data);
+        // Stream order keeps a chunk's conversion ahead of the next chunk's copy.
+        for (uint64_t i = 0; i < values.size(); i += kStagingFloats) {
+          const uint64_t n = std::min<uint64_t>(kStagingFloats, values.size() - i);
+          HSRING_CUDA_CHECK(cudaMemcpyAsync(staging.data(), values.data() + i, n * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream));
+          HSRING_CUDA_CHECK(cuda_ops::launch_to_bf16(staging.as<float>(), n, dst + i, stream));
+        }
+      });
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void DeviceWeights::randomize(const ModelConfig& config, uint64_t seed, cudaStream_t stream) {
+  for (const WeightSpec& spec : weight_specs(config)) {
+    const Place to = place(spec.name);
+    const RandomFill fill = random_fill(spec, seed);
+    const uint64_t count = element_count(spec.shape);
+    if (to.fp32)
+      HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(static_cast<float*>(to.data), count, fill.key,
+                                                     fill.scale, fill.offset, stream));
+    else
+      HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(static_cast<cuda_ops::Bf16*>(to.data), count,
+                                                     fill.key, fill.scale, fill.offset, stream));
+  }
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+ModelWeights DeviceWeights::download(const ModelConfig& config) const {
+  ModelWeights w;
+  std::vector<uint16_t> bits;
+  for (const WeightTensor& t : weight_tensors(config, w)) {
+    const Place from = place(t.name);
+    std::vector<float>& values = *t.data;
+    if (from.fp32) {
+      HSRING_CUDA_CHECK(cudaMemcpy(values.data(), from.data, values.size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost));
+      continue;
+    }
+    bits.resize(values.size());
+    HSRING_CUDA_CHECK(
+        cudaMemcpy(bits.data(), from.data, bits.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+    std::transform(bits.begin(), bits.end(), values.begin(), bf16_to_float);
+  }
+  return w;
+}
+
+}  // namespace hsring

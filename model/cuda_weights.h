@@ -1,0 +1,70 @@
+// The target's weights on one GPU, in one allocation: bf16 matrices, fp32 norm vectors
+// (tiny, and near 1 where bf16 would keep only 8 bits). q/k/v projections are stacked into
+// one [q + 2 kv, H] matrix and gate/up into one [2 I, H] matrix, so each pair is one GEMM.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda_handles.h"
+#include "model/cuda_kernels.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace hsring {
+
+struct DeviceLayerWeights {
+  cuda_ops::Bf16* qkv = nullptr;  // [(heads + 2 kv_heads) * head_dim, H]: q_proj, k_proj, v_proj
+  cuda_ops::Bf16* o = nullptr;    // [H, heads * head_dim]
+  cuda_ops::Bf16* gate_up = nullptr;  // [2 I, H]: gate_proj, then up_proj
+  cuda_ops::Bf16* down = nullptr;     // [H, I]
+  float* input_norm = nullptr;        // [H]
+  float* post_norm = nullptr;         // [H]
+  float* q_norm = nullptr;            // [head_dim]; null without QK-norm
+  float* k_norm = nullptr;            // [head_dim]; null without QK-norm
+};
+
+class DeviceWeights {
+ public:
+  DeviceWeights() = default;
+  // Room for every tensor of `config` on the current device (GPU `gpu`), contents undefined.
+  // Throws gpu::CudaError; out of memory is a message naming the model, the bytes it needs
+  // and the GPU with its free memory.
+  static DeviceWeights allocate(const ModelConfig& config, int gpu);
+
+  // Copies fp32 host weights, rounded to bf16 (nearest even) for the matrices, on `stream`,
+  // and waits for it. REQUIRES: check_weights(config, host).empty().
+  void upload(const ModelConfig& config, const ModelWeights& host, cudaStream_t stream);
+  // Draws random_weights(config, seed) on the GPU: the same fp32 values, then bf16.
+  void randomize(const ModelConfig& config, uint64_t seed, cudaStream_t stream);
+  // The weights as the forward uses them, widened to fp32 (tests).
+  ModelWeights download(const ModelConfig& config) const;
+
+  const DeviceLayerWeights& layer(uint32_t i) const { return layers_[i]; }
+  const cuda_ops::Bf16* embed() const { return embed_; }
+  const cuda_ops::Bf16* lm_head() const { return lm_head_; }  // embed() when tied
+  const float* final_norm() const { return final_norm_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Place {
+    void* data = nullptr;
+    bool fp32 = false;  // norm vector (fp32) or matrix (bf16)
+  };
+  // Where the tensor with this HF name lives. Throws ModelError(kBadConfig) for a name the
+  // layout does not know (a model_weights.cc change not followed here).
+  Place place(const std::string& name) const;
+
+  gpu::UniqueCuda<void*, gpu::free_device> memory_;
+  uint64_t bytes_ = 0;
+  cuda_ops::Bf16* embed_ = nullptr;
+  cuda_ops::Bf16* lm_head_ = nullptr;
+  float* final_norm_ = nullptr;
+  std::vector<DeviceLayerWeights> layers_;
+  uint32_t q_rows_ = 0, kv_rows_ = 0, inter_ = 0, hidden_ = 0;
+};
+
+}  // namespace hsring

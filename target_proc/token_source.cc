@@ -1,0 +1,80 @@
+#include "target_proc/token_source.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+#include "data/default_corpus.h"
+#include "model/model_error.h"
+
+namespace hsring {
+
+namespace {
+
+data::Corpus open_corpus(const std::string& dir) {
+  const std::string path = dir.empty() ? data::default_corpus_dir() : dir;
+  // Headers and offset tables are checked here; token values as each batch is built.
+  data::CorpusOptions options;
+  options.verify_tokens = false;
+  return data::Corpus::open(path, options);
+}
+
+void check_vocabulary(const data::Corpus& corpus, const ModelConfig& model) {
+  for (const data::ShardInfo& shard : corpus.shards()) {
+    const uint32_t vocab = shard.header.vocab_size;
+    if (vocab == 0 || vocab > model.vocab_size)
+      throw ModelError(ModelErrc::kBadInput,
+                       "shard " + shard.path + " has a vocabulary of " +
+                           (vocab == 0 ? std::string("unknown size") : std::to_string(vocab)) +
+                           " tokens but the model '" + model.name + "' has " +
+                           std::to_string(model.vocab_size) +
+                           ": pack the data with the model's tokenizer (docs/data-format.md)");
+  }
+}
+
+}  // namespace
+
+TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& model,
+                         uint32_t max_tokens, uint32_t target, uint32_t num_targets)
+    : options_(options),
+      corpus_(open_corpus(options.data_dir)),
+      index_(corpus_, data::PackOptions{max_tokens, options.data_seed}),
+      target_(target),
+      num_targets_(num_targets) {
+  check_vocabulary(corpus_, model);
+  log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
+           std::to_string(corpus_.doc_count()) + " documents, " +
+           std::to_string(index_.batches_per_epoch()) + " batches of up to " +
+           std::to_string(max_tokens) + " tokens per epoch");
+}
+
+TokenSource::~TokenSource() = default;
+
+const data::ReaderStats* TokenSource::reader_stats() const {
+  return reader_ ? &reader_->stats() : nullptr;
+}
+
+BatchPlan TokenSource::plan(uint64_t batch_id) const {
+  const data::BatchRef ref = index_.batch(batch_id + options_.data_offset);
+  return BatchPlan{batch_id, ref.token_count, uint32_t(ref.pieces.size()), ref.length_bucket};
+}
+
+data::TokenBatch TokenSource::fetch(uint64_t batch_id) {
+  // Fresh batches come in shard order: the read-ahead serves them. An adopted batch (or
+  // any other out-of-order id) is read directly and leaves the read-ahead alone.
+  const uint64_t data_id = batch_id + options_.data_offset;
+  if (!reader_ && batch_id % num_targets_ == target_) {
+    data::ReaderOptions reader_options;
+    reader_options.depth = std::max(1u, options_.read_ahead);
+    reader_ = std::make_unique<data::TokenReader>(
+        corpus_, index_, data::strided_ids(data_id, num_targets_), reader_options);
+    reader_next_ = data_id;
+  }
+  if (reader_ && data_id == reader_next_) {
+    std::optional<data::TokenBatch> batch = reader_->next();
+    reader_next_ += num_targets_;
+    if (batch && batch->batch_id == data_id) return std::move(*batch);
+  }
+  return data::read_batch(corpus_, index_, data_id);
+}
+
+}  // namespace hsring

@@ -1,0 +1,144 @@
+// End-to-end drafter training through `hsring run` with the tiny target on the built-in
+// corpus: the loss falls; a SIGKILLed drafter resumes from its last checkpoint and its
+// step count continues from there; --resume continues a finished run's curve; damaged
+// checkpoints are skipped with a warning, and a folder with none valid stops the run
+// instead of silently training from zero.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/crash/launcher_fixture.h"
+
+namespace hsring {
+namespace {
+
+using namespace launcher_testing;
+using crash::Millis;
+using crash::WorkerProcess;
+namespace fs = std::filesystem;
+
+constexpr Millis kTrainingLimit(400000);  // a short training run, even under ASan
+
+// Small batches keep a step short on a loaded 2-core machine.
+std::vector<std::string> training_flags(const std::string& batches) {
+  return {"--model", "tiny", "--max-tokens", "128", "--slots", "8", "--batches", batches,
+          "--max-restarts", "100", "--quiet"};
+}
+
+std::vector<std::string> checkpoints_in(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".hsckpt") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class TrainingRunTest : public LauncherTest {
+ protected:
+  std::string checkpoints() const { return run_dir() + "/checkpoints"; }
+};
+
+TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
+  start_run(training_flags("120"), /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  expect_data_intact();
+  EXPECT_EQ(summary("batches_consumed"), 120);
+  EXPECT_EQ(summary("steps"), 120);
+  const double initial = summary("initial_loss"), final_loss = summary("final_loss");
+  std::cout << "[ training ] loss " << initial << " -> " << final_loss << ", agreement "
+            << summary("agreement") << std::endl;
+  // From ln(256) = 5.5 for a uniform guess: a clear fall, not noise.
+  EXPECT_GT(initial, 4.0);
+  EXPECT_LT(final_loss, 0.5 * initial);
+  EXPECT_GT(summary("agreement"), 0.3);
+  EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
+  ASSERT_FALSE(checkpoints_in(checkpoints()).empty());
+  EXPECT_NE(checkpoints_in(checkpoints()).back().find("step-000000120"), std::string::npos);
+  expect_cleaned_up();
+}
+
+TEST_F(TrainingRunTest, KilledDrafterResumesFromItsCheckpoint) {
+  std::vector<std::string> flags = training_flags("160");
+  flags.insert(flags.end(), {"--checkpoint-every", "10"});
+  start_run(flags, /*default_shape=*/true);
+  // Kill once a checkpoint exists and the drafter has gone past it.
+  ASSERT_TRUE(wait_for_consumed(25, Millis(300000))) << launcher_->stderr_text();
+  ASSERT_FALSE(checkpoints_in(checkpoints()).empty()) << launcher_->stderr_text();
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  ASSERT_TRUE(drafter);
+  ASSERT_TRUE(kill_and_await_restart(*drafter)) << "the drafter was not restarted";
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(log, resumed, std::regex("resumed from \\S+ at step (\\d+)"))) << log;
+  const uint64_t resume_step = std::stoull(resumed[1]);
+  EXPECT_GE(resume_step, 10u);
+  EXPECT_EQ(resume_step % 10, 0u);
+  expect_data_intact();
+  EXPECT_EQ(summary("restarts_drafter"), 1);
+  // Steps between the checkpoint and the kill were done again: fewer steps than batches,
+  // by less than one checkpoint interval plus what was in flight.
+  const double steps = summary("steps");
+  EXPECT_LT(steps, 160);
+  EXPECT_GT(steps, 160 - 10 - 8);
+  EXPECT_LT(summary("final_loss"), 0.5 * summary("initial_loss"));
+}
+
+TEST_F(TrainingRunTest, ResumeContinuesAFinishedRun) {
+  start_run(training_flags("40"), /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const double first_initial = summary("initial_loss");
+  const double first_final = summary("final_loss");
+
+  // A fresh run may not reuse that folder: it would resume by surprise.
+  const crash::CommandResult refused = crash::run_command(
+      {hsring(), "run", "--ring", ring_, "--model", "tiny", "--run-dir", run_dir()});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--resume " + checkpoints()), std::string::npos) << refused.err;
+
+  std::vector<std::string> flags = training_flags("40");
+  flags.insert(flags.end(), {"--resume", checkpoints()});
+  start_run(flags, /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  EXPECT_NE(launcher_->stderr_text().find("resuming from step 40"), std::string::npos)
+      << launcher_->stderr_text();
+  EXPECT_EQ(summary("steps"), 80);
+  // The curve continues: the resumed run starts near where the first one ended.
+  EXPECT_LT(summary("initial_loss"), 0.5 * first_initial);
+  EXPECT_LT(summary("initial_loss"), first_final * 3 + 0.5);
+  EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
+}
+
+TEST_F(TrainingRunTest, DamagedCheckpointsAreSkippedOrStopTheRun) {
+  std::vector<std::string> flags = training_flags("30");
+  flags.insert(flags.end(), {"--checkpoint-every", "10"});
+  start_run(flags, /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  std::vector<std::string> files = checkpoints_in(checkpoints());
+  ASSERT_GE(files.size(), 2u);
+  // Truncate the newest: resuming falls back to the one before, and says so.
+  fs::resize_file(files.back(), fs::file_size(files.back()) / 2);
+  std::vector<std::string> resume = training_flags("10");
+  resume.insert(resume.end(), {"--resume", checkpoints()});
+  start_run(resume, /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("resuming from step 20"), std::string::npos) << log;
+  EXPECT_NE(log.find("skipped damaged checkpoint"), std::string::npos) << log;
+
+  // Every checkpoint damaged: a clear error, never a silent restart from zero.
+  for (const std::string& file : checkpoints_in(checkpoints())) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  const crash::CommandResult r = crash::run_command(
+      {hsring(), "run", "--ring", ring_, "--model", "tiny", "--resume", checkpoints()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(checkpoints()), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_));
+}
+
+}  // namespace
+}  // namespace hsring

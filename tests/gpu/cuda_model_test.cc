@@ -1,0 +1,483 @@
+// The CUDA target forward against the fp32 CPU reference: same weights (the bf16 values the
+// GPU holds), same packed batches; relative errors within bf16 rounding, greedy labels that
+// agree, bit-identical repeats, documents independent of their neighbours, bad input refused.
+#include "model/cuda_target_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "gpu/cuda_handles.h"
+#include "gpu_test_util.h"
+#include "model/cpu_target_model.h"
+#include "model/cuda_kernels.h"
+#include "model/float_convert.h"
+#include "model/model_error.h"
+
+namespace hsring {
+namespace {
+
+struct Doc {
+  uint32_t length = 1;
+  int32_t first_position = 0;  // RoPE position of the first token
+  uint32_t salt = 0;
+};
+
+struct Packed {
+  std::vector<int32_t> tokens, positions, offsets{0};
+  PackedBatch view() const { return {tokens, positions, offsets}; }
+};
+
+Packed pack(const std::vector<Doc>& docs, uint32_t vocab) {
+  Packed p;
+  for (const Doc& d : docs) {
+    for (uint32_t i = 0; i < d.length; ++i) {
+      p.tokens.push_back(int32_t((uint64_t(i) * 7919 + d.salt * 104729 + 13) % vocab));
+      p.positions.push_back(d.first_position + int32_t(i));
+    }
+    p.offsets.push_back(int32_t(p.tokens.size()));
+  }
+  return p;
+}
+
+// Small shapes covering both optional paths, both GQA cases, the three head sizes and the
+// scalar fallbacks (hidden size not a multiple of 4, intermediate not a multiple of 8).
+ModelConfig test_config(const std::string& kind) {
+  ModelConfig c = named_model_config("tiny");  // qwen3, QK-norm, tied, GQA 2, head_dim 32
+  c.num_layers = 4;
+  if (kind == "llama") {  // no QK-norm, untied, MHA, head_dim 64
+    c.name = "test-llama";
+    c.model_type = "llama";
+    c.qk_norm = false;
+    c.tie_embeddings = false;
+    c.hidden_size = 198;
+    c.intermediate_size = 520;
+    c.num_heads = 4;
+    c.num_kv_heads = 4;
+    c.head_dim = 64;
+    c.vocab_size = 500;
+    c.num_layers = 3;
+  } else if (kind == "gqa4") {  // QK-norm, untied, GQA 4, head_dim 128 (Qwen3-8B's)
+    c.name = "test-gqa4";
+    c.tie_embeddings = false;
+    c.hidden_size = 192;
+    c.intermediate_size = 340;
+    c.num_heads = 8;
+    c.num_kv_heads = 2;
+    c.head_dim = 128;
+    c.vocab_size = 1001;
+    c.num_layers = 3;
+    c.rope_theta = 1e6;
+  }
+  return c;
+}
+
+// The weights the GPU holds: every matrix rounded to bf16, norms as they are.
+ModelWeights bf16_weights(const ModelConfig& c, const ModelWeights& w) {
+  ModelWeights rounded;
+  const std::vector<WeightTensor> targets = weight_tensors(c, rounded);
+  size_t i = 0;
+  for_each_weight(
+      c, w,
+      [&](const std::string&, const std::vector<int64_t>& shape, const std::vector<float>& values) {
+        std::vector<float>& out = *targets[i++].data;
+        out = values;
+        if (shape.size() > 1)
+          for (float& v : out) v = bf16_to_float(float_to_bf16(v));
+      });
+  return rounded;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+std::vector<float> rows(const std::vector<float>& m, size_t width, size_t begin, size_t n) {
+  return {m.begin() + long(begin * width), m.begin() + long((begin + n) * width)};
+}
+
+// Positions whose GPU label is the CPU's, or is within `margin` of the CPU's best logit (a
+// near-tie that bf16 rounding may break either way), out of all positions.
+double label_agreement(const ForwardOutput& got, const ForwardOutput& want, uint32_t vocab,
+                       double margin) {
+  size_t agree = 0;
+  for (size_t t = 0; t < want.greedy.size(); ++t) {
+    const float* logits = want.logits.data() + t * vocab;
+    agree +=
+        got.greedy[t] == want.greedy[t] || logits[got.greedy[t]] >= logits[want.greedy[t]] - margin;
+  }
+  return double(agree) / double(want.greedy.size());
+}
+
+// The root-mean-square difference of two logit arrays: the scale of a near-tie.
+double rms_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  return std::sqrt(sum / double(a.size()));
+}
+
+ForwardRequest all_layers(const ModelConfig& c, bool logits) {
+  ForwardRequest r;
+  r.capture_layers.resize(c.num_layers);
+  std::iota(r.capture_layers.begin(), r.capture_layers.end(), 0);
+  r.logits = logits;
+  return r;
+}
+
+// Documents of 1 to 300 tokens, some starting at non-zero positions, tile boundaries
+// (64 rows) crossed and hit exactly.
+std::vector<Doc> mixed_docs() {
+  return {{1, 0, 1}, {70, 0, 2}, {130, 17, 3}, {1, 5, 4}, {64, 0, 5}, {300, 1000, 6}, {3, 0, 7}};
+}
+
+class CudaModelTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaModelTest, MatchesTheCpuReference) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = test_config(GetParam());
+  const ModelWeights w = random_weights(c, 42);
+  CudaTargetModel gpu_model(c, w, 0);
+  CpuTargetModel cpu_model(c, bf16_weights(c, w), {2});
+  const Packed p = pack(mixed_docs(), c.vocab_size);
+  ForwardOutput got, want;
+  gpu_model.forward(p.view(), all_layers(c, true), got);
+  cpu_model.forward(p.view(), all_layers(c, true), want);
+  ASSERT_EQ(got.token_count, p.tokens.size());
+  ASSERT_EQ(got.captured.size(), c.num_layers);
+  for (uint32_t layer = 0; layer < c.num_layers; ++layer) {
+    const double err = relative_error(got.captured[layer], want.captured[layer]);
+    std::printf("[   INFO   ] %s layer %u relative error %.3e\n", GetParam(), layer, err);
+    EXPECT_LT(err, 1e-2) << "layer " << layer;
+  }
+  const double logits_err = relative_error(got.logits, want.logits);
+  std::printf("[   INFO   ] %s logits relative error %.3e\n", GetParam(), logits_err);
+  EXPECT_LT(logits_err, 1e-2);
+  size_t exact = 0;
+  for (size_t t = 0; t < p.tokens.size(); ++t) exact += got.greedy[t] == want.greedy[t];
+  const double margin = 4 * rms_difference(got.logits, want.logits);
+  const double agreement = label_agreement(got, want, c.vocab_size, margin);
+  std::printf(
+      "[   INFO   ] %s greedy labels equal %zu / %zu, agreement %.4f (near-tie margin %.3g)\n",
+      GetParam(), exact, p.tokens.size(), agreement, margin);
+  EXPECT_GE(agreement, 0.99);
+}
+
+TEST_P(CudaModelTest, RepeatsAreBitIdentical) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = test_config(GetParam());
+  CudaTargetModel model(c, random_weights(c, 7), 0);
+  const Packed p = pack(mixed_docs(), c.vocab_size);
+  ForwardOutput a, b, other;
+  model.forward(p.view(), all_layers(c, true), a);
+  // A different batch in between: no state may leak from one forward into the next.
+  model.forward(pack({{40, 0, 9}}, c.vocab_size).view(), all_layers(c, false), other);
+  model.forward(p.view(), all_layers(c, true), b);
+  EXPECT_EQ(a.captured, b.captured);
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_EQ(a.greedy, b.greedy);
+}
+
+TEST_P(CudaModelTest, DocumentsDoNotDependOnTheirNeighbours) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = test_config(GetParam());
+  CudaTargetModel model(c, random_weights(c, 9), 0);
+  const Doc x{150, 0, 11};
+  const Packed alone = pack({x}, c.vocab_size);
+  const Packed packed = pack({{90, 0, 12}, x, {33, 4, 13}}, c.vocab_size);
+  ForwardOutput a, b;
+  model.forward(alone.view(), all_layers(c, true), a);
+  model.forward(packed.view(), all_layers(c, true), b);
+  // Different token counts may make cuBLAS pick other kernels: equal within rounding.
+  double worst = 0;
+  for (uint32_t layer = 0; layer < c.num_layers; ++layer) {
+    const double err =
+        relative_error(rows(b.captured[layer], c.hidden_size, 90, x.length), a.captured[layer]);
+    worst = std::max(worst, err);
+    EXPECT_LT(err, 1e-2) << "layer " << layer;
+  }
+  ForwardOutput b_doc;
+  b_doc.greedy.assign(b.greedy.begin() + 90, b.greedy.begin() + 90 + x.length);
+  b_doc.logits = rows(b.logits, c.vocab_size, 90, x.length);
+  const double margin = 4 * rms_difference(b_doc.logits, a.logits);
+  const double agreement = label_agreement(b_doc, a, c.vocab_size, margin);
+  std::printf("[   INFO   ] %s packed vs alone: worst layer relative error %.3e, labels %.4f\n",
+              GetParam(), worst, agreement);
+  EXPECT_GE(agreement, 0.99);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelTest, ::testing::Values("qwen", "llama", "gqa4"));
+
+// The attention kernel alone, with and without GQA packing, against a double-precision
+// reference on the same bf16 inputs.
+TEST(CudaAttentionTest, PackedAndPerHeadBlocksMatchAReference) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint32_t heads = 8, kv_heads = 2, d = 128;
+  const std::vector<int32_t> offsets = {0, 1, 18, 82, 147, 347, 350};
+  const uint32_t t = 350;
+  uint64_t state = 99;
+  const auto random_bf16 = [&](size_t n, float scale) {
+    std::vector<uint16_t> bits(n);
+    for (uint16_t& b : bits)
+      b = float_to_bf16(scale * (float(splitmix64(state) >> 40) / float(1 << 24) - 0.5f));
+    return bits;
+  };
+  // Large q and k: peaked softmax rows, where a wrong mask or scale shows.
+  const std::vector<uint16_t> q = random_bf16(size_t(t) * heads * d, 6.0f);
+  const std::vector<uint16_t> k = random_bf16(size_t(t) * kv_heads * d, 6.0f);
+  const std::vector<uint16_t> v = random_bf16(size_t(t) * kv_heads * d, 2.0f);
+  gpu::DeviceBuffer dq = gpu::DeviceBuffer::allocate(q.size() * 2);
+  gpu::DeviceBuffer dk = gpu::DeviceBuffer::allocate(k.size() * 2);
+  gpu::DeviceBuffer dv = gpu::DeviceBuffer::allocate(v.size() * 2);
+  gpu::DeviceBuffer dout = gpu::DeviceBuffer::allocate(q.size() * 2);
+  HSRING_CUDA_CHECK(cudaMemcpy(dq.data(), q.data(), dq.size(), cudaMemcpyHostToDevice));
+  HSRING_CUDA_CHECK(cudaMemcpy(dk.data(), k.data(), dk.size(), cudaMemcpyHostToDevice));
+  HSRING_CUDA_CHECK(cudaMemcpy(dv.data(), v.data(), dv.size(), cudaMemcpyHostToDevice));
+
+  std::vector<float> want(q.size());
+  for (size_t doc = 0; doc + 1 < offsets.size(); ++doc)
+    for (int32_t row = offsets[doc]; row < offsets[doc + 1]; ++row)
+      for (uint32_t h = 0; h < heads; ++h) {
+        const size_t kvh = h / (heads / kv_heads);
+        std::vector<double> p;
+        double top = -1e300, total = 0;
+        for (int32_t key = offsets[doc]; key <= row; ++key) {
+          double dot = 0;
+          for (uint32_t i = 0; i < d; ++i)
+            dot += double(bf16_to_float(q[(size_t(row) * heads + h) * d + i])) *
+                   bf16_to_float(k[(size_t(key) * kv_heads + kvh) * d + i]);
+          p.push_back(dot / std::sqrt(double(d)));
+          top = std::max(top, p.back());
+        }
+        for (double& x : p) total += (x = std::exp(x - top));
+        for (uint32_t i = 0; i < d; ++i) {
+          double sum = 0;
+          for (size_t j = 0; j < p.size(); ++j)
+            sum += p[j] * bf16_to_float(v[((offsets[doc] + j) * kv_heads + kvh) * d + i]);
+          want[(size_t(row) * heads + h) * d + i] = float(sum / total);
+        }
+      }
+
+  std::vector<std::vector<uint16_t>> outputs;
+  struct Variant {
+    uint32_t pack, key_block;
+  };
+  for (const Variant variant :
+       {Variant{1, 64}, Variant{2, 64}, Variant{4, 64}, Variant{1, 32}, Variant{4, 32}}) {
+    const uint32_t pack = variant.pack;
+    const std::vector<cuda_ops::AttentionTile> tiles =
+        cuda_ops::attention_tiles(offsets.data(), offsets.size(), pack);
+    gpu::DeviceBuffer dtiles = gpu::DeviceBuffer::allocate(tiles.size() * sizeof(tiles[0]));
+    HSRING_CUDA_CHECK(
+        cudaMemcpy(dtiles.data(), tiles.data(), dtiles.size(), cudaMemcpyHostToDevice));
+    HSRING_CUDA_CHECK(cudaMemset(dout.data(), 0xFF, dout.size()));  // NaNs where unwritten
+    HSRING_CUDA_CHECK(cuda_ops::launch_attention(
+        dq.as<cuda_ops::Bf16>(), dk.as<cuda_ops::Bf16>(), dv.as<cuda_ops::Bf16>(),
+        dtiles.as<cuda_ops::AttentionTile>(), uint32_t(tiles.size()), heads, kv_heads, d, pack,
+        dout.as<cuda_ops::Bf16>(), nullptr, variant.key_block));
+    std::vector<uint16_t> got(q.size());
+    HSRING_CUDA_CHECK(cudaMemcpy(got.data(), dout.data(), dout.size(), cudaMemcpyDeviceToHost));
+    std::vector<float> got_f(got.size());
+    for (size_t i = 0; i < got.size(); ++i) got_f[i] = bf16_to_float(got[i]);
+    const double err = relative_error(got_f, want);
+    std::printf("[   INFO   ] attention pack %u, key block %u: relative error %.3e\n", pack,
+                variant.key_block, err);
+    EXPECT_LT(err, 1e-2) << "pack " << pack << ", key block " << variant.key_block;
+    outputs.push_back(std::move(got));
+  }
+  // Packing changes which block computes a row, never how: the same bits.
+  EXPECT_EQ(outputs[0], outputs[1]);
+  EXPECT_EQ(outputs[0], outputs[2]);
+  EXPECT_EQ(outputs[3], outputs[4]);
+  EXPECT_EQ(cuda_ops::max_attention_pack(32, 8), 4u);
+  EXPECT_EQ(cuda_ops::max_attention_pack(12, 4), 1u);
+  EXPECT_EQ(cuda_ops::max_attention_pack(24, 2), 4u);
+}
+
+TEST(CudaModelDeviceTest, ForwardDeviceWritesEveryLayoutAndDtype) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = test_config("gqa4");
+  CudaTargetModel model(c, random_weights(c, 3), 0);
+  const Packed p = pack(mixed_docs(), c.vocab_size);
+  const size_t t = p.tokens.size();
+  const size_t h = c.hidden_size;
+  ForwardRequest r;
+  r.capture_layers = {2, 0};
+  ForwardOutput host;
+  model.forward(p.view(), r, host);
+
+  gpu::Stream stream = gpu::make_stream();
+  // Concatenated bf16 [T, K*H] and split fp16 [T, H] x K, with greedy labels.
+  gpu::DeviceBuffer concat = gpu::DeviceBuffer::allocate(t * 2 * h * 2);
+  gpu::DeviceBuffer split = gpu::DeviceBuffer::allocate(2 * t * h * 2);
+  gpu::DeviceBuffer greedy = gpu::DeviceBuffer::allocate(t * 4);
+  DeviceCapture bf16_out{DType::kBF16,
+                         {{concat.data(), 2 * h * 2}, {concat.data() + h * 2, 2 * h * 2}},
+                         greedy.as<int32_t>(),
+                         nullptr};
+  model.forward_device(p.view(), r, stream.get(), bf16_out);
+  std::vector<uint16_t> concat_bits(t * 2 * h);
+  std::vector<int32_t> labels(t);
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(concat_bits.data(), concat.data(), concat.size(),
+                                    cudaMemcpyDeviceToHost, stream.get()));
+  HSRING_CUDA_CHECK(
+      cudaMemcpyAsync(labels.data(), greedy.data(), t * 4, cudaMemcpyDeviceToHost, stream.get()));
+  DeviceCapture fp16_out{
+      DType::kFP16, {{split.data(), h * 2}, {split.data() + t * h * 2, h * 2}}, nullptr, nullptr};
+  r.greedy = false;
+  model.forward_device(p.view(), r, stream.get(), fp16_out);
+  std::vector<uint16_t> split_bits(2 * t * h);
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(split_bits.data(), split.data(), split.size(),
+                                    cudaMemcpyDeviceToHost, stream.get()));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+
+  size_t mismatches = 0;
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t row = 0; row < t; ++row)
+      for (size_t d = 0; d < h; ++d) {
+        const float v = host.captured[k][row * h + d];
+        mismatches += concat_bits[row * 2 * h + k * h + d] != float_to_bf16(v);
+        mismatches += split_bits[k * t * h + row * h + d] != float_to_fp16(v);
+      }
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(labels, host.greedy);
+}
+
+TEST(CudaModelDeviceTest, RandomPresetWeightsEqualTheHostOnes) {
+  HSRING_REQUIRE_GPUS(1);
+  for (const char* kind : {"qwen", "gqa4"}) {
+    const ModelConfig c = test_config(kind);
+    const ModelWeights want = bf16_weights(c, random_weights(c, 5));
+    const ModelWeights got = CudaTargetModel::with_random_weights(c, 5, 0)->download_weights();
+    std::vector<std::string> names;
+    std::vector<const std::vector<float>*> expected;
+    for_each_weight(c, want, [&](const std::string& name, const auto&, const auto& values) {
+      names.push_back(name);
+      expected.push_back(&values);
+    });
+    size_t i = 0;
+    for_each_weight(c, got, [&](const std::string& name, const auto&, const auto& values) {
+      ASSERT_EQ(name, names[i]);
+      EXPECT_TRUE(values == *expected[i]) << kind << ": tensor " << name << " differs";
+      ++i;
+    });
+    // And uploads keep exactly the bf16 rounding too.
+    const ModelWeights uploaded = CudaTargetModel(c, random_weights(c, 5), 0).download_weights();
+    EXPECT_EQ(uploaded.embed_tokens, want.embed_tokens);
+    EXPECT_EQ(uploaded.layers[1].gate_proj, want.layers[1].gate_proj);
+    EXPECT_EQ(uploaded.layers[1].v_proj, want.layers[1].v_proj);
+  }
+}
+
+TEST(CudaModelDeviceTest, OpenPresetMatchesTheCpuModelOnItsWeights) {
+  HSRING_REQUIRE_GPUS(1);
+  std::unique_ptr<CudaTargetModel> model = open_cuda_model("tiny", 3, 0);
+  const ModelConfig& c = model->config();
+  CpuTargetModel reference(c, model->download_weights(), {2});
+  const Packed p = pack({{200, 0, 1}, {57, 0, 2}}, c.vocab_size);
+  ForwardRequest r;
+  r.capture_layers = default_capture_layers(c.num_layers, 5);
+  r.logits = true;
+  ForwardOutput got, want;
+  model->forward(p.view(), r, got);
+  reference.forward(p.view(), r, want);
+  for (size_t k = 0; k < r.capture_layers.size(); ++k)
+    EXPECT_LT(relative_error(got.captured[k], want.captured[k]), 1e-2);
+  const double margin = 4 * rms_difference(got.logits, want.logits);
+  EXPECT_GE(label_agreement(got, want, c.vocab_size, margin), 0.99);
+}
+
+TEST(CudaModelDeviceTest, BadInputIsRefused) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = named_model_config("tiny");
+  CudaTargetModel model(c, random_weights(c, 1), 0);
+  ForwardOutput out;
+  const auto error = [&](std::vector<int32_t> tokens, std::vector<int32_t> positions,
+                         std::vector<int32_t> offsets, std::vector<int32_t> layers = {0}) {
+    ForwardRequest r;
+    r.capture_layers = layers;
+    try {
+      model.forward({tokens, positions, offsets}, r, out);
+    } catch (const ModelError& e) {
+      EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted";
+    return std::string();
+  };
+  EXPECT_NE(error({}, {}, {0}).find("no tokens"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0}, {0, 2}).find("2 tokens but 1 positions"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, 1}, {0, 1}).find("not at the token count 2"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, 1}, {0, 1, 1, 2}).find("must increase"), std::string::npos);
+  EXPECT_NE(error({1, 256}, {0, 1}, {0, 2}).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, -1}, {0, 2}).find("negative"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, 1}, {0, 2}, {6}).find("capture layer 6 is outside [0, 6)"),
+            std::string::npos);
+
+  // Device captures that do not match the request.
+  gpu::Stream stream = gpu::make_stream();
+  gpu::DeviceBuffer buffer = gpu::DeviceBuffer::allocate(4 * c.hidden_size * 4);
+  const std::vector<int32_t> tokens{1, 2}, positions{0, 1}, offsets{0, 2};
+  ForwardRequest r;
+  r.capture_layers = {1};
+  const auto device_error = [&](const DeviceCapture& capture) {
+    try {
+      model.forward_device({tokens, positions, offsets}, r, stream.get(), capture);
+    } catch (const ModelError& e) {
+      EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "accepted";
+    return std::string();
+  };
+  EXPECT_NE(device_error({DType::kBF16, {}, buffer.as<int32_t>(), nullptr}).find("0 regions for 1"),
+            std::string::npos);
+  EXPECT_NE(device_error({DType::kBF16, {{buffer.data(), 64}}, buffer.as<int32_t>(), nullptr})
+                .find("row pitch of 64 bytes"),
+            std::string::npos);
+  EXPECT_NE(device_error({DType::kBF16, {{buffer.data(), 256}}, nullptr, nullptr})
+                .find("greedy labels requested without a buffer"),
+            std::string::npos);
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+TEST(CudaModelDeviceTest, SetupErrorsAreClear) {
+  HSRING_REQUIRE_GPUS(1);
+  // Far more than any GPU holds: a message with the model, the bytes and the GPU.
+  ModelConfig huge = named_model_config("qwen3-8b");
+  huge.num_layers = 1000;
+  try {
+    CudaTargetModel::with_random_weights(huge, 0, 0);
+    FAIL() << "a 400 GB model was accepted";
+  } catch (const gpu::CudaError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), cudaErrorMemoryAllocation);
+    EXPECT_NE(what.find("model 'qwen3-8b' needs"), std::string::npos) << what;
+    EXPECT_NE(what.find("GiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("GPU 0"), std::string::npos) << what;
+  }
+  ModelConfig odd = named_model_config("tiny");
+  odd.head_dim = 48;
+  try {
+    CudaTargetModel::with_random_weights(odd, 0, 0);
+    FAIL() << "head_dim 48 was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("head_dim 48"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(open_cuda_model("tiny", 0, 4096), gpu::CudaError);
+  EXPECT_THROW(open_cuda_model("no-such-shape"), ModelError);
+}
+
+}  // namespace
+}  // namespace hsring

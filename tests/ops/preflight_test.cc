@@ -1,0 +1,254 @@
+// Every refusal of `hsring run`'s preflight (launcher/preflight.h), driven with made-up
+// machine facts: a full /dev/shm, too little memory, a low memlock limit, a GPU that does
+// not exist or cannot pin, no CUDA, too few slots, a bad noise schedule, too few CPUs.
+// Each is one line that names what to change. Also the readers of the memory facts and
+// the facts of this machine.
+#include "launcher/preflight.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <stdexcept>
+
+#include "shm/ring.h"
+
+namespace hsring {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+// A machine that serves any small request: plenty of everything, four GPUs.
+SystemFacts roomy_machine() {
+  SystemFacts facts;
+  facts.cuda_build = true;
+  facts.shm_free_bytes = 64 * kGiB;
+  facts.memlock_limit = UINT64_MAX;
+  facts.cpus = 64;
+  facts.mem_available = 256 * kGiB;
+  facts.mem_available_source = "MemAvailable in /proc/meminfo";
+  facts.gpu_count = 4;
+  return facts;
+}
+
+struct Request {
+  RunOptions options;
+  std::string targets = "cpu:2";
+  std::string drafters = "cpu:1";
+};
+
+std::vector<std::string> check(const Request& r, const SystemFacts& facts) {
+  const WorkerSpec targets = parse_worker_spec(r.targets, "--targets");
+  const WorkerSpec drafters = parse_worker_spec(r.drafters, "--drafters");
+  return check_run_request(r.options, targets, drafters,
+                           ring_shape_of(r.options, targets, drafters), facts);
+}
+
+// The message of the refusal, which must be of type E and one line long.
+template <typename E>
+std::string refusal(const Request& r, const SystemFacts& facts) {
+  try {
+    check(r, facts);
+  } catch (const E& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+    return message;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "refused with the wrong exception type: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "not refused";
+  return "";
+}
+
+Request gpu_request() {
+  Request r;
+  r.targets = "0,1";
+  r.drafters = "2";
+  r.options.slots = 16;
+  return r;
+}
+
+TEST(PreflightTest, ARoomyMachineServesCpuAndGpuRequests) {
+  EXPECT_TRUE(check(Request{}, roomy_machine()).empty());
+  EXPECT_TRUE(check(gpu_request(), roomy_machine()).empty());
+}
+
+TEST(PreflightTest, UnknownFactsAreNotRefusals) {
+  SystemFacts facts = roomy_machine();
+  facts.shm_free_bytes.reset();
+  facts.mem_available.reset();
+  facts.cpus = 0;
+  EXPECT_TRUE(check(Request{}, facts).empty());
+}
+
+TEST(PreflightTest, DevShmFull) {
+  SystemFacts facts = roomy_machine();
+  facts.shm_free_bytes = 1 * kMiB;
+  const std::string m = refusal<std::runtime_error>(Request{}, facts);
+  EXPECT_NE(m.find("/dev/shm has 1 MiB free"), std::string::npos) << m;
+  EXPECT_NE(m.find("--slots or --max-tokens"), std::string::npos) << m;
+  EXPECT_NE(m.find("hsring ring remove"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, TooLittleMemoryNamesBothNumbersAndWhatToChange) {
+  Request r;
+  r.options.slots = 64;
+  r.options.max_tokens = 4096;  // 64 x 4096 tokens x 5 x 256 x bf16: 640 MiB of payload
+  const WorkerSpec targets = parse_worker_spec(r.targets, "--targets");
+  const WorkerSpec drafters = parse_worker_spec(r.drafters, "--drafters");
+  const uint64_t ring_bytes =
+      compute_layout(ring_shape_of(r.options, targets, drafters)).total_size;
+  const uint64_t workers_bytes = 3 * worker_memory_estimate(r.options, Role::kTarget, false);
+
+  SystemFacts facts = roomy_machine();
+  facts.mem_available = ring_bytes + workers_bytes;  // exactly enough
+  EXPECT_TRUE(check(r, facts).empty());
+  facts.mem_available = ring_bytes + workers_bytes - 1;
+  refusal<std::runtime_error>(r, facts);
+  facts.mem_available = 512 * kMiB;
+  const std::string m = refusal<std::runtime_error>(r, facts);
+  EXPECT_NE(m.find("only 512 MiB is available (MemAvailable in /proc/meminfo)"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("and 3 workers (about 192 MiB) need"), std::string::npos) << m;
+  EXPECT_NE(m.find("fewer --slots or a smaller --max-tokens, or fewer workers"), std::string::npos)
+      << m;
+}
+
+TEST(PreflightTest, TooLittleMemoryUnderACgroupLimitSaysSo) {
+  SystemFacts facts = roomy_machine();
+  facts.mem_available = 8 * kMiB;
+  facts.mem_available_source = "this cgroup's memory limit 1.0 GiB, 1016 MiB of it in use";
+  const std::string m = refusal<std::runtime_error>(Request{}, facts);
+  EXPECT_NE(m.find("only 8 MiB is available (this cgroup's memory limit 1.0 GiB"),
+            std::string::npos)
+      << m;
+}
+
+TEST(PreflightTest, GpuWorkersCountAGigabyteEachInTheMemoryCheck) {
+  SystemFacts facts = roomy_machine();
+  facts.mem_available = 2 * kGiB;  // the ring is small; three GPU workers are not
+  const std::string m = refusal<std::runtime_error>(gpu_request(), facts);
+  EXPECT_NE(m.find("3 workers (about 3.0 GiB)"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, MemlockTooLowForGpuWorkers) {
+  SystemFacts facts = roomy_machine();
+  facts.memlock_limit = 64 * 1024;
+  const std::string m = refusal<std::runtime_error>(gpu_request(), facts);
+  EXPECT_NE(m.find("may lock only 64 KiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("ulimit -l"), std::string::npos) << m;
+  EXPECT_NE(m.find("LimitMEMLOCK=infinity"), std::string::npos) << m;
+  // CPU workers pin nothing.
+  EXPECT_TRUE(check(Request{}, facts).empty());
+}
+
+TEST(PreflightTest, NonexistentGpu) {
+  SystemFacts facts = roomy_machine();
+  facts.gpu_count = 2;
+  const std::string m = refusal<std::invalid_argument>(gpu_request(), facts);
+  EXPECT_EQ(m, "GPU 2 does not exist: this machine has 2 GPUs (0-1)");
+}
+
+TEST(PreflightTest, NoGpuAtAll) {
+  SystemFacts facts = roomy_machine();
+  facts.gpu_count = 0;
+  facts.gpu_why_none = "no CUDA-capable device is detected (cudaErrorNoDevice)";
+  const std::string m = refusal<std::invalid_argument>(gpu_request(), facts);
+  EXPECT_NE(m.find("GPU 0 does not exist: this machine has no usable GPU (no CUDA-capable"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("use cpu:N workers"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, GpuThatCannotPinHostMemory) {
+  SystemFacts facts = roomy_machine();
+  facts.gpu_problems[1] = "GPU 1 (X) cannot register host memory; run its worker on another GPU";
+  EXPECT_EQ(refusal<std::invalid_argument>(gpu_request(), facts), facts.gpu_problems[1]);
+}
+
+TEST(PreflightTest, GpuWorkersNeedACudaBuild) {
+  SystemFacts facts = roomy_machine();
+  facts.cuda_build = false;
+  const std::string m = refusal<std::invalid_argument>(gpu_request(), facts);
+  EXPECT_NE(m.find("need a CUDA build"), std::string::npos) << m;
+  EXPECT_NE(m.find("use cpu:N"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, TooFewSlotsForInFlightGpuBatches) {
+  Request r = gpu_request();
+  r.options.slots = 4;
+  r.options.hs_min_ready = 2;
+  r.options.target_postprocess_depth = 2;
+  const std::string m = refusal<std::invalid_argument>(r, roomy_machine());
+  EXPECT_NE(m.find("--hs-min-ready 2 with 2 target(s)"), std::string::npos) << m;
+  EXPECT_NE(m.find("needs 8 slots, but the ring has 4: raise --slots"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, BadNoiseSchedule) {
+  Request r = gpu_request();
+  r.options.noise_schedule = "cubic";
+  const std::string m = refusal<std::invalid_argument>(r, roomy_machine());
+  EXPECT_NE(m.find("--noise-schedule 'cubic'"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, FewerCpusThanGpuWorkersIsAnError) {
+  SystemFacts facts = roomy_machine();
+  facts.cpus = 2;
+  const std::string m = refusal<std::runtime_error>(gpu_request(), facts);
+  EXPECT_NE(m.find("3 GPU workers need a CPU each"), std::string::npos) << m;
+  EXPECT_NE(m.find("may run on 2 CPUs (sched_getaffinity)"), std::string::npos) << m;
+  EXPECT_NE(m.find("allow more CPUs"), std::string::npos) << m;
+  EXPECT_NE(m.find("fewer GPU workers"), std::string::npos) << m;
+}
+
+TEST(PreflightTest, MoreCpuWorkersThanCpusIsOnlyAWarning) {
+  SystemFacts facts = roomy_machine();
+  facts.cpus = 2;
+  const std::vector<std::string> warnings = check(Request{}, facts);  // 3 workers, 2 CPUs
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("3 workers will share 2 CPUs"), std::string::npos) << warnings[0];
+  facts.cpus = 3;
+  EXPECT_TRUE(check(Request{}, facts).empty());
+}
+
+TEST(PreflightTest, MemAvailableIsReadInKiB) {
+  EXPECT_EQ(
+      meminfo_available_bytes("MemTotal:  100 kB\nMemFree:  50 kB\nMemAvailable:   24255640 kB\n"),
+      24255640ull * 1024);
+  EXPECT_EQ(meminfo_available_bytes("MemTotal: 100 kB\n"), std::nullopt);
+}
+
+TEST(PreflightTest, CgroupLimitLessWhatItCannotReclaim) {
+  // v2: no limit.
+  EXPECT_EQ(parse_cgroup_memory("max\n", "123\n", ""), std::nullopt);
+  // v1's "no limit" is a huge number.
+  EXPECT_EQ(parse_cgroup_memory("9223372036854771712\n", "448278528\n", ""), std::nullopt);
+  // v2: 4 GiB limit, 3 GiB charged of which 1 GiB is inactive page cache.
+  const auto v2 = parse_cgroup_memory("4294967296\n", "3221225472\n",
+                                      "anon 1\nfile 2\nactive_file 5\ninactive_file 1073741824\n");
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->limit, 4 * kGiB);
+  EXPECT_EQ(v2->in_use, 2 * kGiB);
+  // v1: the hierarchical counter wins over this cgroup's own.
+  const auto v1 = parse_cgroup_memory("1073741824", "536870912",
+                                      "inactive_file 1\ntotal_inactive_file 268435456\n");
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->in_use, 256 * kMiB);
+  // More cache than usage (racy reads) is nothing in use, not a wrap-around.
+  EXPECT_EQ(parse_cgroup_memory("100", "10", "inactive_file 20\n")->in_use, 0u);
+}
+
+TEST(PreflightTest, ThisMachinesFactsAreMeasured) {
+  const SystemFacts facts = measure_system_facts(parse_worker_spec("cpu:2", "--targets"),
+                                                 parse_worker_spec("cpu:1", "--drafters"));
+  EXPECT_GT(facts.cpus, 0u);
+  EXPECT_TRUE(facts.shm_free_bytes.has_value());
+  ASSERT_TRUE(facts.mem_available.has_value());
+  EXPECT_GT(*facts.mem_available, 0u);
+  EXPECT_FALSE(facts.mem_available_source.empty());
+  EXPECT_GT(facts.memlock_limit, 0u);
+}
+
+}  // namespace
+}  // namespace hsring

@@ -1,0 +1,80 @@
+#include "train/drafter_config.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "model/model_error.h"
+
+namespace hsring::train {
+
+std::string validate_drafter_config(const DrafterConfig& c) {
+  const auto positive = [](uint32_t value, const char* name) -> std::string {
+    return value == 0 ? std::string(name) + " must be positive" : std::string();
+  };
+  for (const auto& [value, name] : {std::pair{c.num_captured, "num_captured (K)"},
+                                    {c.target_hidden, "target_hidden (H)"},
+                                    {c.width, "width (D)"},
+                                    {c.num_heads, "num_heads"},
+                                    {c.num_kv_heads, "num_kv_heads"},
+                                    {c.head_dim, "head_dim"},
+                                    {c.intermediate_size, "intermediate_size"},
+                                    {c.vocab_size, "vocab_size"},
+                                    {c.window, "window"}}) {
+    if (std::string why = positive(value, name); !why.empty()) return why;
+  }
+  if (c.num_heads % c.num_kv_heads != 0)
+    return "num_heads (" + std::to_string(c.num_heads) + ") must be a multiple of num_kv_heads (" +
+           std::to_string(c.num_kv_heads) + ")";
+  if (c.head_dim % 2 != 0)
+    return "head_dim (" + std::to_string(c.head_dim) + ") must be even for RoPE";
+  if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta))
+    return "rope_theta must be a finite number above 1, not " + std::to_string(c.rope_theta);
+  if (!(c.rms_norm_eps > 0.0) || !std::isfinite(c.rms_norm_eps))
+    return "rms_norm_eps must be a finite positive number, not " + std::to_string(c.rms_norm_eps);
+  if (c.vocab_size > uint32_t(std::numeric_limits<int32_t>::max()))
+    return "vocab_size must fit int32 labels";
+  // Every tensor is indexed with size_t; the largest products must not overflow it, nor an
+  // int64 shape: 2^40 elements per tensor is far beyond what a host can hold anyway.
+  constexpr uint64_t kMaxTensor = uint64_t(1) << 40;
+  if (uint64_t(c.feature_dim()) * c.width > kMaxTensor ||
+      uint64_t(c.vocab_size) * c.width > kMaxTensor ||
+      uint64_t(c.intermediate_size) * c.width > kMaxTensor)
+    return "the config's tensors are too large";
+  return "";
+}
+
+void check_drafter_config(const DrafterConfig& config) {
+  if (std::string why = validate_drafter_config(config); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "drafter config: " + why);
+}
+
+DrafterConfig default_drafter_config(const ModelConfig& target, uint32_t num_captured,
+                                     uint32_t window) {
+  if (std::string why = validate_config(target); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "target model '" + target.name + "': " + why);
+  DrafterConfig c;
+  c.num_captured = num_captured;
+  c.target_hidden = target.hidden_size;
+  c.width = target.hidden_size;
+  c.num_heads = target.num_heads;
+  c.num_kv_heads = target.num_kv_heads;
+  c.head_dim = target.head_dim;
+  c.intermediate_size = target.intermediate_size;
+  c.vocab_size = target.vocab_size;
+  c.window = window;
+  c.rope_theta = target.rope_theta;
+  c.rms_norm_eps = target.rms_norm_eps;
+  check_drafter_config(c);
+  return c;
+}
+
+std::string describe(const DrafterConfig& c) {
+  return "K " + std::to_string(c.num_captured) + " x H " + std::to_string(c.target_hidden) +
+         " -> D " + std::to_string(c.width) + ", heads " + std::to_string(c.num_heads) + "/" +
+         std::to_string(c.num_kv_heads) + " x " + std::to_string(c.head_dim) + ", inter " +
+         std::to_string(c.intermediate_size) + ", vocab " + std::to_string(c.vocab_size) +
+         ", window " + std::to_string(c.window) + (c.embed_tokens ? ", token embedding" : "");
+}
+
+}  // namespace hsring::train

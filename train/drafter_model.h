@@ -1,0 +1,114 @@
+// The DFlash-style drafter on the CPU: forward, loss and hand-written backward over a packed
+// batch of captured target states, with every parameter and gradient in one flat buffer.
+//
+//   x  = RMSNorm(features fc^T) [+ embed_tokens[token]]       features: [T, K*H]
+//   x += Attention(RoPE(q), RoPE(k), v) Wo^T                    q, k, v from RMSNorm(x)
+//        (causal within a document and within a sliding window)
+//   x += (silu(m Wg^T) * m Wu^T) Wd^T,  m = RMSNorm(x)
+//   logits = RMSNorm(x) lm_head^T;  loss = mean cross-entropy over counted labels
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "train/drafter_config.h"
+#include "train/drafter_params.h"
+
+namespace hsring::train {
+
+// The label of a position that counts neither in the loss nor in the agreement: the Hugging
+// Face convention. Every negative label is ignored the same way.
+inline constexpr int32_t kIgnoreLabel = -100;
+
+// One packed batch of documents; views, not owned.
+struct DrafterBatch {
+  std::span<const float> features;       // [T, K*H] row-major: the K captured layers of a token
+  std::span<const int32_t> tokens;       // [T] input tokens (read only with embed_tokens)
+  std::span<const int32_t> positions;    // [T] RoPE positions, >= 0
+  std::span<const int32_t> doc_offsets;  // [D + 1] cu_seqlens: 0 = o_0 < ... < o_D = T
+  std::span<const int32_t> labels;       // [T] target's greedy next token; < 0: ignored
+
+  size_t rows() const { return tokens.size(); }
+};
+
+struct LossStats {
+  double loss = 0;       // mean cross-entropy over counted positions (0 when none)
+  double agreement = 0;  // fraction of counted positions whose argmax is the label
+  uint64_t tokens = 0;   // positions in the batch (T)
+  uint64_t counted = 0;  // positions with a label in [0, vocab)
+  uint64_t agreed = 0;   // counted positions whose argmax is the label
+};
+
+// Throws ModelError(kBadInput) naming the first problem: an empty batch, mismatched lengths,
+// bad document offsets, a negative position, a label >= vocab, a token outside the
+// vocabulary (with embed_tokens).
+void validate_drafter_batch(const DrafterBatch& batch, const DrafterConfig& config);
+
+// Real is float for training and double for gradient checks (DrafterModel is the float one).
+// Thread safety: one forward or backward at a time (the model owns its scratch memory);
+// inside one, up to `threads` threads work on disjoint rows or columns. Every result is a
+// pure function of the parameters and the batch: the same bits for any thread count.
+template <class Real>
+class BasicDrafterModel {
+ public:
+  // Throws ModelError(kBadConfig) for an invalid config, ModelError(kBadTensor) for an
+  // lm_head init of the wrong size. threads 0: every hardware thread.
+  explicit BasicDrafterModel(DrafterConfig config, const DrafterInit& init = {},
+                             uint32_t threads = 1);
+
+  const DrafterConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+
+  // The flat buffers, layout().total elements each.
+  std::span<Real> params() { return params_; }
+  std::span<const Real> params() const { return params_; }
+  std::span<Real> grads() { return grads_; }
+  std::span<const Real> grads() const { return grads_; }
+  // One tensor's slice of params() / grads(). Throws ModelError(kMissingTensor).
+  std::span<Real> param(std::string_view name);
+  std::span<Real> grad(std::string_view name);
+
+  void zero_grads();
+  uint32_t threads() const { return threads_; }
+  void set_threads(uint32_t threads);
+
+  // Loss and agreement only. Throws ModelError(kBadInput) via validate_drafter_batch.
+  LossStats forward(const DrafterBatch& batch);
+  // Loss and agreement, and adds d(loss)/d(params) to grads() (zero_grads() first for the
+  // gradient of this batch alone). The loss is the mean over this batch's counted positions.
+  LossStats forward_backward(const DrafterBatch& batch);
+
+ private:
+  struct Offsets {
+    size_t embed = 0, fc = 0, hidden_norm = 0, input_norm = 0, q = 0, k = 0, v = 0, o = 0,
+           post_norm = 0, gate = 0, up = 0, down = 0, norm = 0, head = 0;
+  };
+
+  LossStats run(const DrafterBatch& batch, bool backward);
+  void run_forward(const DrafterBatch& batch);
+  // LM head and cross-entropy in chunks of rows; with `backward`, also df and d(lm_head).
+  LossStats run_head(const DrafterBatch& batch, bool backward);
+  void run_backward(const DrafterBatch& batch);
+  // The batch's features as Real: the batch's own (float) or the forward's copy (double).
+  const Real* feature_rows(const DrafterBatch& batch) const;
+
+  DrafterConfig config_;
+  ParamLayout layout_;
+  Offsets at_;
+  uint32_t threads_;
+  std::vector<Real> params_, grads_;
+  // Activations of the last forward [T, *], kept for the backward, and gradient scratch.
+  std::vector<Real> features_, x_fc_, h0_, a1_, q_, k_, v_, attn_, h1_, m_, gate_, up_, act_, h2_,
+      f_, logits_, cos_, sin_;
+  std::vector<double> lse_;
+  std::vector<Real> d_f_, d_res_, d_a_, d_q_, d_k_, d_v_, d_gate_, d_up_, d_act_;
+};
+
+extern template class BasicDrafterModel<float>;
+extern template class BasicDrafterModel<double>;
+
+using DrafterModel = BasicDrafterModel<float>;
+
+}  // namespace hsring::train

@@ -1,0 +1,62 @@
+// The drafter's parameters as named tensors in one flat buffer: the layout table (HF names,
+// shapes, offsets) that the model, the optimizer, gradient all-reduce and checkpoints share,
+// and the deterministic initialisation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "train/drafter_config.h"
+
+namespace hsring::train {
+
+// Every tensor starts at a multiple of this many elements (256 bytes in fp32, the
+// alignment cudaMalloc gives) so a device copy of the flat buffer can hand each tensor to
+// cuBLAS as it is. The gaps between tensors are zero in every buffer and stay zero.
+inline constexpr size_t kParamAlignment = 64;
+
+struct ParamInfo {
+  std::string name;            // HF-style: "fc.weight", "layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // [out, in] for Linear weights (HF layout), [dim] for norms
+  size_t offset = 0;           // first element in the flat buffer
+  size_t size = 0;             // elements: the product of shape
+  bool weight_decay = true;    // false for norm weights (every 1-D tensor)
+};
+
+struct ParamLayout {
+  std::vector<ParamInfo> tensors;  // in buffer order
+  size_t total = 0;                // elements of the flat buffer, gaps included
+
+  // The tensor called `name`, or nullptr.
+  const ParamInfo* find(std::string_view name) const;
+  // Same; throws ModelError(kMissingTensor) naming it.
+  const ParamInfo& at(std::string_view name) const;
+};
+
+// The layout of `config`, in this order (embed_tokens only when config.embed_tokens):
+//   embed_tokens.weight [V, D], fc.weight [D, K*H], hidden_norm.weight [D],
+//   layers.0.input_layernorm.weight [D], layers.0.self_attn.{q,k,v,o}_proj.weight,
+//   layers.0.post_attention_layernorm.weight [D], layers.0.mlp.{gate,up,down}_proj.weight,
+//   norm.weight [D], lm_head.weight [V, D].
+// REQUIRES: validate_drafter_config(config).empty().
+ParamLayout drafter_param_layout(const DrafterConfig& config);
+
+struct DrafterInit {
+  uint64_t seed = 0;
+  // [V, D] copied into lm_head.weight (the target's LM head when D == H); empty: random.
+  std::span<const float> lm_head;
+};
+
+// Fills `params` (layout.total elements): each tensor a pure function of (seed, name).
+// Linear weights and lm_head uniform in +-1/sqrt(fan_in) (PyTorch's Linear default), norm
+// weights 1, embed_tokens uniform with unit variance, gaps 0. Throws ModelError(kBadTensor)
+// when init.lm_head is neither empty nor V * D values.
+template <class Real>
+void init_drafter_params(const DrafterConfig& config, const ParamLayout& layout,
+                         const DrafterInit& init, std::span<Real> params);
+
+}  // namespace hsring::train
