@@ -1,5 +1,10 @@
 #include "launcher/preflight.h"
 
+#include "model/model_config.h"
+#include "model/target_model.h"
+#include "train/drafter_config.h"
+#include "train/drafter_params.h"
+
 #include <sched.h>
 #include <sys/statvfs.h>
 
@@ -170,7 +175,8 @@ void check_memory(const RunOptions& options, const WorkerSpec& targets, const Wo
       std::to_string(targets.count + drafters.count) + " workers (about " +
       human_bytes(workers_bytes) + ") need " + human_bytes(needed) + " of memory, but only " +
       human_bytes(*facts.mem_available) + " is available (" + facts.mem_available_source +
-      "): use fewer --slots or a smaller --max-tokens, or fewer workers (--targets, --drafters)");
+      "): use fewer --slots or a smaller --max-tokens, fewer workers (--targets, --drafters), "
+      "or GPU workers for a large --model");
 }
 
 void check_gpus(const WorkerSpec& targets, const WorkerSpec& drafters, const SystemFacts& facts) {
@@ -251,9 +257,24 @@ std::optional<CgroupMemory> parse_cgroup_memory(const std::string& limit, const 
 }
 
 uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gpu) {
-  (void)options;
-  (void)role;
-  return on_gpu ? kGpuWorkerMemoryBytes : kCpuWorkerMemoryBytes;
+  const uint64_t base = on_gpu ? kGpuWorkerMemoryBytes : kCpuWorkerMemoryBytes;
+  if (!runs_model(options) || on_gpu) return base;  // GPU workers keep weights on the GPU
+  ModelConfig target;
+  try {
+    target = model_config_of(options.model);
+  } catch (const std::exception&) {
+    return base;  // the ring shape check reports a bad --model
+  }
+  if (role == Role::kTarget) return base + parameter_count(target) * sizeof(float);
+  // A CPU drafter keeps parameters, gradients and two AdamW moments in fp32.
+  const uint32_t k = options.num_layers ? options.num_layers : kDefaultCapturedLayers;
+  try {
+    const train::DrafterConfig drafter =
+        train::default_drafter_config(target, std::min(k, target.num_layers), options.window);
+    return base + 4 * train::drafter_param_layout(drafter).total * sizeof(float);
+  } catch (const std::exception&) {
+    return base;
+  }
 }
 
 SystemFacts measure_system_facts(const WorkerSpec& targets, const WorkerSpec& drafters) {

@@ -93,6 +93,7 @@ TEST(PreflightTest, DevShmFull) {
 
 TEST(PreflightTest, TooLittleMemoryNamesBothNumbersAndWhatToChange) {
   Request r;
+  r.options.model = "synthetic";
   r.options.slots = 64;
   r.options.max_tokens = 4096;  // 64 x 4096 tokens x 5 x 256 x bf16: 640 MiB of payload
   const WorkerSpec targets = parse_worker_spec(r.targets, "--targets");
@@ -111,8 +112,26 @@ TEST(PreflightTest, TooLittleMemoryNamesBothNumbersAndWhatToChange) {
   EXPECT_NE(m.find("only 512 MiB is available (MemAvailable in /proc/meminfo)"), std::string::npos)
       << m;
   EXPECT_NE(m.find("and 3 workers (about 192 MiB) need"), std::string::npos) << m;
-  EXPECT_NE(m.find("fewer --slots or a smaller --max-tokens, or fewer workers"), std::string::npos)
+  EXPECT_NE(m.find("fewer --slots or a smaller --max-tokens, fewer workers"), std::string::npos)
       << m;
+}
+
+// A CPU target holds its model's fp32 weights, a CPU drafter four copies of its own
+// parameters: qwen3-8b on CPU targets needs 33 GB each, refused on a 24 GiB machine.
+TEST(PreflightTest, CpuModelWorkersCountTheirWeights) {
+  Request r;
+  r.options.model = "tiny";
+  const uint64_t tiny_target = worker_memory_estimate(r.options, Role::kTarget, false);
+  const uint64_t tiny_drafter = worker_memory_estimate(r.options, Role::kDrafter, false);
+  EXPECT_GT(tiny_target, 64ull << 20);   // the base plus 1.2 M fp32 weights
+  EXPECT_GT(tiny_drafter, 64ull << 20);  // the base plus 4 x 312 K drafter floats
+  EXPECT_EQ(worker_memory_estimate(r.options, Role::kTarget, true), 1ull << 30);
+  r.options.model = "qwen3-8b";
+  EXPECT_GT(worker_memory_estimate(r.options, Role::kTarget, false), 30 * kGiB);  // 8.2 B x 4 bytes
+  SystemFacts facts = roomy_machine();
+  facts.mem_available = 24 * kGiB;
+  const std::string m = refusal<std::runtime_error>(r, facts);
+  EXPECT_NE(m.find("GPU workers for a large --model"), std::string::npos) << m;
 }
 
 TEST(PreflightTest, TooLittleMemoryUnderACgroupLimitSaysSo) {
