@@ -30,6 +30,10 @@ enum WorkerExit : int {
   kExitLostSlot = 3,
   kExitRingError = 4,
   kExitTorn = 5,
+  // A CPU drafter left its gradient-exchange group (a peer died, restarted, or started
+  // from a newer checkpoint): the launcher restarts it at once without counting a crash,
+  // and it resumes from the newest checkpoint like every member (shm/grad_exchange.h).
+  kExitGroupRestart = 6,
   kExitInternal = 70,
 };
 

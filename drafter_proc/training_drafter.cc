@@ -21,7 +21,9 @@
 #include "model/model_error.h"
 #include "model/target_model.h"
 #include "shm/consumer.h"
+#include "shm/grad_exchange.h"
 #include "shm/ledger.h"
+#include "shm/recovery.h"
 #include "shm/stage_timer.h"
 
 namespace hsring {
@@ -44,6 +46,10 @@ class TrainingLoop {
 
  private:
   bool keep_running() const;
+  bool leader() const { return rank_ == 0; }
+  void join_group();
+  // One step of a drafter group: gradients of this batch, all-reduce, update.
+  ExchangeResult group_step(train::StepStats& stats);
   void train_on(SlotClaim& claim);
   void publish(const train::StepStats& stats);
   TrainingPosition position();
@@ -54,7 +60,10 @@ class TrainingLoop {
   Ring& ring_;
   TrainingDrafterOptions options_;
   std::unique_ptr<train::Trainer> trainer_;
-  std::unique_ptr<checkpoint::CheckpointWriter> writer_;
+  std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // drafter 0's only
+  uint32_t rank_ = 0;                                     // the drafter index
+  std::unique_ptr<GradExchange> exchange_;                // with several drafters
+  uint64_t exchange_step_ = 0;                            // the next exchange's number
   SlotBatch batch_;
   uint64_t batches_before_ = 0;  // trained by earlier incarnations (from the checkpoint)
   uint64_t batches_ = 0;         // trained by this incarnation
@@ -80,12 +89,17 @@ void TrainingLoop::set_up() {
   trainer_options.seed = options_.seed;
   trainer_options.threads = options_.threads;
   trainer_ = std::make_unique<train::Trainer>(trainer_options);
+  rank_ = session_.identity().index - s.num_targets;
   log_line("training drafter " + train::describe(trainer_options.model) + "; lr " +
            std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
            std::to_string(options_.optimizer.schedule.warmup_steps) + ", cosine to step " +
            std::to_string(options_.optimizer.schedule.total_steps));
-  if (options_.checkpoint_dir.empty()) return;
-  // The directory's newest valid checkpoint, if any: a restarted drafter continues.
+  if (options_.checkpoint_dir.empty()) {
+    join_group();
+    return;
+  }
+  // The directory's newest valid checkpoint, if any: a restarted drafter continues. In a
+  // group every member loads it, so all replicas start from the same state.
   std::error_code ec;
   const bool exists = std::filesystem::exists(options_.checkpoint_dir, ec);
   if (auto loaded = exists ? checkpoint::load_latest(options_.checkpoint_dir) : std::nullopt) {
@@ -96,10 +110,64 @@ void TrainingLoop::set_up() {
     last_checkpoint_step_ = loaded->checkpoint.step;
     log_line("resumed from " + loaded->path + " at step " + std::to_string(loaded->checkpoint.step));
   }
+  join_group();
+  // Only drafter 0 writes checkpoints (the writer locks the directory); the others read it.
+  if (!leader()) return;
   checkpoint::WriterOptions writer_options;
   writer_options.keep_last = options_.keep_checkpoints;
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(options_.checkpoint_dir, writer_options);
   ring_.header().training.checkpoint_step.store(last_checkpoint_step_, std::memory_order_relaxed);
+}
+
+void TrainingLoop::join_group() {
+  const uint32_t members = ring_.shape().num_drafters;
+  if (members < 2) return;
+  // Exchanges are numbered from the loaded step + 1 and counted apart from the optimizer
+  // (a skipped update does not advance its step): equal on members that loaded the same
+  // checkpoint, which is what the exchange compares.
+  exchange_step_ = trainer_->optimizer().step() + 1;
+  try {
+    exchange_ = GradExchange::open(GradExchange::name_for(ring_.name()), members, rank_,
+                                   trainer_->gradients().size(),
+                                   ring_.header().created_unix_ns);
+  } catch (const std::runtime_error& e) {
+    throw RingError(RingErrc::kSystem, e.what());
+  }
+  exchange_->join(session_.identity().epoch, exchange_step_);
+  log_line("drafter " + std::to_string(rank_) + " of a group of " + std::to_string(members) +
+           ": averaging gradients through " + GradExchange::name_for(ring_.name()) +
+           " from step " + std::to_string(exchange_step_));
+}
+
+ExchangeResult TrainingLoop::group_step(train::StepStats& stats) {
+  const uint64_t start = monotonic_ns();
+  const train::LossStats loss = trainer_->compute_gradients(batch_.view());
+  const RingShape& s = ring_.shape();
+  const PeerWatch peers = [&](uint32_t member) {
+    const uint32_t index = s.num_targets + member;
+    const uint32_t epoch = ring_.process(index).epoch.load(std::memory_order_acquire);
+    return PeerStatus{epoch, owner_alive(ring_, index, epoch)};
+  };
+  const ExchangeResult result =
+      exchange_->all_reduce(exchange_step_, trainer_->gradients(), loss.counted, peers, [&] {
+        session_.heartbeat();  // a long wait must not look like a hang
+        return keep_running();
+      });
+  if (result != ExchangeResult::kReduced) return result;
+  ++exchange_step_;
+  const train::UpdateStats update = trainer_->apply_gradients();
+  const double seconds = double(monotonic_ns() - start) * 1e-9;
+  stats.loss = loss.loss;  // this member's batch
+  stats.agreement = loss.agreement;
+  stats.tokens = loss.tokens;
+  stats.counted = loss.counted;
+  stats.grad_norm = update.grad_norm;
+  stats.lr = update.lr;
+  stats.step = update.step;
+  stats.skipped = update.skipped;
+  stats.step_ms = seconds * 1e3;
+  stats.tokens_per_s = seconds > 0 ? double(loss.tokens) / seconds : 0;
+  return result;
 }
 
 bool TrainingLoop::keep_running() const { return drafter_keeps_running(ring_); }
@@ -131,16 +199,18 @@ void TrainingLoop::write_checkpoint() {
 
 void TrainingLoop::publish(const train::StepStats& stats) {
   TrainingProgress& p = ring_.header().training;
+  // Every member counts its tokens; the curve is drafter 0's (its own batches' loss).
+  p.tokens.fetch_add(stats.counted, std::memory_order_relaxed);
   if (loss_ema_ < 0) {
     loss_ema_ = stats.loss;
     agreement_ema_ = stats.agreement;
-    if (p.first_loss.load(std::memory_order_relaxed) == 0)
+    if (leader() && p.first_loss.load(std::memory_order_relaxed) == 0)
       p.first_loss.store(bits(stats.loss), std::memory_order_relaxed);
   }
   loss_ema_ += kEmaWeight * (stats.loss - loss_ema_);
   agreement_ema_ += kEmaWeight * (stats.agreement - agreement_ema_);
+  if (!leader()) return;
   p.steps.store(stats.step, std::memory_order_relaxed);
-  p.tokens.fetch_add(stats.counted, std::memory_order_relaxed);
   p.last_loss.store(bits(stats.loss), std::memory_order_relaxed);
   p.loss_ema.store(bits(loss_ema_), std::memory_order_relaxed);
   p.agreement_ema.store(bits(agreement_ema_), std::memory_order_relaxed);
@@ -192,10 +262,20 @@ int TrainingLoop::run() {
                              std::memory_order_relaxed);
     train::StepStats stats;
     {
+      // In a group the step's stage includes waiting for the peers' gradients.
       StageTimer step_timer(entry, Stage::kDrafterStep);
-      stats = trainer_->step(batch_.view());
+      if (!exchange_) {
+        stats = trainer_->step(batch_.view());
+      } else if (const ExchangeResult r = group_step(stats); r == ExchangeResult::kStopped) {
+        break;  // draining: the peers may have stopped before this step
+      } else if (r == ExchangeResult::kGroupRestart) {
+        log_line("leaving the drafter group at step " + std::to_string(exchange_step_) + ": " +
+                 exchange_->restart_reason() + "; the group restarts from the newest checkpoint");
+        return kExitGroupRestart;
+      }
     }
-    ++batches_;
+    // A group step trains on one batch per member.
+    batches_ += exchange_ ? exchange_->members() : 1;
     if (stats.skipped) log_line("step " + std::to_string(stats.step) + " skipped: the gradient was not finite");
     publish(stats);
     if (options_.checkpoint_every > 0 && stats.step % options_.checkpoint_every == 0 &&
@@ -210,7 +290,7 @@ int TrainingLoop::run() {
 void TrainingLoop::finish() {
   const uint64_t step = trainer_->optimizer().step();
   if (step != last_checkpoint_step_) write_checkpoint();
-  if (!options_.export_path.empty()) {
+  if (!options_.export_path.empty() && leader()) {
     checkpoint::ExportOptions export_options;
     export_options.metadata["format"] = "pt";
     export_options.metadata["hsring.drafter"] = train::describe(trainer_->model().config());

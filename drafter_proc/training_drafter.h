@@ -4,6 +4,13 @@
 // `checkpoint_every` steps, and at a clean stop, the trainer is checkpointed; a drafter
 // that starts with checkpoints in its directory resumes from the newest valid one, so a
 // drafter SIGKILLed mid-run continues its loss curve from there.
+//
+// With several drafters in the ring they train one drafter together: each step every
+// member computes its batch's gradient and they all-reduce the token-weighted mean
+// through shm/grad_exchange.h, so the replicas stay bit-identical. Drafter 0 alone
+// writes checkpoints, the export and TrainingProgress. A member whose group breaks (a
+// peer died or restarted) exits with kExitGroupRestart; the launcher restarts it and
+// every member reloads the newest checkpoint.
 #pragma once
 
 #include <cstdint>

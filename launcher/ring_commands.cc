@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "shm/grad_exchange.h"
 #include "shm/liveness.h"
 #include "shm/ring.h"
 
@@ -53,6 +54,7 @@ int remove_ring(const std::string& name, bool force) {
     if (e.code() == RingErrc::kNotFound || e.code() == RingErrc::kForeignOwner) throw;
     std::cerr << "hsring ring remove: note: " << e.what() << "\n";
   }
+  GradExchange::remove(GradExchange::name_for(name));  // a CPU drafter group's, if any
   if (!Ring::remove(name)) {
     std::cerr << "hsring ring remove: could not remove " << Ring::path_of(name) << "\n";
     return 1;
@@ -75,6 +77,7 @@ int gc_rings(bool dry_run) {
     }
     std::cerr << (dry_run ? "would remove" : "removing") << " stale ring '" << name << "'\n";
     if (!dry_run && Ring::remove(name)) ++removed;
+    if (!dry_run) GradExchange::remove(GradExchange::name_for(name));
   }
   std::cerr << "hsring ring gc: " << removed << " stale ring(s) removed\n";
   return 0;

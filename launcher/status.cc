@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <bit>
 #include <cstdio>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,17 @@
 namespace hsring {
 
 namespace {
+
+// The drafter group's progress (ring header, written by drafter 0): relaxed reads.
+bool training_started(const TrainingProgress& t) {
+  return t.tokens.load(std::memory_order_relaxed) > 0;
+}
+double loss_of(const TrainingProgress& t) {
+  return std::bit_cast<float>(t.loss_ema.load(std::memory_order_relaxed));
+}
+double agreement_of(const TrainingProgress& t) {
+  return std::bit_cast<float>(t.agreement_ema.load(std::memory_order_relaxed));
+}
 
 std::string fixed(double value, int precision) {
   char buffer[64];
@@ -101,7 +113,19 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
         << "\",\n  \"launcher_pid\": " << h.launcher_pid.load(std::memory_order_relaxed)
         << ",\n  \"launcher_alive\": " << (launcher_alive ? "true" : "false")
         << ",\n  \"slots_recovered\": " << h.slots_recovered.load(std::memory_order_relaxed)
-        << ",\n  \"interval_s\": " << fixed(interval, 3) << ",\n  \"slots_by_state\": {";
+        << ",\n  \"interval_s\": " << fixed(interval, 3) << ",\n  \"content\": \""
+        << to_string(s.content) << "\",\n  \"training\": ";
+    if (training_started(h.training)) {
+      out << "{\"steps\": " << h.training.steps.load(std::memory_order_relaxed)
+          << ", \"loss\": " << fixed(loss_of(h.training), 4)
+          << ", \"agreement\": " << fixed(agreement_of(h.training), 4)
+          << ", \"step_ms\": " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
+          << ", \"checkpoint_step\": " << h.training.checkpoint_step.load(std::memory_order_relaxed)
+          << "}";
+    } else {
+      out << "null";
+    }
+    out << ",\n  \"slots_by_state\": {";
     for (int p = 0; p < kSlotPhaseCount; ++p)
       out << (p ? ", " : "") << "\"" << phase_names[p] << "\": " << by_phase[p];
     out << "},\n  \"processes\": [";
@@ -116,7 +140,15 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
         << h.slots_recovered.load(std::memory_order_relaxed) << "\n";
     out << "slots:";
     for (int p = 0; p < kSlotPhaseCount; ++p) out << " " << phase_names[p] << " " << by_phase[p];
-    out << "\n\n";
+    out << "\n";
+    if (training_started(h.training)) {
+      out << "training: step " << h.training.steps.load(std::memory_order_relaxed) << ", loss "
+          << fixed(loss_of(h.training), 4) << ", agreement " << fixed(agreement_of(h.training), 4)
+          << ", " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
+          << " ms/step, last checkpoint at step "
+          << h.training.checkpoint_step.load(std::memory_order_relaxed) << "\n";
+    }
+    out << "\n";
     char header[256];
     std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %10s %12s %10s %8s %6s\n",
                   "worker", "pid", "epoch", "state", "alive", "uptime_s", "batches", "tokens/s",

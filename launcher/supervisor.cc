@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bit>
@@ -15,6 +16,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/worker_main.h"
 #include "launcher/data_preflight.h"
 #include "launcher/training_plan.h"
 #include "launcher/preflight.h"
@@ -22,6 +24,7 @@
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
+#include "shm/grad_exchange.h"
 #include "shm/ledger.h"
 #include "shm/liveness.h"
 #include "shm/recovery.h"
@@ -32,6 +35,8 @@ namespace {
 
 constexpr uint64_t kProgressPeriodNs = 1'000'000'000;
 constexpr uint64_t kStopCheckPeriodNs = 100'000'000;
+// Long enough for the peers that leave too to be gone, short next to a step.
+constexpr uint64_t kGroupRestartDelayNs = 20'000'000;
 
 std::string format_rate(double value, const char* unit) {
   std::ostringstream out;
@@ -70,10 +75,8 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   check_target_data(options_, shape);
   TrainingPlan training;
   if (runs_model(options_)) {
-    if (drafters.cpu && drafters.count > 1)
-      throw std::invalid_argument("--drafters " + options_.drafters +
-                                  ": CPU drafters train one model in one process; give --drafters "
-                                  "cpu:1 (several drafters averaging gradients need GPUs)");
+    // Several CPU drafters train one model together, averaging gradients through
+    // shm/grad_exchange.h; each step takes one batch per drafter (training_plan.cc).
     resolve_run_dir(options_);
     training = prepare_training(options_, shape);
     options_.total_steps = training.total_steps;
@@ -93,6 +96,9 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
 
   if (!options_.log_dir.empty()) std::filesystem::create_directories(options_.log_dir);
   ring_ = Ring::create(options_.ring, shape);
+  // A new ring starts a new drafter group: an exchange left by a crashed run would belong
+  // to another ring (the drafters refuse it), so it goes before any worker starts.
+  GradExchange::remove(GradExchange::name_for(options_.ring));
   if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
     throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
   ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
@@ -126,6 +132,7 @@ Supervisor::~Supervisor() {
     }
   }
   if (ring_ && !options_.keep_ring) Ring::remove(options_.ring);
+  if (ring_) GradExchange::remove(GradExchange::name_for(options_.ring));
   if (signal_fd_ >= 0) ::close(signal_fd_);
 }
 
@@ -146,6 +153,17 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
       ring_->header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
   if (!running || interrupted_) return;  // an expected exit while draining
   const uint64_t now = monotonic_ns();
+  if (w.role == Role::kDrafter && WIFEXITED(wait_status) &&
+      WEXITSTATUS(wait_status) == kExitGroupRestart) {
+    // A drafter left its group because a peer died or restarted: the peer's crash was
+    // counted already, so this one is not counted, and it restarts at once to reload the
+    // newest checkpoint. (A peer that keeps crashing stops the run through its own count.)
+    w.restart_at_ns = now + kGroupRestartDelayNs;
+    ++group_restarts_;
+    if (!options_.quiet || group_restarts_ <= 3)
+      log_line(w.name() + " left its drafter group; restarting it from the newest checkpoint");
+    return;
+  }
   if (!w.policy.on_crash(now)) {
     crash_loop_ = true;
     crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +

@@ -73,6 +73,7 @@ class Supervisor {
   bool interrupted_ = false;
   uint32_t restarts_target_ = 0;
   uint32_t restarts_drafter_ = 0;
+  uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
 };
 
 }  // namespace hsring

@@ -40,7 +40,9 @@ class TrainingRunTest : public LauncherTest {
 };
 
 TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
-  start_run(training_flags("120"), /*default_shape=*/true);
+  std::vector<std::string> flags = training_flags("120");
+  flags.push_back("--keep-ring");
+  start_run(flags, /*default_shape=*/true);
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   expect_data_intact();
   EXPECT_EQ(summary("batches_consumed"), 120);
@@ -55,6 +57,16 @@ TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
   EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
   ASSERT_FALSE(checkpoints_in(checkpoints()).empty());
   EXPECT_NE(checkpoints_in(checkpoints()).back().find("step-000000120"), std::string::npos);
+  // The kept ring still tells an operator how training went.
+  const crash::CommandResult text =
+      crash::run_command({hsring(), "status", "--ring", ring_, "--interval", "0"});
+  EXPECT_NE(text.out.find("training: step 120, loss "), std::string::npos) << text.out << text.err;
+  EXPECT_NE(text.out.find("last checkpoint at step 120"), std::string::npos) << text.out;
+  const crash::CommandResult json =
+      crash::run_command({hsring(), "status", "--ring", ring_, "--json", "--interval", "0"});
+  EXPECT_NE(json.out.find("\"training\": {\"steps\": 120, \"loss\": "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"content\": \"model\""), std::string::npos) << json.out;
+  EXPECT_EQ(crash::run_command({hsring(), "ring", "remove", ring_}).exit_code, 0);
   expect_cleaned_up();
 }
 
@@ -83,6 +95,62 @@ TEST_F(TrainingRunTest, KilledDrafterResumesFromItsCheckpoint) {
   EXPECT_LT(steps, 160);
   EXPECT_GT(steps, 160 - 10 - 8);
   EXPECT_LT(summary("final_loss"), 0.5 * summary("initial_loss"));
+}
+
+// Two CPU drafters train one model, averaging gradients: a step takes two batches.
+TEST_F(TrainingRunTest, TwoCpuDraftersTrainOneModel) {
+  std::vector<std::string> flags = training_flags("120");
+  flags.insert(flags.end(), {"--drafters", "cpu:2"});
+  start_run(flags, /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  expect_data_intact();
+  EXPECT_EQ(summary("batches_consumed"), 120);
+  const double steps = summary("steps");
+  EXPECT_LE(steps, 60);
+  EXPECT_GE(steps, 58);  // the last batches may not pair up before the drain
+  const double initial = summary("initial_loss"), final_loss = summary("final_loss");
+  std::cout << "[ training ] 2 drafters: " << steps << " steps, loss " << initial << " -> "
+            << final_loss << std::endl;
+  EXPECT_GT(initial, 4.0);
+  EXPECT_LT(final_loss, 0.6 * initial);
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("of a group of 2"), std::string::npos) << log;
+  EXPECT_EQ(log.find("left its drafter group"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
+  EXPECT_FALSE(fs::exists("/dev/shm/" + ring_ + "-grads")) << "the exchange was left behind";
+  expect_cleaned_up();
+}
+
+// SIGKILL of one member: the other leaves the group, both reload the newest checkpoint
+// (written by drafter 0 only) and the run finishes with a falling loss.
+TEST_F(TrainingRunTest, KilledGroupMemberRestartsTheGroupFromACheckpoint) {
+  std::vector<std::string> flags = training_flags("160");
+  flags.insert(flags.end(), {"--drafters", "cpu:2", "--checkpoint-every", "5"});
+  start_run(flags, /*default_shape=*/true);
+  ASSERT_TRUE(wait_for_consumed(40, Millis(300000))) << launcher_->stderr_text();
+  ASSERT_FALSE(checkpoints_in(checkpoints()).empty()) << launcher_->stderr_text();
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 1);
+  ASSERT_TRUE(drafter);
+  ASSERT_TRUE(kill_and_await_restart(*drafter)) << "drafter 1 was not restarted";
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("drafter 0 left its drafter group"), std::string::npos) << log;
+  // Both members resumed from a checkpoint after the kill.
+  const std::regex resumed("drafter (\\d) epoch \\d+.*resumed from \\S+ at step (\\d+)");
+  bool resumed_0 = false, resumed_1 = false;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), resumed);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ(std::stoull((*it)[2]) % 5, 0u);
+    ((*it)[1] == "0" ? resumed_0 : resumed_1) = true;
+  }
+  EXPECT_TRUE(resumed_0 && resumed_1) << log;
+  expect_data_intact();
+  EXPECT_EQ(summary("restarts_drafter"), 1);  // the kill; leaving the group is no crash
+  const double steps = summary("steps");
+  EXPECT_LT(steps, 80);
+  EXPECT_GT(steps, 80 - 5 - 8);
+  EXPECT_LT(summary("final_loss"), 0.6 * summary("initial_loss"));
+  EXPECT_FALSE(fs::exists("/dev/shm/" + ring_ + "-grads"));
 }
 
 TEST_F(TrainingRunTest, ResumeContinuesAFinishedRun) {

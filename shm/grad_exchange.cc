@@ -1,0 +1,344 @@
+#include "shm/grad_exchange.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "common/clock.h"
+#include "shm/futex.h"
+#include "shm/slot_state.h"
+
+namespace hsring {
+
+namespace bip = boost::interprocess;
+
+namespace {
+
+constexpr uint64_t kMagic = 0x5344415247524e48ull;  // "HNRGRADS"
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kAlign = 64;
+constexpr auto kOpenWait = std::chrono::seconds(5);
+
+// A post or join word: the member's epoch (the ring's 21 bits) and a step.
+constexpr uint32_t kStepBits = 64 - SlotState::kEpochBits;
+constexpr uint64_t kStepMask = (1ull << kStepBits) - 1;
+constexpr uint64_t pack(uint32_t epoch, uint64_t step) {
+  return (uint64_t(epoch & SlotState::kEpochMask) << kStepBits) | (step & kStepMask);
+}
+constexpr uint32_t epoch_of(uint64_t word) { return uint32_t(word >> kStepBits); }
+constexpr uint64_t step_of(uint64_t word) { return word & kStepMask; }
+
+constexpr uint64_t align_up(uint64_t value) { return (value + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+// Immutable fields are written by the creator before `magic` is stored with release;
+// openers read them after loading `magic` with acquire.
+struct alignas(64) GradExchange::Header {
+  std::atomic<uint64_t> magic;
+  uint32_t version;
+  uint32_t members;
+  uint64_t length;      // floats per gradient
+  uint64_t ring_stamp;  // the ring incarnation this segment serves
+  uint64_t slot_stride;
+  uint64_t total_size;
+  // Bumped (seq_cst, by SharedCondition) after every post: waiters sleep on it.
+  alignas(64) std::atomic<uint32_t> post_futex;
+  std::atomic<uint32_t> post_waiters;
+};
+
+// One member's slot, followed (at kAlign) by its two gradient buffers of `length` floats.
+struct alignas(64) GradExchange::MemberSlot {
+  std::atomic<uint64_t> post;    // (epoch, last step posted); step 0: joined, none posted
+  std::atomic<uint64_t> joined;  // (epoch, first step of that incarnation)
+  uint64_t counted[2];           // counted positions of the gradient in buffer b
+};
+
+struct GradExchange::Segment {
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+};
+
+const char* to_string(ExchangeResult result) {
+  switch (result) {
+    case ExchangeResult::kReduced: return "reduced";
+    case ExchangeResult::kGroupRestart: return "group restart";
+    case ExchangeResult::kStopped: return "stopped";
+  }
+  return "?";
+}
+
+std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32_t members,
+                                                 uint32_t rank, uint64_t length,
+                                                 uint64_t ring_stamp) {
+  const std::string what = "gradient exchange '" + name + "'";
+  if (members < 1 || rank >= members || length < 1 || length > (1ull << 34))
+    throw std::runtime_error(what + ": bad request (rank " + std::to_string(rank) + " of " +
+                             std::to_string(members) + ", " + std::to_string(length) + " floats)");
+  const uint64_t buffer_bytes = align_up(length * sizeof(float));
+  const uint64_t stride = align_up(sizeof(MemberSlot)) + 2 * buffer_bytes;
+  const uint64_t total = align_up(sizeof(Header)) + stride * members;
+
+  auto segment = std::make_unique<Segment>();
+  bool created = false;
+  try {
+    segment->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
+                                             bip::permissions(0600));
+    created = true;
+  } catch (const bip::interprocess_exception& e) {
+    if (e.get_error_code() != bip::already_exists_error)
+      throw std::runtime_error("cannot create " + what + ": " + e.what());
+    try {
+      segment->shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);
+    } catch (const bip::interprocess_exception& e2) {
+      throw std::runtime_error("cannot open " + what + ": " + e2.what());
+    }
+  }
+  const int fd = segment->shm.get_mapping_handle().handle;
+  ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+  if (created) {
+    ::fchmod(fd, 0600);
+    // Reserved now: tmpfs would otherwise SIGBUS on first touch of a full /dev/shm.
+    if (int err = ::posix_fallocate(fd, 0, off_t(total)); err != 0) {
+      bip::shared_memory_object::remove(name.c_str());
+      throw std::runtime_error("cannot reserve " + std::to_string(total >> 20) + " MiB for " +
+                               what + ": " + std::strerror(err));
+    }
+  } else {
+    // The creator reserves the whole size before it stores the magic.
+    const auto deadline = std::chrono::steady_clock::now() + kOpenWait;
+    struct stat st{};
+    while (::fstat(fd, &st) == 0 && uint64_t(st.st_size) < sizeof(Header) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (uint64_t(st.st_size) != total)
+      throw std::runtime_error(what + " has " + std::to_string(st.st_size) + " bytes, not the " +
+                               std::to_string(total) + " that " + std::to_string(members) +
+                               " members of " + std::to_string(length) +
+                               " floats need: it was made for another group or drafter; "
+                               "remove it (`hsring ring remove`) when no drafter runs");
+  }
+  try {
+    segment->region = bip::mapped_region(segment->shm, bip::read_write, 0, total);
+  } catch (const bip::interprocess_exception& e) {
+    if (created) bip::shared_memory_object::remove(name.c_str());
+    throw std::runtime_error("cannot map " + what + ": " + e.what());
+  }
+  auto exchange =
+      std::unique_ptr<GradExchange>(new GradExchange(std::move(segment), members, rank, length));
+  Header& h = exchange->header();
+  if (created) {
+    // Fresh tmpfs pages are zero: every atomic starts at 0, every post at "none".
+    h.version = kVersion;
+    h.members = members;
+    h.length = length;
+    h.ring_stamp = ring_stamp;
+    h.slot_stride = stride;
+    h.total_size = total;
+    // SYNC POINT WRITE: the fields above; pairs with the openers' acquire of magic.
+    h.magic.store(kMagic, std::memory_order_release);
+    return exchange;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kOpenWait;
+  while (h.magic.load(std::memory_order_acquire) != kMagic) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw std::runtime_error(what + " was never initialised (its creator died?): remove it "
+                               "(`hsring ring remove`) when no drafter runs");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (h.version != kVersion || h.members != members || h.length != length ||
+      h.slot_stride != stride || h.total_size != total)
+    throw std::runtime_error(what + " is version " + std::to_string(h.version) + " for " +
+                             std::to_string(h.members) + " members of " + std::to_string(h.length) +
+                             " floats; this drafter needs version " + std::to_string(kVersion) +
+                             ", " + std::to_string(members) + " members of " +
+                             std::to_string(length) + " floats");
+  if (h.ring_stamp != ring_stamp)
+    throw std::runtime_error(what + " belongs to an earlier ring of that name: remove it "
+                             "(`hsring ring remove`) when no drafter runs");
+  return exchange;
+}
+
+bool GradExchange::remove(const std::string& name) {
+  return bip::shared_memory_object::remove(name.c_str());
+}
+
+GradExchange::GradExchange(std::unique_ptr<Segment> segment, uint32_t members, uint32_t rank,
+                           uint64_t length)
+    : segment_(std::move(segment)), members_(members), rank_(rank), length_(length),
+      post_seen_(members) {}
+
+GradExchange::~GradExchange() = default;
+
+GradExchange::Header& GradExchange::header() const {
+  return *static_cast<Header*>(segment_->region.get_address());
+}
+
+GradExchange::MemberSlot& GradExchange::slot(uint32_t member) const {
+  auto* base = static_cast<std::byte*>(segment_->region.get_address());
+  return *reinterpret_cast<MemberSlot*>(base + align_up(sizeof(Header)) +
+                                        header().slot_stride * member);
+}
+
+float* GradExchange::buffer(uint32_t member, uint64_t step) const {
+  auto* base = reinterpret_cast<std::byte*>(&slot(member)) + align_up(sizeof(MemberSlot));
+  return reinterpret_cast<float*>(base + (step % 2) * align_up(length_ * sizeof(float)));
+}
+
+void GradExchange::join(uint32_t epoch, uint64_t first_step) {
+  epoch_ = epoch & SlotState::kEpochMask;
+  first_step_ = first_step;
+  joined_ = true;
+  group_epochs_.clear();
+  MemberSlot& mine = slot(rank_);
+  // Invariant 1: announce the new epoch before touching a buffer. seq_cst (a full fence
+  // on x86), so no later buffer write becomes visible before it; a reader that read a
+  // buffer and then still sees the old epoch (after its acquire fence) read it intact.
+  mine.post.store(pack(epoch_, 0), std::memory_order_seq_cst);
+  // SYNC POINT WRITE: joined; readers load it (acquire) after a post of the same epoch.
+  mine.joined.store(pack(epoch_, first_step), std::memory_order_release);
+}
+
+GradExchange::Verdict GradExchange::classify(uint64_t step, const PeerWatch* peers) {
+  Verdict verdict = Verdict::kReady;
+  const bool grouped = !group_epochs_.empty();
+  for (uint32_t m = 0; m < members_; ++m) {
+    if (m == rank_) continue;
+    MemberSlot& s = slot(m);
+    // SYNC POINT READ: pairs with the release store of a post; its buffer is visible.
+    const uint64_t post = s.post.load(std::memory_order_acquire);
+    const uint32_t e = epoch_of(post);
+    const uint64_t p = step_of(post);
+    const std::string who = "drafter " + std::to_string(m);
+    if (grouped) {  // invariant 3
+      if (e != group_epochs_[m]) {
+        restart_reason_ = who + " restarted (epoch " + std::to_string(e) + ")";
+        return Verdict::kRestart;
+      }
+      if (peers) {
+        const PeerStatus st = (*peers)(m);
+        if ((st.epoch & SlotState::kEpochMask) != e || !st.alive) {
+          restart_reason_ = who + " died";
+          return Verdict::kRestart;
+        }
+      }
+      if (p == step || p == step + 1) continue;
+      if (p + 1 == step) {
+        verdict = Verdict::kWait;
+        continue;
+      }
+      restart_reason_ = who + " posted step " + std::to_string(p) + " while this one posted " +
+                        std::to_string(step);
+      return Verdict::kRestart;
+    }
+    // Invariant 4: before the first exchange.
+    const uint64_t joined = s.joined.load(std::memory_order_acquire);
+    if (epoch_of(joined) != e || p == 0) {  // not joined or not posted yet
+      verdict = Verdict::kWait;
+      continue;
+    }
+    if (peers) {
+      const PeerStatus st = (*peers)(m);
+      if ((st.epoch & SlotState::kEpochMask) != e || !st.alive) {  // a stale post
+        verdict = Verdict::kWait;
+        continue;
+      }
+    }
+    const uint64_t f = step_of(joined);
+    if (f > first_step_) {
+      restart_reason_ = who + " started from a newer checkpoint (step " + std::to_string(f - 1) +
+                        ", this one from " + std::to_string(first_step_ - 1) + ")";
+      return Verdict::kRestart;
+    }
+    if (f < first_step_ || (p != step && p != step + 1)) verdict = Verdict::kWait;
+  }
+  return verdict;
+}
+
+bool GradExchange::reduce(uint64_t step, std::span<float> grads) {
+  const uint64_t b = step % 2;
+  std::vector<double> weight(members_);
+  std::vector<const float*> source(members_);
+  double total = 0;
+  for (uint32_t m = 0; m < members_; ++m) {
+    // SYNC POINT READ: as in classify(); the same post it judged, or a later one.
+    post_seen_[m] = slot(m).post.load(std::memory_order_acquire);
+    const uint64_t p = step_of(post_seen_[m]);
+    if (m != rank_ && p != step && p != step + 1) return false;
+    weight[m] = double(slot(m).counted[b]);
+    total += weight[m];
+    source[m] = buffer(m, step);
+  }
+  for (double& w : weight) w = total > 0 ? w / total : 0;
+  // Blocked so the accumulator stays in cache; each element still sums members in index
+  // order, so the bits do not depend on the block size or on who reduces.
+  constexpr uint64_t kBlock = 2048;
+  double acc[kBlock];
+  for (uint64_t begin = 0; begin < length_; begin += kBlock) {
+    const uint64_t n = std::min(kBlock, length_ - begin);
+    std::fill(acc, acc + n, 0.0);
+    for (uint32_t m = 0; m < members_; ++m) {
+      const float* g = source[m] + begin;
+      const double w = weight[m];
+      for (uint64_t i = 0; i < n; ++i) acc[i] += double(g[i]) * w;
+    }
+    for (uint64_t i = 0; i < n; ++i) grads[begin + i] = float(acc[i]);
+  }
+  // Invariant 1: the buffers were read intact unless a peer's new incarnation announced
+  // itself meanwhile. The acquire fence orders the buffer reads before the re-check.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  for (uint32_t m = 0; m < members_; ++m) {
+    if (m == rank_) continue;
+    const uint64_t now = slot(m).post.load(std::memory_order_relaxed);
+    if (epoch_of(now) != epoch_of(post_seen_[m]) || step_of(now) > step + 1) return false;
+  }
+  return true;
+}
+
+ExchangeResult GradExchange::all_reduce(uint64_t step, std::span<float> grads, uint64_t counted,
+                                        const PeerWatch& peers,
+                                        const std::function<bool()>& keep_waiting,
+                                        std::chrono::milliseconds slice) {
+  if (!joined_ || grads.size() != length_ || step == 0 || step > kStepMask)
+    throw std::logic_error("GradExchange::all_reduce: not joined, or a bad length or step");
+  MemberSlot& mine = slot(rank_);
+  const uint64_t b = step % 2;
+  std::memcpy(buffer(rank_, step), grads.data(), length_ * sizeof(float));
+  mine.counted[b] = counted;
+  // SYNC POINT WRITE: buffer and count of `step`; pairs with the acquire loads of post.
+  mine.post.store(pack(epoch_, step), std::memory_order_release);
+  Header& h = header();
+  SharedCondition posted(h.post_futex, h.post_waiters);
+  posted.notify_all();
+
+  const uint64_t start = monotonic_ns();
+  while (true) {
+    const Verdict v = classify(step, &peers);
+    if (v == Verdict::kReady) {
+      if (reduce(step, grads)) break;
+      restart_reason_ = "a peer restarted while its gradient was read";
+      return keep_waiting() ? ExchangeResult::kGroupRestart : ExchangeResult::kStopped;
+    }
+    // A drain makes peers exit: that is a stop, not a broken group.
+    if (!keep_waiting()) return ExchangeResult::kStopped;
+    if (v == Verdict::kRestart) return ExchangeResult::kGroupRestart;
+    posted.wait_until([&] { return classify(step, nullptr) != Verdict::kWait; }, slice);
+  }
+  if (group_epochs_.empty()) {
+    group_epochs_.resize(members_);
+    for (uint32_t m = 0; m < members_; ++m) group_epochs_[m] = epoch_of(post_seen_[m]);
+  }
+  ++stats_.exchanges;
+  stats_.wait_ns += monotonic_ns() - start;
+  return ExchangeResult::kReduced;
+}
+
+}  // namespace hsring
