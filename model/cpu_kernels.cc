@@ -105,20 +105,6 @@ void rms_norm(const float* x, const float* weight, size_t rows, size_t dim, doub
   }
 }
 
-void rope_angles(std::span<const int32_t> positions, size_t head_dim, double theta, float* cos,
-                 float* sin) {
-  const size_t half = head_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (size_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(theta, -double(2 * i) / double(head_dim));
-  for (size_t r = 0; r < positions.size(); ++r) {
-    for (size_t i = 0; i < half; ++i) {
-      const double angle = double(positions[r]) * inv_freq[i];
-      cos[r * half + i] = float(std::cos(angle));
-      sin[r * half + i] = float(std::sin(angle));
-    }
-  }
-}
 
 void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const float* cos,
                 const float* sin) {

@@ -3,9 +3,11 @@
 // row's place in the batch or on the thread count, so results are bit-reproducible.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace hsring::cpu {
 
@@ -23,9 +25,22 @@ void linear(const float* x, size_t rows, size_t in, const float* w, size_t out, 
 void rms_norm(const float* x, const float* weight, size_t rows, size_t dim, double eps, float* y);
 
 // cos and sin [rows, head_dim / 2] of angle position * theta^(-2i / head_dim), computed in
-// double and rounded once.
-void rope_angles(std::span<const int32_t> positions, size_t head_dim, double theta, float* cos,
-                 float* sin);
+// double and rounded once to Real (float for forwards, double for gradient checks).
+template <class Real>
+void rope_angles(std::span<const int32_t> positions, size_t head_dim, double theta, Real* cos,
+                 Real* sin) {
+  const size_t half = head_dim / 2;
+  std::vector<double> inv_freq(half);
+  for (size_t i = 0; i < half; ++i)
+    inv_freq[i] = std::pow(theta, -double(2 * i) / double(head_dim));
+  for (size_t r = 0; r < positions.size(); ++r) {
+    for (size_t i = 0; i < half; ++i) {
+      const double angle = double(positions[r]) * inv_freq[i];
+      cos[r * half + i] = Real(std::cos(angle));
+      sin[r * half + i] = Real(std::sin(angle));
+    }
+  }
+}
 
 // Rotates every head of x [rows, heads * head_dim] in place, pairing element i with
 // i + head_dim / 2 (the HF "rotate_half" convention, not interleaved pairs).

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "model/cpu_kernels.h"
 #include "model/parallel.h"
 
 namespace hsring::train {
@@ -279,17 +280,7 @@ void rms_norm_backward(const Real* x, const Real* weight, const Real* dy, size_t
 template <class Real>
 void rope_table(std::span<const int32_t> positions, size_t head_dim, double theta, Real* cos,
                 Real* sin) {
-  const size_t half = head_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (size_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(theta, -double(2 * i) / double(head_dim));
-  for (size_t r = 0; r < positions.size(); ++r) {
-    for (size_t i = 0; i < half; ++i) {
-      const double angle = double(positions[r]) * inv_freq[i];
-      cos[r * half + i] = Real(std::cos(angle));
-      sin[r * half + i] = Real(std::sin(angle));
-    }
-  }
+  cpu::rope_angles(positions, head_dim, theta, cos, sin);  // the target's rule, in Real
 }
 
 namespace {
