@@ -15,8 +15,9 @@
 namespace hsring {
 
 struct TrainingPosition {
-  // The data batch a resumed run continues from: every earlier one was produced (batches
-  // in flight at the checkpoint are produced again: a few trained twice, none skipped).
+  // The data batch a resumed run continues from: every earlier one was consumed (batches
+  // in flight at the checkpoint are produced again; see TrainingLoop::position() for the
+  // one batch per group member that may be consumed but not yet stepped on).
   uint64_t next_data_batch = 0;
   uint64_t batches_trained = 0;  // by the whole run, across resumes
 };

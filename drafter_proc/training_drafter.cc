@@ -174,9 +174,11 @@ bool TrainingLoop::keep_running() const { return drafter_keeps_running(ring_); }
 
 TrainingPosition TrainingLoop::position() {
   TrainingPosition p;
-  // A resumed run continues from the first batch not yet trained on (the ledger marks
-  // each consumed batch, and this drafter steps on a batch before it checkpoints), rounded
-  // down to a multiple of the targets: a few batches may be trained twice, none skipped.
+  // A resumed run continues from the first batch not consumed (the ledger marks each
+  // consumed batch, and this drafter steps on a batch before it checkpoints), rounded down
+  // to a multiple of the targets: a few batches may be trained twice. In a group, another
+  // member may already hold its next batch (consumed, not yet stepped on) when drafter 0
+  // checkpoints: up to one batch per other member is then skipped by a resumed run.
   const RingShape& s = ring_.shape();
   while (true) {
     const LedgerEntry* e = ring_.ledger_entry(trained_watermark_);
