@@ -66,6 +66,12 @@ TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
       crash::run_command({hsring(), "status", "--ring", ring_, "--json", "--interval", "0"});
   EXPECT_NE(json.out.find("\"training\": {\"steps\": 120, \"loss\": "), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"content\": \"model\""), std::string::npos) << json.out;
+  const crash::CommandResult prometheus =
+      crash::run_command({hsring(), "status", "--ring", ring_, "--prometheus"});
+  EXPECT_NE(prometheus.out.find("hsring_training_steps_total{ring=\"" + ring_ + "\"} 120"),
+            std::string::npos)
+      << prometheus.out;
+  EXPECT_NE(prometheus.out.find("hsring_training_loss{"), std::string::npos) << prometheus.out;
   EXPECT_EQ(crash::run_command({hsring(), "ring", "remove", ring_}).exit_code, 0);
   expect_cleaned_up();
 }
