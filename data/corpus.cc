@@ -48,4 +48,17 @@ Corpus Corpus::from_shards(std::string dir, std::vector<ShardInfo> shards) {
   return corpus;
 }
 
+std::string vocabulary_problem(const Corpus& corpus, uint32_t vocab_size,
+                               const std::string& model_name) {
+  for (const ShardInfo& shard : corpus.shards()) {
+    const uint32_t vocab = shard.header.vocab_size;
+    if (vocab == 0 || vocab > vocab_size)
+      return "shard " + shard.path + " has a vocabulary of " +
+             (vocab == 0 ? std::string("unknown size") : std::to_string(vocab)) +
+             " tokens but the model '" + model_name + "' has " + std::to_string(vocab_size) +
+             ": pack the data with the model's tokenizer (docs/data-format.md)";
+  }
+  return "";
+}
+
 }  // namespace hsring::data

@@ -42,4 +42,9 @@ class Corpus {
   uint64_t doc_count_ = 0;
 };
 
+// "" when every shard of `corpus` declares a vocabulary of at most `vocab_size` tokens,
+// else which shard does not and what to do (model `model_name` cannot read it).
+std::string vocabulary_problem(const Corpus& corpus, uint32_t vocab_size,
+                               const std::string& model_name);
+
 }  // namespace hsring::data

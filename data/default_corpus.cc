@@ -94,4 +94,10 @@ std::string default_corpus_dir(const std::string& cache_root) {
   throw DataError(DataErrc::kIo, dir.string(), 0, "cannot pack the default corpus here");
 }
 
+Corpus open_token_data(const std::string& dir) {
+  CorpusOptions options;
+  options.verify_tokens = false;
+  return Corpus::open(dir.empty() ? default_corpus_dir() : dir, options);
+}
+
 }  // namespace hsring::data

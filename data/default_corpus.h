@@ -27,4 +27,11 @@ std::string default_cache_root();
 // race uses the winner's. Throws DataError.
 std::string default_corpus_dir(const std::string& cache_root = "");
 
+class Corpus;
+
+// The token shards a model target reads: `dir`, or the default corpus when it is "".
+// Headers and offset tables are checked now; token values as each batch is built.
+// Throws DataError.
+Corpus open_token_data(const std::string& dir);
+
 }  // namespace hsring::data

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -60,16 +59,16 @@ std::string render_prometheus(const Ring& ring) {
   m.sample("hsring_slots_recovered_total", "", double(h.slots_recovered.load(std::memory_order_relaxed)));
   m.family("hsring_batches_published_total", "counter", "Publish sequence numbers handed out.");
   m.sample("hsring_batches_published_total", "", double(h.publish_seq.load(std::memory_order_relaxed)));
-  if (h.training.tokens.load(std::memory_order_relaxed) > 0) {
+  if (h.training.started()) {
     // Drafter training (model rings): what drafter 0 publishes after each step.
     m.family("hsring_training_steps_total", "counter", "Drafter optimizer steps applied.");
     m.sample("hsring_training_steps_total", "", double(h.training.steps.load(std::memory_order_relaxed)));
     m.family("hsring_training_loss", "gauge", "Drafter loss, average of the last ~20 steps.");
-    m.sample("hsring_training_loss", "", std::bit_cast<float>(h.training.loss_ema.load(std::memory_order_relaxed)));
+    m.sample("hsring_training_loss", "", TrainingProgress::value(h.training.loss_ema));
     m.family("hsring_training_agreement_ratio", "gauge",
              "Drafter top-1 agreement with the target, average of the last ~20 steps.");
     m.sample("hsring_training_agreement_ratio", "",
-             std::bit_cast<float>(h.training.agreement_ema.load(std::memory_order_relaxed)));
+             TrainingProgress::value(h.training.agreement_ema));
   }
 
   struct Counter {

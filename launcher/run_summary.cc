@@ -1,6 +1,5 @@
 #include "launcher/run_summary.h"
 
-#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,10 +37,10 @@ RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_targ
   s.wall_s = wall_s;
   const TrainingProgress& training = ring.header().training;
   s.steps = training.steps.load(std::memory_order_relaxed);
-  s.trained = training.tokens.load(std::memory_order_relaxed) > 0;
-  s.initial_loss = std::bit_cast<float>(training.first_loss.load(std::memory_order_relaxed));
-  s.final_loss = std::bit_cast<float>(training.loss_ema.load(std::memory_order_relaxed));
-  s.agreement = std::bit_cast<float>(training.agreement_ema.load(std::memory_order_relaxed));
+  s.trained = training.started();
+  s.initial_loss = TrainingProgress::value(training.first_loss);
+  s.final_loss = TrainingProgress::value(training.loss_ema);
+  s.agreement = TrainingProgress::value(training.agreement_ema);
   s.tokens_per_s = wall_s > 0 ? double(tokens) / wall_s : 0;
   s.hs_bytes_per_s = wall_s > 0 ? double(bytes) / wall_s : 0;
   return s;

@@ -2,7 +2,6 @@
 
 #include <sys/types.h>
 
-#include <bit>
 #include <cstdio>
 #include <sstream>
 #include <thread>
@@ -15,17 +14,6 @@
 namespace hsring {
 
 namespace {
-
-// The drafter group's progress (ring header, written by drafter 0): relaxed reads.
-bool training_started(const TrainingProgress& t) {
-  return t.tokens.load(std::memory_order_relaxed) > 0;
-}
-double loss_of(const TrainingProgress& t) {
-  return std::bit_cast<float>(t.loss_ema.load(std::memory_order_relaxed));
-}
-double agreement_of(const TrainingProgress& t) {
-  return std::bit_cast<float>(t.agreement_ema.load(std::memory_order_relaxed));
-}
 
 std::string fixed(double value, int precision) {
   char buffer[64];
@@ -115,10 +103,10 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
         << ",\n  \"slots_recovered\": " << h.slots_recovered.load(std::memory_order_relaxed)
         << ",\n  \"interval_s\": " << fixed(interval, 3) << ",\n  \"content\": \""
         << to_string(s.content) << "\",\n  \"training\": ";
-    if (training_started(h.training)) {
+    if (h.training.started()) {
       out << "{\"steps\": " << h.training.steps.load(std::memory_order_relaxed)
-          << ", \"loss\": " << fixed(loss_of(h.training), 4)
-          << ", \"agreement\": " << fixed(agreement_of(h.training), 4)
+          << ", \"loss\": " << fixed(TrainingProgress::value(h.training.loss_ema), 4)
+          << ", \"agreement\": " << fixed(TrainingProgress::value(h.training.agreement_ema), 4)
           << ", \"step_ms\": " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
           << ", \"checkpoint_step\": " << h.training.checkpoint_step.load(std::memory_order_relaxed)
           << "}";
@@ -141,9 +129,9 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
     out << "slots:";
     for (int p = 0; p < kSlotPhaseCount; ++p) out << " " << phase_names[p] << " " << by_phase[p];
     out << "\n";
-    if (training_started(h.training)) {
+    if (h.training.started()) {
       out << "training: step " << h.training.steps.load(std::memory_order_relaxed) << ", loss "
-          << fixed(loss_of(h.training), 4) << ", agreement " << fixed(agreement_of(h.training), 4)
+          << fixed(TrainingProgress::value(h.training.loss_ema), 4) << ", agreement " << fixed(TrainingProgress::value(h.training.agreement_ema), 4)
           << ", " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
           << " ms/step, last checkpoint at step "
           << h.training.checkpoint_step.load(std::memory_order_relaxed) << "\n";

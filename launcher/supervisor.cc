@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <bit>
 #include <cerrno>
 #include <filesystem>
 #include <cmath>
@@ -235,11 +234,11 @@ void Supervisor::print_progress() {
        << by_phase[3] << " reading " << by_phase[4] << "  restarts t " << restarts_target_
        << " d " << restarts_drafter_;
   const TrainingProgress& training = ring_->header().training;
-  if (training.tokens.load(std::memory_order_relaxed) > 0) {
+  if (training.started()) {
     line.precision(3);
     line << "  step " << training.steps.load(std::memory_order_relaxed) << " loss "
-         << std::bit_cast<float>(training.loss_ema.load(std::memory_order_relaxed)) << " agree "
-         << std::bit_cast<float>(training.agreement_ema.load(std::memory_order_relaxed)) << " "
+         << TrainingProgress::value(training.loss_ema) << " agree "
+         << TrainingProgress::value(training.agreement_ema) << " "
          << training.step_us.load(std::memory_order_relaxed) / 1000 << " ms/step";
   }
   log_line(line.str());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -95,6 +96,12 @@ struct TrainingProgress {
   std::atomic<uint32_t> step_us;         // the last step's wall time
   std::atomic<uint32_t> lr;              // float: the last step's learning rate
   std::atomic<uint64_t> checkpoint_step;  // the step of the newest durable checkpoint
+
+  // Readers' view (relaxed, like the writes).
+  bool started() const { return tokens.load(std::memory_order_relaxed) > 0; }
+  static float value(const std::atomic<uint32_t>& bits) {
+    return std::bit_cast<float>(bits.load(std::memory_order_relaxed));
+  }
 };
 
 // The segment's first bytes. Immutable fields are written once by the creator before

@@ -8,39 +8,16 @@
 
 namespace hsring {
 
-namespace {
-
-data::Corpus open_corpus(const std::string& dir) {
-  const std::string path = dir.empty() ? data::default_corpus_dir() : dir;
-  // Headers and offset tables are checked here; token values as each batch is built.
-  data::CorpusOptions options;
-  options.verify_tokens = false;
-  return data::Corpus::open(path, options);
-}
-
-void check_vocabulary(const data::Corpus& corpus, const ModelConfig& model) {
-  for (const data::ShardInfo& shard : corpus.shards()) {
-    const uint32_t vocab = shard.header.vocab_size;
-    if (vocab == 0 || vocab > model.vocab_size)
-      throw ModelError(ModelErrc::kBadInput,
-                       "shard " + shard.path + " has a vocabulary of " +
-                           (vocab == 0 ? std::string("unknown size") : std::to_string(vocab)) +
-                           " tokens but the model '" + model.name + "' has " +
-                           std::to_string(model.vocab_size) +
-                           ": pack the data with the model's tokenizer (docs/data-format.md)");
-  }
-}
-
-}  // namespace
-
 TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& model,
                          uint32_t max_tokens, uint32_t target, uint32_t num_targets)
     : options_(options),
-      corpus_(open_corpus(options.data_dir)),
+      corpus_(data::open_token_data(options.data_dir)),
       index_(corpus_, data::PackOptions{max_tokens, options.data_seed}),
       target_(target),
       num_targets_(num_targets) {
-  check_vocabulary(corpus_, model);
+  if (std::string problem = data::vocabulary_problem(corpus_, model.vocab_size, model.name);
+      !problem.empty())
+    throw ModelError(ModelErrc::kBadInput, problem);
   log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
            std::to_string(corpus_.doc_count()) + " documents, " +
            std::to_string(index_.batches_per_epoch()) + " batches of up to " +
