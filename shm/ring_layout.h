@@ -4,9 +4,9 @@
 #pragma once
 
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "shm/slot_state.h"
 
@@ -99,8 +99,12 @@ struct TrainingProgress {
 
   // Readers' view (relaxed, like the writes).
   bool started() const { return tokens.load(std::memory_order_relaxed) > 0; }
+  // memcpy, not std::bit_cast: CUDA sources include this header as C++17.
   static float value(const std::atomic<uint32_t>& bits) {
-    return std::bit_cast<float>(bits.load(std::memory_order_relaxed));
+    const uint32_t raw = bits.load(std::memory_order_relaxed);
+    float f;
+    std::memcpy(&f, &raw, sizeof f);
+    return f;
   }
 };
 
