@@ -61,8 +61,10 @@ std::optional<SlotClaim> claim_free_slot(Ring& ring, Identity self, uint32_t hin
 bool bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) {
   SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kClaimed) return false;
-  // Relaxed: the release CAS below orders it before the WRITING word that certifies it.
-  slot.batch_id.store(batch_id, std::memory_order_relaxed);
+  // Release: a recoverer holding a stale READING word that reads this id must then see
+  // our claim in the slot word (recovery.cc). The release CAS below orders it before the
+  // WRITING word that certifies it to consumers.
+  slot.batch_id.store(batch_id, std::memory_order_release);
   return advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(),
                                               claim.word.epoch()));
 }

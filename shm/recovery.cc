@@ -8,10 +8,7 @@
 
 namespace hsring {
 
-namespace {
-
-// Recovers one slot whose owner (per `seen`) is dead. Returns what it did.
-void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& stats) {
+void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& stats) {
   SlotHeader& slot = ring.slot(index);
   RingHeader& header = ring.header();
   switch (seen.phase()) {
@@ -22,7 +19,13 @@ void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& sta
       }
       return;
     case SlotPhase::kReading: {
-      const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
+      // `seen` may be stale: the consumer may have finished, freed the slot and died since,
+      // and a producer rebound the slot to another batch. Acquire pairs with bind_batch's
+      // release store, so if we read a rebound id, the rebinding claim happens before the
+      // re-read below, which then cannot still see `seen`. Checked before the ledger mark:
+      // marking another batch with this claim's word would count it consumed twice.
+      const uint64_t batch_id = slot.batch_id.load(std::memory_order_acquire);
+      if (slot.state.load(std::memory_order_relaxed) != seen.word()) return;
       // Acquire pairs with the consumer's release store of consumed_word.
       if (slot.consumed_word.load(std::memory_order_acquire) == seen.word()) {
         // It finished and died before freeing: repeat its (idempotent) ledger mark.
@@ -47,6 +50,8 @@ void recover_slot(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& sta
   }
 }
 
+namespace {
+
 void count_recoveries(Ring& ring, const RecoveryStats& stats) {
   if (stats.total() > 0)
     ring.header().slots_recovered.fetch_add(stats.total(), std::memory_order_relaxed);
@@ -68,7 +73,7 @@ RecoveryStats recover_dead_owners(Ring& ring) {
   for (uint32_t i = 0; i < ring.slot_count(); ++i) {
     const SlotState seen(ring.slot(i).state.load(std::memory_order_acquire));
     if (seen.owned() && !owner_alive(ring, seen.owner(), seen.epoch()))
-      recover_slot(ring, i, seen, stats);
+      recover_slot_as_seen(ring, i, seen, stats);
   }
   count_recoveries(ring, stats);
   return stats;
@@ -79,7 +84,7 @@ RecoveryStats recover_previous_epochs(Ring& ring, Identity self) {
   for (uint32_t i = 0; i < ring.slot_count(); ++i) {
     const SlotState seen(ring.slot(i).state.load(std::memory_order_acquire));
     if (seen.owned() && seen.owner() == self.index && !seen.held_by(self.index, self.epoch))
-      recover_slot(ring, i, seen, stats);
+      recover_slot_as_seen(ring, i, seen, stats);
   }
   count_recoveries(ring, stats);
   return stats;

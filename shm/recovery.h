@@ -23,6 +23,11 @@ struct RecoveryStats {
   uint32_t total() const { return freed + redelivered; }
 };
 
+// Recovers slot `index` as if its dead owner still held it with the word `seen`, read
+// earlier and possibly stale: a slot that has moved on since is left alone. The scans below
+// call it; tests call it with stale words.
+void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoveryStats& stats);
+
 // True when process `index` is alive in incarnation `epoch` (low epoch bits compared).
 bool owner_alive(const Ring& ring, uint32_t index, uint32_t epoch);
 

@@ -436,6 +436,45 @@ TEST_F(ProtocolTest, ConsumedWordOfAnEarlierClaimDoesNotCountAsFinished) {
   EXPECT_EQ(ledger(3).consume_word.load(), 0u);
 }
 
+// The race CI caught once in 160 K batches: a recoverer reads READING(drafter, W); the
+// drafter finishes (consumed_word = W), frees the slot and dies; a target rebinds the slot
+// to another batch. The recoverer, acting on its stale W, must not mark that batch
+// consumed by W: the real consumer's mark would then count it twice.
+TEST_F(ProtocolTest, StaleReadingWordOfAFinishedConsumerLeavesTheReboundSlotAlone) {
+  auto target = start(kTarget0);
+  auto drafter = start(kDrafter0);
+  const uint32_t slot = produce(*target, 1, 0);
+  SlotClaim finished = take_ready(*drafter);
+  const SlotState stale = finished.word;  // what the slow recoverer read
+  ASSERT_TRUE(release_consumed(drafter->ring(), finished));
+  drafter.reset();
+
+  for (const bool published : {false, true}) {
+    SCOPED_TRACE(published ? "rebound batch READY" : "rebound batch WRITING");
+    const uint64_t next = published ? 5 : 3;
+    SlotClaim rebound = begin_batch(*target, next, slot);
+    ASSERT_EQ(rebound.index, slot);
+    if (published) finish_batch(*target, rebound);
+    const SlotState before = word(slot);
+    RecoveryStats stats;
+    recover_slot_as_seen(*ring_, slot, stale, stats);
+    EXPECT_EQ(stats.total(), 0u);
+    EXPECT_EQ(word(slot), before) << "the slot moved on; the stale word must not touch it";
+    EXPECT_EQ(ledger(next).consume_word.load(), 0u) << "batch " << next << " is not consumed";
+    if (!published) finish_batch(*target, rebound);
+
+    auto reader = start(kDrafter1);
+    SlotClaim real = take_ready(*reader);
+    ASSERT_EQ(real.index, slot);
+    ASSERT_TRUE(release_consumed(reader->ring(), real));
+    EXPECT_EQ(ledger(next).duplicates.load(), 0u);
+  }
+  const LedgerTotals totals = ledger_totals(*ring_, 64);
+  EXPECT_EQ(totals.consumed, 3u);
+  EXPECT_EQ(totals.duplicated, 0u);
+  EXPECT_EQ(ledger(1).consume_word.load(), stale.word());
+}
+
 TEST_F(ProtocolTest, ClaimedSlotOfADeadProducerIsFreedAtItsRestart) {
   auto target = start(kTarget0);
   auto claim = claim_free_slot(target->ring(), target->identity(), 0, 0ms);
