@@ -31,41 +31,49 @@ void copy_into(const checkpoint::Checkpoint& saved, const std::string& name,
 
 }  // namespace
 
-checkpoint::Checkpoint save_training(const train::Trainer& trainer, const TrainingPosition& position) {
+checkpoint::Checkpoint save_training(const train::DrafterTrainer& trainer,
+                                     const TrainingPosition& position) {
+  const train::TrainerState state = trainer.state();
   checkpoint::Checkpoint c;
-  c.step = trainer.optimizer().step();
-  c.metadata[kShapeKey] = train::describe(trainer.model().config());
+  c.step = state.step;
+  c.metadata[kShapeKey] = train::describe(trainer.config());
   c.set_u64(kNextDataBatchKey, position.next_data_batch);
   c.set_u64(kBatchesKey, position.batches_trained);
   for (const train::ParamInfo& info : trainer.layout().tensors) {
-    c.tensors.push_back(tensor_of(info.name, info, trainer.model().params()));
-    c.tensors.push_back(tensor_of("optimizer.m." + info.name, info, trainer.optimizer().first_moment()));
-    c.tensors.push_back(tensor_of("optimizer.v." + info.name, info, trainer.optimizer().second_moment()));
+    c.tensors.push_back(tensor_of(info.name, info, state.params));
+    c.tensors.push_back(tensor_of("optimizer.m." + info.name, info, state.first_moment));
+    c.tensors.push_back(tensor_of("optimizer.v." + info.name, info, state.second_moment));
   }
   return c;
 }
 
-TrainingPosition restore_training(const checkpoint::Checkpoint& saved, train::Trainer& trainer) {
-  const std::string shape = train::describe(trainer.model().config());
+TrainingPosition restore_training(const checkpoint::Checkpoint& saved,
+                                  train::DrafterTrainer& trainer) {
+  const std::string shape = train::describe(trainer.config());
   const auto it = saved.metadata.find(kShapeKey);
   if (it == saved.metadata.end()) refuse("it does not say which drafter shape it holds");
   if (it->second != shape) refuse("it holds a drafter of shape '" + it->second + "', this run trains '" + shape + "'");
+  // Gaps between tensors stay zero (train/drafter_params.h).
+  const size_t total = trainer.layout().total;
+  train::TrainerState state{std::vector<float>(total, 0.0f), std::vector<float>(total, 0.0f),
+                            std::vector<float>(total, 0.0f), saved.step};
   for (const train::ParamInfo& info : trainer.layout().tensors) {
-    copy_into(saved, info.name, info, trainer.model().params());
-    copy_into(saved, "optimizer.m." + info.name, info, trainer.optimizer().first_moment());
-    copy_into(saved, "optimizer.v." + info.name, info, trainer.optimizer().second_moment());
+    copy_into(saved, info.name, info, state.params);
+    copy_into(saved, "optimizer.m." + info.name, info, state.first_moment);
+    copy_into(saved, "optimizer.v." + info.name, info, state.second_moment);
   }
-  trainer.optimizer().set_step(saved.step);
+  trainer.load_state(state);
   TrainingPosition position;
   position.next_data_batch = saved.get_u64(kNextDataBatchKey).value_or(0);
   position.batches_trained = saved.get_u64(kBatchesKey).value_or(0);
   return position;
 }
 
-std::vector<checkpoint::Tensor> drafter_weights(const train::Trainer& trainer) {
+std::vector<checkpoint::Tensor> drafter_weights(const train::DrafterTrainer& trainer) {
+  const train::TrainerState state = trainer.state();
   std::vector<checkpoint::Tensor> out;
   for (const train::ParamInfo& info : trainer.layout().tensors)
-    out.push_back(tensor_of(info.name, info, trainer.model().params()));
+    out.push_back(tensor_of(info.name, info, state.params));
   return out;
 }
 

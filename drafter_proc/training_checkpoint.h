@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_format.h"
-#include "train/trainer.h"
+#include "train/drafter_trainer.h"
 
 namespace hsring {
 
@@ -25,14 +25,16 @@ struct TrainingPosition {
 // The metadata key of TrainingPosition::next_data_batch (the launcher reads it to resume).
 inline constexpr char kNextDataBatchKey[] = "data.next_batch";
 
-checkpoint::Checkpoint save_training(const train::Trainer& trainer, const TrainingPosition& position);
+checkpoint::Checkpoint save_training(const train::DrafterTrainer& trainer,
+                                     const TrainingPosition& position);
 
 // Restores parameters, moments and step into `trainer` and returns the data position.
 // Throws checkpoint::CheckpointError(kBadCheckpoint) naming the problem when the
 // checkpoint is of another drafter shape or lacks a tensor.
-TrainingPosition restore_training(const checkpoint::Checkpoint& saved, train::Trainer& trainer);
+TrainingPosition restore_training(const checkpoint::Checkpoint& saved,
+                                  train::DrafterTrainer& trainer);
 
 // The parameters alone, under their HF names: what a safetensors export holds.
-std::vector<checkpoint::Tensor> drafter_weights(const train::Trainer& trainer);
+std::vector<checkpoint::Tensor> drafter_weights(const train::DrafterTrainer& trainer);
 
 }  // namespace hsring

@@ -28,11 +28,16 @@ void ensure(std::vector<T>& buffer, size_t size) {
 
 void validate_drafter_batch(const DrafterBatch& b, const DrafterConfig& c) {
   const size_t rows = b.tokens.size();
-  if (rows == 0) bad_batch("it holds no tokens");
-  if (b.features.size() != rows * size_t(c.feature_dim()))
+  if (rows > 0 && b.features.size() != rows * size_t(c.feature_dim()))
     bad_batch("features hold " + std::to_string(b.features.size()) + " values, " +
               std::to_string(rows) + " tokens of K*H " + std::to_string(c.feature_dim()) +
               " need " + std::to_string(rows * size_t(c.feature_dim())));
+  validate_drafter_metadata(b, c);
+}
+
+void validate_drafter_metadata(const DrafterBatch& b, const DrafterConfig& c) {
+  const size_t rows = b.tokens.size();
+  if (rows == 0) bad_batch("it holds no tokens");
   if (b.positions.size() != rows)
     bad_batch(std::to_string(b.positions.size()) + " positions for " + std::to_string(rows) +
               " tokens");

@@ -45,6 +45,8 @@ struct LossStats {
 // bad document offsets, a negative position, a label >= vocab, a token outside the
 // vocabulary (with embed_tokens).
 void validate_drafter_batch(const DrafterBatch& batch, const DrafterConfig& config);
+// The same without the features (a batch whose features are elsewhere, on a GPU).
+void validate_drafter_metadata(const DrafterBatch& batch, const DrafterConfig& config);
 
 // Real is float for training and double for gradient checks (DrafterModel is the float one).
 // Thread safety: one forward or backward at a time (the model owns its scratch memory);

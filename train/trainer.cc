@@ -1,6 +1,9 @@
 #include "train/trainer.h"
 
+#include <algorithm>
+
 #include "common/clock.h"
+#include "model/model_error.h"
 
 namespace hsring::train {
 
@@ -21,11 +24,34 @@ UpdateStats Trainer::apply_gradients() {
   return optimizer_.update(model_.params(), model_.grads());
 }
 
-StepStats Trainer::step(const DrafterBatch& batch) {
+TrainerState Trainer::state() const {
+  TrainerState state;
+  state.params.assign(model_.params().begin(), model_.params().end());
+  state.first_moment.assign(optimizer_.first_moment().begin(), optimizer_.first_moment().end());
+  state.second_moment.assign(optimizer_.second_moment().begin(), optimizer_.second_moment().end());
+  state.step = optimizer_.step();
+  return state;
+}
+
+void Trainer::load_state(const TrainerState& state) {
+  check_state_sizes(state, layout().total);
+  std::copy(state.params.begin(), state.params.end(), model_.params().begin());
+  std::copy(state.first_moment.begin(), state.first_moment.end(),
+            optimizer_.first_moment().begin());
+  std::copy(state.second_moment.begin(), state.second_moment.end(),
+            optimizer_.second_moment().begin());
+  optimizer_.set_step(state.step);
+}
+
+StepStats DrafterTrainer::step(const DrafterBatch& batch) {
   const uint64_t start = monotonic_ns();
   const LossStats loss = compute_gradients(batch);
   const UpdateStats update = apply_gradients();
-  const double seconds = double(monotonic_ns() - start) * 1e-9;
+  return step_stats(loss, update, double(monotonic_ns() - start) * 1e-9);
+}
+
+StepStats DrafterTrainer::step_stats(const LossStats& loss, const UpdateStats& update,
+                                     double seconds) {
   StepStats s;
   s.loss = loss.loss;
   s.agreement = loss.agreement;
@@ -38,6 +64,16 @@ StepStats Trainer::step(const DrafterBatch& batch) {
   s.step_ms = seconds * 1e3;
   s.tokens_per_s = seconds > 0 ? double(loss.tokens) / seconds : 0;
   return s;
+}
+
+void check_state_sizes(const TrainerState& state, size_t total) {
+  for (const std::vector<float>* buffer :
+       {&state.params, &state.first_moment, &state.second_moment}) {
+    if (buffer->size() != total)
+      throw ModelError(ModelErrc::kBadTensor,
+                       "trainer state: a buffer of " + std::to_string(buffer->size()) +
+                           " values, the drafter's layout has " + std::to_string(total));
+  }
 }
 
 }  // namespace hsring::train

@@ -1,11 +1,5 @@
-// One drafter training process's step on the CPU: the model, its AdamW optimizer, and the
-// timing of each step. The step is split in two so that processes training one drafter
-// together can average their gradients (through shared memory) in between:
-//
-//   LossStats local = trainer.compute_gradients(batch);       // this process's batch
-//   trainer.scale_gradients(float(local.counted) / counted_over_all_processes);
-//   ... sum gradients() across processes ...                   // now the global token mean
-//   UpdateStats update = trainer.apply_gradients();            // identical on every process
+// One drafter training process's step on the CPU, in fp32: the model and its AdamW
+// optimizer (train/drafter_trainer.h has the step's protocol).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +8,7 @@
 
 #include "train/drafter_config.h"
 #include "train/drafter_model.h"
+#include "train/drafter_trainer.h"
 #include "train/optimizer.h"
 
 namespace hsring::train {
@@ -27,37 +22,26 @@ struct TrainerOptions {
   std::vector<float> lm_head_init;
 };
 
-struct StepStats {
-  double loss = 0;       // mean cross-entropy over counted positions, before the update
-  double agreement = 0;  // top-1 agreement with the target's labels, before the update
-  uint64_t tokens = 0;   // positions in the batch
-  uint64_t counted = 0;  // positions with a valid label
-  double grad_norm = 0;  // before clipping
-  double lr = 0;
-  uint64_t step = 0;     // updates applied so far
-  bool skipped = false;  // non-finite gradient: the update was not applied
-  double step_ms = 0;    // forward + backward + update, wall clock
-  double tokens_per_s = 0;
-};
-
 // Thread safety: none; a trainer is driven by one thread (it uses others inside a step).
-class Trainer {
+class Trainer final : public DrafterTrainer {
  public:
   // Throws ModelError(kBadConfig) for an invalid model or optimizer config,
   // ModelError(kBadTensor) for an lm_head_init of the wrong size.
   explicit Trainer(TrainerOptions options);
 
-  // Zeroes the gradients, then forward and backward over `batch`: gradients() holds the
-  // gradient of this batch's mean loss. Throws ModelError(kBadInput) for a bad batch.
-  LossStats compute_gradients(const DrafterBatch& batch);
+  const DrafterConfig& config() const override { return model_.config(); }
+  const ParamLayout& layout() const override { return model_.layout(); }
+  LossStats compute_gradients(const DrafterBatch& batch) override;
   // The flat gradient buffer (layout().total floats) to all-reduce in place.
   std::span<float> gradients() { return model_.grads(); }
-  void scale_gradients(float factor);
-  // Clips and applies gradients() with AdamW at the schedule's rate.
-  UpdateStats apply_gradients();
+  void scale_gradients(float factor) override;
+  UpdateStats apply_gradients() override;
+  uint64_t optimizer_step() const override { return optimizer_.step(); }
+  std::span<float> host_gradients() override { return model_.grads(); }
+  void host_gradients_changed() override {}
+  TrainerState state() const override;
+  void load_state(const TrainerState& state) override;
 
-  // compute_gradients then apply_gradients, timed.
-  StepStats step(const DrafterBatch& batch);
   // Loss and agreement without gradients or an update (held-out batches).
   LossStats evaluate(const DrafterBatch& batch) { return model_.forward(batch); }
 
@@ -65,7 +49,6 @@ class Trainer {
   const DrafterModel& model() const { return model_; }
   AdamW& optimizer() { return optimizer_; }
   const AdamW& optimizer() const { return optimizer_; }
-  const ParamLayout& layout() const { return model_.layout(); }
 
  private:
   DrafterModel model_;

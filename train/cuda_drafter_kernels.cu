@@ -1,0 +1,385 @@
+// Element-wise, per-row and optimizer kernels of the drafter's training step. The attention
+// kernels are in cuda_drafter_attention.cu.
+#include <cuda_runtime.h>
+
+#include "train/cuda_drafter_kernels.h"
+
+namespace hsring::train::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+// Enough blocks to fill the device several times over; grid-stride loops cover the rest.
+unsigned grid_for(uint64_t work_items) {
+  constexpr uint64_t kCap = 132 * 16;
+  const uint64_t needed = (work_items + kThreads - 1) / kThreads;
+  return unsigned(needed == 0 ? 1 : (needed < kCap ? needed : kCap));
+}
+
+// One block per row, up to CUDA's grid limit (kernels loop over the rest).
+unsigned row_grid(uint32_t rows) { return rows < 65535u ? (rows == 0 ? 1 : rows) : 65535u; }
+
+#define GRID_STRIDE(i, n)                                                          \
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += uint64_t(gridDim.x) * blockDim.x)
+
+__device__ float warp_sum(float value) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
+  return value;
+}
+
+// Sum over the block; every thread gets the total. The leading barrier lets a caller use
+// it twice in a row with the same `partials`.
+__device__ float block_sum(float value, float* partials) {
+  value = warp_sum(value);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = value;
+  __syncthreads();
+  float total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += partials[w];
+  return total;
+}
+
+__global__ void bf16_to_float_kernel(const uint16_t* __restrict__ in, uint64_t n,
+                                     float* __restrict__ out) {
+  GRID_STRIDE(i, n) out[i] = __uint_as_float(uint32_t(in[i]) << 16);
+}
+
+__global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t docs,
+                                  uint32_t rows, int32_t* __restrict__ start,
+                                  int32_t* __restrict__ end) {
+  GRID_STRIDE(t, rows) {
+    // The last document whose offset is <= t: binary search over cu_seqlens.
+    uint32_t lo = 0, hi = docs;  // offsets[lo] <= t < offsets[hi]
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (uint64_t(offsets[mid]) <= t) lo = mid; else hi = mid;
+    }
+    start[t] = offsets[lo];
+    end[t] = offsets[lo + 1];
+  }
+}
+
+__global__ void rms_norm_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                        uint32_t rows, uint32_t dim, float eps,
+                                        float* __restrict__ y) {
+  __shared__ float partials[kWarps];
+  for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + uint64_t(r) * dim;
+    float squares = 0;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) squares += xr[i] * xr[i];
+    const float scale = rsqrtf(block_sum(squares, partials) / float(dim) + eps);
+    float* yr = y + uint64_t(r) * dim;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+// dx_j = s (w_j dy_j - xhat_j * sum_i(w_i dy_i xhat_i) / dim), s = 1 / rms(x), xhat = x s.
+__global__ void rms_norm_backward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                         const float* __restrict__ dy, uint32_t rows, uint32_t dim,
+                                         float eps, float* __restrict__ dx, bool accumulate,
+                                         float* __restrict__ inv_rms) {
+  __shared__ float partials[kWarps];
+  for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + uint64_t(r) * dim;
+    const float* dyr = dy + uint64_t(r) * dim;
+    float squares = 0, projection = 0;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      squares += xr[i] * xr[i];
+      projection += w[i] * dyr[i] * xr[i];
+    }
+    const float s = rsqrtf(block_sum(squares, partials) / float(dim) + eps);
+    // sum(w dy xhat) / dim = s * sum(w dy x) / dim.
+    const float mean_projection = s * block_sum(projection, partials) / float(dim);
+    float* dxr = dx + uint64_t(r) * dim;
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float d = s * (w[i] * dyr[i] - xr[i] * s * mean_projection);
+      dxr[i] = accumulate ? dxr[i] + d : d;
+    }
+    if (threadIdx.x == 0) inv_rms[r] = s;
+  }
+}
+
+// Rows in chunks of kWeightGradRows (grid.y), columns across threads (grid.x): each thread
+// sums its column over its chunk in double and adds the chunk's total with one atomic.
+constexpr uint32_t kWeightGradRows = 128;
+
+__global__ void rms_norm_weight_grad_kernel(const float* __restrict__ x,
+                                            const float* __restrict__ dy,
+                                            const float* __restrict__ inv_rms, uint32_t rows,
+                                            uint32_t dim, float* __restrict__ dweight) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= dim) return;
+  for (uint32_t r0 = blockIdx.y * kWeightGradRows; r0 < rows; r0 += gridDim.y * kWeightGradRows) {
+    const uint32_t r1 = r0 + kWeightGradRows < rows ? r0 + kWeightGradRows : rows;
+    double sum = 0;
+    for (uint32_t r = r0; r < r1; ++r) {
+      const uint64_t e = uint64_t(r) * dim + i;
+      sum += double(dy[e]) * double(x[e]) * double(inv_rms[r]);
+    }
+    atomicAdd(dweight + i, float(sum));
+  }
+}
+
+__global__ void rope_apply_kernel(float* __restrict__ x, uint32_t rows, uint32_t heads,
+                                  uint32_t head_dim, const float* __restrict__ cos,
+                                  const float* __restrict__ sin, float direction) {
+  const uint32_t half = head_dim / 2;
+  const uint64_t pairs = uint64_t(rows) * heads * half;
+  GRID_STRIDE(e, pairs) {
+    const uint64_t row_head = e / half;
+    const uint32_t i = uint32_t(e - row_head * half);
+    const uint64_t row = row_head / heads;
+    float* v = x + row_head * head_dim;
+    const float c = cos[row * half + i];
+    const float s = direction * sin[row * half + i];
+    const float a = v[i], b = v[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+__device__ float sigmoid(float g) { return 1.0f / (1.0f + __expf(-g)); }
+
+__global__ void swiglu_forward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
+                                      uint64_t n, float* __restrict__ out) {
+  GRID_STRIDE(i, n) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+}
+
+// silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
+__global__ void swiglu_backward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
+                                       const float* __restrict__ dout, uint64_t n,
+                                       float* __restrict__ dgate, float* __restrict__ dup) {
+  GRID_STRIDE(i, n) {
+    const float g = gate[i], sig = sigmoid(g), d = dout[i];
+    dgate[i] = d * up[i] * sig * (1.0f + g * (1.0f - sig));
+    dup[i] = d * g * sig;
+  }
+}
+
+__global__ void embedding_forward_kernel(const float* __restrict__ table,
+                                         const int32_t* __restrict__ tokens, uint32_t rows,
+                                         uint32_t dim, float* __restrict__ y) {
+  GRID_STRIDE(e, uint64_t(rows) * dim) {
+    const uint64_t r = e / dim;
+    y[e] += table[uint64_t(tokens[r]) * dim + (e - r * dim)];
+  }
+}
+
+__global__ void embedding_backward_kernel(const int32_t* __restrict__ tokens,
+                                          const float* __restrict__ dy, uint32_t rows, uint32_t dim,
+                                          float* __restrict__ dtable) {
+  GRID_STRIDE(e, uint64_t(rows) * dim) {
+    const uint64_t r = e / dim;
+    atomicAdd(dtable + uint64_t(tokens[r]) * dim + (e - r * dim), dy[e]);
+  }
+}
+
+__global__ void add_kernel(float* __restrict__ a, const float* __restrict__ b, uint64_t n) {
+  GRID_STRIDE(i, n) a[i] += b[i];
+}
+
+__global__ void scale_kernel(float* __restrict__ x, uint64_t n, float factor) {
+  GRID_STRIDE(i, n) x[i] *= factor;
+}
+
+// One block per row: max and first argmax, then the sum of exponentials, then the gradient.
+__global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* __restrict__ labels,
+                                     uint32_t rows, uint32_t vocab, float grad_scale, bool backward,
+                                     float* __restrict__ row_loss,
+                                     int32_t* __restrict__ row_agreed) {
+  __shared__ float best_value[kThreads];
+  __shared__ uint32_t best_index[kThreads];
+  __shared__ float partials[kWarps];
+  for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float* x = logits + uint64_t(r) * vocab;
+    const int32_t label = labels[r];
+    if (label < 0) {
+      if (backward)
+        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) x[i] = 0.0f;
+      if (threadIdx.x == 0) {
+        row_loss[r] = 0.0f;
+        row_agreed[r] = 0;
+      }
+      continue;
+    }
+    float value = -INFINITY;
+    uint32_t index = 0xFFFFFFFFu;
+    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+      if (x[i] > value) {  // NaN never wins; a thread's first maximum is its lowest index
+        value = x[i];
+        index = i;
+      }
+    }
+    best_value[threadIdx.x] = value;
+    best_index[threadIdx.x] = index;
+    __syncthreads();
+    for (uint32_t stride = blockDim.x / 2; stride > 0; stride /= 2) {
+      if (threadIdx.x < stride) {
+        const float other = best_value[threadIdx.x + stride];
+        const uint32_t other_index = best_index[threadIdx.x + stride];
+        if (other > best_value[threadIdx.x] ||
+            (other == best_value[threadIdx.x] && other_index < best_index[threadIdx.x])) {
+          best_value[threadIdx.x] = other;
+          best_index[threadIdx.x] = other_index;
+        }
+      }
+      __syncthreads();
+    }
+    const float max_logit = best_value[0];
+    const uint32_t argmax = best_index[0];
+    float total = 0;
+    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) total += __expf(x[i] - max_logit);
+    total = block_sum(total, partials);
+    const float lse = max_logit + logf(total);
+    const float label_logit = x[label];
+    __syncthreads();  // every thread has read x[label] before the gradient overwrites it
+    if (threadIdx.x == 0) {
+      row_loss[r] = lse - label_logit;
+      row_agreed[r] = argmax == uint32_t(label) ? 1 : 0;
+    }
+    if (backward) {
+      for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+        const float p = __expf(x[i] - lse);
+        x[i] = grad_scale * (i == uint32_t(label) ? p - 1.0f : p);
+      }
+    }
+    __syncthreads();  // best_value is reused by the next row
+  }
+}
+
+__global__ void sum_squares_kernel(const float* __restrict__ x, uint64_t n,
+                                   double* __restrict__ partials) {
+  __shared__ double warp_totals[kWarps];
+  double sum = 0;
+  GRID_STRIDE(i, n) sum += double(x[i]) * double(x[i]);
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, offset);
+  if (threadIdx.x % 32 == 0) warp_totals[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kWarps; ++w) total += warp_totals[w];
+    partials[blockIdx.x] = total;
+  }
+}
+
+__global__ void adamw_kernel(float* __restrict__ params, const float* __restrict__ grads,
+                             float* __restrict__ m, float* __restrict__ v, uint64_t n,
+                             AdamWStep s) {
+  GRID_STRIDE(i, n) {
+    const double g = double(grads[i]) * s.clip;
+    const double mi = s.beta1 * double(m[i]) + (1.0 - s.beta1) * g;
+    const double vi = s.beta2 * double(v[i]) + (1.0 - s.beta2) * g * g;
+    m[i] = float(mi);
+    v[i] = float(vi);
+    const double update = (mi / s.correction1) / (sqrt(vi / s.correction2) + s.eps);
+    params[i] = float(double(params[i]) * s.keep - s.lr * update);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_bf16_to_float(const uint16_t* in, size_t n, float* out, cudaStream_t stream) {
+  bf16_to_float_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_t rows,
+                              int32_t* start, int32_t* end, cudaStream_t stream) {
+  doc_bounds_kernel<<<grid_for(rows), kThreads, 0, stream>>>(doc_offsets, docs, rows, start, end);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
+                                    uint32_t dim, float eps, float* y, cudaStream_t stream) {
+  rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
+                                     uint32_t rows, uint32_t dim, float eps, float* dx,
+                                     bool accumulate, float* inv_rms, cudaStream_t stream) {
+  rms_norm_backward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, dy, rows, dim, eps,
+                                                                    dx, accumulate, inv_rms);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const float* inv_rms,
+                                        uint32_t rows, uint32_t dim, float* dweight,
+                                        cudaStream_t stream) {
+  const uint32_t chunks = (rows + kWeightGradRows - 1) / kWeightGradRows;
+  const dim3 grid((dim + kThreads - 1) / kThreads, chunks < 65535u ? (chunks ? chunks : 1) : 65535u);
+  rms_norm_weight_grad_kernel<<<grid, kThreads, 0, stream>>>(x, dy, inv_rms, rows, dim, dweight);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t head_dim,
+                              const float* cos, const float* sin, bool inverse,
+                              cudaStream_t stream) {
+  const uint64_t pairs = uint64_t(rows) * heads * (head_dim / 2);
+  rope_apply_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(x, rows, heads, head_dim, cos, sin,
+                                                              inverse ? -1.0f : 1.0f);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
+                                  cudaStream_t stream) {
+  swiglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
+                                   float* dgate, float* dup, cudaStream_t stream) {
+  swiglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, dout, n, dgate, dup);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
+                                     uint32_t dim, float* y, cudaStream_t stream) {
+  embedding_forward_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(
+      table, tokens, rows, dim, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,
+                                      uint32_t dim, float* dtable, cudaStream_t stream) {
+  embedding_backward_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(
+      tokens, dy, rows, dim, dtable);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(float* a, const float* b, size_t n, cudaStream_t stream) {
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream) {
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, factor);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
+                                 uint32_t vocab, float grad_scale, bool backward, float* row_loss,
+                                 int32_t* row_agreed, cudaStream_t stream) {
+  cross_entropy_kernel<<<row_grid(rows), kThreads, 0, stream>>>(
+      logits, labels, rows, vocab, grad_scale, backward, row_loss, row_agreed);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream) {
+  // Exactly kNormPartials blocks, each writing its slot (zero when it got no elements).
+  sum_squares_kernel<<<kNormPartials, kThreads, 0, stream>>>(x, n, partials);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
+                         AdamWStep step, cudaStream_t stream) {
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, step);
+  return cudaGetLastError();
+}
+
+}  // namespace hsring::train::cuda

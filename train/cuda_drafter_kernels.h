@@ -1,0 +1,103 @@
+// The CUDA kernels of the drafter's training step, behind plain host functions (no CUDA
+// syntax here: C++ sources call them; C++17, as nvcc compiles it). Each launches on `stream`
+// and returns the launch's error; none synchronises. Activations, gradients, weights and
+// optimizer state are fp32 row-major arrays; the products between them are cuBLAS's
+// (train/cuda_gemm.h). The maths of each op is the CPU reference's (train/layers.h), which
+// the GPU tests compare against.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hsring::train::cuda {
+
+// The batch's bf16 features (the ring's dtype) widened to fp32: n values.
+cudaError_t launch_bf16_to_float(const uint16_t* in, size_t n, float* out, cudaStream_t stream);
+
+// Each row's document bounds from cu_seqlens offsets [docs + 1]: start[t], end[t].
+cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_t rows,
+                              int32_t* start, int32_t* end, cudaStream_t stream);
+
+// y = x / sqrt(mean(x^2) + eps) * weight per row of [rows, dim]; y may not alias x.
+cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
+                                    uint32_t dim, float eps, float* y, cudaStream_t stream);
+// dx (written, or added to with `accumulate`) and each row's 1/rms into inv_rms [rows];
+// then launch_rms_norm_weight_grad adds dweight from the same inv_rms.
+cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
+                                     uint32_t rows, uint32_t dim, float eps, float* dx,
+                                     bool accumulate, float* inv_rms, cudaStream_t stream);
+// dweight[i] += sum over rows of dy[r, i] * x[r, i] * inv_rms[r]: per chunk of rows in
+// double, the chunks added with atomics (their order varies: the last bits may too).
+cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const float* inv_rms,
+                                        uint32_t rows, uint32_t dim, float* dweight,
+                                        cudaStream_t stream);
+
+// RoPE on every head of x [rows, heads * head_dim] in place, pairing i with i + head_dim / 2
+// (HF rotate_half); cos and sin [rows, head_dim / 2]. inverse: the transpose rotation,
+// which turns d/d(rotated) into d/d(input).
+cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t head_dim,
+                              const float* cos, const float* sin, bool inverse,
+                              cudaStream_t stream);
+
+// out = silu(gate) * up, and its backward (dgate, dup written).
+cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
+                                  cudaStream_t stream);
+cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
+                                   float* dgate, float* dup, cudaStream_t stream);
+
+// y[r] += table[tokens[r]] ([rows, dim]); dtable[tokens[r]] += dy[r] (atomics: rows that
+// share a token add in any order).
+cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
+                                     uint32_t dim, float* y, cudaStream_t stream);
+cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,
+                                      uint32_t dim, float* dtable, cudaStream_t stream);
+
+// a[i] += b[i].
+cudaError_t launch_add(float* a, const float* b, size_t n, cudaStream_t stream);
+// x[i] *= factor.
+cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream);
+
+// Cross-entropy of each row of logits [rows, vocab] against labels (< 0: ignored).
+// row_loss[r] = logsumexp - logit[label] (0 when ignored); row_agreed[r] = 1 when the
+// argmax (first on ties) is the label. With backward, the logits are overwritten by
+// grad_scale * (softmax - onehot), zero on ignored rows.
+cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
+                                 uint32_t vocab, float grad_scale, bool backward, float* row_loss,
+                                 int32_t* row_agreed, cudaStream_t stream);
+
+struct AttentionDims {
+  uint32_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
+};
+// True when the attention kernels take this head_dim: a multiple of 32 up to 256.
+bool attention_head_dim_supported(uint32_t head_dim);
+// Sliding-window causal attention over packed documents (train/layers.h has the rule):
+// out [rows, heads * head_dim] and each softmax's log-sum-exp lse [rows, heads].
+cudaError_t launch_attention_forward(const float* q, const float* k, const float* v,
+                                     const int32_t* doc_start, AttentionDims dims, float* out,
+                                     float* lse, cudaStream_t stream);
+// dq, dk, dv written from the forward's inputs, out, lse and dout; delta [rows, heads] is
+// scratch (dout . out per query head).
+cudaError_t launch_attention_backward(const float* q, const float* k, const float* v,
+                                      const float* out, const float* dout, const float* lse,
+                                      const int32_t* doc_start, const int32_t* doc_end,
+                                      AttentionDims dims, float* delta, float* dq, float* dk,
+                                      float* dv, cudaStream_t stream);
+
+// Sum of squares of x [n], in double, into partials [kNormPartials] (then summed on the host).
+inline constexpr uint32_t kNormPartials = 1024;
+cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream);
+
+struct AdamWStep {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
+  double keep = 1;         // 1 - lr * weight_decay on decayed tensors, else 1
+  double clip = 1;         // gradient scale from global-norm clipping
+  double correction1 = 1;  // 1 - beta1^t
+  double correction2 = 1;  // 1 - beta2^t
+};
+// One AdamW update of n parameters (train/optimizer.h has the formula), in double per element.
+cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
+                         AdamWStep step, cudaStream_t stream);
+
+}  // namespace hsring::train::cuda

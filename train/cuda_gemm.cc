@@ -1,0 +1,84 @@
+#include "train/cuda_gemm.h"
+
+#include <cublas_v2.h>
+
+#include <limits>
+#include <string>
+
+namespace hsring::train::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // cuBLAS's advice for Hopper
+
+void check(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw gpu::CudaError(cudaErrorUnknown,
+                         std::string(call) + " failed: " + cublasGetStatusString(status));
+}
+
+int dim(size_t n) {
+  if (n > size_t(std::numeric_limits<int>::max()))
+    throw gpu::CudaError(cudaErrorInvalidValue,
+                         "a matrix dimension of " + std::to_string(n) + " exceeds cuBLAS's int");
+  return int(n);
+}
+
+}  // namespace
+
+struct Gemm::Handle {
+  cublasHandle_t handle = nullptr;
+  ~Handle() {
+    if (handle) (void)cublasDestroy(handle);
+  }
+};
+
+Gemm::Gemm(GemmPrecision precision) : precision_(precision), handle_(std::make_unique<Handle>()) {
+  check(cublasCreate(&handle_->handle), "cublasCreate");
+  workspace_ = gpu::DeviceBuffer::allocate(kWorkspaceBytes);
+}
+
+Gemm::~Gemm() = default;
+
+void Gemm::bind(cudaStream_t stream) {
+  check(cublasSetStream(handle_->handle, stream), "cublasSetStream");
+  check(cublasSetWorkspace(handle_->handle, workspace_.data(), workspace_.size()),
+        "cublasSetWorkspace");
+}
+
+void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
+                size_t lda, const float* b, size_t ldb, float* c, size_t ldc, bool accumulate) {
+  const float alpha = 1.0f;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  const cublasComputeType_t compute = precision_ == GemmPrecision::kBf16
+                                          ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                          : CUBLAS_COMPUTE_32F;
+  check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha, a,
+                     CUDA_R_32F, dim(lda), b, CUDA_R_32F, dim(ldb), &beta, c, CUDA_R_32F, dim(ldc),
+                     compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+}
+
+// A row-major [r, c] array is column-major [c, r]: each product below is written for the
+// transposed (column-major) views.
+
+void Gemm::forward(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
+                   bool accumulate) {
+  // y^T [out, rows] = (w^T)^T [out, in] x^T [in, rows].
+  gemm(true, false, out, rows, in, w, in, x, in, y, out, accumulate);
+}
+
+void Gemm::backward_input(const float* dy, size_t rows, size_t out, const float* w, size_t in,
+                          float* dx, bool accumulate) {
+  // dx^T [in, rows] = w^T [in, out] dy^T [out, rows].
+  gemm(false, false, in, rows, out, w, in, dy, out, dx, in, accumulate);
+}
+
+void Gemm::backward_weight(const float* dy, size_t rows, size_t out, const float* x, size_t in,
+                           float* dw) {
+  // dw^T [in, out] += x^T [in, rows] (dy^T)^T [rows, out].
+  gemm(false, true, in, out, rows, x, in, dy, out, dw, in, true);
+}
+
+}  // namespace hsring::train::cuda

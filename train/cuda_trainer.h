@@ -1,0 +1,80 @@
+// The drafter's training step on one GPU: the CPU reference's model (train/drafter_model.h)
+// and AdamW (train/optimizer.h) with fp32 master weights, gradients and moments on the
+// device, and the linear layers' products in bf16 on the tensor cores (train/cuda_gemm.h;
+// kFp32 for the tests that compare with the CPU to ~1e-5). Everything of a step is enqueued
+// on the trainer's stream; a step synchronises twice, for the loss (to return it) and for
+// the gradient norm (AdamW skips a non-finite gradient, a host decision).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "train/cuda_gemm.h"
+#include "train/drafter_trainer.h"
+#include "train/trainer.h"
+
+namespace hsring::train {
+
+class CudaTrainer final : public DrafterTrainer {
+ public:
+  // On the current device. Throws ModelError(kBadConfig) for an invalid model or optimizer
+  // config or a head_dim the attention kernels do not take (a multiple of 32 up to 256),
+  // ModelError(kBadTensor) for an lm_head_init of the wrong size, gpu::CudaError when the
+  // device memory does not suffice. options.threads is not used.
+  explicit CudaTrainer(const TrainerOptions& options,
+                       cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);
+  ~CudaTrainer() override;
+
+  const DrafterConfig& config() const override { return config_; }
+  const ParamLayout& layout() const override { return layout_; }
+
+  // From host fp32 features (uploaded).
+  LossStats compute_gradients(const DrafterBatch& batch) override;
+  // From the batch's features already on this device as bf16 [T, K*H] (the ring's dtype:
+  // a slot's payload after its DMA); `batch` gives the token metadata (host), its features
+  // are not read. REQUIRES: `features` stays valid until the call returns.
+  LossStats compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch);
+  // Loss and agreement only.
+  LossStats evaluate(const DrafterBatch& batch);
+
+  void scale_gradients(float factor) override;
+  UpdateStats apply_gradients() override;
+  uint64_t optimizer_step() const override { return step_; }
+
+  std::span<float> host_gradients() override;
+  void host_gradients_changed() override;
+
+  TrainerState state() const override;
+  void load_state(const TrainerState& state) override;
+
+  // Host copies of the flat parameter and gradient buffers (tests).
+  std::vector<float> params() const;
+  std::vector<float> gradients() const;
+
+  cudaStream_t stream() const;
+  // Device bytes held: parameters, optimizer state and the activations of the largest
+  // batch so far.
+  size_t device_bytes() const;
+
+ private:
+  struct Buffers;
+  enum class Features { kHostFp32, kDeviceBf16 };
+  LossStats run(const DrafterBatch& batch, Features source, const void* features, bool backward);
+  void upload_batch(const DrafterBatch& batch, Features source, const void* features);
+  void run_forward(uint32_t rows);
+  LossStats run_head(const DrafterBatch& batch, bool backward);
+  void run_backward(uint32_t rows);
+
+  DrafterConfig config_;
+  AdamWOptions optimizer_;
+  ParamLayout layout_;
+  std::unique_ptr<Buffers> b_;
+  uint64_t step_ = 0;
+  std::vector<float> host_gradients_;
+};
+
+}  // namespace hsring::train
