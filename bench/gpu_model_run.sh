@@ -1,8 +1,10 @@
 #!/bin/bash
 # End-to-end GPU runs of the real target: `hsring run` with the CUDA qwen3-8b forward
-# (random weights) at 16384 tokens per batch, GPU drafters receiving its captured layers,
-# for SECONDS each; then `hsring status --json` of the kept ring for the stage timings.
-# One GPU (target and drafter share it), and two (target 0, drafter 1) when present.
+# (random weights) at 16384 tokens per batch, a GPU drafter training the qwen3-8b-shaped
+# drafter on its captured layers, for SECONDS each; then `hsring status` of the kept ring
+# for the stage timings (target.forward, drafter.step). One GPU (target and drafter share
+# it), and two (target 0, drafter 1) when present. Checkpoints (10.8 GB for this drafter)
+# go to /tmp, written once at the end.
 #   bench/gpu_model_run.sh BUILD_DIR OUT_DIR [SECONDS]
 set -u
 build=$(cd "$1" && pwd)
@@ -15,7 +17,7 @@ run_case() {  # name targets drafters
   "$build/bin/hsring" ring remove "$ring" > /dev/null 2>&1
   "$build/bin/hsring" run --ring "$ring" --model qwen3-8b --targets "$2" --drafters "$3" \
     --max-tokens 16384 --slots 6 --hs-min-ready 1 --no-split-fc-layers --seconds "$seconds" \
-    --run-dir "$out/run-$1" --keep-ring --summary-json "$out/summary-$1.json" \
+    --run-dir "/tmp/hsring-bench-run-$1" --checkpoint-every 0 --keep-ring --summary-json "$out/summary-$1.json" \
     > "$out/run-$1.log" 2>&1
   echo "== $1 (targets $2, drafters $3): exit $?"
   tail -3 "$out/run-$1.log"
@@ -23,6 +25,7 @@ run_case() {  # name targets drafters
   "$build/bin/hsring" status --ring "$ring" --json --interval 0 > "$out/status-$1.json" 2>&1
   "$build/bin/hsring" status --ring "$ring" --interval 0 2>&1 | tee "$out/status-$1.txt"
   "$build/bin/hsring" ring remove "$ring" > /dev/null 2>&1
+  rm -rf "/tmp/hsring-bench-run-$1"
 }
 run_case one-gpu 0 0
 [ "$gpus" -ge 2 ] && run_case two-gpus 0 1

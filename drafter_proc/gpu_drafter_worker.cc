@@ -8,6 +8,7 @@
 #include "common/signals.h"
 #include "common/synthetic_batch.h"
 #include "common/worker_main.h"
+#include "drafter_proc/slot_dma.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/stage_timer.h"
@@ -94,23 +95,15 @@ gpu::CudaStatus GpuDrafterWorker::enqueue_h2d(BatchBuffer& b, uint32_t slot, uin
   const uint64_t ints = uint64_t(tokens) * sizeof(int32_t);
   const bool staged = static_cast<bool>(b.staging.size());
   HSRING_CUDA_TRY(cudaEventRecord(b.h2d_start.get(), stream));
-  if (!ring_.shape().split_layers) {
-    // Already [T, K*H] in the slot: one contiguous DMA.
-    HSRING_CUDA_TRY(cudaMemcpyAsync(b.hidden.data(), ring_.payload(slot),
-                                    tokens * layers_ * row_bytes, cudaMemcpyHostToDevice, stream));
-  } else {
+  if (staged && ring_.shape().split_layers) {
     for (uint32_t k = 0; k < layers_; ++k) {
-      if (staged) {
-        HSRING_CUDA_TRY(cudaMemcpyAsync(b.staging.data() + k * tokens * row_bytes,
-                                        ring_.layer_region(slot, k), tokens * row_bytes,
-                                        cudaMemcpyHostToDevice, stream));
-      } else {
-        // Layer k's [T, H] region into columns [k*H, (k+1)*H) of every row of [T, K*H].
-        HSRING_CUDA_TRY(cudaMemcpy2DAsync(b.hidden.data() + k * row_bytes, layers_ * row_bytes,
-                                          ring_.layer_region(slot, k), row_bytes, row_bytes, tokens,
-                                          cudaMemcpyHostToDevice, stream));
-      }
+      HSRING_CUDA_TRY(cudaMemcpyAsync(b.staging.data() + k * tokens * row_bytes,
+                                      ring_.layer_region(slot, k), tokens * row_bytes,
+                                      cudaMemcpyHostToDevice, stream));
     }
+  } else if (gpu::CudaStatus s = enqueue_slot_features(ring_, slot, tokens, b.hidden.data(), stream);
+             !s.ok()) {
+    return s;
   }
   HSRING_CUDA_TRY(
       cudaMemcpyAsync(b.tokens.data(), ring_.tokens(slot), ints, cudaMemcpyHostToDevice, stream));

@@ -3,11 +3,9 @@
 // that copy has completed, then verify (verify mode) and add Gaussian noise on the GPU
 // while the next slot is already being copied.
 //
-// Assembly: in the split layout each layer's [T, H] region lands in its columns of
-// [T, K*H] through one pitched 2-D DMA (cudaMemcpy2DAsync), so the concatenation costs no
-// GPU pass; kStagedCopy instead copies the regions contiguously and places them with a
-// device-to-device 2-D copy (kept as a fallback and for the benchmark). The concatenated
-// layout is one contiguous DMA.
+// Assembly: slot_dma.h's pitched copies by default; kStagedCopy instead copies the split
+// layout's regions contiguously and places them with a device-to-device 2-D copy (kept as
+// a fallback and for the benchmark).
 //
 // Verification happens before noise, on the noise-free assembled tensor: a kernel
 // compares every element with synthetic_element_bits and counts mismatches; only that

@@ -1,6 +1,7 @@
 // hsring-drafter: one drafter process. On a ring of model batches it trains the drafter
-// (drafter_proc/training_drafter.h, CPU). On a synthetic ring it verifies every batch it
-// consumes: on the host in CPU mode, on its GPU with --gpu N (gpu_drafter_worker.h).
+// (drafter_proc/training_drafter.h), on the CPU or, with --gpu N, on that GPU. On a
+// synthetic ring it verifies every batch it consumes: on the host in CPU mode, on its GPU
+// with --gpu N (gpu_drafter_worker.h).
 #include <stdexcept>
 
 #include "common/log.h"
@@ -10,6 +11,7 @@
 #include "gpu/noise_schedule.h"
 #if HSRING_HAVE_CUDA
 #include "drafter_proc/gpu_drafter.h"
+#include "drafter_proc/gpu_training_backend.h"
 #endif
 
 int main(int argc, char** argv) {
@@ -59,7 +61,7 @@ int main(int argc, char** argv) {
                  "Training: write the drafter's weights as safetensors here at the end");
   return worker_main(app, flags, Role::kDrafter, argc, argv, [&](WorkerSession& session) {
     const bool model_ring = session.ring().shape().content == PayloadContent::kModel;
-    if (model_ring && gpu < 0) {
+    if (model_ring) {
       if (training.target_model.empty()) {
         log_line("error: this ring carries model batches: give --model (the target's spec) "
                  "so the drafter knows its shape");
@@ -68,6 +70,17 @@ int main(int argc, char** argv) {
       if (schedule.warmup_steps > schedule.total_steps && schedule.total_steps != 0) {
         log_line("error: --warmup-steps exceeds --total-steps");
         return int(kExitUsage);
+      }
+      if (gpu >= 0) {
+#if HSRING_HAVE_CUDA
+        session.entry().gpu.store(gpu, std::memory_order_relaxed);  // for status
+        training.make_backend = [gpu](const train::TrainerOptions& options, Ring& ring) {
+          return make_gpu_training_backend(options, ring, gpu);
+        };
+#else
+        log_line("error: --gpu needs a CUDA build of hsring; this build trains on the CPU only");
+        return int(kExitUsage);
+#endif
       }
       return run_training_drafter(session, training);
     }

@@ -25,10 +25,9 @@ void widen(const std::byte* src, uint64_t count, DType dtype, float* dst) {
 }  // namespace
 
 void SlotBatch::copy_from(const Ring& ring, uint32_t slot) {
+  copy_metadata(ring, slot);
   const RingShape& s = ring.shape();
-  const SlotHeader& header = ring.slot(slot);
-  const uint32_t t = header.token_count.load(std::memory_order_relaxed);
-  const uint32_t docs = header.num_docs.load(std::memory_order_relaxed);
+  const uint32_t t = tokens();
   const uint64_t h = s.hidden_size, k = s.num_layers, elem = dtype_size(s.dtype);
   features_.resize(t * k * h);
   if (s.split_layers) {
@@ -41,6 +40,13 @@ void SlotBatch::copy_from(const Ring& ring, uint32_t slot) {
   } else {
     widen(ring.layer_region(slot, 0), t * k * h, s.dtype, features_.data());
   }
+}
+
+void SlotBatch::copy_metadata(const Ring& ring, uint32_t slot) {
+  const SlotHeader& header = ring.slot(slot);
+  const uint32_t t = header.token_count.load(std::memory_order_relaxed);
+  const uint32_t docs = header.num_docs.load(std::memory_order_relaxed);
+  features_.clear();
   tokens_.assign(ring.tokens(slot), ring.tokens(slot) + t);
   positions_.assign(ring.positions(slot), ring.positions(slot) + t);
   doc_offsets_.assign(ring.doc_offsets(slot), ring.doc_offsets(slot) + docs + 1);

@@ -17,6 +17,9 @@ class SlotBatch {
   // Copies the batch in slot `slot` (its header's token and document counts; REQUIRES the
   // slot is held, READING, and check_model_metadata() passed). Buffers are reused.
   void copy_from(const Ring& ring, uint32_t slot);
+  // The token metadata alone (the features travel to a GPU instead); view().features is
+  // then empty.
+  void copy_metadata(const Ring& ring, uint32_t slot);
   // A view of the last copy; valid until the next copy_from.
   train::DrafterBatch view() const;
   uint32_t tokens() const { return uint32_t(tokens_.size()); }

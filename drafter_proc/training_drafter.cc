@@ -16,7 +16,7 @@
 #include "common/signals.h"
 #include "common/worker_main.h"
 #include "drafter_proc/drafter_worker.h"
-#include "drafter_proc/slot_batch.h"
+#include "drafter_proc/training_backend.h"
 #include "drafter_proc/training_checkpoint.h"
 #include "model/model_error.h"
 #include "model/target_model.h"
@@ -59,12 +59,13 @@ class TrainingLoop {
   WorkerSession& session_;
   Ring& ring_;
   TrainingDrafterOptions options_;
-  std::unique_ptr<train::Trainer> trainer_;
+  train::DrafterTrainer& trainer() { return backend_->trainer(); }
+
+  std::unique_ptr<TrainingBackend> backend_;
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // drafter 0's only
   uint32_t rank_ = 0;                                     // the drafter index
   std::unique_ptr<GradExchange> exchange_;                // with several drafters
   uint64_t exchange_step_ = 0;                            // the next exchange's number
-  SlotBatch batch_;
   uint64_t batches_before_ = 0;  // trained by earlier incarnations (from the checkpoint)
   uint64_t batches_ = 0;         // trained by this incarnation
   uint64_t last_checkpoint_step_ = 0;
@@ -88,9 +89,11 @@ void TrainingLoop::set_up() {
   trainer_options.optimizer = options_.optimizer;
   trainer_options.seed = options_.seed;
   trainer_options.threads = options_.threads;
-  trainer_ = std::make_unique<train::Trainer>(trainer_options);
+  backend_ = options_.make_backend ? options_.make_backend(trainer_options, ring_)
+                                   : make_cpu_training_backend(trainer_options);
   rank_ = session_.identity().index - s.num_targets;
-  log_line("training drafter " + train::describe(trainer_options.model) + "; lr " +
+  log_line("training drafter " + train::describe(trainer_options.model) + " " +
+           backend_->describe() + "; lr " +
            std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
            std::to_string(options_.optimizer.schedule.warmup_steps) + ", cosine to step " +
            std::to_string(options_.optimizer.schedule.total_steps));
@@ -105,7 +108,7 @@ void TrainingLoop::set_up() {
   if (auto loaded = exists ? checkpoint::load_latest(options_.checkpoint_dir) : std::nullopt) {
     for (const checkpoint::RejectedCheckpoint& r : loaded->rejected)
       log_line("warning: skipped damaged checkpoint: " + r.reason);
-    const TrainingPosition position = restore_training(loaded->checkpoint, *trainer_);
+    const TrainingPosition position = restore_training(loaded->checkpoint, trainer());
     batches_before_ = position.batches_trained;
     last_checkpoint_step_ = loaded->checkpoint.step;
     log_line("resumed from " + loaded->path + " at step " + std::to_string(loaded->checkpoint.step));
@@ -125,10 +128,10 @@ void TrainingLoop::join_group() {
   // Exchanges are numbered from the loaded step + 1 and counted apart from the optimizer
   // (a skipped update does not advance its step): equal on members that loaded the same
   // checkpoint, which is what the exchange compares.
-  exchange_step_ = trainer_->optimizer().step() + 1;
+  exchange_step_ = trainer().optimizer_step() + 1;
   try {
     exchange_ = GradExchange::open(GradExchange::name_for(ring_.name()), members, rank_,
-                                   trainer_->gradients().size(),
+                                   trainer().layout().total,
                                    ring_.header().created_unix_ns);
   } catch (const std::runtime_error& e) {
     throw RingError(RingErrc::kSystem, e.what());
@@ -141,7 +144,7 @@ void TrainingLoop::join_group() {
 
 ExchangeResult TrainingLoop::group_step(train::StepStats& stats) {
   const uint64_t start = monotonic_ns();
-  const train::LossStats loss = trainer_->compute_gradients(batch_.view());
+  const train::LossStats loss = backend_->compute_gradients();
   const RingShape& s = ring_.shape();
   const PeerWatch peers = [&](uint32_t member) {
     const uint32_t index = s.num_targets + member;
@@ -149,24 +152,16 @@ ExchangeResult TrainingLoop::group_step(train::StepStats& stats) {
     return PeerStatus{epoch, owner_alive(ring_, index, epoch)};
   };
   const ExchangeResult result =
-      exchange_->all_reduce(exchange_step_, trainer_->gradients(), loss.counted, peers, [&] {
+      exchange_->all_reduce(exchange_step_, trainer().host_gradients(), loss.counted, peers, [&] {
         session_.heartbeat();  // a long wait must not look like a hang
         return keep_running();
       });
   if (result != ExchangeResult::kReduced) return result;
+  trainer().host_gradients_changed();
   ++exchange_step_;
-  const train::UpdateStats update = trainer_->apply_gradients();
-  const double seconds = double(monotonic_ns() - start) * 1e-9;
-  stats.loss = loss.loss;  // this member's batch
-  stats.agreement = loss.agreement;
-  stats.tokens = loss.tokens;
-  stats.counted = loss.counted;
-  stats.grad_norm = update.grad_norm;
-  stats.lr = update.lr;
-  stats.step = update.step;
-  stats.skipped = update.skipped;
-  stats.step_ms = seconds * 1e3;
-  stats.tokens_per_s = seconds > 0 ? double(loss.tokens) / seconds : 0;
+  const train::UpdateStats update = trainer().apply_gradients();
+  // The loss and agreement are this member's batch's.
+  stats = train::DrafterTrainer::step_stats(loss, update, double(monotonic_ns() - start) * 1e-9);
   return result;
 }
 
@@ -192,8 +187,8 @@ TrainingPosition TrainingLoop::position() {
 
 void TrainingLoop::write_checkpoint() {
   if (!writer_) return;
-  const uint64_t step = trainer_->optimizer().step();
-  const std::string path = writer_->write(save_training(*trainer_, position()));
+  const uint64_t step = trainer().optimizer_step();
+  const std::string path = writer_->write(save_training(trainer(), position()));
   last_checkpoint_step_ = step;
   ring_.header().training.checkpoint_step.store(step, std::memory_order_relaxed);
   log_line("checkpoint " + path);
@@ -228,7 +223,7 @@ void TrainingLoop::train_on(SlotClaim& claim) {
   {
     StageTimer timer(entry, Stage::kDrafterVerify);
     problem = check_model_metadata(ring_, claim.index);
-    if (problem.empty()) batch_.copy_from(ring_, claim.index);
+    if (problem.empty()) backend_->copy_batch(ring_, claim.index);
   }
   if (!problem.empty()) {
     ledger_mark_torn(ring_, batch_id);
@@ -259,15 +254,18 @@ int TrainingLoop::run() {
     entry.batches.fetch_add(1, std::memory_order_relaxed);
     if (!usable) continue;
     const RingShape& s = ring_.shape();
-    entry.tokens.fetch_add(batch_.tokens(), std::memory_order_relaxed);
-    entry.hs_bytes.fetch_add(uint64_t(batch_.tokens()) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
+    entry.tokens.fetch_add(backend_->batch_tokens(), std::memory_order_relaxed);
+    entry.hs_bytes.fetch_add(uint64_t(backend_->batch_tokens()) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
                              std::memory_order_relaxed);
     train::StepStats stats;
     {
       // In a group the step's stage includes waiting for the peers' gradients.
       StageTimer step_timer(entry, Stage::kDrafterStep);
       if (!exchange_) {
-        stats = trainer_->step(batch_.view());
+        const uint64_t start = monotonic_ns();
+        const train::LossStats loss = backend_->compute_gradients();
+        const train::UpdateStats update = trainer().apply_gradients();
+        stats = train::DrafterTrainer::step_stats(loss, update, double(monotonic_ns() - start) * 1e-9);
       } else if (const ExchangeResult r = group_step(stats); r == ExchangeResult::kStopped) {
         break;  // draining: the peers may have stopped before this step
       } else if (r == ExchangeResult::kGroupRestart) {
@@ -290,14 +288,14 @@ int TrainingLoop::run() {
 }
 
 void TrainingLoop::finish() {
-  const uint64_t step = trainer_->optimizer().step();
+  const uint64_t step = trainer().optimizer_step();
   if (step != last_checkpoint_step_) write_checkpoint();
   if (!options_.export_path.empty() && leader()) {
     checkpoint::ExportOptions export_options;
     export_options.metadata["format"] = "pt";
-    export_options.metadata["hsring.drafter"] = train::describe(trainer_->model().config());
+    export_options.metadata["hsring.drafter"] = train::describe(trainer().config());
     export_options.metadata["hsring.step"] = std::to_string(step);
-    const std::vector<checkpoint::Tensor> weights = drafter_weights(*trainer_);
+    const std::vector<checkpoint::Tensor> weights = drafter_weights(trainer());
     checkpoint::export_safetensors(options_.export_path, weights, export_options);
     log_line("exported the drafter's weights to " + options_.export_path);
   }

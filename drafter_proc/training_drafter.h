@@ -1,4 +1,5 @@
-// The drafter's loop in training mode (a ring of model batches, on the CPU): claim a READY
+// The drafter's loop in training mode (a ring of model batches, on the CPU or a GPU:
+// training_backend.h): claim a READY
 // slot once enough are ready, check the batch's invariants, copy it out and release the
 // slot, then one optimizer step of the drafter (train/trainer.h) on it. Every
 // `checkpoint_every` steps, and at a clean stop, the trainer is checkpointed; a drafter
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "drafter_proc/training_backend.h"
 #include "shm/worker_session.h"
 #include "train/optimizer.h"
 
@@ -32,6 +34,7 @@ struct TrainingDrafterOptions {
   uint64_t checkpoint_every = 0;  // steps; 0: only at a clean stop
   uint32_t keep_checkpoints = 3;
   std::string export_path;  // safetensors of the weights at a clean stop; "" : none
+  TrainingBackendFactory make_backend;  // empty: the CPU
 };
 
 // Runs the training loop until the ring drains or a stop is requested. Setup errors (a

@@ -14,6 +14,7 @@
 #include "common/profile_interval.h"
 #include "data/data_commands.h"
 #include "launcher/metrics.h"
+#include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
 #include "launcher/run_options.h"
 #include "launcher/service_commands.h"
@@ -186,6 +187,9 @@ int main(int argc, char** argv) {
     if (*run) {
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);
+      // Neither flag nor config: every GPU of the machine, when it has any.
+      if (run->get_option("--targets")->count() == 0 && run->get_option("--drafters")->count() == 0)
+        apply_default_gpu_split(run_options);
       // Neither flag nor config: the environment's, checked here once for every worker.
       if (run->get_option("--profile-interval")->count() == 0)
         run_options.profile_interval_s = profile_interval_from_env();

@@ -277,6 +277,19 @@ uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gp
   }
 }
 
+void apply_default_gpu_split(RunOptions& options) {
+  int gpus = 0;
+#if HSRING_HAVE_CUDA
+  gpus = gpu::probe_gpus().count;
+#endif
+  const std::optional<WorkerSplit> split = default_gpu_split(gpus);
+  if (!split) return;
+  options.targets = split->targets;
+  options.drafters = split->drafters;
+  log_line("using all " + std::to_string(gpus) + " GPU(s): targets on " + split->targets +
+           ", drafters on " + split->drafters + " (--targets / --drafters choose otherwise)");
+}
+
 SystemFacts measure_system_facts(const WorkerSpec& targets, const WorkerSpec& drafters) {
   SystemFacts facts;
 #if HSRING_HAVE_CUDA

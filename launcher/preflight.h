@@ -46,6 +46,10 @@ std::vector<std::string> check_run_request(const RunOptions& options, const Work
                                            const WorkerSpec& drafters, const RingShape& shape,
                                            const SystemFacts& facts);
 
+// Sets --targets / --drafters to default_gpu_split() of the GPUs this process sees (none in
+// a build without CUDA), and logs the choice; leaves the CPU defaults when there is none.
+void apply_default_gpu_split(RunOptions& options);
+
 // measure_system_facts, then check_run_request; logs the warnings ("warning: ...").
 void preflight_run(const RunOptions& options, const WorkerSpec& targets, const WorkerSpec& drafters,
                    const RingShape& shape);

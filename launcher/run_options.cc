@@ -14,7 +14,7 @@ namespace hsring {
 
 void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--ring", o.ring, "Name of the ring segment (in /dev/shm)")->capture_default_str();
-  app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1")->capture_default_str();
+  app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU machine: every GPU, targets:drafters 5:3)")->capture_default_str();
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
   app.add_option("--model", o.model, "Target model: tiny, qwen3-8b, qwen3.6-27b, a Hugging Face folder, or synthetic (verifiable made-up batches)")->capture_default_str();
   app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
@@ -48,7 +48,7 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--noise-schedule", o.noise_schedule, "GPU drafters: constant, or linear:START,END,STEPS over each drafter's steps")->capture_default_str();
   app.add_option("--max-restarts", o.max_restarts, "Crashes of one worker within --restart-window that stop the run")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
   app.add_option("--restart-window", o.restart_window_s, "Crash-loop window, seconds")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds workers get to finish at stop before SIGKILL")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds workers get to finish at stop before SIGKILL (0: 10, or 300 when drafters train and write their last checkpoint)")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--summary-json", o.summary_json, "Write the run's summary as JSON to this path");
   app.add_option("--metrics-file", o.metrics_file, "Rewrite this file every second with Prometheus metrics (node_exporter textfile collector)");
   app.add_option("--log-dir", o.log_dir, "Write each worker's log to DIR/ROLE-INDEX.log instead of stderr");

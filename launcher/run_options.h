@@ -63,7 +63,9 @@ struct RunOptions {
   // Supervision.
   uint32_t max_restarts = 5;
   double restart_window_s = 60;
-  double drain_timeout_s = 10;
+  // Seconds workers get to finish at a stop; 0: automatic, 10, or 300 when drafters train
+  // (their last checkpoint and the export: 14 GB for the qwen3-8b drafter).
+  double drain_timeout_s = 0;
   // Workers log their stage timings every this many seconds; 0: off. Given neither as a
   // flag nor in the config, HSRING_PROFILE_INTERVAL (common/profile_interval.h).
   double profile_interval_s = 0;

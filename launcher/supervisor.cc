@@ -83,6 +83,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
     // multiple of the targets so each keeps its residue.
     shape.data_offset = training.next_data_batch - training.next_data_batch % targets.count;
   }
+  if (options_.drain_timeout_s == 0) options_.drain_timeout_s = runs_model(options_) ? 300 : 10;
 
   // Signals arrive through a signalfd polled beside the pidfds: no async handler races.
   sigset_t signals;

@@ -1,6 +1,8 @@
 #include "launcher/worker_spec.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <stdexcept>
 
 #include "shm/ring_layout.h"
@@ -47,6 +49,18 @@ WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
     throw std::invalid_argument(flag + " '" + text + "': too many workers" + forms);
   spec.count = uint32_t(spec.gpus.size());
   return spec;
+}
+
+std::optional<WorkerSplit> default_gpu_split(int gpus) {
+  if (gpus <= 0) return std::nullopt;
+  if (gpus == 1) return WorkerSplit{"0", "0"};
+  const int targets = std::clamp(int(std::lround(gpus * 5.0 / 8.0)), 1, gpus - 1);
+  const auto ids = [](int from, int to) {
+    std::string list;
+    for (int id = from; id < to; ++id) list += (list.empty() ? "" : ",") + std::to_string(id);
+    return list;
+  };
+  return WorkerSplit{ids(0, targets), ids(targets, gpus)};
 }
 
 }  // namespace hsring

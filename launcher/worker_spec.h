@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,14 @@ struct WorkerSpec {
 // Throws std::invalid_argument whose message names `flag`, the bad text, and the forms
 // that are accepted.
 WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag);
+
+// What `hsring run` uses when neither --targets nor --drafters is given and `gpus` GPUs
+// are visible: every GPU, targets and drafters in the ratio 5:3 (at least one of each;
+// 8 GPUs: targets 0-4, drafters 5-7; 2: one each; 1: both on GPU 0). No GPU: nullopt, the
+// CPU defaults stay.
+struct WorkerSplit {
+  std::string targets, drafters;  // --targets / --drafters values
+};
+std::optional<WorkerSplit> default_gpu_split(int gpus);
 
 }  // namespace hsring

@@ -271,3 +271,34 @@ TEST(PreflightTest, ThisMachinesFactsAreMeasured) {
 
 }  // namespace
 }  // namespace hsring
+
+namespace hsring {
+namespace {
+
+// `hsring run` without --targets / --drafters on a GPU machine: every GPU, 5:3.
+TEST(DefaultGpuSplitTest, EveryGpuTargetsToDraftersFiveToThree) {
+  EXPECT_FALSE(default_gpu_split(0)) << "no GPU: the CPU defaults stay";
+  const auto split = [](int gpus) {
+    const std::optional<WorkerSplit> s = default_gpu_split(gpus);
+    return s ? s->targets + " | " + s->drafters : std::string("none");
+  };
+  EXPECT_EQ(split(1), "0 | 0");
+  EXPECT_EQ(split(2), "0 | 1");
+  EXPECT_EQ(split(3), "0,1 | 2");
+  EXPECT_EQ(split(4), "0,1,2 | 3");
+  EXPECT_EQ(split(8), "0,1,2,3,4 | 5,6,7");
+  EXPECT_EQ(split(16), "0,1,2,3,4,5,6,7,8,9 | 10,11,12,13,14,15");
+  for (int gpus = 2; gpus <= 64; ++gpus) {
+    const WorkerSplit s = *default_gpu_split(gpus);
+    const WorkerSpec targets = parse_worker_spec(s.targets, "--targets");
+    const WorkerSpec drafters = parse_worker_spec(s.drafters, "--drafters");
+    EXPECT_GE(targets.gpus.size(), 1u);
+    EXPECT_GE(drafters.gpus.size(), 1u);
+    EXPECT_EQ(targets.gpus.size() + drafters.gpus.size(), size_t(gpus)) << "every GPU, once";
+    const double ratio = double(targets.gpus.size()) / double(gpus);
+    EXPECT_NEAR(ratio, 5.0 / 8.0, 0.5 / gpus + 1e-9) << gpus << " GPUs";
+  }
+}
+
+}  // namespace
+}  // namespace hsring

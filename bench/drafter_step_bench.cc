@@ -1,0 +1,200 @@
+// drafter_step_bench: one CUDA drafter training step (train/cuda_trainer.h) at production
+// batch size, against cuBLAS's GEMM rate measured in the same run:
+//   1. the default drafter of --model fed by 5 captured layers (qwen3-8b: K 5 x H 4096 ->
+//      D 4096, vocab 151936), T tokens packed as documents of 256..4096 tokens, features
+//      bf16 on the device as a slot's DMA leaves them; compute_gradients_bf16 +
+//      apply_gradients, median wall time of N after warm-up (a step synchronises);
+//   2. the step's model FLOPs: 6 x (linear parameters) per token (forward 2, backward 4),
+//      plus attention, 4 x head_dim per (query head, key) forward and 14 backward (scores
+//      and d(probabilities) recomputed on both sides, dq, dk, dv);
+//   3. one large GEMM through the trainer's own cuBLAS call (fp32 arrays, bf16 tensor-core
+//      compute), the ceiling the step's products can reach.
+// Prints one `key=value` line per figure. Needs a GPU.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "gpu/cuda_handles.h"
+#include "gpu/device.h"
+#include "model/target_model.h"
+#include "train/cuda_gemm.h"
+#include "train/cuda_trainer.h"
+
+namespace hsring {
+namespace {
+
+struct Options {
+  std::string model = "qwen3-8b";
+  uint32_t tokens = 16384;
+  uint32_t layers = 5;  // captured
+  uint32_t window = 256;
+  uint32_t iterations = 5;
+  uint32_t warmup = 2;
+  int gpu = 0;
+  uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
+};
+
+void print(const char* key, double value, const char* format = "%.4g") {
+  std::printf("%s=", key);
+  std::printf(format, value);
+  std::printf("\n");
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, positions, offsets{0}, labels;
+};
+
+// Documents of log-uniform length in [256, 4096]; the last one takes what is left.
+Batch make_batch(uint32_t tokens, uint32_t vocab) {
+  Batch b;
+  uint64_t state = 0xF0F0u;
+  const double lo = std::log(256.0), hi = std::log(4096.0);
+  while (b.tokens.size() < tokens) {
+    const double u = double(splitmix64(state) >> 11) / double(1ull << 53);
+    const auto length =
+        std::min<uint32_t>(uint32_t(std::exp(lo + u * (hi - lo))), tokens - uint32_t(b.tokens.size()));
+    for (uint32_t i = 0; i < length; ++i) {
+      b.tokens.push_back(int32_t(splitmix64(state) % vocab));
+      b.positions.push_back(int32_t(i));
+      b.labels.push_back(int32_t(splitmix64(state) % vocab));
+    }
+    b.offsets.push_back(int32_t(b.tokens.size()));
+  }
+  return b;
+}
+
+// TFLOP/s of one large product through the trainer's GEMM call, median of 20.
+double gemm_tflops(const Options& o) {
+  gpu::Stream stream = gpu::make_stream();
+  train::cuda::Gemm gemm(train::cuda::GemmPrecision::kBf16);
+  gemm.bind(stream.get());
+  const uint64_t m = o.gemm_m, k = o.gemm_k, n = o.gemm_n;
+  std::vector<float> host(std::max(m, n) * k);
+  uint64_t state = 7;
+  for (float& v : host) v = float(int64_t(splitmix64(state) % 2001) - 1000) * 1e-3f;
+  gpu::DeviceBuffer x = gpu::DeviceBuffer::allocate(m * k * 4);
+  gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(n * k * 4);
+  gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(m * n * 4);
+  HSRING_CUDA_CHECK(cudaMemcpy(x.data(), host.data(), x.size(), cudaMemcpyHostToDevice));
+  HSRING_CUDA_CHECK(cudaMemcpy(w.data(), host.data(), w.size(), cudaMemcpyHostToDevice));
+  const auto product = [&] { gemm.forward(x.as<float>(), m, k, w.as<float>(), n, y.as<float>()); };
+  for (int i = 0; i < 5; ++i) product();
+  gpu::Event start = gpu::make_event(), end = gpu::make_event();
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) {
+    HSRING_CUDA_CHECK(cudaEventRecord(start.get(), stream.get()));
+    product();
+    HSRING_CUDA_CHECK(cudaEventRecord(end.get(), stream.get()));
+    HSRING_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    ms.push_back(gpu::elapsed_ms(start.get(), end.get()));
+  }
+  return 2.0 * double(m) * double(n) * double(k) / (median(ms) * 1e-3) / 1e12;
+}
+
+int run(const Options& o) {
+  gpu::use_gpu(o.gpu);
+  std::printf("gpu=%s\n", gpu::describe_gpu(o.gpu).c_str());
+  train::TrainerOptions options;
+  options.model = train::default_drafter_config(model_config_of(o.model), o.layers, o.window);
+  options.optimizer.schedule = {1e-4, 1e-5, 10, 1000};
+  const train::DrafterConfig& c = options.model;
+  std::printf("drafter=%s\n", train::describe(c).c_str());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  train::CudaTrainer trainer(options);
+  print("trainer_init_s", seconds_since(t0), "%.2f");
+  double linear_params = 0;
+  for (const train::ParamInfo& t : trainer.layout().tensors)
+    if (t.shape.size() == 2 && t.name != "embed_tokens.weight") linear_params += double(t.size);
+  print("parameters", double(trainer.layout().total), "%.0f");
+
+  const Batch batch = make_batch(o.tokens, c.vocab_size);
+  const auto t = uint32_t(batch.tokens.size());
+  double pairs = 0;  // (query, key) pairs inside the window, summed over documents
+  for (size_t d = 0; d + 1 < batch.offsets.size(); ++d) {
+    const uint32_t n = uint32_t(batch.offsets[d + 1] - batch.offsets[d]);
+    for (uint32_t q = 0; q < n; ++q) pairs += std::min(q + 1, c.window);
+  }
+  print("tokens", t, "%.0f");
+  print("documents", double(batch.offsets.size() - 1), "%.0f");
+
+  std::vector<uint16_t> features(uint64_t(t) * c.feature_dim());
+  uint64_t state = 11;
+  for (uint16_t& f : features) {  // bf16 of magnitude 2^-7 .. 2^-5, either sign
+    const uint64_t r = splitmix64(state);
+    f = uint16_t(0x3c00u + r % 0x200u) | uint16_t((r >> 20) & 0x8000u);
+  }
+  gpu::DeviceBuffer device = gpu::DeviceBuffer::allocate(features.size() * 2);
+  HSRING_CUDA_CHECK(cudaMemcpy(device.data(), features.data(), device.size(), cudaMemcpyHostToDevice));
+  const std::vector<float> no_features;
+  const train::DrafterBatch view{no_features, batch.tokens, batch.positions, batch.offsets,
+                                 batch.labels};
+
+  std::vector<double> step_ms, update_ms;
+  double loss = 0;
+  for (uint32_t i = 0; i < o.warmup + o.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    loss = trainer.compute_gradients_bf16(device.as<uint16_t>(), view).loss;
+    const auto mid = std::chrono::steady_clock::now();
+    trainer.apply_gradients();
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(trainer.stream()));
+    if (i >= o.warmup) {
+      step_ms.push_back(seconds_since(start) * 1e3);
+      update_ms.push_back(seconds_since(mid) * 1e3);
+    }
+  }
+  size_t free = 0, total = 0;
+  HSRING_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  print("gpu_memory_used_bytes", double(total - free), "%.0f");
+  print("loss", loss, "%.3f");
+
+  const double hd_heads = double(c.head_dim) * c.num_heads;
+  const double flops = 6.0 * linear_params * t + (4.0 + 14.0) * hd_heads * pairs;
+  const double ms = median(step_ms);
+  print("step_ms", ms, "%.1f");
+  print("adamw_ms", median(update_ms), "%.1f");
+  print("step_tokens_per_s", t / (ms * 1e-3), "%.0f");
+  print("step_flops", flops, "%.4g");
+  const double step_tflops = flops / (ms * 1e-3) / 1e12;
+  print("step_tflops", step_tflops, "%.1f");
+  std::printf("cublas_gemm_shape=%ux%ux%u\n", o.gemm_m, o.gemm_k, o.gemm_n);
+  const double gemm = gemm_tflops(o);
+  print("gemm_tflops", gemm, "%.1f");
+  print("step_over_gemm", step_tflops / gemm, "%.3f");
+  return 0;
+}
+
+}  // namespace
+}  // namespace hsring
+
+int main(int argc, char** argv) {
+  hsring::Options o;
+  CLI::App app{"CUDA drafter training step against cuBLAS's GEMM rate", "drafter_step_bench"};
+  app.add_option("--model", o.model, "Target whose default drafter is timed")->capture_default_str();
+  app.add_option("--tokens", o.tokens, "Tokens per batch")->capture_default_str();
+  app.add_option("--iterations", o.iterations, "Timed steps")->capture_default_str();
+  app.add_option("--gpu", o.gpu, "GPU id")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return hsring::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

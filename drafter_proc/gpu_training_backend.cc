@@ -1,0 +1,75 @@
+#include "drafter_proc/gpu_training_backend.h"
+
+#include <stdexcept>
+
+#include "drafter_proc/slot_batch.h"
+#include "drafter_proc/slot_dma.h"
+#include "gpu/cuda_handles.h"
+#include "gpu/device.h"
+#include "gpu/host_registration.h"
+#include "shm/ring.h"
+#include "train/cuda_trainer.h"
+
+namespace hsring {
+
+namespace {
+
+class GpuTrainingBackend final : public TrainingBackend {
+ public:
+  GpuTrainingBackend(const train::TrainerOptions& options, Ring& ring, int gpu)
+      : gpu_(gpu), trainer_(options) {
+    const RingShape& s = ring.shape();
+    if (s.dtype != DType::kBF16)
+      throw std::invalid_argument(std::string("GPU training reads bf16 hidden states; this ring "
+                                              "carries ") +
+                                  to_string(s.dtype) + ": run with --dtype bf16");
+    pinned_ = gpu::pin_ring_payload(ring);
+    features_ = gpu::DeviceBuffer::allocate(uint64_t(s.max_tokens) * s.num_layers *
+                                            s.hidden_size * sizeof(uint16_t));
+  }
+
+  ~GpuTrainingBackend() override {
+    // Copies from the ring complete before the payload is unpinned.
+    (void)cudaStreamSynchronize(trainer_.stream());
+  }
+
+  train::DrafterTrainer& trainer() override { return trainer_; }
+
+  void copy_batch(const Ring& ring, uint32_t slot) override {
+    batch_.copy_metadata(ring, slot);
+    cudaStream_t stream = trainer_.stream();
+    if (gpu::CudaStatus s =
+            enqueue_slot_features(ring, slot, batch_.tokens(), features_.data(), stream);
+        !s.ok())
+      throw gpu::CudaError(s.code, s.message());
+    // The step reads the copy on the same stream; the wait is for the slot's release.
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  uint32_t batch_tokens() const override { return batch_.tokens(); }
+
+  train::LossStats compute_gradients() override {
+    return trainer_.compute_gradients_bf16(features_.as<uint16_t>(), batch_.view());
+  }
+
+  std::string describe() const override {
+    return "on " + gpu::describe_gpu(gpu_) + ", bf16 products on fp32 master weights";
+  }
+
+ private:
+  int gpu_;
+  train::CudaTrainer trainer_;
+  std::unique_ptr<gpu::HostRegistration> pinned_;
+  gpu::DeviceBuffer features_;  // bf16 [max_tokens, K*H]
+  SlotBatch batch_;             // the token metadata
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
+                                                           Ring& ring, int gpu) {
+  gpu::use_gpu(gpu);
+  return std::make_unique<GpuTrainingBackend>(options, ring, gpu);
+}
+
+}  // namespace hsring

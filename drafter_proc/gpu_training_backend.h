@@ -1,0 +1,19 @@
+// A training drafter on a GPU: the ring's payload is pinned, each claimed slot's bf16
+// layers are DMAed straight into the [T, K*H] device array the CUDA trainer reads
+// (slot_dma.h), the slot is released once that copy completed, and the step runs on the
+// device (train/cuda_trainer.h: fp32 master weights, bf16 products).
+#pragma once
+
+#include <memory>
+
+#include "drafter_proc/training_backend.h"
+
+namespace hsring {
+
+// Uses GPU `gpu` (made current). Throws std::invalid_argument when the ring's dtype is not
+// bf16, std::runtime_error for a too-low memlock limit, gpu::CudaError for a GPU that does
+// not exist or lacks the memory, ModelError for a drafter shape the kernels do not take.
+std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
+                                                           Ring& ring, int gpu);
+
+}  // namespace hsring

@@ -1,0 +1,41 @@
+// Where a training drafter's steps run, and how a claimed slot's batch gets there: on the
+// CPU (the batch widened to fp32 in host memory, train/trainer.h) or on a GPU (the slot's
+// bf16 payload DMAed to the device, train/cuda_trainer.h; gpu_training_backend.h). The
+// training loop (training_drafter.h) is the same for both.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "train/drafter_trainer.h"
+#include "train/trainer.h"
+
+namespace hsring {
+
+class Ring;
+
+class TrainingBackend {
+ public:
+  virtual ~TrainingBackend() = default;
+
+  virtual train::DrafterTrainer& trainer() = 0;
+  // Copies the batch in `slot` out of the ring (REQUIRES: the slot is held READING and
+  // check_model_metadata() passed); when it returns nothing more is read from the slot, so
+  // it can be released before the step. Throws on a device failure.
+  virtual void copy_batch(const Ring& ring, uint32_t slot) = 0;
+  virtual uint32_t batch_tokens() const = 0;
+  // Gradients of the last copied batch's mean loss.
+  virtual train::LossStats compute_gradients() = 0;
+  // For the log: "on the CPU, 2 threads" / "on GPU 1 (NVIDIA H200), bf16 products".
+  virtual std::string describe() const = 0;
+};
+
+// Builds the backend of one drafter process for a ring; throws on bad setup.
+using TrainingBackendFactory =
+    std::function<std::unique_ptr<TrainingBackend>(const train::TrainerOptions&, Ring&)>;
+
+std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options);
+
+}  // namespace hsring

@@ -1,0 +1,78 @@
+// Drafter training on a GPU through `hsring run`: the tiny target on GPU 0, the training
+// drafter on the second GPU when there is one (else on GPU 0 too). The loss must fall, the
+// drafter be exported, and a drafter SIGKILLed mid-run must resume from its checkpoint on
+// the GPU and continue. Skipped, with the reason, without a GPU.
+#include <filesystem>
+#include <regex>
+
+#include "gpu/device.h"
+#include "tests/crash/launcher_fixture.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace hsring {
+namespace {
+
+using namespace launcher_testing;
+using crash::Millis;
+using crash::WorkerProcess;
+namespace fs = std::filesystem;
+
+constexpr Millis kTrainingLimit(300000);
+
+class GpuTrainingTest : public LauncherTest {
+ protected:
+  std::vector<std::string> flags(const std::string& batches) const {
+    const std::string drafter_gpu = gpu::probe_gpus().count >= 2 ? "1" : "0";
+    return {"--model",  "tiny", "--targets",      "0",   "--drafters", drafter_gpu,
+            "--slots",  "8",    "--max-tokens",   "256", "--batches",  batches,
+            "--quiet",  "--max-restarts", "100"};
+  }
+};
+
+TEST_F(GpuTrainingTest, GpuDrafterLossFallsAndTheDrafterIsExported) {
+  HSRING_REQUIRE_GPUS(1);
+  start_run(flags("150"), /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  expect_data_intact();
+  EXPECT_EQ(summary("batches_consumed"), 150);
+  EXPECT_EQ(summary("steps"), 150);
+  const double initial = summary("initial_loss"), final_loss = summary("final_loss");
+  std::cout << "[ gpu train] loss " << initial << " -> " << final_loss << ", agreement "
+            << summary("agreement") << std::endl;
+  EXPECT_GT(initial, 4.0);  // ln(256) = 5.5 for a uniform guess
+  EXPECT_LT(final_loss, 0.5 * initial);
+  EXPECT_GT(summary("agreement"), 0.3);
+  EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("bf16 products on fp32 master weights"), std::string::npos)
+      << "the drafter says it trains on its GPU:\n"
+      << log;
+}
+
+TEST_F(GpuTrainingTest, KilledGpuDrafterResumesFromItsCheckpoint) {
+  HSRING_REQUIRE_GPUS(1);
+  std::vector<std::string> f = flags("600");
+  f.insert(f.end(), {"--checkpoint-every", "10"});
+  start_run(f, /*default_shape=*/true);
+  ASSERT_TRUE(wait_for_consumed(35, Millis(120000))) << launcher_->stderr_text();
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  ASSERT_TRUE(drafter);
+  ASSERT_TRUE(kill_and_await_restart(*drafter)) << "the drafter was not restarted";
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(log, resumed, std::regex("resumed from \\S+ at step (\\d+)")))
+      << log;
+  const uint64_t resume_step = std::stoull(resumed[1]);
+  EXPECT_GE(resume_step, 10u);
+  EXPECT_EQ(resume_step % 10, 0u);
+  expect_data_intact();
+  EXPECT_EQ(summary("restarts_drafter"), 1);
+  const double steps = summary("steps");
+  EXPECT_LT(steps, 600);
+  EXPECT_GT(steps, 600 - 10 - 8);
+  EXPECT_LT(summary("final_loss"), 0.5 * summary("initial_loss"));
+}
+
+}  // namespace
+}  // namespace hsring
