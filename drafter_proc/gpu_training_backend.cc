@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "drafter_proc/nccl_group.h"
 #include "drafter_proc/slot_batch.h"
 #include "drafter_proc/slot_dma.h"
 #include "gpu/cuda_handles.h"
@@ -55,6 +56,12 @@ class GpuTrainingBackend final : public TrainingBackend {
   std::string describe() const override {
     return "on " + gpu::describe_gpu(gpu_) + ", bf16 products on fp32 master weights";
   }
+
+#if HSRING_HAVE_NCCL
+  std::unique_ptr<GradientGroup> join_group(const GroupJoin& join) override {
+    return join_nccl_group(join, trainer_);
+  }
+#endif
 
  private:
   int gpu_;

@@ -2,6 +2,7 @@
 
 #include "drafter_proc/slot_batch.h"
 #include "model/parallel.h"
+#include "shm/ring.h"
 
 namespace hsring {
 
@@ -27,6 +28,12 @@ class CpuTrainingBackend final : public TrainingBackend {
 };
 
 }  // namespace
+
+std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join) {
+  return open_shared_memory_group(join.ring.name(), join.ring.header().created_unix_ns,
+                                  join.members, join.rank, trainer().layout().total, join.epoch,
+                                  join.first_step);
+}
 
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options) {
   return std::make_unique<CpuTrainingBackend>(options);

@@ -9,12 +9,24 @@
 #include <memory>
 #include <string>
 
+#include "drafter_proc/gradient_group.h"
 #include "train/drafter_trainer.h"
 #include "train/trainer.h"
 
 namespace hsring {
 
 class Ring;
+
+// What a member needs to join its drafter group.
+struct GroupJoin {
+  Ring& ring;
+  uint32_t members = 0;  // >= 2
+  uint32_t rank = 0;     // the drafter index
+  uint32_t epoch = 0;    // this process's incarnation
+  uint64_t first_step = 0;  // the loaded checkpoint's step + 1
+  PeerWatch peers;
+  std::function<bool()> keep_waiting;
+};
 
 class TrainingBackend {
  public:
@@ -30,6 +42,10 @@ class TrainingBackend {
   virtual train::LossStats compute_gradients() = 0;
   // For the log: "on the CPU, 2 threads" / "on GPU 1 (NVIDIA H200), bf16 products".
   virtual std::string describe() const = 0;
+  // The group this member trains one model in: the shared-memory exchange beside the
+  // ring unless the backend has its own (NCCL between GPUs). Throws std::runtime_error
+  // for a segment that cannot be used.
+  virtual std::unique_ptr<GradientGroup> join_group(const GroupJoin& join);
 };
 
 // Builds the backend of one drafter process for a ring; throws on bad setup.

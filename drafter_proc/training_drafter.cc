@@ -48,6 +48,8 @@ class TrainingLoop {
   bool keep_running() const;
   bool leader() const { return rank_ == 0; }
   void join_group();
+  PeerWatch peer_watch() const;
+  std::function<bool()> keep_waiting();
   // One step of a drafter group: gradients of this batch, all-reduce, update.
   ExchangeResult group_step(train::StepStats& stats);
   void train_on(SlotClaim& claim);
@@ -64,7 +66,7 @@ class TrainingLoop {
   std::unique_ptr<TrainingBackend> backend_;
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // drafter 0's only
   uint32_t rank_ = 0;                                     // the drafter index
-  std::unique_ptr<GradExchange> exchange_;                // with several drafters
+  std::unique_ptr<GradientGroup> exchange_;               // with several drafters
   uint64_t exchange_step_ = 0;                            // the next exchange's number
   uint64_t batches_before_ = 0;  // trained by earlier incarnations (from the checkpoint)
   uint64_t batches_ = 0;         // trained by this incarnation
@@ -130,34 +132,36 @@ void TrainingLoop::join_group() {
   // checkpoint, which is what the exchange compares.
   exchange_step_ = trainer().optimizer_step() + 1;
   try {
-    exchange_ = GradExchange::open(GradExchange::name_for(ring_.name()), members, rank_,
-                                   trainer().layout().total,
-                                   ring_.header().created_unix_ns);
+    exchange_ = backend_->join_group(GroupJoin{ring_, members, rank_, session_.identity().epoch,
+                                               exchange_step_, peer_watch(), keep_waiting()});
   } catch (const std::runtime_error& e) {
     throw RingError(RingErrc::kSystem, e.what());
   }
-  exchange_->join(session_.identity().epoch, exchange_step_);
   log_line("drafter " + std::to_string(rank_) + " of a group of " + std::to_string(members) +
-           ": averaging gradients through " + GradExchange::name_for(ring_.name()) +
-           " from step " + std::to_string(exchange_step_));
+           ": " + exchange_->describe() + " from step " + std::to_string(exchange_step_));
+}
+
+PeerWatch TrainingLoop::peer_watch() const {
+  return [this](uint32_t member) {
+    const uint32_t index = ring_.shape().num_targets + member;
+    const uint32_t epoch = ring_.process(index).epoch.load(std::memory_order_acquire);
+    return PeerStatus{epoch, owner_alive(ring_, index, epoch)};
+  };
+}
+
+std::function<bool()> TrainingLoop::keep_waiting() {
+  return [this] {
+    session_.heartbeat();  // a long wait must not look like a hang
+    return keep_running();
+  };
 }
 
 ExchangeResult TrainingLoop::group_step(train::StepStats& stats) {
   const uint64_t start = monotonic_ns();
   const train::LossStats loss = backend_->compute_gradients();
-  const RingShape& s = ring_.shape();
-  const PeerWatch peers = [&](uint32_t member) {
-    const uint32_t index = s.num_targets + member;
-    const uint32_t epoch = ring_.process(index).epoch.load(std::memory_order_acquire);
-    return PeerStatus{epoch, owner_alive(ring_, index, epoch)};
-  };
   const ExchangeResult result =
-      exchange_->all_reduce(exchange_step_, trainer().host_gradients(), loss.counted, peers, [&] {
-        session_.heartbeat();  // a long wait must not look like a hang
-        return keep_running();
-      });
+      exchange_->all_reduce(exchange_step_, trainer(), loss.counted, peer_watch(), keep_waiting());
   if (result != ExchangeResult::kReduced) return result;
-  trainer().host_gradients_changed();
   ++exchange_step_;
   const train::UpdateStats update = trainer().apply_gradients();
   // The loss and agreement are this member's batch's.
@@ -268,6 +272,12 @@ int TrainingLoop::run() {
         stats = train::DrafterTrainer::step_stats(loss, update, double(monotonic_ns() - start) * 1e-9);
       } else if (const ExchangeResult r = group_step(stats); r == ExchangeResult::kStopped) {
         break;  // draining: the peers may have stopped before this step
+      } else if (r == ExchangeResult::kFailed) {
+        // Not a peer's death: counted as this drafter's crash, so a failure that repeats
+        // stops the run as a crash loop instead of restarting the group forever.
+        log_line("error: the gradient all-reduce failed at step " +
+                 std::to_string(exchange_step_) + ": " + exchange_->restart_reason());
+        return kExitInternal;
       } else if (r == ExchangeResult::kGroupRestart) {
         log_line("leaving the drafter group at step " + std::to_string(exchange_step_) + ": " +
                  exchange_->restart_reason() + "; the group restarts from the newest checkpoint");

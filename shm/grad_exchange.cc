@@ -72,6 +72,7 @@ const char* to_string(ExchangeResult result) {
     case ExchangeResult::kReduced: return "reduced";
     case ExchangeResult::kGroupRestart: return "group restart";
     case ExchangeResult::kStopped: return "stopped";
+    case ExchangeResult::kFailed: return "failed";
   }
   return "?";
 }

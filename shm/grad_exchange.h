@@ -50,6 +50,7 @@ enum class ExchangeResult {
   kReduced,       // the span holds the group's token-weighted mean gradient
   kGroupRestart,  // the group broke or this member is behind: restart from a checkpoint
   kStopped,       // the caller's keep_waiting() said stop (the ring drains)
+  kFailed,        // the exchange itself failed with every peer alive (an NCCL error): a crash
 };
 const char* to_string(ExchangeResult result);
 

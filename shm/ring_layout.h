@@ -13,7 +13,7 @@
 namespace hsring {
 
 inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
-inline constexpr uint32_t kRingVersion = 2;  // 2: RingShape.content, vocab_size
+inline constexpr uint32_t kRingVersion = 3;  // 2: RingShape.content, vocab_size; 3: NCCL id
 inline constexpr uint32_t kMaxCapturedLayers = 16;
 inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
 inline constexpr uint32_t kMaxSlots = 4096;
@@ -134,6 +134,14 @@ struct alignas(64) RingHeader {
   std::atomic<uint64_t> slots_adopted;            // WRITING slots re-produced by a successor
 
   alignas(64) TrainingProgress training;
+
+  // The GPU drafter group's NCCL unique id (drafter_proc/nccl_group.h), written only by
+  // drafter 0's incarnation `nccl_epoch`: it stores nccl_epoch = 0, the id words, then its
+  // epoch (release); a reader loads the epoch (acquire), the words, and the epoch again.
+  // Relaxed words: a reader that sees the same live epoch twice read a whole id.
+  alignas(64) std::atomic<uint32_t> nccl_epoch;
+  uint32_t reserved1;
+  std::atomic<uint64_t> nccl_id[16];  // 128 bytes: sizeof(ncclUniqueId)
 };
 
 enum class Role : uint32_t { kNone = 0, kTarget = 1, kDrafter = 2 };

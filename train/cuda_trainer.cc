@@ -128,6 +128,8 @@ CudaTrainer::~CudaTrainer() {
 
 cudaStream_t CudaTrainer::stream() const { return b_->stream.get(); }
 
+float* CudaTrainer::device_gradients() { return b_->grads.as<float>(); }
+
 size_t CudaTrainer::device_bytes() const {
   const Buffers& b = *b_;
   size_t total = b.params.size() * 4 + b.inv_freq.size() + b.norm_partials.size();

@@ -56,6 +56,9 @@ class CudaTrainer final : public DrafterTrainer {
   std::vector<float> gradients() const;
 
   cudaStream_t stream() const;
+  // The flat gradient on the device (layout().total floats), for an NCCL all-reduce on
+  // stream(); scale_gradients() and apply_gradients() run on the same stream after it.
+  float* device_gradients();
   // Device bytes held: parameters, optimizer state and the activations of the largest
   // batch so far.
   size_t device_bytes() const;

@@ -74,5 +74,61 @@ TEST_F(GpuTrainingTest, KilledGpuDrafterResumesFromItsCheckpoint) {
   EXPECT_LT(summary("final_loss"), 0.5 * summary("initial_loss"));
 }
 
+// Two GPU drafters (GPUs 0 and 1) train one model, all-reducing with NCCL.
+std::vector<std::string> group_flags(const std::string& batches) {
+  return {"--model",   "tiny", "--targets",      "0",   "--drafters",     "0,1",
+          "--slots",   "8",    "--max-tokens",   "256", "--batches",      batches,
+          "--quiet",   "--max-restarts", "100"};
+}
+
+TEST_F(GpuTrainingTest, TwoGpuDraftersTrainOneModelWithNccl) {
+  HSRING_REQUIRE_GPUS(2);
+  start_run(group_flags("160"), /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  expect_data_intact();
+  EXPECT_EQ(summary("batches_consumed"), 160);
+  const double steps = summary("steps");
+  EXPECT_LE(steps, 80);
+  EXPECT_GE(steps, 78);  // the last batches may not pair up before the drain
+  const double initial = summary("initial_loss"), final_loss = summary("final_loss");
+  std::cout << "[ gpu nccl ] 2 drafters: " << steps << " steps, loss " << initial << " -> "
+            << final_loss << std::endl;
+  EXPECT_LT(final_loss, 0.6 * initial);
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("of a group of 2: all-reducing gradients with NCCL"), std::string::npos) << log;
+  EXPECT_EQ(log.find("leaving the drafter group"), std::string::npos) << log;
+}
+
+// SIGKILL of drafter 1 mid-collective or between: drafter 0 notices (NCCL alone would
+// hang), aborts its communicator and leaves; both reload the newest checkpoint, form a new
+// NCCL group through a fresh id, and finish with a falling loss.
+TEST_F(GpuTrainingTest, KilledNcclGroupMemberRestartsTheGroupFromACheckpoint) {
+  HSRING_REQUIRE_GPUS(2);
+  std::vector<std::string> f = group_flags("1200");
+  f.insert(f.end(), {"--checkpoint-every", "5"});
+  start_run(f, /*default_shape=*/true);
+  ASSERT_TRUE(wait_for_consumed(60, Millis(120000))) << launcher_->stderr_text();
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 1);
+  ASSERT_TRUE(drafter);
+  ASSERT_TRUE(kill_and_await_restart(*drafter)) << "drafter 1 was not restarted";
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("leaving the drafter group"), std::string::npos) << log;
+  const std::regex resumed("drafter (\\d) gpu \\d epoch \\d+.*resumed from \\S+ at step (\\d+)");
+  bool resumed_0 = false, resumed_1 = false;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), resumed);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ(std::stoull((*it)[2]) % 5, 0u);
+    ((*it)[1] == "0" ? resumed_0 : resumed_1) = true;
+  }
+  EXPECT_TRUE(resumed_0 && resumed_1) << log;
+  expect_data_intact();
+  EXPECT_EQ(summary("restarts_drafter"), 1);  // the kill; leaving the group is no crash
+  const double steps = summary("steps");
+  EXPECT_LT(steps, 600);
+  EXPECT_GT(steps, 600 - 5 - 8);
+  EXPECT_LT(summary("final_loss"), 0.6 * summary("initial_loss"));
+}
+
 }  // namespace
 }  // namespace hsring

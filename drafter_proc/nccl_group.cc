@@ -1,0 +1,288 @@
+#include "drafter_proc/nccl_group.h"
+
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+#include "common/clock.h"
+#include "gpu/cuda_handles.h"
+#include "shm/ring.h"
+#include "train/cuda_drafter_kernels.h"
+#include "train/cuda_trainer.h"
+
+namespace hsring {
+
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == sizeof(RingHeader::nccl_id), "the ring holds one id");
+
+constexpr uint64_t kPeerCheckNs = 20'000'000;        // peers' liveness, every 20 ms
+constexpr uint64_t kRendezvousLimitNs = 300'000'000'000ull;  // a member that never comes
+
+// Drafter 0's incarnation `epoch` publishes `id` (RingHeader::nccl_id has the protocol).
+void publish_id(RingHeader& header, uint32_t epoch, const ncclUniqueId& id) {
+  header.nccl_epoch.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // readers see 0 before new words
+  uint64_t words[16];
+  std::memcpy(words, &id, sizeof words);
+  for (int i = 0; i < 16; ++i) header.nccl_id[i].store(words[i], std::memory_order_relaxed);
+  header.nccl_epoch.store(epoch, std::memory_order_release);  // the words happen before
+}
+
+// The id of drafter 0's incarnation `epoch`, when it has published it.
+bool read_id(const RingHeader& header, uint32_t epoch, ncclUniqueId& id) {
+  if (header.nccl_epoch.load(std::memory_order_acquire) != epoch) return false;
+  uint64_t words[16];
+  for (int i = 0; i < 16; ++i) words[i] = header.nccl_id[i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);  // the words before the re-check
+  if (header.nccl_epoch.load(std::memory_order_relaxed) != epoch) return false;
+  std::memcpy(&id, words, sizeof id);
+  return true;
+}
+
+class NcclGroup final : public GradientGroup {
+ public:
+  NcclGroup(const GroupJoin& join, train::CudaTrainer& trainer)
+      : ring_(join.ring),
+        members_(join.members),
+        rank_(join.rank),
+        first_step_(join.first_step),
+        trainer_(trainer),
+        counts_(gpu::DeviceBuffer::allocate(2 * sizeof(uint64_t))),
+        counts_host_(gpu::PinnedBuffer::allocate(2 * sizeof(uint64_t))) {
+    if (!rendezvous(join) || !initialise(join) || !agree_on_first_step(join)) {
+      if (!broken_) fail(join.peers);
+      if (!join.keep_waiting()) failure_ = ExchangeResult::kStopped;
+    }
+  }
+
+  ~NcclGroup() override {
+    if (comm_ != nullptr) {
+      if (broken_) {
+        (void)ncclCommAbort(comm_);
+      } else {
+        (void)cudaStreamSynchronize(trainer_.stream());
+        (void)ncclCommDestroy(comm_);
+      }
+    }
+  }
+
+  uint32_t members() const override { return members_; }
+  const std::string& restart_reason() const override { return reason_; }
+  std::string describe() const override {
+    return "all-reducing gradients with NCCL " + std::to_string(NCCL_MAJOR) + "." +
+           std::to_string(NCCL_MINOR) + " (id through the ring)";
+  }
+
+  ExchangeResult all_reduce(uint64_t /*step*/, train::DrafterTrainer& /*trainer*/,
+                            uint64_t counted, const PeerWatch& peers,
+                            const std::function<bool()>& keep_waiting) override {
+    if (broken_) return failure_;
+    cudaStream_t stream = trainer_.stream();
+    float* grads = trainer_.device_gradients();
+    const size_t n = trainer_.layout().total;
+    // The batch mean becomes a sum over this member's counted positions.
+    trainer_.scale_gradients(float(counted));
+    counts_host_.as<uint64_t>()[0] = counted;
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_.data(), counts_host_.data(), sizeof(uint64_t),
+                                      cudaMemcpyHostToDevice, stream));
+    if (!call(ncclGroupStart(), "ncclGroupStart")) return fail(peers);
+    const bool enqueued =
+        call(ncclAllReduce(grads, grads, n, ncclFloat, ncclSum, comm_, stream), "ncclAllReduce") &&
+        call(ncclAllReduce(counts_.data(), counts_.data(), 1, ncclUint64, ncclSum, comm_, stream),
+             "ncclAllReduce");
+    if (!call(ncclGroupEnd(), "ncclGroupEnd") || !enqueued) return fail(peers);
+    if (const ExchangeResult r = wait(false, peers, keep_waiting); r != ExchangeResult::kReduced)
+      return r;
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_host_.data(), counts_.data(), sizeof(uint64_t),
+                                      cudaMemcpyDeviceToHost, stream));
+    if (const ExchangeResult r = wait(true, peers, keep_waiting); r != ExchangeResult::kReduced)
+      return r;
+    const uint64_t total = counts_host_.as<uint64_t>()[0];
+    trainer_.scale_gradients(total > 0 ? 1.0f / float(total) : 0.0f);
+    return ExchangeResult::kReduced;
+  }
+
+ private:
+  // Waits for drafter 0's live incarnation's id (rank 0 makes and publishes it).
+  bool rendezvous(const GroupJoin& join) {
+    RingHeader& header = ring_.header();
+    if (rank_ == 0) {
+      if (!call(ncclGetUniqueId(&id_), "ncclGetUniqueId")) return false;
+      publish_id(header, join.epoch, id_);
+      return true;
+    }
+    const uint64_t deadline = monotonic_ns() + kRendezvousLimitNs;
+    while (true) {
+      const PeerStatus leader = join.peers(0);
+      if (leader.alive && read_id(header, leader.epoch, id_)) {
+        leader_epoch_ = leader.epoch;
+        return true;
+      }
+      if (!join.keep_waiting()) return stop("the ring stopped before drafter 0 published its NCCL id");
+      if (monotonic_ns() > deadline) return stop("drafter 0 never published an NCCL id");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  // A non-blocking ncclCommInitRankConfig, polled.
+  bool initialise(const GroupJoin& join) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t started =
+        ncclCommInitRankConfig(&comm_, int(members_), id_, int(rank_), &config);
+    if (started != ncclSuccess && started != ncclInProgress)
+      return call(started, "ncclCommInitRankConfig");
+    const uint64_t deadline = monotonic_ns() + kRendezvousLimitNs;
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return false;
+      if (state == ncclSuccess) break;
+      if (state != ncclInProgress) return call(state, "ncclCommInitRankConfig");
+      if (!join.keep_waiting()) return stop("the ring stopped while the NCCL group formed");
+      if (!peers_alive(join.peers)) return false;
+      if (monotonic_ns() > deadline) return stop("the NCCL group did not form within 300 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // The group: these incarnations. A later change of any breaks it.
+    for (uint32_t m = 0; m < members_; ++m) group_epochs_.push_back(join.peers(m).epoch);
+    return true;
+  }
+
+  // Members that loaded an older checkpoint than a peer leave and reload (first steps
+  // differ); equal first steps mean the same loaded state.
+  bool agree_on_first_step(const GroupJoin& join) {
+    cudaStream_t stream = trainer_.stream();
+    counts_host_.as<uint64_t>()[1] = first_step_;
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_.as<uint64_t>() + 1, counts_host_.as<uint64_t>() + 1,
+                                      sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
+    if (!call(ncclAllReduce(counts_.as<uint64_t>() + 1, counts_.as<uint64_t>() + 1, 1, ncclUint64,
+                            ncclMax, comm_, stream),
+              "ncclAllReduce"))
+      return false;
+    if (wait(false, join.peers, join.keep_waiting) != ExchangeResult::kReduced) return false;
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_host_.as<uint64_t>() + 1, counts_.as<uint64_t>() + 1,
+                                      sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+    if (wait(true, join.peers, join.keep_waiting) != ExchangeResult::kReduced) return false;
+    const uint64_t newest = counts_host_.as<uint64_t>()[1];
+    if (newest != first_step_) {
+      stop("a peer loaded a newer checkpoint (it continues at step " + std::to_string(newest) +
+           ", this member at " + std::to_string(first_step_) + ")");
+      abort_comm();
+      failure_ = ExchangeResult::kGroupRestart;  // reload the newer checkpoint: no crash
+      return false;
+    }
+    return true;
+  }
+
+  // Polls until the communicator's last operation was enqueued (a non-blocking
+  // communicator reports ncclInProgress until then: nothing may be enqueued behind it
+  // before) and, with `stream_too`, until the stream's work completed. kGroupRestart
+  // (after an abort) when a peer died or restarted or NCCL failed, kStopped when
+  // keep_waiting() says so.
+  ExchangeResult wait(bool stream_too, const PeerWatch& peers,
+                      const std::function<bool()>& keep_waiting) {
+    cudaStream_t stream = trainer_.stream();
+    uint64_t next_check = monotonic_ns() + kPeerCheckNs;
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return fail(peers);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        call(state, "the all-reduce");
+        return fail(peers);
+      }
+      if (state == ncclSuccess) {
+        if (!stream_too) return ExchangeResult::kReduced;
+        const cudaError_t done = cudaStreamQuery(stream);
+        if (done == cudaSuccess) return ExchangeResult::kReduced;
+        if (done != cudaErrorNotReady) {
+          stop(std::string("the GPU failed during the all-reduce: ") + cudaGetErrorString(done));
+          return fail(peers);
+        }
+      }
+      if (monotonic_ns() >= next_check) {
+        next_check = monotonic_ns() + kPeerCheckNs;
+        if (!keep_waiting()) {
+          abort_comm();
+          return ExchangeResult::kStopped;
+        }
+        if (!peers_alive(peers)) return fail(peers);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // False (with the reason) when a member of the group is dead or another incarnation.
+  bool peers_alive(const PeerWatch& peers) {
+    for (uint32_t m = 0; m < members_; ++m) {
+      if (m == rank_) continue;
+      const PeerStatus p = peers(m);
+      if (!group_epochs_.empty() && p.epoch != group_epochs_[m])
+        return stop("drafter " + std::to_string(m) + " restarted (epoch " +
+                    std::to_string(group_epochs_[m]) + " -> " + std::to_string(p.epoch) + ")");
+      if (!p.alive) return stop("drafter " + std::to_string(m) + " died");
+      if (m == 0 && rank_ != 0 && p.epoch != leader_epoch_)
+        return stop("drafter 0 restarted since it published the NCCL id");
+    }
+    return true;
+  }
+
+  // After a failure: kGroupRestart when a peer died or restarted (NCCL errors follow a
+  // peer's death), kFailed when every peer is alive (NCCL itself failed: a crash, so a
+  // failure that repeats stops the run instead of restarting the group forever).
+  ExchangeResult fail(const PeerWatch& peers) {
+    const std::string own_reason = reason_;
+    reason_.clear();
+    const bool peers_fine = peers_alive(peers);
+    if (peers_fine) reason_ = own_reason;
+    abort_comm();
+    failure_ = peers_fine && !own_reason.empty() ? ExchangeResult::kFailed
+                                                 : ExchangeResult::kGroupRestart;
+    return failure_;
+  }
+
+  // The communicator cannot be used again: abort it (its kernels stop) once.
+  void abort_comm() {
+    if (!broken_ && comm_ != nullptr) (void)ncclCommAbort(comm_);
+    if (comm_ != nullptr) comm_ = nullptr;
+    broken_ = true;
+  }
+
+  // False, with the reason, unless `result` is success.
+  bool call(ncclResult_t result, const char* what) {
+    if (result == ncclSuccess || result == ncclInProgress) return true;
+    std::string detail = ncclGetErrorString(result);
+    if (comm_ != nullptr) {
+      if (const char* last = ncclGetLastError(comm_); last != nullptr && *last) detail += ": " + std::string(last);
+    }
+    return stop(std::string(what) + " failed: " + detail);
+  }
+
+  bool stop(const std::string& reason) {
+    if (reason_.empty()) reason_ = reason;
+    return false;
+  }
+
+  Ring& ring_;
+  uint32_t members_, rank_;
+  uint64_t first_step_;
+  train::CudaTrainer& trainer_;
+  gpu::DeviceBuffer counts_;      // uint64 [2]: counted tokens, first step
+  gpu::PinnedBuffer counts_host_;
+  ncclUniqueId id_{};
+  ncclComm_t comm_ = nullptr;
+  uint32_t leader_epoch_ = 0;
+  std::vector<uint32_t> group_epochs_;
+  bool broken_ = false;
+  ExchangeResult failure_ = ExchangeResult::kGroupRestart;  // what a broken group gives
+  std::string reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join, train::CudaTrainer& trainer) {
+  return std::make_unique<NcclGroup>(join, trainer);
+}
+
+}  // namespace hsring

@@ -1,0 +1,34 @@
+// GPU drafters that train one model together, all-reducing their gradients on the devices
+// with NCCL. The unique id travels through the ring segment (RingHeader::nccl_id): drafter
+// 0's incarnation publishes a fresh id at every start, the others wait for the id of
+// drafter 0's live incarnation. The communicator is non-blocking, so no wait is
+// unbounded: while an init or a collective is in flight the member polls it, its peers'
+// liveness in the ring's process table and the caller's keep_waiting(). A peer that died
+// or restarted (NCCL alone would hang), an NCCL error, or a peer that loaded a newer
+// checkpoint aborts the communicator and gives kGroupRestart: the launcher restarts the
+// member and every member reloads the newest checkpoint, as with the shared-memory group.
+//
+// Each step: grads *= counted (this member's batch mean becomes a sum), one grouped
+// all-reduce of the gradient and the counted tokens, then grads *= 1 / total: the
+// token-weighted mean, the same bits on every member (NCCL gives every rank the same
+// reduction), so the replicas' AdamW updates stay identical.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "drafter_proc/training_backend.h"
+
+namespace hsring {
+
+namespace train {
+class CudaTrainer;
+}
+
+// Joins the group described by `join` on the current device. Never throws for a group
+// problem (a dead peer, an NCCL failure): the first all_reduce then gives kGroupRestart
+// with the reason. Throws gpu::CudaError for a device failure.
+std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join, train::CudaTrainer& trainer);
+
+}  // namespace hsring
