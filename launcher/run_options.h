@@ -29,6 +29,7 @@ struct RunOptions {
   // Drafter training (model runs; docs/drafter-training.md, docs/checkpoint-format.md).
   std::string run_dir;          // checkpoints and the exported drafter; "" = hsring-runs/<ring>-<time>
   std::string resume;           // a checkpoint folder of an earlier run to continue
+  std::string checkpoint_dir;  // "" : RUN_DIR/checkpoints (--resume names its own)
   uint64_t checkpoint_every = 100;
   uint32_t keep_checkpoints = 3;
   double lr = 1e-3;

@@ -116,6 +116,12 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
 }
 
 void Supervisor::start_training(const TrainingPlan& plan) {
+  // The export goes here even when the checkpoints go elsewhere (--checkpoint-dir).
+  std::error_code ec;
+  std::filesystem::create_directories(options_.run_dir, ec);
+  if (ec)
+    throw std::runtime_error("cannot create the run folder " + options_.run_dir + ": " +
+                             ec.message() + "; give another --run-dir");
   log_line("run folder " + options_.run_dir + ": checkpoints every " +
            std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
   if (plan.resume_step == 0) return;

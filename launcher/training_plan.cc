@@ -49,9 +49,12 @@ void resolve_run_dir(RunOptions& options, bool service) {
 
 TrainingPlan training_plan(const RunOptions& options) {
   TrainingPlan plan;
-  plan.checkpoint_dir = options.resume.empty()
-                            ? (fs::path(options.run_dir) / kCheckpointsFolder).string()
-                            : options.resume;
+  if (!options.resume.empty())
+    plan.checkpoint_dir = options.resume;
+  else if (!options.checkpoint_dir.empty())
+    plan.checkpoint_dir = options.checkpoint_dir;
+  else
+    plan.checkpoint_dir = (fs::path(options.run_dir) / kCheckpointsFolder).string();
   plan.export_path = (fs::path(options.run_dir) / kExportFile).string();
   return plan;
 }
@@ -71,7 +74,7 @@ TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape)
       throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir +
                                   " already holds checkpoints of an earlier run: continue it with "
                                   "--resume " + plan.checkpoint_dir +
-                                  ", or give another --run-dir");
+                                  ", or give another --run-dir or --checkpoint-dir");
     plan.total_steps = steps;
     return plan;
   }

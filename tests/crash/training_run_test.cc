@@ -159,6 +159,25 @@ TEST_F(TrainingRunTest, KilledGroupMemberRestartsTheGroupFromACheckpoint) {
   EXPECT_FALSE(fs::exists("/dev/shm/" + ring_ + "-grads"));
 }
 
+TEST_F(TrainingRunTest, CheckpointDirFlagPutsTheCheckpointsThere) {
+  const std::string elsewhere = dir_.file("elsewhere");
+  std::vector<std::string> flags = training_flags("20");
+  flags.insert(flags.end(), {"--checkpoint-dir", elsewhere, "--checkpoint-every", "5"});
+  start_run(flags, /*default_shape=*/true);
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  const std::vector<std::string> written = checkpoints_in(elsewhere);
+  ASSERT_FALSE(written.empty()) << launcher_->stderr_text();
+  EXPECT_NE(written.back().find("step-000000020"), std::string::npos);
+  EXPECT_FALSE(fs::exists(checkpoints())) << "nothing in the run folder's default place";
+  EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
+  // A second fresh run into the same folder would resume by surprise: refused.
+  start_run(flags, /*default_shape=*/true);
+  EXPECT_NE(wait_launcher(kTrainingLimit), 0);
+  EXPECT_NE(launcher_->stderr_text().find("already holds checkpoints of an earlier run"),
+            std::string::npos)
+      << launcher_->stderr_text();
+}
+
 TEST_F(TrainingRunTest, ResumeContinuesAFinishedRun) {
   start_run(training_flags("40"), /*default_shape=*/true);
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();

@@ -294,7 +294,9 @@ class StressTest : public ::testing::Test {
     EXPECT_EQ(totals.in_ring, 0u);
     // A batch is redelivered only when a drafter died holding it.
     EXPECT_LE(totals.redelivered, drafter_deaths_.load());
-    if (drafter_deaths_.load() > 0) EXPECT_GT(totals.redelivered, 0u);
+    if (drafter_deaths_.load() > 0) {
+      EXPECT_GT(totals.redelivered, 0u);
+    }
     for (uint32_t i = 0; i < shape_.slot_count; ++i)
       EXPECT_EQ(SlotState(ring_->slot(i).state.load()).phase(), SlotPhase::kFree) << "slot " << i;
   }
