@@ -38,3 +38,16 @@ else()
     message(STATUS "hsring: GPU data path OFF (no CUDA compiler found)")
   endif()
 endif()
+
+# The tree's warning and sanitizer flags are for the host compiler: nvcc would reject them.
+# Called in a folder with CUDA sources, before its CUDA targets: from there on C++ sources
+# keep the flags and CUDA sources get none (their host warnings go through -Xcompiler).
+# Targets created earlier in the folder keep their own copy of the flags.
+function(hsring_cxx_only_tree_options)
+  get_directory_property(tree_options COMPILE_OPTIONS)
+  set(cxx_only "")
+  foreach(option IN LISTS tree_options)
+    list(APPEND cxx_only "$<$<COMPILE_LANGUAGE:CXX>:${option}>")
+  endforeach()
+  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${cxx_only}")
+endfunction()

@@ -193,6 +193,17 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
                "launch_rope_table");
 }
 
+void CudaTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
+  const DrafterConfig& c = config_;
+  Buffers& b = *b_;
+  check_launch(cuda::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(), b.sin.get(),
+                                       inverse, b.stream.get()),
+               "launch_rope_apply");
+  check_launch(cuda::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
+                                       b.sin.get(), inverse, b.stream.get()),
+               "launch_rope_apply");
+}
+
 void CudaTrainer::run_forward(uint32_t rows) {
   const DrafterConfig& c = config_;
   Buffers& b = *b_;
@@ -222,12 +233,7 @@ void CudaTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.a1.get(), rows, d, b.p(b.q), qd, b.q_act.get());
   gemm.forward(b.a1.get(), rows, d, b.p(b.k), kvd, b.k_act.get());
   gemm.forward(b.a1.get(), rows, d, b.p(b.v_proj), kvd, b.v_act.get());
-  check_launch(cuda::launch_rope_apply(b.q_act.get(), rows, c.num_heads, c.head_dim, b.cos.get(),
-                                       b.sin.get(), false, s),
-               "launch_rope_apply");
-  check_launch(cuda::launch_rope_apply(b.k_act.get(), rows, c.num_kv_heads, c.head_dim,
-                                       b.cos.get(), b.sin.get(), false, s),
-               "launch_rope_apply");
+  rotate_qk(rows, b.q_act.get(), b.k_act.get(), false);
   const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
   check_launch(cuda::launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
                                               b.doc_start.get(), dims, b.attn.get(), b.lse.get(), s),
@@ -334,12 +340,7 @@ void CudaTrainer::run_backward(uint32_t rows) {
                                                b.delta.get(), b.d_q.get(), b.d_k.get(),
                                                b.d_v.get(), s),
                "launch_attention_backward");
-  check_launch(cuda::launch_rope_apply(b.d_q.get(), rows, c.num_heads, c.head_dim, b.cos.get(),
-                                       b.sin.get(), true, s),
-               "launch_rope_apply");
-  check_launch(cuda::launch_rope_apply(b.d_k.get(), rows, c.num_kv_heads, c.head_dim,
-                                       b.cos.get(), b.sin.get(), true, s),
-               "launch_rope_apply");
+  rotate_qk(rows, b.d_q.get(), b.d_k.get(), true);
   gemm.backward_input(b.d_q.get(), rows, qd, b.p(b.q), d, b.d_a.get());
   gemm.backward_input(b.d_k.get(), rows, kvd, b.p(b.k), d, b.d_a.get(), true);
   gemm.backward_input(b.d_v.get(), rows, kvd, b.p(b.v_proj), d, b.d_a.get(), true);

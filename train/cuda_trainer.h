@@ -68,6 +68,9 @@ class CudaTrainer final : public DrafterTrainer {
   enum class Features { kHostFp32, kDeviceBf16 };
   LossStats run(const DrafterBatch& batch, Features source, const void* features, bool backward);
   void upload_batch(const DrafterBatch& batch, Features source, const void* features);
+  // RoPE on q [rows, heads * head_dim] and k [rows, kv_heads * head_dim], or its transpose
+  // on their gradients.
+  void rotate_qk(uint32_t rows, float* q, float* k, bool inverse);
   void run_forward(uint32_t rows);
   LossStats run_head(const DrafterBatch& batch, bool backward);
   void run_backward(uint32_t rows);

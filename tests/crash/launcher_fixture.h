@@ -14,6 +14,8 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,5 +173,23 @@ class LauncherTest : public ::testing::Test {
   std::unique_ptr<crash::Spawned> launcher_;
   std::vector<WorkerProcess> seen_workers_;
 };
+
+// What a training run's log says of drafters resuming from checkpoints: which drafter
+// indexes logged "resumed from ... at step S" (CPU or GPU, any epoch) and every S.
+struct Resumes {
+  std::set<uint32_t> drafters;
+  std::vector<uint64_t> steps;
+};
+inline Resumes resumes_in(const std::string& log) {
+  static const std::regex resumed(
+      "drafter (\\d+)(?: gpu \\d+)? epoch \\d+[^\\n]*resumed from \\S+ at step (\\d+)");
+  Resumes r;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), resumed);
+       it != std::sregex_iterator(); ++it) {
+    r.drafters.insert(uint32_t(std::stoul((*it)[1])));
+    r.steps.push_back(std::stoull((*it)[2]));
+  }
+  return r;
+}
 
 }  // namespace hsring::launcher_testing

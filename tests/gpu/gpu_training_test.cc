@@ -114,14 +114,9 @@ TEST_F(GpuTrainingTest, KilledNcclGroupMemberRestartsTheGroupFromACheckpoint) {
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   const std::string log = launcher_->stderr_text();
   EXPECT_NE(log.find("leaving the drafter group"), std::string::npos) << log;
-  const std::regex resumed("drafter (\\d) gpu \\d epoch \\d+.*resumed from \\S+ at step (\\d+)");
-  bool resumed_0 = false, resumed_1 = false;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), resumed);
-       it != std::sregex_iterator(); ++it) {
-    EXPECT_EQ(std::stoull((*it)[2]) % 5, 0u);
-    ((*it)[1] == "0" ? resumed_0 : resumed_1) = true;
-  }
-  EXPECT_TRUE(resumed_0 && resumed_1) << log;
+  const Resumes resumes = resumes_in(log);
+  EXPECT_EQ(resumes.drafters, (std::set<uint32_t>{0, 1})) << log;
+  for (uint64_t step : resumes.steps) EXPECT_EQ(step % 5, 0u);
   expect_data_intact();
   EXPECT_EQ(summary("restarts_drafter"), 1);  // the kill; leaving the group is no crash
   const double steps = summary("steps");
