@@ -214,16 +214,24 @@ class NcclGroup final : public GradientGroup {
   }
 
   // False (with the reason) when a member of the group is dead or another incarnation.
+  // While the group forms, a peer not seen alive yet is still starting (or in its restart
+  // backoff): it is waited for; one seen alive that then dies or restarts breaks it.
   bool peers_alive(const PeerWatch& peers) {
+    if (seen_epochs_.empty()) seen_epochs_.assign(members_, 0);
     for (uint32_t m = 0; m < members_; ++m) {
       if (m == rank_) continue;
       const PeerStatus p = peers(m);
-      if (!group_epochs_.empty() && p.epoch != group_epochs_[m])
-        return stop("drafter " + std::to_string(m) + " restarted (epoch " +
-                    std::to_string(group_epochs_[m]) + " -> " + std::to_string(p.epoch) + ")");
-      if (!p.alive) return stop("drafter " + std::to_string(m) + " died");
-      if (m == 0 && rank_ != 0 && p.epoch != leader_epoch_)
+      if (m == 0 && p.epoch != leader_epoch_ && rank_ != 0)
         return stop("drafter 0 restarted since it published the NCCL id");
+      const uint32_t known = group_epochs_.empty() ? seen_epochs_[m] : group_epochs_[m];
+      if (known == 0) {
+        if (p.alive) seen_epochs_[m] = p.epoch;
+        continue;
+      }
+      if (p.epoch != known)
+        return stop("drafter " + std::to_string(m) + " restarted (epoch " + std::to_string(known) +
+                    " -> " + std::to_string(p.epoch) + ")");
+      if (!p.alive) return stop("drafter " + std::to_string(m) + " died");
     }
     return true;
   }
@@ -273,7 +281,8 @@ class NcclGroup final : public GradientGroup {
   ncclUniqueId id_{};
   ncclComm_t comm_ = nullptr;
   uint32_t leader_epoch_ = 0;
-  std::vector<uint32_t> group_epochs_;
+  std::vector<uint32_t> group_epochs_;  // peers' epochs once the group formed
+  std::vector<uint32_t> seen_epochs_;   // while it forms: epochs seen alive, 0 not yet
   bool broken_ = false;
   ExchangeResult failure_ = ExchangeResult::kGroupRestart;  // what a broken group gives
   std::string reason_;
