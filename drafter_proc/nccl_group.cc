@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "gpu/cuda_handles.h"
+#include "shm/nccl_rendezvous.h"
 #include "shm/ring.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_trainer.h"
@@ -15,29 +16,22 @@ namespace hsring {
 
 namespace {
 
-static_assert(sizeof(ncclUniqueId) == sizeof(RingHeader::nccl_id), "the ring holds one id");
+static_assert(sizeof(ncclUniqueId) == kNcclIdBytes, "the ring holds one id");
 
 constexpr uint64_t kPeerCheckNs = 20'000'000;        // peers' liveness, every 20 ms
 constexpr uint64_t kRendezvousLimitNs = 300'000'000'000ull;  // a member that never comes
 
-// Drafter 0's incarnation `epoch` publishes `id` (RingHeader::nccl_id has the protocol).
+// The rendezvous in the ring header holds the id as opaque bytes.
 void publish_id(RingHeader& header, uint32_t epoch, const ncclUniqueId& id) {
-  header.nccl_epoch.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);  // readers see 0 before new words
-  uint64_t words[16];
-  std::memcpy(words, &id, sizeof words);
-  for (int i = 0; i < 16; ++i) header.nccl_id[i].store(words[i], std::memory_order_relaxed);
-  header.nccl_epoch.store(epoch, std::memory_order_release);  // the words happen before
+  unsigned char bytes[kNcclIdBytes];
+  std::memcpy(bytes, &id, sizeof bytes);
+  publish_nccl_id(header, epoch, bytes);
 }
 
-// The id of drafter 0's incarnation `epoch`, when it has published it.
 bool read_id(const RingHeader& header, uint32_t epoch, ncclUniqueId& id) {
-  if (header.nccl_epoch.load(std::memory_order_acquire) != epoch) return false;
-  uint64_t words[16];
-  for (int i = 0; i < 16; ++i) words[i] = header.nccl_id[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);  // the words before the re-check
-  if (header.nccl_epoch.load(std::memory_order_relaxed) != epoch) return false;
-  std::memcpy(&id, words, sizeof id);
+  unsigned char bytes[kNcclIdBytes];
+  if (!read_nccl_id(header, epoch, bytes)) return false;
+  std::memcpy(&id, bytes, sizeof bytes);
   return true;
 }
 

@@ -135,10 +135,8 @@ struct alignas(64) RingHeader {
 
   alignas(64) TrainingProgress training;
 
-  // The GPU drafter group's NCCL unique id (drafter_proc/nccl_group.h), written only by
-  // drafter 0's incarnation `nccl_epoch`: it stores nccl_epoch = 0, the id words, then its
-  // epoch (release); a reader loads the epoch (acquire), the words, and the epoch again.
-  // Relaxed words: a reader that sees the same live epoch twice read a whole id.
+  // The GPU drafter group's NCCL unique id, written only by drafter 0's incarnation
+  // `nccl_epoch` (shm/nccl_rendezvous.h has the protocol and the orderings).
   alignas(64) std::atomic<uint32_t> nccl_epoch;
   uint32_t reserved1;
   std::atomic<uint64_t> nccl_id[16];  // 128 bytes: sizeof(ncclUniqueId)
