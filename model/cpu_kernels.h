@@ -24,15 +24,22 @@ void linear(const float* x, size_t rows, size_t in, const float* w, size_t out, 
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight, per row of `dim`. y may alias x.
 void rms_norm(const float* x, const float* weight, size_t rows, size_t dim, double eps, float* y);
 
+// RoPE's inverse frequencies theta^(-2i / head_dim), i < head_dim / 2, in double: the one
+// rule of the CPU angles below and of the CUDA tables (target forward, drafter step).
+inline std::vector<double> rope_inverse_frequencies(size_t head_dim, double theta) {
+  std::vector<double> inv_freq(head_dim / 2);
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    inv_freq[i] = std::pow(theta, -double(2 * i) / double(head_dim));
+  return inv_freq;
+}
+
 // cos and sin [rows, head_dim / 2] of angle position * theta^(-2i / head_dim), computed in
 // double and rounded once to Real (float for forwards, double for gradient checks).
 template <class Real>
 void rope_angles(std::span<const int32_t> positions, size_t head_dim, double theta, Real* cos,
                  Real* sin) {
   const size_t half = head_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (size_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(theta, -double(2 * i) / double(head_dim));
+  const std::vector<double> inv_freq = rope_inverse_frequencies(head_dim, theta);
   for (size_t r = 0; r < positions.size(); ++r) {
     for (size_t i = 0; i < half; ++i) {
       const double angle = double(positions[r]) * inv_freq[i];

@@ -7,6 +7,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
+#include "model/cpu_kernels.h"
 #include "model/cuda_blas.h"
 #include "model/cuda_kernels.h"
 #include "model/cuda_scratch.h"
@@ -82,9 +83,7 @@ struct CudaTargetModel::Impl {
     weights = DeviceWeights::allocate(config, gpu);
     blas = std::make_unique<cuda_ops::Blas>();
     const uint32_t half = config.head_dim / 2;
-    std::vector<double> freq(half);
-    for (uint32_t i = 0; i < half; ++i)
-      freq[i] = std::pow(config.rope_theta, -double(2 * i) / double(config.head_dim));
+    const std::vector<double> freq = cpu::rope_inverse_frequencies(config.head_dim, config.rope_theta);
     inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
     HSRING_CUDA_CHECK(
         cudaMemcpy(inv_freq.data(), freq.data(), half * sizeof(double), cudaMemcpyHostToDevice));

@@ -5,6 +5,7 @@
 
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
+#include "model/cpu_kernels.h"
 #include "model/cuda_kernels.h"
 #include "model/model_error.h"
 #include "train/cuda_drafter_kernels.h"
@@ -27,7 +28,6 @@ class Scratch {
     }
   }
   T* get() const { return buffer_.as<T>(); }
-  size_t bytes() const { return buffer_.size(); }
 
  private:
   gpu::DeviceBuffer buffer_;
@@ -95,9 +95,8 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision prec
   HSRING_CUDA_CHECK(cudaMemsetAsync(b_->v.data(), 0, bytes, s));
 
   const uint32_t half = config_.head_dim / 2;
-  std::vector<double> inv_freq(half);
-  for (uint32_t i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(config_.rope_theta, -double(2 * i) / double(config_.head_dim));
+  const std::vector<double> inv_freq =
+      cpu::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
   b_->inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
   HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->inv_freq.data(), inv_freq.data(), half * sizeof(double),
                                     cudaMemcpyHostToDevice, s));
@@ -129,20 +128,6 @@ CudaTrainer::~CudaTrainer() {
 cudaStream_t CudaTrainer::stream() const { return b_->stream.get(); }
 
 float* CudaTrainer::device_gradients() { return b_->grads.as<float>(); }
-
-size_t CudaTrainer::device_bytes() const {
-  const Buffers& b = *b_;
-  size_t total = b.params.size() * 4 + b.inv_freq.size() + b.norm_partials.size();
-  for (const auto* s : {&b.tokens, &b.positions, &b.labels, &b.doc_offsets, &b.doc_start,
-                        &b.doc_end, &b.row_agreed})
-    total += s->bytes();
-  for (const auto* s : {&b.features, &b.x_fc, &b.h0, &b.a1, &b.q_act, &b.k_act, &b.v_act, &b.attn,
-                        &b.h1, &b.mlp_in, &b.gate_act, &b.up_act, &b.act, &b.h2, &b.f, &b.cos,
-                        &b.sin, &b.lse, &b.delta, &b.inv_rms, &b.logits, &b.row_loss, &b.d_f,
-                        &b.d_res, &b.d_a, &b.d_gate, &b.d_up, &b.d_act, &b.d_q, &b.d_k, &b.d_v})
-    total += s->bytes();
-  return total;
-}
 
 void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const void* features) {
   const DrafterConfig& c = config_;

@@ -59,9 +59,6 @@ class CudaTrainer final : public DrafterTrainer {
   // The flat gradient on the device (layout().total floats), for an NCCL all-reduce on
   // stream(); scale_gradients() and apply_gradients() run on the same stream after it.
   float* device_gradients();
-  // Device bytes held: parameters, optimizer state and the activations of the largest
-  // batch so far.
-  size_t device_bytes() const;
 
  private:
   struct Buffers;
