@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "common/random.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
@@ -28,6 +29,9 @@
 
 namespace hsring {
 namespace {
+
+using bench::median;
+using bench::print;
 
 struct Options {
   std::string model = "qwen3-8b";
@@ -39,18 +43,6 @@ struct Options {
   int gpu = 0;
   uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
 };
-
-void print(const char* key, double value, const char* format = "%.4g") {
-  std::printf("%s=", key);
-  std::printf(format, value);
-  std::printf("\n");
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_stats.h"
 #include "common/random.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
@@ -27,6 +28,9 @@
 
 namespace hsring {
 namespace {
+
+using bench::median;
+using bench::print;
 
 struct Options {
   std::string model = "qwen3-8b";
@@ -40,18 +44,6 @@ struct Options {
   uint64_t seed = 0;
   uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
 };
-
-void print(const char* key, double value, const char* format = "%.4g") {
-  std::printf("%s=", key);
-  std::printf(format, value);
-  std::printf("\n");
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // Median milliseconds of `fn` enqueued on `stream`, after `warmup` untimed runs.
 template <class Fn>

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/bench_process.h"
+#include "bench/bench_stats.h"
 #include "bench/hsring_endpoints.h"
 #include "bench/payload.h"
 #include "bench/transports.h"
@@ -44,11 +45,6 @@ double seconds_between(uint64_t start_ns, uint64_t end_ns) {
   return double(end_ns - start_ns) / 1e9;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
 
 // --- 1. Round trips --------------------------------------------------------------------
 
