@@ -50,8 +50,9 @@ class TrainingLoop {
   void join_group();
   PeerWatch peer_watch() const;
   std::function<bool()> keep_waiting();
-  // One step of a drafter group: gradients of this batch, all-reduce, update.
-  ExchangeResult group_step(train::StepStats& stats);
+  // One step on the copied batch: its gradients, in a group their all-reduce, the update.
+  // kReduced when the update was applied.
+  ExchangeResult step(train::StepStats& stats);
   void train_on(SlotClaim& claim);
   void publish(const train::StepStats& stats);
   TrainingPosition position();
@@ -156,17 +157,19 @@ std::function<bool()> TrainingLoop::keep_waiting() {
   };
 }
 
-ExchangeResult TrainingLoop::group_step(train::StepStats& stats) {
+ExchangeResult TrainingLoop::step(train::StepStats& stats) {
   const uint64_t start = monotonic_ns();
   const train::LossStats loss = backend_->compute_gradients();
-  const ExchangeResult result =
-      exchange_->all_reduce(exchange_step_, trainer(), loss.counted, peer_watch(), keep_waiting());
-  if (result != ExchangeResult::kReduced) return result;
-  ++exchange_step_;
+  if (exchange_) {
+    const ExchangeResult result =
+        exchange_->all_reduce(exchange_step_, trainer(), loss.counted, peer_watch(), keep_waiting());
+    if (result != ExchangeResult::kReduced) return result;
+    ++exchange_step_;
+  }
   const train::UpdateStats update = trainer().apply_gradients();
-  // The loss and agreement are this member's batch's.
+  // In a group the loss and agreement are this member's batch's.
   stats = train::DrafterTrainer::step_stats(loss, update, double(monotonic_ns() - start) * 1e-9);
-  return result;
+  return ExchangeResult::kReduced;
 }
 
 bool TrainingLoop::keep_running() const { return drafter_keeps_running(ring_); }
@@ -265,12 +268,7 @@ int TrainingLoop::run() {
     {
       // In a group the step's stage includes waiting for the peers' gradients.
       StageTimer step_timer(entry, Stage::kDrafterStep);
-      if (!exchange_) {
-        const uint64_t start = monotonic_ns();
-        const train::LossStats loss = backend_->compute_gradients();
-        const train::UpdateStats update = trainer().apply_gradients();
-        stats = train::DrafterTrainer::step_stats(loss, update, double(monotonic_ns() - start) * 1e-9);
-      } else if (const ExchangeResult r = group_step(stats); r == ExchangeResult::kStopped) {
+      if (const ExchangeResult r = step(stats); r == ExchangeResult::kStopped) {
         break;  // draining: the peers may have stopped before this step
       } else if (r == ExchangeResult::kFailed) {
         // Not a peer's death: counted as this drafter's crash, so a failure that repeats
