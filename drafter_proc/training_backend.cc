@@ -1,7 +1,6 @@
 #include "drafter_proc/training_backend.h"
 
 #include "drafter_proc/slot_batch.h"
-#include "model/parallel.h"
 #include "shm/ring.h"
 
 namespace hsring {
@@ -10,21 +9,19 @@ namespace {
 
 class CpuTrainingBackend final : public TrainingBackend {
  public:
-  explicit CpuTrainingBackend(const train::TrainerOptions& options)
-      : trainer_(options), threads_(resolve_threads(options.threads)) {}
+  explicit CpuTrainingBackend(const train::TrainerOptions& options) : trainer_(options) {}
 
   train::DrafterTrainer& trainer() override { return trainer_; }
   void copy_batch(const Ring& ring, uint32_t slot) override { batch_.copy_from(ring, slot); }
   uint32_t batch_tokens() const override { return batch_.tokens(); }
   train::LossStats compute_gradients() override { return trainer_.compute_gradients(batch_.view()); }
   std::string describe() const override {
-    return "on the CPU, " + std::to_string(threads_) + " thread(s)";
+    return "on the CPU, " + std::to_string(trainer_.model().threads()) + " thread(s)";
   }
 
  private:
   train::Trainer trainer_;
   SlotBatch batch_;
-  uint32_t threads_;
 };
 
 }  // namespace
