@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/log.h"
+#include "common/node_topology.h"
 #include "common/worker_main.h"
 #include "drafter_proc/drafter_worker.h"
 #include "drafter_proc/training_drafter.h"
@@ -59,12 +60,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1000u));
   app.add_option("--export", training.export_path,
                  "Training: write the drafter's weights as safetensors here at the end");
+  app.add_option("--nnodes", training.nnodes,
+                 "Training: machines whose drafters train one model (NCCL across them)")
+      ->check(CLI::Range(1u, kMaxNodes));
+  app.add_option("--node-rank", training.node_rank, "Training: this machine's rank, from 0")
+      ->check(CLI::Range(0u, kMaxNodes - 1));
+  app.add_option("--rendezvous-dir", training.rendezvous_dir,
+                 "Training across machines: the folder every machine sees, where the group meets");
   return worker_main(app, flags, Role::kDrafter, argc, argv, [&](WorkerSession& session) {
     const bool model_ring = session.ring().shape().content == PayloadContent::kModel;
     if (model_ring) {
       if (training.target_model.empty()) {
         log_line("error: this ring carries model batches: give --model (the target's spec) "
                  "so the drafter knows its shape");
+        return int(kExitUsage);
+      }
+      if (training.node_rank >= training.nnodes) {
+        log_line("error: --node-rank " + std::to_string(training.node_rank) + " is not below --nnodes " +
+                 std::to_string(training.nnodes));
         return int(kExitUsage);
       }
       if (schedule.warmup_steps > schedule.total_steps && schedule.total_steps != 0) {

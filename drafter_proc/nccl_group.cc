@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "drafter_proc/group_rendezvous.h"
 #include "gpu/cuda_handles.h"
-#include "shm/nccl_rendezvous.h"
 #include "shm/ring.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_trainer.h"
@@ -16,35 +16,44 @@ namespace hsring {
 
 namespace {
 
-static_assert(sizeof(ncclUniqueId) == kNcclIdBytes, "the ring holds one id");
+static_assert(sizeof(ncclUniqueId) == kGroupIdBytes, "the rendezvous carries one id");
 
 constexpr uint64_t kPeerCheckNs = 20'000'000;        // peers' liveness, every 20 ms
 constexpr uint64_t kRendezvousLimitNs = 300'000'000'000ull;  // a member that never comes
+// After an NCCL error, how long a member looks for the peer whose death explains it (a
+// member on another machine is seen dead only once its restart marks the group broken).
+constexpr uint64_t kFailureGraceNs = 15'000'000'000ull;
+// Across machines a member that vanished (its machine died) is seen by nothing: an
+// all-reduce that makes no progress this long ends the group.
+constexpr uint64_t kRemoteStallNs = 600'000'000'000ull;
 
-// The rendezvous in the ring header holds the id as opaque bytes.
-void publish_id(RingHeader& header, uint32_t epoch, const ncclUniqueId& id) {
-  unsigned char bytes[kNcclIdBytes];
-  std::memcpy(bytes, &id, sizeof bytes);
-  publish_nccl_id(header, epoch, bytes);
-}
-
-bool read_id(const RingHeader& header, uint32_t epoch, ncclUniqueId& id) {
-  unsigned char bytes[kNcclIdBytes];
-  if (!read_nccl_id(header, epoch, bytes)) return false;
-  std::memcpy(&id, bytes, sizeof bytes);
-  return true;
+std::unique_ptr<GroupRendezvous> rendezvous_for(const GroupJoin& join) {
+  if (join.spans_machines())
+    return file_rendezvous(join.rendezvous_dir, join.members, join.rank);
+  return ring_rendezvous(join.ring, join.rank, join.epoch, join.peers);
 }
 
 class NcclGroup final : public GradientGroup {
  public:
   NcclGroup(const GroupJoin& join, train::CudaTrainer& trainer)
-      : ring_(join.ring),
-        members_(join.members),
+      : members_(join.members),
         rank_(join.rank),
+        local_members_(join.local_members),
+        local_rank_(join.rank - join.first_local_rank),
+        spans_machines_(join.spans_machines()),
         first_step_(join.first_step),
+        keep_waiting_(join.keep_waiting),
         trainer_(trainer),
         counts_(gpu::DeviceBuffer::allocate(2 * sizeof(uint64_t))),
         counts_host_(gpu::PinnedBuffer::allocate(2 * sizeof(uint64_t))) {
+    try {
+      rendezvous_ = rendezvous_for(join);
+    } catch (const std::exception& e) {
+      stop(e.what());
+      broken_ = true;
+      failure_ = ExchangeResult::kFailed;
+      return;
+    }
     if (!rendezvous(join) || !initialise(join) || !agree_on_first_step(join)) {
       if (!broken_) fail(join.peers);
       if (!join.keep_waiting()) failure_ = ExchangeResult::kStopped;
@@ -66,7 +75,7 @@ class NcclGroup final : public GradientGroup {
   const std::string& restart_reason() const override { return reason_; }
   std::string describe() const override {
     return "all-reducing gradients with NCCL " + std::to_string(NCCL_MAJOR) + "." +
-           std::to_string(NCCL_MINOR) + " (id through the ring)";
+           std::to_string(NCCL_MINOR) + " (" + (rendezvous_ ? rendezvous_->describe() : "") + ")";
   }
 
   ExchangeResult all_reduce(uint64_t /*step*/, train::DrafterTrainer& /*trainer*/,
@@ -99,24 +108,39 @@ class NcclGroup final : public GradientGroup {
   }
 
  private:
-  // Waits for drafter 0's live incarnation's id (rank 0 makes and publishes it).
+  // Rank 0 makes the id and publishes it; the others wait for the id of its live
+  // incarnation (group_rendezvous.h).
   bool rendezvous(const GroupJoin& join) {
-    RingHeader& header = ring_.header();
     if (rank_ == 0) {
       if (!call(ncclGetUniqueId(&id_), "ncclGetUniqueId")) return false;
-      publish_id(header, join.epoch, id_);
-      return true;
+      GroupId bytes;
+      std::memcpy(bytes.data(), &id_, sizeof id_);
+      return guarded([&] { rendezvous_->publish(bytes); });
     }
     const uint64_t deadline = monotonic_ns() + kRendezvousLimitNs;
     while (true) {
-      const PeerStatus leader = join.peers(0);
-      if (leader.alive && read_id(header, leader.epoch, id_)) {
-        leader_epoch_ = leader.epoch;
+      std::optional<GroupId> bytes;
+      if (!guarded([&] { bytes = rendezvous_->poll(); })) return false;
+      if (bytes) {
+        std::memcpy(&id_, bytes->data(), sizeof id_);
         return true;
       }
-      if (!join.keep_waiting()) return stop("the ring stopped before drafter 0 published its NCCL id");
-      if (monotonic_ns() > deadline) return stop("drafter 0 never published an NCCL id");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (!join.keep_waiting()) return stop("the ring stopped before the group's id was published");
+      if (monotonic_ns() > deadline)
+        return stop("no NCCL id to join within 300 s: " + rendezvous_->waiting_for());
+      std::this_thread::sleep_for(std::chrono::milliseconds(spans_machines_ ? 50 : 5));
+    }
+  }
+
+  // Runs `body` (a rendezvous file operation); false, with the reason, when it throws.
+  template <typename Body>
+  bool guarded(Body&& body) {
+    try {
+      body();
+      return true;
+    } catch (const std::exception& e) {
+      failure_ = ExchangeResult::kFailed;
+      return stop(std::string("the group's rendezvous failed: ") + e.what());
     }
   }
 
@@ -139,8 +163,8 @@ class NcclGroup final : public GradientGroup {
       if (monotonic_ns() > deadline) return stop("the NCCL group did not form within 300 s");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    // The group: these incarnations. A later change of any breaks it.
-    for (uint32_t m = 0; m < members_; ++m) group_epochs_.push_back(join.peers(m).epoch);
+    // The group: these incarnations (of this machine's members). A later change of any breaks it.
+    for (uint32_t m = 0; m < local_members_; ++m) group_epochs_.push_back(join.peers(m).epoch);
     return true;
   }
 
@@ -163,7 +187,7 @@ class NcclGroup final : public GradientGroup {
     if (newest != first_step_) {
       stop("a peer loaded a newer checkpoint (it continues at step " + std::to_string(newest) +
            ", this member at " + std::to_string(first_step_) + ")");
-      abort_comm();
+      leave();
       failure_ = ExchangeResult::kGroupRestart;  // reload the newer checkpoint: no crash
       return false;
     }
@@ -179,6 +203,7 @@ class NcclGroup final : public GradientGroup {
                       const std::function<bool()>& keep_waiting) {
     cudaStream_t stream = trainer_.stream();
     uint64_t next_check = monotonic_ns() + kPeerCheckNs;
+    const uint64_t stall_limit = monotonic_ns() + kRemoteStallNs;
     while (true) {
       ncclResult_t state = ncclSuccess;
       if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return fail(peers);
@@ -202,21 +227,26 @@ class NcclGroup final : public GradientGroup {
           return ExchangeResult::kStopped;
         }
         if (!peers_alive(peers)) return fail(peers);
+        if (spans_machines_ && monotonic_ns() > stall_limit) {
+          stop("the all-reduce made no progress in 600 s: a member on another machine is "
+               "unreachable");
+          leave();
+          return ExchangeResult::kGroupRestart;
+        }
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
-  // False (with the reason) when a member of the group is dead or another incarnation.
-  // While the group forms, a peer not seen alive yet is still starting (or in its restart
+  // False (with the reason) when a member of the group is dead or another incarnation:
+  // this machine's members through the ring, the others through the rendezvous. While the
+  // group forms, a local peer not seen alive yet is still starting (or in its restart
   // backoff): it is waited for; one seen alive that then dies or restarts breaks it.
   bool peers_alive(const PeerWatch& peers) {
-    if (seen_epochs_.empty()) seen_epochs_.assign(members_, 0);
-    for (uint32_t m = 0; m < members_; ++m) {
-      if (m == rank_) continue;
+    if (seen_epochs_.empty()) seen_epochs_.assign(local_members_, 0);
+    for (uint32_t m = 0; m < local_members_; ++m) {
+      if (m == local_rank_) continue;
       const PeerStatus p = peers(m);
-      if (m == 0 && p.epoch != leader_epoch_ && rank_ != 0)
-        return stop("drafter 0 restarted since it published the NCCL id");
       const uint32_t known = group_epochs_.empty() ? seen_epochs_[m] : group_epochs_[m];
       if (known == 0) {
         if (p.alive) seen_epochs_[m] = p.epoch;
@@ -227,21 +257,44 @@ class NcclGroup final : public GradientGroup {
                     " -> " + std::to_string(p.epoch) + ")");
       if (!p.alive) return stop("drafter " + std::to_string(m) + " died");
     }
-    return true;
+    std::string ended;
+    if (!guarded([&] { ended = rendezvous_->ended(); })) return false;
+    return ended.empty() || stop(ended);
   }
 
   // After a failure: kGroupRestart when a peer died or restarted (NCCL errors follow a
-  // peer's death), kFailed when every peer is alive (NCCL itself failed: a crash, so a
-  // failure that repeats stops the run instead of restarting the group forever).
+  // peer's death), kFailed when every peer stays alive for kFailureGraceNs (NCCL itself
+  // failed: a crash, so a failure that repeats stops the run instead of restarting the
+  // group forever). Either way the group is left.
   ExchangeResult fail(const PeerWatch& peers) {
     const std::string own_reason = reason_;
     reason_.clear();
-    const bool peers_fine = peers_alive(peers);
+    bool peers_fine = peers_alive(peers);
+    if (peers_fine && !own_reason.empty()) {
+      const uint64_t deadline = monotonic_ns() + kFailureGraceNs;
+      while (peers_fine && monotonic_ns() < deadline) {
+        if (!keep_waiting_()) {  // draining: the peers may have stopped first
+          abort_comm();
+          failure_ = ExchangeResult::kStopped;
+          return failure_;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        peers_fine = peers_alive(peers);
+      }
+    }
     if (peers_fine) reason_ = own_reason;
-    abort_comm();
+    leave();
     failure_ = peers_fine && !own_reason.empty() ? ExchangeResult::kFailed
                                                  : ExchangeResult::kGroupRestart;
     return failure_;
+  }
+
+  // This member leaves a broken group: the communicator is aborted and members that see
+  // it only through the rendezvous are told.
+  void leave() {
+    abort_comm();
+    if (!left_ && rendezvous_) guarded([&] { rendezvous_->leave(); });
+    left_ = true;
   }
 
   // The communicator cannot be used again: abort it (its kernels stop) once.
@@ -266,18 +319,21 @@ class NcclGroup final : public GradientGroup {
     return false;
   }
 
-  Ring& ring_;
   uint32_t members_, rank_;
+  uint32_t local_members_, local_rank_;  // on this machine's ring
+  bool spans_machines_;
   uint64_t first_step_;
+  std::function<bool()> keep_waiting_;
   train::CudaTrainer& trainer_;
   gpu::DeviceBuffer counts_;      // uint64 [2]: counted tokens, first step
   gpu::PinnedBuffer counts_host_;
   ncclUniqueId id_{};
   ncclComm_t comm_ = nullptr;
-  uint32_t leader_epoch_ = 0;
-  std::vector<uint32_t> group_epochs_;  // peers' epochs once the group formed
+  std::unique_ptr<GroupRendezvous> rendezvous_;
+  std::vector<uint32_t> group_epochs_;  // local peers' epochs once the group formed
   std::vector<uint32_t> seen_epochs_;   // while it forms: epochs seen alive, 0 not yet
   bool broken_ = false;
+  bool left_ = false;  // the rendezvous was told
   ExchangeResult failure_ = ExchangeResult::kGroupRestart;  // what a broken group gives
   std::string reason_;
 };

@@ -1,9 +1,10 @@
 // GPU drafters that train one model together, all-reducing their gradients on the devices
-// with NCCL. The unique id travels through the ring segment (RingHeader::nccl_id): drafter
-// 0's incarnation publishes a fresh id at every start, the others wait for the id of
-// drafter 0's live incarnation. The communicator is non-blocking, so no wait is
-// unbounded: while an init or a collective is in flight the member polls it, its peers'
-// liveness in the ring's process table and the caller's keep_waiting(). A peer that died
+// with NCCL. Drafter 0 (of node 0) makes a fresh unique id at every start and publishes it
+// (group_rendezvous.h: through the ring segment on one machine, through files in a shared
+// folder across machines); the others wait for the id of its live incarnation. The
+// communicator is non-blocking, so no wait is unbounded: while an init or a collective is
+// in flight the member polls it, its local peers' liveness in the ring's process table, the
+// rendezvous (members on other machines) and the caller's keep_waiting(). A peer that died
 // or restarted (NCCL alone would hang), an NCCL error, or a peer that loaded a newer
 // checkpoint aborts the communicator and gives kGroupRestart: the launcher restarts the
 // member and every member reloads the newest checkpoint, as with the shared-memory group.

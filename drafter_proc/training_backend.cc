@@ -27,6 +27,10 @@ class CpuTrainingBackend final : public TrainingBackend {
 }  // namespace
 
 std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join) {
+  if (join.spans_machines())
+    throw std::runtime_error("drafters on several machines all-reduce with NCCL, which this "
+                             "drafter cannot use (CPU mode, or a build without NCCL): run GPU "
+                             "drafters from a CUDA build with NCCL, or train on one machine");
   return open_shared_memory_group(join.ring.name(), join.ring.header().created_unix_ns,
                                   join.members, join.rank, trainer().layout().total, join.epoch,
                                   join.first_step);

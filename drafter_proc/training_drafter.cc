@@ -46,7 +46,10 @@ class TrainingLoop {
 
  private:
   bool keep_running() const;
+  // Drafter 0 of node 0 writes the checkpoints and the export ...
   bool leader() const { return rank_ == 0; }
+  // ... and each node's drafter 0 its ring's progress.
+  bool reports_progress() const { return local_rank_ == 0; }
   void join_group();
   PeerWatch peer_watch() const;
   std::function<bool()> keep_waiting();
@@ -66,7 +69,8 @@ class TrainingLoop {
 
   std::unique_ptr<TrainingBackend> backend_;
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // drafter 0's only
-  uint32_t rank_ = 0;                                     // the drafter index
+  uint32_t local_rank_ = 0;                               // the drafter index
+  uint32_t rank_ = 0;  // in the group: node rank * drafters per node + local_rank_
   std::unique_ptr<GradientGroup> exchange_;               // with several drafters
   uint64_t exchange_step_ = 0;                            // the next exchange's number
   uint64_t batches_before_ = 0;  // trained by earlier incarnations (from the checkpoint)
@@ -94,7 +98,11 @@ void TrainingLoop::set_up() {
   trainer_options.threads = options_.threads;
   backend_ = options_.make_backend ? options_.make_backend(trainer_options, ring_)
                                    : make_cpu_training_backend(trainer_options);
-  rank_ = session_.identity().index - s.num_targets;
+  local_rank_ = session_.identity().index - s.num_targets;
+  rank_ = options_.node_rank * s.num_drafters + local_rank_;
+  if (options_.nnodes > 1 && options_.rendezvous_dir.empty())
+    throw std::invalid_argument("--nnodes " + std::to_string(options_.nnodes) +
+                                " needs --rendezvous-dir: a folder every node sees");
   log_line("training drafter " + train::describe(trainer_options.model) + " " +
            backend_->describe() + "; lr " +
            std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
@@ -126,15 +134,19 @@ void TrainingLoop::set_up() {
 }
 
 void TrainingLoop::join_group() {
-  const uint32_t members = ring_.shape().num_drafters;
+  const uint32_t local_members = ring_.shape().num_drafters;
+  const uint32_t members = local_members * options_.nnodes;
   if (members < 2) return;
   // Exchanges are numbered from the loaded step + 1 and counted apart from the optimizer
   // (a skipped update does not advance its step): equal on members that loaded the same
   // checkpoint, which is what the exchange compares.
   exchange_step_ = trainer().optimizer_step() + 1;
   try {
-    exchange_ = backend_->join_group(GroupJoin{ring_, members, rank_, session_.identity().epoch,
-                                               exchange_step_, peer_watch(), keep_waiting()});
+    exchange_ = backend_->join_group(GroupJoin{ring_, members, rank_, local_members,
+                                               options_.node_rank * local_members,
+                                               session_.identity().epoch, exchange_step_,
+                                               options_.rendezvous_dir, peer_watch(),
+                                               keep_waiting()});
   } catch (const std::runtime_error& e) {
     throw RingError(RingErrc::kSystem, e.what());
   }
@@ -208,12 +220,12 @@ void TrainingLoop::publish(const train::StepStats& stats) {
   if (loss_ema_ < 0) {
     loss_ema_ = stats.loss;
     agreement_ema_ = stats.agreement;
-    if (leader() && p.first_loss.load(std::memory_order_relaxed) == 0)
+    if (reports_progress() && p.first_loss.load(std::memory_order_relaxed) == 0)
       p.first_loss.store(bits(stats.loss), std::memory_order_relaxed);
   }
   loss_ema_ += kEmaWeight * (stats.loss - loss_ema_);
   agreement_ema_ += kEmaWeight * (stats.agreement - agreement_ema_);
-  if (!leader()) return;
+  if (!reports_progress()) return;
   p.steps.store(stats.step, std::memory_order_relaxed);
   p.last_loss.store(bits(stats.loss), std::memory_order_relaxed);
   p.loss_ema.store(bits(loss_ema_), std::memory_order_relaxed);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/node_topology.h"
 #include "common/profile_interval.h"
 #include "data/data_commands.h"
 #include "launcher/metrics.h"
@@ -190,6 +191,15 @@ int main(int argc, char** argv) {
       // Neither flag nor config: every GPU of the machine, when it has any.
       if (run->get_option("--targets")->count() == 0 && run->get_option("--drafters")->count() == 0)
         apply_default_gpu_split(run_options);
+      // A flag (or config key) left out: torchrun's or Slurm's word, else one machine.
+      const auto given = [&](const char* flag, uint32_t value) {
+        return run->get_option(flag)->count() > 0 ? std::optional<uint32_t>(value) : std::nullopt;
+      };
+      const NodeTopology nodes = resolve_node_topology(
+          given("--nnodes", run_options.nnodes), given("--node-rank", run_options.node_rank),
+          [](const char* name) { return static_cast<const char*>(std::getenv(name)); });
+      run_options.nnodes = nodes.nnodes;
+      run_options.node_rank = nodes.node_rank;
       // Neither flag nor config: the environment's, checked here once for every worker.
       if (run->get_option("--profile-interval")->count() == 0)
         run_options.profile_interval_s = profile_interval_from_env();

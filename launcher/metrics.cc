@@ -124,18 +124,4 @@ std::string render_prometheus(const Ring& ring) {
   return m.str();
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  FILE* file = std::fopen(temporary.c_str(), "w");
-  if (file == nullptr)
-    throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
-  }
-}
-
 }  // namespace hsring

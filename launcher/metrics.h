@@ -4,14 +4,11 @@
 
 #include <string>
 
+#include "common/text_file.h"  // write_file_atomically: a scraper never reads half a file
 #include "shm/ring.h"
 
 namespace hsring {
 
 std::string render_prometheus(const Ring& ring);
-
-// Writes `text` to `path` atomically (temporary file in the same folder, then rename), so
-// a scraper never reads half a file. Throws std::runtime_error on failure.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace hsring

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/node_topology.h"
 #include "common/profile_interval.h"
 #include "model/model_config.h"
 #include "model/model_error.h"
@@ -32,6 +33,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->capture_default_str();
   app.add_option("--window", o.window, "Drafter sliding attention window, tokens")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   app.add_option("--train-seed", o.train_seed, "Seed of the drafter's initial weights")->capture_default_str();
+  app.add_option("--nnodes", o.nnodes, "Machines whose drafters train one model, one launcher each (default: torchrun's or Slurm's, else 1)")->capture_default_str()->check(CLI::Range(1u, kMaxNodes));
+  app.add_option("--node-rank", o.node_rank, "This machine's rank, 0 to NNODES-1 (node 0's drafter 0 writes the checkpoints)")->capture_default_str()->check(CLI::Range(0u, kMaxNodes - 1));
+  app.add_option("--rendezvous-dir", o.rendezvous_dir, "With --nnodes: the folder every machine sees where the drafter group meets (default: RUN_DIR/rendezvous)");
   app.add_option("--slots", o.slots, "Slots in the ring")->capture_default_str()->check(CLI::Range(2u, kMaxSlots));
   app.add_option("--max-tokens", o.max_tokens, "Tokens per slot")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   app.add_option("--hidden-size", o.hidden_size, "Hidden size H of synthetic batches (0: 256; a model's is its own)")->capture_default_str()->check(CLI::Range(0u, 1u << 16));

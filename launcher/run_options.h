@@ -38,6 +38,12 @@ struct RunOptions {
   uint32_t window = 256;
   uint64_t train_seed = 0;
 
+  // Several machines (docs/drafter-training.md): one launcher each, their drafters one
+  // NCCL group. Given neither flag, from torchrun's or Slurm's environment (main.cc).
+  uint32_t nnodes = 1;
+  uint32_t node_rank = 0;
+  std::string rendezvous_dir;  // "" : RUN_DIR/rendezvous
+
   // Ring shape.
   uint32_t slots = 16;
   uint32_t max_tokens = 512;

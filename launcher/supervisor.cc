@@ -72,6 +72,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   // slot budget of GPU targets, noise schedule, token data.
   preflight_run(options_, targets, drafters, shape);
   check_target_data(options_, shape);
+  check_multi_node(options_, drafters);
   TrainingPlan training;
   if (runs_model(options_)) {
     // Several CPU drafters train one model together, averaging gradients through
@@ -124,6 +125,11 @@ void Supervisor::start_training(const TrainingPlan& plan) {
                              ec.message() + "; give another --run-dir");
   log_line("run folder " + options_.run_dir + ": checkpoints every " +
            std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
+  if (options_.nnodes > 1)
+    log_line("node " + std::to_string(options_.node_rank) + " of " + std::to_string(options_.nnodes) +
+             ": these drafters train one model with every node's (NCCL), meeting in " +
+             plan.rendezvous_dir + "; its targets read data batches " +
+             std::to_string(options_.node_rank) + " + " + std::to_string(options_.nnodes) + "k");
   if (plan.resume_step == 0) return;
   log_line("resuming from step " + std::to_string(plan.resume_step) + " of " + options_.resume +
            "; data from batch " + std::to_string(ring_->shape().data_offset));

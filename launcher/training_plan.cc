@@ -16,6 +16,7 @@ namespace {
 
 constexpr char kCheckpointsFolder[] = "checkpoints";
 constexpr char kExportFile[] = "drafter.safetensors";
+constexpr char kRendezvousFolder[] = "rendezvous";
 
 std::string utc_stamp() {
   const std::time_t now = std::time(nullptr);
@@ -56,7 +57,25 @@ TrainingPlan training_plan(const RunOptions& options) {
   else
     plan.checkpoint_dir = (fs::path(options.run_dir) / kCheckpointsFolder).string();
   plan.export_path = (fs::path(options.run_dir) / kExportFile).string();
+  if (options.nnodes > 1)
+    plan.rendezvous_dir = !options.rendezvous_dir.empty()
+                              ? options.rendezvous_dir
+                              : (fs::path(options.run_dir) / kRendezvousFolder).string();
   return plan;
+}
+
+void check_multi_node(const RunOptions& options, const WorkerSpec& drafters) {
+  if (options.nnodes <= 1) return;
+  const std::string what = "a run over " + std::to_string(options.nnodes) + " machines";
+  if (!runs_model(options))
+    throw std::invalid_argument(what + " trains a drafter: give a --model (not synthetic)");
+  if (options.run_dir.empty() && options.resume.empty())
+    throw std::invalid_argument(what + " needs --run-dir on storage every machine sees (the "
+                                       "same on each): the checkpoints and the group's "
+                                       "rendezvous live there");
+  if (drafters.cpu)
+    throw std::invalid_argument(what + " all-reduces with NCCL: give GPU drafters (--drafters "
+                                       "with GPU ids); CPU drafters train on one machine only");
 }
 
 TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape) {
@@ -70,7 +89,7 @@ TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape)
     throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir + ": " + e.what());
   }
   if (options.resume.empty()) {
-    if (loaded)
+    if (loaded && options.node_rank == 0)
       throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir +
                                   " already holds checkpoints of an earlier run: continue it with "
                                   "--resume " + plan.checkpoint_dir +

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "launcher/run_options.h"
+#include "launcher/worker_spec.h"
 #include "shm/ring_layout.h"
 
 namespace hsring {
@@ -17,6 +18,7 @@ namespace hsring {
 struct TrainingPlan {
   std::string checkpoint_dir;
   std::string export_path;
+  std::string rendezvous_dir;  // --nnodes > 1: where the drafter group meets; else ""
   uint64_t resume_step = 0;   // the resumed checkpoint's step (0: a fresh run)
   uint64_t total_steps = 0;   // prepare_training: resume_step + this run's steps; 0: no decay
   uint64_t next_data_batch = 0;  // --resume: the first data batch not trained on
@@ -30,8 +32,15 @@ void resolve_run_dir(RunOptions& options, bool service = false);
 // REQUIRES: options.run_dir is set (resolve_run_dir) or options.resume is.
 TrainingPlan training_plan(const RunOptions& options);
 
+// A run over several machines (--nnodes > 1) trains GPU drafters on a model, and names
+// its run folder (or --resume) on storage every machine sees: each machine's default run
+// folder would be its own. Throws std::invalid_argument saying what to give.
+void check_multi_node(const RunOptions& options, const WorkerSpec& drafters);
+
 // Checks, before a fresh run creates anything, that its checkpoint folder holds no
-// checkpoint of an earlier run (it would be resumed by surprise), and for --resume that
+// checkpoint of an earlier run (it would be resumed by surprise; on node 0 only: across
+// machines node 0's drafter may have written one before another node's launcher starts),
+// and for --resume that
 // the folder holds a valid one; reads the data position to continue from. Throws
 // std::invalid_argument saying what to do.
 TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape);

@@ -33,6 +33,9 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                              std::to_string(options.data_seed), "--read-ahead",
                              std::to_string(options.read_ahead)});
     if (!options.data.empty()) argv.insert(argv.end(), {"--data", options.data});
+    if (options.nnodes > 1)
+      argv.insert(argv.end(), {"--nnodes", std::to_string(options.nnodes), "--node-rank",
+                               std::to_string(options.node_rank)});
   }
   if (!target && runs_model(options)) {
     const TrainingPlan plan = training_plan(options);
@@ -48,6 +51,10 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                              std::to_string(options.checkpoint_every), "--keep-checkpoints",
                              std::to_string(options.keep_checkpoints), "--export",
                              plan.export_path});
+    if (options.nnodes > 1)
+      argv.insert(argv.end(), {"--nnodes", std::to_string(options.nnodes), "--node-rank",
+                               std::to_string(options.node_rank), "--rendezvous-dir",
+                               plan.rendezvous_dir});
   }
   if (target && options.target_rate > 0)
     argv.insert(argv.end(), {"--rate", std::to_string(options.target_rate)});

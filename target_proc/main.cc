@@ -3,6 +3,7 @@
 // gets verifiable synthetic states. On the CPU (no --gpu) the batch is written straight
 // into its slot; with --gpu N it runs the GPU pipeline (target_proc/gpu_pipeline.h).
 #include "common/log.h"
+#include "common/node_topology.h"
 #include "common/worker_main.h"
 #include "model/cpu_target_model.h"
 #include "target_proc/model_source.h"
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
   app.add_option("--read-ahead", data.read_ahead, "Batches read ahead of the forward")
       ->check(CLI::Range(1u, 256u));
   app.add_option("--threads", threads, "CPU forward threads (0: every core)");
+  app.add_option("--nnodes", data.nnodes, "Machines in the run: each reads its own share of the data")
+      ->check(CLI::Range(1u, kMaxNodes));
+  app.add_option("--node-rank", data.node_rank, "This machine's rank, from 0")
+      ->check(CLI::Range(0u, kMaxNodes - 1));
   // Test hooks, hidden from --help (group ""): see GpuTargetOptions.
   app.add_option("--debug-copy-delay-us", copy_delay_us)->group("")->check(CLI::Range(0u, 10'000'000u));
   app.add_flag("--debug-unsafe-early-reuse", unsafe_early_reuse)->group("");
@@ -51,6 +56,11 @@ int main(int argc, char** argv) {
     const RingShape& shape = session.ring().shape();
     const bool model_ring = shape.content == PayloadContent::kModel;
     data.data_offset = shape.data_offset;
+    if (data.node_rank >= data.nnodes) {
+      log_line("error: --node-rank " + std::to_string(data.node_rank) + " is not below --nnodes " +
+               std::to_string(data.nnodes));
+      return int(kExitUsage);
+    }
     if (model_ring == model_spec.empty()) {
       log_line(model_ring ? "error: this ring carries model batches: give --model (the "
                             "launcher passes its own --model)"

@@ -30,28 +30,33 @@ const data::ReaderStats* TokenSource::reader_stats() const {
   return reader_ ? &reader_->stats() : nullptr;
 }
 
+uint64_t TokenSource::data_id(uint64_t batch_id) const {
+  return (batch_id + options_.data_offset) * options_.nnodes + options_.node_rank;
+}
+
 BatchPlan TokenSource::plan(uint64_t batch_id) const {
-  const data::BatchRef ref = index_.batch(batch_id + options_.data_offset);
+  const data::BatchRef ref = index_.batch(data_id(batch_id));
   return BatchPlan{batch_id, ref.token_count, uint32_t(ref.pieces.size()), ref.length_bucket};
 }
 
 data::TokenBatch TokenSource::fetch(uint64_t batch_id) {
   // Fresh batches come in shard order: the read-ahead serves them. An adopted batch (or
   // any other out-of-order id) is read directly and leaves the read-ahead alone.
-  const uint64_t data_id = batch_id + options_.data_offset;
+  const uint64_t id = data_id(batch_id);
+  const uint64_t stride = uint64_t(num_targets_) * options_.nnodes;  // this target's next
   if (!reader_ && batch_id % num_targets_ == target_) {
     data::ReaderOptions reader_options;
     reader_options.depth = std::max(1u, options_.read_ahead);
-    reader_ = std::make_unique<data::TokenReader>(
-        corpus_, index_, data::strided_ids(data_id, num_targets_), reader_options);
-    reader_next_ = data_id;
+    reader_ = std::make_unique<data::TokenReader>(corpus_, index_, data::strided_ids(id, stride),
+                                                  reader_options);
+    reader_next_ = id;
   }
-  if (reader_ && data_id == reader_next_) {
+  if (reader_ && id == reader_next_) {
     std::optional<data::TokenBatch> batch = reader_->next();
-    reader_next_ += num_targets_;
-    if (batch && batch->batch_id == data_id) return std::move(*batch);
+    reader_next_ += stride;
+    if (batch && batch->batch_id == id) return std::move(*batch);
   }
-  return data::read_batch(corpus_, index_, data_id);
+  return data::read_batch(corpus_, index_, id);
 }
 
 }  // namespace hsring

@@ -22,7 +22,11 @@ struct TokenSourceOptions {
   std::string data_dir;     // token shards; "" = the built-in corpus
   uint64_t data_seed = 0;   // the packing shuffle and every epoch's order
   uint32_t read_ahead = 4;  // batches whose reads are in flight ahead of the forward
-  uint64_t data_offset = 0; // batch id X reads data batch X + data_offset (RingShape)
+  uint64_t data_offset = 0; // batch id X reads data batch X + data_offset (RingShape) ...
+  // ... of this node's share: across machines (--nnodes) node R reads every nnodes-th
+  // data batch from R, so no two machines train on the same batch.
+  uint32_t nnodes = 1;
+  uint32_t node_rank = 0;
 };
 
 class TokenSource {
@@ -43,6 +47,9 @@ class TokenSource {
   const data::ReaderStats* reader_stats() const;
 
  private:
+  // The corpus batch that ring batch `batch_id` carries.
+  uint64_t data_id(uint64_t batch_id) const;
+
   TokenSourceOptions options_;
   data::Corpus corpus_;
   data::BatchIndex index_;

@@ -66,8 +66,10 @@ class LauncherTest : public ::testing::Test {
 
   // Starts `hsring run` on this test's ring. Unless `default_shape`, with a small slot
   // shape, so the runs are about supervision rather than payload bandwidth. Synthetic
-  // (byte-verifiable) batches unless `flags` name a --model.
-  void start_run(const std::vector<std::string>& flags, bool default_shape = false) {
+  // (byte-verifiable) batches unless `flags` name a --model. `env` ("K=V") is added to the
+  // launcher's environment (and so its workers').
+  void start_run(const std::vector<std::string>& flags, bool default_shape = false,
+                 const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {hsring(),         "run",         "--ring", ring_,
                                      "--summary-json", summary_path()};
     if (std::find(flags.begin(), flags.end(), "--model") == flags.end())
@@ -78,7 +80,7 @@ class LauncherTest : public ::testing::Test {
     if (!default_shape) argv.insert(argv.end(), {"--max-tokens", "128", "--hidden-size", "64"});
     argv.insert(argv.end(), flags.begin(), flags.end());
     launcher_ = std::make_unique<crash::Spawned>(argv, dir_.file("launcher.out"),
-                                                 dir_.file("launcher.err"));
+                                                 dir_.file("launcher.err"), env);
   }
 
   // The launcher's exit code once it exits within `timeout`; -1 for a timeout or a signal.

@@ -256,6 +256,14 @@ TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
       {{"--hs-min-ready", "15"}, 2, {"hs_min_ready 15", "slot count 16", "targets 2"}},
       {{"--slots", "1"}, 2, {"--slots"}},
       {{"--dtype", "int8"}, 2, {"--dtype", "int8"}},
+      // Several machines: a model, a shared run folder and NCCL-capable (GPU) drafters.
+      {{"--nnodes", "2"}, 2, {"--nnodes 2", "--node-rank"}},
+      {{"--nnodes", "2", "--node-rank", "2"}, 2, {"node rank 2", "0 to 1"}},
+      {{"--nnodes", "2", "--node-rank", "0"}, 2, {"2 machines", "--model"}},
+      {{"--model", "tiny", "--nnodes", "2", "--node-rank", "1"}, 2, {"--run-dir", "every machine"}},
+      {{"--model", "tiny", "--nnodes", "2", "--node-rank", "1", "--run-dir", "/tmp/hsring-nowhere"},
+       2,
+       {"NCCL", "GPU drafters"}},
   };
   expect_refused(*this, ring_, cases);
 }

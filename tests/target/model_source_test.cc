@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "../data/test_corpus.h"
 #include "common/model_batch_check.h"
@@ -148,6 +149,43 @@ TEST_P(ModelSourceTest, PlanAndTokensFollowTheBatchIndex) {
     ASSERT_EQ(std::memcmp(ring.operator*().tokens(2), batch.tokens.data(), 4 * batch.tokens.size()), 0);
     ASSERT_EQ(std::memcmp((*ring).doc_offsets(2), batch.doc_offsets.data(), 4 * batch.doc_offsets.size()), 0);
   }
+}
+
+// Across machines (--nnodes 2, 2 targets each): node R's ring batch X carries corpus batch
+// 2X + R, through the read-ahead and through a direct read alike, so the machines train on
+// disjoint halves of the data that together cover it.
+TEST_P(ModelSourceTest, EachNodeReadsItsOwnShareOfTheData) {
+  TempDir dir;
+  write_byte_corpus(dir.path(), 3);
+  const data::Corpus corpus = data::Corpus::open(dir.path(), data::CorpusOptions{});
+  const data::BatchIndex index(corpus, data::PackOptions{40, 9});
+  std::set<uint64_t> covered;
+  for (uint32_t node = 0; node < 2; ++node) {
+    ScopedRing ring(model_ring_shape(GetParam(), 2));
+    for (uint32_t target = 0; target < 2; ++target) {
+      auto model = open_cpu_model("tiny", 5, CpuModelOptions{1});
+      auto writer = std::make_unique<ModelSlotWriter>(std::move(model), (*ring).shape());
+      ModelSourceOptions options{dir.path(), 9, 3};
+      options.nnodes = 2;
+      options.node_rank = node;
+      ModelSource source(std::move(writer), *ring, target, options);
+      // Its own batches in order (the read-ahead), then one of the other target's (direct).
+      for (uint64_t id : {uint64_t(target), uint64_t(target) + 2, uint64_t(target) + 4,
+                          uint64_t(1 - target)}) {
+        const uint64_t expected = id * 2 + node;
+        const BatchPlan plan = source.plan(id);
+        const data::TokenBatch batch = data::read_batch(corpus, index, expected);
+        ASSERT_EQ(plan.token_count, batch.token_count()) << "node " << node << " batch " << id;
+        source.produce(plan, *ring, 0);
+        ASSERT_EQ(std::memcmp((*ring).tokens(0), batch.tokens.data(), 4 * batch.tokens.size()), 0)
+            << "node " << node << " batch " << id;
+        covered.insert(expected);
+      }
+    }
+  }
+  // Nodes 0 and 1 read ids 0..5 of their shares: corpus batches 0..11, each once.
+  EXPECT_EQ(covered.size(), 12u);
+  EXPECT_EQ(*covered.rbegin(), 11u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ModelSourceTest, ::testing::Bool(),
