@@ -105,6 +105,8 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
                                 std::to_string(spec.count) + " " + role_name + "s");
   }
   RunOptions resolved = options;
+  // Before the per-machine default run folder could hide a missing shared one.
+  check_multi_node(resolved, parse_worker_spec(resolved.drafters, "--drafters"));
   resolve_run_dir(resolved, /*service=*/true);
   const std::vector<std::string> argv = worker_argv(resolved, target ? Role::kTarget : Role::kDrafter,
                                                     index, gpu, bin_dir);

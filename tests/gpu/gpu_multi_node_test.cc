@@ -119,7 +119,10 @@ TEST_F(MultiNodeTest, AMemberKilledOnOneNodeRestartsTheGroupOnBoth) {
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   ASSERT_EQ(wait_node1(), 0) << node1_->stderr_text();
   const std::string log0 = launcher_->stderr_text(), log1 = node1_->stderr_text();
-  EXPECT_NE(log0.find("leaving the drafter group"), std::string::npos) << log0;
+  const size_t left = log0.find("leaving the drafter group");
+  ASSERT_NE(left, std::string::npos) << log0;
+  std::cout << "[ 2 nodes  ] node 0: " << log0.substr(left, log0.find('\n', left) - left)
+            << std::endl;
   const Resumes resumed0 = resumes_in(log0), resumed1 = resumes_in(log1);
   EXPECT_FALSE(resumed0.steps.empty()) << log0;
   EXPECT_FALSE(resumed1.steps.empty()) << log1;
