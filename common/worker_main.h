@@ -34,6 +34,9 @@ enum WorkerExit : int {
   // from a newer checkpoint): the launcher restarts it at once without counting a crash,
   // and it resumes from the newest checkpoint like every member (shm/grad_exchange.h).
   kExitGroupRestart = 6,
+  // A drafter in a group across machines saw another machine's run stop (drain) the
+  // group: it checkpointed where the group was, and the launcher stops this machine's run.
+  kExitGroupStopped = 7,
   kExitInternal = 70,
 };
 

@@ -30,6 +30,9 @@ class GradientGroup {
                                     const std::function<bool()>& keep_waiting) = 0;
   // Why the last all_reduce gave kGroupRestart, for the log.
   virtual const std::string& restart_reason() const = 0;
+  // This member stops with its machine's run (a drain): members on other machines, which
+  // cannot see this ring drain, get kGroupStopped. Nothing to do within one machine.
+  virtual void stop() {}
   // For the log: "averaging gradients through /dev/shm/RING-grads".
   virtual std::string describe() const = 0;
 };

@@ -110,9 +110,15 @@ std::optional<GroupRecord> GroupFiles::read_group() {
   return decode_group_record(*bytes, file);
 }
 
-bool GroupFiles::is_broken(uint64_t generation) const {
+bool GroupFiles::has_marker(const char* kind, uint64_t generation) const {
   std::error_code ec;
-  return std::filesystem::exists(path("broken-" + std::to_string(generation)), ec);
+  return std::filesystem::exists(path(kind + std::to_string(generation)), ec);
+}
+
+bool GroupFiles::is_broken(uint64_t generation) const { return has_marker("broken-", generation); }
+
+bool GroupFiles::is_stopped(uint64_t generation) const {
+  return has_marker("stopped-", generation);
 }
 
 uint64_t GroupFiles::publish(const GroupId& id) {
@@ -171,6 +177,10 @@ std::string GroupFiles::ended(uint64_t generation) {
 
 void GroupFiles::mark_broken(uint64_t generation) {
   write_file_atomically(path("broken-" + std::to_string(generation)), encode_generation(generation));
+}
+
+void GroupFiles::mark_stopped(uint64_t generation) {
+  write_file_atomically(path("stopped-" + std::to_string(generation)), encode_generation(generation));
 }
 
 }  // namespace hsring

@@ -9,6 +9,9 @@
 //   member-R     the generation member R last joined. A restarted incarnation of R finds
 //                its predecessor's generation there and marks it broken: R's crash ends
 //                the group on every machine, although no one there saw R die.
+//   stopped-G    a member of generation G stopped with its machine's run (a drain): the
+//                members of G stop their machines' runs too. Only members that joined G
+//                heed it, so a resumed run's members never see the last run's end.
 //
 // A member joins the published generation unless it is broken; while it runs it polls
 // ended(G): a newer generation (the leader restarted) or broken-G (a member left) ends it.
@@ -76,12 +79,16 @@ class GroupFiles {
   std::string ended(uint64_t generation);
   // This member leaves `generation`: it ends for every member.
   void mark_broken(uint64_t generation);
+  // This member's run stops: so does every other machine's that is in `generation`.
+  void mark_stopped(uint64_t generation);
+  bool is_stopped(uint64_t generation) const;
 
   const std::string& dir() const { return dir_; }
 
  private:
   std::optional<GroupRecord> read_group();
   bool is_broken(uint64_t generation) const;
+  bool has_marker(const char* kind, uint64_t generation) const;
   std::string path(const std::string& name) const;
 
   std::string dir_;

@@ -39,6 +39,8 @@ class RingRendezvous final : public GroupRendezvous {
   }
 
   void leave() override {}  // every member sees every other through the ring
+  void stop() override {}
+  bool stopped() override { return false; }
   std::string describe() const override { return "id through the ring"; }
 
  private:
@@ -66,17 +68,21 @@ class FileRendezvous final : public GroupRendezvous {
   std::string waiting_for() const override { return files_.waiting_for(); }
 
   std::string ended() override {
-    if (generation_ == 0) return "";
-    // The files may sit on a network filesystem: look at most every 200 ms.
-    const uint64_t now = monotonic_ns();
-    if (now < next_look_ns_) return last_;
-    next_look_ns_ = now + kLookEveryNs;
-    last_ = files_.ended(generation_);
-    return last_;
+    look();
+    return ended_;
+  }
+
+  bool stopped() override {
+    look();
+    return stopped_;
   }
 
   void leave() override {
     if (generation_ != 0) files_.mark_broken(generation_);
+  }
+
+  void stop() override {
+    if (generation_ != 0) files_.mark_stopped(generation_);
   }
 
   std::string describe() const override {
@@ -86,10 +92,21 @@ class FileRendezvous final : public GroupRendezvous {
  private:
   static constexpr uint64_t kLookEveryNs = 200'000'000;
 
+  // The files may sit on a network filesystem: looks at most every 200 ms.
+  void look() {
+    if (generation_ == 0) return;
+    const uint64_t now = monotonic_ns();
+    if (now < next_look_ns_) return;
+    next_look_ns_ = now + kLookEveryNs;
+    stopped_ = files_.is_stopped(generation_);
+    ended_ = files_.ended(generation_);
+  }
+
   GroupFiles files_;
   uint64_t generation_ = 0;  // the one published or joined
   uint64_t next_look_ns_ = 0;
-  std::string last_;
+  std::string ended_;  // as of the last look
+  bool stopped_ = false;
 };
 
 }  // namespace

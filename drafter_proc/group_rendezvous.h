@@ -35,6 +35,11 @@ class GroupRendezvous {
   // This member leaves a group that broke for it: members that only see the group
   // through this rendezvous learn it.
   virtual void leave() = 0;
+  // This member's machine stops its run (a drain) / another machine's did: members that
+  // only see the group through this rendezvous stop too. On one machine every member sees
+  // the drain itself.
+  virtual void stop() = 0;
+  virtual bool stopped() = 0;
   // For the log: "the ring" / "files in DIR".
   virtual std::string describe() const = 0;
 };

@@ -72,6 +72,9 @@ class NcclGroup final : public GradientGroup {
   }
 
   uint32_t members() const override { return members_; }
+  void stop() override {
+    if (rendezvous_) guarded([&] { rendezvous_->stop(); });
+  }
   const std::string& restart_reason() const override { return reason_; }
   std::string describe() const override {
     return "all-reducing gradients with NCCL " + std::to_string(NCCL_MAJOR) + "." +
@@ -226,6 +229,10 @@ class NcclGroup final : public GradientGroup {
           abort_comm();
           return ExchangeResult::kStopped;
         }
+        if (remote_stopped()) {
+          abort_comm();
+          return failure_ = ExchangeResult::kGroupStopped;
+        }
         if (!peers_alive(peers)) return fail(peers);
         if (spans_machines_ && monotonic_ns() > stall_limit) {
           stop("the all-reduce made no progress in 600 s: a member on another machine is "
@@ -273,10 +280,14 @@ class NcclGroup final : public GradientGroup {
     if (peers_fine && !own_reason.empty()) {
       const uint64_t deadline = monotonic_ns() + kFailureGraceNs;
       while (peers_fine && monotonic_ns() < deadline) {
-        if (!keep_waiting_()) {  // draining: the peers may have stopped first
+        // A drain here or on another machine: the peers may have stopped first.
+        if (!keep_waiting_()) {
           abort_comm();
-          failure_ = ExchangeResult::kStopped;
-          return failure_;
+          return failure_ = ExchangeResult::kStopped;
+        }
+        if (remote_stopped()) {
+          abort_comm();
+          return failure_ = ExchangeResult::kGroupStopped;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         peers_fine = peers_alive(peers);
@@ -287,6 +298,12 @@ class NcclGroup final : public GradientGroup {
     failure_ = peers_fine && !own_reason.empty() ? ExchangeResult::kFailed
                                                  : ExchangeResult::kGroupRestart;
     return failure_;
+  }
+
+  // True when another machine's run stopped the group (group_rendezvous.h).
+  bool remote_stopped() {
+    bool stopped = false;
+    return guarded([&] { stopped = rendezvous_->stopped(); }) && stopped;
   }
 
   // This member leaves a broken group: the communicator is aborted and members that see

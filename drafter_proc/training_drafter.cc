@@ -256,6 +256,7 @@ int TrainingLoop::run() {
   session_.set_state(ProcessState::kRunning);
   uint64_t rng = options_.seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
   ProcessEntry& entry = session_.entry();
+  bool group_stopped = false;  // by another machine's run
   while (keep_running()) {
     session_.heartbeat();
     StageTimer wait_timer(entry, Stage::kDrafterClaimWait);
@@ -288,6 +289,11 @@ int TrainingLoop::run() {
         log_line("error: the gradient all-reduce failed at step " +
                  std::to_string(exchange_step_) + ": " + exchange_->restart_reason());
         return kExitInternal;
+      } else if (r == ExchangeResult::kGroupStopped) {
+        log_line("the drafter group stopped at step " + std::to_string(exchange_step_) +
+                 ": another machine's run ended; stopping this machine's run too");
+        group_stopped = true;
+        break;
       } else if (r == ExchangeResult::kGroupRestart) {
         log_line("leaving the drafter group at step " + std::to_string(exchange_step_) + ": " +
                  exchange_->restart_reason() + "; the group restarts from the newest checkpoint");
@@ -303,8 +309,9 @@ int TrainingLoop::run() {
       write_checkpoint();
   }
   session_.set_state(ProcessState::kDraining);
+  if (exchange_) exchange_->stop();  // the members on other machines stop with this one
   finish();
-  return kExitOk;
+  return group_stopped ? kExitGroupStopped : kExitOk;
 }
 
 void TrainingLoop::finish() {

@@ -176,6 +176,13 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
       log_line(w.name() + " left its drafter group; restarting it from the newest checkpoint");
     return;
   }
+  if (w.role == Role::kDrafter && WIFEXITED(wait_status) &&
+      WEXITSTATUS(wait_status) == kExitGroupStopped) {
+    // Across machines: another machine's run ended, and the drafter group with it.
+    log_line(w.name() + ": the drafter group stopped on another machine; stopping this run");
+    group_stopped_ = true;
+    return;
+  }
   if (!w.policy.on_crash(now)) {
     crash_loop_ = true;
     crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
@@ -335,7 +342,7 @@ int Supervisor::run() {
     if (crash_loop_) break;
     restart_due_workers();
     print_progress();
-    if (stop_condition_met()) break;
+    if (stop_condition_met() || group_stopped_) break;
   }
   drain();
   const double wall = double(monotonic_ns() - started_ns_) / 1e9;

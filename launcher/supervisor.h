@@ -74,6 +74,7 @@ class Supervisor {
   uint32_t restarts_target_ = 0;
   uint32_t restarts_drafter_ = 0;
   uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
+  bool group_stopped_ = false;   // another machine's run ended the drafter group
 };
 
 }  // namespace hsring

@@ -73,6 +73,7 @@ const char* to_string(ExchangeResult result) {
     case ExchangeResult::kGroupRestart: return "group restart";
     case ExchangeResult::kStopped: return "stopped";
     case ExchangeResult::kFailed: return "failed";
+    case ExchangeResult::kGroupStopped: return "group stopped";
   }
   return "?";
 }

@@ -51,6 +51,7 @@ enum class ExchangeResult {
   kGroupRestart,  // the group broke or this member is behind: restart from a checkpoint
   kStopped,       // the caller's keep_waiting() said stop (the ring drains)
   kFailed,        // the exchange itself failed with every peer alive (an NCCL error): a crash
+  kGroupStopped,  // another machine's run stopped, ending the group (multi-node): stop too
 };
 const char* to_string(ExchangeResult result);
 

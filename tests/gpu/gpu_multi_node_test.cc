@@ -137,5 +137,25 @@ TEST_F(MultiNodeTest, AMemberKilledOnOneNodeRestartsTheGroupOnBoth) {
   EXPECT_LT(summary("final_loss"), 0.6 * summary("initial_loss"));
 }
 
+// Node 1's run ends first (its --batches): its drafter marks the group stopped, and node
+// 0's drafter, waiting on it in the next all-reduce, checkpoints where the group was and
+// makes node 0's launcher stop too, instead of waiting for a peer that will not return.
+TEST_F(MultiNodeTest, AMachineWhoseRunEndsStopsTheOthers) {
+  HSRING_REQUIRE_GPUS(1);
+  start_nodes(flags(0, "100000"), flags(1, "60"));
+  ASSERT_EQ(wait_node1(), 0) << node1_->stderr_text();
+  ASSERT_EQ(wait_launcher(Millis(120000)), 0) << launcher_->stderr_text();
+  const std::string log0 = launcher_->stderr_text();
+  EXPECT_NE(log0.find("the drafter group stopped on another machine"), std::string::npos) << log0;
+  expect_data_intact();
+  const double steps = summary("steps");
+  std::cout << "[ 2 nodes  ] node 1 stopped after 60 batches; node 0 stopped at step " << steps
+            << std::endl;
+  EXPECT_GE(steps, 58);
+  EXPECT_LE(steps, 61);
+  EXPECT_EQ(summary("restarts_drafter"), 0);
+  EXPECT_TRUE(fs::exists(run_dir() + "/drafter.safetensors"));
+}
+
 }  // namespace
 }  // namespace hsring

@@ -75,5 +75,30 @@ TEST(GroupRendezvousTest, AcrossMachinesLeavingEndsTheGenerationForEveryone) {
   EXPECT_EQ(*next, id_of(8));
 }
 
+// One machine's run stops (its drafter calls stop()): the members of its generation on
+// other machines learn it; a member of a later run in the same folder (a resume) does not.
+TEST(GroupRendezvousTest, AcrossMachinesAStoppedRunStopsTheGenerationsMembers) {
+  data::testing::TempDir dir;
+  auto leader = file_rendezvous(dir.path(), 2, 0);
+  auto member = file_rendezvous(dir.path(), 2, 1);
+  leader->publish(id_of(1));
+  ASSERT_TRUE(member->poll());
+  EXPECT_FALSE(leader->stopped());
+  member->stop();
+  bool stopped = false;
+  for (int i = 0; i < 100 && !stopped; ++i) {
+    stopped = leader->stopped();
+    if (!stopped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(leader->ended(), "") << "a stop is no break: nobody restarts";
+  // The resumed run: its members have joined nothing yet and wait for the new leader.
+  auto resumed = file_rendezvous(dir.path(), 2, 1);
+  EXPECT_FALSE(resumed->stopped());
+  file_rendezvous(dir.path(), 2, 0)->publish(id_of(2));
+  ASSERT_TRUE(resumed->poll());
+  EXPECT_FALSE(resumed->stopped());
+}
+
 }  // namespace
 }  // namespace hsring
