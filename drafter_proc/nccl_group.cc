@@ -49,7 +49,7 @@ class NcclGroup final : public GradientGroup {
     try {
       rendezvous_ = rendezvous_for(join);
     } catch (const std::exception& e) {
-      stop(e.what());
+      note_reason(e.what());
       broken_ = true;
       failure_ = ExchangeResult::kFailed;
       return;
@@ -128,9 +128,9 @@ class NcclGroup final : public GradientGroup {
         std::memcpy(&id_, bytes->data(), sizeof id_);
         return true;
       }
-      if (!join.keep_waiting()) return stop("the ring stopped before the group's id was published");
+      if (!join.keep_waiting()) return note_reason("the ring stopped before the group's id was published");
       if (monotonic_ns() > deadline)
-        return stop("no NCCL id to join within 300 s: " + rendezvous_->waiting_for());
+        return note_reason("no NCCL id to join within 300 s: " + rendezvous_->waiting_for());
       std::this_thread::sleep_for(std::chrono::milliseconds(spans_machines_ ? 50 : 5));
     }
   }
@@ -143,7 +143,7 @@ class NcclGroup final : public GradientGroup {
       return true;
     } catch (const std::exception& e) {
       failure_ = ExchangeResult::kFailed;
-      return stop(std::string("the group's rendezvous failed: ") + e.what());
+      return note_reason(std::string("the group's rendezvous failed: ") + e.what());
     }
   }
 
@@ -161,9 +161,9 @@ class NcclGroup final : public GradientGroup {
       if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return false;
       if (state == ncclSuccess) break;
       if (state != ncclInProgress) return call(state, "ncclCommInitRankConfig");
-      if (!join.keep_waiting()) return stop("the ring stopped while the NCCL group formed");
+      if (!join.keep_waiting()) return note_reason("the ring stopped while the NCCL group formed");
       if (!peers_alive(join.peers)) return false;
-      if (monotonic_ns() > deadline) return stop("the NCCL group did not form within 300 s");
+      if (monotonic_ns() > deadline) return note_reason("the NCCL group did not form within 300 s");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     // The group: these incarnations (of this machine's members). A later change of any breaks it.
@@ -188,7 +188,7 @@ class NcclGroup final : public GradientGroup {
     if (wait(true, join.peers, join.keep_waiting) != ExchangeResult::kReduced) return false;
     const uint64_t newest = counts_host_.as<uint64_t>()[1];
     if (newest != first_step_) {
-      stop("a peer loaded a newer checkpoint (it continues at step " + std::to_string(newest) +
+      note_reason("a peer loaded a newer checkpoint (it continues at step " + std::to_string(newest) +
            ", this member at " + std::to_string(first_step_) + ")");
       leave();
       failure_ = ExchangeResult::kGroupRestart;  // reload the newer checkpoint: no crash
@@ -219,7 +219,7 @@ class NcclGroup final : public GradientGroup {
         const cudaError_t done = cudaStreamQuery(stream);
         if (done == cudaSuccess) return ExchangeResult::kReduced;
         if (done != cudaErrorNotReady) {
-          stop(std::string("the GPU failed during the all-reduce: ") + cudaGetErrorString(done));
+          note_reason(std::string("the GPU failed during the all-reduce: ") + cudaGetErrorString(done));
           return fail(peers);
         }
       }
@@ -235,7 +235,7 @@ class NcclGroup final : public GradientGroup {
         }
         if (!peers_alive(peers)) return fail(peers);
         if (spans_machines_ && monotonic_ns() > stall_limit) {
-          stop("the all-reduce made no progress in 600 s: a member on another machine is "
+          note_reason("the all-reduce made no progress in 600 s: a member on another machine is "
                "unreachable");
           leave();
           return ExchangeResult::kGroupRestart;
@@ -260,13 +260,13 @@ class NcclGroup final : public GradientGroup {
         continue;
       }
       if (p.epoch != known)
-        return stop("drafter " + std::to_string(m) + " restarted (epoch " + std::to_string(known) +
+        return note_reason("drafter " + std::to_string(m) + " restarted (epoch " + std::to_string(known) +
                     " -> " + std::to_string(p.epoch) + ")");
-      if (!p.alive) return stop("drafter " + std::to_string(m) + " died");
+      if (!p.alive) return note_reason("drafter " + std::to_string(m) + " died");
     }
     std::string ended;
     if (!guarded([&] { ended = rendezvous_->ended(); })) return false;
-    return ended.empty() || stop(ended);
+    return ended.empty() || note_reason(ended);
   }
 
   // After a failure: kGroupRestart when a peer died or restarted (NCCL errors follow a
@@ -328,10 +328,11 @@ class NcclGroup final : public GradientGroup {
     if (comm_ != nullptr) {
       if (const char* last = ncclGetLastError(comm_); last != nullptr && *last) detail += ": " + std::string(last);
     }
-    return stop(std::string(what) + " failed: " + detail);
+    return note_reason(std::string(what) + " failed: " + detail);
   }
 
-  bool stop(const std::string& reason) {
+  // Keeps the first reason the group failed (for the log); false, for `return note_reason(...)`.
+  bool note_reason(const std::string& reason) {
     if (reason_.empty()) reason_ = reason;
     return false;
   }
