@@ -55,52 +55,49 @@ inline Event make_event(unsigned flags = cudaEventDefault) {
   return Event(event);
 }
 
-inline cudaError_t free_device(void* p) { return cudaFree(p); }
-inline cudaError_t free_pinned(void* p) { return cudaFreeHost(p); }
+// The two allocators of CudaBuffer: each with its partner that frees, and its name for
+// an error message.
+struct DeviceMemory {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static cudaError_t free(void* p) { return cudaFree(p); }
+  static constexpr const char* kAllocator = "cudaMalloc";
+};
+struct PinnedMemory {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static cudaError_t free(void* p) { return cudaFreeHost(p); }
+  static constexpr const char* kAllocator = "cudaMallocHost";
+};
+
+// Bytes from one CUDA allocator, given back to its partner.
+template <class Memory>
+class CudaBuffer {
+ public:
+  CudaBuffer() = default;
+  static CudaBuffer allocate(size_t bytes) {
+    void* p = nullptr;
+    if (bytes > 0) {
+      if (const cudaError_t error = Memory::allocate(&p, bytes); error != cudaSuccess)
+        throw_cuda_error(error, Memory::kAllocator, __FILE__, __LINE__);
+    }
+    return CudaBuffer(p, bytes);
+  }
+  std::byte* data() const { return static_cast<std::byte*>(memory_.get()); }
+  template <class T>
+  T* as() const {
+    return reinterpret_cast<T*>(memory_.get());
+  }
+  size_t size() const { return bytes_; }
+
+ private:
+  CudaBuffer(void* p, size_t bytes) : memory_(p), bytes_(bytes) {}
+  UniqueCuda<void*, Memory::free> memory_;
+  size_t bytes_ = 0;
+};
 
 // Memory on the current device.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  static DeviceBuffer allocate(size_t bytes) {
-    void* p = nullptr;
-    if (bytes > 0) HSRING_CUDA_CHECK(cudaMalloc(&p, bytes));
-    return DeviceBuffer(p, bytes);
-  }
-  std::byte* data() const { return static_cast<std::byte*>(memory_.get()); }
-  template <class T>
-  T* as() const {
-    return reinterpret_cast<T*>(memory_.get());
-  }
-  size_t size() const { return bytes_; }
-
- private:
-  DeviceBuffer(void* p, size_t bytes) : memory_(p), bytes_(bytes) {}
-  UniqueCuda<void*, free_device> memory_;
-  size_t bytes_ = 0;
-};
-
+using DeviceBuffer = CudaBuffer<DeviceMemory>;
 // Page-locked host memory from cudaMallocHost (small verdicts, benchmark baselines).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static PinnedBuffer allocate(size_t bytes) {
-    void* p = nullptr;
-    if (bytes > 0) HSRING_CUDA_CHECK(cudaMallocHost(&p, bytes));
-    return PinnedBuffer(p, bytes);
-  }
-  std::byte* data() const { return static_cast<std::byte*>(memory_.get()); }
-  template <class T>
-  T* as() const {
-    return reinterpret_cast<T*>(memory_.get());
-  }
-  size_t size() const { return bytes_; }
-
- private:
-  PinnedBuffer(void* p, size_t bytes) : memory_(p), bytes_(bytes) {}
-  UniqueCuda<void*, free_pinned> memory_;
-  size_t bytes_ = 0;
-};
+using PinnedBuffer = CudaBuffer<PinnedMemory>;
 
 // Milliseconds between two completed events of one device; -1 when CUDA cannot say.
 inline float elapsed_ms(cudaEvent_t from, cudaEvent_t to) {

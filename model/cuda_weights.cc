@@ -102,7 +102,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
       throw_out_of_memory(c, layout.size(), gpu, " (cudaMalloc failed)");
     gpu::throw_cuda_error(err, "cudaMalloc(weights)", __FILE__, __LINE__);
   }
-  w.memory_ = gpu::UniqueCuda<void*, gpu::free_device>(block);
+  w.memory_ = gpu::UniqueCuda<void*, gpu::DeviceMemory::free>(block);
   w.bytes_ = layout.size();
 
   auto* base = reinterpret_cast<unsigned char*>(block);

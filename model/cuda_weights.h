@@ -58,7 +58,7 @@ class DeviceWeights {
   // layout does not know (a model_weights.cc change not followed here).
   Place place(const std::string& name) const;
 
-  gpu::UniqueCuda<void*, gpu::free_device> memory_;
+  gpu::UniqueCuda<void*, gpu::DeviceMemory::free> memory_;
   uint64_t bytes_ = 0;
   cuda_ops::Bf16* embed_ = nullptr;
   cuda_ops::Bf16* lm_head_ = nullptr;
