@@ -47,19 +47,31 @@ __device__ float dot_head(const float (&a)[P], const float* __restrict__ b, uint
   return warp_sum(sum);
 }
 
+// Warps stride over the items (one per row and head) of a grid-stride loop.
+__device__ uint64_t first_item() { return uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32; }
+__device__ uint64_t item_stride() { return uint64_t(gridDim.x) * kWarps; }
+
+// A query-side item (row t, query head h): t, and where h's key/value head starts in a row.
+struct QueryItem {
+  uint32_t t;
+  uint64_t kv_offset;
+};
+__device__ QueryItem query_item(uint64_t item, const AttentionDims& d, uint32_t head_dim) {
+  const auto t = uint32_t(item / d.heads);
+  const uint32_t h = uint32_t(item - uint64_t(t) * d.heads);
+  return {t, uint64_t(h / (d.heads / d.kv_heads)) * head_dim};
+}
+
 template <int P>
 __global__ void forward_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                const float* __restrict__ v, const int32_t* __restrict__ doc_start,
                                AttentionDims d, float* __restrict__ out, float* __restrict__ lse) {
   const uint32_t lane = threadIdx.x % 32;
-  const uint32_t hd = 32 * P, group = d.heads / d.kv_heads;
+  const uint32_t hd = 32 * P;
   const float scale = rsqrtf(float(hd));
   const uint64_t items = uint64_t(d.rows) * d.heads;
-  for (uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32; item < items;
-       item += uint64_t(gridDim.x) * kWarps) {
-    const auto t = uint32_t(item / d.heads);
-    const uint32_t h = uint32_t(item - uint64_t(t) * d.heads);
-    const uint64_t kv_offset = uint64_t(h / group) * hd;
+  for (uint64_t item = first_item(); item < items; item += item_stride()) {
+    const auto [t, kv_offset] = query_item(item, d, hd);
     float qh[P];
     load_head<P>(q + item * hd, lane, qh, scale);
     float running_max = -INFINITY, total = 0, acc[P] = {};
@@ -90,14 +102,11 @@ __global__ void backward_query_kernel(const float* __restrict__ q, const float* 
                                       const int32_t* __restrict__ doc_start, AttentionDims d,
                                       float* __restrict__ delta, float* __restrict__ dq) {
   const uint32_t lane = threadIdx.x % 32;
-  const uint32_t hd = 32 * P, group = d.heads / d.kv_heads;
+  const uint32_t hd = 32 * P;
   const float scale = rsqrtf(float(hd));
   const uint64_t items = uint64_t(d.rows) * d.heads;
-  for (uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32; item < items;
-       item += uint64_t(gridDim.x) * kWarps) {
-    const auto t = uint32_t(item / d.heads);
-    const uint32_t h = uint32_t(item - uint64_t(t) * d.heads);
-    const uint64_t kv_offset = uint64_t(h / group) * hd;
+  for (uint64_t item = first_item(); item < items; item += item_stride()) {
+    const auto [t, kv_offset] = query_item(item, d, hd);
     float qh[P], doh[P], acc[P] = {};
     load_head<P>(q + item * hd, lane, qh, scale);
     load_head<P>(dout + item * hd, lane, doh);
@@ -129,8 +138,7 @@ __global__ void backward_key_kernel(const float* __restrict__ q, const float* __
   const uint32_t hd = 32 * P, group = d.heads / d.kv_heads;
   const float scale = rsqrtf(float(hd));
   const uint64_t items = uint64_t(d.rows) * d.kv_heads;
-  for (uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32; item < items;
-       item += uint64_t(gridDim.x) * kWarps) {
+  for (uint64_t item = first_item(); item < items; item += item_stride()) {
     const auto j = uint32_t(item / d.kv_heads);
     const uint32_t g = uint32_t(item - uint64_t(j) * d.kv_heads);
     float kj[P], vj[P], acc_k[P] = {}, acc_v[P] = {};
