@@ -268,6 +268,27 @@ TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
   expect_refused(*this, ring_, cases);
 }
 
+// Under torchrun or Slurm the node count and rank come from their variables: a launcher
+// given none of the multi-machine flags still knows it is one of two, and so refuses to
+// run without a shared run folder.
+TEST_F(LauncherTest, TorchrunAndSlurmEnvironmentsMakeAMultiMachineRun) {
+  const std::vector<std::vector<std::string>> environments = {
+      {"GROUP_WORLD_SIZE=2", "GROUP_RANK=1", "LOCAL_WORLD_SIZE=1"},
+      {"SLURM_NNODES=2", "SLURM_NODEID=1", "SLURM_NTASKS=2"},
+  };
+  for (const std::vector<std::string>& env : environments) {
+    crash::Spawned launcher({hsring(), "run", "--ring", ring_, "--model", "tiny"},
+                            dir_.file("env.out"), dir_.file("env.err"), env);
+    const std::optional<int> status = launcher.wait(kExitLimit);
+    ASSERT_TRUE(status && WIFEXITED(*status)) << env[0];
+    EXPECT_EQ(WEXITSTATUS(*status), 2) << env[0];
+    const std::string err = launcher.stderr_text();
+    EXPECT_NE(err.find("a run over 2 machines needs --run-dir"), std::string::npos)
+        << env[0] << ":\n" << err;
+    EXPECT_FALSE(crash::segment_exists(ring_));
+  }
+}
+
 // (h) Model targets (the tiny transformer over the built-in corpus) feed drafters, which
 // check every batch's invariants; SIGKILLed targets re-produce what they had bound.
 TEST_F(LauncherTest, ModelTargetsSurviveKillsAndLoseNothing) {

@@ -36,23 +36,30 @@ class MultiNodeTest : public LauncherTest {
             "NCCL_IB_DISABLE=1"};
   }
 
-  std::vector<std::string> flags(uint32_t node, const std::string& batches) const {
+  // The node's flags; without `--nnodes`/`--node-rank` when `torchrun` gives them instead.
+  std::vector<std::string> flags(uint32_t node, const std::string& batches,
+                                 bool torchrun = false) const {
     const std::string gpu = gpu::probe_gpus().count >= 2 ? std::to_string(node) : "0";
-    return {"--model",    "tiny",    "--targets",     "cpu:1",          "--drafters",
-            gpu,          "--slots", "8",             "--max-tokens",   "256",
-            "--batches",  batches,   "--quiet",       "--max-restarts", "100",
-            "--nnodes",   "2",       "--node-rank",   std::to_string(node),
-            "--run-dir",  run_dir()};
+    std::vector<std::string> f = {"--model",   "tiny",    "--targets",    "cpu:1",
+                                  "--drafters", gpu,      "--slots",      "8",
+                                  "--max-tokens", "256",  "--batches",    batches,
+                                  "--quiet",   "--max-restarts", "100",   "--run-dir",
+                                  run_dir()};
+    if (!torchrun) f.insert(f.end(), {"--nnodes", "2", "--node-rank", std::to_string(node)});
+    return f;
   }
 
   // Node 0 through the fixture (its ring, summary and helpers), node 1 beside it.
-  void start_nodes(std::vector<std::string> node0, std::vector<std::string> node1) {
+  void start_nodes(std::vector<std::string> node0, std::vector<std::string> node1,
+                   std::vector<std::string> node1_env = {}) {
     start_run(node0, /*default_shape=*/true, env(0));
+    std::vector<std::string> environment = env(1);
+    environment.insert(environment.end(), node1_env.begin(), node1_env.end());
     std::vector<std::string> argv = {hsring(), "run", "--ring", node1_ring(), "--summary-json",
                                      dir_.file("summary1.json")};
     argv.insert(argv.end(), node1.begin(), node1.end());
     node1_ = std::make_unique<crash::Spawned>(argv, dir_.file("node1.out"), dir_.file("node1.err"),
-                                              env(1));
+                                              environment);
   }
 
   int wait_node1() {
@@ -74,9 +81,11 @@ class MultiNodeTest : public LauncherTest {
   std::unique_ptr<crash::Spawned> node1_;
 };
 
+// Node 1 learns its place from torchrun's variables, node 0 from its flags.
 TEST_F(MultiNodeTest, TwoNodesTrainOneModelThroughTheSharedFolder) {
   HSRING_REQUIRE_GPUS(1);
-  start_nodes(flags(0, "120"), flags(1, "120"));
+  start_nodes(flags(0, "120"), flags(1, "120", /*torchrun=*/true),
+              {"GROUP_WORLD_SIZE=2", "GROUP_RANK=1", "LOCAL_WORLD_SIZE=1"});
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   ASSERT_EQ(wait_node1(), 0) << node1_->stderr_text();
   const std::string log0 = launcher_->stderr_text(), log1 = node1_->stderr_text();
