@@ -62,6 +62,10 @@ std::vector<std::string> config_first(int argc, char** argv) {
 // that `hsring --config FILE run` reads.
 std::string default_config(CLI::App& run) {
   std::string body = run.config_to_str(/*default_also=*/true, /*write_description=*/true);
+  // Commented out: a key that is set wins over torchrun's and Slurm's variables.
+  for (const char* key : {"\nnnodes=", "\nnode-rank="}) {
+    if (const size_t at = body.find(key); at != std::string::npos) body.insert(at + 1, "# ");
+  }
   return "# hsring configuration: `hsring --config FILE run` (and the systemd units) read\n"
          "# the [run] section; every key is a `hsring run` flag without its dashes.\n"
          "[run]\n" + body;

@@ -24,8 +24,10 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--layers", o.layers, "Captured layer ids, e.g. 1,16,31,46,61 (default: K spread from layer 1 to L-3)");
   app.add_option("--read-ahead", o.read_ahead, "Batches each target reads ahead of its forward (io_uring)")->capture_default_str()->check(CLI::Range(1u, 256u));
   app.add_option("--run-dir", o.run_dir, "Folder for checkpoints and the exported drafter (default: hsring-runs/RING-TIME; under systemd /var/lib/hsring/RING)");
-  CLI::Option* resume = app.add_option("--resume", o.resume, "Continue the run whose checkpoint folder this is (RUN_DIR/checkpoints)");
-  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Folder for the drafter's checkpoints (default: RUN_DIR/checkpoints)")->excludes(resume);
+  // Not CLI11's excludes(): a config file lists every key, so both would always be "given"
+  // (training_plan() refuses the two non-empty together).
+  app.add_option("--resume", o.resume, "Continue the run whose checkpoint folder this is (RUN_DIR/checkpoints)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Folder for the drafter's checkpoints (default: RUN_DIR/checkpoints; not with --resume, which continues in its own)");
   app.add_option("--checkpoint-every", o.checkpoint_every, "Drafter steps between checkpoints (0: only at the end)")->capture_default_str();
   app.add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept (newest first)")->capture_default_str()->check(CLI::Range(1u, 1000u));
   app.add_option("--lr", o.lr, "Drafter peak learning rate (AdamW)")->capture_default_str()->check(CLI::PositiveNumber);

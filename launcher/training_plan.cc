@@ -49,6 +49,9 @@ void resolve_run_dir(RunOptions& options, bool service) {
 }
 
 TrainingPlan training_plan(const RunOptions& options) {
+  if (!options.resume.empty() && !options.checkpoint_dir.empty())
+    throw std::invalid_argument("give --resume or --checkpoint-dir, not both: a resumed run "
+                                "continues in the folder it resumes from");
   TrainingPlan plan;
   if (!options.resume.empty())
     plan.checkpoint_dir = options.resume;

@@ -29,7 +29,8 @@ struct TrainingPlan {
 // (`service`: every unit must find the same folder).
 void resolve_run_dir(RunOptions& options, bool service = false);
 
-// REQUIRES: options.run_dir is set (resolve_run_dir) or options.resume is.
+// REQUIRES: options.run_dir is set (resolve_run_dir) or options.resume is. Throws
+// std::invalid_argument for --resume with --checkpoint-dir.
 TrainingPlan training_plan(const RunOptions& options);
 
 // A run over several machines (--nnodes > 1) trains GPU drafters on a model, and names

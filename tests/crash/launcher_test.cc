@@ -268,6 +268,29 @@ TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
   expect_refused(*this, ring_, cases);
 }
 
+// The config `hsring config default` prints (and `systemd install` writes) runs as it is:
+// every key it lists is accepted together, command-line flags on top.
+TEST_F(LauncherTest, TheDefaultConfigRunsAsItIs) {
+  const crash::CommandResult config = crash::run_command({hsring(), "config", "default"});
+  ASSERT_EQ(config.exit_code, 0) << config.err;
+  {
+    std::ofstream(dir_.file("default.conf")) << config.out;
+  }
+  const crash::CommandResult r = crash::run_command(
+      {hsring(), "--config", dir_.file("default.conf"), "run", "--ring", ring_, "--model",
+       "synthetic", "--max-tokens", "128", "--hidden-size", "64", "--batches", "200", "--quiet"},
+      Millis(60000));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_));
+  // The two run-folder flags that cannot go together are still refused, by value.
+  const crash::CommandResult both = crash::run_command(
+      {hsring(), "run", "--ring", ring_, "--model", "tiny", "--resume", dir_.file("a"),
+       "--checkpoint-dir", dir_.file("b")});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_NE(both.err.find("--resume or --checkpoint-dir, not both"), std::string::npos) << both.err;
+}
+
 // Under torchrun or Slurm the node count and rank come from their variables: a launcher
 // given none of the multi-machine flags still knows it is one of two, and so refuses to
 // run without a shared run folder.
