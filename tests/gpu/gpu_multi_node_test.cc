@@ -146,6 +146,35 @@ TEST_F(MultiNodeTest, AMemberKilledOnOneNodeRestartsTheGroupOnBoth) {
   EXPECT_LT(summary("final_loss"), 0.6 * summary("initial_loss"));
 }
 
+// SIGKILL of node 0's drafter, the leader: its successor publishes the next generation,
+// which ends the old one for node 1's drafter; both resume from the newest checkpoint.
+TEST_F(MultiNodeTest, AKilledLeaderRestartsTheGroupOnBoth) {
+  HSRING_REQUIRE_GPUS(1);
+  std::vector<std::string> f0 = flags(0, "400"), f1 = flags(1, "400");
+  for (auto* f : {&f0, &f1}) f->insert(f->end(), {"--checkpoint-every", "5"});
+  start_nodes(f0, f1);
+  ASSERT_TRUE(wait_for_consumed(40, Millis(180000))) << launcher_->stderr_text();
+  std::optional<WorkerProcess> leader = wait_for_worker("drafter", 0);
+  ASSERT_TRUE(leader);
+  ASSERT_TRUE(kill_and_await_restart(*leader)) << "the leader was not restarted";
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  ASSERT_EQ(wait_node1(), 0) << node1_->stderr_text();
+  const std::string log1 = node1_->stderr_text();
+  const size_t left = log1.find("leaving the drafter group");
+  ASSERT_NE(left, std::string::npos) << log1;
+  std::cout << "[ 2 nodes  ] node 1: " << log1.substr(left, log1.find('\n', left) - left)
+            << std::endl;
+  EXPECT_FALSE(resumes_in(launcher_->stderr_text()).steps.empty());
+  EXPECT_FALSE(resumes_in(log1).steps.empty()) << log1;
+  expect_data_intact();
+  EXPECT_EQ(summary("restarts_drafter"), 1);
+  EXPECT_EQ(node1_summary("restarts_drafter"), 0);  // leaving the group is no crash
+  const double steps = summary("steps");
+  EXPECT_LT(steps, 400);
+  EXPECT_GT(steps, 400 - 5 - 8);
+  EXPECT_LT(summary("final_loss"), 0.6 * summary("initial_loss"));
+}
+
 // Node 1's run ends first (its --batches): its drafter marks the group stopped, and node
 // 0's drafter, waiting on it in the next all-reduce, checkpoints where the group was and
 // makes node 0's launcher stop too, instead of waiting for a peer that will not return.
