@@ -9,6 +9,7 @@
 
 #include "common/synthetic_batch.h"
 #include "gpu/kernels.h"
+#include "gpu/launch_grid.h"
 #include "gpu/philox.h"
 
 namespace hsring::gpu {
@@ -17,21 +18,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Enough blocks to fill the device several times over; the loops stride over the rest.
-unsigned grid_for(uint64_t work_items) {
-  static int blocks_cap = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      sms = 132;
-    }
-    return sms * 8;
-  }();
-  const uint64_t needed = (work_items + kThreads - 1) / kThreads;
-  return unsigned(needed == 0 ? 1
-                              : (needed < uint64_t(blocks_cap) ? needed : uint64_t(blocks_cap)));
-}
+unsigned grid_for(uint64_t work_items) { return grid_stride_blocks(work_items, kThreads); }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 

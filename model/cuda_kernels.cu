@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gpu/launch_grid.h"
 #include "model/cuda_kernels.h"
 
 namespace hsring::cuda_ops {
@@ -16,20 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-// Enough blocks to fill the device several times over; grid-stride loops cover the rest.
-unsigned grid_for(uint64_t work_items) {
-  static const int blocks_cap = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      sms = 132;
-    }
-    return sms * 8;
-  }();
-  const uint64_t needed = (work_items + kThreads - 1) / kThreads;
-  return unsigned(needed == 0 ? 1 : (needed < uint64_t(blocks_cap) ? needed : blocks_cap));
-}
+unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_items, kThreads); }
 
 // Rows handled by one block each: the grid covers them directly up to a cap.
 unsigned row_grid(uint32_t rows) { return rows < 65535u * 8 ? rows : 65535u * 8; }

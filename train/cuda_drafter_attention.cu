@@ -6,6 +6,7 @@
 // that see it, so no two warps write the same element (no atomics).
 #include <cuda_runtime.h>
 
+#include "gpu/launch_grid.h"
 #include "train/cuda_drafter_kernels.h"
 
 namespace hsring::train::cuda {
@@ -167,11 +168,8 @@ __global__ void backward_key_kernel(const float* __restrict__ q, const float* __
   }
 }
 
-unsigned warp_grid(uint64_t items) {
-  constexpr uint64_t kCap = 132 * 32;
-  const uint64_t blocks = (items + kWarps - 1) / kWarps;
-  return unsigned(blocks == 0 ? 1 : (blocks < kCap ? blocks : kCap));
-}
+// One warp per item.
+unsigned warp_grid(uint64_t items) { return gpu::grid_stride_blocks(items, kWarps); }
 
 struct ForwardArgs {
   const float *q, *k, *v;

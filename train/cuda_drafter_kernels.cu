@@ -2,6 +2,7 @@
 // kernels are in cuda_drafter_attention.cu.
 #include <cuda_runtime.h>
 
+#include "gpu/launch_grid.h"
 #include "train/cuda_drafter_kernels.h"
 
 namespace hsring::train::cuda {
@@ -11,12 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-// Enough blocks to fill the device several times over; grid-stride loops cover the rest.
-unsigned grid_for(uint64_t work_items) {
-  constexpr uint64_t kCap = 132 * 16;
-  const uint64_t needed = (work_items + kThreads - 1) / kThreads;
-  return unsigned(needed == 0 ? 1 : (needed < kCap ? needed : kCap));
-}
+unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_items, kThreads); }
 
 // One block per row, up to CUDA's grid limit (kernels loop over the rest).
 unsigned row_grid(uint32_t rows) { return rows < 65535u ? (rows == 0 ? 1 : rows) : 65535u; }
