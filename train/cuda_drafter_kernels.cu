@@ -12,7 +12,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_items, kThreads); }
+// 16 blocks per SM (and 32 for the attention): the step is 2% slower with 8 for both
+// (drafter_step_bench: 386 ms against 380 ms, bench/RESULTS.md).
+unsigned grid_for(uint64_t work_items) {
+  return gpu::grid_stride_blocks(work_items, kThreads, 16);
+}
 
 // One block per row, up to CUDA's grid limit (kernels loop over the rest).
 unsigned row_grid(uint32_t rows) { return rows < 65535u ? (rows == 0 ? 1 : rows) : 65535u; }
