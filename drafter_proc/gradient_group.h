@@ -22,11 +22,11 @@ class GradientGroup {
   virtual ~GradientGroup() = default;
 
   virtual uint32_t members() const = 0;
-  // The trainer's gradient (the mean over this member's `counted` positions) becomes the
-  // group's token-weighted mean gradient, identical on every member. `keep_waiting` runs
-  // between wait slices (heartbeat there; false stops the wait: kStopped).
-  virtual ExchangeResult all_reduce(uint64_t step, train::DrafterTrainer& trainer,
-                                    uint64_t counted, const PeerWatch& peers,
+  // The gradient of the trainer the group was joined with (the mean over this member's
+  // `counted` positions) becomes the group's token-weighted mean gradient, identical on
+  // every member. `keep_waiting` runs between wait slices (heartbeat there; false stops
+  // the wait: kStopped).
+  virtual ExchangeResult all_reduce(uint64_t step, uint64_t counted, const PeerWatch& peers,
                                     const std::function<bool()>& keep_waiting) = 0;
   // Why the last all_reduce gave kGroupRestart, for the log.
   virtual const std::string& restart_reason() const = 0;
@@ -37,12 +37,13 @@ class GradientGroup {
   virtual std::string describe() const = 0;
 };
 
-// Member `rank` of `members` through GradExchange's segment for `ring_name`, joined with
-// this incarnation's `epoch` and the first step it will post. Throws std::runtime_error
-// (a foreign or mismatched segment).
+// Member `rank` of `members` through GradExchange's segment for `ring_name`, reducing
+// `trainer`'s host gradients, joined with this incarnation's `epoch` and the first step it
+// will post. Throws std::runtime_error (a foreign or mismatched segment).
 std::unique_ptr<GradientGroup> open_shared_memory_group(const std::string& ring_name,
                                                         uint64_t ring_stamp, uint32_t members,
-                                                        uint32_t rank, uint64_t length,
+                                                        uint32_t rank,
+                                                        train::DrafterTrainer& trainer,
                                                         uint32_t epoch, uint64_t first_step);
 
 }  // namespace hsring

@@ -81,8 +81,7 @@ class NcclGroup final : public GradientGroup {
            std::to_string(NCCL_MINOR) + " (" + (rendezvous_ ? rendezvous_->describe() : "") + ")";
   }
 
-  ExchangeResult all_reduce(uint64_t /*step*/, train::DrafterTrainer& /*trainer*/,
-                            uint64_t counted, const PeerWatch& peers,
+  ExchangeResult all_reduce(uint64_t /*step*/, uint64_t counted, const PeerWatch& peers,
                             const std::function<bool()>& keep_waiting) override {
     if (broken_) return failure_;
     cudaStream_t stream = trainer_.stream();

@@ -32,8 +32,7 @@ std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join
                              "drafter cannot use (CPU mode, or a build without NCCL): run GPU "
                              "drafters from a CUDA build with NCCL, or train on one machine");
   return open_shared_memory_group(join.ring.name(), join.ring.header().created_unix_ns,
-                                  join.members, join.rank, trainer().layout().total, join.epoch,
-                                  join.first_step);
+                                  join.members, join.rank, trainer(), join.epoch, join.first_step);
 }
 
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options) {

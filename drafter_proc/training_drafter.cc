@@ -174,7 +174,7 @@ ExchangeResult TrainingLoop::step(train::StepStats& stats) {
   const train::LossStats loss = backend_->compute_gradients();
   if (exchange_) {
     const ExchangeResult result =
-        exchange_->all_reduce(exchange_step_, trainer(), loss.counted, peer_watch(), keep_waiting());
+        exchange_->all_reduce(exchange_step_, loss.counted, peer_watch(), keep_waiting());
     if (result != ExchangeResult::kReduced) return result;
     ++exchange_step_;
   }
