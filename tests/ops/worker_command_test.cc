@@ -1,0 +1,55 @@
+// The command lines the launcher gives its workers for a run over several machines: each
+// node's targets learn their share of the data, its drafters their rank and the shared
+// folder where the group meets; a one-machine run passes none of it.
+#include "launcher/worker_command.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace hsring {
+namespace {
+
+// The value after `flag` in `argv`, or nullopt when the flag is absent.
+std::optional<std::string> value_of(const std::vector<std::string>& argv, const std::string& flag) {
+  const auto it = std::find(argv.begin(), argv.end(), flag);
+  if (it == argv.end() || it + 1 == argv.end()) return std::nullopt;
+  return *(it + 1);
+}
+
+RunOptions model_run() {
+  RunOptions o;
+  o.model = "tiny";
+  o.run_dir = "/shared/runs/r1";
+  return o;
+}
+
+TEST(WorkerCommandTest, EachNodesWorkersLearnTheirPlaceInTheGroup) {
+  RunOptions o = model_run();
+  o.nnodes = 3;
+  o.node_rank = 2;
+  const std::vector<std::string> target = worker_argv(o, Role::kTarget, 0, -1, "/bin");
+  EXPECT_EQ(value_of(target, "--nnodes"), "3");
+  EXPECT_EQ(value_of(target, "--node-rank"), "2");
+  EXPECT_EQ(value_of(target, "--rendezvous-dir"), std::nullopt) << "targets need no group";
+  const std::vector<std::string> drafter = worker_argv(o, Role::kDrafter, 1, 5, "/bin");
+  EXPECT_EQ(value_of(drafter, "--nnodes"), "3");
+  EXPECT_EQ(value_of(drafter, "--node-rank"), "2");
+  EXPECT_EQ(value_of(drafter, "--rendezvous-dir"), "/shared/runs/r1/rendezvous");
+  EXPECT_EQ(value_of(drafter, "--checkpoint-dir"), "/shared/runs/r1/checkpoints");
+  // --rendezvous-dir chooses another folder.
+  o.rendezvous_dir = "/fast/rv";
+  EXPECT_EQ(value_of(worker_argv(o, Role::kDrafter, 0, 5, "/bin"), "--rendezvous-dir"), "/fast/rv");
+}
+
+TEST(WorkerCommandTest, OneMachinePassesNoneOfIt) {
+  const RunOptions o = model_run();
+  for (Role role : {Role::kTarget, Role::kDrafter}) {
+    const std::vector<std::string> argv = worker_argv(o, role, 0, -1, "/bin");
+    for (const char* flag : {"--nnodes", "--node-rank", "--rendezvous-dir"})
+      EXPECT_EQ(value_of(argv, flag), std::nullopt) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace hsring
