@@ -67,6 +67,11 @@ NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
   } else {
     return t;  // one machine
   }
+  check_node_topology(t);
+  return t;
+}
+
+void check_node_topology(const NodeTopology& t) {
   if (t.nnodes < 1 || t.nnodes > kMaxNodes)
     throw std::invalid_argument("the run has " + std::to_string(t.nnodes) + " nodes (" + t.source +
                                 "): give 1 to " + std::to_string(kMaxNodes));
@@ -74,7 +79,6 @@ NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
     throw std::invalid_argument("node rank " + std::to_string(t.node_rank) + " (" + t.source +
                                 ") is not below the " + std::to_string(t.nnodes) +
                                 " nodes: ranks go from 0 to " + std::to_string(t.nnodes - 1));
-  return t;
 }
 
 }  // namespace hsring

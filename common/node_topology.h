@@ -29,4 +29,9 @@ using EnvLookup = std::function<const char*(const char*)>;
 NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
                                    std::optional<uint32_t> node_rank_flag, const EnvLookup& env);
 
+// Throws std::invalid_argument unless 1 <= nnodes <= kMaxNodes and node_rank < nnodes
+// (`source` names where they came from: "flags", "torchrun", ...). For the launcher's
+// resolved topology and the workers' own flags alike.
+void check_node_topology(const NodeTopology& topology);
+
 }  // namespace hsring

@@ -1,5 +1,7 @@
 #include "drafter_proc/gradient_group.h"
 
+#include "shm/ring.h"
+
 namespace hsring {
 
 namespace {
@@ -7,15 +9,18 @@ namespace {
 class SharedMemoryGroup final : public GradientGroup {
  public:
   SharedMemoryGroup(std::unique_ptr<GradExchange> exchange, std::string name,
-                    train::DrafterTrainer& trainer)
-      : exchange_(std::move(exchange)), name_(std::move(name)), trainer_(trainer) {}
+                    const GroupJoin& join, train::DrafterTrainer& trainer)
+      : exchange_(std::move(exchange)),
+        name_(std::move(name)),
+        peers_(join.peers),
+        keep_waiting_(join.keep_waiting),
+        trainer_(trainer) {}
 
   uint32_t members() const override { return exchange_->members(); }
 
-  ExchangeResult all_reduce(uint64_t step, uint64_t counted, const PeerWatch& peers,
-                            const std::function<bool()>& keep_waiting) override {
+  ExchangeResult all_reduce(uint64_t step, uint64_t counted) override {
     const ExchangeResult result =
-        exchange_->all_reduce(step, trainer_.host_gradients(), counted, peers, keep_waiting);
+        exchange_->all_reduce(step, trainer_.host_gradients(), counted, peers_, keep_waiting_);
     if (result == ExchangeResult::kReduced) trainer_.host_gradients_changed();
     return result;
   }
@@ -26,20 +31,20 @@ class SharedMemoryGroup final : public GradientGroup {
  private:
   std::unique_ptr<GradExchange> exchange_;
   std::string name_;
+  PeerWatch peers_;
+  std::function<bool()> keep_waiting_;
   train::DrafterTrainer& trainer_;
 };
 
 }  // namespace
 
-std::unique_ptr<GradientGroup> open_shared_memory_group(const std::string& ring_name,
-                                                        uint64_t ring_stamp, uint32_t members,
-                                                        uint32_t rank,
-                                                        train::DrafterTrainer& trainer,
-                                                        uint32_t epoch, uint64_t first_step) {
-  const std::string name = GradExchange::name_for(ring_name);
-  auto exchange = GradExchange::open(name, members, rank, trainer.layout().total, ring_stamp);
-  exchange->join(epoch, first_step);
-  return std::make_unique<SharedMemoryGroup>(std::move(exchange), name, trainer);
+std::unique_ptr<GradientGroup> open_shared_memory_group(const GroupJoin& join,
+                                                        train::DrafterTrainer& trainer) {
+  const std::string name = GradExchange::name_for(join.ring.name());
+  auto exchange = GradExchange::open(name, join.members, join.rank, trainer.layout().total,
+                                     join.ring.header().created_unix_ns);
+  exchange->join(join.epoch, join.first_step);
+  return std::make_unique<SharedMemoryGroup>(std::move(exchange), name, join, trainer);
 }
 
 }  // namespace hsring

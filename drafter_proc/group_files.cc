@@ -110,9 +110,17 @@ std::optional<GroupRecord> GroupFiles::read_group() {
   return decode_group_record(*bytes, file);
 }
 
+std::string GroupFiles::marker_path(const char* kind, uint64_t number) const {
+  return path(kind + std::to_string(number));
+}
+
 bool GroupFiles::has_marker(const char* kind, uint64_t generation) const {
   std::error_code ec;
-  return std::filesystem::exists(path(kind + std::to_string(generation)), ec);
+  return std::filesystem::exists(marker_path(kind, generation), ec);
+}
+
+void GroupFiles::write_marker(const char* kind, uint64_t generation) {
+  write_file_atomically(marker_path(kind, generation), encode_generation(generation));
 }
 
 bool GroupFiles::is_broken(uint64_t generation) const { return has_marker("broken-", generation); }
@@ -149,8 +157,9 @@ std::optional<GroupRecord> GroupFiles::joinable() {
     waiting_for_ = "the published " + generation + " is broken; the leader publishes the next";
     return std::nullopt;
   }
-  const std::optional<std::string> own = read_file_if_exists(path("member-" + std::to_string(rank_)));
-  if (own && decode_generation(*own, path("member-" + std::to_string(rank_))) == record->generation) {
+  const std::string own_path = marker_path("member-", rank_);
+  const std::optional<std::string> own = read_file_if_exists(own_path);
+  if (own && decode_generation(*own, own_path) == record->generation) {
     // This rank's previous incarnation was in it: it died there, so the group is broken.
     mark_broken(record->generation);
     waiting_for_ = "this member's previous incarnation was in " + generation +
@@ -161,7 +170,7 @@ std::optional<GroupRecord> GroupFiles::joinable() {
 }
 
 void GroupFiles::joined(uint64_t generation) {
-  write_file_atomically(path("member-" + std::to_string(rank_)), encode_generation(generation));
+  write_file_atomically(marker_path("member-", rank_), encode_generation(generation));
 }
 
 std::string GroupFiles::ended(uint64_t generation) {
@@ -175,12 +184,8 @@ std::string GroupFiles::ended(uint64_t generation) {
   return "";
 }
 
-void GroupFiles::mark_broken(uint64_t generation) {
-  write_file_atomically(path("broken-" + std::to_string(generation)), encode_generation(generation));
-}
+void GroupFiles::mark_broken(uint64_t generation) { write_marker("broken-", generation); }
 
-void GroupFiles::mark_stopped(uint64_t generation) {
-  write_file_atomically(path("stopped-" + std::to_string(generation)), encode_generation(generation));
-}
+void GroupFiles::mark_stopped(uint64_t generation) { write_marker("stopped-", generation); }
 
 }  // namespace hsring

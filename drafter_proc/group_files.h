@@ -88,7 +88,10 @@ class GroupFiles {
  private:
   std::optional<GroupRecord> read_group();
   bool is_broken(uint64_t generation) const;
+  // DIR/<kind><number>: broken-G, stopped-G, member-R.
+  std::string marker_path(const char* kind, uint64_t number) const;
   bool has_marker(const char* kind, uint64_t generation) const;
+  void write_marker(const char* kind, uint64_t generation);
   std::string path(const std::string& name) const;
 
   std::string dir_;

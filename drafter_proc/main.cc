@@ -75,11 +75,6 @@ int main(int argc, char** argv) {
                  "so the drafter knows its shape");
         return int(kExitUsage);
       }
-      if (training.node_rank >= training.nnodes) {
-        log_line("error: --node-rank " + std::to_string(training.node_rank) + " is not below --nnodes " +
-                 std::to_string(training.nnodes));
-        return int(kExitUsage);
-      }
       if (schedule.warmup_steps > schedule.total_steps && schedule.total_steps != 0) {
         log_line("error: --warmup-steps exceeds --total-steps");
         return int(kExitUsage);

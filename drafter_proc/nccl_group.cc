@@ -42,6 +42,7 @@ class NcclGroup final : public GradientGroup {
         local_rank_(join.rank - join.first_local_rank),
         spans_machines_(join.spans_machines()),
         first_step_(join.first_step),
+        peers_(join.peers),
         keep_waiting_(join.keep_waiting),
         trainer_(trainer),
         counts_(gpu::DeviceBuffer::allocate(2 * sizeof(uint64_t))),
@@ -54,9 +55,9 @@ class NcclGroup final : public GradientGroup {
       failure_ = ExchangeResult::kFailed;
       return;
     }
-    if (!rendezvous(join) || !initialise(join) || !agree_on_first_step(join)) {
-      if (!broken_) fail(join.peers);
-      if (!join.keep_waiting()) failure_ = ExchangeResult::kStopped;
+    if (!rendezvous() || !initialise() || !agree_on_first_step()) {
+      if (!broken_) fail();
+      if (!keep_waiting_()) failure_ = ExchangeResult::kStopped;
     }
   }
 
@@ -81,8 +82,7 @@ class NcclGroup final : public GradientGroup {
            std::to_string(NCCL_MINOR) + " (" + (rendezvous_ ? rendezvous_->describe() : "") + ")";
   }
 
-  ExchangeResult all_reduce(uint64_t /*step*/, uint64_t counted, const PeerWatch& peers,
-                            const std::function<bool()>& keep_waiting) override {
+  ExchangeResult all_reduce(uint64_t /*step*/, uint64_t counted) override {
     if (broken_) return failure_;
     cudaStream_t stream = trainer_.stream();
     float* grads = trainer_.device_gradients();
@@ -92,18 +92,16 @@ class NcclGroup final : public GradientGroup {
     counts_host_.as<uint64_t>()[0] = counted;
     HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_.data(), counts_host_.data(), sizeof(uint64_t),
                                       cudaMemcpyHostToDevice, stream));
-    if (!call(ncclGroupStart(), "ncclGroupStart")) return fail(peers);
+    if (!call(ncclGroupStart(), "ncclGroupStart")) return fail();
     const bool enqueued =
         call(ncclAllReduce(grads, grads, n, ncclFloat, ncclSum, comm_, stream), "ncclAllReduce") &&
         call(ncclAllReduce(counts_.data(), counts_.data(), 1, ncclUint64, ncclSum, comm_, stream),
              "ncclAllReduce");
-    if (!call(ncclGroupEnd(), "ncclGroupEnd") || !enqueued) return fail(peers);
-    if (const ExchangeResult r = wait(false, peers, keep_waiting); r != ExchangeResult::kReduced)
-      return r;
+    if (!call(ncclGroupEnd(), "ncclGroupEnd") || !enqueued) return fail();
+    if (const ExchangeResult r = wait(false); r != ExchangeResult::kReduced) return r;
     HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_host_.data(), counts_.data(), sizeof(uint64_t),
                                       cudaMemcpyDeviceToHost, stream));
-    if (const ExchangeResult r = wait(true, peers, keep_waiting); r != ExchangeResult::kReduced)
-      return r;
+    if (const ExchangeResult r = wait(true); r != ExchangeResult::kReduced) return r;
     const uint64_t total = counts_host_.as<uint64_t>()[0];
     trainer_.scale_gradients(total > 0 ? 1.0f / float(total) : 0.0f);
     return ExchangeResult::kReduced;
@@ -112,7 +110,7 @@ class NcclGroup final : public GradientGroup {
  private:
   // Rank 0 makes the id and publishes it; the others wait for the id of its live
   // incarnation (group_rendezvous.h).
-  bool rendezvous(const GroupJoin& join) {
+  bool rendezvous() {
     if (rank_ == 0) {
       if (!call(ncclGetUniqueId(&id_), "ncclGetUniqueId")) return false;
       GroupId bytes;
@@ -127,7 +125,7 @@ class NcclGroup final : public GradientGroup {
         std::memcpy(&id_, bytes->data(), sizeof id_);
         return true;
       }
-      if (!join.keep_waiting()) return note_reason("the ring stopped before the group's id was published");
+      if (!keep_waiting_()) return note_reason("the ring stopped before the group's id was published");
       if (monotonic_ns() > deadline)
         return note_reason("no NCCL id to join within 300 s: " + rendezvous_->waiting_for());
       std::this_thread::sleep_for(std::chrono::milliseconds(spans_machines_ ? 50 : 5));
@@ -147,7 +145,7 @@ class NcclGroup final : public GradientGroup {
   }
 
   // A non-blocking ncclCommInitRankConfig, polled.
-  bool initialise(const GroupJoin& join) {
+  bool initialise() {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     const ncclResult_t started =
@@ -160,19 +158,19 @@ class NcclGroup final : public GradientGroup {
       if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return false;
       if (state == ncclSuccess) break;
       if (state != ncclInProgress) return call(state, "ncclCommInitRankConfig");
-      if (!join.keep_waiting()) return note_reason("the ring stopped while the NCCL group formed");
-      if (!peers_alive(join.peers)) return false;
+      if (!keep_waiting_()) return note_reason("the ring stopped while the NCCL group formed");
+      if (!peers_alive()) return false;
       if (monotonic_ns() > deadline) return note_reason("the NCCL group did not form within 300 s");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     // The group: these incarnations (of this machine's members). A later change of any breaks it.
-    for (uint32_t m = 0; m < local_members_; ++m) group_epochs_.push_back(join.peers(m).epoch);
+    for (uint32_t m = 0; m < local_members_; ++m) group_epochs_.push_back(peers_(m).epoch);
     return true;
   }
 
   // Members that loaded an older checkpoint than a peer leave and reload (first steps
   // differ); equal first steps mean the same loaded state.
-  bool agree_on_first_step(const GroupJoin& join) {
+  bool agree_on_first_step() {
     cudaStream_t stream = trainer_.stream();
     counts_host_.as<uint64_t>()[1] = first_step_;
     HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_.as<uint64_t>() + 1, counts_host_.as<uint64_t>() + 1,
@@ -181,10 +179,10 @@ class NcclGroup final : public GradientGroup {
                             ncclMax, comm_, stream),
               "ncclAllReduce"))
       return false;
-    if (wait(false, join.peers, join.keep_waiting) != ExchangeResult::kReduced) return false;
+    if (wait(false) != ExchangeResult::kReduced) return false;
     HSRING_CUDA_CHECK(cudaMemcpyAsync(counts_host_.as<uint64_t>() + 1, counts_.as<uint64_t>() + 1,
                                       sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
-    if (wait(true, join.peers, join.keep_waiting) != ExchangeResult::kReduced) return false;
+    if (wait(true) != ExchangeResult::kReduced) return false;
     const uint64_t newest = counts_host_.as<uint64_t>()[1];
     if (newest != first_step_) {
       note_reason("a peer loaded a newer checkpoint (it continues at step " + std::to_string(newest) +
@@ -199,19 +197,18 @@ class NcclGroup final : public GradientGroup {
   // Polls until the communicator's last operation was enqueued (a non-blocking
   // communicator reports ncclInProgress until then: nothing may be enqueued behind it
   // before) and, with `stream_too`, until the stream's work completed. kGroupRestart
-  // (after an abort) when a peer died or restarted or NCCL failed, kStopped when
-  // keep_waiting() says so.
-  ExchangeResult wait(bool stream_too, const PeerWatch& peers,
-                      const std::function<bool()>& keep_waiting) {
+  // (after an abort) when a peer died or restarted or NCCL failed, kStopped or
+  // kGroupStopped when a run stops (stop_requested()).
+  ExchangeResult wait(bool stream_too) {
     cudaStream_t stream = trainer_.stream();
     uint64_t next_check = monotonic_ns() + kPeerCheckNs;
     const uint64_t stall_limit = monotonic_ns() + kRemoteStallNs;
     while (true) {
       ncclResult_t state = ncclSuccess;
-      if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return fail(peers);
+      if (!call(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError")) return fail();
       if (state != ncclSuccess && state != ncclInProgress) {
         call(state, "the all-reduce");
-        return fail(peers);
+        return fail();
       }
       if (state == ncclSuccess) {
         if (!stream_too) return ExchangeResult::kReduced;
@@ -219,20 +216,13 @@ class NcclGroup final : public GradientGroup {
         if (done == cudaSuccess) return ExchangeResult::kReduced;
         if (done != cudaErrorNotReady) {
           note_reason(std::string("the GPU failed during the all-reduce: ") + cudaGetErrorString(done));
-          return fail(peers);
+          return fail();
         }
       }
       if (monotonic_ns() >= next_check) {
         next_check = monotonic_ns() + kPeerCheckNs;
-        if (!keep_waiting()) {
-          abort_comm();
-          return ExchangeResult::kStopped;
-        }
-        if (remote_stopped()) {
-          abort_comm();
-          return failure_ = ExchangeResult::kGroupStopped;
-        }
-        if (!peers_alive(peers)) return fail(peers);
+        if (const std::optional<ExchangeResult> stop = stop_requested()) return *stop;
+        if (!peers_alive()) return fail();
         if (spans_machines_ && monotonic_ns() > stall_limit) {
           note_reason("the all-reduce made no progress in 600 s: a member on another machine is "
                "unreachable");
@@ -248,11 +238,11 @@ class NcclGroup final : public GradientGroup {
   // this machine's members through the ring, the others through the rendezvous. While the
   // group forms, a local peer not seen alive yet is still starting (or in its restart
   // backoff): it is waited for; one seen alive that then dies or restarts breaks it.
-  bool peers_alive(const PeerWatch& peers) {
+  bool peers_alive() {
     if (seen_epochs_.empty()) seen_epochs_.assign(local_members_, 0);
     for (uint32_t m = 0; m < local_members_; ++m) {
       if (m == local_rank_) continue;
-      const PeerStatus p = peers(m);
+      const PeerStatus p = peers_(m);
       const uint32_t known = group_epochs_.empty() ? seen_epochs_[m] : group_epochs_[m];
       if (known == 0) {
         if (p.alive) seen_epochs_[m] = p.epoch;
@@ -272,24 +262,17 @@ class NcclGroup final : public GradientGroup {
   // peer's death), kFailed when every peer stays alive for kFailureGraceNs (NCCL itself
   // failed: a crash, so a failure that repeats stops the run instead of restarting the
   // group forever). Either way the group is left.
-  ExchangeResult fail(const PeerWatch& peers) {
+  ExchangeResult fail() {
     const std::string own_reason = reason_;
     reason_.clear();
-    bool peers_fine = peers_alive(peers);
+    bool peers_fine = peers_alive();
     if (peers_fine && !own_reason.empty()) {
       const uint64_t deadline = monotonic_ns() + kFailureGraceNs;
       while (peers_fine && monotonic_ns() < deadline) {
         // A drain here or on another machine: the peers may have stopped first.
-        if (!keep_waiting_()) {
-          abort_comm();
-          return failure_ = ExchangeResult::kStopped;
-        }
-        if (remote_stopped()) {
-          abort_comm();
-          return failure_ = ExchangeResult::kGroupStopped;
-        }
+        if (const std::optional<ExchangeResult> stop = stop_requested()) return *stop;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        peers_fine = peers_alive(peers);
+        peers_fine = peers_alive();
       }
     }
     if (peers_fine) reason_ = own_reason;
@@ -299,10 +282,18 @@ class NcclGroup final : public GradientGroup {
     return failure_;
   }
 
-  // True when another machine's run stopped the group (group_rendezvous.h).
-  bool remote_stopped() {
-    bool stopped = false;
-    return guarded([&] { stopped = rendezvous_->stopped(); }) && stopped;
+  // kStopped when this machine's ring drains, kGroupStopped when another machine's run
+  // ended the group (group_rendezvous.h), the communicator aborted either way; nullopt
+  // while the run goes on.
+  std::optional<ExchangeResult> stop_requested() {
+    if (!keep_waiting_()) {
+      abort_comm();
+      return failure_ = ExchangeResult::kStopped;
+    }
+    bool remote = false;
+    if (!guarded([&] { remote = rendezvous_->stopped(); }) || !remote) return std::nullopt;
+    abort_comm();
+    return failure_ = ExchangeResult::kGroupStopped;
   }
 
   // This member leaves a broken group: the communicator is aborted and members that see
@@ -340,7 +331,8 @@ class NcclGroup final : public GradientGroup {
   uint32_t local_members_, local_rank_;  // on this machine's ring
   bool spans_machines_;
   uint64_t first_step_;
-  std::function<bool()> keep_waiting_;
+  PeerWatch peers_;                     // this machine's members, by drafter index
+  std::function<bool()> keep_waiting_;  // false: the ring drains
   train::CudaTrainer& trainer_;
   gpu::DeviceBuffer counts_;      // uint64 [2]: counted tokens, first step
   gpu::PinnedBuffer counts_host_;

@@ -31,8 +31,7 @@ std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join
     throw std::runtime_error("drafters on several machines all-reduce with NCCL, which this "
                              "drafter cannot use (CPU mode, or a build without NCCL): run GPU "
                              "drafters from a CUDA build with NCCL, or train on one machine");
-  return open_shared_memory_group(join.ring.name(), join.ring.header().created_unix_ns,
-                                  join.members, join.rank, trainer(), join.epoch, join.first_step);
+  return open_shared_memory_group(join, trainer());
 }
 
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options) {

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/model_batch_check.h"
+#include "common/node_topology.h"
 #include "common/signals.h"
 #include "common/worker_main.h"
 #include "drafter_proc/drafter_worker.h"
@@ -100,6 +101,7 @@ void TrainingLoop::set_up() {
                                    : make_cpu_training_backend(trainer_options);
   local_rank_ = session_.identity().index - s.num_targets;
   rank_ = options_.node_rank * s.num_drafters + local_rank_;
+  check_node_topology({options_.nnodes, options_.node_rank, "flags"});
   if (options_.nnodes > 1 && options_.rendezvous_dir.empty())
     throw std::invalid_argument("--nnodes " + std::to_string(options_.nnodes) +
                                 " needs --rendezvous-dir: a folder every node sees");
@@ -174,7 +176,7 @@ ExchangeResult TrainingLoop::step(train::StepStats& stats) {
   const train::LossStats loss = backend_->compute_gradients();
   if (exchange_) {
     const ExchangeResult result =
-        exchange_->all_reduce(exchange_step_, loss.counted, peer_watch(), keep_waiting());
+        exchange_->all_reduce(exchange_step_, loss.counted);
     if (result != ExchangeResult::kReduced) return result;
     ++exchange_step_;
   }

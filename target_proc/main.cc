@@ -2,6 +2,8 @@
 // the target model's captured layers over token shards (--model, --data); a synthetic ring
 // gets verifiable synthetic states. On the CPU (no --gpu) the batch is written straight
 // into its slot; with --gpu N it runs the GPU pipeline (target_proc/gpu_pipeline.h).
+#include <stdexcept>
+
 #include "common/log.h"
 #include "common/node_topology.h"
 #include "common/worker_main.h"
@@ -56,9 +58,10 @@ int main(int argc, char** argv) {
     const RingShape& shape = session.ring().shape();
     const bool model_ring = shape.content == PayloadContent::kModel;
     data.data_offset = shape.data_offset;
-    if (data.node_rank >= data.nnodes) {
-      log_line("error: --node-rank " + std::to_string(data.node_rank) + " is not below --nnodes " +
-               std::to_string(data.nnodes));
+    try {
+      check_node_topology({data.nnodes, data.node_rank, "flags"});
+    } catch (const std::invalid_argument& e) {
+      log_line(std::string("error: ") + e.what());
       return int(kExitUsage);
     }
     if (model_ring == model_spec.empty()) {
