@@ -81,6 +81,16 @@ class MultiNodeTest : public LauncherTest {
   std::unique_ptr<crash::Spawned> node1_;
 };
 
+// The line of `log` that says its drafter left the group (printed, for the record), or ""
+// when none does.
+std::string group_leaving_line(const std::string& log, const std::string& node) {
+  const size_t at = log.find("leaving the drafter group");
+  if (at == std::string::npos) return "";
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  std::cout << "[ 2 nodes  ] " << node << ": " << line << std::endl;
+  return line;
+}
+
 // Node 1 learns its place from torchrun's variables, node 0 from its flags.
 TEST_F(MultiNodeTest, TwoNodesTrainOneModelThroughTheSharedFolder) {
   HSRING_REQUIRE_GPUS(1);
@@ -128,10 +138,7 @@ TEST_F(MultiNodeTest, AMemberKilledOnOneNodeRestartsTheGroupOnBoth) {
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   ASSERT_EQ(wait_node1(), 0) << node1_->stderr_text();
   const std::string log0 = launcher_->stderr_text(), log1 = node1_->stderr_text();
-  const size_t left = log0.find("leaving the drafter group");
-  ASSERT_NE(left, std::string::npos) << log0;
-  std::cout << "[ 2 nodes  ] node 0: " << log0.substr(left, log0.find('\n', left) - left)
-            << std::endl;
+  ASSERT_NE(group_leaving_line(log0, "node 0"), "") << log0;
   const Resumes resumed0 = resumes_in(log0), resumed1 = resumes_in(log1);
   EXPECT_FALSE(resumed0.steps.empty()) << log0;
   EXPECT_FALSE(resumed1.steps.empty()) << log1;
@@ -160,10 +167,7 @@ TEST_F(MultiNodeTest, AKilledLeaderRestartsTheGroupOnBoth) {
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   ASSERT_EQ(wait_node1(), 0) << node1_->stderr_text();
   const std::string log1 = node1_->stderr_text();
-  const size_t left = log1.find("leaving the drafter group");
-  ASSERT_NE(left, std::string::npos) << log1;
-  std::cout << "[ 2 nodes  ] node 1: " << log1.substr(left, log1.find('\n', left) - left)
-            << std::endl;
+  ASSERT_NE(group_leaving_line(log1, "node 1"), "") << log1;
   EXPECT_FALSE(resumes_in(launcher_->stderr_text()).steps.empty());
   EXPECT_FALSE(resumes_in(log1).steps.empty()) << log1;
   expect_data_intact();
