@@ -1,7 +1,13 @@
 #include "common/worker_main.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include "common/log.h"
 #include "common/profile_interval.h"
@@ -29,6 +35,31 @@ std::string worker_log_prefix(Role role, uint32_t index, int gpu, uint32_t epoch
   return prefix;
 }
 
+namespace {
+
+// Replaces this process with `program` from this program's own folder, same arguments.
+// Returns only when it could not: nullopt when the program is not there (this build has
+// no GPU workers), else the exit code after logging why.
+std::optional<int> exec_sibling(const std::string& program, int argc, char** argv) {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) {
+    log_line("error: cannot find this program's folder to start " + program + ": " +
+             error.message());
+    return kExitInternal;
+  }
+  std::string path = (self.parent_path() / program).string();
+  if (::access(path.c_str(), X_OK) != 0) return std::nullopt;
+  std::vector<char*> args(argv, argv + argc);
+  args[0] = path.data();
+  args.push_back(nullptr);
+  ::execv(path.c_str(), args.data());
+  log_line("error: cannot start " + path + ": " + std::strerror(errno));
+  return kExitInternal;
+}
+
+}  // namespace
+
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body) {
   app.add_option("--ring", flags.ring, "Name of the ring segment to attach to")->required();
@@ -43,11 +74,15 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
-  install_stop_handlers();
-  die_with_launcher();
   // The role's own --gpu, when it has one and it was given: CPU mode otherwise.
   const CLI::Option* gpu_flag = app.get_option_no_throw("--gpu");
   const int gpu = gpu_flag != nullptr && gpu_flag->count() > 0 ? gpu_flag->as<int>() : -1;
+  if (gpu >= 0 && !flags.gpu_program.empty()) {
+    if (const std::optional<int> failed = exec_sibling(flags.gpu_program, argc, argv))
+      return *failed;
+  }
+  install_stop_handlers();
+  die_with_launcher();
   set_log_prefix(worker_log_prefix(role, flags.index, gpu, 0));
   try {
     if (profile_flag->count() == 0) flags.profile_interval_s = profile_interval_from_env();

@@ -17,6 +17,11 @@ struct WorkerFlags {
   uint32_t index = 0;  // index within the role: target t, drafter d
   int lock_wait_ms = 2000;
   double profile_interval_s = 0;  // stage-timing log period; 0: off (common/profile_interval.h)
+  // Set by the CPU build of a worker program: the GPU build beside it (e.g.
+  // "hsring-target-gpu"), exec'd with the same arguments when --gpu is given, so the CPU
+  // build never loads a CUDA library. Where it does not exist (a build without CUDA) the
+  // CPU build runs on and refuses the GPU itself.
+  std::string gpu_program;
 };
 
 // The log prefix of a worker: "target 0 gpu 3 epoch 2"; "drafter 1 epoch 4" in CPU mode
@@ -46,7 +51,8 @@ enum WorkerExit : int {
 std::optional<int> run_worker_setup(const std::function<void()>& setup);
 
 // Parses `app` (which already holds the role's own flags, `--gpu` among them when the
-// role can run on one), then runs `body` with a started session whose profile log is on
+// role can run on one), execs flags.gpu_program when --gpu is given and it is set, then runs
+// `body` with a started session whose profile log is on
 // when --profile-interval (or HSRING_PROFILE_INTERVAL) asks. Returns the exit code.
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body);

@@ -1,7 +1,8 @@
 // hsring-drafter: one drafter process. On a ring of model batches it trains the drafter
 // (drafter_proc/training_drafter.h), on the CPU or, with --gpu N, on that GPU. On a
 // synthetic ring it verifies every batch it consumes: on the host in CPU mode, on its GPU
-// with --gpu N (gpu_drafter_worker.h).
+// with --gpu N (gpu_drafter_worker.h). Built twice, like hsring-target: hsring-drafter
+// (CPU only) and hsring-drafter-gpu (CUDA builds), exec'd by the former for --gpu.
 #include <stdexcept>
 
 #include "common/log.h"
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
   using namespace hsring;
   CLI::App app{"hsring drafter worker: consumes hidden states from a ring", "hsring-drafter"};
   WorkerFlags flags;
+#if !HSRING_HAVE_CUDA
+  flags.gpu_program = "hsring-drafter-gpu";  // this is the CPU build: GPU workers are that program
+#endif
   DrafterOptions options;
   int gpu = -1;
   double noise_std = 0;

@@ -24,8 +24,12 @@ std::string exact(double value) {
 std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint32_t index,
                                      int gpu, const std::string& bin_dir) {
   const bool target = role == Role::kTarget;
-  std::vector<std::string> argv = {bin_dir + (target ? "/hsring-target" : "/hsring-drafter"),
-                                   "--ring", options.ring, "--index", std::to_string(index)};
+  // GPU workers are their own programs: the CPU ones load no CUDA library (target_proc/
+  // CMakeLists.txt says why).
+  std::string program = bin_dir + (target ? "/hsring-target" : "/hsring-drafter");
+  if (gpu >= 0) program += "-gpu";
+  std::vector<std::string> argv = {program, "--ring", options.ring, "--index",
+                                   std::to_string(index)};
   if (gpu >= 0) argv.insert(argv.end(), {"--gpu", std::to_string(gpu)});
   if (target && runs_model(options)) {
     argv.insert(argv.end(), {"--model", options.model, "--model-seed",

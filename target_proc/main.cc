@@ -2,6 +2,8 @@
 // the target model's captured layers over token shards (--model, --data); a synthetic ring
 // gets verifiable synthetic states. On the CPU (no --gpu) the batch is written straight
 // into its slot; with --gpu N it runs the GPU pipeline (target_proc/gpu_pipeline.h).
+// Built twice: hsring-target (CPU only, no CUDA library loaded) and, in CUDA builds,
+// hsring-target-gpu, which the CPU build execs when --gpu is given.
 #include <stdexcept>
 
 #include "common/log.h"
@@ -18,6 +20,9 @@ int main(int argc, char** argv) {
   using namespace hsring;
   CLI::App app{"hsring target worker: produces hidden states into a ring", "hsring-target"};
   WorkerFlags flags;
+#if !HSRING_HAVE_CUDA
+  flags.gpu_program = "hsring-target-gpu";  // this is the CPU build: GPU workers are that program
+#endif
   TargetOptions options;
   int gpu = -1;
   uint32_t postprocess_depth = 1;

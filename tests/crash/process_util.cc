@@ -225,7 +225,8 @@ std::vector<WorkerProcess> find_workers(pid_t launcher) {
     const std::vector<std::string> args =
         split_nul(read_file("/proc/" + std::to_string(pid) + "/cmdline"));
     if (args.empty()) continue;
-    const std::string program = std::filesystem::path(args[0]).filename().string();
+    std::string program = std::filesystem::path(args[0]).filename().string();
+    if (program.ends_with("-gpu")) program.resize(program.size() - 4);  // the GPU builds
     WorkerProcess worker;
     if (program == "hsring-target") {
       worker.role = "target";

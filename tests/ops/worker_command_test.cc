@@ -51,5 +51,14 @@ TEST(WorkerCommandTest, OneMachinePassesNoneOfIt) {
   }
 }
 
+// A CPU worker is the program that loads no CUDA library; a GPU worker is the GPU build.
+TEST(WorkerCommandTest, GpuWorkersRunTheGpuBuildOfEachProgram) {
+  const RunOptions o = model_run();
+  EXPECT_EQ(worker_argv(o, Role::kTarget, 0, -1, "/bin")[0], "/bin/hsring-target");
+  EXPECT_EQ(worker_argv(o, Role::kDrafter, 0, -1, "/bin")[0], "/bin/hsring-drafter");
+  EXPECT_EQ(worker_argv(o, Role::kTarget, 0, 3, "/bin")[0], "/bin/hsring-target-gpu");
+  EXPECT_EQ(worker_argv(o, Role::kDrafter, 1, 0, "/bin")[0], "/bin/hsring-drafter-gpu");
+}
+
 }  // namespace
 }  // namespace hsring
