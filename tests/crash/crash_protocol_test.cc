@@ -509,8 +509,7 @@ void run_crash_case(const CrashCase& c) {
     std::cout << "[ starved  ] " << harness.kills() << " kills in " << harness.kill_phase_s()
               << " s covered " << harness.consumed_in_kill_phase() << " of " << limit
               << " batches; windows hit: writing " << held[kHeldWriting] << ", reading "
-              << held[kHeldReading] << " (the case asks " << c.min_kills << " kills)"
-              << std::endl;
+              << held[kHeldReading] << " (the case asks " << c.min_kills << " kills)" << std::endl;
     return;
   }
   EXPECT_GE(harness.kills(), c.min_kills);
