@@ -111,7 +111,14 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
     set_log_prefix(worker_log_prefix(role, flags.index, gpu, session->identity().epoch));
     if (flags.profile_interval_s > 0)
       session->enable_profile(uint64_t(flags.profile_interval_s * 1e9), log_line);
-    return body(*session);
+    const std::string ring_name = flags.ring;
+    session->on_ring_damage([ring_name](const std::string& damage) {
+      log_line("error: ring '" + ring_name + "' changed under the run (" + damage +
+               "): another process wrote into the segment; stopping");
+      request_stop();
+    });
+    const int code = body(*session);
+    return session->ring_damaged() ? int(kExitRingError) : code;
   } catch (const RingError& e) {
     log_line(std::string("error: ") + e.what());
     return kExitRingError;

@@ -343,6 +343,14 @@ int Supervisor::run() {
     restart_due_workers();
     print_progress();
     if (stop_condition_met() || group_stopped_) break;
+    // Everything here reads the validated copy of the header, so a writer cannot steer
+    // the launcher outside the mapping; but the run's promise no longer holds: stop it.
+    ring_damage_ = ring_->check_intact();
+    if (!ring_damage_.empty()) {
+      log_line("error: ring '" + options_.ring + "' changed under the run (" + ring_damage_ +
+               "): another process wrote into the segment; draining the run");
+      break;
+    }
   }
   drain();
   const double wall = double(monotonic_ns() - started_ns_) / 1e9;
@@ -353,6 +361,11 @@ int Supervisor::run() {
   if (crash_loop_) {
     log_line("error: " + crash_loop_message_);
     return kRunCrashLoop;
+  }
+  if (!ring_damage_.empty()) {
+    log_line("error: the run stopped because its ring was changed by another process (" +
+             ring_damage_ + "); start a new run (a fresh ring)");
+    return kRunRingDamaged;
   }
   if (!summary.data_intact()) {
     log_line("error: batches were torn, lost or duplicated; the run failed its promise");

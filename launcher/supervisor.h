@@ -24,6 +24,9 @@ enum RunExit : int {
   kRunUsage = 2,
   kRunCrashLoop = 3,
   kRunSetupError = 4,
+  // Another process changed the ring's header or truncated it while the run was live:
+  // the run stopped (drained) with what was consumed so far accounted.
+  kRunRingDamaged = 5,
 };
 
 struct TrainingPlan;
@@ -75,6 +78,7 @@ class Supervisor {
   uint32_t restarts_drafter_ = 0;
   uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
   bool group_stopped_ = false;   // another machine's run ended the drafter group
+  std::string ring_damage_;      // what Ring::check_intact() found; "" while intact
 };
 
 }  // namespace hsring

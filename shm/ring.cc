@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "common/clock.h"
+#include "shm/bus_guard.h"
 
 namespace hsring {
 
@@ -144,7 +146,7 @@ RingLayout compute_layout(const RingShape& s) {
   return l;
 }
 
-void validate_segment(const std::byte* base, size_t size, const std::string& name) {
+RingGeometry validate_segment(const std::byte* base, size_t size, const std::string& name) {
   const std::string ring = "ring '" + name + "'";
   if (size < sizeof(RingHeader)) {
     throw RingError(RingErrc::kTruncated, ring + " is truncated: " + std::to_string(size) +
@@ -187,17 +189,108 @@ void validate_segment(const std::byte* base, size_t size, const std::string& nam
                         " bytes, the segment has " + std::to_string(size) +
                         "; remove it with `hsring ring remove " + name + "`");
   }
+  return RingGeometry{h.shape, h.layout, h.creator_uid};
 }
 
-Ring::Ring(std::string name, std::unique_ptr<Segment> segment, bool writable)
+namespace {
+
+// One immutable header field, as kept and as it is now.
+struct FieldValue {
+  std::string name;
+  uint64_t kept;
+  uint64_t live;
+};
+
+// Every immutable field of the header, named, kept against live.
+std::vector<FieldValue> immutable_fields(const RingGeometry& kept, const RingHeader& live) {
+  const RingShape& a = kept.shape;
+  const RingShape& b = live.shape;
+  std::vector<FieldValue> f = {
+      {"version", kRingVersion, live.version},
+      {"header_size", sizeof(RingHeader), live.header_size},
+      {"creator_uid", kept.creator_uid, live.creator_uid},
+      {"slot_count", a.slot_count, b.slot_count},
+      {"max_tokens", a.max_tokens, b.max_tokens},
+      {"hidden_size", a.hidden_size, b.hidden_size},
+      {"num_layers", a.num_layers, b.num_layers},
+      {"dtype", uint32_t(a.dtype), uint32_t(b.dtype)},
+      {"split_layers", a.split_layers, b.split_layers},
+      {"num_targets", a.num_targets, b.num_targets},
+      {"num_drafters", a.num_drafters, b.num_drafters},
+      {"hs_min_ready", a.hs_min_ready, b.hs_min_ready},
+      {"content", uint32_t(a.content), uint32_t(b.content)},
+      {"vocab_size", a.vocab_size, b.vocab_size},
+      {"reserved", a.reserved, b.reserved},
+      {"batch_limit", a.batch_limit, b.batch_limit},
+      {"ledger_capacity", a.ledger_capacity, b.ledger_capacity},
+      {"data_offset", a.data_offset, b.data_offset},
+  };
+  for (uint32_t k = 0; k < kMaxCapturedLayers; ++k)
+    f.push_back({"layer_ids[" + std::to_string(k) + "]", uint32_t(a.layer_ids[k]),
+                 uint32_t(b.layer_ids[k])});
+  const RingLayout& x = kept.layout;
+  const RingLayout& y = live.layout;
+  f.insert(f.end(),
+           {
+               {"process_table_offset", x.process_table_offset, y.process_table_offset},
+               {"target_progress_offset", x.target_progress_offset, y.target_progress_offset},
+               {"ledger_offset", x.ledger_offset, y.ledger_offset},
+               {"slot_headers_offset", x.slot_headers_offset, y.slot_headers_offset},
+               {"payload_offset", x.payload_offset, y.payload_offset},
+               {"total_size", x.total_size, y.total_size},
+               {"stride", x.slot.stride, y.slot.stride},
+               {"layer_bytes", x.slot.layer_bytes, y.slot.layer_bytes},
+               {"tokens_offset", x.slot.tokens_offset, y.slot.tokens_offset},
+               {"positions_offset", x.slot.positions_offset, y.slot.positions_offset},
+               {"doc_offsets_offset", x.slot.doc_offsets_offset, y.slot.doc_offsets_offset},
+               {"labels_offset", x.slot.labels_offset, y.slot.labels_offset},
+           });
+  for (uint32_t k = 0; k < kMaxCapturedLayers; ++k)
+    f.push_back({"layer_offset[" + std::to_string(k) + "]", x.slot.layer_offset[k],
+                 y.slot.layer_offset[k]});
+  return f;
+}
+
+}  // namespace
+
+std::string Ring::check_intact() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && uint64_t(st.st_size) < layout().total_size)
+    return "the segment was truncated to " + std::to_string(st.st_size) +
+           " bytes while live; it needs " + std::to_string(layout().total_size);
+  // Plain bytes, like validate_segment: a writer may be changing them as we copy.
+  alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
+  std::memcpy(copy, base_, sizeof(RingHeader));
+  const auto& live = *reinterpret_cast<const RingHeader*>(copy);
+  uint64_t magic;
+  std::memcpy(&magic, copy, sizeof magic);
+  if (magic != kRingMagic) return "its magic was overwritten while live";
+  // The common case, without building the named list.
+  if (std::memcmp(&live.shape, &geometry_.shape, sizeof(RingShape)) == 0 &&
+      std::memcmp(&live.layout, &geometry_.layout, sizeof(RingLayout)) == 0 &&
+      live.version == kRingVersion && live.header_size == sizeof(RingHeader) &&
+      live.creator_uid == geometry_.creator_uid)
+    return "";
+  for (const FieldValue& field : immutable_fields(geometry_, live)) {
+    if (field.kept != field.live)
+      return field.name + " was " + std::to_string(field.kept) + ", is now " +
+             std::to_string(field.live);
+  }
+  return "";
+}
+
+Ring::Ring(std::string name, std::unique_ptr<Segment> segment, bool writable, RingGeometry geometry)
     : name_(std::move(name)),
+      geometry_(geometry),
       segment_(std::move(segment)),
       fd_(segment_->shm.get_mapping_handle().handle),
       base_(static_cast<std::byte*>(segment_->region.get_address())),
       size_(segment_->region.get_size()),
-      writable_(writable) {}
+      writable_(writable) {
+  guard_mapping(base_, size_, name_);
+}
 
-Ring::~Ring() = default;
+Ring::~Ring() { unguard_mapping(base_); }
 
 std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& shape) {
   if (std::string why = validate_shape(shape); !why.empty()) {
@@ -237,7 +330,8 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
     bip::shared_memory_object::remove(name.c_str());
     rethrow_boost(e, name, "map");
   }
-  auto ring = std::unique_ptr<Ring>(new Ring(name, std::move(segment), true));
+  auto ring = std::unique_ptr<Ring>(
+      new Ring(name, std::move(segment), true, RingGeometry{shape, layout, ::geteuid()}));
 
   // Fresh tmpfs pages are zero, and zero is a valid value of every atomic here (lock-free
   // atomics are plain words), so only non-zero fields need writing.
@@ -292,8 +386,8 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
   auto* base = static_cast<const std::byte*>(segment->region.get_address());
   // SYNC POINT READ: pairs with the creator's release store of the magic.
   (void)reinterpret_cast<const RingHeader*>(base)->magic.load(std::memory_order_acquire);
-  validate_segment(base, size, name);
-  return std::unique_ptr<Ring>(new Ring(name, std::move(segment), writable));
+  const RingGeometry geometry = validate_segment(base, size, name);
+  return std::unique_ptr<Ring>(new Ring(name, std::move(segment), writable, geometry));
 }
 
 bool Ring::remove(const std::string& name) {

@@ -1,6 +1,11 @@
 // A mapped ring segment: creation, validated attachment and removal, and typed access to
 // its regions. Construction goes through factories that throw RingError, so an invalid
-// Ring never exists (DESIGN.md invariant 7).
+// Ring never exists (docs/ring-protocol.md, invariant 7: nothing in the segment is trusted).
+//
+// The immutable header fields (shape, layout, creator) are validated once, at attach, and
+// kept in process memory: every offset and bound this class hands out comes from that copy,
+// so a process that rewrites the live header later cannot move a pointer outside the
+// mapping. check_intact() tells when the live header no longer equals the copy.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +21,17 @@ namespace hsring {
 std::string validate_shape(const RingShape& shape);
 // The layout that a valid shape implies. REQUIRES: validate_shape(shape).empty().
 RingLayout compute_layout(const RingShape& shape);
-// Checks the bytes of a would-be segment of `size` bytes created by `owner_uid`; throws
-// RingError naming the first problem. Reads only what it has checked it may read.
-void validate_segment(const std::byte* base, size_t size, const std::string& name);
+// What a segment's header fixes for its whole life, validated.
+struct RingGeometry {
+  RingShape shape;
+  RingLayout layout;
+  uint32_t creator_uid = 0;
+};
+
+// Checks the bytes of a would-be segment of `size` bytes; throws RingError naming the
+// first problem. Reads only what it has checked it may read, from one copy of the header,
+// and returns what it validated in that copy.
+RingGeometry validate_segment(const std::byte* base, size_t size, const std::string& name);
 
 class Ring {
  public:
@@ -40,11 +53,19 @@ class Ring {
 
   const std::string& name() const { return name_; }
   bool writable() const { return writable_; }
+  // The live header: its atomics (run state, futexes, counters) are shared state. Its
+  // immutable fields are read through shape() and layout(), never here.
   RingHeader& header() const { return *reinterpret_cast<RingHeader*>(base_); }
-  const RingShape& shape() const { return header().shape; }
-  const RingLayout& layout() const { return header().layout; }
+  // The validated copies (see above).
+  const RingShape& shape() const { return geometry_.shape; }
+  const RingLayout& layout() const { return geometry_.layout; }
   uint32_t slot_count() const { return shape().slot_count; }
   uint32_t process_count() const { return shape().num_targets + shape().num_drafters; }
+  // "" while the live header's immutable fields equal the copy and the segment still has
+  // its size; else what changed ("slot_count was 16, is now 994"; "the segment was
+  // truncated to 4096 bytes, it needs 1052672"). A system call (fstat) and a compare:
+  // for a periodic check (heartbeats, the launcher's loop), not for hot paths.
+  std::string check_intact() const;
   std::byte* base() const { return base_; }
   size_t size() const { return size_; }
   // The segment's descriptor: its open-file-description locks carry liveness.
@@ -84,9 +105,10 @@ class Ring {
 
  private:
   struct Segment;  // the Boost.Interprocess objects behind the mapping
-  Ring(std::string name, std::unique_ptr<Segment> segment, bool writable);
+  Ring(std::string name, std::unique_ptr<Segment> segment, bool writable, RingGeometry geometry);
 
   std::string name_;
+  RingGeometry geometry_;
   std::unique_ptr<Segment> segment_;
   int fd_;
   std::byte* base_;

@@ -82,10 +82,19 @@ void WorkerSession::heartbeat() {
                         due, now + kPeerRecoveryPeriodNs, std::memory_order_relaxed)) {
     const RecoveryStats stats = recover_dead_owners(*ring_);
     entry().recovered.fetch_add(stats.total(), std::memory_order_relaxed);
+    // Only the elected caller gets here, once a period: exchange() then reports once.
+    if (std::string damage = ring_->check_intact();
+        !damage.empty() && !ring_damaged_.exchange(true, std::memory_order_relaxed) &&
+        damage_handler_)
+      damage_handler_(damage);
   }
   // Relaxed: a stale value only delays or repeats the test; log_profile re-checks it
   // under its mutex.
   if (now >= next_profile_ns_.load(std::memory_order_relaxed)) log_profile(now);
+}
+
+void WorkerSession::on_ring_damage(std::function<void(const std::string&)> handler) {
+  damage_handler_ = std::move(handler);
 }
 
 void WorkerSession::enable_profile(uint64_t period_ns,

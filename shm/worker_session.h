@@ -35,8 +35,18 @@ class WorkerSession {
   // Records the state; kRunning also tells systemd READY=1.
   void set_state(ProcessState state);
   // Marks progress: heartbeat time, systemd watchdog, (once a second) recovery of dead
-  // peers' slots, and (once a profile period) the profile line.
+  // peers' slots and the check that the ring is intact, and (once a profile period) the
+  // profile line.
   void heartbeat();
+
+  // `handler` is called once, from heartbeat(), when Ring::check_intact() finds that the
+  // live header no longer equals what was validated at attach, or the segment shrank:
+  // another process wrote into it. The worker goes on with its own validated copy (no
+  // pointer it computes leaves the mapping) and should stop.
+  // REQUIRES: no other thread calls heartbeat() yet (the loops have not started).
+  void on_ring_damage(std::function<void(const std::string&)> handler);
+  // True once heartbeat() found the ring damaged.
+  bool ring_damaged() const { return ring_damaged_.load(std::memory_order_relaxed); }
 
   // From now on, once every `period_ns`, heartbeat() hands `sink` one line with this
   // worker's stage timings over the period (format_stage_profile): read from the
@@ -53,6 +63,8 @@ class WorkerSession {
   static constexpr uint64_t kPeerRecoveryPeriodNs = 1'000'000'000;
   // Atomic: heartbeat() may be called from a worker's loop and its helper threads.
   std::atomic<uint64_t> next_peer_recovery_ns_{0};
+  std::function<void(const std::string&)> damage_handler_;  // set before the loops start
+  std::atomic<bool> ring_damaged_{false};
 
   // Profile log. Thread safety: period and sink are set before the loops start and only
   // read after. next_profile_ns_ is the fast-path test (a relaxed load per heartbeat);

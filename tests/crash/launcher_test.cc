@@ -423,5 +423,76 @@ TEST_F(LauncherTest, RunOnExistingRingFailsAndLeavesItUntouched) {
       << "the failed run wrote to the existing segment";
 }
 
+// (h) Untrusted memory: a same-uid process writes random values into a live ring's slot
+// headers, slot words, process table, target progress and ledger for seconds, while
+// `hsring status` reads it; then into one immutable header field. No process (launcher,
+// workers, status) may die by a signal; the header write ends the run with exit 5, naming
+// the field (docs/ring-protocol.md, "Untrusted memory").
+TEST_F(LauncherTest, RandomWritesIntoALiveSegmentKillNoProcessBySignal) {
+  start_run({"--max-restarts", "100000", "--seconds", "120"});
+  ASSERT_TRUE(wait_for_consumed(20)) << launcher_->stderr_text();
+  std::unique_ptr<Ring> ring = Ring::attach(ring_);
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // A random word at a random 4- or 8-byte aligned place of a region of the ring.
+  auto scribble = [&](std::byte* base, size_t bytes) {
+    if (rng() % 2) {
+      const size_t at = (rng() % (bytes / 8)) * 8;
+      const uint64_t value = rng() % 4 ? rng() : uint64_t(rng() % 8);  // small values too
+      std::memcpy(base + at, &value, 8);
+    } else {
+      const size_t at = (rng() % (bytes / 4)) * 4;
+      const uint32_t value = rng() % 4 ? uint32_t(rng()) : uint32_t(rng() % 8);
+      std::memcpy(base + at, &value, 4);
+    }
+  };
+  const RingLayout& l = ring->layout();
+  const RingShape& shape = ring->shape();
+  struct Region {
+    size_t offset, bytes;
+  };
+  const Region tables[] = {
+      {l.process_table_offset, sizeof(ProcessEntry) * ring->process_count()},
+      {l.target_progress_offset, sizeof(TargetProgress) * shape.num_targets},
+      {l.ledger_offset, sizeof(LedgerEntry) * std::min<uint64_t>(shape.ledger_capacity, 4096)},
+      {l.slot_headers_offset, sizeof(SlotHeader) * shape.slot_count},
+  };
+  uint32_t writes = 0, status_runs = 0;
+  const auto until = Clock::now() + Millis(6000);
+  while (Clock::now() < until && !launcher_->wait(Millis(0))) {
+    for (int i = 0; i < 200; ++i) {
+      const Region& r = tables[rng() % std::size(tables)];
+      scribble(ring->base() + r.offset, r.bytes);
+      ++writes;
+    }
+    const crash::CommandResult status =
+        crash::run_command({hsring(), "status", "--ring", ring_, "--json"}, Millis(10000));
+    ++status_runs;
+    EXPECT_NE(status.exit_code, -1) << "status died by a signal:\n" << status.err;
+    std::this_thread::sleep_for(Millis(20));
+  }
+  // Then one immutable header field: the run must notice and stop.
+  const uint32_t bogus_slots = shape.slot_count + 978;
+  std::memcpy(
+      reinterpret_cast<std::byte*>(&ring->header()) + offsetof(RingHeader, shape.slot_count),
+      &bogus_slots, sizeof bogus_slots);
+  const int code = wait_launcher();
+  const std::string log = launcher_->stderr_text();
+  std::cout << "[ tamper   ] " << writes << " random writes, " << status_runs
+            << " status runs; launcher exit " << code << std::endl;
+  for (const char* signal_death : {"killed by SIGSEGV", "killed by SIGBUS", "killed by SIGFPE",
+                                   "killed by SIGILL", "killed by SIGABRT"})
+    EXPECT_EQ(log.find(signal_death), std::string::npos) << log;
+  EXPECT_EQ(code, 5) << log;
+  if (::testing::Test::HasFailure()) std::cout << log;
+  EXPECT_NE(log.find("slot_count was " + std::to_string(shape.slot_count) + ", is now " +
+                     std::to_string(bogus_slots)),
+            std::string::npos)
+      << log;
+  ring.reset();
+  expect_cleaned_up();
+}
+
 }  // namespace
 }  // namespace hsring
