@@ -31,8 +31,8 @@ struct DflashBatch {
   std::span<const int32_t> tokens;       // [T] input tokens, in [0, V)
   std::span<const int32_t> positions;    // [T] RoPE positions, >= 0
   std::span<const int32_t> doc_offsets;  // [D + 1] cu_seqlens: 0 = o_0 < ... < o_D = T
-  std::span<const int32_t> labels;       // [T] target's greedy next token after row t; < 0: ignored
-  std::span<const int32_t> anchors;  // [NB] each block's anchor row (anchor_fits in its document)
+  std::span<const int32_t> labels;       // [T] greedy next token after row t; < 0: ignored
+  std::span<const int32_t> anchors;      // [NB] anchor rows (anchor_fits in their document)
 
   size_t rows() const { return tokens.size(); }
 };
