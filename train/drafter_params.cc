@@ -83,20 +83,30 @@ void init_drafter_params(const DrafterConfig& config, const ParamLayout& layout,
                              std::to_string(config.width) + "] head needs " +
                              std::to_string(t.size));
       std::copy(init.lm_head.begin(), init.lm_head.end(), data);
-    } else if (t.shape.size() == 1) {
-      std::fill(data, data + t.size, Real(1));
     } else if (t.name == "embed_tokens.weight") {
       for (size_t i = 0; i < t.size; ++i) data[i] = Real(1.7320508f * unit_uniform(state));
     } else {
-      const float bound = 1.0f / std::sqrt(float(t.shape[1]));
-      for (size_t i = 0; i < t.size; ++i) data[i] = Real(bound * unit_uniform(state));
+      init_param_tensor(t, init.seed, data);
     }
   }
+}
+
+template <class Real>
+void init_param_tensor(const ParamInfo& t, uint64_t seed, Real* data) {
+  if (t.shape.size() == 1) {
+    std::fill(data, data + t.size, Real(1));
+    return;
+  }
+  uint64_t state = mix64(seed ^ fnv1a(t.name));
+  const float bound = 1.0f / std::sqrt(float(t.shape[1]));
+  for (size_t i = 0; i < t.size; ++i) data[i] = Real(bound * unit_uniform(state));
 }
 
 template void init_drafter_params(const DrafterConfig&, const ParamLayout&, const DrafterInit&,
                                   std::span<float>);
 template void init_drafter_params(const DrafterConfig&, const ParamLayout&, const DrafterInit&,
                                   std::span<double>);
+template void init_param_tensor(const ParamInfo&, uint64_t, float*);
+template void init_param_tensor(const ParamInfo&, uint64_t, double*);
 
 }  // namespace hsring::train

@@ -59,4 +59,10 @@ template <class Real>
 void init_drafter_params(const DrafterConfig& config, const ParamLayout& layout,
                          const DrafterInit& init, std::span<Real> params);
 
+// The default initialisation of one tensor (t.size values at data), a pure function of
+// (seed, t.name): 1 for a norm weight (1-D), uniform in +-1/sqrt(fan_in) for a Linear
+// weight [out, in]. Every drafter layout initialises its ordinary tensors with this.
+template <class Real>
+void init_param_tensor(const ParamInfo& t, uint64_t seed, Real* data);
+
 }  // namespace hsring::train

@@ -1,0 +1,71 @@
+#include "train/dflash_blocks.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/random.h"
+#include "model/model_error.h"
+
+namespace hsring::train {
+
+namespace {
+
+void check_documents(std::span<const int32_t> doc_offsets, size_t rows, uint32_t block_size) {
+  const auto bad = [](const std::string& what) {
+    throw ModelError(ModelErrc::kBadInput, "dflash anchors: " + what);
+  };
+  if (block_size < 2) bad("block_size must be at least 2");
+  if (doc_offsets.size() < 2 || doc_offsets.front() != 0 || size_t(doc_offsets.back()) != rows)
+    bad("doc_offsets must run from 0 to the label count " + std::to_string(rows));
+  for (size_t d = 1; d < doc_offsets.size(); ++d)
+    if (doc_offsets[d] <= doc_offsets[d - 1])
+      bad("doc_offsets must increase strictly (entry " + std::to_string(d) + " is " +
+          std::to_string(doc_offsets[d]) + ")");
+}
+
+}  // namespace
+
+std::vector<int32_t> anchor_candidates(std::span<const int32_t> doc_offsets,
+                                       std::span<const int32_t> labels, uint32_t block_size) {
+  check_documents(doc_offsets, labels.size(), block_size);
+  // counted_before[t]: counted labels among rows [0, t), so a window's count is a difference.
+  std::vector<size_t> counted_before(labels.size() + 1, 0);
+  for (size_t t = 0; t < labels.size(); ++t)
+    counted_before[t + 1] = counted_before[t] + (labels[t] >= 0 ? 1 : 0);
+  std::vector<int32_t> out;
+  for (size_t d = 0; d + 1 < doc_offsets.size(); ++d) {
+    const int64_t s = doc_offsets[d], e = doc_offsets[d + 1];
+    for (int64_t a = s + 1; anchor_fits(a, s, e, block_size); ++a) {
+      const size_t first = dflash_label_row(size_t(a), 1);
+      const size_t last = dflash_label_row(size_t(a), block_size - 1);
+      if (counted_before[last + 1] > counted_before[first]) out.push_back(int32_t(a));
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> sample_anchors(std::span<const int32_t> doc_offsets,
+                                    std::span<const int32_t> labels, uint32_t block_size,
+                                    size_t count, uint64_t seed) {
+  std::vector<int32_t> all = anchor_candidates(doc_offsets, labels, block_size);
+  if (count >= all.size()) return all;
+  // Partial Fisher-Yates: the first `count` entries are a uniform sample without repeats.
+  uint64_t state = mix64(seed ^ 0xA2C402A2C402ull);
+  for (size_t i = 0; i < count; ++i)
+    std::swap(all[i], all[i + splitmix64(state) % (all.size() - i)]);
+  all.resize(count);
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+size_t default_anchor_count(size_t tokens) { return std::max<size_t>(1, tokens * 512 / 16384); }
+
+size_t accepted_prefix(std::span<const int32_t> labels, std::span<const int32_t> predictions) {
+  size_t accepted = 0;
+  while (accepted < labels.size() && labels[accepted] >= 0 &&
+         predictions[accepted] == labels[accepted])
+    ++accepted;
+  return accepted;
+}
+
+}  // namespace hsring::train

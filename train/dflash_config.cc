@@ -1,0 +1,97 @@
+#include "train/dflash_config.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "model/model_error.h"
+
+namespace hsring::train {
+
+namespace {
+
+std::string number(double value) {
+  std::string text = std::to_string(value);
+  while (!text.empty() && text.back() == '0') text.pop_back();
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+std::string validate_dflash_config(const DflashConfig& c) {
+  for (const auto& [value, name] : {std::pair{c.num_captured, "num_captured (K)"},
+                                    {c.target_hidden, "target_hidden (H)"},
+                                    {c.num_layers, "num_layers"},
+                                    {c.num_heads, "num_heads"},
+                                    {c.num_kv_heads, "num_kv_heads"},
+                                    {c.head_dim, "head_dim"},
+                                    {c.intermediate_size, "intermediate_size"},
+                                    {c.vocab_size, "vocab_size"}}) {
+    if (value == 0) return std::string(name) + " must be positive";
+  }
+  if (c.num_heads % c.num_kv_heads != 0)
+    return "num_heads (" + std::to_string(c.num_heads) + ") must be a multiple of num_kv_heads (" +
+           std::to_string(c.num_kv_heads) + ")";
+  if (c.head_dim % 2 != 0)
+    return "head_dim (" + std::to_string(c.head_dim) + ") must be even for RoPE";
+  if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta))
+    return "rope_theta must be a finite number above 1, not " + number(c.rope_theta);
+  if (!(c.rms_norm_eps > 0.0) || !std::isfinite(c.rms_norm_eps))
+    return "rms_norm_eps must be a finite positive number, not " + number(c.rms_norm_eps);
+  if (c.vocab_size > uint32_t(std::numeric_limits<int32_t>::max()))
+    return "vocab_size must fit int32 labels";
+  if (c.block_size < 2 || c.block_size > 4096)
+    return "block_size must be in [2, 4096] (an anchor and at least one masked position), not " +
+           std::to_string(c.block_size);
+  if (c.mask_token_id < 0 || uint32_t(c.mask_token_id) >= c.vocab_size)
+    return "mask_token_id " + std::to_string(c.mask_token_id) + " is outside the vocabulary of " +
+           std::to_string(c.vocab_size);
+  if (!(c.loss_gamma > 0.0) || !std::isfinite(c.loss_gamma))
+    return "loss_gamma must be a finite positive number, not " + number(c.loss_gamma);
+  if (c.num_layers > 1024) return "num_layers must be at most 1024";
+  // Every tensor is indexed with size_t and shaped in int64: keep each far below both.
+  constexpr uint64_t kMaxTensor = uint64_t(1) << 40;
+  const uint64_t d = c.width();
+  if (uint64_t(c.feature_dim()) * d > kMaxTensor || uint64_t(c.vocab_size) * d > kMaxTensor ||
+      uint64_t(c.intermediate_size) * d > kMaxTensor || uint64_t(c.q_dim()) * d > kMaxTensor)
+    return "the config's tensors are too large";
+  return "";
+}
+
+void check_dflash_config(const DflashConfig& config) {
+  if (std::string why = validate_dflash_config(config); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "dflash config: " + why);
+}
+
+DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captured,
+                                   uint32_t num_layers) {
+  if (std::string why = validate_config(target); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "target model '" + target.name + "': " + why);
+  DflashConfig c;
+  c.num_captured = num_captured;
+  c.target_hidden = target.hidden_size;
+  c.num_layers = num_layers;
+  c.num_heads = target.num_heads;
+  c.num_kv_heads = target.num_kv_heads;
+  c.head_dim = target.head_dim;
+  c.intermediate_size = target.intermediate_size;
+  c.vocab_size = target.vocab_size;
+  c.rope_theta = target.rope_theta;
+  c.rms_norm_eps = target.rms_norm_eps;
+  c.mask_token_id = int32_t(target.vocab_size) - 1;
+  check_dflash_config(c);
+  return c;
+}
+
+std::string describe(const DflashConfig& c) {
+  return "dflash K " + std::to_string(c.num_captured) + " x H " + std::to_string(c.target_hidden) +
+         ", " + std::to_string(c.num_layers) + " layers, heads " + std::to_string(c.num_heads) +
+         "/" + std::to_string(c.num_kv_heads) + " x " + std::to_string(c.head_dim) + ", inter " +
+         std::to_string(c.intermediate_size) + ", vocab " + std::to_string(c.vocab_size) +
+         ", block " + std::to_string(c.block_size) + ", mask " + std::to_string(c.mask_token_id) +
+         ", gamma " + number(c.loss_gamma);
+}
+
+}  // namespace hsring::train

@@ -1,0 +1,482 @@
+#include "train/dflash_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "model/model_error.h"
+#include "model/parallel.h"
+#include "train/dflash_blocks.h"
+#include "train/layers.h"
+
+namespace hsring::train {
+
+namespace {
+
+// Scored block rows whose logits are alive at once: bounds the [rows, V] scratch to 256 * V
+// values however many blocks the batch has, as the same-position model does.
+constexpr size_t kHeadRows = 256;
+
+template <class T>
+void ensure(std::vector<T>& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+[[noreturn]] void bad_batch(const std::string& what) {
+  throw ModelError(ModelErrc::kBadInput, "dflash batch: " + what);
+}
+
+// The first index of the largest value, NaNs skipped: the target's greedy rule, and
+// cross_entropy's agreement.
+template <class Real>
+int32_t argmax(const Real* x, size_t n) {
+  size_t best = 0;
+  bool found = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) continue;
+    if (!found || x[i] > x[best]) {
+      best = i;
+      found = true;
+    }
+  }
+  return int32_t(best);
+}
+
+// The document [s, e) holding row t. REQUIRES: valid offsets, t < offsets.back().
+std::pair<int64_t, int64_t> document_of(std::span<const int32_t> offsets, int64_t t) {
+  const auto next = std::upper_bound(offsets.begin(), offsets.end(), t);
+  return {*(next - 1), *next};
+}
+
+}  // namespace
+
+void validate_dflash_batch(const DflashBatch& b, const DflashConfig& c) {
+  const size_t rows = b.tokens.size();
+  if (rows == 0) bad_batch("it holds no tokens");
+  if (b.features.size() != rows * size_t(c.feature_dim()))
+    bad_batch("features hold " + std::to_string(b.features.size()) + " values, " +
+              std::to_string(rows) + " tokens of K*H " + std::to_string(c.feature_dim()) +
+              " need " + std::to_string(rows * size_t(c.feature_dim())));
+  if (b.positions.size() != rows)
+    bad_batch(std::to_string(b.positions.size()) + " positions for " + std::to_string(rows) +
+              " tokens");
+  if (b.labels.size() != rows)
+    bad_batch(std::to_string(b.labels.size()) + " labels for " + std::to_string(rows) + " tokens");
+  if (b.doc_offsets.size() < 2 || b.doc_offsets.front() != 0 ||
+      size_t(b.doc_offsets.back()) != rows)
+    bad_batch("doc_offsets must run from 0 to the token count " + std::to_string(rows));
+  for (size_t d = 1; d < b.doc_offsets.size(); ++d)
+    if (b.doc_offsets[d] <= b.doc_offsets[d - 1])
+      bad_batch("doc_offsets must increase strictly (entry " + std::to_string(d) + " is " +
+                std::to_string(b.doc_offsets[d]) + ")");
+  for (size_t t = 0; t < rows; ++t) {
+    if (b.positions[t] < 0)
+      bad_batch("position " + std::to_string(b.positions[t]) + " of token " + std::to_string(t) +
+                " is negative");
+    if (b.labels[t] >= int64_t(c.vocab_size))
+      bad_batch("label " + std::to_string(b.labels[t]) + " of token " + std::to_string(t) +
+                " is outside the vocabulary of " + std::to_string(c.vocab_size) +
+                " (negative labels are ignored)");
+    if (b.tokens[t] < 0 || b.tokens[t] >= int64_t(c.vocab_size))
+      bad_batch("token " + std::to_string(b.tokens[t]) + " at " + std::to_string(t) +
+                " is outside the vocabulary of " + std::to_string(c.vocab_size));
+  }
+  for (size_t i = 0; i < b.anchors.size(); ++i) {
+    const int64_t a = b.anchors[i];
+    if (a < 0 || size_t(a) >= rows)
+      bad_batch("anchor " + std::to_string(i) + " (row " + std::to_string(a) +
+                ") is outside the batch of " + std::to_string(rows) + " tokens");
+    const auto [s, e] = document_of(b.doc_offsets, a);
+    if (!anchor_fits(a, s, e, c.block_size))
+      bad_batch("anchor " + std::to_string(i) + " (row " + std::to_string(a) + ") of document [" +
+                std::to_string(s) + ", " + std::to_string(e) +
+                ") needs a context row before it and its " + std::to_string(c.block_size) +
+                "-row block inside the document");
+    if (int64_t(b.positions[size_t(a)]) + c.block_size - 1 > std::numeric_limits<int32_t>::max())
+      bad_batch("anchor " + std::to_string(i) + "'s block positions overflow int32");
+  }
+}
+
+template <class Real>
+BasicDflashModel<Real>::BasicDflashModel(DflashConfig config, DflashTargetWeights target,
+                                         uint64_t seed, uint32_t threads)
+    : config_(std::move(config)), threads_(resolve_threads(threads)) {
+  check_dflash_config(config_);
+  layout_ = dflash_param_layout(config_);
+  const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
+  fc_ = offset("fc.weight");
+  hidden_norm_ = offset("hidden_norm.weight");
+  norm_ = offset("norm.weight");
+  at_.resize(config_.num_layers);
+  for (uint32_t i = 0; i < config_.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    LayerOffsets& o = at_[i];
+    o.input_norm = offset(p + "input_layernorm.weight");
+    o.q = offset(p + "self_attn.q_proj.weight");
+    o.k = offset(p + "self_attn.k_proj.weight");
+    o.v = offset(p + "self_attn.v_proj.weight");
+    o.o = offset(p + "self_attn.o_proj.weight");
+    o.q_norm = offset(p + "self_attn.q_norm.weight");
+    o.k_norm = offset(p + "self_attn.k_norm.weight");
+    o.post_norm = offset(p + "post_attention_layernorm.weight");
+    o.gate = offset(p + "mlp.gate_proj.weight");
+    o.up = offset(p + "mlp.up_proj.weight");
+    o.down = offset(p + "mlp.down_proj.weight");
+  }
+  params_.assign(layout_.total, Real(0));
+  grads_.assign(layout_.total, Real(0));
+  init_dflash_params<Real>(layout_, seed, params_);
+  set_target_weights(target);
+}
+
+template <class Real>
+void BasicDflashModel<Real>::set_target_weights(DflashTargetWeights target) {
+  const size_t want = size_t(config_.vocab_size) * config_.width();
+  for (const auto& [span, name] : {std::pair{target.embed, "embedding"}, {target.lm_head, "head"}})
+    if (span.size() != want)
+      throw ModelError(ModelErrc::kBadTensor,
+                       std::string("dflash: the target's ") + name + " holds " +
+                           std::to_string(span.size()) + " values, [" +
+                           std::to_string(config_.vocab_size) + ", " +
+                           std::to_string(config_.width()) + "] needs " + std::to_string(want));
+  if constexpr (std::is_same_v<Real, float>) {
+    embed_ = target.embed.data();
+    head_ = target.lm_head.data();
+  } else {
+    embed_copy_.assign(target.embed.begin(), target.embed.end());
+    head_copy_.assign(target.lm_head.begin(), target.lm_head.end());
+    embed_ = embed_copy_.data();
+    head_ = head_copy_.data();
+  }
+}
+
+template <class Real>
+std::span<Real> BasicDflashModel<Real>::param(std::string_view name) {
+  const ParamInfo& t = layout_.at(name);
+  return std::span<Real>(params_).subspan(t.offset, t.size);
+}
+
+template <class Real>
+std::span<Real> BasicDflashModel<Real>::grad(std::string_view name) {
+  const ParamInfo& t = layout_.at(name);
+  return std::span<Real>(grads_).subspan(t.offset, t.size);
+}
+
+template <class Real>
+void BasicDflashModel<Real>::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), Real(0));
+}
+
+template <class Real>
+void BasicDflashModel<Real>::set_threads(uint32_t threads) {
+  threads_ = resolve_threads(threads);
+}
+
+template <class Real>
+const Real* BasicDflashModel<Real>::feature_rows(const DflashBatch& batch) const {
+  if constexpr (std::is_same_v<Real, float>) {
+    return batch.features.data();
+  } else {
+    (void)batch;
+    return features_.data();  // the forward's double copy
+  }
+}
+
+template <class Real>
+DflashStats BasicDflashModel<Real>::forward(const DflashBatch& batch) {
+  return run(batch, false);
+}
+
+template <class Real>
+DflashStats BasicDflashModel<Real>::forward_backward(const DflashBatch& batch) {
+  return run(batch, true);
+}
+
+template <class Real>
+DflashStats BasicDflashModel<Real>::run(const DflashBatch& batch, bool backward) {
+  validate_dflash_batch(batch, config_);
+  prepare_blocks(batch);
+  if (blocks_ == 0) {
+    DflashStats none;
+    none.accepted_at.assign(config_.block_size, 0);
+    return none;
+  }
+  run_forward(batch);
+  DflashStats stats = run_head(backward);
+  if (backward && stats.counted > 0) run_backward(batch);
+  return stats;
+}
+
+template <class Real>
+void BasicDflashModel<Real>::prepare_blocks(const DflashBatch& batch) {
+  const size_t bs = config_.block_size;
+  ctx_rows_ = batch.rows();
+  blocks_ = batch.anchors.size();
+  rows_ = blocks_ * bs;
+  context_.resize(blocks_);
+  for (auto* v : {&block_tokens_, &block_positions_, &row_labels_, &predictions_}) v->resize(rows_);
+  row_weights_.resize(rows_);
+  for (size_t b = 0; b < blocks_; ++b) {
+    const auto a = size_t(batch.anchors[b]);
+    const auto [s, e] = document_of(batch.doc_offsets, int64_t(a));
+    context_[b] = {size_t(s), a};  // strictly before the anchor: its own state is not known
+    for (size_t j = 0; j < bs; ++j) {
+      const size_t r = b * bs + j;
+      block_tokens_[r] = j == 0 ? batch.tokens[a] : config_.mask_token_id;
+      block_positions_[r] = batch.positions[a] + int32_t(j);
+      row_labels_[r] = j == 0 ? -1 : batch.labels[dflash_label_row(a, j)];
+      row_weights_[r] = row_labels_[r] < 0 ? 0.0 : std::exp(-double(j - 1) / config_.loss_gamma);
+      predictions_[r] = -1;
+    }
+  }
+}
+
+template <class Real>
+void BasicDflashModel<Real>::run_forward(const DflashBatch& batch) {
+  const DflashConfig& c = config_;
+  const size_t rows = rows_, ctx_rows = ctx_rows_;
+  const size_t fd = c.feature_dim(), d = c.width(), half = c.head_dim / 2;
+  const Real* p = params_.data();
+
+  if constexpr (!std::is_same_v<Real, float>)
+    features_.assign(batch.features.begin(), batch.features.end());
+  for (auto* buffer : {&ctx_pre_, &ctx_}) ensure(*buffer, ctx_rows * d);
+  for (auto* buffer : {&ctx_cos_, &ctx_sin_}) ensure(*buffer, ctx_rows * half);
+  for (auto* buffer : {&block_cos_, &block_sin_}) ensure(*buffer, rows * half);
+  for (auto* buffer : {&x_final_, &final_, &tmp_}) ensure(*buffer, rows * d);
+  acts_.resize(c.num_layers);
+  ensure(acts_[0].x_in, rows * d);
+
+  // The context: every captured row, projected and normalised once for all layers.
+  linear_forward(feature_rows(batch), ctx_rows, fd, p + fc_, d, ctx_pre_.data(), threads_);
+  rms_norm_forward(ctx_pre_.data(), p + hidden_norm_, ctx_rows, d, c.rms_norm_eps, ctx_.data());
+  rope_table(batch.positions, c.head_dim, c.rope_theta, ctx_cos_.data(), ctx_sin_.data());
+  rope_table(std::span<const int32_t>(block_positions_), c.head_dim, c.rope_theta,
+             block_cos_.data(), block_sin_.data());
+
+  // The blocks: the anchor's embedding, then the mask token's.
+  embedding_forward(embed_, block_tokens_.data(), rows, d, acts_[0].x_in.data(), false);
+  for (size_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
+  rms_norm_forward(x_final_.data(), p + norm_, rows, d, c.rms_norm_eps, final_.data());
+}
+
+template <class Real>
+void BasicDflashModel<Real>::layer_forward(size_t layer) {
+  const DflashConfig& c = config_;
+  const size_t rows = rows_, ctx_rows = ctx_rows_;
+  const size_t d = c.width(), qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  const size_t heads = c.num_heads, kv = c.num_kv_heads, inter = c.intermediate_size;
+  const double eps = c.rms_norm_eps;
+  const Real* p = params_.data();
+  const LayerOffsets& o = at_[layer];
+  const uint32_t th = threads_;
+  LayerActivations& a = acts_[layer];
+  for (auto* buffer : {&a.x_in, &a.h, &a.x_mid, &a.m}) ensure(*buffer, rows * d);
+  for (auto* buffer : {&a.q_raw, &a.q, &a.attn}) ensure(*buffer, rows * qd);
+  for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) ensure(*buffer, rows * kvd);
+  for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) ensure(*buffer, ctx_rows * kvd);
+  for (auto* buffer : {&a.gate, &a.up, &a.act}) ensure(*buffer, rows * inter);
+  ensure(a.lse, rows * heads);
+  if (layer + 1 < c.num_layers) ensure(acts_[layer + 1].x_in, rows * d);
+  Real* x_out = layer + 1 < c.num_layers ? acts_[layer + 1].x_in.data() : x_final_.data();
+
+  // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm).
+  rms_norm_forward(a.x_in.data(), p + o.input_norm, rows, d, eps, a.h.data());
+  linear_forward(a.h.data(), rows, d, p + o.q, qd, a.q_raw.data(), th);
+  rms_norm_forward(a.q_raw.data(), p + o.q_norm, rows * heads, hd, eps, a.q.data());
+  rope_forward(a.q.data(), rows, heads, hd, block_cos_.data(), block_sin_.data());
+  // Keys and values of [context ; block]: the same projections and k_norm for both; the
+  // context is the normalised projection itself, not passed through input_layernorm.
+  linear_forward(a.h.data(), rows, d, p + o.k, kvd, a.block_k_raw.data(), th);
+  rms_norm_forward(a.block_k_raw.data(), p + o.k_norm, rows * kv, hd, eps, a.block_k.data());
+  rope_forward(a.block_k.data(), rows, kv, hd, block_cos_.data(), block_sin_.data());
+  linear_forward(a.h.data(), rows, d, p + o.v, kvd, a.block_v.data(), th);
+  linear_forward(ctx_.data(), ctx_rows, d, p + o.k, kvd, a.ctx_k_raw.data(), th);
+  rms_norm_forward(a.ctx_k_raw.data(), p + o.k_norm, ctx_rows * kv, hd, eps, a.ctx_k.data());
+  rope_forward(a.ctx_k.data(), ctx_rows, kv, hd, ctx_cos_.data(), ctx_sin_.data());
+  linear_forward(ctx_.data(), ctx_rows, d, p + o.v, kvd, a.ctx_v.data(), th);
+
+  const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
+  block_attention_forward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
+                          a.block_v.data(), shape, context_, a.attn.data(), a.lse.data(), th);
+  linear_forward(a.attn.data(), rows, qd, p + o.o, d, tmp_.data(), th);
+  for (size_t i = 0; i < rows * d; ++i) a.x_mid[i] = a.x_in[i] + tmp_[i];
+
+  rms_norm_forward(a.x_mid.data(), p + o.post_norm, rows, d, eps, a.m.data());
+  linear_forward(a.m.data(), rows, d, p + o.gate, inter, a.gate.data(), th);
+  linear_forward(a.m.data(), rows, d, p + o.up, inter, a.up.data(), th);
+  swiglu_forward(a.gate.data(), a.up.data(), rows * inter, a.act.data());
+  linear_forward(a.act.data(), rows, inter, p + o.down, d, tmp_.data(), th);
+  for (size_t i = 0; i < rows * d; ++i) x_out[i] = a.x_mid[i] + tmp_[i];
+}
+
+template <class Real>
+DflashStats BasicDflashModel<Real>::run_head(bool backward) {
+  const size_t d = config_.width(), vocab = config_.vocab_size, bs = config_.block_size;
+  const size_t scored = blocks_ * (bs - 1);
+  const auto row_of = [bs](size_t s) { return s / (bs - 1) * bs + s % (bs - 1) + 1; };
+  DflashStats stats;
+  stats.blocks = blocks_;
+  for (size_t r = 0; r < rows_; ++r) {
+    if (row_labels_[r] < 0) continue;
+    stats.weight += row_weights_[r];
+    ++stats.counted;
+  }
+  // The gradient of the weighted mean: a counted row weighs w_j / sum(w).
+  const double inv_weight = stats.weight > 0 ? 1.0 / stats.weight : 0.0;
+  ensure(head_in_, std::min(scored, kHeadRows) * d);
+  ensure(logits_, std::min(scored, kHeadRows) * vocab);
+  if (backward) {
+    ensure(d_head_, std::min(scored, kHeadRows) * d);
+    ensure(d_final_, rows_ * d);
+    std::fill(d_final_.begin(), d_final_.begin() + std::ptrdiff_t(rows_ * d), Real(0));
+  }
+  std::vector<double> row_loss(kHeadRows);
+  double loss_sum = 0;
+  for (size_t s0 = 0; s0 < scored; s0 += kHeadRows) {
+    const size_t n = std::min(kHeadRows, scored - s0);
+    for (size_t i = 0; i < n; ++i)
+      std::copy_n(final_.data() + row_of(s0 + i) * d, d, head_in_.data() + i * d);
+    linear_forward(head_in_.data(), n, d, head_, vocab, logits_.data(), threads_);
+    // Row by row: each row has its own weight, and its argmax feeds the acceptance.
+    const uint32_t use = n * vocab * 8 < (size_t(1) << 16) ? 1u : threads_;
+    parallel_for(n, use, 1, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const size_t r = row_of(s0 + i);
+        Real* x = logits_.data() + i * vocab;
+        predictions_[r] = argmax(x, vocab);
+        row_loss[i] = 0;
+        if (row_labels_[r] >= 0) {
+          const CrossEntropySums sums =
+              cross_entropy(x, &row_labels_[r], 1, vocab, row_weights_[r] * inv_weight,
+                            backward ? x : nullptr, 1);
+          row_loss[i] = sums.loss;
+        } else if (backward) {
+          std::fill(x, x + vocab, Real(0));
+        }
+      }
+    });
+    for (size_t i = 0; i < n; ++i) {  // in row order: the same bits for any thread count
+      const size_t r = row_of(s0 + i);
+      if (row_labels_[r] < 0) continue;
+      loss_sum += row_weights_[r] * row_loss[i];
+      if (predictions_[r] == row_labels_[r]) ++stats.agreed;
+    }
+    if (backward) {
+      // logits_ now holds d(loss)/d(logits) of these rows; the head itself is frozen.
+      linear_backward_input(logits_.data(), n, vocab, head_, d, d_head_.data(), false, threads_);
+      for (size_t i = 0; i < n; ++i)
+        std::copy_n(d_head_.data() + i * d, d, d_final_.data() + row_of(s0 + i) * d);
+    }
+  }
+  if (stats.weight > 0) stats.loss = loss_sum / stats.weight;
+
+  stats.accepted_at.assign(bs, 0);
+  for (size_t b = 0; b < blocks_; ++b) {
+    const size_t first = b * bs + 1;
+    const size_t accepted =
+        accepted_prefix(std::span<const int32_t>(row_labels_).subspan(first, bs - 1),
+                        std::span<const int32_t>(predictions_).subspan(first, bs - 1));
+    stats.accepted += accepted;
+    for (size_t j = 0; j <= accepted; ++j) ++stats.accepted_at[j];
+  }
+  stats.acceptance_length = 1.0 + double(stats.accepted) / double(blocks_);
+  return stats;
+}
+
+template <class Real>
+void BasicDflashModel<Real>::run_backward(const DflashBatch& batch) {
+  const DflashConfig& c = config_;
+  const size_t rows = rows_, ctx_rows = ctx_rows_;
+  const size_t fd = c.feature_dim(), d = c.width();
+  const double eps = c.rms_norm_eps;
+  const Real* p = params_.data();
+  Real* g = grads_.data();
+  for (auto* buffer : {&d_x_, &d_h_, &d_m_}) ensure(*buffer, rows * d);
+  for (auto* buffer : {&d_ctx_, &d_ctx_pre_}) ensure(*buffer, ctx_rows * d);
+  std::fill(d_ctx_.begin(), d_ctx_.begin() + std::ptrdiff_t(ctx_rows * d), Real(0));
+
+  // d_x_ carries d(loss)/d(residual stream) down the layers; d_ctx_ collects what every
+  // layer's context keys and values send to the shared context.
+  rms_norm_backward(x_final_.data(), p + norm_, d_final_.data(), rows, d, eps, d_x_.data(), false,
+                    g + norm_);
+  for (size_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
+
+  // The block input is the target's embedding and the features are the target's states:
+  // both frozen. Only the context projection remains.
+  rms_norm_backward(ctx_pre_.data(), p + hidden_norm_, d_ctx_.data(), ctx_rows, d, eps,
+                    d_ctx_pre_.data(), false, g + hidden_norm_);
+  linear_backward_weight(d_ctx_pre_.data(), ctx_rows, d, feature_rows(batch), fd, g + fc_,
+                         threads_);
+}
+
+template <class Real>
+void BasicDflashModel<Real>::layer_backward(size_t layer) {
+  const DflashConfig& c = config_;
+  const size_t rows = rows_, ctx_rows = ctx_rows_;
+  const size_t d = c.width(), qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  const size_t heads = c.num_heads, kv = c.num_kv_heads, inter = c.intermediate_size;
+  const double eps = c.rms_norm_eps;
+  const Real* p = params_.data();
+  Real* g = grads_.data();
+  const LayerOffsets& o = at_[layer];
+  const uint32_t th = threads_;
+  const LayerActivations& a = acts_[layer];
+  for (auto* buffer : {&d_gate_, &d_up_, &d_act_}) ensure(*buffer, rows * inter);
+  for (auto* buffer : {&d_attn_, &d_q_, &d_q_raw_}) ensure(*buffer, rows * qd);
+  for (auto* buffer : {&d_block_k_, &d_block_k_raw_, &d_block_v_}) ensure(*buffer, rows * kvd);
+  for (auto* buffer : {&d_ctx_k_, &d_ctx_k_raw_, &d_ctx_v_}) ensure(*buffer, ctx_rows * kvd);
+
+  // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
+  linear_backward_input(d_x_.data(), rows, d, p + o.down, inter, d_act_.data(), false, th);
+  linear_backward_weight(d_x_.data(), rows, d, a.act.data(), inter, g + o.down, th);
+  swiglu_backward(a.gate.data(), a.up.data(), d_act_.data(), rows * inter, d_gate_.data(),
+                  d_up_.data());
+  linear_backward_input(d_gate_.data(), rows, inter, p + o.gate, d, d_m_.data(), false, th);
+  linear_backward_input(d_up_.data(), rows, inter, p + o.up, d, d_m_.data(), true, th);
+  linear_backward_weight(d_gate_.data(), rows, inter, a.m.data(), d, g + o.gate, th);
+  linear_backward_weight(d_up_.data(), rows, inter, a.m.data(), d, g + o.up, th);
+  rms_norm_backward(a.x_mid.data(), p + o.post_norm, d_m_.data(), rows, d, eps, d_x_.data(), true,
+                    g + o.post_norm);
+
+  // Attention block: x_mid = x_in + attn Wo^T.
+  linear_backward_input(d_x_.data(), rows, d, p + o.o, qd, d_attn_.data(), false, th);
+  linear_backward_weight(d_x_.data(), rows, d, a.attn.data(), qd, g + o.o, th);
+  const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
+  block_attention_backward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
+                           a.block_v.data(), a.attn.data(), d_attn_.data(), a.lse.data(), shape,
+                           context_, d_q_.data(), d_ctx_k_.data(), d_ctx_v_.data(),
+                           d_block_k_.data(), d_block_v_.data(), th);
+  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
+  rope_backward(d_q_.data(), rows, heads, hd, block_cos_.data(), block_sin_.data());
+  rms_norm_backward(a.q_raw.data(), p + o.q_norm, d_q_.data(), rows * heads, hd, eps,
+                    d_q_raw_.data(), false, g + o.q_norm);
+  rope_backward(d_block_k_.data(), rows, kv, hd, block_cos_.data(), block_sin_.data());
+  rms_norm_backward(a.block_k_raw.data(), p + o.k_norm, d_block_k_.data(), rows * kv, hd, eps,
+                    d_block_k_raw_.data(), false, g + o.k_norm);
+  rope_backward(d_ctx_k_.data(), ctx_rows, kv, hd, ctx_cos_.data(), ctx_sin_.data());
+  rms_norm_backward(a.ctx_k_raw.data(), p + o.k_norm, d_ctx_k_.data(), ctx_rows * kv, hd, eps,
+                    d_ctx_k_raw_.data(), false, g + o.k_norm);
+
+  // Projections of the block rows (into h) and of the context (into d_ctx_).
+  linear_backward_input(d_q_raw_.data(), rows, qd, p + o.q, d, d_h_.data(), false, th);
+  linear_backward_input(d_block_k_raw_.data(), rows, kvd, p + o.k, d, d_h_.data(), true, th);
+  linear_backward_input(d_block_v_.data(), rows, kvd, p + o.v, d, d_h_.data(), true, th);
+  linear_backward_weight(d_q_raw_.data(), rows, qd, a.h.data(), d, g + o.q, th);
+  linear_backward_weight(d_block_k_raw_.data(), rows, kvd, a.h.data(), d, g + o.k, th);
+  linear_backward_weight(d_ctx_k_raw_.data(), ctx_rows, kvd, ctx_.data(), d, g + o.k, th);
+  linear_backward_weight(d_block_v_.data(), rows, kvd, a.h.data(), d, g + o.v, th);
+  linear_backward_weight(d_ctx_v_.data(), ctx_rows, kvd, ctx_.data(), d, g + o.v, th);
+  linear_backward_input(d_ctx_k_raw_.data(), ctx_rows, kvd, p + o.k, d, d_ctx_.data(), true, th);
+  linear_backward_input(d_ctx_v_.data(), ctx_rows, kvd, p + o.v, d, d_ctx_.data(), true, th);
+  rms_norm_backward(a.x_in.data(), p + o.input_norm, d_h_.data(), rows, d, eps, d_x_.data(), true,
+                    g + o.input_norm);
+}
+
+template class BasicDflashModel<float>;
+template class BasicDflashModel<double>;
+
+}  // namespace hsring::train

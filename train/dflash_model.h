@@ -1,0 +1,169 @@
+// The DFlash block-diffusion drafter on the CPU: forward, loss and hand-written backward
+// over a packed batch of captured target states and a set of anchored draft blocks, every
+// parameter and gradient in one flat buffer (docs/drafter-training.md, "The DFlash drafter").
+//
+//   ctx = RMSNorm_hidden(features fc^T)                          [T, D], shared by all layers
+//   block b, anchor a: tokens (tokens[a], mask, ..., mask), positions positions[a] + j
+//   x = embed[block tokens]                                      [NB * B, D]
+//   per layer:  h = RMSNorm_in(x)
+//     q = RoPE(q_norm(h Wq^T)),  k = RoPE(k_norm([ctx ; h] Wk^T)),  v = [ctx ; h] Wv^T
+//     (block b's queries see context rows [s, a) of its document and its own B rows)
+//     x += Attention(q, k, v) Wo^T;  x += SwiGLU(RMSNorm_post(x))
+//   logits = RMSNorm_final(x) lm_head^T
+//   loss = sum_{b, j >= 1, counted} w_j CE(logits[b, j], labels[a + j - 1]) / sum of those w_j,
+//          w_j = exp(-(j - 1) / gamma)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "train/block_attention.h"
+#include "train/dflash_config.h"
+#include "train/dflash_params.h"
+
+namespace hsring::train {
+
+// One packed batch and its draft blocks; views, not owned.
+struct DflashBatch {
+  std::span<const float> features;       // [T, K*H] row-major: the K captured layers of a token
+  std::span<const int32_t> tokens;       // [T] input tokens, in [0, V)
+  std::span<const int32_t> positions;    // [T] RoPE positions, >= 0
+  std::span<const int32_t> doc_offsets;  // [D + 1] cu_seqlens: 0 = o_0 < ... < o_D = T
+  std::span<const int32_t> labels;       // [T] greedy next token after row t; < 0: ignored
+  std::span<const int32_t> anchors;      // [NB] anchor rows (anchor_fits in their document)
+
+  size_t rows() const { return tokens.size(); }
+};
+
+// The target's frozen weights the drafter reads, [V, D] each, row-major.
+struct DflashTargetWeights {
+  std::span<const float> embed;    // input embedding (the block tokens' rows)
+  std::span<const float> lm_head;  // output head (the embedding again when tied)
+};
+
+struct DflashStats {
+  // sum over counted positions of w_j * CE / sum over them of w_j, w_j = exp(-(j - 1) /
+  // gamma); counted: block positions j >= 1 whose label (row a + j - 1) is >= 0. 0 when none.
+  double loss = 0;
+  double weight = 0;     // the denominator, sum of w_j over counted positions
+  uint64_t blocks = 0;   // NB
+  uint64_t counted = 0;  // counted positions
+  uint64_t agreed = 0;   // counted positions whose argmax (first on ties) is the label
+  // Teacher-forced acceptance: accepted_prefix of each block, summed; acceptance_length
+  // (tau) = 1 + accepted / blocks counts the target's bonus token (0 without blocks).
+  uint64_t accepted = 0;
+  double acceptance_length = 0;
+  // [B]: accepted_at[j] blocks whose positions 1..j all matched; accepted_at[0] = blocks.
+  std::vector<uint64_t> accepted_at;
+};
+
+// Throws ModelError(kBadInput) naming the first problem: mismatched lengths, bad document
+// offsets, a negative position, a token outside the vocabulary, a label >= vocab, an
+// anchor outside the batch or one that does not fit its document (anchor_fits).
+void validate_dflash_batch(const DflashBatch& batch, const DflashConfig& config);
+
+// Real is float for training and double for gradient checks (DflashModel is the float one).
+// Thread safety: one forward or backward at a time (the model owns its scratch memory);
+// inside one, up to `threads` threads work on disjoint rows or columns. Every result is a
+// pure function of the parameters, the target weights and the batch: the same bits for any
+// thread count.
+template <class Real>
+class BasicDflashModel {
+ public:
+  // Parameters from init_dflash_params(seed). The float model reads `target` in place (it
+  // must outlive the model or the next set_target_weights); the double one copies it.
+  // Throws ModelError(kBadConfig) for an invalid config, ModelError(kBadTensor) when the
+  // embedding or the head is not V * D values. threads 0: every hardware thread.
+  BasicDflashModel(DflashConfig config, DflashTargetWeights target, uint64_t seed = 0,
+                   uint32_t threads = 1);
+
+  const DflashConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+
+  // The flat buffers, layout().total elements each.
+  std::span<Real> params() { return params_; }
+  std::span<const Real> params() const { return params_; }
+  std::span<Real> grads() { return grads_; }
+  std::span<const Real> grads() const { return grads_; }
+  // One tensor's slice of params() / grads(). Throws ModelError(kMissingTensor).
+  std::span<Real> param(std::string_view name);
+  std::span<Real> grad(std::string_view name);
+
+  void zero_grads();
+  uint32_t threads() const { return threads_; }
+  void set_threads(uint32_t threads);
+  // Throws ModelError(kBadTensor) like the constructor.
+  void set_target_weights(DflashTargetWeights target);
+
+  // Loss and statistics only. Throws ModelError(kBadInput) via validate_dflash_batch.
+  DflashStats forward(const DflashBatch& batch);
+  // The same, and adds d(loss)/d(params) to grads() (zero_grads() first for the gradient
+  // of this batch alone). Nothing flows to the features, the embedding or the head.
+  DflashStats forward_backward(const DflashBatch& batch);
+
+  // Of the last forward: the final normalised hidden state of each block row [NB * B, D]
+  // (row b * B + j: position j of block b), and each row's argmax token (-1 at j = 0).
+  std::span<const Real> block_hidden() const {
+    return std::span<const Real>(final_).first(rows_ * config_.width());
+  }
+  std::span<const int32_t> predictions() const {
+    return std::span<const int32_t>(predictions_).first(rows_);
+  }
+
+ private:
+  struct LayerOffsets {
+    size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
+           gate = 0, up = 0, down = 0;
+  };
+  // What one layer's backward needs of its forward. x_in is the layer's residual input.
+  struct LayerActivations {
+    std::vector<Real> x_in, h, q_raw, q, ctx_k_raw, ctx_k, ctx_v, block_k_raw, block_k, block_v,
+        attn, x_mid, m, gate, up, act;
+    std::vector<double> lse;
+  };
+
+  DflashStats run(const DflashBatch& batch, bool backward);
+  void prepare_blocks(const DflashBatch& batch);
+  void run_forward(const DflashBatch& batch);
+  void layer_forward(size_t layer);
+  // LM head and weighted cross-entropy over the scored rows in chunks; with `backward` also
+  // d(loss)/d(final hidden) into d_final_.
+  DflashStats run_head(bool backward);
+  void run_backward(const DflashBatch& batch);
+  void layer_backward(size_t layer);
+  const Real* feature_rows(const DflashBatch& batch) const;
+
+  DflashConfig config_;
+  ParamLayout layout_;
+  size_t fc_ = 0, hidden_norm_ = 0, norm_ = 0;
+  std::vector<LayerOffsets> at_;
+  uint32_t threads_;
+  std::vector<Real> params_, grads_;
+  // The target's weights: views for float, copies for double.
+  const Real* embed_ = nullptr;
+  const Real* head_ = nullptr;
+  std::vector<Real> embed_copy_, head_copy_;
+
+  // The last forward's blocks: rows_ = NB * B block rows.
+  size_t ctx_rows_ = 0, blocks_ = 0, rows_ = 0;
+  std::vector<ContextRange> context_;
+  std::vector<int32_t> block_tokens_, block_positions_, row_labels_, predictions_;
+  std::vector<double> row_weights_;
+  // Activations kept for the backward.
+  std::vector<Real> features_, ctx_pre_, ctx_, ctx_cos_, ctx_sin_, block_cos_, block_sin_;
+  std::vector<LayerActivations> acts_;
+  std::vector<Real> x_final_, final_, head_in_, logits_, tmp_;
+  // Gradient scratch.
+  std::vector<Real> d_final_, d_x_, d_h_, d_m_, d_attn_, d_q_, d_q_raw_, d_block_k_, d_block_k_raw_,
+      d_block_v_, d_ctx_k_, d_ctx_k_raw_, d_ctx_v_, d_ctx_, d_ctx_pre_, d_gate_, d_up_, d_act_,
+      d_head_;
+};
+
+extern template class BasicDflashModel<float>;
+extern template class BasicDflashModel<double>;
+
+using DflashModel = BasicDflashModel<float>;
+
+}  // namespace hsring::train

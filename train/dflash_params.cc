@@ -1,0 +1,55 @@
+#include "train/dflash_params.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hsring::train {
+
+ParamLayout dflash_param_layout(const DflashConfig& c) {
+  ParamLayout layout;
+  const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
+    ParamInfo t;
+    t.name = std::move(name);
+    t.size = 1;
+    for (int64_t d : shape) t.size *= size_t(d);
+    t.weight_decay = shape.size() > 1;
+    t.shape = std::move(shape);
+    t.offset = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    layout.total = t.offset + t.size;
+    layout.tensors.push_back(std::move(t));
+  };
+  const int64_t d = c.width(), inter = c.intermediate_size, hd = c.head_dim;
+  const int64_t q = c.q_dim(), kv = c.kv_dim();
+  add("fc.weight", {d, int64_t(c.feature_dim())});
+  add("hidden_norm.weight", {d});
+  for (uint32_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {d});
+    add(p + "self_attn.q_proj.weight", {q, d});
+    add(p + "self_attn.k_proj.weight", {kv, d});
+    add(p + "self_attn.v_proj.weight", {kv, d});
+    add(p + "self_attn.o_proj.weight", {d, q});
+    add(p + "self_attn.q_norm.weight", {hd});
+    add(p + "self_attn.k_norm.weight", {hd});
+    add(p + "post_attention_layernorm.weight", {d});
+    add(p + "mlp.gate_proj.weight", {inter, d});
+    add(p + "mlp.up_proj.weight", {inter, d});
+    add(p + "mlp.down_proj.weight", {d, inter});
+  }
+  add("norm.weight", {d});
+  layout.total = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+  return layout;
+}
+
+template <class Real>
+void init_dflash_params(const ParamLayout& layout, uint64_t seed, std::span<Real> params) {
+  std::fill(params.begin(), params.end(), Real(0));
+  for (const ParamInfo& t : layout.tensors) init_param_tensor(t, seed, params.data() + t.offset);
+}
+
+template void init_dflash_params(const ParamLayout&, uint64_t, std::span<float>);
+template void init_dflash_params(const ParamLayout&, uint64_t, std::span<double>);
+
+}  // namespace hsring::train
