@@ -45,7 +45,28 @@ int main(int argc, char** argv) {
   app.add_flag("--no-verify", no_verify, "GPU: skip the per-element check (benchmarks)");
   app.add_option("--model", training.target_model,
                  "Training: the target's model spec (the drafter's shape derives from it)");
-  app.add_option("--window", training.window, "Training: sliding attention window, tokens")
+  app.add_option("--model-seed", training.model_seed,
+                 "Training: seed of a preset target's weights (its embedding and LM head)");
+  std::string objective = "dflash";
+  app.add_option("--objective", objective,
+                 "Training: dflash (blocks it drafts) or same-position (does not draft)")
+      ->check(CLI::IsMember({"dflash", "same-position"}));
+  DflashChoices& dflash = training.dflash;
+  app.add_option("--draft-layers", dflash.draft_layers, "DFlash: draft layers (0: per target)")
+      ->check(CLI::Range(0u, 64u));
+  app.add_option("--block-size", dflash.block_size, "DFlash: block size B")
+      ->check(CLI::Range(2u, 64u));
+  app.add_option("--anchors", dflash.anchors, "DFlash: blocks per batch (0: scaled to the batch)");
+  app.add_option("--loss-gamma", dflash.loss_gamma,
+                 "DFlash: loss decay over block positions (0: 7 at B 16)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--mask-token-id", dflash.mask_token_id,
+                 "DFlash: mask token (-1: the vocabulary's last)")
+      ->check(CLI::Range(int64_t(-1), int64_t(1) << 31));
+  app.add_option("--labels", dflash.labels, "DFlash: data or target")
+      ->check(CLI::IsMember({"data", "target"}));
+  app.add_option("--window", training.window,
+                 "Training (same-position objective): sliding attention window, tokens")
       ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--train-seed", training.seed, "Training: seed of the drafter's initial weights");
   app.add_option("--threads", training.threads, "Training: CPU threads (0: every core)");
@@ -74,6 +95,7 @@ int main(int argc, char** argv) {
   return worker_main(app, flags, Role::kDrafter, argc, argv, [&](WorkerSession& session) {
     const bool model_ring = session.ring().shape().content == PayloadContent::kModel;
     if (model_ring) {
+      training.objective = parse_drafter_objective(objective);
       if (training.target_model.empty()) {
         log_line("error: this ring carries model batches: give --model (the target's spec) "
                  "so the drafter knows its shape");

@@ -7,20 +7,25 @@ namespace hsring {
 
 namespace {
 
+// Either objective's CPU trainer over the batch widened to fp32 in host memory.
 class CpuTrainingBackend final : public TrainingBackend {
  public:
-  explicit CpuTrainingBackend(const train::TrainerOptions& options) : trainer_(options) {}
+  CpuTrainingBackend(std::unique_ptr<train::DrafterTrainer> trainer, uint32_t threads)
+      : trainer_(std::move(trainer)), threads_(threads) {}
 
-  train::DrafterTrainer& trainer() override { return trainer_; }
+  train::DrafterTrainer& trainer() override { return *trainer_; }
   void copy_batch(const Ring& ring, uint32_t slot) override { batch_.copy_from(ring, slot); }
   uint32_t batch_tokens() const override { return batch_.tokens(); }
-  train::LossStats compute_gradients() override { return trainer_.compute_gradients(batch_.view()); }
+  train::LossStats compute_gradients() override {
+    return trainer_->compute_gradients(batch_.view());
+  }
   std::string describe() const override {
-    return "on the CPU, " + std::to_string(trainer_.model().threads()) + " thread(s)";
+    return "on the CPU, " + std::to_string(threads_) + " thread(s)";
   }
 
  private:
-  train::Trainer trainer_;
+  std::unique_ptr<train::DrafterTrainer> trainer_;
+  uint32_t threads_;
   SlotBatch batch_;
 };
 
@@ -35,7 +40,15 @@ std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join
 }
 
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options) {
-  return std::make_unique<CpuTrainingBackend>(options);
+  auto trainer = std::make_unique<train::Trainer>(options);
+  const uint32_t threads = trainer->model().threads();
+  return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads);
+}
+
+std::unique_ptr<TrainingBackend> make_cpu_dflash_backend(train::DflashTrainerOptions options) {
+  auto trainer = std::make_unique<train::DflashTrainer>(std::move(options));
+  const uint32_t threads = trainer->model().threads();
+  return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads);
 }
 
 }  // namespace hsring

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "drafter_proc/gradient_group.h"
+#include "train/dflash_trainer.h"
 #include "train/drafter_trainer.h"
 #include "train/trainer.h"
 
@@ -40,5 +41,7 @@ using TrainingBackendFactory =
     std::function<std::unique_ptr<TrainingBackend>(const train::TrainerOptions&, Ring&)>;
 
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options);
+// The DFlash objective's trainer on the CPU (no GPU step for it yet).
+std::unique_ptr<TrainingBackend> make_cpu_dflash_backend(train::DflashTrainerOptions options);
 
 }  // namespace hsring

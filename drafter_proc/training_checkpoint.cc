@@ -36,7 +36,7 @@ checkpoint::Checkpoint save_training(const train::DrafterTrainer& trainer,
   const train::TrainerState state = trainer.state();
   checkpoint::Checkpoint c;
   c.step = state.step;
-  c.metadata[kShapeKey] = train::describe(trainer.config());
+  c.metadata[kShapeKey] = trainer.describe();
   c.set_u64(kNextDataBatchKey, position.next_data_batch);
   c.set_u64(kBatchesKey, position.batches_trained);
   for (const train::ParamInfo& info : trainer.layout().tensors) {
@@ -49,7 +49,7 @@ checkpoint::Checkpoint save_training(const train::DrafterTrainer& trainer,
 
 TrainingPosition restore_training(const checkpoint::Checkpoint& saved,
                                   train::DrafterTrainer& trainer) {
-  const std::string shape = train::describe(trainer.config());
+  const std::string shape = trainer.describe();
   const auto it = saved.metadata.find(kShapeKey);
   if (it == saved.metadata.end()) refuse("it does not say which drafter shape it holds");
   if (it->second != shape) refuse("it holds a drafter of shape '" + it->second + "', this run trains '" + shape + "'");

@@ -20,6 +20,7 @@
 #include "drafter_proc/training_backend.h"
 #include "drafter_proc/training_checkpoint.h"
 #include "model/model_error.h"
+#include "model/target_head.h"
 #include "model/target_model.h"
 #include "shm/consumer.h"
 #include "shm/grad_exchange.h"
@@ -52,6 +53,8 @@ class TrainingLoop {
   // ... and each node's drafter 0 its ring's progress.
   bool reports_progress() const { return local_rank_ == 0; }
   void join_group();
+  // The DFlash trainer's options from the flags, with the target's frozen head loaded.
+  train::DflashTrainerOptions dflash_options(const ModelConfig& target) const;
   PeerWatch peer_watch() const;
   std::function<bool()> keep_waiting();
   // One step on the copied batch: its gradients, in a group their all-reduce, the update.
@@ -78,7 +81,7 @@ class TrainingLoop {
   uint64_t batches_ = 0;         // trained by this incarnation
   uint64_t last_checkpoint_step_ = 0;
   uint64_t trained_watermark_ = 0;  // ring batch ids below it are all consumed
-  double loss_ema_ = -1, agreement_ema_ = 0;
+  double loss_ema_ = -1, agreement_ema_ = 0, acceptance_ema_ = 0;
   uint64_t torn_logged_ = 0;
 };
 
@@ -92,21 +95,28 @@ void TrainingLoop::set_up() {
                                 ") is not the model this ring was made for (hidden " +
                                 std::to_string(s.hidden_size) + ", vocab " +
                                 std::to_string(s.vocab_size) + ")");
-  train::TrainerOptions trainer_options;
-  trainer_options.model = train::default_drafter_config(target, s.num_layers, options_.window);
-  trainer_options.optimizer = options_.optimizer;
-  trainer_options.seed = options_.seed;
-  trainer_options.threads = options_.threads;
-  backend_ = options_.make_backend ? options_.make_backend(trainer_options, ring_)
-                                   : make_cpu_training_backend(trainer_options);
+  if (options_.objective == DrafterObjective::kDflash) {
+    if (options_.make_backend)
+      throw std::invalid_argument(
+          "the DFlash objective has no GPU step yet: train it with CPU drafters (--drafters "
+          "cpu:N), or give GPU drafters --objective same-position (which does not draft)");
+    backend_ = make_cpu_dflash_backend(dflash_options(target));
+  } else {
+    train::TrainerOptions trainer_options;
+    trainer_options.model = train::default_drafter_config(target, s.num_layers, options_.window);
+    trainer_options.optimizer = options_.optimizer;
+    trainer_options.seed = options_.seed;
+    trainer_options.threads = options_.threads;
+    backend_ = options_.make_backend ? options_.make_backend(trainer_options, ring_)
+                                     : make_cpu_training_backend(trainer_options);
+  }
   local_rank_ = session_.identity().index - s.num_targets;
   rank_ = options_.node_rank * s.num_drafters + local_rank_;
   check_node_topology({options_.nnodes, options_.node_rank, "flags"});
   if (options_.nnodes > 1 && options_.rendezvous_dir.empty())
     throw std::invalid_argument("--nnodes " + std::to_string(options_.nnodes) +
                                 " needs --rendezvous-dir: a folder every node sees");
-  log_line("training drafter " + train::describe(trainer_options.model) + " " +
-           backend_->describe() + "; lr " +
+  log_line("training drafter " + trainer().describe() + " " + backend_->describe() + "; lr " +
            std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
            std::to_string(options_.optimizer.schedule.warmup_steps) + ", cosine to step " +
            std::to_string(options_.optimizer.schedule.total_steps));
@@ -133,6 +143,32 @@ void TrainingLoop::set_up() {
   writer_options.keep_last = options_.keep_checkpoints;
   writer_ = std::make_unique<checkpoint::CheckpointWriter>(options_.checkpoint_dir, writer_options);
   ring_.header().training.checkpoint_step.store(last_checkpoint_step_, std::memory_order_relaxed);
+}
+
+train::DflashTrainerOptions TrainingLoop::dflash_options(const ModelConfig& target) const {
+  const DflashChoices& c = options_.dflash;
+  train::DflashTrainerOptions o;
+  const uint32_t layers = c.draft_layers ? c.draft_layers : train::default_draft_layers(target);
+  o.model = train::default_dflash_config(target, ring_.shape().num_layers, layers);
+  o.model.block_size = c.block_size;
+  o.model.loss_gamma = c.loss_gamma > 0 ? c.loss_gamma : train::default_loss_gamma(c.block_size);
+  if (c.mask_token_id >= 0) {
+    if (c.mask_token_id >= int64_t(target.vocab_size))
+      throw std::invalid_argument("--mask-token-id " + std::to_string(c.mask_token_id) +
+                                  " is outside the target's vocabulary of " +
+                                  std::to_string(target.vocab_size));
+    o.model.mask_token_id = uint32_t(c.mask_token_id);
+  }
+  train::check_dflash_config(o.model);
+  o.optimizer = options_.optimizer;
+  o.seed = options_.seed;
+  o.threads = options_.threads;
+  o.anchors = c.anchors;
+  o.labels = train::parse_dflash_labels(c.labels);
+  TargetHead head = load_target_head(options_.target_model, options_.model_seed);
+  o.embed = std::move(head.embed);
+  o.lm_head = std::move(head.lm_head);
+  return o;
 }
 
 void TrainingLoop::join_group() {
@@ -222,16 +258,19 @@ void TrainingLoop::publish(const train::StepStats& stats) {
   if (loss_ema_ < 0) {
     loss_ema_ = stats.loss;
     agreement_ema_ = stats.agreement;
+    acceptance_ema_ = stats.acceptance_length;
     if (reports_progress() && p.first_loss.load(std::memory_order_relaxed) == 0)
       p.first_loss.store(bits(stats.loss), std::memory_order_relaxed);
   }
   loss_ema_ += kEmaWeight * (stats.loss - loss_ema_);
   agreement_ema_ += kEmaWeight * (stats.agreement - agreement_ema_);
+  acceptance_ema_ += kEmaWeight * (stats.acceptance_length - acceptance_ema_);
   if (!reports_progress()) return;
   p.steps.store(stats.step, std::memory_order_relaxed);
   p.last_loss.store(bits(stats.loss), std::memory_order_relaxed);
   p.loss_ema.store(bits(loss_ema_), std::memory_order_relaxed);
   p.agreement_ema.store(bits(agreement_ema_), std::memory_order_relaxed);
+  p.acceptance_ema.store(bits(acceptance_ema_), std::memory_order_relaxed);
   p.step_us.store(uint32_t(stats.step_ms * 1000), std::memory_order_relaxed);
   p.lr.store(bits(stats.lr), std::memory_order_relaxed);
 }
@@ -322,17 +361,32 @@ void TrainingLoop::finish() {
   if (!options_.export_path.empty() && leader()) {
     checkpoint::ExportOptions export_options;
     export_options.metadata["format"] = "pt";
-    export_options.metadata["hsring.drafter"] = train::describe(trainer().config());
+    export_options.metadata["hsring.drafter"] = trainer().describe();
     export_options.metadata["hsring.step"] = std::to_string(step);
     const std::vector<checkpoint::Tensor> weights = drafter_weights(trainer());
     checkpoint::export_safetensors(options_.export_path, weights, export_options);
     log_line("exported the drafter's weights to " + options_.export_path);
   }
   log_line("trained " + std::to_string(batches_) + " batch(es) to step " + std::to_string(step) +
-           "; loss " + std::to_string(loss_ema_) + ", agreement " + std::to_string(agreement_ema_));
+           "; loss " + std::to_string(loss_ema_) +
+           (options_.objective == DrafterObjective::kDflash
+                ? ", acceptance length " + std::to_string(acceptance_ema_)
+                : ", agreement " + std::to_string(agreement_ema_)));
 }
 
 }  // namespace
+
+const char* to_string(DrafterObjective objective) {
+  return objective == DrafterObjective::kDflash ? "dflash" : "same-position";
+}
+
+DrafterObjective parse_drafter_objective(const std::string& text) {
+  if (text == "dflash") return DrafterObjective::kDflash;
+  if (text == "same-position") return DrafterObjective::kSamePosition;
+  throw std::invalid_argument("--objective " + text +
+                              ": expected dflash (block drafting, the default) or "
+                              "same-position (the target's own next token; it does not draft)");
+}
 
 int run_training_drafter(WorkerSession& session, const TrainingDrafterOptions& options) {
   TrainingLoop loop(session, options);

@@ -27,9 +27,32 @@
 
 namespace hsring {
 
+// What the drafter learns (docs/drafter-training.md).
+enum class DrafterObjective {
+  kDflash,        // DFlash blocks: predict the B - 1 tokens after each anchor (it drafts)
+  kSamePosition,  // the target's own next token at the position it reads (does not draft)
+};
+const char* to_string(DrafterObjective objective);
+// "dflash" / "same-position"; throws std::invalid_argument naming the choices.
+DrafterObjective parse_drafter_objective(const std::string& text);
+
+// The DFlash drafter's choices (train/dflash_config.h, train/dflash_trainer.h); 0: the
+// default derived from the target.
+struct DflashChoices {
+  uint32_t draft_layers = 0;
+  uint32_t block_size = 16;
+  uint32_t anchors = 0;        // per batch; 0: default_anchor_count
+  double loss_gamma = 0;       // 0: 7 for B 16, scaled with B
+  int64_t mask_token_id = -1;  // -1: the target's reserved token (the vocabulary's last)
+  std::string labels = "data";
+};
+
 struct TrainingDrafterOptions {
   std::string target_model;  // the target's model spec: the drafter's shape derives from it
-  uint32_t window = 256;     // sliding attention window
+  uint64_t model_seed = 0;   // a preset target's weights (its embedding and LM head)
+  DrafterObjective objective = DrafterObjective::kDflash;
+  DflashChoices dflash;
+  uint32_t window = 256;     // same-position objective: sliding attention window
   uint64_t seed = 0;         // initialisation
   uint32_t threads = 0;      // 0: every core
   train::AdamWOptions optimizer;

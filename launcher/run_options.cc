@@ -35,6 +35,39 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->capture_default_str();
   app.add_option("--window", o.window, "Drafter sliding attention window, tokens")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   app.add_option("--train-seed", o.train_seed, "Seed of the drafter's initial weights")->capture_default_str();
+  app.add_option("--objective", o.objective,
+                 "What the drafter learns: dflash (blocks it drafts), same-position (the target's "
+                 "own next token; does not draft), auto (dflash on CPU drafters, same-position on "
+                 "GPU drafters, whose DFlash step is not written yet)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "dflash", "same-position"}));
+  app.add_option("--draft-layers", o.draft_layers,
+                 "DFlash: draft decoder layers (0: 5, or 1 for a target narrower than 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 64u));
+  app.add_option("--block-size", o.block_size,
+                 "DFlash: block size B (the anchor and B - 1 drafted tokens)")
+      ->capture_default_str()
+      ->check(CLI::Range(2u, 64u));
+  app.add_option("--anchors", o.anchors,
+                 "DFlash: blocks per batch (0: 512 at 16384 tokens, in proportion)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
+  app.add_option(
+         "--loss-gamma", o.loss_gamma,
+         "DFlash: decay of the loss weight exp(-(j-1)/gamma) over block positions (0: 7 at B 16)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option(
+         "--mask-token-id", o.mask_token_id,
+         "DFlash: the reserved token of the masked block positions (-1: the vocabulary's last)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(-1), int64_t(1) << 31));
+  app.add_option("--labels", o.labels,
+                 "DFlash: what block positions predict: data (the data's next token) or target "
+                 "(the target's greedy token)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"data", "target"}));
   app.add_option("--nnodes", o.nnodes, "Machines whose drafters train one model, one launcher each (default: torchrun's or Slurm's, else 1)")->capture_default_str()->check(CLI::Range(1u, kMaxNodes));
   app.add_option("--node-rank", o.node_rank, "This machine's rank, 0 to NNODES-1 (node 0's drafter 0 writes the checkpoints)")->capture_default_str()->check(CLI::Range(0u, kMaxNodes - 1));
   app.add_option("--rendezvous-dir", o.rendezvous_dir, "With --nnodes: the folder every machine sees where the drafter group meets (default: RUN_DIR/rendezvous)");

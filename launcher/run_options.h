@@ -35,8 +35,17 @@ struct RunOptions {
   double lr = 1e-3;
   double min_lr = 1e-4;
   uint64_t warmup_steps = 20;
-  uint32_t window = 256;
+  uint32_t window = 256;  // same-position objective only
   uint64_t train_seed = 0;
+  // What the drafter learns: "auto" is dflash on CPU drafters, same-position on GPU ones
+  // (the DFlash step has no CUDA kernel yet); "dflash"; "same-position" (it does not draft).
+  std::string objective = "auto";
+  uint32_t draft_layers = 0;  // 0: per target (train/dflash_config.h)
+  uint32_t block_size = 16;
+  uint32_t anchors = 0;        // per batch; 0: scaled to the batch's tokens
+  double loss_gamma = 0;       // 0: 7 for B 16, in proportion to B
+  int64_t mask_token_id = -1;  // -1: the target vocabulary's last token
+  std::string labels = "data";
 
   // Several machines (docs/drafter-training.md): one launcher each, their drafters one
   // NCCL group. Given neither flag, from torchrun's or Slurm's environment (main.cc).

@@ -256,10 +256,14 @@ void Supervisor::print_progress() {
   const TrainingProgress& training = ring_->header().training;
   if (training.started()) {
     line.precision(3);
+    const float tau = TrainingProgress::value(training.acceptance_ema);
     line << "  step " << training.steps.load(std::memory_order_relaxed) << " loss "
-         << TrainingProgress::value(training.loss_ema) << " agree "
-         << TrainingProgress::value(training.agreement_ema) << " "
-         << training.step_us.load(std::memory_order_relaxed) / 1000 << " ms/step";
+         << TrainingProgress::value(training.loss_ema);
+    if (tau > 0)  // the DFlash objective: tokens per target forward, teacher-forced
+      line << " tau " << tau << " ";
+    else
+      line << " agree " << TrainingProgress::value(training.agreement_ema) << " ";
+    line << training.step_us.load(std::memory_order_relaxed) / 1000 << " ms/step";
   }
   log_line(line.str());
 }

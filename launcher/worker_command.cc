@@ -46,15 +46,41 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
     // A run shorter than the warmup warms up over its whole length.
     const uint64_t warmup = options.total_steps ? std::min(options.warmup_steps, options.total_steps)
                                                 : options.warmup_steps;
-    argv.insert(argv.end(), {"--model", options.model, "--lr", exact(options.lr), "--min-lr",
-                             exact(options.min_lr), "--warmup-steps", std::to_string(warmup),
-                             "--total-steps", std::to_string(options.total_steps), "--window",
-                             std::to_string(options.window), "--train-seed",
-                             std::to_string(options.train_seed), "--checkpoint-dir",
-                             plan.checkpoint_dir, "--checkpoint-every",
-                             std::to_string(options.checkpoint_every), "--keep-checkpoints",
-                             std::to_string(options.keep_checkpoints), "--export",
-                             plan.export_path});
+    argv.insert(argv.end(), {"--model",
+                             options.model,
+                             "--lr",
+                             exact(options.lr),
+                             "--min-lr",
+                             exact(options.min_lr),
+                             "--warmup-steps",
+                             std::to_string(warmup),
+                             "--total-steps",
+                             std::to_string(options.total_steps),
+                             "--window",
+                             std::to_string(options.window),
+                             "--train-seed",
+                             std::to_string(options.train_seed),
+                             "--checkpoint-dir",
+                             plan.checkpoint_dir,
+                             "--checkpoint-every",
+                             std::to_string(options.checkpoint_every),
+                             "--keep-checkpoints",
+                             std::to_string(options.keep_checkpoints),
+                             "--export",
+                             plan.export_path,
+                             "--model-seed",
+                             std::to_string(options.model_seed)});
+    // auto: the DFlash objective where it has a step (the CPU).
+    const std::string objective = options.objective != "auto" ? options.objective
+                                  : gpu >= 0                  ? "same-position"
+                                                              : "dflash";
+    argv.insert(argv.end(), {"--objective", objective});
+    if (objective == "dflash")
+      argv.insert(argv.end(),
+                  {"--draft-layers", std::to_string(options.draft_layers), "--block-size",
+                   std::to_string(options.block_size), "--anchors", std::to_string(options.anchors),
+                   "--loss-gamma", exact(options.loss_gamma), "--mask-token-id",
+                   std::to_string(options.mask_token_id), "--labels", options.labels});
     if (options.nnodes > 1)
       argv.insert(argv.end(), {"--nnodes", std::to_string(options.nnodes), "--node-rank",
                                std::to_string(options.node_rank), "--rendezvous-dir",

@@ -13,7 +13,8 @@
 namespace hsring {
 
 inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
-inline constexpr uint32_t kRingVersion = 3;  // 2: RingShape.content, vocab_size; 3: NCCL id
+// 2: RingShape.content, vocab_size; 3: NCCL id; 4: TrainingProgress.acceptance_ema
+inline constexpr uint32_t kRingVersion = 4;
 inline constexpr uint32_t kMaxCapturedLayers = 16;
 inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
 inline constexpr uint32_t kMaxSlots = 4096;
@@ -93,6 +94,9 @@ struct TrainingProgress {
   std::atomic<uint32_t> last_loss;       // float: the last step's loss
   std::atomic<uint32_t> loss_ema;        // float: loss, exponential average over ~20 steps
   std::atomic<uint32_t> agreement_ema;   // float: top-1 agreement with the target, same average
+  // float: the DFlash drafter's teacher-forced acceptance length (tau) on each batch before
+  // it trains on it, same average; 0 for an objective that does not draft.
+  std::atomic<uint32_t> acceptance_ema;
   std::atomic<uint32_t> step_us;         // the last step's wall time
   std::atomic<uint32_t> lr;              // float: the last step's learning rate
   std::atomic<uint64_t> checkpoint_step;  // the step of the newest durable checkpoint

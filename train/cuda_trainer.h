@@ -29,7 +29,8 @@ class CudaTrainer final : public DrafterTrainer {
                        cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);
   ~CudaTrainer() override;
 
-  const DrafterConfig& config() const override { return config_; }
+  const DrafterConfig& config() const { return config_; }
+  std::string describe() const override { return train::describe(config_); }
   const ParamLayout& layout() const override { return layout_; }
 
   // From host fp32 features (uploaded).

@@ -65,6 +65,12 @@ void check_dflash_config(const DflashConfig& config) {
     throw ModelError(ModelErrc::kBadConfig, "dflash config: " + why);
 }
 
+uint32_t default_draft_layers(const ModelConfig& target) {
+  return target.hidden_size < 1024 ? 1 : 5;
+}
+
+double default_loss_gamma(uint32_t block_size) { return 7.0 * double(block_size) / 16.0; }
+
 DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captured,
                                    uint32_t num_layers) {
   if (std::string why = validate_config(target); !why.empty())

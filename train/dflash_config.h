@@ -46,6 +46,12 @@ void check_dflash_config(const DflashConfig& config);
 DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captured,
                                    uint32_t num_layers);
 
+// Draft layers when none are asked for: 5 as the published DFlash drafters have, 1 for a
+// target narrower than 1024 (the built-in tiny one, trained on a CPU).
+uint32_t default_draft_layers(const ModelConfig& target);
+// The loss decay gamma for block size B: 7 at B = 16 (the paper's), in proportion to B.
+double default_loss_gamma(uint32_t block_size);
+
 // One line for logs: "dflash K 5 x H 128, 1 layers, heads 4/2 x 32, inter 384, vocab 256,
 // block 16, mask 255, gamma 7".
 std::string describe(const DflashConfig& config);

@@ -39,6 +39,9 @@ struct LossStats {
   uint64_t tokens = 0;   // positions in the batch (T)
   uint64_t counted = 0;  // positions with a label in [0, vocab)
   uint64_t agreed = 0;   // counted positions whose argmax is the label
+  // The DFlash objective's teacher-forced acceptance length (tau, tokens per target forward
+  // under greedy verification, bonus token included); 0 for the same-position objective.
+  double acceptance_length = 0;
 };
 
 // Throws ModelError(kBadInput) naming the first problem: an empty batch, mismatched lengths,

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "train/drafter_config.h"
@@ -23,6 +24,7 @@ namespace hsring::train {
 struct StepStats {
   double loss = 0;       // mean cross-entropy over counted positions, before the update
   double agreement = 0;  // top-1 agreement with the target's labels, before the update
+  double acceptance_length = 0;  // DFlash: teacher-forced tau on the batch, before the update
   uint64_t tokens = 0;   // positions in the batch
   uint64_t counted = 0;  // positions with a valid label
   double grad_norm = 0;  // before clipping
@@ -47,7 +49,8 @@ class DrafterTrainer {
  public:
   virtual ~DrafterTrainer() = default;
 
-  virtual const DrafterConfig& config() const = 0;
+  // The drafter's shape in one line, for logs and checkpoint metadata.
+  virtual std::string describe() const = 0;
   virtual const ParamLayout& layout() const = 0;
 
   // Zeroes the gradients, then forward and backward over `batch`: the gradients hold the

@@ -55,6 +55,7 @@ StepStats DrafterTrainer::step_stats(const LossStats& loss, const UpdateStats& u
   StepStats s;
   s.loss = loss.loss;
   s.agreement = loss.agreement;
+  s.acceptance_length = loss.acceptance_length;
   s.tokens = loss.tokens;
   s.counted = loss.counted;
   s.grad_norm = update.grad_norm;

@@ -29,7 +29,8 @@ class Trainer final : public DrafterTrainer {
   // ModelError(kBadTensor) for an lm_head_init of the wrong size.
   explicit Trainer(TrainerOptions options);
 
-  const DrafterConfig& config() const override { return model_.config(); }
+  const DrafterConfig& config() const { return model_.config(); }
+  std::string describe() const override { return train::describe(model_.config()); }
   const ParamLayout& layout() const override { return model_.layout(); }
   LossStats compute_gradients(const DrafterBatch& batch) override;
   // The flat gradient buffer (layout().total floats) to all-reduce in place.
