@@ -15,6 +15,9 @@ class CpuTrainingBackend final : public TrainingBackend {
   void copy_batch(const Ring& ring, uint32_t slot) override { batch_.copy_from(ring, slot); }
   uint32_t batch_tokens() const override { return batch_.tokens(); }
   train::LossStats compute_gradients() override { return trainer_.compute_gradients(batch_.view()); }
+  std::string features_problem() const override {
+    return batch_.features_problem(trainer_.config().num_captured);
+  }
   std::string describe() const override {
     return "on the CPU, " + std::to_string(trainer_.model().threads()) + " thread(s)";
   }

@@ -24,6 +24,8 @@ enum RunExit : int {
   kRunUsage = 2,
   kRunCrashLoop = 3,
   kRunSetupError = 4,
+  kRunNothingConsumed = 5,  // the run ended without its drafters consuming a single batch
+  kRunNonFinite = 6,        // a drafter's training met a loss that is not finite
 };
 
 struct TrainingPlan;
@@ -75,6 +77,8 @@ class Supervisor {
   uint32_t restarts_drafter_ = 0;
   uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
   bool group_stopped_ = false;   // another machine's run ended the drafter group
+  bool corrupt_slots_logged_ = false;
+  std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
 };
 
 }  // namespace hsring
