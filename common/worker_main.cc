@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/cli_checks.h"
 #include "common/log.h"
 #include "common/profile_interval.h"
 #include "common/signals.h"
@@ -69,6 +70,7 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
                  "How long to wait for a dying predecessor of this index to let go")
       ->check(CLI::Range(0, 600000));
   CLI::Option* profile_flag = add_profile_interval_flag(app, flags.profile_interval_s);
+  refuse_non_finite_numbers(app);  // --lr nan would fail later, or silently
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

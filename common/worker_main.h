@@ -42,6 +42,10 @@ enum WorkerExit : int {
   // A drafter in a group across machines saw another machine's run stop (drain) the
   // group: it checkpointed where the group was, and the launcher stops this machine's run.
   kExitGroupStopped = 7,
+  // A training drafter met a loss that is not finite (a diverged model, or hidden states
+  // that are not finite); its log names the batch and the step. The launcher does not
+  // restart it: it stops the run with an error (training would only repeat it).
+  kExitNonFinite = 8,
   kExitInternal = 70,
 };
 

@@ -94,9 +94,10 @@ std::string default_corpus_dir(const std::string& cache_root) {
   throw DataError(DataErrc::kIo, dir.string(), 0, "cannot pack the default corpus here");
 }
 
-Corpus open_token_data(const std::string& dir) {
+Corpus open_token_data(const std::string& dir, bool verify_tokens) {
   CorpusOptions options;
-  options.verify_tokens = false;
+  // The default corpus's folder was opened with every check to be chosen.
+  options.verify_tokens = verify_tokens && !dir.empty();
   return Corpus::open(dir.empty() ? default_corpus_dir() : dir, options);
 }
 

@@ -30,8 +30,10 @@ std::string default_corpus_dir(const std::string& cache_root = "");
 class Corpus;
 
 // The token shards a model target reads: `dir`, or the default corpus when it is "".
-// Headers and offset tables are checked now; token values as each batch is built.
-// Throws DataError.
-Corpus open_token_data(const std::string& dir);
+// Headers and offset tables are checked now; with `verify_tokens` also every token (both
+// checksums and the vocabulary: CorpusOptions), else token values as each batch is
+// built. The default corpus is always checked in full (default_corpus_dir). Throws
+// DataError.
+Corpus open_token_data(const std::string& dir, bool verify_tokens = false);
 
 }  // namespace hsring::data

@@ -1,6 +1,8 @@
 #include "drafter_proc/slot_batch.h"
 
+#include <cmath>
 #include <cstring>
+#include <string>
 
 #include "model/float_convert.h"
 #include "shm/ring.h"
@@ -51,6 +53,20 @@ void SlotBatch::copy_metadata(const Ring& ring, uint32_t slot) {
   positions_.assign(ring.positions(slot), ring.positions(slot) + t);
   doc_offsets_.assign(ring.doc_offsets(slot), ring.doc_offsets(slot) + docs + 1);
   labels_.assign(ring.labels(slot), ring.labels(slot) + t);
+}
+
+std::string SlotBatch::features_problem(uint32_t layers) const {
+  if (features_.empty() || tokens_.empty()) return "";
+  const size_t row = features_.size() / tokens_.size();
+  for (size_t i = 0; i < features_.size(); ++i) {
+    if (std::isfinite(features_[i])) continue;
+    const size_t per_layer = layers ? row / layers : row;
+    const char* value = std::isnan(features_[i]) ? "NaN" : features_[i] > 0 ? "+Inf" : "-Inf";
+    return "token " + std::to_string(i / row) + ", captured layer " +
+           std::to_string((i % row) / per_layer) + ", element " +
+           std::to_string((i % row) % per_layer) + " is " + value;
+  }
+  return "";
 }
 
 train::DrafterBatch SlotBatch::view() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "train/drafter_model.h"
@@ -23,6 +24,10 @@ class SlotBatch {
   // A view of the last copy; valid until the next copy_from.
   train::DrafterBatch view() const;
   uint32_t tokens() const { return uint32_t(tokens_.size()); }
+  // "" when every copied feature is finite, else the first that is not: its token, which
+  // of the `layers` captured layers, element and value. One pass over the features: for
+  // explaining a loss that is not finite, not for every batch.
+  std::string features_problem(uint32_t layers) const;
 
  private:
   std::vector<float> features_;  // [T, K*H]

@@ -10,14 +10,18 @@ namespace {
 // Either objective's CPU trainer over the batch widened to fp32 in host memory.
 class CpuTrainingBackend final : public TrainingBackend {
  public:
-  CpuTrainingBackend(std::unique_ptr<train::DrafterTrainer> trainer, uint32_t threads)
-      : trainer_(std::move(trainer)), threads_(threads) {}
+  CpuTrainingBackend(std::unique_ptr<train::DrafterTrainer> trainer, uint32_t threads,
+                     uint32_t num_captured)
+      : trainer_(std::move(trainer)), threads_(threads), num_captured_(num_captured) {}
 
   train::DrafterTrainer& trainer() override { return *trainer_; }
   void copy_batch(const Ring& ring, uint32_t slot) override { batch_.copy_from(ring, slot); }
   uint32_t batch_tokens() const override { return batch_.tokens(); }
   train::LossStats compute_gradients() override {
     return trainer_->compute_gradients(batch_.view());
+  }
+  std::string features_problem() const override {
+    return batch_.features_problem(num_captured_);
   }
   std::string describe() const override {
     return "on the CPU, " + std::to_string(threads_) + " thread(s)";
@@ -26,6 +30,7 @@ class CpuTrainingBackend final : public TrainingBackend {
  private:
   std::unique_ptr<train::DrafterTrainer> trainer_;
   uint32_t threads_;
+  uint32_t num_captured_;  // K, for the features check
   SlotBatch batch_;
 };
 
@@ -42,13 +47,15 @@ std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options) {
   auto trainer = std::make_unique<train::Trainer>(options);
   const uint32_t threads = trainer->model().threads();
-  return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads);
+  const uint32_t k = options.model.num_captured;
+  return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads, k);
 }
 
 std::unique_ptr<TrainingBackend> make_cpu_dflash_backend(train::DflashTrainerOptions options) {
+  const uint32_t k = options.model.num_captured;
   auto trainer = std::make_unique<train::DflashTrainer>(std::move(options));
   const uint32_t threads = trainer->model().threads();
-  return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads);
+  return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads, k);
 }
 
 }  // namespace hsring

@@ -28,6 +28,10 @@ class TrainingBackend {
   virtual uint32_t batch_tokens() const = 0;
   // Gradients of the last copied batch's mean loss.
   virtual train::LossStats compute_gradients() = 0;
+  // "" when the last copied batch's hidden states are all finite, or the backend cannot
+  // tell (a GPU's copy is on the device); else the first element that is not. Called only
+  // to explain a loss that is not finite.
+  virtual std::string features_problem() const { return ""; }
   // For the log: "on the CPU, 2 threads" / "on GPU 1 (NVIDIA H200), bf16 products".
   virtual std::string describe() const = 0;
   // The group this member trains one model in: the shared-memory exchange beside the

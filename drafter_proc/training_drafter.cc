@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -57,9 +58,12 @@ class TrainingLoop {
   train::DflashTrainerOptions dflash_options(const ModelConfig& target) const;
   PeerWatch peer_watch() const;
   std::function<bool()> keep_waiting();
-  // One step on the copied batch: its gradients, in a group their all-reduce, the update.
-  // kReduced when the update was applied.
-  ExchangeResult step(train::StepStats& stats);
+  // The rest of a step on the copied batch whose gradients are `loss`'s: in a group their
+  // all-reduce, then the update. kReduced when the update was applied.
+  ExchangeResult step(const train::LossStats& loss, uint64_t start, train::StepStats& stats);
+  // "" when the step on the copied batch may go on, else why training must stop: its loss
+  // is not finite (a diverged model, or hidden states that are not finite).
+  std::string non_finite_problem(const train::LossStats& loss) const;
   void train_on(SlotClaim& claim);
   void publish(const train::StepStats& stats);
   TrainingPosition position();
@@ -83,6 +87,7 @@ class TrainingLoop {
   uint64_t trained_watermark_ = 0;  // ring batch ids below it are all consumed
   double loss_ema_ = -1, agreement_ema_ = 0, acceptance_ema_ = 0;
   uint64_t torn_logged_ = 0;
+  uint64_t batch_id_ = 0;  // of the batch last copied out of the ring
 };
 
 void TrainingLoop::set_up() {
@@ -207,9 +212,21 @@ std::function<bool()> TrainingLoop::keep_waiting() {
   };
 }
 
-ExchangeResult TrainingLoop::step(train::StepStats& stats) {
-  const uint64_t start = monotonic_ns();
-  const train::LossStats loss = backend_->compute_gradients();
+std::string TrainingLoop::non_finite_problem(const train::LossStats& loss) const {
+  if (std::isfinite(loss.loss)) return "";
+  // Which, when the backend can tell (the CPU keeps the batch in process memory).
+  const std::string features = backend_->features_problem();
+  const char* value = std::isnan(loss.loss) ? "NaN" : loss.loss > 0 ? "+Inf" : "-Inf";
+  return std::string("the loss is ") + value + " at step " +
+         std::to_string(backend_->trainer().optimizer_step() + 1) + " on batch " +
+         std::to_string(batch_id_) +
+         (features.empty() ? "" : " (its hidden states are not finite: " + features + ")") +
+         ": training cannot go on; the run stops (a diverged model: lower --lr; non-finite "
+         "hidden states: check the target model and its data)";
+}
+
+ExchangeResult TrainingLoop::step(const train::LossStats& loss, uint64_t start,
+                                  train::StepStats& stats) {
   if (exchange_) {
     const ExchangeResult result =
         exchange_->all_reduce(exchange_step_, loss.counted);
@@ -279,6 +296,7 @@ void TrainingLoop::train_on(SlotClaim& claim) {
   ProcessEntry& entry = session_.entry();
   const SlotHeader& slot = ring_.slot(claim.index);
   const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
+  batch_id_ = batch_id;
   std::string problem;
   {
     StageTimer timer(entry, Stage::kDrafterVerify);
@@ -322,7 +340,15 @@ int TrainingLoop::run() {
     {
       // In a group the step's stage includes waiting for the peers' gradients.
       StageTimer step_timer(entry, Stage::kDrafterStep);
-      if (const ExchangeResult r = step(stats); r == ExchangeResult::kStopped) {
+      const uint64_t start = monotonic_ns();
+      const train::LossStats loss = backend_->compute_gradients();
+      // Before the exchange: a NaN must not reach the peers' gradients, nor the run go on
+      // training (every later step would be skipped) or crash-loop.
+      if (std::string why = non_finite_problem(loss); !why.empty()) {
+        log_line("error: " + why);
+        return kExitNonFinite;
+      }
+      if (const ExchangeResult r = step(loss, start, stats); r == ExchangeResult::kStopped) {
         break;  // draining: the peers may have stopped before this step
       } else if (r == ExchangeResult::kFailed) {
         // Not a peer's death: counted as this drafter's crash, so a failure that repeats

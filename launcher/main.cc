@@ -10,6 +10,7 @@
 #include <iostream>
 #include <thread>
 
+#include "common/cli_checks.h"
 #include "common/log.h"
 #include "common/node_topology.h"
 #include "common/profile_interval.h"
@@ -19,6 +20,7 @@
 #include "launcher/ring_commands.h"
 #include "launcher/run_options.h"
 #include "launcher/service_commands.h"
+#include "launcher/slot_census.h"
 #include "launcher/status.h"
 #include "launcher/supervisor.h"
 #include "launcher/systemd_units.h"
@@ -35,6 +37,14 @@ std::string program_dir() {
   if (n <= 0) return ".";
   path[n] = '\0';
   return std::filesystem::path(path).parent_path().string();
+}
+
+// The file of `--config FILE` / `--config=FILE` once config_first() moved it to the
+// front; "" when none.
+std::string config_path(const std::vector<std::string>& args) {
+  if (args.size() > 2 && args[1] == "--config") return args[2];
+  if (args.size() > 1 && args[1].rfind("--config=", 0) == 0) return args[1].substr(9);
+  return "";
 }
 
 // CLI11 reads --config only before the subcommand; accept it anywhere by moving it (and
@@ -104,6 +114,19 @@ int show_status(const std::string& name, const StatusOptions& options, bool prom
   }
 }
 
+// `hsring ring inspect`: the segment validated at attach, then its slots. A slot whose
+// state word is corrupt fails the inspection (exit 1) after the report names it.
+int inspect_ring(const std::string& name) {
+  auto ring = Ring::attach(name, Ring::Access::kReadOnly);
+  std::cout << render_status(*ring, {.json = false, .interval_s = 0}) << std::flush;
+  const SlotCensus census = take_slot_census(*ring);
+  if (census.corrupt == 0) return 0;
+  std::cerr << "hsring ring inspect: ring '" << name << "' has " << census.corrupt
+            << " corrupt slot(s): " << census.problems.front()
+            << (census.corrupt > 1 ? " (and more above)" : "") << "\n";
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +135,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_config("--config", "", "Read flags from a TOML/INI file ([run] section)");
   app.allow_config_extras(false);
+  // Before any subcommand exists: each takes its parent's reader when it is made.
+  std::vector<std::string> args = config_first(argc, argv);
+  app.config_formatter(std::make_shared<CheckedConfig>(config_path(args)));
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand("run", "Create a ring, start and supervise its workers");
@@ -132,7 +158,9 @@ int main(int argc, char** argv) {
   bool prometheus = false;
   double watch_s = 0;
   CLI::App* status = app.add_subcommand("status", "Show a ring's processes and slots (read-only)");
-  status->add_option("--ring", status_ring, "Ring name")->capture_default_str();
+  status->add_option("--ring", status_ring, "Ring name")
+      ->capture_default_str()
+      ->check(ring_name_check());
   status->add_flag("--json", status_options.json, "JSON output");
   status->add_flag("--prometheus", prometheus, "Prometheus text exposition");
   status->add_option("--watch", watch_s, "Refresh every S seconds")->expected(0, 1)->default_str("1")
@@ -145,16 +173,18 @@ int main(int argc, char** argv) {
 
   std::string stop_name = "hsring";
   CLI::App* stop = app.add_subcommand("stop", "Ask a ring's launcher to drain and stop");
-  stop->add_option("--ring", stop_name, "Ring name")->capture_default_str();
+  stop->add_option("--ring", stop_name, "Ring name")
+      ->capture_default_str()
+      ->check(ring_name_check());
 
   CLI::App* ring_cmd = app.add_subcommand("ring", "Inspect, remove or garbage-collect segments");
   ring_cmd->require_subcommand(1);
   std::string inspect_name, remove_name;
   bool remove_force = false, gc_dry_run = false;
   CLI::App* inspect = ring_cmd->add_subcommand("inspect", "Validate a segment and show it");
-  inspect->add_option("name", inspect_name, "Ring name")->required();
+  inspect->add_option("name", inspect_name, "Ring name")->required()->check(ring_name_check());
   CLI::App* remove = ring_cmd->add_subcommand("remove", "Remove a (stale) segment");
-  remove->add_option("name", remove_name, "Ring name")->required();
+  remove->add_option("name", remove_name, "Ring name")->required()->check(ring_name_check());
   remove->add_flag("--force", remove_force, "Remove even while processes are alive");
   CLI::App* gc = ring_cmd->add_subcommand("gc", "Remove every ring whose processes are all dead");
   gc->add_flag("--dry-run", gc_dry_run, "Only say what would be removed");
@@ -177,7 +207,9 @@ int main(int argc, char** argv) {
 
   const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
 
-  std::vector<std::string> args = config_first(argc, argv);
+  // Every floating-point flag of every command is finite (nan, inf: refused, named).
+  refuse_non_finite_numbers(app);
+
   std::vector<char*> arg_pointers;
   for (std::string& a : args) arg_pointers.push_back(a.data());
   try {
@@ -212,7 +244,7 @@ int main(int argc, char** argv) {
     }
     if (*status) return show_status(status_ring, status_options, prometheus, watch_s);
     if (*stop) return stop_ring(stop_name);
-    if (*inspect) return show_status(inspect_name, {.json = false, .interval_s = 0}, false, 0);
+    if (*inspect) return inspect_ring(inspect_name);
     if (*remove) return remove_ring(remove_name, remove_force);
     if (*gc) return gc_rings(gc_dry_run);
     if (*config_default) {

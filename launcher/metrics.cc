@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 
+#include "launcher/slot_census.h"
 #include "shm/recovery.h"
 
 namespace hsring {
@@ -16,22 +18,20 @@ namespace {
 
 class Exposition {
  public:
-  explicit Exposition(std::string ring) : ring_(std::move(ring)) {}
+  explicit Exposition(const std::string& ring) : ring_label_(prometheus_label("ring", ring)) {}
 
   void family(const char* name, const char* type, const char* help) {
     out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   }
-  // One sample; `labels` is extra "k=\"v\"" pairs, already formatted.
+  // One sample; `labels` is extra name="value" pairs from prometheus_label(), joined by ','.
   void sample(const std::string& name, const std::string& labels, double value) {
-    out_ << name << "{ring=\"" << ring_ << "\"" << (labels.empty() ? "" : ",") << labels << "} ";
-    char number[64];
-    std::snprintf(number, sizeof number, "%.17g", value);
-    out_ << number << "\n";
+    out_ << name << "{" << ring_label_ << (labels.empty() ? "" : ",") << labels << "} "
+         << prometheus_value(value) << "\n";
   }
   std::string str() const { return out_.str(); }
 
  private:
-  std::string ring_;
+  std::string ring_label_;
   std::ostringstream out_;
 };
 
@@ -39,22 +39,48 @@ std::string worker_labels(const Ring& ring, uint32_t i) {
   const ProcessEntry& p = ring.process(i);
   const auto role = Role(p.role.load(std::memory_order_relaxed));
   const uint32_t index = role == Role::kTarget ? i : i - ring.shape().num_targets;
-  return std::string("role=\"") + to_string(role) + "\",index=\"" + std::to_string(index) +
-         "\",gpu=\"" + std::to_string(p.gpu.load(std::memory_order_relaxed)) + "\"";
+  return prometheus_label("role", to_string(role)) + "," +
+         prometheus_label("index", std::to_string(index)) + "," +
+         prometheus_label("gpu", std::to_string(p.gpu.load(std::memory_order_relaxed)));
 }
 
 }  // namespace
+
+std::string prometheus_label(const std::string& name, const std::string& value) {
+  // The text format escapes exactly these three in a label value.
+  std::string out = name + "=\"";
+  for (const char c : value) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+std::string prometheus_value(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char number[64];
+  std::snprintf(number, sizeof number, "%.17g", value);
+  return number;
+}
 
 std::string render_prometheus(const Ring& ring) {
   Exposition m(ring.name());
   const RingHeader& h = ring.header();
 
-  uint32_t by_phase[kSlotPhaseCount] = {};
-  for (uint32_t i = 0; i < ring.slot_count(); ++i)
-    ++by_phase[uint32_t(SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase())];
-  m.family("hsring_slots", "gauge", "Ring slots by state.");
+  const SlotCensus census = take_slot_census(ring);
+  m.family("hsring_slots", "gauge",
+           "Ring slots by state; CORRUPT: a state word whose phase is not a phase.");
   for (int p = 0; p < kSlotPhaseCount; ++p)
-    m.sample("hsring_slots", std::string("state=\"") + to_string(SlotPhase(p)) + "\"", by_phase[p]);
+    m.sample("hsring_slots", prometheus_label("state", to_string(SlotPhase(p))),
+             census.by_phase[p]);
+  m.sample("hsring_slots", prometheus_label("state", "CORRUPT"), census.corrupt);
   m.family("hsring_slots_recovered_total", "counter", "Slots returned from dead owners.");
   m.sample("hsring_slots_recovered_total", "", double(h.slots_recovered.load(std::memory_order_relaxed)));
   m.family("hsring_batches_published_total", "counter", "Publish sequence numbers handed out.");
@@ -106,7 +132,8 @@ std::string render_prometheus(const Ring& ring) {
       const StageCounter& c = ring.process(i).stages[s];
       const uint64_t count = c.count.load(std::memory_order_relaxed);
       if (count == 0) continue;
-      const std::string labels = worker_labels(ring, i) + ",stage=\"" + to_string(Stage(s)) + "\"";
+      const std::string labels =
+          worker_labels(ring, i) + "," + prometheus_label("stage", to_string(Stage(s)));
       uint64_t cumulative = 0;
       for (uint32_t b = 0; b < StageCounter::kBuckets; ++b) {
         const uint64_t in_bucket = c.log2_histogram[b].load(std::memory_order_relaxed);
@@ -114,9 +141,11 @@ std::string render_prometheus(const Ring& ring) {
         if (in_bucket == 0 && b + 1 < StageCounter::kBuckets) continue;
         char le[32];
         std::snprintf(le, sizeof le, "%.9g", double(uint64_t(2) << b) / 1e9);
-        m.sample("hsring_stage_duration_seconds_bucket", labels + ",le=\"" + le + "\"", double(cumulative));
+        m.sample("hsring_stage_duration_seconds_bucket", labels + "," + prometheus_label("le", le),
+                 double(cumulative));
       }
-      m.sample("hsring_stage_duration_seconds_bucket", labels + ",le=\"+Inf\"", double(count));
+      m.sample("hsring_stage_duration_seconds_bucket",
+               labels + "," + prometheus_label("le", "+Inf"), double(count));
       m.sample("hsring_stage_duration_seconds_sum", labels, double(c.total_ns.load(std::memory_order_relaxed)) / 1e9);
       m.sample("hsring_stage_duration_seconds_count", labels, double(count));
     }

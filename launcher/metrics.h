@@ -11,4 +11,10 @@ namespace hsring {
 
 std::string render_prometheus(const Ring& ring);
 
+// `name="value"` with the value escaped as the text format says: backslash, double quote
+// and newline become \\, \" and \n. Any other byte (UTF-8 included) passes as it is.
+std::string prometheus_label(const std::string& name, const std::string& value);
+// A sample value: %.17g, or NaN, +Inf, -Inf as the format spells them.
+std::string prometheus_value(double value);
+
 }  // namespace hsring

@@ -20,6 +20,7 @@
 #include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
 #include "gpu/noise_schedule.h"
+#include "shm/grad_exchange.h"
 #include "shm/ring.h"
 #if HSRING_HAVE_CUDA
 #include "gpu/device.h"
@@ -151,27 +152,40 @@ void check_cuda_build(const SystemFacts& facts) {
       "build runs CPU workers only: use cpu:N");
 }
 
-void check_shm_space(const RunOptions& options, const RingLayout& layout,
+// What the run puts in /dev/shm: the ring, and the gradient exchange beside it.
+std::string segments_text(const RunOptions& options, const RingLayout& layout, uint64_t grads) {
+  std::string text = "ring '" + options.ring + "' (" + human_bytes(layout.total_size) + ")";
+  if (grads > 0)
+    text += " and its gradient exchange '" + GradExchange::name_for(options.ring) + "' (" +
+            human_bytes(grads) + ")";
+  return text;
+}
+
+void check_shm_space(const RunOptions& options, const RingLayout& layout, uint64_t grads,
                      const SystemFacts& facts) {
-  if (!facts.shm_free_bytes || *facts.shm_free_bytes >= layout.total_size) return;
-  throw std::runtime_error("ring '" + options.ring + "' needs " + human_bytes(layout.total_size) +
-                           " but /dev/shm has " + human_bytes(*facts.shm_free_bytes) +
+  const uint64_t needed = layout.total_size + grads;
+  if (!facts.shm_free_bytes || *facts.shm_free_bytes >= needed) return;
+  const std::string what = grads > 0 ? segments_text(options, layout, grads) + " need "
+                                     : "ring '" + options.ring + "' needs ";
+  throw std::runtime_error(what + human_bytes(needed) + " but /dev/shm has " +
+                           human_bytes(*facts.shm_free_bytes) +
                            " free: remove stale rings (`hsring ring remove NAME`), use fewer "
                            "--slots or --max-tokens, or enlarge /dev/shm");
 }
 
 void check_memory(const RunOptions& options, const WorkerSpec& targets, const WorkerSpec& drafters,
-                  const RingLayout& layout, const SystemFacts& facts) {
+                  const RingLayout& layout, uint64_t grads, const SystemFacts& facts) {
   if (!facts.mem_available) return;
   uint64_t workers_bytes = 0;
   for (uint32_t t = 0; t < targets.count; ++t)
     workers_bytes += worker_memory_estimate(options, Role::kTarget, !targets.cpu);
   for (uint32_t d = 0; d < drafters.count; ++d)
     workers_bytes += worker_memory_estimate(options, Role::kDrafter, !drafters.cpu);
-  const uint64_t needed = layout.total_size + workers_bytes;
+  // /dev/shm is memory: its segments count with the workers.
+  const uint64_t needed = layout.total_size + grads + workers_bytes;
   if (needed <= *facts.mem_available) return;
   throw std::runtime_error(
-      "ring '" + options.ring + "' (" + human_bytes(layout.total_size) + ") and " +
+      segments_text(options, layout, grads) + " and " +
       std::to_string(targets.count + drafters.count) + " workers (about " +
       human_bytes(workers_bytes) + ") need " + human_bytes(needed) + " of memory, but only " +
       human_bytes(*facts.mem_available) + " is available (" + facts.mem_available_source +
@@ -277,6 +291,20 @@ uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gp
   }
 }
 
+uint64_t grad_exchange_bytes(const RunOptions& options, const WorkerSpec& drafters,
+                             const RingShape& shape) {
+  // Several CPU drafters of one machine train one model through the exchange; GPU
+  // drafters all-reduce with NCCL, and across machines there is no exchange.
+  if (!runs_model(options) || !drafters.cpu || drafters.count < 2 || options.nnodes > 1) return 0;
+  try {
+    const train::DrafterConfig drafter = train::default_drafter_config(
+        model_config_of(options.model), shape.num_layers, options.window);
+    return GradExchange::segment_size(drafters.count, train::drafter_param_layout(drafter).total);
+  } catch (const std::exception&) {
+    return 0;  // the ring shape check and the drafters report a bad --model
+  }
+}
+
 void apply_default_gpu_split(RunOptions& options) {
   int gpus = 0;
 #if HSRING_HAVE_CUDA
@@ -336,8 +364,9 @@ std::vector<std::string> check_run_request(const RunOptions& options, const Work
   const RingLayout layout = compute_layout(shape);
   const bool gpu_workers = gpu_worker_count(targets, drafters) > 0;
   if (gpu_workers) check_cuda_build(facts);
-  check_shm_space(options, layout, facts);
-  check_memory(options, targets, drafters, layout, facts);
+  const uint64_t grads = grad_exchange_bytes(options, drafters, shape);
+  check_shm_space(options, layout, grads, facts);
+  check_memory(options, targets, drafters, layout, grads, facts);
   if (gpu_workers) {
     // Every GPU worker pins every slot's payload (gpu/host_registration.h).
     const uint64_t pinned = layout.slot.stride * shape.slot_count;

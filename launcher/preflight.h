@@ -58,6 +58,12 @@ void preflight_run(const RunOptions& options, const WorkerSpec& targets, const W
 // estimate with room to spare, not a measurement.
 uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gpu);
 
+// The bytes of the "<ring>-grads" segment the run's drafters average their gradients
+// through (shm/grad_exchange.h): several CPU drafters training a model on one machine;
+// 0 for a run without one (GPU drafters use NCCL). The /dev/shm and memory checks count it.
+uint64_t grad_exchange_bytes(const RunOptions& options, const WorkerSpec& drafters,
+                             const RingShape& shape);
+
 // Readers of the memory facts, on the files' text (for tests).
 // MemAvailable of /proc/meminfo in bytes; nullopt when absent.
 std::optional<uint64_t> meminfo_available_bytes(const std::string& meminfo);

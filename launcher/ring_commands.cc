@@ -51,7 +51,9 @@ int remove_ring(const std::string& name, bool force) {
     }
   } catch (const RingError& e) {
     // A corrupt segment can still be removed by its owner; a foreign one cannot.
-    if (e.code() == RingErrc::kNotFound || e.code() == RingErrc::kForeignOwner) throw;
+    if (e.code() == RingErrc::kNotFound || e.code() == RingErrc::kForeignOwner ||
+        e.code() == RingErrc::kBadName)
+      throw;
     std::cerr << "hsring ring remove: note: " << e.what() << "\n";
   }
   GradExchange::remove(GradExchange::name_for(name));  // a CPU drafter group's, if any

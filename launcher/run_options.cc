@@ -5,21 +5,28 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/cli_checks.h"
 #include "common/node_topology.h"
 #include "common/profile_interval.h"
 #include "model/model_config.h"
 #include "model/model_error.h"
 #include "model/target_model.h"
+#include "shm/ring.h"
 
 namespace hsring {
 
 void add_run_flags(CLI::App& app, RunOptions& o) {
-  app.add_option("--ring", o.ring, "Name of the ring segment (in /dev/shm)")->capture_default_str();
+  app.add_option("--ring", o.ring, "Name of the ring segment (in /dev/shm)")
+      ->capture_default_str()
+      ->check(ring_name_check());
   app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU machine: every GPU, targets:drafters 5:3)")->capture_default_str();
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
   app.add_option("--model", o.model, "Target model: tiny, qwen3-8b, qwen3.6-27b, a Hugging Face folder, or synthetic (verifiable made-up batches)")->capture_default_str();
   app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
   app.add_option("--data", o.data, "Folder of token shards (hsring data pack); default: the built-in corpus");
+  app.add_flag("!--no-verify-data", o.verify_data,
+               "Skip reading every token of --data before the run (its checksums and vocabulary; "
+               "headers and offsets are still checked, token values as batches are built)");
   app.add_option("--data-seed", o.data_seed, "Seed of the batch packing and epoch order")->capture_default_str();
   app.add_option("--layers", o.layers, "Captured layer ids, e.g. 1,16,31,46,61 (default: K spread from layer 1 to L-3)");
   app.add_option("--read-ahead", o.read_ahead, "Batches each target reads ahead of its forward (io_uring)")->capture_default_str()->check(CLI::Range(1u, 256u));
@@ -95,6 +102,11 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_flag("--keep-ring", o.keep_ring, "Leave the segment in /dev/shm at exit (for inspection)");
   app.add_flag("--quiet,-q", o.quiet, "No progress line");
   add_profile_interval_flag(app, o.profile_interval_s)->capture_default_str();
+  refuse_non_finite_numbers(app);
+}
+
+CLI::Validator ring_name_check() {
+  return CLI::Validator([](std::string& name) { return ring_name_problem(name); }, "");
 }
 
 namespace {

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string model = "tiny";
   uint64_t model_seed = 0;  // a preset's random weights
   std::string data;         // token shards; "" = the built-in corpus
+  bool verify_data = true;  // preflight reads every token: both checksums, the vocabulary
   uint64_t data_seed = 0;   // batch packing and epoch order
   std::string layers;       // captured layer ids "1,16,31"; "" = the DFlash rule
   uint32_t read_ahead = 4;  // batches a target reads ahead of its forward
@@ -102,7 +103,12 @@ inline constexpr uint64_t kDefaultRunBatches = 12000;
 // ... and 200 training steps of the tiny drafter on the tiny target, about a minute.
 inline constexpr uint64_t kDefaultModelRunBatches = 200;
 
+// Every floating-point flag among them refuses a value that is not finite
+// (refuse_non_finite_numbers), and --ring a name that cannot be a ring's.
 void add_run_flags(CLI::App& app, RunOptions& options);
+
+// A CLI11 check of a ring name: ring_name_problem()'s reason, after the flag's name.
+CLI::Validator ring_name_check();
 
 inline constexpr uint32_t kSyntheticHiddenSize = 256;
 inline constexpr uint32_t kDefaultCapturedLayers = 5;

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "launcher/json_values.h"
 #include "launcher/metrics.h"
 #include "shm/ledger.h"
 
@@ -16,6 +17,7 @@ RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_targ
                          uint64_t restarts_drafter) {
   const LedgerTotals totals = ledger_totals(ring, ring.shape().batch_limit);
   RunSummary s;
+  s.ring = ring.name();
   s.batches_published = totals.published;
   s.batches_consumed = totals.consumed;
   s.batches_torn = totals.torn;
@@ -47,29 +49,30 @@ RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_targ
 }
 
 std::string summary_json(const RunSummary& s) {
-  std::ostringstream out;
-  out.precision(6);
-  out << std::fixed;
-  out << "{\n"
-      << "  \"batches_published\": " << s.batches_published << ",\n"
-      << "  \"batches_consumed\": " << s.batches_consumed << ",\n"
-      << "  \"batches_torn\": " << s.batches_torn << ",\n"
-      << "  \"batches_duplicated\": " << s.batches_duplicated << ",\n"
-      << "  \"batches_redelivered\": " << s.batches_redelivered << ",\n"
-      << "  \"batches_lost\": " << s.batches_lost << ",\n"
-      << "  \"batches_in_ring_at_exit\": " << s.batches_in_ring_at_exit << ",\n"
-      << "  \"restarts_target\": " << s.restarts_target << ",\n"
-      << "  \"restarts_drafter\": " << s.restarts_drafter << ",\n"
-      << "  \"slots_recovered\": " << s.slots_recovered << ",\n"
-      << "  \"tokens_per_s\": " << s.tokens_per_s << ",\n"
-      << "  \"hs_bytes_per_s\": " << s.hs_bytes_per_s << ",\n"
-      << "  \"wall_s\": " << s.wall_s;
+  // Rates and losses to 6 decimals, as the document always gave them; a loss that is not
+  // finite (a diverged run) is null.
+  Json doc;
+  doc["ring"] = s.ring;
+  doc["batches_published"] = s.batches_published;
+  doc["batches_consumed"] = s.batches_consumed;
+  doc["batches_torn"] = s.batches_torn;
+  doc["batches_duplicated"] = s.batches_duplicated;
+  doc["batches_redelivered"] = s.batches_redelivered;
+  doc["batches_lost"] = s.batches_lost;
+  doc["batches_in_ring_at_exit"] = s.batches_in_ring_at_exit;
+  doc["restarts_target"] = s.restarts_target;
+  doc["restarts_drafter"] = s.restarts_drafter;
+  doc["slots_recovered"] = s.slots_recovered;
+  doc["tokens_per_s"] = json_number(s.tokens_per_s, 6);
+  doc["hs_bytes_per_s"] = json_number(s.hs_bytes_per_s, 6);
+  doc["wall_s"] = json_number(s.wall_s, 6);
   if (s.trained) {
-    out << ",\n  \"steps\": " << s.steps << ",\n  \"initial_loss\": " << s.initial_loss
-        << ",\n  \"final_loss\": " << s.final_loss << ",\n  \"agreement\": " << s.agreement;
+    doc["steps"] = s.steps;
+    doc["initial_loss"] = json_number(s.initial_loss, 6);
+    doc["final_loss"] = json_number(s.final_loss, 6);
+    doc["agreement"] = json_number(s.agreement, 6);
   }
-  out << "\n}\n";
-  return out.str();
+  return json_text(doc);
 }
 
 void write_summary_json(const RunSummary& summary, const std::string& path) {

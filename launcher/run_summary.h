@@ -10,6 +10,7 @@
 namespace hsring {
 
 struct RunSummary {
+  std::string ring;
   uint64_t batches_published = 0;
   uint64_t batches_consumed = 0;
   uint64_t batches_torn = 0;

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "launcher/json_values.h"
+#include "launcher/slot_census.h"
 #include "shm/liveness.h"
 #include "shm/recovery.h"
 
@@ -45,6 +47,13 @@ std::string worker_name(const Ring& ring, uint32_t i) {
   return std::string(to_string(role)) + " " + std::to_string(index);
 }
 
+const char* const kPhaseNames[kSlotPhaseCount] = {"free", "claimed", "writing", "ready", "reading"};
+
+const char* state_name(const ProcessEntry& p, bool alive, uint32_t epoch) {
+  if (!alive) return epoch == 0 ? "never-started" : "dead";
+  return to_string(ProcessState(p.state.load(std::memory_order_relaxed)));
+}
+
 std::string interval_text(double interval) {
   return interval > 0 ? "over the last " + fixed(interval, 1) + " s" : "since the ring was created";
 }
@@ -77,79 +86,136 @@ std::string render_status(const Ring& ring, const StatusOptions& options) {
   return render_status(ring, before, read_status_sample(ring), options);
 }
 
+namespace {
+
+// Status as JSON (docs/operations.md lists the keys): numbers as the text shows them, a
+// value that is not finite as null.
+std::string status_json(const Ring& ring, const StatusSample& before_sample,
+                        const StatusSample& after_sample, const SlotCensus& census) {
+  const auto& before = before_sample.processes;
+  const auto& after = after_sample.processes;
+  const double interval = double(after_sample.at_ns - before_sample.at_ns) / 1e9;
+  const RingShape& s = ring.shape();
+  const RingHeader& h = ring.header();
+  const uint64_t now_unix = unix_ns();
+
+  Json doc;
+  doc["ring"] = ring.name();
+  doc["slots"] = s.slot_count;
+  doc["slot_bytes"] = ring.layout().slot.stride;
+  doc["max_tokens"] = s.max_tokens;
+  doc["hidden_size"] = s.hidden_size;
+  doc["num_layers"] = s.num_layers;
+  doc["dtype"] = to_string(s.dtype);
+  doc["launcher_pid"] = h.launcher_pid.load(std::memory_order_relaxed);
+  doc["launcher_alive"] = liveness_lock_held_elsewhere(ring.fd(), kLauncherLockIndex);
+  doc["slots_recovered"] = h.slots_recovered.load(std::memory_order_relaxed);
+  doc["interval_s"] = json_number(interval, 3);
+  doc["content"] = to_string(s.content);
+  if (h.training.started()) {
+    doc["training"] = {
+        {"steps", h.training.steps.load(std::memory_order_relaxed)},
+        {"loss", json_number(TrainingProgress::value(h.training.loss_ema), 4)},
+        {"agreement", json_number(TrainingProgress::value(h.training.agreement_ema), 4)},
+        {"step_ms", json_number(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)},
+        {"checkpoint_step", h.training.checkpoint_step.load(std::memory_order_relaxed)}};
+  } else {
+    doc["training"] = nullptr;
+  }
+  Json& by_state = doc["slots_by_state"] = Json::object();
+  for (int p = 0; p < kSlotPhaseCount; ++p) by_state[kPhaseNames[p]] = census.by_phase[p];
+  by_state["corrupt"] = census.corrupt;
+  doc["slot_problems"] = census.problems;
+
+  Json& processes = doc["processes"] = Json::array();
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    const ProcessEntry& p = ring.process(i);
+    const auto role = Role(p.role.load(std::memory_order_relaxed));
+    const uint32_t epoch = p.epoch.load(std::memory_order_relaxed);
+    const bool alive = epoch != 0 && owner_alive(ring, i, epoch);
+    const uint64_t started = p.started_unix_ns.load(std::memory_order_relaxed);
+    const double uptime = alive && started ? double(now_unix - started) / 1e9 : 0;
+    const uint32_t starts = p.starts.load(std::memory_order_relaxed);
+    Json process;
+    process["role"] = to_string(role);
+    process["index"] = role == Role::kTarget ? i : i - s.num_targets;
+    process["pid"] = p.pid.load(std::memory_order_relaxed);
+    process["epoch"] = epoch;
+    process["state"] = state_name(p, alive, epoch);
+    process["alive"] = alive;
+    process["uptime_s"] = json_number(uptime, 1);
+    process["batches"] = after[i].batches;
+    process["tokens_per_s"] =
+        json_number(interval > 0 ? double(after[i].tokens - before[i].tokens) / interval : 0, 1);
+    process["hs_bytes_per_s"] = json_number(
+        interval > 0 ? double(after[i].hs_bytes - before[i].hs_bytes) / interval : 0, 1);
+    process["restarts"] = starts > 0 ? starts - 1 : 0;
+    process["torn"] = p.torn.load(std::memory_order_relaxed);
+    process["gpu"] = p.gpu.load(std::memory_order_relaxed);
+    // Over the interval; null where the stage timed nothing in it.
+    Json& stages = process["stages"] = Json::object();
+    for (const StageRow& row : stage_rows(before[i], after[i])) {
+      const StageStats& st = row.interval;
+      const auto ms = [&](double ns) { return st.count ? json_number(ns / 1e6, 4) : Json(); };
+      stages[to_string(row.stage)] = {{"count", st.count},
+                                      {"mean_ms", ms(st.mean_ns)},
+                                      {"p50_ms", ms(st.p50_ns)},
+                                      {"p99_ms", ms(st.p99_ns)},
+                                      {"count_total", row.count_total}};
+    }
+    processes.push_back(std::move(process));
+  }
+  return json_text(doc);
+}
+
+}  // namespace
+
 std::string render_status(const Ring& ring, const StatusSample& before_sample,
                           const StatusSample& after_sample, const StatusOptions& options) {
+  const SlotCensus census = take_slot_census(ring);
+  if (options.json) return status_json(ring, before_sample, after_sample, census);
   const auto& before = before_sample.processes;
   const auto& after = after_sample.processes;
   const double interval = double(after_sample.at_ns - before_sample.at_ns) / 1e9;
 
   const RingShape& s = ring.shape();
   const RingHeader& h = ring.header();
-  uint32_t by_phase[kSlotPhaseCount] = {};
-  for (uint32_t i = 0; i < ring.slot_count(); ++i)
-    ++by_phase[uint32_t(SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase())];
   const bool launcher_alive = liveness_lock_held_elsewhere(ring.fd(), kLauncherLockIndex);
-  const char* phase_names[] = {"free", "claimed", "writing", "ready", "reading"};
   const uint64_t now_unix = unix_ns();
 
   std::ostringstream out;
-  if (options.json) {
-    out << "{\n  \"ring\": \"" << ring.name() << "\",\n  \"slots\": " << s.slot_count
-        << ",\n  \"slot_bytes\": " << ring.layout().slot.stride
-        << ",\n  \"max_tokens\": " << s.max_tokens << ",\n  \"hidden_size\": " << s.hidden_size
-        << ",\n  \"num_layers\": " << s.num_layers << ",\n  \"dtype\": \"" << to_string(s.dtype)
-        << "\",\n  \"launcher_pid\": " << h.launcher_pid.load(std::memory_order_relaxed)
-        << ",\n  \"launcher_alive\": " << (launcher_alive ? "true" : "false")
-        << ",\n  \"slots_recovered\": " << h.slots_recovered.load(std::memory_order_relaxed)
-        << ",\n  \"interval_s\": " << fixed(interval, 3) << ",\n  \"content\": \""
-        << to_string(s.content) << "\",\n  \"training\": ";
-    if (h.training.started()) {
-      out << "{\"steps\": " << h.training.steps.load(std::memory_order_relaxed)
-          << ", \"loss\": " << fixed(TrainingProgress::value(h.training.loss_ema), 4)
-          << ", \"agreement\": " << fixed(TrainingProgress::value(h.training.agreement_ema), 4)
-          << ", \"step_ms\": " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
-          << ", \"checkpoint_step\": " << h.training.checkpoint_step.load(std::memory_order_relaxed)
-          << "}";
-    } else {
-      out << "null";
-    }
-    out << ",\n  \"slots_by_state\": {";
-    for (int p = 0; p < kSlotPhaseCount; ++p)
-      out << (p ? ", " : "") << "\"" << phase_names[p] << "\": " << by_phase[p];
-    out << "},\n  \"processes\": [";
-  } else {
-    out << "ring '" << ring.name() << "': " << s.slot_count << " slots of "
-        << fixed(double(ring.layout().slot.stride) / (1 << 20), 1) << " MiB (" << s.max_tokens
-        << " tokens x " << s.num_layers << " layers x " << s.hidden_size << " "
-        << to_string(s.dtype) << (s.split_layers ? ", split" : ", concatenated")
-        << "), hs_min_ready " << s.hs_min_ready << "\n";
-    out << "launcher pid " << h.launcher_pid.load(std::memory_order_relaxed)
-        << (launcher_alive ? " (alive)" : " (not running)") << "; slots recovered so far "
-        << h.slots_recovered.load(std::memory_order_relaxed) << "\n";
-    out << "slots:";
-    for (int p = 0; p < kSlotPhaseCount; ++p) out << " " << phase_names[p] << " " << by_phase[p];
-    out << "\n";
-    if (h.training.started()) {
-      out << "training: step " << h.training.steps.load(std::memory_order_relaxed) << ", loss "
-          << fixed(TrainingProgress::value(h.training.loss_ema), 4) << ", agreement " << fixed(TrainingProgress::value(h.training.agreement_ema), 4)
-          << ", " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
-          << " ms/step, last checkpoint at step "
-          << h.training.checkpoint_step.load(std::memory_order_relaxed) << "\n";
-    }
-    out << "\n";
-    char header[256];
-    std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %10s %12s %10s %8s %6s\n",
-                  "worker", "pid", "epoch", "state", "alive", "uptime_s", "batches", "tokens/s",
-                  "MB/s", "restarts", "torn");
-    out << header;
+  out << "ring '" << ring.name() << "': " << s.slot_count << " slots of "
+      << fixed(double(ring.layout().slot.stride) / (1 << 20), 1) << " MiB (" << s.max_tokens
+      << " tokens x " << s.num_layers << " layers x " << s.hidden_size << " " << to_string(s.dtype)
+      << (s.split_layers ? ", split" : ", concatenated") << "), hs_min_ready " << s.hs_min_ready
+      << "\n";
+  out << "launcher pid " << h.launcher_pid.load(std::memory_order_relaxed)
+      << (launcher_alive ? " (alive)" : " (not running)") << "; slots recovered so far "
+      << h.slots_recovered.load(std::memory_order_relaxed) << "\n";
+  out << "slots:";
+  for (int p = 0; p < kSlotPhaseCount; ++p)
+    out << " " << kPhaseNames[p] << " " << census.by_phase[p];
+  if (census.corrupt > 0) out << " corrupt " << census.corrupt;
+  out << "\n";
+  for (const std::string& problem : census.problems) out << "  " << problem << "\n";
+  if (h.training.started()) {
+    out << "training: step " << h.training.steps.load(std::memory_order_relaxed) << ", loss "
+        << fixed(TrainingProgress::value(h.training.loss_ema), 4) << ", agreement "
+        << fixed(TrainingProgress::value(h.training.agreement_ema), 4) << ", "
+        << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
+        << " ms/step, last checkpoint at step "
+        << h.training.checkpoint_step.load(std::memory_order_relaxed) << "\n";
   }
+  out << "\n";
+  char header[256];
+  std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %10s %12s %10s %8s %6s\n",
+                "worker", "pid", "epoch", "state", "alive", "uptime_s", "batches", "tokens/s",
+                "MB/s", "restarts", "torn");
+  out << header;
   for (uint32_t i = 0; i < ring.process_count(); ++i) {
     const ProcessEntry& p = ring.process(i);
-    const auto role = Role(p.role.load(std::memory_order_relaxed));
-    const uint32_t index = role == Role::kTarget ? i : i - s.num_targets;
     const uint32_t epoch = p.epoch.load(std::memory_order_relaxed);
     const bool alive = epoch != 0 && owner_alive(ring, i, epoch);
-    const auto state = ProcessState(p.state.load(std::memory_order_relaxed));
     const uint64_t started = p.started_unix_ns.load(std::memory_order_relaxed);
     const double uptime = alive && started ? double(now_unix - started) / 1e9 : 0;
     const double tokens_rate =
@@ -159,45 +225,14 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
     const uint32_t starts = p.starts.load(std::memory_order_relaxed);
     const uint32_t restarts = starts > 0 ? starts - 1 : 0;
     const uint64_t torn = p.torn.load(std::memory_order_relaxed);
-    const std::string name = std::string(to_string(role)) + " " + std::to_string(index);
-    const char* state_name = alive ? to_string(state) : (epoch == 0 ? "never-started" : "dead");
-    if (options.json) {
-      out << (i ? ",\n" : "\n") << "    {\"role\": \"" << to_string(role)
-          << "\", \"index\": " << index << ", \"pid\": " << p.pid.load(std::memory_order_relaxed)
-          << ", \"epoch\": " << epoch << ", \"state\": \"" << state_name
-          << "\", \"alive\": " << (alive ? "true" : "false")
-          << ", \"uptime_s\": " << fixed(uptime, 1) << ", \"batches\": " << after[i].batches
-          << ", \"tokens_per_s\": " << fixed(tokens_rate, 1)
-          << ", \"hs_bytes_per_s\": " << fixed(bytes_rate, 1) << ", \"restarts\": " << restarts
-          << ", \"torn\": " << torn << ", \"gpu\": " << p.gpu.load(std::memory_order_relaxed)
-          << ", \"stages\": {";
-      // Over the interval; null where the stage timed nothing in it.
-      const auto ms = [&](uint64_t count, double ns) {
-        return count ? fixed(ns / 1e6, 4) : std::string("null");
-      };
-      const auto rows = stage_rows(before[i], after[i]);
-      for (size_t k = 0; k < rows.size(); ++k) {
-        const StageStats& st = rows[k].interval;
-        out << (k ? ", " : "") << "\"" << to_string(rows[k].stage) << "\": {\"count\": " << st.count
-            << ", \"mean_ms\": " << ms(st.count, st.mean_ns)
-            << ", \"p50_ms\": " << ms(st.count, st.p50_ns)
-            << ", \"p99_ms\": " << ms(st.count, st.p99_ns)
-            << ", \"count_total\": " << rows[k].count_total << "}";
-      }
-      out << "}}";
-    } else {
-      char row[256];
-      std::snprintf(row, sizeof row,
-                    "%-10s %8d %6u %-14s %-5s %9.1f %10llu %12.0f %10.1f %8u %6llu\n", name.c_str(),
-                    p.pid.load(std::memory_order_relaxed), epoch, state_name, alive ? "yes" : "no",
-                    uptime, (unsigned long long)after[i].batches, tokens_rate, bytes_rate / 1e6,
-                    restarts, (unsigned long long)torn);
-      out << row;
-    }
-  }
-  if (options.json) {
-    out << "\n  ]\n}\n";
-    return out.str();
+    char row[256];
+    std::snprintf(row, sizeof row,
+                  "%-10s %8d %6u %-14s %-5s %9.1f %10llu %12.0f %10.1f %8u %6llu\n",
+                  worker_name(ring, i).c_str(), p.pid.load(std::memory_order_relaxed), epoch,
+                  state_name(p, alive, epoch), alive ? "yes" : "no", uptime,
+                  (unsigned long long)after[i].batches, tokens_rate, bytes_rate / 1e6, restarts,
+                  (unsigned long long)torn);
+    out << row;
   }
   // Stage timings (shm/stage_timer.h; GPU stages are GPU time from CUDA events, see
   // docs/gpu-data-path.md) over the interval, for the workers that have timed any.

@@ -17,9 +17,10 @@
 #include "common/log.h"
 #include "common/worker_main.h"
 #include "launcher/data_preflight.h"
-#include "launcher/training_plan.h"
-#include "launcher/preflight.h"
 #include "launcher/metrics.h"
+#include "launcher/preflight.h"
+#include "launcher/slot_census.h"
+#include "launcher/training_plan.h"
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
@@ -183,6 +184,16 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
     group_stopped_ = true;
     return;
   }
+  if (w.role == Role::kDrafter && WIFEXITED(wait_status) &&
+      WEXITSTATUS(wait_status) == kExitNonFinite) {
+    // Not a crash to retry: a restart would load the last checkpoint and train into the
+    // same values again, or crash-loop. Its log line names the batch and the step.
+    non_finite_message_ = w.name() +
+                          " stopped training on a loss that is not finite (its "
+                          "error above names the batch and the step): stopping the run";
+    log_line(non_finite_message_);
+    return;
+  }
   if (!w.policy.on_crash(now)) {
     crash_loop_ = true;
     crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
@@ -235,9 +246,13 @@ void Supervisor::print_progress() {
     tokens += ring_->process(i).tokens.load(std::memory_order_relaxed);
     bytes += ring_->process(i).hs_bytes.load(std::memory_order_relaxed);
   }
-  uint32_t by_phase[kSlotPhaseCount] = {};
-  for (uint32_t i = 0; i < ring_->slot_count(); ++i)
-    ++by_phase[uint32_t(SlotState(ring_->slot(i).state.load(std::memory_order_relaxed)).phase())];
+  const SlotCensus census = take_slot_census(*ring_);
+  const uint32_t* by_phase = census.by_phase;
+  // A corrupt slot is named once; the progress line keeps counting them.
+  if (census.corrupt > 0 && !corrupt_slots_logged_) {
+    corrupt_slots_logged_ = true;
+    for (const std::string& problem : census.problems) log_line("error: " + problem);
+  }
   const double elapsed = double(now - started_ns_) / 1e9;
   const double interval = double(now - last_progress_ns_) / 1e9;
   const double batch_rate = interval > 0 ? double(batches - last_progress_batches_) / interval : 0;
@@ -251,8 +266,9 @@ void Supervisor::print_progress() {
        << " batches/s  " << format_rate(double(tokens) / std::max(elapsed, 1e-9), "tok/s") << "  "
        << format_rate(double(bytes) / std::max(elapsed, 1e-9), "B/s") << "  slots free "
        << by_phase[0] << " claimed " << by_phase[1] << " writing " << by_phase[2] << " ready "
-       << by_phase[3] << " reading " << by_phase[4] << "  restarts t " << restarts_target_
-       << " d " << restarts_drafter_;
+       << by_phase[3] << " reading " << by_phase[4]
+       << (census.corrupt ? " corrupt " + std::to_string(census.corrupt) : std::string())
+       << "  restarts t " << restarts_target_ << " d " << restarts_drafter_;
   const TrainingProgress& training = ring_->header().training;
   if (training.started()) {
     line.precision(3);
@@ -346,7 +362,7 @@ int Supervisor::run() {
     if (crash_loop_) break;
     restart_due_workers();
     print_progress();
-    if (stop_condition_met() || group_stopped_) break;
+    if (stop_condition_met() || group_stopped_ || !non_finite_message_.empty()) break;
     // Everything here reads the validated copy of the header, so a writer cannot steer
     // the launcher outside the mapping; but the run's promise no longer holds: stop it.
     ring_damage_ = ring_->check_intact();
@@ -370,10 +386,22 @@ int Supervisor::run() {
     log_line("error: the run stopped because its ring was changed by another process (" +
              ring_damage_ + "); start a new run (a fresh ring)");
     return kRunRingDamaged;
+  if (!non_finite_message_.empty()) {
+    log_line("error: " + non_finite_message_);
+    return kRunNonFinite;
   }
   if (!summary.data_intact()) {
     log_line("error: batches were torn, lost or duplicated; the run failed its promise");
     return kRunDataError;
+  }
+  if (summary.batches_consumed == 0 && !interrupted_) {
+    // A run that ended on its own terms (its time or batch limit, or another machine's
+    // stop) without a batch consumed did nothing: workers that fail at start, a mapping
+    // refused under `ulimit -v`, a time limit shorter than the first batch.
+    log_line("error: the drafters consumed no batch in " + std::to_string(int(wall)) +
+             " s: the run did nothing (the workers' errors above say why; a model run may "
+             "need a longer --seconds)");
+    return kRunNothingConsumed;
   }
   return kRunOk;
 }

@@ -24,9 +24,11 @@ enum RunExit : int {
   kRunUsage = 2,
   kRunCrashLoop = 3,
   kRunSetupError = 4,
+  kRunNothingConsumed = 5,  // the run ended without its drafters consuming a single batch
+  kRunNonFinite = 6,        // a drafter's training met a loss that is not finite
   // Another process changed the ring's header or truncated it while the run was live:
   // the run stopped (drained) with what was consumed so far accounted.
-  kRunRingDamaged = 5,
+  kRunRingDamaged = 7,
 };
 
 struct TrainingPlan;
@@ -79,6 +81,8 @@ class Supervisor {
   uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
   bool group_stopped_ = false;   // another machine's run ended the drafter group
   std::string ring_damage_;      // what Ring::check_intact() found; "" while intact
+  bool corrupt_slots_logged_ = false;
+  std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
 };
 
 }  // namespace hsring

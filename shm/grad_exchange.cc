@@ -78,6 +78,11 @@ const char* to_string(ExchangeResult result) {
   return "?";
 }
 
+uint64_t GradExchange::segment_size(uint32_t members, uint64_t length) {
+  const uint64_t stride = align_up(sizeof(MemberSlot)) + 2 * align_up(length * sizeof(float));
+  return align_up(sizeof(Header)) + stride * members;
+}
+
 std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32_t members,
                                                  uint32_t rank, uint64_t length,
                                                  uint64_t ring_stamp) {
@@ -87,7 +92,7 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
                              std::to_string(members) + ", " + std::to_string(length) + " floats)");
   const uint64_t buffer_bytes = align_up(length * sizeof(float));
   const uint64_t stride = align_up(sizeof(MemberSlot)) + 2 * buffer_bytes;
-  const uint64_t total = align_up(sizeof(Header)) + stride * members;
+  const uint64_t total = segment_size(members, length);
 
   auto segment = std::make_unique<Segment>();
   bool created = false;

@@ -75,6 +75,9 @@ class GradExchange {
                                             uint32_t rank, uint64_t length, uint64_t ring_stamp);
   // Unlinks the segment; false when there was none. Mapped members keep their mapping.
   static bool remove(const std::string& name);
+  // The bytes of the segment open() makes for `members` and `length` (the launcher's
+  // preflight counts them in /dev/shm).
+  static uint64_t segment_size(uint32_t members, uint64_t length);
 
   ~GradExchange();
   GradExchange(const GradExchange&) = delete;

@@ -1,8 +1,76 @@
-// Names of the ring's enums, for logs, status and errors.
+// Names of the ring's enums, for logs, status and errors, and which ring names can be one.
+#include <climits>
+#include <cstdio>
+
+#include "shm/grad_exchange.h"
+#include "shm/ring.h"
 #include "shm/ring_error.h"
 #include "shm/ring_layout.h"
 
 namespace hsring {
+
+namespace {
+
+// The length of a valid UTF-8 sequence starting at `at`, or 0 (overlong forms, surrogates
+// and code points past U+10FFFF included).
+size_t utf8_sequence_length(const std::string& s, size_t at) {
+  const auto byte = [&](size_t i) { return uint8_t(s[i]); };
+  const uint8_t lead = byte(at);
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint32_t code;
+  if ((lead & 0xE0) == 0xC0)
+    length = 2, code = lead & 0x1F;
+  else if ((lead & 0xF0) == 0xE0)
+    length = 3, code = lead & 0x0F;
+  else if ((lead & 0xF8) == 0xF0)
+    length = 4, code = lead & 0x07;
+  else
+    return 0;
+  if (at + length > s.size()) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (byte(at + i) & 0x3F);
+  }
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+  return length;
+}
+
+}  // namespace
+
+// Each segment is a file /dev/shm/NAME, and a ring of CPU drafters has NAME-grads beside
+// it: both must be one directory entry of at most NAME_MAX bytes. Names also appear in
+// JSON and Prometheus labels, which need UTF-8, and in logs, where a control character
+// would forge or hide a line.
+std::string ring_name_problem(const std::string& name) {
+  if (name.empty()) return "a ring name cannot be empty";
+  if (name == "." || name == "..")
+    return "'" + name + "' names a directory, not a segment: pick another ring name";
+  const size_t limit = kMaxRingNameBytes;
+  if (name.size() > limit)
+    return "a ring name of " + std::to_string(name.size()) + " bytes is too long: at most " +
+           std::to_string(limit) + " (NAME_MAX " + std::to_string(NAME_MAX) + " less the '" +
+           GradExchange::name_for("") + "' of the segment beside it)";
+  for (size_t i = 0; i < name.size();) {
+    const auto c = uint8_t(name[i]);
+    if (c == '/')
+      return "a ring name cannot contain '/' (byte " + std::to_string(i) +
+             "): it is one file in /dev/shm, not a path";
+    if (c < 0x20 || c == 0x7F) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      return std::string("a ring name cannot contain a control character (") + hex + " at byte " +
+             std::to_string(i) + ")";
+    }
+    const size_t length = utf8_sequence_length(name, i);
+    if (length == 0)
+      return "a ring name must be UTF-8 (byte " + std::to_string(i) +
+             " is not): it appears in JSON and Prometheus labels";
+    i += length;
+  }
+  return "";
+}
 
 const char* to_string(SlotPhase phase) {
   switch (phase) {
@@ -91,6 +159,7 @@ const char* to_string(RingErrc code) {
     case RingErrc::kNoSpace: return "no-space";
     case RingErrc::kProcessBusy: return "process-busy";
     case RingErrc::kSystem: return "system";
+    case RingErrc::kBadName: return "bad-name";
   }
   return "invalid";
 }

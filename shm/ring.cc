@@ -67,6 +67,15 @@ struct Ring::Segment {
 
 std::string Ring::path_of(const std::string& name) { return "/dev/shm/" + name; }
 
+namespace {
+
+void check_ring_name(const std::string& name) {
+  if (std::string why = ring_name_problem(name); !why.empty())
+    throw RingError(RingErrc::kBadName, "bad ring name: " + why);
+}
+
+}  // namespace
+
 std::string validate_shape(const RingShape& s) {
   if (s.slot_count < 2 || s.slot_count > kMaxSlots)
     return "slot count " + std::to_string(s.slot_count) + " is outside [2, " +
@@ -293,6 +302,7 @@ Ring::Ring(std::string name, std::unique_ptr<Segment> segment, bool writable, Ri
 Ring::~Ring() { unguard_mapping(base_); }
 
 std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& shape) {
+  check_ring_name(name);
   if (std::string why = validate_shape(shape); !why.empty()) {
     throw RingError(RingErrc::kBadShape, "cannot create ring '" + name + "': " + why);
   }
@@ -355,6 +365,7 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
 }
 
 std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
+  check_ring_name(name);
   const bool writable = access == Access::kReadWrite;
   auto segment = std::make_unique<Segment>();
   try {
@@ -391,6 +402,7 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
 }
 
 bool Ring::remove(const std::string& name) {
+  if (!ring_name_problem(name).empty()) return false;  // ".." must never reach shm_unlink
   return bip::shared_memory_object::remove(name.c_str());
 }
 

@@ -17,6 +17,15 @@
 
 namespace hsring {
 
+// The longest ring name: NAME_MAX bytes for the /dev/shm entry, less the suffix of the
+// longest segment named after the ring ("<ring>-grads", shm/grad_exchange.h).
+inline constexpr size_t kMaxRingNameBytes = 255 - 6;
+// "" when `name` can name a ring (and the segments named after it), else why not: empty,
+// "." or "..", a '/', a control character (NUL included), not UTF-8, or longer than
+// kMaxRingNameBytes. Spaces, quotes, backslashes and any other UTF-8 are allowed (outputs
+// escape them).
+std::string ring_name_problem(const std::string& name);
+
 // Checks a shape against the ring's limits; returns "" when valid, else what is wrong.
 std::string validate_shape(const RingShape& shape);
 // The layout that a valid shape implies. REQUIRES: validate_shape(shape).empty().
@@ -38,11 +47,13 @@ class Ring {
   enum class Access { kReadWrite, kReadOnly };
 
   // Creates the segment `name` (mode 0600) with its space reserved, so a full /dev/shm
-  // fails here and not with SIGBUS later. Throws RingError.
+  // fails here and not with SIGBUS later. Throws RingError (kBadName: see
+  // ring_name_problem; create and attach both check the name first).
   static std::unique_ptr<Ring> create(const std::string& name, const RingShape& shape);
   // Opens and validates an existing segment. Throws RingError.
   static std::unique_ptr<Ring> attach(const std::string& name, Access access = Access::kReadWrite);
-  // Unlinks the segment; false when there was none. Mapped users keep their mapping.
+  // Unlinks the segment; false when there was none (or `name` cannot name a ring). Mapped
+  // users keep their mapping.
   static bool remove(const std::string& name);
   // Where the segment appears in the file system.
   static std::string path_of(const std::string& name);

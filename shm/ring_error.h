@@ -8,18 +8,19 @@
 namespace hsring {
 
 enum class RingErrc {
-  kNotFound,       // no segment of that name
-  kExists,         // create: a segment of that name is already there
-  kForeignOwner,   // the segment belongs to another user
-  kPermission,     // the OS refused access
-  kBadMagic,       // not an hsring segment
-  kBadVersion,     // an hsring segment of another protocol version
-  kBadLayout,      // header fields inconsistent with each other
-  kTruncated,      // the segment is smaller than its header says
-  kBadShape,       // create: an impossible ring shape
-  kNoSpace,        // /dev/shm cannot hold the segment
-  kProcessBusy,    // the process index is held by a live process
-  kSystem,         // another system call failed
+  kNotFound,      // no segment of that name
+  kExists,        // create: a segment of that name is already there
+  kForeignOwner,  // the segment belongs to another user
+  kPermission,    // the OS refused access
+  kBadMagic,      // not an hsring segment
+  kBadVersion,    // an hsring segment of another protocol version
+  kBadLayout,     // header fields inconsistent with each other
+  kTruncated,     // the segment is smaller than its header says
+  kBadShape,      // create: an impossible ring shape
+  kNoSpace,       // /dev/shm cannot hold the segment
+  kProcessBusy,   // the process index is held by a live process
+  kSystem,        // another system call failed
+  kBadName,       // a name that cannot be a segment's (ring_name_problem)
 };
 const char* to_string(RingErrc code);
 

@@ -38,6 +38,11 @@ class SlotState {
   }
 
   constexpr uint64_t word() const { return word_; }
+  // The 3 phase bits as stored: 0 to 7, of which only kSlotPhaseCount name a phase. A word
+  // read from the segment may hold any of them (a co-tenant can write it).
+  constexpr uint32_t phase_bits() const { return uint32_t(word_ >> 61); }
+  constexpr bool phase_valid() const { return phase_bits() < uint32_t(kSlotPhaseCount); }
+  // REQUIRES (for a value that names a phase): phase_valid().
   constexpr SlotPhase phase() const { return SlotPhase(word_ >> 61); }
   constexpr uint32_t owner() const { return uint32_t(word_ >> 53) & (kMaxOwners - 1); }
   constexpr uint32_t epoch() const { return uint32_t(word_ >> 32) & kEpochMask; }

@@ -426,7 +426,7 @@ TEST_F(LauncherTest, RunOnExistingRingFailsAndLeavesItUntouched) {
 // (h) Untrusted memory: a same-uid process writes random values into a live ring's slot
 // headers, slot words, process table, target progress and ledger for seconds, while
 // `hsring status` reads it; then into one immutable header field. No process (launcher,
-// workers, status) may die by a signal; the header write ends the run with exit 5, naming
+// workers, status) may die by a signal; the header write ends the run with exit 7, naming
 // the field (docs/ring-protocol.md, "Untrusted memory").
 TEST_F(LauncherTest, RandomWritesIntoALiveSegmentKillNoProcessBySignal) {
   start_run({"--max-restarts", "100000", "--seconds", "120"});
@@ -484,7 +484,7 @@ TEST_F(LauncherTest, RandomWritesIntoALiveSegmentKillNoProcessBySignal) {
   for (const char* signal_death : {"killed by SIGSEGV", "killed by SIGBUS", "killed by SIGFPE",
                                    "killed by SIGILL", "killed by SIGABRT"})
     EXPECT_EQ(log.find(signal_death), std::string::npos) << log;
-  EXPECT_EQ(code, 5) << log;
+  EXPECT_EQ(code, 7) << log;  // kRunRingDamaged
   if (::testing::Test::HasFailure()) std::cout << log;
   EXPECT_NE(log.find("slot_count was " + std::to_string(shape.slot_count) + ", is now " +
                      std::to_string(bogus_slots)),

@@ -91,6 +91,39 @@ TEST(PreflightTest, DevShmFull) {
   EXPECT_NE(m.find("hsring ring remove"), std::string::npos) << m;
 }
 
+// Several CPU drafters training a model average their gradients through "<ring>-grads",
+// a second segment in /dev/shm: the space check counts it.
+TEST(PreflightTest, DevShmMustHoldTheGradientExchangeToo) {
+  Request r;
+  r.options.model = "tiny";
+  r.drafters = "cpu:3";
+  const WorkerSpec targets = parse_worker_spec(r.targets, "--targets");
+  const WorkerSpec drafters = parse_worker_spec(r.drafters, "--drafters");
+  const RingShape shape = ring_shape_of(r.options, targets, drafters);
+  const uint64_t ring_bytes = compute_layout(shape).total_size;
+  const uint64_t grads = grad_exchange_bytes(r.options, drafters, shape);
+  // Two buffers of the tiny drafter's ~312 K fp32 gradients per member.
+  EXPECT_GT(grads, 3 * 2 * 300'000 * sizeof(float));
+
+  SystemFacts facts = roomy_machine();
+  facts.shm_free_bytes = ring_bytes + grads;  // exactly enough
+  EXPECT_TRUE(check(r, facts).empty());
+  facts.shm_free_bytes = ring_bytes + grads - 1;  // room for the ring alone
+  const std::string m = refusal<std::runtime_error>(r, facts);
+  EXPECT_NE(m.find("and its gradient exchange '" + r.options.ring + "-grads'"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("/dev/shm has"), std::string::npos) << m;
+
+  // No exchange: one drafter, GPU drafters (NCCL), synthetic batches.
+  EXPECT_EQ(grad_exchange_bytes(r.options, parse_worker_spec("cpu:1", "--drafters"), shape), 0u);
+  EXPECT_EQ(grad_exchange_bytes(r.options, parse_worker_spec("1,2", "--drafters"), shape), 0u);
+  Request synthetic = r;
+  synthetic.options.model = "synthetic";
+  EXPECT_EQ(grad_exchange_bytes(synthetic.options, drafters,
+                                ring_shape_of(synthetic.options, targets, drafters)),
+            0u);
+}
+
 TEST(PreflightTest, TooLittleMemoryNamesBothNumbersAndWhatToChange) {
   Request r;
   r.options.model = "synthetic";

@@ -1,0 +1,272 @@
+// Input checked before anything starts, and runs that fail their work failing loudly:
+// non-finite flag and config values refused naming the flag or the key and line; a shard
+// whose tokens were flipped refused by `hsring run`'s preflight naming the shard and the
+// token; a run whose drafters consumed nothing, and a run whose loss turned NaN, exiting
+// non-zero with the reason (the batch and the step for the NaN).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <regex>
+
+#include "common/cli_checks.h"
+#include "data/shard_file.h"
+#include "data/shard_writer.h"
+#include "shm/ring.h"
+#include "tests/crash/process_util.h"
+
+namespace hsring {
+namespace {
+
+using crash::Millis;
+
+std::string bin(const std::string& program) { return crash::bin_dir() + "/" + program; }
+
+// The launcher's exit codes these tests expect (launcher/supervisor.h).
+constexpr int kUsage = 2;
+constexpr int kNothingConsumed = 5;
+constexpr int kNonFinite = 6;
+
+class RingCleanup {
+ public:
+  RingCleanup() : name_(crash::unique_ring_name()) { Ring::remove(name_); }
+  ~RingCleanup() { Ring::remove(name_); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+TEST(NonFiniteFlags, EveryFloatingFlagRefusesNanAndInfinityNamingTheFlag) {
+  RingCleanup ring;
+  const struct {
+    std::vector<std::string> argv;
+    std::string message;
+  } cases[] = {
+      {{bin("hsring"), "run", "--ring", ring.name(), "--lr", "nan"},
+       "--lr: 'nan' is not a finite number"},
+      {{bin("hsring"), "run", "--ring", ring.name(), "--seconds", "nan"}, "--seconds: 'nan'"},
+      {{bin("hsring"), "run", "--ring", ring.name(), "--min-lr", "inf"}, "--min-lr: 'inf'"},
+      {{bin("hsring"), "run", "--ring", ring.name(), "--restart-window", "1e999"},
+       "--restart-window: '1e999'"},
+      {{bin("hsring"), "run", "--ring", ring.name(), "--target-rate", "-nan"},
+       "--target-rate: '-nan'"},
+      {{bin("hsring"), "run", "--ring", ring.name(), "--noise-std", "NaN"}, "--noise-std: 'NaN'"},
+      {{bin("hsring"), "status", "--ring", ring.name(), "--interval", "nan"}, "--interval: 'nan'"},
+      {{bin("hsring-drafter"), "--ring", ring.name(), "--index", "0", "--lr", "nan"},
+       "--lr: 'nan'"},
+      {{bin("hsring-drafter"), "--ring", ring.name(), "--index", "0", "--step-ms", "inf"},
+       "--step-ms: 'inf'"},
+      {{bin("hsring-target"), "--ring", ring.name(), "--index", "0", "--rate", "nan"},
+       "--rate: 'nan'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = crash::run_command(c.argv);
+    EXPECT_EQ(r.exit_code, kUsage) << c.message << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(crash::segment_exists(ring.name()));
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  // `hsring --config FILE run` on a file of `lines` (after "[run]"), for a ring of this test.
+  crash::CommandResult run_with_config(const std::string& lines) {
+    {
+      std::ofstream out(dir_.file("hsring.conf"));
+      out << "# a test config\n[run]\n" << lines;
+    }
+    return crash::run_command({bin("hsring"), "--config", dir_.file("hsring.conf"), "run", "--ring",
+                               ring_.name(), "--model", "synthetic", "--batches", "10"});
+  }
+
+  crash::TempDir dir_;
+  RingCleanup ring_;
+};
+
+TEST_F(ConfigFile, ABooleanKeyTakesOnlyABoolean) {
+  const auto r = run_with_config("quiet=true\nkeep-ring=7\n");
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("line 4: key 'keep-ring': '7' is not a boolean: give true or false"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(dir_.file("hsring.conf")), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+TEST_F(ConfigFile, AnUnterminatedStringIsRefusedWithItsLine) {
+  const auto r = run_with_config("slots=8\nlog-dir=\"/tmp/x\n");
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("line 4: key 'log-dir': the string has no closing \""), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+TEST_F(ConfigFile, ANonFiniteValueIsRefusedNamingTheKey) {
+  const auto r = run_with_config("lr=nan\n");
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("--lr: 'nan' is not a finite number"), std::string::npos) << r.err;
+}
+
+TEST_F(ConfigFile, OtherMalformedLinesAreRefused) {
+  EXPECT_NE(
+      config_text_problem("[run\nslots=4\n").find("line 1: the section '[run' has no closing ']'"),
+      std::string::npos);
+  EXPECT_NE(config_text_problem("[run]\nlayers=[1,2\n").find("line 2: key 'layers': the array"),
+            std::string::npos);
+  EXPECT_NE(config_text_problem("[run]\nring=\"a\" b\n").find("text after the closing quote"),
+            std::string::npos);
+  EXPECT_NE(config_text_problem("[run]\nring=a\"b\n").find("a quote inside an unquoted value"),
+            std::string::npos);
+  EXPECT_NE(config_text_problem("[run]\nring=\"a#b\"\n").find("'#' inside quotes"),
+            std::string::npos);
+  EXPECT_NE(config_text_problem("[run]\nring=\"\"\"a\n").find("multi-line strings"),
+            std::string::npos);
+  EXPECT_EQ(config_text_problem("[run]\nring=\"a \\\"b\\\" c\"  # ok\nslots = 8\nquiet\n"), "");
+}
+
+TEST_F(ConfigFile, TheDefaultConfigPassesTheChecks) {
+  const auto r = crash::run_command({bin("hsring"), "config", "default"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(config_text_problem(r.out), "") << r.out;
+}
+
+// A folder with one shard of 2-byte tokens in a vocabulary of 200 (the tiny model has
+// 256), every token known.
+class CorruptShard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.file("data"));
+    shard_ = dir_.file("data/part-0000.hstok");
+    data::ShardWriter writer(shard_, 2, 200);
+    std::mt19937 rng(7);
+    for (int d = 0; d < 24; ++d) {
+      std::vector<uint32_t> doc(120);
+      for (uint32_t& t : doc) t = rng() % 200;
+      writer.add_document(doc);
+    }
+    writer.finish();
+  }
+
+  // Overwrites token `index` of the shard with `value` (by default another token of the
+  // vocabulary), leaving its checksum as it was.
+  void set_token(uint64_t index, std::optional<uint16_t> value = std::nullopt) {
+    const data::ShardInfo info = data::read_shard_info(shard_);
+    std::fstream file(shard_, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = std::streamoff(info.header.tokens_offset() + 2 * index);
+    uint16_t token = 0;
+    file.seekg(at);
+    file.read(reinterpret_cast<char*>(&token), 2);
+    token = value.value_or(uint16_t((token + 1) % 200));
+    file.seekp(at);
+    file.write(reinterpret_cast<const char*>(&token), 2);
+  }
+
+  crash::CommandResult run(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {bin("hsring"), "run",
+                                     "--ring",      ring_.name(),
+                                     "--model",     "tiny",
+                                     "--data",      dir_.file("data"),
+                                     "--run-dir",   dir_.file("run"),
+                                     "--quiet",     "--batches",
+                                     "2",           "--max-tokens",
+                                     "128"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return crash::run_command(argv, Millis(60000));
+  }
+
+  crash::TempDir dir_;
+  RingCleanup ring_;
+  std::string shard_;
+};
+
+TEST_F(CorruptShard, AFlippedTokenIsRefusedBeforeTheRunStarts) {
+  set_token(1000);  // still in the vocabulary: only the checksum knows
+  const auto r = run();
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find(shard_), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("token checksum mismatch"), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+  EXPECT_EQ(r.err.find("ring '"), std::string::npos) << "the run started:\n" << r.err;
+
+  // The explicit opt-out skips the read (token values are still range-checked per batch).
+  const auto skipped = run({"--no-verify-data"});
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.err;
+}
+
+TEST_F(CorruptShard, AnOutOfVocabularyTokenIsNamedWithItsShard) {
+  set_token(700, 60000);
+  const auto r = run();
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find(shard_), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("token 60000 is outside the vocabulary of 200"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+TEST(RunsThatFail, ARunWhoseDraftersConsumeNothingFails) {
+  // Another writer holds the checkpoint folder's lock: every drafter start is refused, the
+  // targets run, and no batch is ever consumed.
+  crash::TempDir dir;
+  RingCleanup ring;
+  std::filesystem::create_directories(dir.file("run/checkpoints"));
+  const int lock = ::open(dir.file("run/checkpoints/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  const auto r = crash::run_command(
+      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", dir.file("run"),
+       "--seconds", "2", "--max-restarts", "1000", "--quiet", "--max-tokens", "128"},
+      Millis(60000));
+  ::close(lock);
+  EXPECT_EQ(r.exit_code, kNothingConsumed) << r.err;
+  EXPECT_NE(r.err.find("error: the drafters consumed no batch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the run did nothing"), std::string::npos) << r.err;
+}
+
+TEST(RunsThatFail, ANanLossEndsTheRunNamingTheBatchAndTheStep) {
+  // A learning rate of 1e30 sends the drafter's weights past fp32 within two steps.
+  crash::TempDir dir;
+  RingCleanup ring;
+  const auto r = crash::run_command({bin("hsring"),
+                                     "run",
+                                     "--ring",
+                                     ring.name(),
+                                     "--model",
+                                     "tiny",
+                                     "--run-dir",
+                                     dir.file("run"),
+                                     "--lr",
+                                     "1e30",
+                                     "--min-lr",
+                                     "0",
+                                     "--warmup-steps",
+                                     "0",
+                                     "--batches",
+                                     "40",
+                                     "--quiet",
+                                     "--max-tokens",
+                                     "128",
+                                     "--summary-json",
+                                     dir.file("summary.json")},
+                                    Millis(60000));
+  EXPECT_EQ(r.exit_code, kNonFinite) << r.err;
+  static const std::regex named(
+      "drafter 0 epoch 1\\] error: the loss is (NaN|\\+Inf|-Inf) at step [0-9]+ on batch [0-9]+");
+  EXPECT_TRUE(std::regex_search(r.err, named)) << r.err;
+  EXPECT_NE(r.err.find("error: drafter 0 stopped training on a loss that is not finite"),
+            std::string::npos)
+      << r.err;
+  // Not restarted into a crash loop.
+  EXPECT_EQ(r.err.find("restarting"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("crash loop"), std::string::npos) << r.err;
+  EXPECT_NE(crash::read_file(dir.file("summary.json")).find("\"steps\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hsring
