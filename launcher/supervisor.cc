@@ -386,6 +386,7 @@ int Supervisor::run() {
     log_line("error: the run stopped because its ring was changed by another process (" +
              ring_damage_ + "); start a new run (a fresh ring)");
     return kRunRingDamaged;
+  }
   if (!non_finite_message_.empty()) {
     log_line("error: " + non_finite_message_);
     return kRunNonFinite;
