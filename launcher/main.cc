@@ -122,7 +122,7 @@ int pretrain_model(train::PretrainOptions options, const std::string& out) {
       });
   std::printf(
       "pretrain: %llu steps, %llu tokens in %.1f s (%.0f tokens/s)%s\n"
-      "  training loss: %.4f at the first step, %.4f over the last tenth (uniform: ln 256 = "
+      "  training loss: %.4f at the first step, %.4f at the end (uniform: ln 256 = "
       "5.5452)\n"
       "  fixed batch:   %.4f before, %.4f after (top-1 %.1f%%)\n"
       "  wrote %s (config.json, model.safetensors; token %d is reserved, the DFlash mask)\n",
