@@ -1,10 +1,12 @@
 // hsring: the launcher and operator tool. `hsring run` creates a ring and supervises its
 // workers; `status`, `stop`, `ring ...`, `config default` and `systemd install` look after
-// running or stale rings and unattended installations.
+// running or stale rings and unattended installations; `model pretrain` trains a small
+// target on the built-in corpus.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -25,6 +27,7 @@
 #include "launcher/supervisor.h"
 #include "launcher/systemd_units.h"
 #include "shm/ring.h"
+#include "train/pretrain.h"
 
 namespace {
 
@@ -127,6 +130,32 @@ int inspect_ring(const std::string& name) {
   return 1;
 }
 
+// `hsring model pretrain`: progress lines while training, then what it reached.
+int pretrain_model(train::PretrainOptions options, const std::string& out) {
+  options.out = out;
+  std::printf("pretrain: %u layers, %llu steps of %zu tokens, seed %llu -> %s\n", options.layers,
+              (unsigned long long)options.steps, options.batch_tokens,
+              (unsigned long long)options.seed, out.c_str());
+  const train::PretrainResult r =
+      train::run_pretrain(options, [](const train::PretrainProgress& p) {
+        std::printf("step %5llu/%llu  loss %.4f  lr %.2e  %.0f tokens/s  %.1f s\n",
+                    (unsigned long long)p.step, (unsigned long long)p.total_steps, p.loss, p.lr,
+                    p.tokens_per_s, p.elapsed_s);
+        std::fflush(stdout);
+      });
+  std::printf(
+      "pretrain: %llu steps, %llu tokens in %.1f s (%.0f tokens/s)%s\n"
+      "  training loss: %.4f at the first step, %.4f at the end (uniform: ln 256 = "
+      "5.5452)\n"
+      "  fixed batch:   %.4f before, %.4f after (top-1 %.1f%%)\n"
+      "  wrote %s (config.json, model.safetensors; token %d is reserved, the DFlash mask)\n",
+      (unsigned long long)r.steps, (unsigned long long)r.tokens, r.seconds, r.tokens_per_s,
+      r.stopped_by_time ? ", stopped by --seconds" : "", r.first_loss, r.last_loss,
+      r.eval_loss_start, r.eval_loss_end, 100 * r.eval_agreement_end, out.c_str(),
+      train::kReservedMaskToken);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +234,29 @@ int main(int argc, char** argv) {
   install->add_option("--systemd-version", install_options.systemd_version, "Target systemd version (default: this machine's)");
   install->add_flag("--overwrite-config", install_options.overwrite_config, "Replace an existing config");
 
+  train::PretrainOptions pretrain_options;
+  std::string pretrain_out = pretrain_options.out.string();
+  CLI::App* model_cmd = app.add_subcommand("model", "Target models");
+  model_cmd->require_subcommand(1);
+  CLI::App* pretrain = model_cmd->add_subcommand(
+      "pretrain", "Train a small Qwen3-style target on the built-in corpus (HF folder)");
+  pretrain->add_option("--out", pretrain_out, "Folder to write (replaces only a previous output)")
+      ->capture_default_str();
+  pretrain->add_option("--steps", pretrain_options.steps, "Updates (the schedule's length)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  pretrain
+      ->add_option("--seconds", pretrain_options.seconds, "Stop training after S seconds; 0: never")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  pretrain->add_option("--seed", pretrain_options.seed, "Initialisation and data order")
+      ->capture_default_str();
+  pretrain->add_option("--threads", pretrain_options.threads, "Threads; 0: every core")
+      ->capture_default_str();
+  pretrain->add_option("--layers", pretrain_options.layers, "Decoder layers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 6));
+
   const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
 
   // Every floating-point flag of every command is finite (nan, inf: refused, named).
@@ -251,6 +303,7 @@ int main(int argc, char** argv) {
       std::cout << default_config(*run);
       return 0;
     }
+    if (*pretrain) return pretrain_model(pretrain_options, pretrain_out);
     if (*install) return install_systemd_units(install_options, run_options, default_config(*run));
   } catch (const RingError& e) {
     std::cerr << "hsring: error: " << e.what() << "\n";

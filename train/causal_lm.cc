@@ -1,0 +1,381 @@
+#include "train/causal_lm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/model_error.h"
+#include "model/parallel.h"
+#include "train/layers.h"
+
+namespace hsring::train {
+
+namespace {
+
+// Rows of logits alive at once (as in the drafter): bounds the [rows, V] scratch.
+constexpr size_t kHeadRows = 256;
+
+// The embedding's standard deviation at initialisation (HF's initializer_range): with a
+// tied head the first logits then have a spread of about 0.02 * sqrt(H), nearly uniform.
+constexpr double kEmbedStd = 0.02;
+
+template <class T>
+void ensure(std::vector<T>& buffer, size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+}
+
+[[noreturn]] void bad_batch(const std::string& what) {
+  throw ModelError(ModelErrc::kBadInput, "causal LM batch: " + what);
+}
+
+std::string layer_name(size_t i, const char* rest) {
+  return "model.layers." + std::to_string(i) + "." + rest;
+}
+
+}  // namespace
+
+void validate_causal_lm_batch(const CausalLmBatch& b, const ModelConfig& c) {
+  const size_t rows = b.tokens.size();
+  if (rows == 0) bad_batch("it holds no tokens");
+  if (b.positions.size() != rows || b.labels.size() != rows)
+    bad_batch(std::to_string(b.positions.size()) + " positions and " +
+              std::to_string(b.labels.size()) + " labels for " + std::to_string(rows) + " tokens");
+  if (b.doc_offsets.size() < 2 || b.doc_offsets.front() != 0 ||
+      size_t(b.doc_offsets.back()) != rows)
+    bad_batch("doc_offsets must run from 0 to the token count " + std::to_string(rows));
+  for (size_t d = 1; d < b.doc_offsets.size(); ++d)
+    if (b.doc_offsets[d] <= b.doc_offsets[d - 1])
+      bad_batch("doc_offsets must increase strictly (entry " + std::to_string(d) + ")");
+  const int64_t vocab = c.vocab_size;
+  for (size_t t = 0; t < rows; ++t) {
+    if (b.positions[t] < 0) bad_batch("position of token " + std::to_string(t) + " is negative");
+    if (b.tokens[t] < 0 || b.tokens[t] >= vocab)
+      bad_batch("token " + std::to_string(b.tokens[t]) + " at " + std::to_string(t) +
+                " is outside the vocabulary of " + std::to_string(vocab));
+    if (b.labels[t] >= vocab)
+      bad_batch("label " + std::to_string(b.labels[t]) + " at " + std::to_string(t) +
+                " is outside the vocabulary of " + std::to_string(vocab));
+  }
+}
+
+ParamLayout causal_lm_layout(const ModelConfig& c) {
+  ParamLayout layout;
+  const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
+    ParamInfo t;
+    t.name = std::move(name);
+    t.size = 1;
+    for (int64_t d : shape) t.size *= size_t(d);
+    t.weight_decay = shape.size() > 1;
+    t.shape = std::move(shape);
+    t.offset = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+    layout.total = t.offset + t.size;
+    layout.tensors.push_back(std::move(t));
+  };
+  const int64_t h = c.hidden_size, v = c.vocab_size, inter = c.intermediate_size;
+  const int64_t q = c.q_dim(), kv = c.kv_dim(), hd = c.head_dim;
+  add("model.embed_tokens.weight", {v, h});
+  for (size_t i = 0; i < c.num_layers; ++i) {
+    add(layer_name(i, "input_layernorm.weight"), {h});
+    add(layer_name(i, "self_attn.q_proj.weight"), {q, h});
+    add(layer_name(i, "self_attn.k_proj.weight"), {kv, h});
+    add(layer_name(i, "self_attn.v_proj.weight"), {kv, h});
+    add(layer_name(i, "self_attn.o_proj.weight"), {h, q});
+    if (c.qk_norm) {
+      add(layer_name(i, "self_attn.q_norm.weight"), {hd});
+      add(layer_name(i, "self_attn.k_norm.weight"), {hd});
+    }
+    add(layer_name(i, "post_attention_layernorm.weight"), {h});
+    add(layer_name(i, "mlp.gate_proj.weight"), {inter, h});
+    add(layer_name(i, "mlp.up_proj.weight"), {inter, h});
+    add(layer_name(i, "mlp.down_proj.weight"), {h, inter});
+  }
+  add("model.norm.weight", {h});
+  if (!c.tie_embeddings) add("lm_head.weight", {v, h});
+  return layout;
+}
+
+ModelWeights causal_lm_weights(const ModelConfig& config, const ParamLayout& layout,
+                               std::span<const float> params) {
+  if (params.size() != layout.total)
+    throw ModelError(ModelErrc::kBadTensor,
+                     "causal LM parameters: " + std::to_string(params.size()) + " values, " +
+                         std::to_string(layout.total) + " expected");
+  ModelWeights weights;
+  for (const WeightTensor& t : weight_tensors(config, weights)) {
+    const ParamInfo& p = layout.at(t.name);
+    if (p.size != t.data->size())
+      throw ModelError(ModelErrc::kBadTensor, "tensor '" + t.name + "' has " +
+                                                  std::to_string(p.size) + " values, the model " +
+                                                  std::to_string(t.data->size()));
+    std::copy_n(params.begin() + std::ptrdiff_t(p.offset), p.size, t.data->begin());
+  }
+  return weights;
+}
+
+template <class Real>
+BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t threads)
+    : config_(std::move(config)), threads_(resolve_threads(threads)) {
+  if (std::string why = validate_config(config_); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "causal LM '" + config_.name + "': " + why);
+  layout_ = causal_lm_layout(config_);
+  const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
+  embed_ = offset("model.embed_tokens.weight");
+  norm_ = offset("model.norm.weight");
+  head_ = config_.tie_embeddings ? embed_ : offset("lm_head.weight");
+  for (size_t i = 0; i < config_.num_layers; ++i) {
+    LayerOffsets o;
+    o.input_norm = offset(layer_name(i, "input_layernorm.weight"));
+    o.q = offset(layer_name(i, "self_attn.q_proj.weight"));
+    o.k = offset(layer_name(i, "self_attn.k_proj.weight"));
+    o.v = offset(layer_name(i, "self_attn.v_proj.weight"));
+    o.o = offset(layer_name(i, "self_attn.o_proj.weight"));
+    if (config_.qk_norm) {
+      o.q_norm = offset(layer_name(i, "self_attn.q_norm.weight"));
+      o.k_norm = offset(layer_name(i, "self_attn.k_norm.weight"));
+    }
+    o.post_norm = offset(layer_name(i, "post_attention_layernorm.weight"));
+    o.gate = offset(layer_name(i, "mlp.gate_proj.weight"));
+    o.up = offset(layer_name(i, "mlp.up_proj.weight"));
+    o.down = offset(layer_name(i, "mlp.down_proj.weight"));
+    at_.push_back(o);
+  }
+  params_.assign(layout_.total, Real(0));
+  grads_.assign(layout_.total, Real(0));
+  for (const ParamInfo& t : layout_.tensors) {
+    Real* data = params_.data() + t.offset;
+    if (t.name == "model.embed_tokens.weight" || t.name == "lm_head.weight") {
+      const RandomFill fill = random_fill(WeightSpec{t.name, t.shape}, seed);
+      const double scale = kEmbedStd * std::sqrt(3.0);  // U[-1, 1) has variance 1/3
+      for (size_t i = 0; i < t.size; ++i)
+        data[i] = Real(scale * double(random_uniform(fill.key, i)));
+    } else {
+      init_param_tensor<Real>(t, seed, data);
+    }
+  }
+  residual_.resize(config_.num_layers + 1);
+  acts_.resize(config_.num_layers);
+}
+
+template <class Real>
+std::span<Real> BasicCausalLm<Real>::param(std::string_view name) {
+  const ParamInfo& t = layout_.at(name);
+  return std::span<Real>(params_).subspan(t.offset, t.size);
+}
+
+template <class Real>
+std::span<Real> BasicCausalLm<Real>::grad(std::string_view name) {
+  const ParamInfo& t = layout_.at(name);
+  return std::span<Real>(grads_).subspan(t.offset, t.size);
+}
+
+template <class Real>
+std::span<const Real> BasicCausalLm<Real>::layer_output(size_t layer) const {
+  if (layer >= config_.num_layers)
+    throw ModelError(ModelErrc::kBadInput, "causal LM: no layer " + std::to_string(layer));
+  return std::span<const Real>(residual_[layer + 1]).first(rows_ * config_.hidden_size);
+}
+
+template <class Real>
+void BasicCausalLm<Real>::zero_grads() {
+  std::fill(grads_.begin(), grads_.end(), Real(0));
+}
+
+template <class Real>
+void BasicCausalLm<Real>::set_threads(uint32_t threads) {
+  threads_ = resolve_threads(threads);
+}
+
+template <class Real>
+LossStats BasicCausalLm<Real>::forward(const CausalLmBatch& batch) {
+  return run(batch, false);
+}
+
+template <class Real>
+LossStats BasicCausalLm<Real>::forward_backward(const CausalLmBatch& batch) {
+  return run(batch, true);
+}
+
+template <class Real>
+LossStats BasicCausalLm<Real>::run(const CausalLmBatch& batch, bool backward) {
+  validate_causal_lm_batch(batch, config_);
+  const size_t rows = batch.rows(), h = config_.hidden_size, half = config_.head_dim / 2;
+  rows_ = rows;
+  ensure(residual_[0], rows * h);
+  embedding_forward(params_.data() + embed_, batch.tokens.data(), rows, h, residual_[0].data(),
+                    false);
+  ensure(cos_, rows * half);
+  ensure(sin_, rows * half);
+  rope_table(batch.positions, config_.head_dim, config_.rope_theta, cos_.data(), sin_.data());
+  for (size_t l = 0; l < config_.num_layers; ++l) run_layer(l, batch);
+  LossStats stats = run_head(batch, backward);
+  if (backward) run_backward(batch);
+  return stats;
+}
+
+template <class Real>
+void BasicCausalLm<Real>::run_layer(size_t index, const CausalLmBatch& batch) {
+  const ModelConfig& c = config_;
+  const size_t rows = batch.rows(), h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const size_t inter = c.intermediate_size;
+  const double eps = c.rms_norm_eps;
+  const Real* p = params_.data();
+  const LayerOffsets& w = at_[index];
+  LayerActivations& a = acts_[index];
+  const uint32_t th = threads_;
+  for (auto* buffer : {&a.a1, &a.h1, &a.m}) ensure(*buffer, rows * h);
+  for (auto* buffer : {&a.q, &a.attn}) ensure(*buffer, rows * qd);
+  for (auto* buffer : {&a.k, &a.v}) ensure(*buffer, rows * kvd);
+  for (auto* buffer : {&a.gate, &a.up, &a.act}) ensure(*buffer, rows * inter);
+  ensure(a.lse, rows * c.num_heads);
+  ensure(residual_[index + 1], rows * h);
+  const Real* x = residual_[index].data();
+
+  rms_norm_forward(x, p + w.input_norm, rows, h, eps, a.a1.data());
+  if (c.qk_norm) {
+    // The raw projections stay for the QK-norm backward; q and k get the normed heads.
+    ensure(a.q_raw, rows * qd);
+    ensure(a.k_raw, rows * kvd);
+    linear_forward(a.a1.data(), rows, h, p + w.q, qd, a.q_raw.data(), th);
+    linear_forward(a.a1.data(), rows, h, p + w.k, kvd, a.k_raw.data(), th);
+    rms_norm_forward(a.q_raw.data(), p + w.q_norm, rows * c.num_heads, c.head_dim, eps, a.q.data());
+    rms_norm_forward(a.k_raw.data(), p + w.k_norm, rows * c.num_kv_heads, c.head_dim, eps,
+                     a.k.data());
+  } else {
+    linear_forward(a.a1.data(), rows, h, p + w.q, qd, a.q.data(), th);
+    linear_forward(a.a1.data(), rows, h, p + w.k, kvd, a.k.data(), th);
+  }
+  linear_forward(a.a1.data(), rows, h, p + w.v, kvd, a.v.data(), th);
+  rope_forward(a.q.data(), rows, c.num_heads, c.head_dim, cos_.data(), sin_.data());
+  rope_forward(a.k.data(), rows, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data());
+  // A window as long as the batch: plain causal attention within each document.
+  const AttentionShape shape{rows, c.num_heads, c.num_kv_heads, c.head_dim, rows};
+  attention_forward(a.q.data(), a.k.data(), a.v.data(), shape, batch.doc_offsets, a.attn.data(),
+                    a.lse.data(), th);
+  linear_forward(a.attn.data(), rows, qd, p + w.o, h, a.h1.data(), th);
+  for (size_t i = 0; i < rows * h; ++i) a.h1[i] += x[i];
+
+  rms_norm_forward(a.h1.data(), p + w.post_norm, rows, h, eps, a.m.data());
+  linear_forward(a.m.data(), rows, h, p + w.gate, inter, a.gate.data(), th);
+  linear_forward(a.m.data(), rows, h, p + w.up, inter, a.up.data(), th);
+  swiglu_forward(a.gate.data(), a.up.data(), rows * inter, a.act.data());
+  Real* out = residual_[index + 1].data();
+  linear_forward(a.act.data(), rows, inter, p + w.down, h, out, th);
+  for (size_t i = 0; i < rows * h; ++i) out[i] += a.h1[i];
+}
+
+template <class Real>
+LossStats BasicCausalLm<Real>::run_head(const CausalLmBatch& batch, bool backward) {
+  const size_t rows = batch.rows(), h = config_.hidden_size, vocab = config_.vocab_size;
+  ensure(final_, rows * h);
+  rms_norm_forward(residual_[config_.num_layers].data(), params_.data() + norm_, rows, h,
+                   config_.rms_norm_eps, final_.data());
+  LossStats stats;
+  stats.tokens = rows;
+  for (int32_t label : batch.labels) stats.counted += label >= 0 ? 1 : 0;
+  const double grad_scale = stats.counted ? 1.0 / double(stats.counted) : 0.0;
+  ensure(logits_, std::min(rows, kHeadRows) * vocab);
+  if (backward) ensure(d_final_, rows * h);
+  const Real* head = params_.data() + head_;
+  greedy_.resize(rows);
+  double loss_sum = 0;
+  for (size_t r0 = 0; r0 < rows; r0 += kHeadRows) {
+    const size_t n = std::min(kHeadRows, rows - r0);
+    linear_forward(final_.data() + r0 * h, n, h, head, vocab, logits_.data(), threads_);
+    for (size_t r = 0; r < n; ++r) {
+      const Real* row = logits_.data() + r * vocab;
+      greedy_[r0 + r] = int32_t(std::max_element(row, row + vocab) - row);
+    }
+    const CrossEntropySums sums =
+        cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
+                      backward ? logits_.data() : nullptr, threads_);
+    loss_sum += sums.loss;
+    stats.agreed += sums.agreed;
+    if (backward) {
+      linear_backward_input(logits_.data(), n, vocab, head, h, d_final_.data() + r0 * h, false,
+                            threads_);
+      // Tied: the head's gradient joins the embedding's (both add into one tensor).
+      linear_backward_weight(logits_.data(), n, vocab, final_.data() + r0 * h, h,
+                             grads_.data() + head_, threads_);
+    }
+  }
+  if (stats.counted) {
+    stats.loss = loss_sum / double(stats.counted);
+    stats.agreement = double(stats.agreed) / double(stats.counted);
+  }
+  return stats;
+}
+
+template <class Real>
+void BasicCausalLm<Real>::run_backward(const CausalLmBatch& batch) {
+  const ModelConfig& c = config_;
+  const size_t rows = batch.rows(), h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const size_t inter = c.intermediate_size;
+  for (auto* buffer : {&d_res_, &d_a_}) ensure(*buffer, rows * h);
+  for (auto* buffer : {&d_gate_, &d_up_}) ensure(*buffer, rows * inter);
+  ensure(d_act_, rows * std::max(inter, qd));
+  for (auto* buffer : {&d_q_, &d_qn_}) ensure(*buffer, rows * qd);
+  for (auto* buffer : {&d_k_, &d_v_, &d_kn_}) ensure(*buffer, rows * kvd);
+  // d_res_ carries d(loss)/d(residual stream) from the last layer's output down to the
+  // embedding.
+  rms_norm_backward(residual_[c.num_layers].data(), params_.data() + norm_, d_final_.data(), rows,
+                    h, c.rms_norm_eps, d_res_.data(), false, grads_.data() + norm_);
+  for (size_t l = c.num_layers; l-- > 0;) layer_backward(l, batch);
+  embedding_backward(batch.tokens.data(), d_res_.data(), rows, h, grads_.data() + embed_);
+}
+
+template <class Real>
+void BasicCausalLm<Real>::layer_backward(size_t index, const CausalLmBatch& batch) {
+  const ModelConfig& c = config_;
+  const size_t rows = batch.rows(), h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const size_t inter = c.intermediate_size;
+  const double eps = c.rms_norm_eps;
+  const Real* p = params_.data();
+  Real* g = grads_.data();
+  const LayerOffsets& w = at_[index];
+  const LayerActivations& a = acts_[index];
+  const uint32_t th = threads_;
+
+  // MLP block: d_res_ is d(output) = d(h1) through the skip, plus the MLP's path.
+  linear_backward_input(d_res_.data(), rows, h, p + w.down, inter, d_act_.data(), false, th);
+  linear_backward_weight(d_res_.data(), rows, h, a.act.data(), inter, g + w.down, th);
+  swiglu_backward(a.gate.data(), a.up.data(), d_act_.data(), rows * inter, d_gate_.data(),
+                  d_up_.data());
+  linear_backward_input(d_gate_.data(), rows, inter, p + w.gate, h, d_a_.data(), false, th);
+  linear_backward_input(d_up_.data(), rows, inter, p + w.up, h, d_a_.data(), true, th);
+  linear_backward_weight(d_gate_.data(), rows, inter, a.m.data(), h, g + w.gate, th);
+  linear_backward_weight(d_up_.data(), rows, inter, a.m.data(), h, g + w.up, th);
+  rms_norm_backward(a.h1.data(), p + w.post_norm, d_a_.data(), rows, h, eps, d_res_.data(), true,
+                    g + w.post_norm);
+
+  // Attention block.
+  Real* d_attn = d_act_.data();
+  linear_backward_input(d_res_.data(), rows, h, p + w.o, qd, d_attn, false, th);
+  linear_backward_weight(d_res_.data(), rows, h, a.attn.data(), qd, g + w.o, th);
+  const AttentionShape shape{rows, c.num_heads, c.num_kv_heads, c.head_dim, rows};
+  attention_backward(a.q.data(), a.k.data(), a.v.data(), a.attn.data(), d_attn, a.lse.data(), shape,
+                     batch.doc_offsets, d_q_.data(), d_k_.data(), d_v_.data(), th);
+  rope_backward(d_q_.data(), rows, c.num_heads, c.head_dim, cos_.data(), sin_.data());
+  rope_backward(d_k_.data(), rows, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data());
+  const Real* dq = d_q_.data();
+  const Real* dk = d_k_.data();
+  if (c.qk_norm) {
+    rms_norm_backward(a.q_raw.data(), p + w.q_norm, d_q_.data(), rows * c.num_heads, c.head_dim,
+                      eps, d_qn_.data(), false, g + w.q_norm);
+    rms_norm_backward(a.k_raw.data(), p + w.k_norm, d_k_.data(), rows * c.num_kv_heads, c.head_dim,
+                      eps, d_kn_.data(), false, g + w.k_norm);
+    dq = d_qn_.data();
+    dk = d_kn_.data();
+  }
+  linear_backward_input(dq, rows, qd, p + w.q, h, d_a_.data(), false, th);
+  linear_backward_input(dk, rows, kvd, p + w.k, h, d_a_.data(), true, th);
+  linear_backward_input(d_v_.data(), rows, kvd, p + w.v, h, d_a_.data(), true, th);
+  linear_backward_weight(dq, rows, qd, a.a1.data(), h, g + w.q, th);
+  linear_backward_weight(dk, rows, kvd, a.a1.data(), h, g + w.k, th);
+  linear_backward_weight(d_v_.data(), rows, kvd, a.a1.data(), h, g + w.v, th);
+  rms_norm_backward(residual_[index].data(), p + w.input_norm, d_a_.data(), rows, h, eps,
+                    d_res_.data(), true, g + w.input_norm);
+}
+
+template class BasicCausalLm<float>;
+template class BasicCausalLm<double>;
+
+}  // namespace hsring::train
