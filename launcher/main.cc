@@ -14,6 +14,7 @@
 #include "common/node_topology.h"
 #include "common/profile_interval.h"
 #include "data/data_commands.h"
+#include "eval/eval_command.h"
 #include "launcher/metrics.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
   install->add_flag("--overwrite-config", install_options.overwrite_config, "Replace an existing config");
 
   const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
+  const hsring::eval::EvalCommand eval_command = hsring::eval::add_eval_command(app);
 
   std::vector<std::string> args = config_first(argc, argv);
   std::vector<char*> arg_pointers;
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
   set_log_prefix("hsring");
   try {
     if (data_commands.selected()) return data_commands.run();
+    if (eval_command.selected()) return eval_command.run();
     if (*run) {
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what hsring needs to build on Debian 12 (run as root). Skips apt when all is there.
 set -euo pipefail
-packages=(cmake g++ make libboost-dev liburing-dev libcli11-dev libgtest-dev systemd)
+packages=(cmake g++ make libboost-dev liburing-dev libcli11-dev libgtest-dev nlohmann-json3-dev systemd)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
