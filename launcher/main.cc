@@ -1,6 +1,7 @@
 // hsring: the launcher and operator tool. `hsring run` creates a ring and supervises its
-// workers; `status`, `stop`, `ring ...`, `config default` and `systemd install` look after
-// running or stale rings and unattended installations.
+// workers; `eval` measures a DFlash export's acceptance length; `status`, `stop`, `ring ...`,
+// `config default` and `systemd install` look after running or stale rings and unattended
+// installations.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
