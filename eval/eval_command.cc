@@ -156,8 +156,9 @@ std::string eval_report_text(const EvalReport& report) {
 int run_eval(const EvalOptions& options) {
   if (options.drafter.empty()) throw std::invalid_argument("eval needs --drafter EXPORT_DIR");
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
+  // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
+  check_fits(model_config_of(options.model), drafter);
   const auto target = open_cpu_model(options.model, options.model_seed, {options.threads});
-  check_fits(target->config(), drafter);
   const data::Corpus corpus = data::open_token_data(options.data);
   if (const std::string problem =
           data::vocabulary_problem(corpus, target->config().vocab_size, options.model);
