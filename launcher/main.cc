@@ -1,7 +1,7 @@
 // hsring: the launcher and operator tool. `hsring run` creates a ring and supervises its
-// workers; `status`, `stop`, `ring ...`, `config default` and `systemd install` look after
-// running or stale rings and unattended installations; `model pretrain` trains a small
-// target on the built-in corpus.
+// workers; `eval` measures a DFlash export's acceptance length; `status`, `stop`, `ring ...`,
+// `config default` and `systemd install` look after running or stale rings and unattended
+// installations; `model pretrain` trains a small target on the built-in corpus.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +17,7 @@
 #include "common/node_topology.h"
 #include "common/profile_interval.h"
 #include "data/data_commands.h"
+#include "eval/eval_command.h"
 #include "launcher/metrics.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
@@ -258,6 +259,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 6));
 
   const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
+  const hsring::eval::EvalCommand eval_command = hsring::eval::add_eval_command(app);
 
   // Every floating-point flag of every command is finite (nan, inf: refused, named).
   refuse_non_finite_numbers(app);
@@ -273,6 +275,7 @@ int main(int argc, char** argv) {
   set_log_prefix("hsring");
   try {
     if (data_commands.selected()) return data_commands.run();
+    if (eval_command.selected()) return eval_command.run();
     if (*run) {
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);

@@ -1,0 +1,63 @@
+// The DFlash drafter folder that SGLang (--speculative-algorithm DFLASH), vLLM (method
+// dflash) and transformers' DFlashDraftModel load: config.json and a bf16 model.safetensors
+// holding the drafter's own weights, without the target's embedding and LM head
+// (docs/dflash-export.md). Written atomically; read back for `hsring eval`, so what is
+// measured is what is served.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "checkpoint/atomic_file.h"
+#include "train/dflash_config.h"
+#include "train/drafter_params.h"
+
+namespace hsring::checkpoint {
+
+inline constexpr const char* kDflashArchitecture = "DFlashDraftModel";
+inline constexpr const char* kDflashConfigFile = "config.json";
+inline constexpr const char* kDflashWeightsFile = "model.safetensors";
+
+struct DflashExportOptions {
+  uint32_t num_target_layers = 0;  // the target's decoder layers; > every layer id
+  uint32_t max_position_embeddings = 40960;
+  WriteOptions io;
+};
+
+// Writes folder `dir`: config.json and model.safetensors (bf16, rounded to nearest even)
+// of the drafter whose parameters are `params` in `layout` (dflash_param_layout(config)),
+// fed by target layers `layer_ids` (layer id i: the output of decoder layer i, HF
+// hidden_states[i + 1]). Both files go into a temporary sibling folder, fsynced, which then
+// replaces `dir` in one rename (an existing `dir` is exchanged atomically, then removed).
+// Throws CheckpointError: kBadCheckpoint when the config is invalid, the layout is not
+// dflash_param_layout(config), params has not layout.total values, layer_ids does not hold
+// config.num_captured ids in [0, num_target_layers); kNoSpace, kIo. Nothing is left behind
+// on failure.
+void write_dflash_export(const std::string& dir, const train::DflashConfig& config,
+                         std::span<const int32_t> layer_ids, const train::ParamLayout& layout,
+                         std::span<const float> params, const DflashExportOptions& options);
+
+struct DflashExport {
+  // The shape, block size and mask token from config.json; loss_gamma is not exported and
+  // reads as the default, 7.
+  train::DflashConfig config;
+  std::vector<int32_t> layer_ids;  // dflash_config.target_layer_ids
+  uint32_t num_target_layers = 0;
+  uint32_t max_position_embeddings = 0;
+  train::ParamLayout layout;  // dflash_param_layout(config)
+  std::vector<float> params;  // layout.total values, gaps zero
+};
+
+// Reads a folder written by write_dflash_export (or any DFlash drafter of this shape).
+// Throws CheckpointError naming the file and the problem: kIo for a missing folder or
+// file; kForeign when architectures is not ["DFlashDraftModel"]; kBadHeader for JSON that
+// does not parse, a missing or mistyped key, values that contradict each other (a block
+// size in two places, layer ids outside num_target_layers) or a config the drafter cannot
+// run (sliding windows, causal layers, an invalid shape); kBadTable for a missing, extra,
+// misshapen or non-float tensor. A malformed safetensors file throws ModelError(kBadFile)
+// from SafetensorsFile::open, also naming the file.
+DflashExport read_dflash_export(const std::string& dir);
+
+}  // namespace hsring::checkpoint

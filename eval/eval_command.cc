@@ -1,0 +1,217 @@
+#include "eval/eval_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data/data_error.h"
+#include "data/default_corpus.h"
+#include "data/file_io.h"
+#include "data/token_batch.h"
+#include "eval/speculative_decode.h"
+#include "model/model_error.h"
+
+namespace hsring::eval {
+namespace {
+
+[[noreturn]] void bad_input(const std::string& what) {
+  throw ModelError(ModelErrc::kBadInput, what);
+}
+
+// The drafter must read the very target it was trained against: its width, vocabulary and
+// layer numbering.
+void check_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter) {
+  const train::DflashConfig& c = drafter.config;
+  if (c.target_hidden != target.hidden_size)
+    bad_input("the drafter's hidden_size " + std::to_string(c.target_hidden) + " is not target " +
+              target.name + "'s " + std::to_string(target.hidden_size) +
+              ": it was trained against another model");
+  if (c.vocab_size != target.vocab_size)
+    bad_input("the drafter's vocab_size " + std::to_string(c.vocab_size) + " is not target " +
+              target.name + "'s " + std::to_string(target.vocab_size));
+  if (drafter.num_target_layers != target.num_layers)
+    bad_input("the drafter's num_target_layers " + std::to_string(drafter.num_target_layers) +
+              " is not target " + target.name + "'s " + std::to_string(target.num_layers) +
+              " layers");
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, uint32_t count,
+                                                   uint32_t prompt_tokens) {
+  std::vector<std::vector<int32_t>> prompts;
+  const auto& shards = corpus.shards();
+  for (size_t si = shards.size(); si-- > 0 && prompts.size() < count;) {
+    const data::ShardInfo& shard = shards[si];
+    const data::File file = data::File::open_read(shard.path);
+    for (size_t d = shard.doc_offsets.size() - 1; d-- > 0 && prompts.size() < count;) {
+      const uint64_t begin = shard.doc_offsets[d], end = shard.doc_offsets[d + 1];
+      if (end - begin < prompt_tokens || prompt_tokens == 0) continue;
+      const data::Piece piece{uint32_t(si), prompt_tokens, begin};
+      data::BatchRef ref;
+      ref.pieces = std::span<const data::Piece>(&piece, 1);
+      ref.token_count = prompt_tokens;
+      std::vector<std::byte> raw(data::piece_bytes(corpus, piece));
+      file.read_exact(raw.data(), raw.size(), data::piece_file_offset(corpus, piece));
+      prompts.push_back(data::assemble_batch(corpus, ref, raw.data()).tokens);
+    }
+  }
+  if (prompts.empty())
+    throw data::DataError(data::DataErrc::kEmptyCorpus,
+                          "corpus " + corpus.dir() + " has no document of at least " +
+                              std::to_string(prompt_tokens) + " tokens for a prompt");
+  return prompts;
+}
+
+EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
+                    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
+                    uint32_t threads) {
+  check_fits(target.config(), drafter);
+  const ModelWeights& w = target.weights();
+  train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
+  std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());
+
+  EvalReport report;
+  const size_t bs = drafter.config.block_size;
+  report.block_size = uint32_t(bs);
+  std::vector<uint64_t> verified(bs, 0), accepted(bs, 0);
+  uint64_t produced_sum = 0, steps = 0;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    SpeculativeResult r =
+        speculative_decode(target, model, drafter.layer_ids, prompt, max_new_tokens);
+    PromptResult p;
+    p.prompt = prompt;
+    p.output = std::move(r.tokens);
+    p.greedy = greedy_decode(target, prompt, max_new_tokens);
+    p.matches_greedy = p.output == p.greedy;
+    p.produced = std::move(r.produced);
+    uint64_t sum = 0;
+    for (const uint32_t n : p.produced) sum += n;
+    p.acceptance_length = p.produced.empty() ? 0 : double(sum) / double(p.produced.size());
+    produced_sum += sum;
+    steps += p.produced.size();
+    for (size_t j = 0; j < bs; ++j) {
+      verified[j] += r.verified[j];
+      accepted[j] += r.accepted[j];
+    }
+    report.matches_greedy = report.matches_greedy && p.matches_greedy;
+    report.target_forwards += 1 + p.produced.size();  // the prefill, then one per step
+    report.generated_tokens += p.output.size();
+    report.prompts.push_back(std::move(p));
+  }
+  report.acceptance_length = steps ? double(produced_sum) / double(steps) : 0;
+  for (size_t j = 1; j < bs; ++j)
+    report.position_acceptance.push_back(verified[j] ? double(accepted[j]) / double(verified[j])
+                                                     : 0);
+  report.ideal_speedup = report.acceptance_length;
+  return report;
+}
+
+std::string eval_report_json(const EvalReport& report) {
+  nlohmann::json j;
+  j["acceptance_length"] = report.acceptance_length;
+  j["position_acceptance"] = report.position_acceptance;
+  j["ideal_speedup"] = report.ideal_speedup;
+  j["matches_greedy"] = report.matches_greedy;
+  j["block_size"] = report.block_size;
+  j["target_forwards"] = report.target_forwards;
+  j["generated_tokens"] = report.generated_tokens;
+  j["prompts"] = nlohmann::json::array();
+  for (const PromptResult& p : report.prompts)
+    j["prompts"].push_back({{"prompt", p.prompt},
+                            {"output", p.output},
+                            {"greedy", p.greedy},
+                            {"produced", p.produced},
+                            {"acceptance_length", p.acceptance_length},
+                            {"matches_greedy", p.matches_greedy}});
+  return j.dump(2) + "\n";
+}
+
+std::string eval_report_text(const EvalReport& report) {
+  std::ostringstream s;
+  char line[128];
+  std::snprintf(line, sizeof line, "acceptance length (tau) %.3f tokens per target forward\n",
+                report.acceptance_length);
+  s << line;
+  s << "position acceptance (1.." << (report.block_size - 1) << "):";
+  for (const double a : report.position_acceptance) {
+    std::snprintf(line, sizeof line, " %.2f", a);
+    s << line;
+  }
+  std::snprintf(line, sizeof line,
+                "\nideal speed-up %.2fx (drafting free, verification as one decode step)\n",
+                report.ideal_speedup);
+  s << line;
+  size_t matched = 0;
+  for (const PromptResult& p : report.prompts) matched += p.matches_greedy;
+  s << "matches greedy: " << (report.matches_greedy ? "yes" : "NO") << " (" << matched << " of "
+    << report.prompts.size() << " prompts; " << report.generated_tokens << " tokens, "
+    << report.target_forwards << " target forwards)\n";
+  return s.str();
+}
+
+int run_eval(const EvalOptions& options) {
+  if (options.drafter.empty()) throw std::invalid_argument("eval needs --drafter EXPORT_DIR");
+  const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
+  // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
+  check_fits(model_config_of(options.model), drafter);
+  const auto target = open_cpu_model(options.model, options.model_seed, {options.threads});
+  const data::Corpus corpus = data::open_token_data(options.data);
+  if (const std::string problem =
+          data::vocabulary_problem(corpus, target->config().vocab_size, options.model);
+      !problem.empty())
+    throw data::DataError(data::DataErrc::kBadOptions, problem);
+  const auto prompts = held_out_prompts(corpus, options.prompts, options.prompt_tokens);
+  std::cout << "eval: drafter " << options.drafter << " (" << train::describe(drafter.config)
+            << ") against " << target->config().name << ", " << prompts.size() << " prompts of "
+            << options.prompt_tokens << " tokens from " << corpus.dir() << ", "
+            << options.max_new_tokens << " new tokens each\n";
+  const EvalReport report = evaluate(*target, drafter, prompts, options.max_new_tokens,
+                                     options.threads == 0 ? 0 : options.threads);
+  std::cout << eval_report_text(report) << std::flush;
+  if (!options.json_path.empty()) {
+    std::ofstream out(options.json_path, std::ios::binary | std::ios::trunc);
+    out << eval_report_json(report);
+    out.close();
+    if (!out) throw std::runtime_error("cannot write " + options.json_path);
+  }
+  return report.matches_greedy ? 0 : 1;
+}
+
+bool EvalCommand::selected() const { return command_ && *command_; }
+
+int EvalCommand::run() const { return run_eval(*options_); }
+
+EvalCommand add_eval_command(CLI::App& app) {
+  EvalCommand command;
+  command.options_ = std::make_shared<EvalOptions>();
+  EvalOptions& o = *command.options_;
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Measure a DFlash export's acceptance length by speculative decoding on the CPU");
+  command.command_ = eval;
+  eval->add_option("--model", o.model, "Target model: a preset or a Hugging Face folder")
+      ->capture_default_str();
+  eval->add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")
+      ->capture_default_str();
+  eval->add_option("--drafter", o.drafter, "DFlash export folder (config.json, model.safetensors)")
+      ->required();
+  eval->add_option("--data", o.data,
+                   "Token-shard folder for the prompts (default: built-in corpus)");
+  eval->add_option("--prompts", o.prompts, "Prompts: the corpus's last documents")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  eval->add_option("--prompt-tokens", o.prompt_tokens, "Tokens of each prompt")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  eval->add_option("--max-new-tokens", o.max_new_tokens, "Tokens generated per prompt")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  eval->add_option("--threads", o.threads, "CPU threads (0: all)")->capture_default_str();
+  eval->add_option("--json", o.json_path, "Also write the report as JSON to PATH");
+  return command;
+}
+
+}  // namespace hsring::eval

@@ -1,0 +1,115 @@
+#include "eval/speculative_decode.h"
+
+#include <algorithm>
+#include <string>
+
+#include "data/token_batch.h"
+#include "model/model_error.h"
+
+namespace hsring::eval {
+namespace {
+
+// One document of `tokens`, positions 0.., through the target.
+void run_target(TargetModel& target, std::span<const int32_t> tokens, const ForwardRequest& request,
+                ForwardOutput& out) {
+  std::vector<int32_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = int32_t(i);
+  const std::vector<int32_t> offsets = {0, int32_t(tokens.size())};
+  target.forward({tokens, positions, offsets}, request, out);
+}
+
+[[noreturn]] void bad_input(const std::string& what) {
+  throw ModelError(ModelErrc::kBadInput, what);
+}
+
+}  // namespace
+
+std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
+                                   uint32_t max_new_tokens) {
+  if (prompt.empty()) bad_input("greedy decoding needs a non-empty prompt");
+  std::vector<int32_t> seq(prompt.begin(), prompt.end());
+  ForwardRequest request;
+  request.greedy = true;
+  ForwardOutput out;
+  for (uint32_t i = 0; i < max_new_tokens; ++i) {
+    run_target(target, seq, request, out);
+    seq.push_back(out.greedy.back());
+  }
+  return std::vector<int32_t>(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
+}
+
+SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
+                                     std::span<const int32_t> layer_ids,
+                                     std::span<const int32_t> prompt, uint32_t max_new_tokens) {
+  const ModelConfig& tc = target.config();
+  const train::DflashConfig& dc = drafter.config();
+  if (prompt.empty()) bad_input("speculative decoding needs a non-empty prompt");
+  if (dc.target_hidden != tc.hidden_size || dc.vocab_size != tc.vocab_size)
+    bad_input("the drafter (hidden " + std::to_string(dc.target_hidden) + ", vocab " +
+              std::to_string(dc.vocab_size) + ") does not fit target " + tc.name + " (hidden " +
+              std::to_string(tc.hidden_size) + ", vocab " + std::to_string(tc.vocab_size) + ")");
+  if (layer_ids.size() != dc.num_captured)
+    bad_input(std::to_string(layer_ids.size()) + " layer ids for a drafter reading " +
+              std::to_string(dc.num_captured) + " captured layers");
+  const size_t bs = dc.block_size, hidden = tc.hidden_size, k = layer_ids.size();
+  const size_t max_length = prompt.size() + max_new_tokens;
+
+  SpeculativeResult result;
+  result.verified.assign(bs, 0);
+  result.accepted.assign(bs, 0);
+  if (max_new_tokens == 0) return result;
+
+  ForwardRequest request;
+  request.capture_layers.assign(layer_ids.begin(), layer_ids.end());
+  request.greedy = true;
+  validate_request(request, tc);
+  ForwardOutput out;
+
+  std::vector<int32_t> seq(prompt.begin(), prompt.end());
+  run_target(target, seq, request, out);
+  seq.push_back(out.greedy.back());  // the first anchor
+
+  // The drafter's batch: rows [0, s) context, row s the anchor, B - 1 rows after it so the
+  // block fits its document (their features and tokens are never read by the block).
+  std::vector<float> features;
+  std::vector<int32_t> tokens, positions, labels, offsets(2), anchors(1), block;
+  while (seq.size() < max_length) {
+    const size_t s = seq.size() - 1;  // the anchor's row
+    const size_t rows = s + bs;
+    features.assign(rows * k * hidden, 0.0f);
+    for (size_t t = 0; t < s; ++t)
+      for (size_t l = 0; l < k; ++l)
+        std::copy_n(out.captured[l].data() + t * hidden, hidden,
+                    features.data() + (t * k + l) * hidden);
+    tokens.assign(seq.begin(), seq.end());
+    tokens.resize(rows, dc.mask_token_id);
+    positions.resize(rows);
+    for (size_t i = 0; i < rows; ++i) positions[i] = int32_t(i);
+    labels.assign(rows, data::kIgnoreLabel);
+    offsets = {0, int32_t(rows)};
+    anchors = {int32_t(s)};
+    drafter.forward({features, tokens, positions, offsets, labels, anchors});
+    const auto drafts = drafter.predictions();  // [B]: position j's argmax at index j
+
+    // Verify the anchor and v - 1 drafts in one forward over everything so far.
+    const size_t v = std::min(bs, max_length - s);
+    block.assign(seq.begin(), seq.end());
+    for (size_t j = 1; j < v; ++j) block.push_back(drafts[j]);
+    run_target(target, block, request, out);
+    // Draft j stands at row s + j; the target's token there is its greedy after row s + j - 1.
+    size_t accepted = 0;
+    while (accepted + 1 < v && drafts[accepted + 1] == out.greedy[s + accepted]) ++accepted;
+    for (size_t j = 0; j < v; ++j) {
+      ++result.verified[j];
+      if (j <= accepted) ++result.accepted[j];
+    }
+    const size_t produced = std::min(accepted + 1, max_length - s - 1);
+    for (size_t j = 1; j <= accepted && seq.size() < max_length; ++j) seq.push_back(drafts[j]);
+    if (seq.size() < max_length) seq.push_back(out.greedy[s + accepted]);  // the bonus token
+    result.produced.push_back(uint32_t(produced));
+  }
+  result.tokens.assign(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
+  return result;
+}
+
+}  // namespace hsring::eval

@@ -1,0 +1,45 @@
+// Speculative decoding with greedy verification on a target model and a DFlash drafter,
+// one prompt at a time: the drafter drafts a block from the target's captured layers, one
+// target forward verifies it, the longest agreeing prefix is kept plus the target's bonus
+// token. The reference for what `hsring eval` measures (docs/drafter-training.md,
+// "Measuring acceptance: hsring eval").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/target_model.h"
+#include "train/dflash_model.h"
+
+namespace hsring::eval {
+
+struct SpeculativeResult {
+  std::vector<int32_t> tokens;  // the generated tokens, max_new_tokens of them
+  // Per verifying target forward: tokens it produced (accepted drafts + the bonus token,
+  // cut at max_new_tokens). The prefill forward's token is not counted, as in the reference.
+  std::vector<uint32_t> produced;
+  // [B]: verified[j] steps that verified block position j, accepted[j] those whose drafted
+  // positions 1..j all matched the target; index 0 counts every step in both.
+  std::vector<uint64_t> verified, accepted;
+};
+
+// Plain greedy decoding: max_new_tokens tokens, each from a full forward over the prompt
+// and the tokens so far (no cache). REQUIRES: a non-empty prompt.
+std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
+                                   uint32_t max_new_tokens);
+
+// Speculative decoding of max_new_tokens tokens after `prompt`. The prefill forward gives the
+// first anchor (the target's greedy next token); each step drafts the block of the anchor
+// at row s (its context: the captured layers `layer_ids` of rows [0, s), from the previous
+// target forward), verifies it with one full forward over rows [0, s + v) (v = min(B,
+// prompt + max_new_tokens - s)), accepts the drafts equal to the target's greedy tokens up
+// to the first mismatch, and appends the target's token after the last accepted row (the
+// bonus), the next anchor. The full forward is recomputed each step (no KV cache): slower,
+// the same tokens. Throws ModelError(kBadInput) when the prompt is empty, the drafter's
+// width or vocabulary is not the target's, or `layer_ids` does not fit both.
+SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
+                                     std::span<const int32_t> layer_ids,
+                                     std::span<const int32_t> prompt, uint32_t max_new_tokens);
+
+}  // namespace hsring::eval
