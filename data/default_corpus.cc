@@ -25,7 +25,7 @@ constexpr uint64_t kDefaultCorpusShardTokens = 64 * 1024;
 // Names the packed folder after its content and packing rules: a binary with another
 // corpus or another format never picks up a stale folder.
 std::string corpus_tag() {
-  constexpr std::string_view kRules = "hsring-default-corpus:v1:paragraphs:65536";
+  constexpr std::string_view kRules = "hsring-default-corpus:v2:paragraphs:65536:held-out-16th";
   uint32_t crc = crc32(kRules.data(), kRules.size());
   for (const EmbeddedText& text : embedded_corpus_texts()) {
     crc = crc32_update(crc, text.name, std::string_view(text.name).size());
@@ -45,9 +45,9 @@ bool opens_cleanly(const std::string& dir) {
   }
 }
 
-// Packs the corpus into a private folder and renames it to `dir`. False when `dir` is
-// there but broken (removed now, for the caller to retry).
-bool pack_into(const fs::path& root, const fs::path& dir) {
+// Packs one part of the corpus into a private folder and renames it to `dir`. False when
+// `dir` is there but broken (removed now, for the caller to retry).
+bool pack_into(const fs::path& root, const fs::path& dir, BuiltinSplit split) {
   static std::atomic<uint32_t> packs{0};  // two threads of one process stage apart too
   const fs::path staging = root / (".default-corpus-" + std::to_string(::getpid()) + "-" +
                                    std::to_string(packs.fetch_add(1)) + ".tmp");
@@ -57,8 +57,7 @@ bool pack_into(const fs::path& root, const fs::path& dir) {
   options.shard_tokens = kDefaultCorpusShardTokens;
   options.split_blank_lines = true;
   TextPacker packer(staging.string(), options);
-  for (const EmbeddedText& text : embedded_corpus_texts())
-    packer.add_text(std::string_view(reinterpret_cast<const char*>(text.bytes), text.size));
+  for (std::string_view document : builtin_documents(split)) packer.add_text(document);
   packer.finish();
 
   // rename() of a folder onto a non-empty one fails, so of racing packers one wins; a
@@ -84,14 +83,42 @@ std::string default_cache_root() {
   return "/tmp/hsring-" + std::to_string(::getuid());
 }
 
-std::string default_corpus_dir(const std::string& cache_root) {
+namespace {
+
+std::string packed_dir(const std::string& cache_root, BuiltinSplit split) {
   const fs::path root = cache_root.empty() ? default_cache_root() : cache_root;
-  const fs::path dir = root / ("default-corpus-" + corpus_tag());
+  const char* part = split == BuiltinSplit::kTraining ? "default-corpus-" : "default-heldout-";
+  const fs::path dir = root / (part + corpus_tag());
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (fs::exists(dir) && opens_cleanly(dir.string())) return dir.string();
-    if (pack_into(root, dir)) return dir.string();
+    if (pack_into(root, dir, split)) return dir.string();
   }
   throw DataError(DataErrc::kIo, dir.string(), 0, "cannot pack the default corpus here");
+}
+
+}  // namespace
+
+bool is_held_out_document(size_t index) { return index % 16 == 15; }
+
+std::vector<std::string_view> builtin_documents(BuiltinSplit split) {
+  std::vector<std::string_view> documents;
+  size_t index = 0;
+  for (const EmbeddedText& text : embedded_corpus_texts()) {
+    const std::string_view all(reinterpret_cast<const char*>(text.bytes), text.size);
+    for (std::string_view document : split_documents(all, /*split_blank_lines=*/true)) {
+      if (is_held_out_document(index++) == (split == BuiltinSplit::kHeldOut))
+        documents.push_back(document);
+    }
+  }
+  return documents;
+}
+
+std::string default_corpus_dir(const std::string& cache_root) {
+  return packed_dir(cache_root, BuiltinSplit::kTraining);
+}
+
+std::string default_heldout_dir(const std::string& cache_root) {
+  return packed_dir(cache_root, BuiltinSplit::kHeldOut);
 }
 
 Corpus open_token_data(const std::string& dir, bool verify_tokens) {

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace hsring::data {
 
@@ -17,6 +19,13 @@ struct EmbeddedText {
 // The texts of data/corpus/, as built into this binary.
 std::span<const EmbeddedText> embedded_corpus_texts();
 
+// The built-in documents (a paragraph each, split_documents) fall in two parts: every 16th
+// (index 15, 31, ...) is held out, for `hsring eval`; the rest are what targets and the
+// pretrained target train on. One rule, so no evaluation prompt was ever trained on.
+enum class BuiltinSplit { kTraining, kHeldOut };
+bool is_held_out_document(size_t index);
+std::vector<std::string_view> builtin_documents(BuiltinSplit split);
+
 // Where packed corpora are kept: $HSRING_CACHE_DIR, else $XDG_CACHE_HOME/hsring, else
 // $HOME/.cache/hsring, else /tmp/hsring-<uid>.
 std::string default_cache_root();
@@ -26,6 +35,8 @@ std::string default_cache_root();
 // callers: each packs into a private folder and renames it into place; the loser of a
 // race uses the winner's. Throws DataError.
 std::string default_corpus_dir(const std::string& cache_root = "");
+// The same for the held-out documents (BuiltinSplit::kHeldOut).
+std::string default_heldout_dir(const std::string& cache_root = "");
 
 class Corpus;
 

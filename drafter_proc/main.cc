@@ -47,10 +47,11 @@ int main(int argc, char** argv) {
                  "Training: the target's model spec (the drafter's shape derives from it)");
   app.add_option("--model-seed", training.model_seed,
                  "Training: seed of a preset target's weights (its embedding and LM head)");
-  std::string objective = "dflash";
+  std::string objective = "auto";
   app.add_option("--objective", objective,
-                 "Training: dflash (blocks it drafts) or same-position (does not draft)")
-      ->check(CLI::IsMember({"dflash", "same-position"}));
+                 "Training: dflash (blocks it drafts), same-position (does not draft), or auto "
+                 "(dflash on the CPU, same-position with --gpu: no GPU DFlash step yet)")
+      ->check(CLI::IsMember({"auto", "dflash", "same-position"}));
   DflashChoices& dflash = training.dflash;
   app.add_option("--draft-layers", dflash.draft_layers, "DFlash: draft layers (0: per target)")
       ->check(CLI::Range(0u, 64u));
@@ -84,7 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--keep-checkpoints", training.keep_checkpoints, "Training: checkpoints kept")
       ->check(CLI::Range(1u, 1000u));
   app.add_option("--export", training.export_path,
-                 "Training: write the drafter's weights as safetensors here at the end");
+                 "Training: where the drafter is exported at a clean stop: a DFlash folder "
+                 "(--objective dflash), a safetensors file (same-position)");
   app.add_option("--nnodes", training.nnodes,
                  "Training: machines whose drafters train one model (NCCL across them)")
       ->check(CLI::Range(1u, kMaxNodes));
@@ -95,7 +97,9 @@ int main(int argc, char** argv) {
   return worker_main(app, flags, Role::kDrafter, argc, argv, [&](WorkerSession& session) {
     const bool model_ring = session.ring().shape().content == PayloadContent::kModel;
     if (model_ring) {
-      training.objective = parse_drafter_objective(objective);
+      training.objective = parse_drafter_objective(objective != "auto" ? objective
+                                                   : gpu >= 0          ? "same-position"
+                                                                       : "dflash");
       if (training.target_model.empty()) {
         log_line("error: this ring carries model batches: give --model (the target's spec) "
                  "so the drafter knows its shape");

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "checkpoint/dflash_export.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -384,7 +385,18 @@ int TrainingLoop::run() {
 void TrainingLoop::finish() {
   const uint64_t step = trainer().optimizer_step();
   if (step != last_checkpoint_step_) write_checkpoint();
-  if (!options_.export_path.empty() && leader()) {
+  if (!options_.export_path.empty() && leader() &&
+      options_.objective == DrafterObjective::kDflash) {
+    const auto& dflash = dynamic_cast<const train::DflashTrainer&>(trainer());
+    const RingShape& s = ring_.shape();
+    checkpoint::DflashExportOptions export_options;
+    export_options.num_target_layers = model_config_of(options_.target_model).num_layers;
+    const train::TrainerState state = trainer().state();
+    checkpoint::write_dflash_export(options_.export_path, dflash.config(),
+                                    std::span<const int32_t>(s.layer_ids, s.num_layers),
+                                    trainer().layout(), state.params, export_options);
+    log_line("exported the DFlash drafter to " + options_.export_path);
+  } else if (!options_.export_path.empty() && leader()) {
     checkpoint::ExportOptions export_options;
     export_options.metadata["format"] = "pt";
     export_options.metadata["hsring.drafter"] = trainer().describe();

@@ -13,6 +13,8 @@
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
 #include "model/model_error.h"
+#include "train/dflash_params.h"
+#include "train/pretrain.h"
 
 namespace hsring::eval {
 namespace {
@@ -153,13 +155,34 @@ std::string eval_report_text(const EvalReport& report) {
   return s.str();
 }
 
+TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uint64_t model_seed,
+                                                   const std::string& export_dir,
+                                                   uint64_t train_seed, uint32_t prompts,
+                                                   uint32_t threads) {
+  const EvalOptions defaults;
+  const checkpoint::DflashExport trained = checkpoint::read_dflash_export(export_dir);
+  check_fits(model_config_of(model), trained);
+  const auto target = open_cpu_model(model, model_seed, {threads});
+  const data::Corpus corpus = data::Corpus::open(data::default_heldout_dir());
+  const auto chosen = held_out_prompts(corpus, prompts, defaults.prompt_tokens);
+  checkpoint::DflashExport untrained = trained;
+  train::init_dflash_params<float>(untrained.layout, train_seed, untrained.params);
+  TrainedAgainstUntrained result;
+  result.trained = evaluate(*target, trained, chosen, defaults.max_new_tokens, threads);
+  result.untrained = evaluate(*target, untrained, chosen, defaults.max_new_tokens, threads);
+  return result;
+}
+
 int run_eval(const EvalOptions& options) {
   if (options.drafter.empty()) throw std::invalid_argument("eval needs --drafter EXPORT_DIR");
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
+  const std::string model = train::resolve_model_spec(options.model);
   // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
-  check_fits(model_config_of(options.model), drafter);
-  const auto target = open_cpu_model(options.model, options.model_seed, {options.threads});
-  const data::Corpus corpus = data::open_token_data(options.data);
+  check_fits(model_config_of(model), drafter);
+  const auto target = open_cpu_model(model, options.model_seed, {options.threads});
+  // The built-in corpus's held-out part, which no built-in training run reads.
+  const data::Corpus corpus = options.data.empty() ? data::Corpus::open(data::default_heldout_dir())
+                                                   : data::open_token_data(options.data);
   if (const std::string problem =
           data::vocabulary_problem(corpus, target->config().vocab_size, options.model);
       !problem.empty())

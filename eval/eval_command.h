@@ -21,7 +21,7 @@ class App;
 namespace hsring::eval {
 
 struct EvalOptions {
-  std::string model = "tiny";  // preset or Hugging Face folder
+  std::string model = "builtin";  // preset, Hugging Face folder, or the built-in trained target
   uint64_t model_seed = 0;     // a preset's random weights, as `hsring run --model-seed`
   std::string drafter;         // a DFlash export folder (required)
   std::string data;            // a token-shard folder; "": the built-in corpus
@@ -73,6 +73,17 @@ EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& draf
 std::string eval_report_json(const EvalReport& report);
 // The text report, a few lines.
 std::string eval_report_text(const EvalReport& report);
+
+// The end of a training run: the export in `export_dir` and the same drafter at the weights
+// it started from (init_dflash_params with `train_seed`), both decoded on `prompts`
+// held-out prompts of the built-in corpus against `model`.
+struct TrainedAgainstUntrained {
+  EvalReport trained, untrained;
+};
+TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uint64_t model_seed,
+                                                   const std::string& export_dir,
+                                                   uint64_t train_seed, uint32_t prompts,
+                                                   uint32_t threads = 0);
 
 // Loads everything, evaluates, prints the text report and writes the JSON one. Returns 0,
 // or 1 when the output differs from plain greedy decoding; throws on setup errors (a

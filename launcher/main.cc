@@ -258,6 +258,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 6));
 
+  CLI::App* builtin = model_cmd->add_subcommand(
+      "builtin", "Print the built-in trained target's folder, training it first if missing");
+
   const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
   const hsring::eval::EvalCommand eval_command = hsring::eval::add_eval_command(app);
 
@@ -277,6 +280,8 @@ int main(int argc, char** argv) {
     if (data_commands.selected()) return data_commands.run();
     if (eval_command.selected()) return eval_command.run();
     if (*run) {
+      // Once, here: the workers get the folder, never the name (one training at most).
+      run_options.model = train::resolve_model_spec(run_options.model);
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);
       // Neither flag nor config: every GPU of the machine, when it has any.
@@ -307,6 +312,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*pretrain) return pretrain_model(pretrain_options, pretrain_out);
+    if (*builtin) {
+      std::cout << train::resolve_model_spec(train::kBuiltinModel) << "\n";
+      return 0;
+    }
     if (*install) return install_systemd_units(install_options, run_options, default_config(*run));
   } catch (const RingError& e) {
     std::cerr << "hsring: error: " << e.what() << "\n";

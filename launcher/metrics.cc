@@ -95,6 +95,11 @@ std::string render_prometheus(const Ring& ring) {
              "Drafter top-1 agreement with the target, average of the last ~20 steps.");
     m.sample("hsring_training_agreement_ratio", "",
              TrainingProgress::value(h.training.agreement_ema));
+    m.family("hsring_training_acceptance_length", "gauge",
+             "DFlash drafter: teacher-forced acceptance length (tokens per target forward) on "
+             "each batch before training on it, average of the last ~20 steps; 0 otherwise.");
+    m.sample("hsring_training_acceptance_length", "",
+             TrainingProgress::value(h.training.acceptance_ema));
   }
 
   struct Counter {

@@ -1,7 +1,10 @@
 #include "launcher/preflight.h"
+#include "launcher/training_plan.h"
 
 #include "model/model_config.h"
 #include "model/target_model.h"
+#include "train/dflash_config.h"
+#include "train/dflash_params.h"
 #include "train/drafter_config.h"
 #include "train/drafter_params.h"
 
@@ -283,6 +286,16 @@ uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gp
   // A CPU drafter keeps parameters, gradients and two AdamW moments in fp32.
   const uint32_t k = options.num_layers ? options.num_layers : kDefaultCapturedLayers;
   try {
+    if (drafter_objective(options, false) == "dflash") {
+      // Its parameters four times over, and the target's embedding and LM head it reads.
+      const uint32_t layers =
+          options.draft_layers ? options.draft_layers : train::default_draft_layers(target);
+      const train::DflashConfig drafter =
+          train::default_dflash_config(target, std::min(k, target.num_layers), layers);
+      const uint64_t head =
+          uint64_t(target.vocab_size) * target.hidden_size * (target.tie_embeddings ? 1 : 2);
+      return base + (4 * train::dflash_param_layout(drafter).total + head) * sizeof(float);
+    }
     const train::DrafterConfig drafter =
         train::default_drafter_config(target, std::min(k, target.num_layers), options.window);
     return base + 4 * train::drafter_param_layout(drafter).total * sizeof(float);

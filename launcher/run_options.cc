@@ -21,7 +21,11 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
       ->check(ring_name_check());
   app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU machine: every GPU, targets:drafters 5:3)")->capture_default_str();
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
-  app.add_option("--model", o.model, "Target model: tiny, qwen3-8b, qwen3.6-27b, a Hugging Face folder, or synthetic (verifiable made-up batches)")->capture_default_str();
+  app.add_option("--model", o.model,
+                 "Target model: builtin (a small target trained on the built-in corpus on first "
+                 "use), tiny, qwen3-8b, qwen3.6-27b (random weights), a Hugging Face folder, or "
+                 "synthetic (verifiable made-up batches)")
+      ->capture_default_str();
   app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
   app.add_option("--data", o.data, "Folder of token shards (hsring data pack); default: the built-in corpus");
   app.add_flag("!--no-verify-data", o.verify_data,
@@ -151,7 +155,9 @@ void apply_model(const RunOptions& o, RingShape& s) {
       throw std::invalid_argument("--num-layers " + std::to_string(o.num_layers) + " but --layers names " +
                                   std::to_string(ids.size()) + ": give one of them");
   } else {
-    const uint32_t k = o.num_layers ? o.num_layers : kDefaultCapturedLayers;
+    // Unasked, as many as the model has up to the default (a small model has fewer).
+    const uint32_t k =
+        o.num_layers ? o.num_layers : std::min(kDefaultCapturedLayers, config.num_layers);
     if (k > config.num_layers)
       throw std::invalid_argument("--num-layers " + std::to_string(k) + " exceeds the model's " +
                                   std::to_string(config.num_layers) + " layers");

@@ -19,7 +19,9 @@ struct RunOptions {
 
   // What the targets produce (docs/target-model.md, docs/data-format.md): a model's
   // captured layers over token shards, or "synthetic" verifiable batches.
-  std::string model = "tiny";
+  // "builtin": the small target hsring trains on the built-in corpus on first use
+  // (train/pretrain.h); presets (tiny, qwen3-8b, ...) have random weights.
+  std::string model = "builtin";
   uint64_t model_seed = 0;  // a preset's random weights
   std::string data;         // token shards; "" = the built-in corpus
   bool verify_data = true;  // preflight reads every token: both checksums, the vocabulary

@@ -43,6 +43,7 @@ RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_targ
   s.initial_loss = TrainingProgress::value(training.first_loss);
   s.final_loss = TrainingProgress::value(training.loss_ema);
   s.agreement = TrainingProgress::value(training.agreement_ema);
+  s.acceptance_length_teacher_forced = TrainingProgress::value(training.acceptance_ema);
   s.tokens_per_s = wall_s > 0 ? double(tokens) / wall_s : 0;
   s.hs_bytes_per_s = wall_s > 0 ? double(bytes) / wall_s : 0;
   return s;
@@ -71,6 +72,14 @@ std::string summary_json(const RunSummary& s) {
     doc["initial_loss"] = json_number(s.initial_loss, 6);
     doc["final_loss"] = json_number(s.final_loss, 6);
     doc["agreement"] = json_number(s.agreement, 6);
+    if (s.acceptance_length_teacher_forced > 0)
+      doc["acceptance_length_teacher_forced"] = json_number(s.acceptance_length_teacher_forced, 6);
+  }
+  if (s.evaluated) {
+    doc["acceptance_length"] = json_number(s.acceptance_length, 6);
+    doc["untrained_acceptance_length"] = json_number(s.untrained_acceptance_length, 6);
+    doc["matches_greedy"] = s.matches_greedy;
+    doc["eval_prompts"] = s.eval_prompts;
   }
   return json_text(doc);
 }
@@ -91,9 +100,18 @@ std::string summary_text(const RunSummary& s) {
       << " K tokens/s, " << s.hs_bytes_per_s / 1e9 << " GB/s";
   if (s.trained) {
     out.precision(3);
-    out << "; drafter: " << s.steps << " steps, loss " << s.initial_loss << " -> "
-        << s.final_loss << ", agreement " << s.agreement;
+    out << "; drafter: " << s.steps << " steps, loss " << s.initial_loss << " -> " << s.final_loss;
+    if (s.acceptance_length_teacher_forced > 0)
+      out << ", teacher-forced tau " << s.acceptance_length_teacher_forced;
+    else
+      out << ", agreement " << s.agreement;
   }
+  if (s.evaluated)
+    out << "\nacceptance length (speculative decoding of " << s.eval_prompts
+        << " held-out prompts): " << s.acceptance_length << " tokens per target forward, against "
+        << s.untrained_acceptance_length << " for the untrained drafter"
+        << (s.matches_greedy ? "; output identical to greedy decoding"
+                             : "; OUTPUT DIFFERS FROM GREEDY DECODING");
   return out.str();
 }
 

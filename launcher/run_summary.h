@@ -32,6 +32,15 @@ struct RunSummary {
   double initial_loss = 0;
   double final_loss = 0;
   double agreement = 0;
+  // The DFlash objective: teacher-forced tau (same average; 0 for same-position), and, when
+  // the launcher evaluated the export by speculative decoding (eval_after_run), tau of the
+  // trained and of the untrained drafter on the held-out prompts.
+  double acceptance_length_teacher_forced = 0;
+  bool evaluated = false;
+  double acceptance_length = 0;
+  double untrained_acceptance_length = 0;
+  bool matches_greedy = false;
+  uint64_t eval_prompts = 0;
 
   bool data_intact() const {
     return batches_torn == 0 && batches_lost == 0 && batches_duplicated == 0;

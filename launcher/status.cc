@@ -117,6 +117,7 @@ std::string status_json(const Ring& ring, const StatusSample& before_sample,
         {"steps", h.training.steps.load(std::memory_order_relaxed)},
         {"loss", json_number(TrainingProgress::value(h.training.loss_ema), 4)},
         {"agreement", json_number(TrainingProgress::value(h.training.agreement_ema), 4)},
+        {"acceptance_length", json_number(TrainingProgress::value(h.training.acceptance_ema), 4)},
         {"step_ms", json_number(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)},
         {"checkpoint_step", h.training.checkpoint_step.load(std::memory_order_relaxed)}};
   } else {
@@ -200,9 +201,12 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
   for (const std::string& problem : census.problems) out << "  " << problem << "\n";
   if (h.training.started()) {
     out << "training: step " << h.training.steps.load(std::memory_order_relaxed) << ", loss "
-        << fixed(TrainingProgress::value(h.training.loss_ema), 4) << ", agreement "
-        << fixed(TrainingProgress::value(h.training.agreement_ema), 4) << ", "
-        << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
+        << fixed(TrainingProgress::value(h.training.loss_ema), 4)
+        << (TrainingProgress::value(h.training.acceptance_ema) > 0
+                ? ", acceptance length " +
+                      fixed(TrainingProgress::value(h.training.acceptance_ema), 3)
+                : ", agreement " + fixed(TrainingProgress::value(h.training.agreement_ema), 4))
+        << ", " << fixed(h.training.step_us.load(std::memory_order_relaxed) / 1e3, 1)
         << " ms/step, last checkpoint at step "
         << h.training.checkpoint_step.load(std::memory_order_relaxed) << "\n";
   }

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/worker_main.h"
+#include "eval/eval_command.h"
 #include "launcher/data_preflight.h"
 #include "launcher/metrics.h"
 #include "launcher/preflight.h"
@@ -293,6 +294,33 @@ void Supervisor::write_metrics() {
   }
 }
 
+void Supervisor::evaluate_export(RunSummary& summary) {
+  // The built-in corpus's held-out prompts; with --data, `hsring eval --data` chooses.
+  if (!runs_model(options_) || !options_.data.empty() || interrupted_ || crash_loop_ ||
+      options_.node_rank != 0)
+    return;
+  const Worker* drafter0 = nullptr;
+  for (const Worker& w : workers_)
+    if (w.role == Role::kDrafter && w.index == 0) drafter0 = &w;
+  if (drafter0 == nullptr || drafter_objective(options_, drafter0->gpu >= 0) != "dflash") return;
+  const std::string export_dir = training_plan(options_).export_dir;
+  std::error_code ec;
+  if (!std::filesystem::exists(export_dir, ec)) return;
+  log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ")");
+  try {
+    const eval::TrainedAgainstUntrained r = eval::evaluate_against_untrained(
+        options_.model, options_.model_seed, export_dir, options_.train_seed, kEvalPrompts);
+    summary.evaluated = true;
+    summary.acceptance_length = r.trained.acceptance_length;
+    summary.untrained_acceptance_length = r.untrained.acceptance_length;
+    summary.matches_greedy = r.trained.matches_greedy && r.untrained.matches_greedy;
+    summary.eval_prompts = r.trained.prompts.size();
+  } catch (const std::exception& e) {
+    log_line("warning: could not evaluate the export: " + std::string(e.what()) +
+             " (`hsring eval --drafter " + export_dir + "` retries)");
+  }
+}
+
 void Supervisor::drain() {
   ring_->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
   wake_all_waiters(*ring_);
@@ -376,6 +404,7 @@ int Supervisor::run() {
   const double wall = double(monotonic_ns() - started_ns_) / 1e9;
   write_metrics();  // the final counters, for a scrape after the run
   RunSummary summary = summarize_run(*ring_, wall, restarts_target_, restarts_drafter_);
+  evaluate_export(summary);
   log_line(summary_text(summary));
   if (!options_.summary_json.empty()) write_summary_json(summary, options_.summary_json);
   if (crash_loop_) {

@@ -81,6 +81,10 @@ class Supervisor {
   uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
   bool group_stopped_ = false;   // another machine's run ended the drafter group
   std::string ring_damage_;      // what Ring::check_intact() found; "" while intact
+  // A DFlash run's end: its export and the untrained drafter decoded speculatively on the
+  // built-in held-out prompts, into `summary` (nothing for other runs).
+  void evaluate_export(RunSummary& summary);
+  static constexpr uint32_t kEvalPrompts = 8;
   bool corrupt_slots_logged_ = false;
   std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
 };

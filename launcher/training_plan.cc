@@ -16,6 +16,7 @@ namespace {
 
 constexpr char kCheckpointsFolder[] = "checkpoints";
 constexpr char kExportFile[] = "drafter.safetensors";
+constexpr char kExportFolder[] = "export";
 constexpr char kRendezvousFolder[] = "rendezvous";
 
 std::string utc_stamp() {
@@ -48,6 +49,11 @@ void resolve_run_dir(RunOptions& options, bool service) {
   options.run_dir = "hsring-runs/" + options.ring + "-" + utc_stamp();
 }
 
+std::string drafter_objective(const RunOptions& options, bool gpu) {
+  if (options.objective != "auto") return options.objective;
+  return gpu ? "same-position" : "dflash";
+}
+
 TrainingPlan training_plan(const RunOptions& options) {
   if (!options.resume.empty() && !options.checkpoint_dir.empty())
     throw std::invalid_argument("give --resume or --checkpoint-dir, not both: a resumed run "
@@ -60,6 +66,7 @@ TrainingPlan training_plan(const RunOptions& options) {
   else
     plan.checkpoint_dir = (fs::path(options.run_dir) / kCheckpointsFolder).string();
   plan.export_path = (fs::path(options.run_dir) / kExportFile).string();
+  plan.export_dir = (fs::path(options.run_dir) / kExportFolder).string();
   if (options.nnodes > 1)
     plan.rendezvous_dir = !options.rendezvous_dir.empty()
                               ? options.rendezvous_dir

@@ -66,15 +66,12 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                              std::to_string(options.checkpoint_every),
                              "--keep-checkpoints",
                              std::to_string(options.keep_checkpoints),
-                             "--export",
-                             plan.export_path,
                              "--model-seed",
                              std::to_string(options.model_seed)});
     // auto: the DFlash objective where it has a step (the CPU).
-    const std::string objective = options.objective != "auto" ? options.objective
-                                  : gpu >= 0                  ? "same-position"
-                                                              : "dflash";
-    argv.insert(argv.end(), {"--objective", objective});
+    const std::string objective = drafter_objective(options, gpu >= 0);
+    argv.insert(argv.end(), {"--objective", objective, "--export",
+                             objective == "dflash" ? plan.export_dir : plan.export_path});
     if (objective == "dflash")
       argv.insert(argv.end(),
                   {"--draft-layers", std::to_string(options.draft_layers), "--block-size",

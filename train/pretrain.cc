@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "checkpoint/safetensors_export.h"
 #include "common/random.h"
+#include "data/crc32.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
 #include "model/model_error.h"
@@ -52,15 +54,12 @@ ModelConfig pretrain_model_config(uint32_t layers) {
 }
 
 std::vector<std::vector<int32_t>> builtin_corpus_documents() {
+  // The training part only: the held-out documents are `hsring eval`'s prompts.
   std::vector<std::vector<int32_t>> documents;
-  for (const data::EmbeddedText& text : data::embedded_corpus_texts()) {
-    const std::string_view all(reinterpret_cast<const char*>(text.bytes), text.size);
-    for (std::string_view doc : data::split_documents(all, /*split_blank_lines=*/true)) {
-      std::vector<int32_t> tokens(doc.size());
-      for (size_t i = 0; i < doc.size(); ++i)
-        tokens[i] = int32_t(static_cast<unsigned char>(doc[i]));
-      documents.push_back(std::move(tokens));
-    }
+  for (std::string_view doc : data::builtin_documents(data::BuiltinSplit::kTraining)) {
+    std::vector<int32_t> tokens(doc.size());
+    for (size_t i = 0; i < doc.size(); ++i) tokens[i] = int32_t(static_cast<unsigned char>(doc[i]));
+    documents.push_back(std::move(tokens));
   }
   return documents;
 }
@@ -298,6 +297,75 @@ PretrainResult run_pretrain(const PretrainOptions& o,
   write_pretrained_folder(o.out, result.config,
                           causal_lm_weights(result.config, model.layout(), model.params()), marker);
   return result;
+}
+
+}  // namespace hsring::train
+
+namespace hsring::train {
+
+namespace {
+
+// Names the cached folder after what determines its content: bump kBuiltinRules when the
+// model, the training step or the defaults change, so no binary reuses another's target.
+std::string builtin_tag(const PretrainOptions& o) {
+  constexpr std::string_view kBuiltinRules = "hsring-builtin-target:v1";
+  std::string key(kBuiltinRules);
+  key += ":" + std::to_string(o.layers) + ":" + std::to_string(o.steps) + ":" +
+         std::to_string(o.seed) + ":" + std::to_string(o.batch_tokens) + ":" +
+         std::to_string(o.peak_lr) + ":" + std::to_string(o.min_lr) + ":" +
+         std::to_string(o.warmup_steps);
+  uint32_t crc = data::crc32(key.data(), key.size());
+  for (std::string_view doc : data::builtin_documents(data::BuiltinSplit::kTraining))
+    crc = data::crc32_update(crc, doc.data(), doc.size());
+  char tag[16];
+  std::snprintf(tag, sizeof tag, "%08x", crc);
+  return tag;
+}
+
+bool holds_a_target(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / kPretrainMarker, ec) && fs::exists(dir / "config.json", ec) &&
+         fs::exists(dir / "model.safetensors", ec);
+}
+
+}  // namespace
+
+std::string builtin_target_dir(const std::string& cache_root,
+                               const std::function<void(const PretrainProgress&)>& progress) {
+  PretrainOptions o;
+  o.seconds = 0;  // by the step count alone: the same folder on every machine
+  o.log_every = 20;
+  const fs::path root = cache_root.empty() ? data::default_cache_root() : cache_root;
+  const fs::path dir = root / ("builtin-target-" + builtin_tag(o));
+  if (holds_a_target(dir)) return dir.string();
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  static std::atomic<uint32_t> builds{0};
+  o.out = root / (".builtin-target-" + std::to_string(::getpid()) + "-" +
+                  std::to_string(builds.fetch_add(1)) + ".tmp");
+  fs::remove_all(o.out, ec);
+  run_pretrain(o, progress);
+  // rename() of a folder onto a non-empty one fails: of racing builders one wins.
+  if (::rename(o.out.c_str(), dir.c_str()) != 0) {
+    fs::remove_all(o.out, ec);
+    if (!holds_a_target(dir))
+      throw ModelError(ModelErrc::kIo, "cannot place the built-in target at " + dir.string());
+  }
+  return dir.string();
+}
+
+std::string resolve_model_spec(const std::string& spec) {
+  if (spec != kBuiltinModel) return spec;
+  bool said = false;
+  return builtin_target_dir("", [&](const PretrainProgress& p) {
+    if (!said)
+      std::fprintf(stderr,
+                   "[hsring] training the built-in target on the built-in corpus "
+                   "(first use only; ~45 s on two cores)\n");
+    said = true;
+    std::fprintf(stderr, "[hsring]   step %llu/%llu  loss %.3f\n", (unsigned long long)p.step,
+                 (unsigned long long)p.total_steps, p.loss);
+  });
 }
 
 }  // namespace hsring::train

@@ -120,6 +120,22 @@ PretrainResult run_pretrain(const PretrainOptions& options,
 void write_pretrained_folder(const std::filesystem::path& out, const ModelConfig& config,
                              const ModelWeights& weights, const std::string& marker_json);
 
+// The model spec that names the built-in trained target: `hsring run`'s and `hsring
+// eval`'s default --model.
+inline constexpr char kBuiltinModel[] = "builtin";
+
+// The folder of the built-in trained target under the cache root ("" for
+// data::default_cache_root()): run_pretrain with the default options and no time cap, so
+// the folder is a pure function of this binary's code and corpus, trained on first use
+// (~45 s on two cores, `progress` says how far) and reused after. Safe against concurrent
+// callers: each trains into a private folder and renames it into place; the loser of a
+// race uses the winner's. Throws ModelError.
+std::string builtin_target_dir(const std::string& cache_root = "",
+                               const std::function<void(const PretrainProgress&)>& progress = {});
+// `spec` with kBuiltinModel replaced by builtin_target_dir() (building it, saying so on
+// stderr); any other spec as it is.
+std::string resolve_model_spec(const std::string& spec);
+
 // The config.json text of `config` for transformers (Qwen3ForCausalLM, float32).
 std::string hf_config_json(const ModelConfig& config, uint32_t max_position_embeddings);
 
