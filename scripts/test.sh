@@ -8,6 +8,9 @@ flavours=(release)
 [ "${1:-}" = "--sanitizers" ] && flavours+=(asan tsan)
 for flavour in "${flavours[@]}"; do
   dir=$(./scripts/build.sh "$flavour" | tail -n 1)
+  # The built-in trained target, once per machine (cached; ~25 s on two cores), so no test
+  # pays for it inside its timeout.
+  "$dir/bin/hsring" model builtin > /dev/null
   echo "=== ctest ($flavour, $dir)"
   labels=()
   # Forked crash tests are not TSan's business (they prove crash safety, not races).

@@ -19,10 +19,14 @@ namespace fs = std::filesystem;
 
 constexpr Millis kTrainingLimit(400000);  // a short training run, even under ASan
 
-// Small batches keep a step short on a loaded 2-core machine.
+// Small batches keep a step short on a loaded 2-core machine. These tests are about the
+// training machinery (checkpoints, resume, groups), shared by both objectives: they train
+// the same-position one, whose loss falls fastest; the DFlash one is the default job's
+// (TheDefaultJobTrainsADrafterThatDrafts).
 std::vector<std::string> training_flags(const std::string& batches) {
-  return {"--model", "tiny", "--max-tokens", "128", "--slots", "8", "--batches", batches,
-          "--max-restarts", "100", "--quiet"};
+  return {"--model", "tiny", "--objective", "same-position", "--max-tokens",   "128",
+          "--slots", "8",    "--batches",   batches,         "--max-restarts", "100",
+          "--quiet"};
 }
 
 std::vector<std::string> checkpoints_in(const std::string& dir) {
@@ -38,6 +42,44 @@ class TrainingRunTest : public LauncherTest {
  protected:
   std::string checkpoints() const { return run_dir() + "/checkpoints"; }
 };
+
+// The README's main job as it is: the built-in trained target, a DFlash drafter trained on
+// the CPU for its default 200 batches, exported as a DFlash folder, then decoded
+// speculatively on held-out prompts. It must draft: a clear margin over the untrained
+// drafter's acceptance length (1 token per target forward), with output identical to
+// greedy decoding.
+TEST_F(TrainingRunTest, TheDefaultJobTrainsADrafterThatDrafts) {
+  const std::vector<std::string> argv = {hsring(),    "run",     "--ring",         ring_,
+                                         "--run-dir", run_dir(), "--summary-json", summary_path(),
+                                         "--quiet"};
+  launcher_ =
+      std::make_unique<crash::Spawned>(argv, dir_.file("launcher.out"), dir_.file("launcher.err"));
+  ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
+  expect_data_intact();
+  EXPECT_EQ(summary("steps"), 200);
+  const double trained = summary("acceptance_length");
+  const double untrained = summary("untrained_acceptance_length");
+  std::cout << "[ drafting ] acceptance length " << trained << " against " << untrained
+            << " untrained; teacher-forced " << summary("acceptance_length_teacher_forced")
+            << ", loss " << summary("initial_loss") << " -> " << summary("final_loss") << std::endl;
+  EXPECT_LT(untrained, 1.1);
+  EXPECT_GT(trained, untrained + 0.25) << launcher_->stderr_text();
+  EXPECT_NE(crash::read_file(summary_path()).find("\"matches_greedy\": true"), std::string::npos)
+      << crash::read_file(summary_path());
+  const std::string config = crash::read_file(run_dir() + "/export/config.json");
+  EXPECT_NE(config.find("DFlashDraftModel"), std::string::npos) << config;
+  EXPECT_TRUE(fs::exists(run_dir() + "/export/model.safetensors"));
+  // What hsring eval measures of the folder is what the run reported.
+  const crash::CommandResult eval = crash::run_command(
+      {hsring(), "eval", "--drafter", run_dir() + "/export", "--json", dir_.file("eval.json")},
+      Millis(300000));
+  EXPECT_EQ(eval.exit_code, 0) << eval.out << eval.err;
+  const std::optional<double> tau =
+      crash::json_number(crash::read_file(dir_.file("eval.json")), "acceptance_length");
+  ASSERT_TRUE(tau.has_value()) << crash::read_file(dir_.file("eval.json"));
+  EXPECT_NEAR(*tau, trained, 1e-9) << "eval measured another drafter than the run reported";
+  expect_cleaned_up();
+}
 
 TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
   std::vector<std::string> flags = training_flags("120");
