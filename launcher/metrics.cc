@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/clock.h"
+#include "launcher/heartbeat_age.h"
 #include "launcher/slot_census.h"
 #include "shm/recovery.h"
 
@@ -129,6 +131,14 @@ std::string render_prometheus(const Ring& ring) {
     m.sample("hsring_worker_up", worker_labels(ring, i), epoch != 0 && owner_alive(ring, i, epoch));
     m.sample("hsring_worker_epoch", worker_labels(ring, i), epoch);
     m.sample("hsring_worker_restarts_total", worker_labels(ring, i), starts > 0 ? starts - 1 : 0);
+  }
+  // A worker that never beat has no sample (rather than a made-up age).
+  m.family("hsring_process_heartbeat_age_seconds", "gauge",
+           "Seconds since the worker's last heartbeat (its progress loop).");
+  const uint64_t now_unix = unix_ns();
+  for (uint32_t i = 0; i < ring.process_count(); ++i) {
+    if (const std::optional<double> age = heartbeat_age_s(ring.process(i), now_unix))
+      m.sample("hsring_process_heartbeat_age_seconds", worker_labels(ring, i), *age);
   }
 
   m.family("hsring_stage_duration_seconds", "histogram", "Time spent per pipeline stage.");

@@ -100,6 +100,11 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--max-restarts", o.max_restarts, "Crashes of one worker within --restart-window that stop the run")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
   app.add_option("--restart-window", o.restart_window_s, "Crash-loop window, seconds")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds workers get to finish at stop before SIGKILL (0: 10, or 300 when drafters train and write their last checkpoint)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--hang-timeout", o.hang_timeout_s,
+                 "Seconds a running worker may go without a heartbeat before the launcher kills "
+                 "and restarts it as hung (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--summary-json", o.summary_json, "Write the run's summary as JSON to this path");
   app.add_option("--metrics-file", o.metrics_file, "Rewrite this file every second with Prometheus metrics (node_exporter textfile collector)");
   app.add_option("--log-dir", o.log_dir, "Write each worker's log to DIR/ROLE-INDEX.log instead of stderr");

@@ -85,6 +85,10 @@ struct RunOptions {
   // Seconds workers get to finish at a stop; 0: automatic, 10, or 300 when drafters train
   // (their last checkpoint and the export: 14 GB for the qwen3-8b drafter).
   double drain_timeout_s = 0;
+  // A running worker whose heartbeat has not moved for this many seconds is hung: the
+  // launcher SIGKILLs it and restarts it as a crash (docs/operations.md, "Hung workers").
+  // 0: off.
+  double hang_timeout_s = 60;
   // Workers log their stage timings every this many seconds; 0: off. Given neither as a
   // flag nor in the config, HSRING_PROFILE_INTERVAL (common/profile_interval.h).
   double profile_interval_s = 0;

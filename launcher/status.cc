@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "launcher/heartbeat_age.h"
 #include "launcher/json_values.h"
 #include "launcher/slot_census.h"
 #include "shm/liveness.h"
@@ -153,6 +154,8 @@ std::string status_json(const Ring& ring, const StatusSample& before_sample,
     process["restarts"] = starts > 0 ? starts - 1 : 0;
     process["torn"] = p.torn.load(std::memory_order_relaxed);
     process["gpu"] = p.gpu.load(std::memory_order_relaxed);
+    const std::optional<double> age = heartbeat_age_s(p, now_unix);
+    process["heartbeat_age_s"] = age ? json_number(*age, 1) : Json();
     // Over the interval; null where the stage timed nothing in it.
     Json& stages = process["stages"] = Json::object();
     for (const StageRow& row : stage_rows(before[i], after[i])) {
@@ -212,9 +215,9 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
   }
   out << "\n";
   char header[256];
-  std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %10s %12s %10s %8s %6s\n",
-                "worker", "pid", "epoch", "state", "alive", "uptime_s", "batches", "tokens/s",
-                "MB/s", "restarts", "torn");
+  std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %12s %10s %12s %10s %8s %6s\n",
+                "worker", "pid", "epoch", "state", "alive", "uptime_s", "heartbeat_s", "batches",
+                "tokens/s", "MB/s", "restarts", "torn");
   out << header;
   for (uint32_t i = 0; i < ring.process_count(); ++i) {
     const ProcessEntry& p = ring.process(i);
@@ -229,11 +232,13 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
     const uint32_t starts = p.starts.load(std::memory_order_relaxed);
     const uint32_t restarts = starts > 0 ? starts - 1 : 0;
     const uint64_t torn = p.torn.load(std::memory_order_relaxed);
+    const std::optional<double> age = heartbeat_age_s(p, now_unix);
+    const std::string age_text = age ? fixed(*age, 1) : "-";
     char row[256];
     std::snprintf(row, sizeof row,
-                  "%-10s %8d %6u %-14s %-5s %9.1f %10llu %12.0f %10.1f %8u %6llu\n",
+                  "%-10s %8d %6u %-14s %-5s %9.1f %12s %10llu %12.0f %10.1f %8u %6llu\n",
                   worker_name(ring, i).c_str(), p.pid.load(std::memory_order_relaxed), epoch,
-                  state_name(p, alive, epoch), alive ? "yes" : "no", uptime,
+                  state_name(p, alive, epoch), alive ? "yes" : "no", uptime, age_text.c_str(),
                   (unsigned long long)after[i].batches, tokens_rate, bytes_rate / 1e6, restarts,
                   (unsigned long long)torn);
     out << row;

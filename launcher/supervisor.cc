@@ -155,6 +155,12 @@ void Supervisor::start_worker(Worker& w) {
       options_.log_dir.empty()
           ? ""
           : options_.log_dir + "/" + to_string(w.role) + "-" + std::to_string(w.index) + ".log";
+  // Before the spawn: the child bumps the epoch when it attaches, so until the epoch moves
+  // the entry is the predecessor's (its state may still say running).
+  w.epoch_at_spawn = entry_of(w).epoch.load(std::memory_order_relaxed);
+  w.heartbeat_seen = 0;
+  w.heartbeat_seen_at_ns = 0;
+  w.killed_as_hung = false;
   w.process = ChildProcess::spawn(worker_argv(options_, w.role, w.index, w.gpu, bin_dir_), log_path);
   w.policy.on_start(monotonic_ns());
   w.restart_at_ns = 0;
@@ -199,7 +205,8 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
     crash_loop_ = true;
     crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
                           " times within " + std::to_string(int(options_.restart_window_s)) +
-                          " s (last: " + describe_wait_status(wait_status) +
+                          " s (last: " + (w.killed_as_hung ? "hung, " : "") +
+                          describe_wait_status(wait_status) +
                           "): crash loop, stopping the run. Raise --max-restarts or "
                           "--restart-window to tolerate more, or fix the cause in its log";
     return;
@@ -208,9 +215,47 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
   ++w.restarts;
   (w.role == Role::kTarget ? restarts_target_ : restarts_drafter_)++;
   if (!options_.quiet || w.restarts <= 3) {
-    log_line(w.name() + " " + describe_wait_status(wait_status) + "; recovered " +
-             std::to_string(recovered.total()) + " slot(s); restarting in " +
+    log_line(w.name() + (w.killed_as_hung ? " (hung) " : " ") + describe_wait_status(wait_status) +
+             "; recovered " + std::to_string(recovered.total()) + " slot(s); restarting in " +
              std::to_string(w.policy.restart_delay_ns() / 1'000'000) + " ms");
+  }
+}
+
+ProcessEntry& Supervisor::entry_of(const Worker& w) const {
+  return ring_->process(w.role == Role::kTarget ? w.index : ring_->shape().num_targets + w.index);
+}
+
+void Supervisor::kill_hung_workers() {
+  if (options_.hang_timeout_s <= 0) return;
+  const uint64_t timeout_ns = uint64_t(options_.hang_timeout_s * 1e9);
+  const uint64_t now = monotonic_ns();
+  for (Worker& w : workers_) {
+    if (!w.process.running() || w.killed_as_hung) continue;
+    const ProcessEntry& entry = entry_of(w);
+    // Relaxed loads: each is compared only; a stale value delays the verdict by a turn.
+    const uint64_t beat = entry.heartbeat_unix_ns.load(std::memory_order_relaxed);
+    // The clock runs only while this incarnation is attached and running: exec, attach,
+    // model loading and GPU setup (kStarting) are not a hang, however long they take.
+    const bool running =
+        entry.epoch.load(std::memory_order_relaxed) != w.epoch_at_spawn &&
+        entry.pid.load(std::memory_order_relaxed) == w.process.pid() &&
+        entry.state.load(std::memory_order_relaxed) == uint32_t(ProcessState::kRunning);
+    if (!running || beat != w.heartbeat_seen || w.heartbeat_seen_at_ns == 0) {
+      w.heartbeat_seen = running ? beat : 0;
+      w.heartbeat_seen_at_ns = running ? now : 0;
+      continue;
+    }
+    const uint64_t silent_ns = now - w.heartbeat_seen_at_ns;
+    if (silent_ns < timeout_ns) continue;
+    std::ostringstream line;
+    line.precision(1);
+    line << std::fixed << w.name() << " (pid " << w.process.pid() << ") is hung: no heartbeat for "
+         << double(silent_ns) / 1e9 << " s (--hang-timeout " << options_.hang_timeout_s
+         << "); killing it, its slots are recovered once it is dead";
+    log_line(line.str());
+    // The death comes back through the pidfd in run()'s poll; recovery waits for it.
+    w.process.signal(SIGKILL);
+    w.killed_as_hung = true;
   }
 }
 
@@ -388,6 +433,7 @@ int Supervisor::run() {
         on_worker_exit(*owners[i], status);
     }
     if (crash_loop_) break;
+    kill_hung_workers();
     restart_due_workers();
     print_progress();
     if (stop_condition_met() || group_stopped_ || !non_finite_message_.empty()) break;

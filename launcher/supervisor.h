@@ -49,6 +49,13 @@ class Supervisor {
     RestartPolicy policy;
     uint64_t restart_at_ns = 0;  // when dead: when to start it again
     uint32_t restarts = 0;
+    // Hang detection (kill_hung_workers): the heartbeat last seen while this incarnation
+    // was running, and when (monotonic) the launcher first saw that value. The clock is the
+    // launcher's, so a step of the wall clock neither makes nor hides a hang.
+    uint32_t epoch_at_spawn = 0;  // the table's epoch before this incarnation attached
+    uint64_t heartbeat_seen = 0;
+    uint64_t heartbeat_seen_at_ns = 0;
+    bool killed_as_hung = false;  // SIGKILL sent; the pidfd reports the death
     std::string name() const;
   };
 
@@ -57,6 +64,11 @@ class Supervisor {
   void start_worker(Worker& worker);
   void on_worker_exit(Worker& worker, int wait_status);
   void restart_due_workers();
+  // SIGKILLs each running worker whose heartbeat has not moved for --hang-timeout. Its
+  // slots are recovered only when its pidfd reports the death (on_worker_exit), because a
+  // stale owner must be dead before its slots are recovered (docs/ring-protocol.md).
+  void kill_hung_workers();
+  ProcessEntry& entry_of(const Worker& worker) const;
   bool stop_condition_met();
   void drain();
   void print_progress();

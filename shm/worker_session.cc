@@ -63,6 +63,10 @@ WorkerSession::~WorkerSession() {
 }
 
 void WorkerSession::set_state(ProcessState state) {
+  // A fresh heartbeat with the step to running: what came before (model loading, GPU
+  // setup) is not the loop's silence, and the launcher's hang clock starts here.
+  if (state == ProcessState::kRunning)
+    entry().heartbeat_unix_ns.store(unix_ns(), std::memory_order_relaxed);
   entry().state.store(uint32_t(state), std::memory_order_relaxed);
   // Under systemd, "running" is READY=1: attached, recovered, and (GPU) pinned.
   if (state == ProcessState::kRunning) notify_ready();

@@ -32,7 +32,8 @@ class WorkerSession {
   // What the start recovered from previous epochs.
   const RecoveryStats& recovered_at_start() const { return recovered_; }
 
-  // Records the state; kRunning also tells systemd READY=1.
+  // Records the state; kRunning also stamps a heartbeat (the setup before it is not a
+  // hang) and tells systemd READY=1.
   void set_state(ProcessState state);
   // Marks progress: heartbeat time, systemd watchdog, (once a second) recovery of dead
   // peers' slots and the check that the ring is intact, and (once a profile period) the

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
@@ -131,6 +132,108 @@ TEST_F(LauncherTest, SigtermDrainsAndCleansUp) {
   EXPECT_GE(summary("batches_consumed"), 100);
   EXPECT_LT(summary("wall_s"), 120) << "the run ended at its deadline, not at SIGTERM";
   EXPECT_EQ(summary("restarts_target"), 0);
+  EXPECT_EQ(summary("restarts_drafter"), 0);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (d2) A SIGSTOPped drafter still holds its liveness lock, so only its silence shows it:
+// after --hang-timeout without a heartbeat the launcher names it, SIGKILLs it, recovers its
+// slots once the pidfd reports the death, and restarts it as a crash. Nothing is lost.
+TEST_F(LauncherTest, HungDrafterIsKilledAndRestartedAndLosesNothing) {
+  start_run({"--seconds", "8", "--target-rate", "300", "--hang-timeout", "2"});
+  ASSERT_TRUE(wait_for_consumed(50)) << launcher_->stderr_text();
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  ASSERT_TRUE(drafter);
+  const auto stopped_at = Clock::now();
+  ASSERT_EQ(::kill(drafter->id.pid, SIGSTOP), 0);
+  std::optional<WorkerProcess> next = wait_for_worker("drafter", 0, Millis(10000), &*drafter);
+  ASSERT_TRUE(next) << "the hung drafter was not restarted\n" << launcher_->stderr_text();
+  // Not before the timeout (measured from before the stop, so only the launcher's reaction
+  // adds to it); and the stopped incarnation is gone, not left beside its successor.
+  EXPECT_GE(elapsed_ms(stopped_at), 2000);
+  EXPECT_FALSE(crash::process_alive(drafter->id));
+
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("drafter 0 (pid " + std::to_string(drafter->id.pid) +
+                     ") is hung: no heartbeat for "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("drafter 0 (hung) killed by SIGKILL; recovered "), std::string::npos) << log;
+  // The targets waited on a full ring meanwhile, heartbeating: they are not hung.
+  EXPECT_EQ(log.find("target 0 (pid"), std::string::npos) << log;
+  EXPECT_GE(summary("restarts_drafter"), 1);
+  EXPECT_EQ(summary("restarts_target"), 0);
+  EXPECT_GT(summary("batches_consumed"), 50);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (d3) A short --hang-timeout kills nobody in a healthy run: the start (exec, attach,
+// recovery) does not count, and idle loops (drafters waiting for a batch, targets for a
+// free slot) heartbeat.
+TEST_F(LauncherTest, HealthyWorkersAreNotKilledAsHung) {
+  start_run({"--seconds", "4", "--target-rate", "20", "--hang-timeout", "1"},
+            /*default_shape=*/true);
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(log.find("is hung"), std::string::npos) << log;
+  EXPECT_EQ(summary("restarts_target"), 0);
+  EXPECT_EQ(summary("restarts_drafter"), 0);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (d4) With the hang timeout off (0), a SIGSTOPped drafter stays; status shows its
+// heartbeat age growing (JSON, text and Prometheus) while the targets' stays small.
+TEST_F(LauncherTest, StatusShowsTheHeartbeatAgeOfAStoppedWorker) {
+  start_run({"--seconds", "60", "--target-rate", "200", "--hang-timeout", "0"});
+  ASSERT_TRUE(wait_for_consumed(20)) << launcher_->stderr_text();
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  ASSERT_TRUE(drafter);
+  ASSERT_EQ(::kill(drafter->id.pid, SIGSTOP), 0);
+  // The ages of drafter 0 and target 0 in `status --json`.
+  const auto ages = [&] {
+    const crash::CommandResult r =
+        crash::run_command({hsring(), "status", "--ring", ring_, "--json", "--interval", "0"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::pair<double, double> drafter_target{-1, -1};
+    const nlohmann::json doc = nlohmann::json::parse(r.out);
+    for (const auto& p : doc.at("processes")) {
+      if (p.at("index").get<int>() != 0) continue;
+      const double age = p.at("heartbeat_age_s").get<double>();
+      if (p.at("role").get<std::string>() == "drafter")
+        drafter_target.first = age;
+      else
+        drafter_target.second = age;
+    }
+    if (drafter_target.first < 0) ADD_FAILURE() << "no drafter 0 in:\n" << r.out;
+    return drafter_target;
+  };
+  std::this_thread::sleep_for(Millis(300));
+  const auto first = ages();
+  std::this_thread::sleep_for(Millis(1500));
+  const auto second = ages();
+  EXPECT_GE(first.first, 0.2);
+  EXPECT_GE(second.first, first.first + 1.2) << "the stopped drafter's age did not grow";
+  EXPECT_LT(second.second, 1.0) << "the running target's heartbeat is old";
+
+  const crash::CommandResult text =
+      crash::run_command({hsring(), "status", "--ring", ring_, "--interval", "0"});
+  EXPECT_NE(text.out.find("heartbeat_s"), std::string::npos) << text.out;
+  const crash::CommandResult prom =
+      crash::run_command({hsring(), "status", "--ring", ring_, "--prometheus"});
+  EXPECT_NE(prom.out.find("hsring_process_heartbeat_age_seconds{ring=\"" + ring_ +
+                          "\",role=\"drafter\",index=\"0\""),
+            std::string::npos)
+      << prom.out;
+
+  ::kill(drafter->id.pid, SIGCONT);
+  launcher_->signal(SIGTERM);
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(log.find("is hung"), std::string::npos) << log;
   EXPECT_EQ(summary("restarts_drafter"), 0);
   expect_data_intact();
   expect_cleaned_up();
@@ -283,6 +386,7 @@ TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
       {{"--hs-min-ready", "15"}, 2, {"hs_min_ready 15", "slot count 16", "targets 2"}},
       {{"--slots", "1"}, 2, {"--slots"}},
       {{"--dtype", "int8"}, 2, {"--dtype", "int8"}},
+      {{"--hang-timeout", "-1"}, 2, {"--hang-timeout"}},
       // Several machines: a model, a shared run folder and NCCL-capable (GPU) drafters.
       {{"--nnodes", "2"}, 2, {"--nnodes 2", "--node-rank"}},
       {{"--nnodes", "2", "--node-rank", "2"}, 2, {"node rank 2", "0 to 1"}},

@@ -58,6 +58,8 @@ TEST(NonFiniteFlags, EveryFloatingFlagRefusesNanAndInfinityNamingTheFlag) {
       {{bin("hsring"), "run", "--ring", ring.name(), "--target-rate", "-nan"},
        "--target-rate: '-nan'"},
       {{bin("hsring"), "run", "--ring", ring.name(), "--noise-std", "NaN"}, "--noise-std: 'NaN'"},
+      {{bin("hsring"), "run", "--ring", ring.name(), "--hang-timeout", "inf"},
+       "--hang-timeout: 'inf'"},
       {{bin("hsring"), "status", "--ring", ring.name(), "--interval", "nan"}, "--interval: 'nan'"},
       {{bin("hsring-drafter"), "--ring", ring.name(), "--index", "0", "--lr", "nan"},
        "--lr: 'nan'"},
