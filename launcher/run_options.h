@@ -88,7 +88,7 @@ struct RunOptions {
   // A running worker whose heartbeat has not moved for this many seconds is hung: the
   // launcher SIGKILLs it and restarts it as a crash (docs/operations.md, "Hung workers").
   // 0: off.
-  double hang_timeout_s = 60;
+  double hang_timeout_s = 300;
   // Workers log their stage timings every this many seconds; 0: off. Given neither as a
   // flag nor in the config, HSRING_PROFILE_INTERVAL (common/profile_interval.h).
   double profile_interval_s = 0;
