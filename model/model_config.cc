@@ -239,12 +239,16 @@ std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k) {
     throw ModelError(ModelErrc::kBadConfig, "cannot capture " + std::to_string(k) +
                                                 " distinct layers of a " +
                                                 std::to_string(num_layers) + "-layer model");
-  if (k == 1) return {int32_t(num_layers / 2)};
+  // Never the last layer unless every layer is asked for: HF's hidden_states[L] is that
+  // layer after the final norm, while a capture is before it, so a drafter trained on our
+  // last layer would be fed another tensor by the engines that serve it.
+  const int64_t below_last = num_layers > 1 ? int64_t(num_layers) - 2 : 0;
+  if (k == 1) return {int32_t(std::min<int64_t>(num_layers / 2, below_last))};
   int64_t first = 1;
   int64_t last = int64_t(num_layers) - 3;
   if (last - first + 1 < int64_t(k)) {
     first = 0;
-    last = int64_t(num_layers) - 1;
+    last = int64_t(k) < int64_t(num_layers) ? below_last : int64_t(num_layers) - 1;
   }
   const int64_t span = last - first;
   const int64_t steps = k - 1;

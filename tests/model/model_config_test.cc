@@ -194,7 +194,10 @@ TEST(ModelConfigTest, DefaultCaptureLayersFollowDFlash) {
   EXPECT_EQ(default_capture_layers(28, 3), (std::vector<int32_t>{1, 13, 25}));
   EXPECT_EQ(default_capture_layers(36, 1), (std::vector<int32_t>{18}));
   // Too few layers in [1, L-3]: spread over all layers instead, still distinct.
-  EXPECT_EQ(default_capture_layers(6, 5), (std::vector<int32_t>{0, 1, 2, 4, 5}));
+  // Tiny models: below the last layer (HF gives it after the final norm), all when asked.
+  EXPECT_EQ(default_capture_layers(6, 5), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(default_capture_layers(2, 1), (std::vector<int32_t>{0}));
+  EXPECT_EQ(default_capture_layers(2, 2), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(default_capture_layers(5, 5), (std::vector<int32_t>{0, 1, 2, 3, 4}));
   for (uint32_t layers = 1; layers <= 80; ++layers) {
     for (uint32_t k = 1; k <= std::min(layers, 16u); ++k) {
@@ -206,6 +209,7 @@ TEST(ModelConfigTest, DefaultCaptureLayersFollowDFlash) {
         if (i) {
           EXPECT_GT(ids[i], ids[i - 1]) << layers << " " << k;
         }
+        if (k < layers) EXPECT_LT(ids[i], int32_t(layers) - 1) << "the last layer, " << layers << " " << k;
       }
     }
   }
