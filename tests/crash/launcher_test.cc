@@ -478,7 +478,7 @@ TEST_F(LauncherTest, RemoveRefusesALiveRingWhoseHeaderWasDamaged) {
 // A file in /dev/shm that is not an hsring segment (too short, or no magic) is named as
 // such and removed only with --force.
 TEST_F(LauncherTest, RemoveNeedsForceForAFileThatIsNotARing) {
-  for (const std::string contents : {std::string("hello"), std::string(4096, 'x')}) {
+  for (const std::string& contents : {std::string("hello"), std::string(4096, 'x')}) {
     const int fd = ::shm_open(("/" + ring_).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     ASSERT_GE(fd, 0) << std::strerror(errno);
     ASSERT_EQ(::write(fd, contents.data(), contents.size()), ssize_t(contents.size()));

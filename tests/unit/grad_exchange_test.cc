@@ -115,7 +115,9 @@ void plant_segment(const std::string& name, mode_t mode, uid_t uid) {
   const int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   EXPECT_EQ(::fchmod(fd, mode), 0) << std::strerror(errno);
-  if (uid != ::geteuid()) EXPECT_EQ(::fchown(fd, uid, uid), 0) << std::strerror(errno);
+  if (uid != ::geteuid()) {
+    EXPECT_EQ(::fchown(fd, uid, uid), 0) << std::strerror(errno);
+  }
   ::close(fd);
 }
 
