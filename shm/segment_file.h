@@ -1,11 +1,15 @@
 // The one way hsring opens or creates a POSIX shared-memory segment (the ring and the
 // `<ring>-grads` gradient exchange alike): the descriptor is close-on-exec and the file
 // must belong to this user with mode 0600, or it is refused before anything maps it
-// (docs/ring-protocol.md, "Untrusted memory").
+// (docs/ring-protocol.md, "Untrusted memory"). It stands on Boost.Interprocess, the project's
+// package for shared memory: SegmentFile holds a boost::interprocess::shared_memory_object,
+// SegmentMapping a boost::interprocess::mapped_region, and Boost's errors become RingError.
 #pragma once
 
 #include <sys/types.h>
 
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -38,14 +42,16 @@ class SegmentFile {
   SegmentFile& operator=(const SegmentFile&) = delete;
   ~SegmentFile();
 
-  int fd() const { return fd_; }
+  // The shared_memory_object's descriptor, for fcntl, fstat, posix_fallocate and the
+  // liveness locks; -1 once moved from.
+  int fd() const { return shm_.get_mapping_handle().handle; }
   bool created() const { return created_; }
   // The size at open (a created file: 0).
   uint64_t size_at_open() const { return size_; }
 
  private:
-  SegmentFile(int fd, bool created, uint64_t size) : fd_(fd), created_(created), size_(size) {}
-  int fd_ = -1;
+  SegmentFile(boost::interprocess::shared_memory_object shm, bool created, uint64_t size);
+  boost::interprocess::shared_memory_object shm_;
   bool created_ = false;
   uint64_t size_ = 0;
 };
@@ -62,12 +68,11 @@ class SegmentMapping {
   SegmentMapping& operator=(const SegmentMapping&) = delete;
   ~SegmentMapping();
 
-  std::byte* base() const { return base_; }
-  size_t size() const { return size_; }
+  std::byte* base() const { return static_cast<std::byte*>(region_.get_address()); }
+  size_t size() const { return region_.get_size(); }
 
  private:
-  std::byte* base_ = nullptr;
-  size_t size_ = 0;
+  boost::interprocess::mapped_region region_;
 };
 
 }  // namespace hsring
