@@ -5,9 +5,13 @@
 
 namespace hsring {
 
-// SIGTERM to the ring's launcher (which drains). Returns the exit code.
+// SIGTERM to the ring's launcher (which drains), only when the process the header names
+// is proven to hold the ring's launcher lock; else nothing is signalled and it returns 1.
+// Returns the exit code.
 int stop_ring(const std::string& name);
-// Unlinks a segment; refuses while any of its processes lives unless `force`.
+// Unlinks a segment; refuses, unless `force`, while any liveness lock on the file is held
+// (whatever its header says) and when the file is not an hsring segment (no magic). A
+// file of another user is never removed (RingError kForeignOwner).
 int remove_ring(const std::string& name, bool force);
 // Removes every hsring segment in /dev/shm whose processes are all dead. Segments that
 // are not hsring rings, or belong to other users, are left alone.

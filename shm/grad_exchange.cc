@@ -1,12 +1,11 @@
 #include "shm/grad_exchange.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -14,11 +13,11 @@
 
 #include "common/clock.h"
 #include "shm/futex.h"
+#include "shm/ring_error.h"
+#include "shm/segment_file.h"
 #include "shm/slot_state.h"
 
 namespace hsring {
-
-namespace bip = boost::interprocess;
 
 namespace {
 
@@ -63,8 +62,8 @@ struct alignas(64) GradExchange::MemberSlot {
 };
 
 struct GradExchange::Segment {
-  bip::shared_memory_object shm;
-  bip::mapped_region region;
+  SegmentFile file;
+  SegmentMapping mapping;
 };
 
 const char* to_string(ExchangeResult result) {
@@ -94,28 +93,16 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
   const uint64_t stride = align_up(sizeof(MemberSlot)) + 2 * buffer_bytes;
   const uint64_t total = segment_size(members, length);
 
-  auto segment = std::make_unique<Segment>();
-  bool created = false;
-  try {
-    segment->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
-                                             bip::permissions(0600));
-    created = true;
-  } catch (const bip::interprocess_exception& e) {
-    if (e.get_error_code() != bip::already_exists_error)
-      throw std::runtime_error("cannot create " + what + ": " + e.what());
-    try {
-      segment->shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_write);
-    } catch (const bip::interprocess_exception& e2) {
-      throw std::runtime_error("cannot open " + what + ": " + e2.what());
-    }
-  }
-  const int fd = segment->shm.get_mapping_handle().handle;
-  ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+  // The same owner and mode checks as the ring's (shm/segment_file.h): a segment another
+  // user made, or one others may write, is refused before it is mapped.
+  SegmentFile file = SegmentFile::open(name, what, SegmentFile::Open::kCreateOrOpen,
+                                       SegmentFile::Access::kReadWrite);
+  const bool created = file.created();
+  const int fd = file.fd();
   if (created) {
-    ::fchmod(fd, 0600);
     // Reserved now: tmpfs would otherwise SIGBUS on first touch of a full /dev/shm.
     if (int err = ::posix_fallocate(fd, 0, off_t(total)); err != 0) {
-      bip::shared_memory_object::remove(name.c_str());
+      remove(name);
       throw std::runtime_error("cannot reserve " + std::to_string(total >> 20) + " MiB for " +
                                what + ": " + std::strerror(err));
     }
@@ -133,11 +120,12 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
                                " floats need: it was made for another group or drafter; "
                                "remove it (`hsring ring remove`) when no drafter runs");
   }
+  auto segment = std::make_unique<Segment>(Segment{std::move(file), SegmentMapping()});
   try {
-    segment->region = bip::mapped_region(segment->shm, bip::read_write, 0, total);
-  } catch (const bip::interprocess_exception& e) {
-    if (created) bip::shared_memory_object::remove(name.c_str());
-    throw std::runtime_error("cannot map " + what + ": " + e.what());
+    segment->mapping = SegmentMapping(fd, total, true, what);
+  } catch (const RingError&) {
+    if (created) remove(name);
+    throw;
   }
   auto exchange =
       std::unique_ptr<GradExchange>(new GradExchange(std::move(segment), members, rank, length));
@@ -175,7 +163,7 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
 }
 
 bool GradExchange::remove(const std::string& name) {
-  return bip::shared_memory_object::remove(name.c_str());
+  return ::shm_unlink(("/" + name).c_str()) == 0;
 }
 
 GradExchange::GradExchange(std::unique_ptr<Segment> segment, uint32_t members, uint32_t rank,
@@ -186,11 +174,11 @@ GradExchange::GradExchange(std::unique_ptr<Segment> segment, uint32_t members, u
 GradExchange::~GradExchange() = default;
 
 GradExchange::Header& GradExchange::header() const {
-  return *static_cast<Header*>(segment_->region.get_address());
+  return *reinterpret_cast<Header*>(segment_->mapping.base());
 }
 
 GradExchange::MemberSlot& GradExchange::slot(uint32_t member) const {
-  auto* base = static_cast<std::byte*>(segment_->region.get_address());
+  std::byte* base = segment_->mapping.base();
   return *reinterpret_cast<MemberSlot*>(base + align_up(sizeof(Header)) +
                                         header().slot_stride * member);
 }

@@ -23,5 +23,14 @@ bool liveness_lock_held_elsewhere(int fd, uint32_t index);
 // The pid that holds the lock of `index`, or 0 when none. OFD locks report -1 as pid on
 // Linux; the caller then uses the pid recorded in the process table.
 int liveness_lock_holder(int fd, uint32_t index);
+// True when any open file description other than `fd`'s holds a liveness lock on the
+// file: any process index or the launcher's. Reads nothing of the segment's contents, so
+// it answers for a segment whose header is corrupt or that is not a ring at all.
+bool any_liveness_lock_held_elsewhere(int fd);
+// True when process `pid` (as this process's /proc sees it) has an open file description
+// of `fd`'s file that holds the lock of `index`: proof, unlike a pid written in the
+// segment, that `pid` is that process. Read from /proc/<pid>/fdinfo (the kernel lists an
+// open file's OFD locks there); false when that cannot be read.
+bool process_holds_liveness_lock(int pid, int fd, uint32_t index);
 
 }  // namespace hsring

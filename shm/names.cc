@@ -160,6 +160,7 @@ const char* to_string(RingErrc code) {
     case RingErrc::kProcessBusy: return "process-busy";
     case RingErrc::kSystem: return "system";
     case RingErrc::kBadName: return "bad-name";
+    case RingErrc::kUnsafeMode: return "unsafe-mode";
   }
   return "invalid";
 }

@@ -1,12 +1,11 @@
 #include "shm/ring.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -14,10 +13,9 @@
 
 #include "common/clock.h"
 #include "shm/bus_guard.h"
+#include "shm/segment_file.h"
 
 namespace hsring {
-
-namespace bip = boost::interprocess;
 
 namespace {
 
@@ -27,42 +25,24 @@ constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 
-// Boost reports errors as interprocess_exception; turn them into RingError with advice.
-[[noreturn]] void rethrow_boost(const bip::interprocess_exception& e, const std::string& name,
-                                const char* action) {
-  switch (e.get_error_code()) {
-    case bip::not_found_error:
-      throw RingError(RingErrc::kNotFound,
-                      "ring '" + name + "' does not exist (no " + Ring::path_of(name) +
-                          "): start it with `hsring run --ring " + name + "` or check the name");
-    case bip::already_exists_error:
-      throw RingError(RingErrc::kExists,
-                      "ring '" + name + "' already exists: `hsring ring inspect " + name +
-                          "` shows it, `hsring ring remove " + name + "` removes a stale one");
-    case bip::security_error:
-      throw RingError(RingErrc::kPermission, std::string("cannot ") + action + " ring '" + name +
-                                                 "': permission denied (" + e.what() +
-                                                 "); it may belong to another user");
-    default:
-      throw RingError(RingErrc::kSystem,
-                      std::string("cannot ") + action + " ring '" + name + "': " + e.what());
-  }
-}
-
-void set_close_on_exec(int fd) {
-  // Children exec'd by the launcher must not share our open file description: they would
-  // hold our liveness locks alive after we die.
-  int flags = ::fcntl(fd, F_GETFD);
-  if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
-    throw RingError(RingErrc::kSystem, std::string("fcntl(FD_CLOEXEC): ") + std::strerror(errno));
-  }
+// The file-level errors of SegmentFile, with the advice that fits a ring.
+[[noreturn]] void rethrow_for_ring(const RingError& e, const std::string& name) {
+  if (e.code() == RingErrc::kNotFound)
+    throw RingError(RingErrc::kNotFound,
+                    "ring '" + name + "' does not exist (no " + Ring::path_of(name) +
+                        "): start it with `hsring run --ring " + name + "` or check the name");
+  if (e.code() == RingErrc::kExists)
+    throw RingError(RingErrc::kExists, "ring '" + name + "' already exists: `hsring ring inspect " +
+                                           name + "` shows it, `hsring ring remove " + name +
+                                           "` removes a stale one");
+  throw;
 }
 
 }  // namespace
 
 struct Ring::Segment {
-  bip::shared_memory_object shm;
-  bip::mapped_region region;
+  SegmentFile file;
+  SegmentMapping mapping;
 };
 
 std::string Ring::path_of(const std::string& name) { return "/dev/shm/" + name; }
@@ -292,9 +272,9 @@ Ring::Ring(std::string name, std::unique_ptr<Segment> segment, bool writable, Ri
     : name_(std::move(name)),
       geometry_(geometry),
       segment_(std::move(segment)),
-      fd_(segment_->shm.get_mapping_handle().handle),
-      base_(static_cast<std::byte*>(segment_->region.get_address())),
-      size_(segment_->region.get_size()),
+      fd_(segment_->file.fd()),
+      base_(segment_->mapping.base()),
+      size_(segment_->mapping.size()),
       writable_(writable) {
   guard_mapping(base_, size_, name_);
 }
@@ -307,24 +287,23 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
     throw RingError(RingErrc::kBadShape, "cannot create ring '" + name + "': " + why);
   }
   const RingLayout layout = compute_layout(shape);
-  auto segment = std::make_unique<Segment>();
+  const std::string what = "ring '" + name + "'";
+  std::unique_ptr<Segment> segment;
   try {
-    bip::permissions owner_only(0600);
-    segment->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write,
-                                             owner_only);
-  } catch (const bip::interprocess_exception& e) {
-    rethrow_boost(e, name, "create");
+    segment.reset(new Segment{
+        SegmentFile::open(name, what, SegmentFile::Open::kCreate, SegmentFile::Access::kReadWrite),
+        SegmentMapping()});
+  } catch (const RingError& e) {
+    rethrow_for_ring(e, name);
   }
-  const int fd = segment->shm.get_mapping_handle().handle;
-  set_close_on_exec(fd);
-  ::fchmod(fd, 0600);  // the umask cannot widen it, but make the mode exact anyway
+  const int fd = segment->file.fd();
   // Reserve the pages now: tmpfs would otherwise accept the size and SIGBUS on first touch.
   if (int err = ::posix_fallocate(fd, 0, off_t(layout.total_size)); err != 0) {
     struct statvfs fs{};
     std::string free_space = ::statvfs("/dev/shm", &fs) == 0
                                  ? mib(uint64_t(fs.f_bavail) * fs.f_frsize) + " free"
                                  : "unknown free space";
-    bip::shared_memory_object::remove(name.c_str());
+    Ring::remove(name);
     if (err == ENOSPC) {
       throw RingError(RingErrc::kNoSpace,
                       "ring '" + name + "' needs " + mib(layout.total_size) + " but /dev/shm has " +
@@ -335,10 +314,10 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
                                            name + "': " + std::strerror(err));
   }
   try {
-    segment->region = bip::mapped_region(segment->shm, bip::read_write, 0, layout.total_size);
-  } catch (const bip::interprocess_exception& e) {
-    bip::shared_memory_object::remove(name.c_str());
-    rethrow_boost(e, name, "map");
+    segment->mapping = SegmentMapping(fd, layout.total_size, true, what);
+  } catch (const RingError&) {
+    Ring::remove(name);
+    throw;
   }
   auto ring = std::unique_ptr<Ring>(
       new Ring(name, std::move(segment), true, RingGeometry{shape, layout, ::geteuid()}));
@@ -367,34 +346,20 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
 std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
   check_ring_name(name);
   const bool writable = access == Access::kReadWrite;
-  auto segment = std::make_unique<Segment>();
+  const std::string what = "ring '" + name + "'";
+  std::unique_ptr<Segment> segment;
   try {
-    segment->shm = bip::shared_memory_object(bip::open_only, name.c_str(),
-                                             writable ? bip::read_write : bip::read_only);
-  } catch (const bip::interprocess_exception& e) {
-    rethrow_boost(e, name, "open");
+    segment.reset(new Segment{SegmentFile::open(name, what, SegmentFile::Open::kExisting,
+                                                writable ? SegmentFile::Access::kReadWrite
+                                                         : SegmentFile::Access::kReadOnly),
+                              SegmentMapping()});
+  } catch (const RingError& e) {
+    rethrow_for_ring(e, name);
   }
-  const int fd = segment->shm.get_mapping_handle().handle;
-  set_close_on_exec(fd);
-  struct stat st{};
-  if (::fstat(fd, &st) != 0) {
-    throw RingError(RingErrc::kSystem, "fstat of ring '" + name + "': " + std::strerror(errno));
-  }
-  if (st.st_uid != ::geteuid()) {
-    throw RingError(RingErrc::kForeignOwner,
-                    "ring '" + name + "' belongs to uid " + std::to_string(st.st_uid) +
-                        ", not to you (uid " + std::to_string(::geteuid()) +
-                        "); hsring never attaches to another user's ring: pick another --ring");
-  }
-  const size_t size = size_t(st.st_size);
+  const size_t size = size_t(segment->file.size_at_open());
   if (size < sizeof(RingHeader)) validate_segment(nullptr, size, name);  // throws kTruncated
-  try {
-    segment->region =
-        bip::mapped_region(segment->shm, writable ? bip::read_write : bip::read_only, 0, size);
-  } catch (const bip::interprocess_exception& e) {
-    rethrow_boost(e, name, "map");
-  }
-  auto* base = static_cast<const std::byte*>(segment->region.get_address());
+  segment->mapping = SegmentMapping(segment->file.fd(), size, writable, what);
+  const std::byte* base = segment->mapping.base();
   // SYNC POINT READ: pairs with the creator's release store of the magic.
   (void)reinterpret_cast<const RingHeader*>(base)->magic.load(std::memory_order_acquire);
   const RingGeometry geometry = validate_segment(base, size, name);
@@ -403,7 +368,7 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
 
 bool Ring::remove(const std::string& name) {
   if (!ring_name_problem(name).empty()) return false;  // ".." must never reach shm_unlink
-  return bip::shared_memory_object::remove(name.c_str());
+  return ::shm_unlink(("/" + name).c_str()) == 0;
 }
 
 std::byte* Ring::layer_region(uint32_t index, uint32_t layer) const {

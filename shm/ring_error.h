@@ -21,6 +21,7 @@ enum class RingErrc {
   kProcessBusy,   // the process index is held by a live process
   kSystem,        // another system call failed
   kBadName,       // a name that cannot be a segment's (ring_name_problem)
+  kUnsafeMode,    // the segment's file mode is not 0600: others may write it
 };
 const char* to_string(RingErrc code);
 

@@ -3,6 +3,10 @@
 // a crash loop stops the run with exit 3; SIGTERM drains and cleans up; a SIGKILLed
 // launcher leaves no worker behind; SIGKILLs every 200 ms for a whole run cost no batch;
 // model targets survive kills; bad input gets a clear error and touches nothing.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "shm/liveness.h"
 #include "tests/crash/launcher_fixture.h"
 
 namespace hsring {
@@ -498,6 +503,102 @@ TEST_F(LauncherTest, StatusOfMissingRingFailsClearly) {
       crash::run_command({hsring(), "ring", "remove", "does-not-exist-" + ring_});
   EXPECT_NE(removed.exit_code, 0);
   EXPECT_NE(removed.err.find("does not exist"), std::string::npos) << removed.err;
+}
+
+// A small ring for the operator-command tests below.
+std::unique_ptr<Ring> small_ring(const std::string& name) {
+  RingShape shape;
+  shape.slot_count = 4;
+  shape.max_tokens = 16;
+  shape.hidden_size = 8;
+  shape.num_layers = 2;
+  shape.num_targets = 1;
+  shape.num_drafters = 1;
+  shape.ledger_capacity = 64;
+  return Ring::create(name, shape);
+}
+
+// `hsring stop` on a live run: the launcher holds its lock and is the pid the header
+// names, so it gets SIGTERM and drains.
+TEST_F(LauncherTest, StopDrainsTheRunsLauncher) {
+  start_run({"--seconds", "120", "--target-rate", "200"});
+  ASSERT_TRUE(wait_for_consumed(20)) << launcher_->stderr_text();
+  const crash::CommandResult stop = crash::run_command({hsring(), "stop", "--ring", ring_});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_NE(stop.err.find("(pid " + std::to_string(launcher_pid()) + ") to drain and stop"),
+            std::string::npos)
+      << stop.err;
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("received SIGTERM: draining"), std::string::npos) << log;
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// The header's launcher_pid is only a claim: written to name another process, `stop`
+// signals nothing, whether or not some process holds the launcher's lock.
+TEST_F(LauncherTest, StopSignalsNothingWhenTheHeaderNamesAnotherProcess) {
+  crash::TempDir dir;
+  crash::Spawned victim({"/bin/sleep", "60"}, dir.file("out"), dir.file("err"));
+  std::unique_ptr<Ring> ring = small_ring(ring_);
+  ring->header().launcher_pid.store(victim.pid(), std::memory_order_relaxed);
+  const std::string expected = "ring '" + ring_ + "' has no live launcher (the header names pid " +
+                               std::to_string(victim.pid()) +
+                               ", which does not hold the ring's launcher lock): nothing signalled";
+
+  // No launcher lock at all.
+  crash::CommandResult stop = crash::run_command({hsring(), "stop", "--ring", ring_});
+  EXPECT_EQ(stop.exit_code, 1) << stop.err;
+  EXPECT_NE(stop.err.find(expected), std::string::npos) << stop.err;
+  EXPECT_FALSE(victim.wait(Millis(200))) << "stop signalled pid " << victim.pid();
+
+  // The lock held, but by this test process, not by the pid the header names.
+  ASSERT_TRUE(try_hold_liveness_lock(ring->fd(), kLauncherLockIndex));
+  stop = crash::run_command({hsring(), "stop", "--ring", ring_});
+  EXPECT_EQ(stop.exit_code, 1) << stop.err;
+  EXPECT_NE(stop.err.find(expected), std::string::npos) << stop.err;
+  EXPECT_FALSE(victim.wait(Millis(200))) << "stop signalled pid " << victim.pid();
+}
+
+// `ring remove` judges liveness by the file's locks, before reading the header: a live
+// ring whose version field was changed is refused; the same ring once stale is removed.
+TEST_F(LauncherTest, RemoveRefusesALiveRingWhoseHeaderWasDamaged) {
+  std::unique_ptr<Ring> ring = small_ring(ring_);
+  ASSERT_TRUE(try_hold_liveness_lock(ring->fd(), 0));  // process 0 lives
+  ring->header().version = kRingVersion + 7;
+  crash::CommandResult removed = crash::run_command({hsring(), "ring", "remove", ring_});
+  EXPECT_EQ(removed.exit_code, 1) << removed.err;
+  EXPECT_NE(removed.err.find("still has live processes"), std::string::npos) << removed.err;
+  EXPECT_TRUE(crash::segment_exists(ring_));
+
+  release_liveness_lock(ring->fd(), 0);
+  removed = crash::run_command({hsring(), "ring", "remove", ring_});
+  EXPECT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_NE(removed.err.find("protocol version"), std::string::npos)
+      << "no note in " << removed.err;
+  EXPECT_FALSE(crash::segment_exists(ring_));
+}
+
+// A file in /dev/shm that is not an hsring segment (too short, or no magic) is named as
+// such and removed only with --force.
+TEST_F(LauncherTest, RemoveNeedsForceForAFileThatIsNotARing) {
+  for (const std::string& contents : {std::string("hello"), std::string(4096, 'x')}) {
+    const int fd = ::shm_open(("/" + ring_).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::write(fd, contents.data(), contents.size()), ssize_t(contents.size()));
+    ::close(fd);
+    crash::CommandResult removed = crash::run_command({hsring(), "ring", "remove", ring_});
+    EXPECT_EQ(removed.exit_code, 1) << removed.err;
+    EXPECT_NE(removed.err.find("/dev/shm/" + ring_ +
+                               " is not an hsring segment (no hsring magic): not removed; "
+                               "--force removes it anyway"),
+              std::string::npos)
+        << removed.err;
+    EXPECT_TRUE(crash::segment_exists(ring_));
+    removed = crash::run_command({hsring(), "ring", "remove", "--force", ring_});
+    EXPECT_EQ(removed.exit_code, 0) << removed.err;
+    EXPECT_FALSE(crash::segment_exists(ring_));
+  }
 }
 
 TEST_F(LauncherTest, RunOnExistingRingFailsAndLeavesItUntouched) {

@@ -4,8 +4,11 @@
 // peer, and a SIGKILLed forked peer each end the wait with kGroupRestart in bounded time.
 #include "shm/grad_exchange.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +18,8 @@
 #include <random>
 #include <thread>
 #include <vector>
+
+#include "shm/ring_error.h"
 
 namespace hsring {
 namespace {
@@ -104,6 +109,53 @@ TEST_F(GradExchangeTest, AMismatchedSegmentIsRefused) {
 }
 
 // A member that loaded an older checkpoint than a peer leaves; the newer one waits.
+// Pre-creates the segment as another user could: an empty file of `mode`, owned by `uid`
+// (when that is not ours, the test must run as root to fchown it).
+void plant_segment(const std::string& name, mode_t mode, uid_t uid) {
+  const int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(::fchmod(fd, mode), 0) << std::strerror(errno);
+  if (uid != ::geteuid()) {
+    EXPECT_EQ(::fchown(fd, uid, uid), 0) << std::strerror(errno);
+  }
+  ::close(fd);
+}
+
+// The segment is opened through the ring's owner and mode checks: a file others may write
+// is never mapped, whoever made it.
+TEST_F(GradExchangeTest, ASegmentOthersMayWriteIsRefused) {
+  plant_segment(name_, 0666, ::geteuid());
+  try {
+    GradExchange::open(name_, 2, 0, 16, kStamp);
+    FAIL() << "a segment of mode 0666 was accepted";
+  } catch (const RingError& e) {
+    EXPECT_EQ(e.code(), RingErrc::kUnsafeMode) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("gradient exchange '" + name_ + "'"), std::string::npos) << what;
+    EXPECT_NE(what.find("mode 0666"), std::string::npos) << what;
+    EXPECT_NE(what.find("/dev/shm/" + name_), std::string::npos) << "no remedy in: " << what;
+  }
+}
+
+TEST_F(GradExchangeTest, ASegmentOfAnotherUserIsRefused) {
+  if (::geteuid() != 0) {
+    std::printf("skipped: only root can make a file owned by another uid (running as uid %u)\n",
+                unsigned(::geteuid()));
+    GTEST_SKIP() << "needs root to fchown a segment to another uid";
+  }
+  plant_segment(name_, 0600, 65534);
+  try {
+    GradExchange::open(name_, 2, 0, 16, kStamp);
+    FAIL() << "a segment of uid 65534 was accepted";
+  } catch (const RingError& e) {
+    EXPECT_EQ(e.code(), RingErrc::kForeignOwner) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("gradient exchange '" + name_ + "' belongs to uid 65534"),
+              std::string::npos)
+        << what;
+  }
+}
+
 TEST_F(GradExchangeTest, TheMemberBehindLeaves) {
   auto a = GradExchange::open(name_, 2, 0, 64, kStamp);
   auto b = GradExchange::open(name_, 2, 1, 64, kStamp);

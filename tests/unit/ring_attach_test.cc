@@ -222,6 +222,19 @@ TEST_F(RingAttachTest, SegmentOfAnotherUserIsForeignOwner) {
   EXPECT_NE(message.find("65534"), std::string::npos) << message;
 }
 
+// The same check as the gradient exchange's (shm/segment_file.h): mode 0600 or nothing.
+TEST_F(RingAttachTest, SegmentOthersMayWriteIsRefused) {
+  auto ring = create();
+  ASSERT_EQ(::chmod(name_.path().c_str(), 0666), 0) << std::strerror(errno);
+  try {
+    Ring::attach(name_.str());
+    ADD_FAILURE() << "attach accepted a segment of mode 0666";
+  } catch (const RingError& e) {
+    EXPECT_EQ(e.code(), RingErrc::kUnsafeMode) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mode 0666"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(RingAttachTest, RemoveUnlinksButKeepsExistingMappings) {
   auto ring = create();
   EXPECT_TRUE(Ring::remove(name_.str()));
