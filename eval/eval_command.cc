@@ -40,6 +40,34 @@ void check_fits(const ModelConfig& target, const checkpoint::DflashExport& draft
               " layers");
 }
 
+// --dump-block: the first block of the first prompt, its context and its logits.
+void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
+                      std::span<const int32_t> prompt, uint32_t threads,
+                      const std::string& path) {
+  const ModelWeights& w = target.weights();
+  train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
+  std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());
+  const DraftedBlock b =
+      first_block(target, model, drafter.layer_ids, prompt, w.lm_head_or_embeddings());
+  const size_t vocab = target.config().vocab_size;
+  nlohmann::json j;
+  j["prompt"] = std::vector<int32_t>(prompt.begin(), prompt.end());
+  j["context_length"] = b.context_length;
+  j["anchor"] = b.anchor;
+  j["layer_ids"] = drafter.layer_ids;
+  j["block_size"] = drafter.config.block_size;
+  j["mask_token_id"] = drafter.config.mask_token_id;
+  j["drafts"] = b.drafts;
+  j["logits"] = nlohmann::json::array();
+  for (size_t r = 0; r < b.drafts.size(); ++r)
+    j["logits"].push_back(std::vector<float>(b.logits.begin() + std::ptrdiff_t(r * vocab),
+                                             b.logits.begin() + std::ptrdiff_t((r + 1) * vocab)));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump() << "\n";
+  out.close();
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
 }  // namespace
 
 std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, uint32_t count,
@@ -192,6 +220,8 @@ int run_eval(const EvalOptions& options) {
             << ") against " << target->config().name << ", " << prompts.size() << " prompts of "
             << options.prompt_tokens << " tokens from " << corpus.dir() << ", "
             << options.max_new_tokens << " new tokens each\n";
+  if (!options.dump_block.empty())
+    dump_first_block(*target, drafter, prompts.front(), options.threads, options.dump_block);
   const EvalReport report = evaluate(*target, drafter, prompts, options.max_new_tokens,
                                      options.threads == 0 ? 0 : options.threads);
   std::cout << eval_report_text(report) << std::flush;
@@ -234,6 +264,11 @@ EvalCommand add_eval_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   eval->add_option("--threads", o.threads, "CPU threads (0: all)")->capture_default_str();
   eval->add_option("--json", o.json_path, "Also write the report as JSON to PATH");
+  // Hidden: for the reference test only (tests/reference).
+  eval->add_option("--dump-block", o.dump_block,
+                   "Write the first prompt's first drafted block (context, anchor, logits) as "
+                   "JSON to PATH")
+      ->group("");
   return command;
 }
 

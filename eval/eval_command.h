@@ -30,6 +30,9 @@ struct EvalOptions {
   uint32_t max_new_tokens = 64;
   uint32_t threads = 0;  // 0: every hardware thread
   std::string json_path;
+  // Hidden (--dump-block PATH): the first block drafted for the first prompt, as JSON, for
+  // the reference test (tests/reference, docs/dflash-export.md "Checked against the reference").
+  std::string dump_block;
 };
 
 struct PromptResult {

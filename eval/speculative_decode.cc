@@ -22,6 +22,34 @@ void run_target(TargetModel& target, std::span<const int32_t> tokens, const Forw
   throw ModelError(ModelErrc::kBadInput, what);
 }
 
+
+// The drafter's batch for the anchor at the last row s of `seq`: rows [0, s) context (the
+// captured layers of the target forward `out`), row s the anchor, B - 1 rows after it so
+// the block fits its document (their features and tokens are never read by the block).
+struct DraftScratch {
+  std::vector<float> features;
+  std::vector<int32_t> tokens, positions, labels, offsets, anchors;
+};
+
+void draft_block(train::DflashModel& drafter, const ForwardOutput& out,
+                 std::span<const int32_t> seq, size_t k, size_t hidden, DraftScratch& d) {
+  const train::DflashConfig& dc = drafter.config();
+  const size_t s = seq.size() - 1, rows = s + dc.block_size;
+  d.features.assign(rows * k * hidden, 0.0f);
+  for (size_t t = 0; t < s; ++t)
+    for (size_t l = 0; l < k; ++l)
+      std::copy_n(out.captured[l].data() + t * hidden, hidden,
+                  d.features.data() + (t * k + l) * hidden);
+  d.tokens.assign(seq.begin(), seq.end());
+  d.tokens.resize(rows, dc.mask_token_id);
+  d.positions.resize(rows);
+  for (size_t i = 0; i < rows; ++i) d.positions[i] = int32_t(i);
+  d.labels.assign(rows, data::kIgnoreLabel);
+  d.offsets = {0, int32_t(rows)};
+  d.anchors = {int32_t(s)};
+  drafter.forward({d.features, d.tokens, d.positions, d.offsets, d.labels, d.anchors});
+}
+
 }  // namespace
 
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
@@ -69,26 +97,11 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
   run_target(target, seq, request, out);
   seq.push_back(out.greedy.back());  // the first anchor
 
-  // The drafter's batch: rows [0, s) context, row s the anchor, B - 1 rows after it so the
-  // block fits its document (their features and tokens are never read by the block).
-  std::vector<float> features;
-  std::vector<int32_t> tokens, positions, labels, offsets(2), anchors(1), block;
+  DraftScratch scratch;
+  std::vector<int32_t> block;
   while (seq.size() < max_length) {
     const size_t s = seq.size() - 1;  // the anchor's row
-    const size_t rows = s + bs;
-    features.assign(rows * k * hidden, 0.0f);
-    for (size_t t = 0; t < s; ++t)
-      for (size_t l = 0; l < k; ++l)
-        std::copy_n(out.captured[l].data() + t * hidden, hidden,
-                    features.data() + (t * k + l) * hidden);
-    tokens.assign(seq.begin(), seq.end());
-    tokens.resize(rows, dc.mask_token_id);
-    positions.resize(rows);
-    for (size_t i = 0; i < rows; ++i) positions[i] = int32_t(i);
-    labels.assign(rows, data::kIgnoreLabel);
-    offsets = {0, int32_t(rows)};
-    anchors = {int32_t(s)};
-    drafter.forward({features, tokens, positions, offsets, labels, anchors});
+    draft_block(drafter, out, seq, k, hidden, scratch);
     const auto drafts = drafter.predictions();  // [B]: position j's argmax at index j
 
     // Verify the anchor and v - 1 drafts in one forward over everything so far.
@@ -109,6 +122,45 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
     result.produced.push_back(uint32_t(produced));
   }
   result.tokens.assign(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
+  return result;
+}
+
+DraftedBlock first_block(TargetModel& target, train::DflashModel& drafter,
+                         std::span<const int32_t> layer_ids, std::span<const int32_t> prompt,
+                         std::span<const float> lm_head) {
+  const ModelConfig& tc = target.config();
+  const train::DflashConfig& dc = drafter.config();
+  if (prompt.empty()) bad_input("drafting a block needs a non-empty prompt");
+  if (dc.target_hidden != tc.hidden_size || dc.vocab_size != tc.vocab_size ||
+      layer_ids.size() != dc.num_captured)
+    bad_input("the drafter does not fit target " + tc.name);
+  const size_t hidden = tc.hidden_size, vocab = tc.vocab_size, bs = dc.block_size;
+  if (lm_head.size() != vocab * hidden) bad_input("the LM head is not [vocab, hidden]");
+  ForwardRequest request;
+  request.capture_layers.assign(layer_ids.begin(), layer_ids.end());
+  request.greedy = true;
+  validate_request(request, tc);
+  ForwardOutput out;
+  std::vector<int32_t> seq(prompt.begin(), prompt.end());
+  run_target(target, seq, request, out);
+  seq.push_back(out.greedy.back());
+
+  DraftScratch scratch;
+  draft_block(drafter, out, seq, layer_ids.size(), hidden, scratch);
+  DraftedBlock result;
+  result.context_length = uint32_t(prompt.size());
+  result.anchor = seq.back();
+  const auto drafts = drafter.predictions();
+  const auto final_hidden = drafter.block_hidden();
+  result.drafts.assign(drafts.begin() + 1, drafts.begin() + std::ptrdiff_t(bs));
+  result.logits.resize((bs - 1) * vocab);
+  for (size_t j = 1; j < bs; ++j)
+    for (size_t v = 0; v < vocab; ++v) {
+      double dot = 0;
+      for (size_t c = 0; c < hidden; ++c)
+        dot += double(final_hidden[j * hidden + c]) * double(lm_head[v * hidden + c]);
+      result.logits[(j - 1) * vocab + v] = float(dot);
+    }
   return result;
 }
 

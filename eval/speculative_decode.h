@@ -42,4 +42,18 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
                                      std::span<const int32_t> layer_ids,
                                      std::span<const int32_t> prompt, uint32_t max_new_tokens);
 
+// The first block speculative_decode drafts for `prompt`, with its logits: for
+// `hsring eval --dump-block`, which the reference test (tests/reference) compares with the
+// reference DFlashDraftModel. Throws ModelError(kBadInput) like speculative_decode, or when
+// `lm_head` is not [V, H].
+struct DraftedBlock {
+  uint32_t context_length = 0;  // context rows: the prompt; the anchor stands at this row
+  int32_t anchor = 0;           // the target's greedy token after the prompt (position 0)
+  std::vector<int32_t> drafts;  // [B - 1]: the argmax of positions 1..B-1 (first on ties)
+  std::vector<float> logits;    // [B - 1, V]: final hidden state . lm_head rows (double sums)
+};
+DraftedBlock first_block(TargetModel& target, train::DflashModel& drafter,
+                         std::span<const int32_t> layer_ids, std::span<const int32_t> prompt,
+                         std::span<const float> lm_head);
+
 }  // namespace hsring::eval
