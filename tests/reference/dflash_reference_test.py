@@ -45,11 +45,11 @@ def main():
     ap.add_argument("--hsring", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--batches", type=int, default=60)
-    # Not the last decoder layer (1 of the built-in target's 2): HF's hidden_states[L], which
-    # the reference reads for layer id L - 1, is after the final norm, while hsring captures
-    # that layer's output before it (docs/dflash-export.md, "Checked against the
-    # reference"). The reference's own layer choice never takes it (it ends at L - 3).
-    ap.add_argument("--layers", default="0")
+    # "" : the run's default layers, which never include the target's last decoder layer:
+    # HF's hidden_states[L], which the reference reads for layer id L - 1, is after the final
+    # norm, while hsring captures that layer's output before it (docs/dflash-export.md,
+    # "Checked against the reference"; model/model_config.h, default_capture_layers).
+    ap.add_argument("--layers", default="")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"dflash {getattr(dflash, '__version__', '0.1.0')}", flush=True)
@@ -61,8 +61,9 @@ def main():
     os.makedirs(work)
     target_dir = run([args.hsring, "model", "builtin"]).strip().splitlines()[-1]
     run_dir = os.path.join(work, "run")
+    layers = ["--layers", args.layers] if args.layers else []
     run([args.hsring, "run", "--ring", f"hsring-ref-{os.getpid()}", "--run-dir", run_dir,
-         "--batches", str(args.batches), "--layers", args.layers])
+         "--batches", str(args.batches)] + layers)
     export = os.path.join(run_dir, "export")
     eval_json = os.path.join(work, "eval.json")
     block_json = os.path.join(work, "block.json")
