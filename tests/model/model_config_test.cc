@@ -209,7 +209,9 @@ TEST(ModelConfigTest, DefaultCaptureLayersFollowDFlash) {
         if (i) {
           EXPECT_GT(ids[i], ids[i - 1]) << layers << " " << k;
         }
-        if (k < layers) EXPECT_LT(ids[i], int32_t(layers) - 1) << "the last layer, " << layers << " " << k;
+        if (k < layers) {
+          EXPECT_LT(ids[i], int32_t(layers) - 1) << "the last layer, " << layers << " " << k;
+        }
       }
     }
   }
