@@ -20,9 +20,7 @@ class CpuTrainingBackend final : public TrainingBackend {
   train::LossStats compute_gradients() override {
     return trainer_->compute_gradients(batch_.view());
   }
-  std::string features_problem() const override {
-    return batch_.features_problem(num_captured_);
-  }
+  std::string features_problem() const override { return batch_.features_problem(num_captured_); }
   std::string describe() const override {
     return "on the CPU, " + std::to_string(threads_) + " thread(s)";
   }

@@ -42,8 +42,7 @@ void check_fits(const ModelConfig& target, const checkpoint::DflashExport& draft
 
 // --dump-block: the first block of the first prompt, its context and its logits.
 void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
-                      std::span<const int32_t> prompt, uint32_t threads,
-                      const std::string& path) {
+                      std::span<const int32_t> prompt, uint32_t threads, const std::string& path) {
   const ModelWeights& w = target.weights();
   train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
   std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());

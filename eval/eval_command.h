@@ -22,9 +22,9 @@ namespace hsring::eval {
 
 struct EvalOptions {
   std::string model = "builtin";  // preset, Hugging Face folder, or the built-in trained target
-  uint64_t model_seed = 0;     // a preset's random weights, as `hsring run --model-seed`
-  std::string drafter;         // a DFlash export folder (required)
-  std::string data;            // a token-shard folder; "": the built-in corpus
+  uint64_t model_seed = 0;        // a preset's random weights, as `hsring run --model-seed`
+  std::string drafter;            // a DFlash export folder (required)
+  std::string data;               // a token-shard folder; "": the built-in corpus
   uint32_t prompts = 8;
   uint32_t prompt_tokens = 64;
   uint32_t max_new_tokens = 64;

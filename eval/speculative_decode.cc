@@ -22,7 +22,6 @@ void run_target(TargetModel& target, std::span<const int32_t> tokens, const Forw
   throw ModelError(ModelErrc::kBadInput, what);
 }
 
-
 // The drafter's batch for the anchor at the last row s of `seq`: rows [0, s) context (the
 // captured layers of the target forward `out`), row s the anchor, B - 1 rows after it so
 // the block fits its document (their features and tokens are never read by the block).

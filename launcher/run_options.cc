@@ -162,9 +162,9 @@ void apply_model(const RunOptions& o, RingShape& s) {
   } else {
     // Unasked, as many as the model has below its last layer, up to the default (a small
     // model has fewer; default_capture_layers says why not the last).
-    const uint32_t k = o.num_layers ? o.num_layers
-                                    : std::min(kDefaultCapturedLayers,
-                                               std::max(config.num_layers, 2u) - 1);
+    const uint32_t k = o.num_layers
+                           ? o.num_layers
+                           : std::min(kDefaultCapturedLayers, std::max(config.num_layers, 2u) - 1);
     if (k > config.num_layers)
       throw std::invalid_argument("--num-layers " + std::to_string(k) + " exceeds the model's " +
                                   std::to_string(config.num_layers) + " layers");

@@ -49,7 +49,8 @@ ModelConfig load_hf_config(const std::filesystem::path& config_json);
 // layers (tiny models) the ids spread over [0, num_layers - 2] instead, and over every
 // layer only when k is the layer count; k == 1 takes the middle layer, never the last. The
 // last layer is avoided because HF's hidden_states[num_layers] is it after the final norm
-// (a capture is before it): a drafter trained on it would not match what engines feed it. Throws ModelError(kBadConfig) when k is 0 or exceeds num_layers.
+// (a capture is before it): a drafter trained on it would not match what engines feed it.
+// Throws ModelError(kBadConfig) when k is 0 or exceeds num_layers.
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k);
 
 // Weights the config implies (the LM head counted once when tied).

@@ -97,7 +97,7 @@ bool line_holds(const std::string& line, dev_t dev, ino_t ino, uint64_t at) {
 
 bool process_holds_liveness_lock(int pid, int fd, uint32_t index) {
   if (pid <= 0) return false;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) return false;
   const uint64_t at = kLivenessLockBase + index;
   const std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";

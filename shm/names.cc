@@ -159,8 +159,10 @@ const char* to_string(RingErrc code) {
     case RingErrc::kNoSpace: return "no-space";
     case RingErrc::kProcessBusy: return "process-busy";
     case RingErrc::kSystem: return "system";
-    case RingErrc::kBadName: return "bad-name";
-    case RingErrc::kUnsafeMode: return "unsafe-mode";
+    case RingErrc::kBadName:
+      return "bad-name";
+    case RingErrc::kUnsafeMode:
+      return "unsafe-mode";
   }
   return "invalid";
 }

@@ -101,7 +101,7 @@ SegmentFile SegmentFile::open(const std::string& name, const std::string& what, 
     bip::shared_memory_object::remove(name.c_str());
     throw RingError(RingErrc::kSystem, "fchmod of " + what + ": " + std::strerror(err));
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0)
     throw RingError(RingErrc::kSystem, "fstat of " + what + ": " + std::strerror(errno));
   // A file of another user, or one that others may write, could be rewritten under us at
