@@ -97,10 +97,9 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
     const uint32_t process_index =
         role == Role::kTarget ? flags.index : ring->shape().num_targets + flags.index;
     if (role == Role::kTarget && flags.index >= ring->shape().num_targets) {
-      throw RingError(RingErrc::kBadShape, "ring '" + flags.ring + "' has " +
-                                               std::to_string(ring->shape().num_targets) +
-                                               " targets; --index " + std::to_string(flags.index) +
-                                               " does not exist");
+      throw RingError(RingErrc::kBadShape,
+                      "ring '" + flags.ring + "' has " + std::to_string(ring->shape().num_targets) +
+                          " targets; --index " + std::to_string(flags.index) + " does not exist");
     }
     if (role == Role::kDrafter && flags.index >= ring->shape().num_drafters) {
       throw RingError(RingErrc::kBadShape, "ring '" + flags.ring + "' has " +

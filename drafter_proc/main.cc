@@ -71,11 +71,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--train-seed", training.seed, "Training: seed of the drafter's initial weights");
   app.add_option("--threads", training.threads, "Training: CPU threads (0: every core)");
-  app.add_option("--lr", schedule.peak_lr, "Training: peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--lr", schedule.peak_lr, "Training: peak learning rate")
+      ->check(CLI::PositiveNumber);
   app.add_option("--min-lr", schedule.min_lr, "Training: learning rate at the end of the cosine")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-steps", schedule.warmup_steps, "Training: linear warmup steps");
-  app.add_option("--total-steps", schedule.total_steps, "Training: the step the cosine decay ends at");
+  app.add_option("--total-steps", schedule.total_steps,
+                 "Training: the step the cosine decay ends at");
   app.add_option("--weight-decay", training.optimizer.weight_decay, "Training: AdamW weight decay")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-dir", training.checkpoint_dir,
@@ -101,8 +103,9 @@ int main(int argc, char** argv) {
                                                    : gpu >= 0          ? "same-position"
                                                                        : "dflash");
       if (training.target_model.empty()) {
-        log_line("error: this ring carries model batches: give --model (the target's spec) "
-                 "so the drafter knows its shape");
+        log_line(
+            "error: this ring carries model batches: give --model (the target's spec) "
+            "so the drafter knows its shape");
         return int(kExitUsage);
       }
       if (schedule.warmup_steps > schedule.total_steps && schedule.total_steps != 0) {

@@ -12,7 +12,8 @@ constexpr char kBatchesKey[] = "data.batches_trained";
 checkpoint::Tensor tensor_of(const std::string& name, const train::ParamInfo& info,
                              std::span<const float> flat) {
   const auto first = flat.begin() + ptrdiff_t(info.offset);
-  return checkpoint::Tensor{name, info.shape, std::vector<float>(first, first + ptrdiff_t(info.size))};
+  return checkpoint::Tensor{name, info.shape,
+                            std::vector<float>(first, first + ptrdiff_t(info.size))};
 }
 
 [[noreturn]] void refuse(const std::string& why) {
@@ -52,7 +53,8 @@ TrainingPosition restore_training(const checkpoint::Checkpoint& saved,
   const std::string shape = trainer.describe();
   const auto it = saved.metadata.find(kShapeKey);
   if (it == saved.metadata.end()) refuse("it does not say which drafter shape it holds");
-  if (it->second != shape) refuse("it holds a drafter of shape '" + it->second + "', this run trains '" + shape + "'");
+  if (it->second != shape)
+    refuse("it holds a drafter of shape '" + it->second + "', this run trains '" + shape + "'");
   // Gaps between tensors stay zero (train/drafter_params.h).
   const size_t total = trainer.layout().total;
   train::TrainerState state{std::vector<float>(total, 0.0f), std::vector<float>(total, 0.0f),

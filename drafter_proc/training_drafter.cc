@@ -80,8 +80,8 @@ class TrainingLoop {
   std::unique_ptr<checkpoint::CheckpointWriter> writer_;  // drafter 0's only
   uint32_t local_rank_ = 0;                               // the drafter index
   uint32_t rank_ = 0;  // in the group: node rank * drafters per node + local_rank_
-  std::unique_ptr<GradientGroup> exchange_;               // with several drafters
-  uint64_t exchange_step_ = 0;                            // the next exchange's number
+  std::unique_ptr<GradientGroup> exchange_;  // with several drafters
+  uint64_t exchange_step_ = 0;               // the next exchange's number
   uint64_t batches_before_ = 0;  // trained by earlier incarnations (from the checkpoint)
   uint64_t batches_ = 0;         // trained by this incarnation
   uint64_t last_checkpoint_step_ = 0;
@@ -95,12 +95,11 @@ void TrainingLoop::set_up() {
   const RingShape& s = ring_.shape();
   const ModelConfig target = model_config_of(options_.target_model);
   if (target.hidden_size != s.hidden_size || target.vocab_size != s.vocab_size)
-    throw std::invalid_argument("--model " + options_.target_model + " (hidden " +
-                                std::to_string(target.hidden_size) + ", vocab " +
-                                std::to_string(target.vocab_size) +
-                                ") is not the model this ring was made for (hidden " +
-                                std::to_string(s.hidden_size) + ", vocab " +
-                                std::to_string(s.vocab_size) + ")");
+    throw std::invalid_argument(
+        "--model " + options_.target_model + " (hidden " + std::to_string(target.hidden_size) +
+        ", vocab " + std::to_string(target.vocab_size) +
+        ") is not the model this ring was made for (hidden " + std::to_string(s.hidden_size) +
+        ", vocab " + std::to_string(s.vocab_size) + ")");
   if (options_.objective == DrafterObjective::kDflash) {
     if (options_.make_backend)
       throw std::invalid_argument(
@@ -140,7 +139,8 @@ void TrainingLoop::set_up() {
     const TrainingPosition position = restore_training(loaded->checkpoint, trainer());
     batches_before_ = position.batches_trained;
     last_checkpoint_step_ = loaded->checkpoint.step;
-    log_line("resumed from " + loaded->path + " at step " + std::to_string(loaded->checkpoint.step));
+    log_line("resumed from " + loaded->path + " at step " +
+             std::to_string(loaded->checkpoint.step));
   }
   join_group();
   // Only drafter 0 writes checkpoints (the writer locks the directory); the others read it.
@@ -186,16 +186,15 @@ void TrainingLoop::join_group() {
   // checkpoint, which is what the exchange compares.
   exchange_step_ = trainer().optimizer_step() + 1;
   try {
-    exchange_ = backend_->join_group(GroupJoin{ring_, members, rank_, local_members,
-                                               options_.node_rank * local_members,
-                                               session_.identity().epoch, exchange_step_,
-                                               options_.rendezvous_dir, peer_watch(),
-                                               keep_waiting()});
+    exchange_ = backend_->join_group(
+        GroupJoin{ring_, members, rank_, local_members, options_.node_rank * local_members,
+                  session_.identity().epoch, exchange_step_, options_.rendezvous_dir, peer_watch(),
+                  keep_waiting()});
   } catch (const std::runtime_error& e) {
     throw RingError(RingErrc::kSystem, e.what());
   }
-  log_line("drafter " + std::to_string(rank_) + " of a group of " + std::to_string(members) +
-           ": " + exchange_->describe() + " from step " + std::to_string(exchange_step_));
+  log_line("drafter " + std::to_string(rank_) + " of a group of " + std::to_string(members) + ": " +
+           exchange_->describe() + " from step " + std::to_string(exchange_step_));
 }
 
 PeerWatch TrainingLoop::peer_watch() const {
@@ -229,8 +228,7 @@ std::string TrainingLoop::non_finite_problem(const train::LossStats& loss) const
 ExchangeResult TrainingLoop::step(const train::LossStats& loss, uint64_t start,
                                   train::StepStats& stats) {
   if (exchange_) {
-    const ExchangeResult result =
-        exchange_->all_reduce(exchange_step_, loss.counted);
+    const ExchangeResult result = exchange_->all_reduce(exchange_step_, loss.counted);
     if (result != ExchangeResult::kReduced) return result;
     ++exchange_step_;
   }
@@ -307,7 +305,8 @@ void TrainingLoop::train_on(SlotClaim& claim) {
   if (!problem.empty()) {
     ledger_mark_torn(ring_, batch_id);
     entry.torn.fetch_add(1, std::memory_order_relaxed);
-    if (torn_logged_++ < 10) log_line("TORN batch in slot " + std::to_string(claim.index) + ": " + problem);
+    if (torn_logged_++ < 10)
+      log_line("TORN batch in slot " + std::to_string(claim.index) + ": " + problem);
   }
 }
 
@@ -335,8 +334,9 @@ int TrainingLoop::run() {
     if (!usable) continue;
     const RingShape& s = ring_.shape();
     entry.tokens.fetch_add(backend_->batch_tokens(), std::memory_order_relaxed);
-    entry.hs_bytes.fetch_add(uint64_t(backend_->batch_tokens()) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
-                             std::memory_order_relaxed);
+    entry.hs_bytes.fetch_add(
+        uint64_t(backend_->batch_tokens()) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
+        std::memory_order_relaxed);
     train::StepStats stats;
     {
       // In a group the step's stage includes waiting for the peers' gradients.
@@ -354,8 +354,8 @@ int TrainingLoop::run() {
       } else if (r == ExchangeResult::kFailed) {
         // Not a peer's death: counted as this drafter's crash, so a failure that repeats
         // stops the run as a crash loop instead of restarting the group forever.
-        log_line("error: the gradient all-reduce failed at step " +
-                 std::to_string(exchange_step_) + ": " + exchange_->restart_reason());
+        log_line("error: the gradient all-reduce failed at step " + std::to_string(exchange_step_) +
+                 ": " + exchange_->restart_reason());
         return kExitInternal;
       } else if (r == ExchangeResult::kGroupStopped) {
         log_line("the drafter group stopped at step " + std::to_string(exchange_step_) +
@@ -370,7 +370,8 @@ int TrainingLoop::run() {
     }
     // A group step trains on one batch per member.
     batches_ += exchange_ ? exchange_->members() : 1;
-    if (stats.skipped) log_line("step " + std::to_string(stats.step) + " skipped: the gradient was not finite");
+    if (stats.skipped)
+      log_line("step " + std::to_string(stats.step) + " skipped: the gradient was not finite");
     publish(stats);
     if (options_.checkpoint_every > 0 && stats.step % options_.checkpoint_every == 0 &&
         stats.step != last_checkpoint_step_)
