@@ -77,23 +77,10 @@ UpdateStats DflashTrainer::apply_gradients() {
   return optimizer_.update(model_.params(), model_.grads());
 }
 
-TrainerState DflashTrainer::state() const {
-  TrainerState state;
-  state.params.assign(model_.params().begin(), model_.params().end());
-  state.first_moment.assign(optimizer_.first_moment().begin(), optimizer_.first_moment().end());
-  state.second_moment.assign(optimizer_.second_moment().begin(), optimizer_.second_moment().end());
-  state.step = optimizer_.step();
-  return state;
-}
+TrainerState DflashTrainer::state() const { return capture_state(model_.params(), optimizer_); }
 
 void DflashTrainer::load_state(const TrainerState& state) {
-  check_state_sizes(state, layout().total);
-  std::copy(state.params.begin(), state.params.end(), model_.params().begin());
-  std::copy(state.first_moment.begin(), state.first_moment.end(),
-            optimizer_.first_moment().begin());
-  std::copy(state.second_moment.begin(), state.second_moment.end(),
-            optimizer_.second_moment().begin());
-  optimizer_.set_step(state.step);
+  restore_state(state, model_.params(), optimizer_);
 }
 
 }  // namespace hsring::train

@@ -44,6 +44,12 @@ struct TrainerState {
 // Throws ModelError(kBadTensor) unless each of the state's buffers holds `total` floats.
 void check_state_sizes(const TrainerState& state, size_t total);
 
+class AdamW;
+// A CPU trainer's state: its parameters and its optimizer's moments and step.
+TrainerState capture_state(std::span<const float> params, const AdamW& optimizer);
+// The reverse; throws like check_state_sizes when a buffer is not params.size() floats.
+void restore_state(const TrainerState& state, std::span<float> params, AdamW& optimizer);
+
 // Thread safety: none; a trainer is driven by one thread.
 class DrafterTrainer {
  public:

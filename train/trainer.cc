@@ -24,23 +24,29 @@ UpdateStats Trainer::apply_gradients() {
   return optimizer_.update(model_.params(), model_.grads());
 }
 
-TrainerState Trainer::state() const {
+TrainerState Trainer::state() const { return capture_state(model_.params(), optimizer_); }
+
+void Trainer::load_state(const TrainerState& state) {
+  restore_state(state, model_.params(), optimizer_);
+}
+
+TrainerState capture_state(std::span<const float> params, const AdamW& optimizer) {
   TrainerState state;
-  state.params.assign(model_.params().begin(), model_.params().end());
-  state.first_moment.assign(optimizer_.first_moment().begin(), optimizer_.first_moment().end());
-  state.second_moment.assign(optimizer_.second_moment().begin(), optimizer_.second_moment().end());
-  state.step = optimizer_.step();
+  state.params.assign(params.begin(), params.end());
+  state.first_moment.assign(optimizer.first_moment().begin(), optimizer.first_moment().end());
+  state.second_moment.assign(optimizer.second_moment().begin(), optimizer.second_moment().end());
+  state.step = optimizer.step();
   return state;
 }
 
-void Trainer::load_state(const TrainerState& state) {
-  check_state_sizes(state, layout().total);
-  std::copy(state.params.begin(), state.params.end(), model_.params().begin());
+void restore_state(const TrainerState& state, std::span<float> params, AdamW& optimizer) {
+  check_state_sizes(state, params.size());
+  std::copy(state.params.begin(), state.params.end(), params.begin());
   std::copy(state.first_moment.begin(), state.first_moment.end(),
-            optimizer_.first_moment().begin());
+            optimizer.first_moment().begin());
   std::copy(state.second_moment.begin(), state.second_moment.end(),
-            optimizer_.second_moment().begin());
-  optimizer_.set_step(state.step);
+            optimizer.second_moment().begin());
+  optimizer.set_step(state.step);
 }
 
 StepStats DrafterTrainer::step(const DrafterBatch& batch) {
