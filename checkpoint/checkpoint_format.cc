@@ -7,7 +7,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint_error.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 
 namespace hsring::checkpoint {
 
@@ -16,8 +16,6 @@ static_assert(sizeof(float) == 4);
 
 namespace {
 
-using data::crc32;
-using data::crc32_update;
 
 // Sizes of the fixed parts of table entries; the variable parts (key and value, or dims
 // and name) follow them.

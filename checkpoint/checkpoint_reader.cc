@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_files.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/data_error.h"
 #include "data/read_queue.h"
 
@@ -156,9 +156,9 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
   read_regions(file, regions, options);
 
   // The CRC runs over the file in order: header and table, then each region as read.
-  uint32_t crc = data::crc32(head.data(), head.size());
+  uint32_t crc = crc32(head.data(), head.size());
   for (size_t i = 0; i + 1 < regions.size(); ++i)
-    crc = data::crc32_update(crc, regions[i].out, regions[i].size);
+    crc = crc32_update(crc, regions[i].out, regions[i].size);
   check_footer(footer, crc, h, path);
   for (const Region& p : paddings) check_padding(p.out, p.size, p.offset, path);
   return c;

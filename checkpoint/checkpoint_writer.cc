@@ -12,7 +12,7 @@
 
 #include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_files.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 
 namespace hsring::checkpoint {
 
@@ -82,23 +82,23 @@ std::string CheckpointWriter::write(const Checkpoint& c) {
   // The CRC is computed chunk by chunk right after each chunk is handed to the kernel, so
   // it overlaps the writes.
   file.write(plan.head.data(), plan.head.size(), 0);
-  uint32_t crc = data::crc32(plan.head.data(), plan.head.size());
+  uint32_t crc = crc32(plan.head.data(), plan.head.size());
   uint64_t end = plan.head.size();
   const uint64_t chunk = std::max<uint32_t>(options_.io.chunk_bytes, 4096);
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const uint64_t offset = plan.tensor_offsets[i];
-    crc = data::crc32_update(crc, kZeros, offset - end);  // the gap reads back as zeros
+    crc = crc32_update(crc, kZeros, offset - end);  // the gap reads back as zeros
     const auto* bytes = reinterpret_cast<const std::byte*>(c.tensors[i].data.data());
     const uint64_t size = c.tensors[i].data.size() * sizeof(float);
     for (uint64_t done = 0; done < size; done += chunk) {
       const uint64_t n = std::min(chunk, size - done);
       file.write(bytes + done, n, offset + done);
-      crc = data::crc32_update(crc, bytes + done, n);
+      crc = crc32_update(crc, bytes + done, n);
     }
     end = offset + size;
   }
   const uint64_t footer_offset = plan.file_size - kFooterSize;
-  crc = data::crc32_update(crc, kZeros, footer_offset - end);
+  crc = crc32_update(crc, kZeros, footer_offset - end);
   footer = encode_footer(crc);
   file.write(footer.data(), footer.size(), footer_offset);
   file.commit();

@@ -13,8 +13,9 @@ inline uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
-// Cheap (no vDSO clock read, a few ns) but only tick-accurate (1-4 ms): for slot ages
-// shown to people, never for measurements.
+// Cheap (the vDSO returns the time of the last timer tick without reading the TSC: a few
+// ns) but only tick-accurate (1-4 ms): for slot ages shown to people, never for
+// measurements.
 inline uint64_t coarse_monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

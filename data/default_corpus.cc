@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "data/corpus.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/data_error.h"
 #include "data/text_pack.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/data_error.h"
 #include "data/file_io.h"
 #include "data/token_codec.h"

@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstring>
 
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/data_error.h"
 
 namespace hsring::data {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/data_error.h"
 
 namespace hsring::data {

@@ -3,10 +3,10 @@
 #include <thread>
 
 #include "common/log.h"
-#include "common/model_batch_check.h"
+#include "worker/model_batch_check.h"
 #include "common/signals.h"
-#include "common/synthetic_batch.h"
-#include "common/worker_main.h"
+#include "worker/synthetic_batch.h"
+#include "worker/worker_main.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/stage_timer.h"

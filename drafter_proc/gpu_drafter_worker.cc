@@ -4,10 +4,10 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/model_batch_check.h"
+#include "worker/model_batch_check.h"
 #include "common/signals.h"
-#include "common/synthetic_batch.h"
-#include "common/worker_main.h"
+#include "worker/synthetic_batch.h"
+#include "worker/worker_main.h"
 #include "drafter_proc/slot_dma.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"

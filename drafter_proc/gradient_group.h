@@ -1,7 +1,7 @@
 // The drafters that train one model together, as the training loop sees them: each step
 // every member reduces its batch's gradient to the group's token-weighted mean. CPU
 // drafters (and GPU drafters without NCCL) go through the shared-memory segment beside
-// the ring (shm/grad_exchange.h, host buffers); GPU drafters through NCCL
+// the ring (drafter_proc/grad_exchange.h, host buffers); GPU drafters through NCCL
 // (nccl_group.h, device buffers). Either way a member that sees its group break (a peer
 // died, restarted, or loaded another checkpoint) gets kGroupRestart and the group
 // restarts from the newest checkpoint.
@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 #include "train/drafter_trainer.h"
 
 namespace hsring {

@@ -5,7 +5,7 @@
 #include <system_error>
 
 #include "common/text_file.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 
 namespace hsring {
 
@@ -31,7 +31,7 @@ T get(std::string_view bytes, size_t at) {
   return T(value);
 }
 
-void seal(std::string& out) { put<uint32_t>(out, data::crc32(out.data(), out.size())); }
+void seal(std::string& out) { put<uint32_t>(out, crc32(out.data(), out.size())); }
 
 // Throws unless `bytes` is `size` bytes opening with `magic` and closing with their CRC.
 void check_sealed(std::string_view bytes, size_t size, const char (&magic)[8], const char* what,
@@ -46,7 +46,7 @@ void check_sealed(std::string_view bytes, size_t size, const char (&magic)[8], c
   if (bytes.size() != size)
     fail(std::to_string(bytes.size()) + " bytes where " + std::to_string(size) + " belong");
   const uint32_t stored = get<uint32_t>(bytes, size - 4);
-  if (stored != data::crc32(bytes.data(), size - 4)) fail("checksum mismatch (a damaged file)");
+  if (stored != crc32(bytes.data(), size - 4)) fail("checksum mismatch (a damaged file)");
 }
 
 }  // namespace

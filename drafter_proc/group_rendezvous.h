@@ -13,7 +13,7 @@
 #include <string>
 
 #include "drafter_proc/group_files.h"
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 
 namespace hsring {
 

@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "common/node_topology.h"
-#include "common/worker_main.h"
+#include "worker/node_topology.h"
+#include "worker/worker_main.h"
 #include "drafter_proc/drafter_worker.h"
 #include "drafter_proc/training_drafter.h"
 #include "gpu/noise_schedule.h"

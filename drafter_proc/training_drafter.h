@@ -8,7 +8,7 @@
 //
 // With several drafters in the ring they train one drafter together: each step every
 // member computes its batch's gradient and they all-reduce the token-weighted mean
-// through shm/grad_exchange.h (GPU drafters: NCCL), so the replicas stay bit-identical.
+// through drafter_proc/grad_exchange.h (GPU drafters: NCCL), so the replicas stay bit-identical.
 // With --nnodes the group spans machines: every node's drafters, ranked node by node,
 // all-reduce through NCCL and meet through a shared folder (group_files.h); their
 // checkpoint folder is shared too. Drafter 0 of node 0 alone writes checkpoints and the

@@ -14,7 +14,7 @@
 #include "eval/speculative_decode.h"
 #include "model/model_error.h"
 #include "train/dflash_params.h"
-#include "train/pretrain.h"
+#include "builtin/pretrain.h"
 
 namespace hsring::eval {
 namespace {

@@ -1,6 +1,6 @@
 // Pinning host memory for DMA with cudaHostRegister, for the lifetime of an object. Every
-// GPU worker pins the ring's slot payloads at attach (DESIGN.md: "a fixed array of HS slots
-// in host memory that every process pins"), so its copies run at PCIe speed straight
+// GPU worker pins the ring's slot payloads at attach (docs/ring-protocol.md: a fixed array of slots
+// in host memory that every process pins), so its copies run at PCIe speed straight
 // between the GPU and the slots, with no staging buffer and no host memcpy.
 #pragma once
 

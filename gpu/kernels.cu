@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "common/synthetic_batch.h"
+#include "common/synthetic_element.h"
 #include "gpu/kernels.h"
 #include "gpu/launch_grid.h"
 #include "gpu/philox.h"

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "shm/ring_layout.h"
+#include "common/dtype.h"
 
 namespace hsring::gpu {
 

@@ -14,8 +14,8 @@
 
 #include "common/cli_checks.h"
 #include "common/log.h"
-#include "common/node_topology.h"
-#include "common/profile_interval.h"
+#include "worker/node_topology.h"
+#include "worker/profile_interval.h"
 #include "data/data_commands.h"
 #include "eval/eval_command.h"
 #include "launcher/metrics.h"
@@ -28,7 +28,7 @@
 #include "launcher/supervisor.h"
 #include "launcher/systemd_units.h"
 #include "shm/ring.h"
-#include "train/pretrain.h"
+#include "builtin/pretrain.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
 #include "gpu/noise_schedule.h"
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 #include "shm/ring.h"
 #if HSRING_HAVE_CUDA
 #include "gpu/device.h"

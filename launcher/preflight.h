@@ -59,7 +59,7 @@ void preflight_run(const RunOptions& options, const WorkerSpec& targets, const W
 uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gpu);
 
 // The bytes of the "<ring>-grads" segment the run's drafters average their gradients
-// through (shm/grad_exchange.h): several CPU drafters training a model on one machine;
+// through (drafter_proc/grad_exchange.h): several CPU drafters training a model on one machine;
 // 0 for a run without one (GPU drafters use NCCL). The /dev/shm and memory checks count it.
 uint64_t grad_exchange_bytes(const RunOptions& options, const WorkerSpec& drafters,
                              const RingShape& shape);

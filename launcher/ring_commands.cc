@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 #include "shm/liveness.h"
 #include "shm/ring.h"
 #include "shm/segment_file.h"

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/cli_checks.h"
-#include "common/node_topology.h"
-#include "common/profile_interval.h"
+#include "worker/node_topology.h"
+#include "worker/profile_interval.h"
 #include "model/model_config.h"
 #include "model/model_error.h"
 #include "model/target_model.h"

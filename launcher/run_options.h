@@ -20,7 +20,7 @@ struct RunOptions {
   // What the targets produce (docs/target-model.md, docs/data-format.md): a model's
   // captured layers over token shards, or "synthetic" verifiable batches.
   // "builtin": the small target hsring trains on the built-in corpus on first use
-  // (train/pretrain.h); presets (tiny, qwen3-8b, ...) have random weights.
+  // (builtin/pretrain.h); presets (tiny, qwen3-8b, ...) have random weights.
   std::string model = "builtin";
   uint64_t model_seed = 0;  // a preset's random weights
   std::string data;         // token shards; "" = the built-in corpus
@@ -90,7 +90,7 @@ struct RunOptions {
   // 0: off.
   double hang_timeout_s = 300;
   // Workers log their stage timings every this many seconds; 0: off. Given neither as a
-  // flag nor in the config, HSRING_PROFILE_INTERVAL (common/profile_interval.h).
+  // flag nor in the config, HSRING_PROFILE_INTERVAL (worker/profile_interval.h).
   double profile_interval_s = 0;
 
   std::string summary_json;

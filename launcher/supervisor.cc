@@ -15,7 +15,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/worker_main.h"
+#include "worker/worker_main.h"
 #include "eval/eval_command.h"
 #include "launcher/data_preflight.h"
 #include "launcher/metrics.h"
@@ -25,7 +25,7 @@
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 #include "shm/ledger.h"
 #include "shm/liveness.h"
 #include "shm/recovery.h"
@@ -78,7 +78,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   TrainingPlan training;
   if (runs_model(options_)) {
     // Several CPU drafters train one model together, averaging gradients through
-    // shm/grad_exchange.h; each step takes one batch per drafter (training_plan.cc).
+    // drafter_proc/grad_exchange.h; each step takes one batch per drafter (training_plan.cc).
     resolve_run_dir(options_);
     training = prepare_training(options_, shape);
     options_.total_steps = training.total_steps;

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "common/profile_interval.h"
+#include "worker/profile_interval.h"
 
 namespace hsring {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "shm/ring_layout.h"
+#include "common/dtype.h"
 
 namespace hsring::cuda_ops {
 

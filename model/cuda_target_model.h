@@ -15,7 +15,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/target_model.h"
-#include "shm/ring_layout.h"
+#include "common/dtype.h"
 
 namespace hsring {
 

@@ -3,7 +3,8 @@
 # (with --sanitizers) the ASan+UBSan build and the ThreadSanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+./scripts/install-deps.sh --tests
+./scripts/check-format.sh
 flavours=(release)
 [ "${1:-}" = "--sanitizers" ] && flavours+=(asan tsan)
 for flavour in "${flavours[@]}"; do

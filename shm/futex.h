@@ -1,6 +1,6 @@
 // Waiting on 32-bit words in shared memory. The words are shared between processes, so the
 // futex calls never use FUTEX_PRIVATE_FLAG; every wait has a timeout, so a dead waker
-// delays nobody forever (DESIGN.md invariant 3).
+// delays nobody forever (ring-protocol.md invariant 3).
 #pragma once
 
 #include <atomic>

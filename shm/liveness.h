@@ -1,4 +1,4 @@
-// Death detection that PID reuse and PID namespaces cannot fool (DESIGN.md invariant 4).
+// Death detection that PID reuse and PID namespaces cannot fool (ring-protocol.md invariant 4).
 // Each live process of a ring holds an open-file-description (OFD) write lock on one byte
 // of the segment's file, far past its end: byte kLivenessLockBase + process index. The
 // kernel drops the lock when the process dies, however it dies, before its parent can

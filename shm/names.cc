@@ -2,7 +2,6 @@
 #include <climits>
 #include <cstdio>
 
-#include "shm/grad_exchange.h"
 #include "shm/ring.h"
 #include "shm/ring_error.h"
 #include "shm/ring_layout.h"
@@ -51,7 +50,7 @@ std::string ring_name_problem(const std::string& name) {
   if (name.size() > limit)
     return "a ring name of " + std::to_string(name.size()) + " bytes is too long: at most " +
            std::to_string(limit) + " (NAME_MAX " + std::to_string(NAME_MAX) + " less the '" +
-           GradExchange::name_for("") + "' of the segment beside it)";
+           std::string(kGradientSegmentSuffix) + "' of the segment beside it)";
   for (size_t i = 0; i < name.size();) {
     const auto c = uint8_t(name[i]);
     if (c == '/')
@@ -81,24 +80,6 @@ const char* to_string(SlotPhase phase) {
     case SlotPhase::kReading: return "READING";
   }
   return "INVALID";
-}
-
-uint32_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16: return 2;
-    case DType::kFP16: return 2;
-    case DType::kFP32: return 4;
-  }
-  return 0;
-}
-
-const char* to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16: return "bf16";
-    case DType::kFP16: return "fp16";
-    case DType::kFP32: return "fp32";
-  }
-  return "invalid";
 }
 
 const char* to_string(PayloadContent content) {

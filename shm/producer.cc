@@ -85,7 +85,7 @@ bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
   slot.length_bucket.store(info.length_bucket, std::memory_order_relaxed);
   slot.producer.store(claim.word.owner(), std::memory_order_relaxed);
   // SYNC POINT WRITE: payload and metadata. The release CAS to READY publishes them;
-  // consumers claim with an acquire CAS (DESIGN.md invariant 2).
+  // consumers claim with an acquire CAS (ring-protocol.md invariant 2).
   if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kReady, claim.word.owner(),
                                             claim.word.epoch()))) {
     return false;

@@ -1,4 +1,4 @@
-// Returning the slots of dead owners (DESIGN.md invariant 5). Any process may recover at
+// Returning the slots of dead owners (ring-protocol.md invariant 5). Any process may recover at
 // any time, concurrently with others: each step is a CAS on the slot word from the exact
 // word that names the dead owner, so of two racing recoverers one wins and one no-ops.
 //

@@ -11,15 +11,18 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "shm/ring_error.h"
 #include "shm/ring_layout.h"
 
 namespace hsring {
 
-// The longest ring name: NAME_MAX bytes for the /dev/shm entry, less the suffix of the
-// longest segment named after the ring ("<ring>-grads", shm/grad_exchange.h).
-inline constexpr size_t kMaxRingNameBytes = 255 - 6;
+// The suffix of the longest segment named after a ring: the CPU drafter groups' gradient
+// exchange "<ring>-grads" (drafter_proc/grad_exchange.h, which names its segment with it).
+inline constexpr std::string_view kGradientSegmentSuffix = "-grads";
+// The longest ring name: NAME_MAX bytes for the /dev/shm entry, less that suffix.
+inline constexpr size_t kMaxRingNameBytes = 255 - kGradientSegmentSuffix.size();
 // "" when `name` can name a ring (and the segments named after it), else why not: empty,
 // "." or "..", a '/', a control character (NUL included), not UTF-8, or longer than
 // kMaxRingNameBytes. Spaces, quotes, backslashes and any other UTF-8 are allowed (outputs

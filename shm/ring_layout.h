@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/dtype.h"
 #include "shm/slot_state.h"
 
 namespace hsring {
@@ -22,10 +23,6 @@ inline constexpr uint64_t kRegionAlign = 4096;  // every payload region starts o
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
-
-enum class DType : uint32_t { kBF16 = 1, kFP16 = 2, kFP32 = 3 };
-uint32_t dtype_size(DType dtype);  // 0 for an unknown value
-const char* to_string(DType dtype);
 
 // What the slots carry: verifiable synthetic batches, or a target model's captured
 // layers over real tokens (drafters check the former element by element; they train on

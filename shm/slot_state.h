@@ -1,5 +1,5 @@
 // The slot state word: one 64-bit value that says who owns a slot and in which state.
-// Every transition of a slot is a CAS on this word (DESIGN.md invariant 1).
+// Every transition of a slot is a CAS on this word (ring-protocol.md invariant 1).
 #pragma once
 
 #include <cstdint>

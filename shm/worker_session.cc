@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "common/sd_notify.h"
 #include "shm/liveness.h"
 
 namespace hsring {
@@ -68,14 +67,12 @@ void WorkerSession::set_state(ProcessState state) {
   if (state == ProcessState::kRunning)
     entry().heartbeat_unix_ns.store(unix_ns(), std::memory_order_relaxed);
   entry().state.store(uint32_t(state), std::memory_order_relaxed);
-  // Under systemd, "running" is READY=1: attached, recovered, and (GPU) pinned.
-  if (state == ProcessState::kRunning) notify_ready();
+  if (state == ProcessState::kRunning)
+    for (const auto& duty : running_duties_) duty();
 }
 
 void WorkerSession::heartbeat() {
   entry().heartbeat_unix_ns.store(unix_ns(), std::memory_order_relaxed);
-  // Called from the loop that makes progress, so a hung loop stops the pings.
-  notify_watchdog();
   // Peers recover each other too: under systemd no launcher watches the workers, and a
   // dead drafter's slots should go back to READY before its own restart.
   const uint64_t now = monotonic_ns();
@@ -92,36 +89,19 @@ void WorkerSession::heartbeat() {
         damage_handler_)
       damage_handler_(damage);
   }
-  // Relaxed: a stale value only delays or repeats the test; log_profile re-checks it
-  // under its mutex.
-  if (now >= next_profile_ns_.load(std::memory_order_relaxed)) log_profile(now);
+  for (const auto& duty : heartbeat_duties_) duty(now);
 }
 
 void WorkerSession::on_ring_damage(std::function<void(const std::string&)> handler) {
   damage_handler_ = std::move(handler);
 }
 
-void WorkerSession::enable_profile(uint64_t period_ns,
-                                   std::function<void(const std::string&)> sink) {
-  if (period_ns == 0 || !sink) return;
-  std::lock_guard<std::mutex> lock(profile_mutex_);
-  profile_period_ns_ = period_ns;
-  profile_sink_ = std::move(sink);
-  // The counters live as long as the ring and carry earlier epochs' samples: the first
-  // line covers only what this incarnation records from here on.
-  profile_base_ = read_stages(entry());
-  profile_base_ns_ = monotonic_ns();
-  next_profile_ns_.store(profile_base_ns_ + period_ns, std::memory_order_relaxed);
+void WorkerSession::on_heartbeat(std::function<void(uint64_t now_ns)> duty) {
+  heartbeat_duties_.push_back(std::move(duty));
 }
 
-void WorkerSession::log_profile(uint64_t now_ns) {
-  std::unique_lock<std::mutex> lock(profile_mutex_, std::try_to_lock);
-  if (!lock.owns_lock() || now_ns < next_profile_ns_.load(std::memory_order_relaxed)) return;
-  next_profile_ns_.store(now_ns + profile_period_ns_, std::memory_order_relaxed);
-  const StageHistograms now = read_stages(entry());
-  profile_sink_(format_stage_profile(profile_base_, now, double(now_ns - profile_base_ns_) / 1e9));
-  profile_base_ = now;
-  profile_base_ns_ = now_ns;
+void WorkerSession::on_running(std::function<void()> duty) {
+  running_duties_.push_back(std::move(duty));
 }
 
 }  // namespace hsring

@@ -8,13 +8,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <vector>
 
 #include "shm/recovery.h"
 #include "shm/ring.h"
 #include "shm/slot_claim.h"
-#include "shm/stage_stats.h"
 
 namespace hsring {
 
@@ -33,12 +32,19 @@ class WorkerSession {
   const RecoveryStats& recovered_at_start() const { return recovered_; }
 
   // Records the state; kRunning also stamps a heartbeat (the setup before it is not a
-  // hang) and tells systemd READY=1.
+  // hang) and runs the on_running duties.
   void set_state(ProcessState state);
-  // Marks progress: heartbeat time, systemd watchdog, (once a second) recovery of dead
-  // peers' slots and the check that the ring is intact, and (once a profile period) the
-  // profile line.
+  // Marks progress: heartbeat time, (once a second) recovery of dead peers' slots and the
+  // check that the ring is intact, then the on_heartbeat duties.
   void heartbeat();
+
+  // Duties of the floor above (worker/session_duties.h: systemd notifications, the profile
+  // log), so the ring's layer knows neither. An on_heartbeat duty gets monotonic_ns() and
+  // may run on any thread that heartbeats, several at once: it must be thread-safe.
+  // REQUIRES: no other thread calls heartbeat() or set_state() yet (the loops have not
+  // started).
+  void on_heartbeat(std::function<void(uint64_t now_ns)> duty);
+  void on_running(std::function<void()> duty);
 
   // `handler` is called once, from heartbeat(), when Ring::check_intact() finds that the
   // live header no longer equals what was validated at attach, or the segment shrank:
@@ -48,12 +54,6 @@ class WorkerSession {
   void on_ring_damage(std::function<void(const std::string&)> handler);
   // True once heartbeat() found the ring damaged.
   bool ring_damaged() const { return ring_damaged_.load(std::memory_order_relaxed); }
-
-  // From now on, once every `period_ns`, heartbeat() hands `sink` one line with this
-  // worker's stage timings over the period (format_stage_profile): read from the
-  // counters in its ProcessEntry, so the stages' hot paths do nothing more.
-  // REQUIRES: no other thread calls heartbeat() yet (the loops have not started).
-  void enable_profile(uint64_t period_ns, std::function<void(const std::string&)> sink);
 
  private:
   WorkerSession(std::unique_ptr<Ring> ring, Identity identity);
@@ -66,18 +66,9 @@ class WorkerSession {
   std::atomic<uint64_t> next_peer_recovery_ns_{0};
   std::function<void(const std::string&)> damage_handler_;  // set before the loops start
   std::atomic<bool> ring_damaged_{false};
-
-  // Profile log. Thread safety: period and sink are set before the loops start and only
-  // read after. next_profile_ns_ is the fast-path test (a relaxed load per heartbeat);
-  // the thread that finds it due takes profile_mutex_ with try_lock (others skip, never
-  // wait) and re-checks under it, so one thread per period reads, logs and moves the base.
-  void log_profile(uint64_t now_ns);
-  uint64_t profile_period_ns_ = 0;  // 0: off
-  std::function<void(const std::string&)> profile_sink_;
-  std::atomic<uint64_t> next_profile_ns_{UINT64_MAX};
-  std::mutex profile_mutex_;
-  StageHistograms profile_base_{};  // GUARDED_BY(profile_mutex_)
-  uint64_t profile_base_ns_ = 0;    // GUARDED_BY(profile_mutex_)
+  // Set before the loops start, only read after.
+  std::vector<std::function<void(uint64_t)>> heartbeat_duties_;
+  std::vector<std::function<void()>> running_duties_;
 };
 
 }  // namespace hsring

@@ -22,7 +22,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
 #include "target_proc/hidden_state_source.h"

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "common/worker_main.h"
+#include "worker/worker_main.h"
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
 #include "model/cuda_target_model.h"

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "shm/ring.h"
 
 namespace hsring {

@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "common/node_topology.h"
-#include "common/worker_main.h"
+#include "worker/node_topology.h"
+#include "worker/worker_main.h"
 #include "model/cpu_target_model.h"
 #include "target_proc/model_source.h"
 #include "target_proc/target_worker.h"

@@ -1,7 +1,7 @@
 // The CPU model target's source of batches: tokens from the TokenSource (token shards read
 // through io_uring ahead of the forward, packed into batch X by the deterministic batch
 // index), run through the target model, whose captured layers and greedy labels are
-// written into the slot (model/slot_writer.h). Batch X's tokens depend on the corpus, the
+// written into the slot (target_proc/slot_writer.h). Batch X's tokens depend on the corpus, the
 // packing options and X only, and the forward is bitwise deterministic, so a batch a
 // restarted target produces again is identical to the one its predecessor began.
 //
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "model/slot_writer.h"
+#include "target_proc/slot_writer.h"
 #include "target_proc/hidden_state_source.h"
 #include "target_proc/token_source.h"
 

@@ -5,7 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/worker_main.h"
+#include "worker/worker_main.h"
 #include "shm/futex.h"
 #include "target_proc/cpu_pipeline.h"
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/token_batch.h"

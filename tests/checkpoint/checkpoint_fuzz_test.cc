@@ -9,7 +9,7 @@
 
 #include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_format.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "test_checkpoints.h"
 
 namespace hsring::checkpoint {
@@ -93,7 +93,7 @@ TEST(CheckpointFuzzTest, RandomTablesAreRejectedCleanly) {
     h.table_size = 8 * h.metadata_count + 32 * h.tensor_count + rng() % 200;
     std::vector<std::byte> table(h.table_size);
     for (auto& b : table) b = std::byte(rng() % 3 == 0 ? rng() : rng() % 4);
-    h.table_crc = data::crc32(table.data(), table.size());
+    h.table_crc = crc32(table.data(), table.size());
     h.file_size = h.data_offset() + 64 * (rng() % 4) + kFooterSize;
     std::vector<std::byte> f(h.file_size);
     const auto header = encode_header(h);

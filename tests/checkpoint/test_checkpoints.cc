@@ -10,7 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "data/crc32.h"
+#include "common/crc32.h"
 
 namespace hsring::checkpoint::test {
 
@@ -93,9 +93,9 @@ void reseal(std::vector<std::byte>& f) {
   uint64_t table_size = 0;
   std::memcpy(&table_size, f.data() + kFieldTableSize, 8);
   if (table_size <= f.size() - kHeaderSize)
-    put(kFieldTableCrc, data::crc32(f.data() + kHeaderSize, table_size));
-  put(kFieldHeaderCrc, data::crc32(f.data(), kFieldHeaderCrc));
-  if (f.size() >= kHeaderSize + kFooterSize) put(f.size() - 4, data::crc32(f.data(), f.size() - 4));
+    put(kFieldTableCrc, crc32(f.data() + kHeaderSize, table_size));
+  put(kFieldHeaderCrc, crc32(f.data(), kFieldHeaderCrc));
+  if (f.size() >= kHeaderSize + kFooterSize) put(f.size() - 4, crc32(f.data(), f.size() - 4));
 }
 
 }  // namespace hsring::checkpoint::test

@@ -31,7 +31,7 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "common/signals.h"
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "drafter_proc/drafter_worker.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"

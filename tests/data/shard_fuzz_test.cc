@@ -7,7 +7,7 @@
 #include <random>
 
 #include "data/corpus.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/data_error.h"
 #include "data/shard_file.h"
 #include "test_corpus.h"

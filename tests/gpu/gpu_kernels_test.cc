@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/host_registration.h"
 #include "gpu/kernels.h"

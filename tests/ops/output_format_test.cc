@@ -19,7 +19,7 @@
 
 #include "launcher/metrics.h"
 #include "launcher/run_summary.h"
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 #include "shm/ring.h"
 #include "tests/crash/process_util.h"
 

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "common/worker_main.h"
+#include "worker/worker_main.h"
 #include "shm/ring.h"
 #include "tests/crash/process_util.h"
 

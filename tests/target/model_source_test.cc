@@ -12,7 +12,7 @@
 #include <set>
 
 #include "../data/test_corpus.h"
-#include "common/model_batch_check.h"
+#include "worker/model_batch_check.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/token_batch.h"

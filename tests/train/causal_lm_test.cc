@@ -15,7 +15,7 @@
 #include "model/cpu_target_model.h"
 #include "model/model_error.h"
 #include "train/optimizer.h"
-#include "train/pretrain.h"
+#include "builtin/pretrain.h"
 
 namespace hsring::train {
 namespace {

@@ -1,8 +1,8 @@
-// The gradient exchange of CPU drafter groups (shm/grad_exchange.h): members as threads
+// The gradient exchange of CPU drafter groups (drafter_proc/grad_exchange.h): members as threads
 // (each with its own mapping, so TSan sees the protocol's atomics) reduce to the token-
 // weighted mean with the same bits everywhere; a member behind the others, a restarted
 // peer, and a SIGKILLed forked peer each end the wait with kGroupRestart in bounded time.
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

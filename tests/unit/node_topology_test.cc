@@ -1,6 +1,6 @@
 // Which machine a launcher is: flags first, then torchrun's or Slurm's environment. Every
 // refusal names the flag or variable at fault.
-#include "common/node_topology.h"
+#include "worker/node_topology.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/producer.h"

@@ -1,5 +1,5 @@
 // Creating, attaching and removing ring segments: every way an attach or a create can be
-// refused has its own RingErrc and a message that names the ring (DESIGN.md invariant 7).
+// refused has its own RingErrc and a message that names the ring (ring-protocol.md invariant 7).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>

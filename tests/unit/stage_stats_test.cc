@@ -17,6 +17,7 @@
 
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
+#include "worker/session_duties.h"
 #include "tests/unit/ring_test_util.h"
 
 namespace hsring {
@@ -165,7 +166,7 @@ TEST(StageStatsTest, SessionProfileLogsOnePeriodAtATimeFromAnyThread) {
 
   std::mutex mutex;
   std::vector<std::string> lines;
-  session->enable_profile(20'000'000, [&](const std::string& line) {
+  attach_session_duties(*session, 20'000'000, [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(mutex);
     lines.push_back(line);
   });

@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/producer.h"
@@ -368,7 +368,7 @@ TEST_F(StressTest, WorkersThatDieAndRestartLoseAndDoubleNothing) {
 }
 
 // Several recoverers at once over the same dead owners' slots: each slot is recovered by
-// exactly one of them (DESIGN.md invariant 5: racing recoverers are harmless).
+// exactly one of them (ring-protocol.md invariant 5: racing recoverers are harmless).
 TEST_F(StressTest, RacingRecoverersRecoverEachDeadSlotOnce) {
   RingShape shape = stress_shape(2, 2);
   shape.slot_count = 32;

@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "shm/ring.h"
+
 namespace hsring {
 
 // What a member knows of peer m's process: its current epoch (bumped by every start)
@@ -65,7 +67,9 @@ struct ExchangeStats {
 class GradExchange {
  public:
   // The segment's name for a ring.
-  static std::string name_for(const std::string& ring) { return ring + "-grads"; }
+  static std::string name_for(const std::string& ring) {
+    return ring + std::string(kGradientSegmentSuffix);
+  }
 
   // Opens the segment `name` for member `rank` of `members`, creating it (mode 0600) when
   // it does not exist. `length` is the flat gradient's float count and `ring_stamp`

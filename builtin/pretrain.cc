@@ -1,4 +1,4 @@
-#include "train/pretrain.h"
+#include "builtin/pretrain.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 
 #include "checkpoint/safetensors_export.h"
 #include "common/random.h"
-#include "data/crc32.h"
+#include "common/crc32.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
 #include "model/model_error.h"
@@ -314,9 +314,9 @@ std::string builtin_tag(const PretrainOptions& o) {
          std::to_string(o.seed) + ":" + std::to_string(o.batch_tokens) + ":" +
          std::to_string(o.peak_lr) + ":" + std::to_string(o.min_lr) + ":" +
          std::to_string(o.warmup_steps);
-  uint32_t crc = data::crc32(key.data(), key.size());
+  uint32_t crc = crc32(key.data(), key.size());
   for (std::string_view doc : data::builtin_documents(data::BuiltinSplit::kTraining))
-    crc = data::crc32_update(crc, doc.data(), doc.size());
+    crc = crc32_update(crc, doc.data(), doc.size());
   char tag[16];
   std::snprintf(tag, sizeof tag, "%08x", crc);
   return tag;

@@ -1,4 +1,4 @@
-#include "common/worker_main.h"
+#include "worker/worker_main.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,8 @@
 
 #include "common/cli_checks.h"
 #include "common/log.h"
-#include "common/profile_interval.h"
+#include "worker/profile_interval.h"
+#include "worker/session_duties.h"
 #include "common/signals.h"
 
 namespace hsring {
@@ -110,8 +111,7 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
     auto session = WorkerSession::start(std::move(ring), process_index, role,
                                         std::chrono::milliseconds(flags.lock_wait_ms));
     set_log_prefix(worker_log_prefix(role, flags.index, gpu, session->identity().epoch));
-    if (flags.profile_interval_s > 0)
-      session->enable_profile(uint64_t(flags.profile_interval_s * 1e9), log_line);
+    attach_session_duties(*session, uint64_t(flags.profile_interval_s * 1e9), log_line);
     const std::string ring_name = flags.ring;
     session->on_ring_damage([ring_name](const std::string& damage) {
       log_line("error: ring '" + ring_name + "' changed under the run (" + damage +

@@ -16,7 +16,7 @@ struct WorkerFlags {
   std::string ring;
   uint32_t index = 0;  // index within the role: target t, drafter d
   int lock_wait_ms = 2000;
-  double profile_interval_s = 0;  // stage-timing log period; 0: off (common/profile_interval.h)
+  double profile_interval_s = 0;  // stage-timing log period; 0: off (worker/profile_interval.h)
   // Set by the CPU build of a worker program: the GPU build beside it (e.g.
   // "hsring-target-gpu"), exec'd with the same arguments when --gpu is given, so the CPU
   // build never loads a CUDA library. Where it does not exist (a build without CUDA) the
@@ -37,7 +37,7 @@ enum WorkerExit : int {
   kExitTorn = 5,
   // A CPU drafter left its gradient-exchange group (a peer died, restarted, or started
   // from a newer checkpoint): the launcher restarts it at once without counting a crash,
-  // and it resumes from the newest checkpoint like every member (shm/grad_exchange.h).
+  // and it resumes from the newest checkpoint like every member (drafter_proc/grad_exchange.h).
   kExitGroupRestart = 6,
   // A drafter in a group across machines saw another machine's run stop (drain) the
   // group: it checkpointed where the group was, and the launcher stops this machine's run.

@@ -1,4 +1,4 @@
-#include "common/node_topology.h"
+#include "worker/node_topology.h"
 
 #include <charconv>
 #include <stdexcept>

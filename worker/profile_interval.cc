@@ -1,4 +1,4 @@
-#include "common/profile_interval.h"
+#include "worker/profile_interval.h"
 
 #include <cmath>
 #include <cstdio>

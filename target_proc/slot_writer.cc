@@ -1,4 +1,4 @@
-#include "model/slot_writer.h"
+#include "target_proc/slot_writer.h"
 
 #include <algorithm>
 #include <cstring>

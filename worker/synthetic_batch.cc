@@ -1,4 +1,4 @@
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "shm/grad_exchange.h"
+#include "drafter_proc/grad_exchange.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "common/model_batch_check.h"
+#include "worker/model_batch_check.h"
 
 #include <cstring>
 
