@@ -22,6 +22,8 @@ const char* to_string(DataErrc code) {
       return "bad document offsets";
     case DataErrc::kBadToken:
       return "token out of range";
+    case DataErrc::kBadMask:
+      return "bad loss mask";
     case DataErrc::kEmptyCorpus:
       return "empty corpus";
     case DataErrc::kBadOptions:

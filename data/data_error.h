@@ -18,6 +18,7 @@ enum class DataErrc {
   kChecksum,       // a CRC-32 does not match the bytes it covers
   kBadOffsets,     // document offsets not 0 .. token_count, non-decreasing
   kBadToken,       // a token outside the vocabulary or beyond int32
+  kBadMask,        // a loss mask with bits set past the last token
   kEmptyCorpus,    // no shard, or no token in any shard
   kBadOptions,     // impossible packing or reader options
 };

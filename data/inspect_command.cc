@@ -1,4 +1,5 @@
-// `hsring data inspect`: checks every shard completely and prints one line per shard.
+// `hsring data inspect`: checks every shard completely and prints one line per shard,
+// with how many of its tokens the loss mask counts ("all" without a mask).
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -32,20 +33,24 @@ int run_data_inspect(const std::string& path) {
               << ") here\n";
     return 1;
   }
-  std::printf("%-24s %-7s %8s %14s %10s %s\n", "shard", "dtype", "vocab", "tokens", "documents",
-              "checksums");
-  uint64_t tokens = 0, documents = 0, bad = 0;
+  std::printf("%-24s %-7s %8s %14s %10s %14s %s\n", "shard", "dtype", "vocab", "tokens",
+              "documents", "counted", "checksums");
+  uint64_t tokens = 0, documents = 0, counted = 0, bad = 0, masked = 0;
   for (const std::string& shard_path : shards) {
     const std::string name = std::filesystem::path(shard_path).filename().string();
     try {
       const ShardInfo info = read_shard_info(shard_path);
-      verify_shard_tokens(info);
+      const ShardCheck check = verify_shard_tokens(info);
       const ShardHeader& h = info.header;
-      std::printf("%-24s %-7s %8u %14llu %10llu ok\n", name.c_str(), dtype_name(h.token_bytes),
+      const std::string count_text =
+          h.has_mask() ? std::to_string(check.counted_tokens) : std::string("all");
+      std::printf("%-24s %-7s %8u %14llu %10llu %14s ok\n", name.c_str(), dtype_name(h.token_bytes),
                   h.vocab_size, static_cast<unsigned long long>(h.token_count),
-                  static_cast<unsigned long long>(h.doc_count));
+                  static_cast<unsigned long long>(h.doc_count), count_text.c_str());
       tokens += h.token_count;
       documents += h.doc_count;
+      counted += check.counted_tokens;
+      masked += h.has_mask() ? 1 : 0;
     } catch (const DataError& e) {
       std::printf("%-24s BAD (%s)\n", name.c_str(), to_string(e.code()));
       std::fflush(stdout);
@@ -55,6 +60,11 @@ int run_data_inspect(const std::string& path) {
   }
   std::printf("total: %zu shards, %llu tokens, %llu documents; ", shards.size(),
               static_cast<unsigned long long>(tokens), static_cast<unsigned long long>(documents));
+  // The share the drafter trains on: a loss mask leaves the rest as context only.
+  if (masked > 0)
+    std::printf("loss mask in %llu shards, %llu tokens counted (%.1f%%); ",
+                static_cast<unsigned long long>(masked), static_cast<unsigned long long>(counted),
+                tokens ? 100.0 * double(counted) / double(tokens) : 0.0);
   if (bad == 0) {
     std::printf("every shard ok\n");
     return 0;

@@ -44,7 +44,8 @@ int run_data_pack(const DataPackArgs& args) {
     const PackSummary summary = packer.finish();
     std::cout << "packed " << files.size() << " files: " << summary.documents << " documents, "
               << summary.tokens << " tokens (uint8, vocabulary 256) into "
-              << summary.shard_paths.size() << " shards in " << args.out_dir << "\n";
+              << summary.shard_paths.size() << " shards in " << args.out_dir
+              << " (no loss mask: every token counts)\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "hsring data pack: error: " << e.what() << "\n";

@@ -28,7 +28,28 @@ ShardInfo read_shard_info(const std::string& path) {
   return info;
 }
 
-void verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options) {
+namespace {
+
+uint64_t verify_mask(const File& file, const ShardInfo& shard, const StreamOptions& options) {
+  const ShardHeader& h = shard.header;
+  uint32_t crc = 0;
+  uint64_t counted = 0, at = h.mask_offset();
+  stream_file(
+      file, h.mask_offset(), h.file_size(), options, [&](const std::byte* bytes, size_t size) {
+        crc = crc32_update(crc, bytes, size);
+        counted +=
+            check_mask_bytes(bytes, size, at - h.mask_offset(), h.token_count, at, shard.path);
+        at += size;
+      });
+  if (crc != h.mask_crc)
+    throw DataError(DataErrc::kChecksum, shard.path, h.mask_offset(),
+                    "loss mask checksum mismatch: the mask is corrupt");
+  return counted;
+}
+
+}  // namespace
+
+ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options) {
   const ShardHeader& h = shard.header;
   if (options.chunk_bytes % 4 != 0)
     throw DataError(DataErrc::kBadOptions, "verify chunk size must be a multiple of 4 bytes");
@@ -57,6 +78,7 @@ void verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options) {
   if (crc != h.tokens_crc)
     throw DataError(DataErrc::kChecksum, shard.path, h.tokens_offset(),
                     "token checksum mismatch: the tokens are corrupt");
+  return ShardCheck{h.has_mask() ? verify_mask(file, shard, options) : h.token_count};
 }
 
 }  // namespace hsring::data

@@ -1,5 +1,6 @@
 // One shard on disk: what opening it learns (header and document offsets, both checked),
-// and the full check of its tokens against their checksum and vocabulary.
+// and the full check of its tokens against their checksum and vocabulary, and of its loss
+// mask, if it has one, against its checksum and padding.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +22,16 @@ struct ShardInfo {
 // are not read. Throws DataError naming the file and byte.
 ShardInfo read_shard_info(const std::string& path);
 
+// What the full check of a shard counted.
+struct ShardCheck {
+  uint64_t counted_tokens = 0;  // tokens the loss mask counts; every token without a mask
+};
+
 // Reads every token of `shard` (io_uring, `options.depth` chunks in flight), checks the
-// token CRC and that each token is in the vocabulary. Throws DataError (kChecksum,
-// kBadToken naming the token's byte, kTruncated, kIo).
-void verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options = {});
+// token CRC and that each token is in the vocabulary, then the loss mask's CRC and that its
+// padding bits are zero. Throws DataError (kChecksum, kBadToken naming the token's byte,
+// kBadMask naming the mask byte, kTruncated, kIo).
+ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options = {});
 
 // The largest token value a shard may hold (vocabulary, else int32 / the width allows).
 uint64_t max_token_of(const ShardHeader& header);

@@ -43,6 +43,10 @@ std::array<std::byte, kShardHeaderSize> encode_header(const ShardHeader& h) {
   store(out.data() + kFieldDocCount, h.doc_count);
   store(out.data() + kFieldTokensCrc, h.tokens_crc);
   store(out.data() + kFieldOffsetsCrc, h.offsets_crc);
+  if (h.version >= 2) {
+    store(out.data() + kFieldFlags, h.flags);
+    store(out.data() + kFieldMaskCrc, h.mask_crc);
+  }
   store(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
   return out;
 }
@@ -62,9 +66,9 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
   ShardHeader h;
   h.version = load<uint32_t>(bytes + kFieldVersion);
   // Version before the CRC: another version may lay its header out differently.
-  if (h.version != kShardVersion)
+  if (h.version != kShardVersionNoMask && h.version != kShardVersion)
     fail(DataErrc::kBadVersion, path, kFieldVersion,
-         "format version " + std::to_string(h.version) + ", this build reads version " +
+         "format version " + std::to_string(h.version) + ", this build reads versions 1 and " +
              std::to_string(kShardVersion));
   const uint32_t stored_crc = load<uint32_t>(bytes + kFieldHeaderCrc);
   if (crc32(bytes, kFieldHeaderCrc) != stored_crc)
@@ -80,7 +84,7 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
 
   if (h.header_size != kShardHeaderSize)
     fail(DataErrc::kBadHeader, path, kFieldHeaderSize,
-         "header size " + std::to_string(h.header_size) + ", version 1 has 64");
+         "header size " + std::to_string(h.header_size) + ", versions 1 and 2 have 64");
   if (h.token_bytes != 1 && h.token_bytes != 2 && h.token_bytes != 4)
     fail(DataErrc::kBadHeader, path, kFieldTokenBytes,
          "token width " + std::to_string(h.token_bytes) + " bytes (1, 2 or 4 expected)");
@@ -94,7 +98,18 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
     fail(DataErrc::kBadHeader, path, kFieldTokenCount, "impossible token count");
   if (h.doc_count > kMaxShardDocs)
     fail(DataErrc::kBadHeader, path, kFieldDocCount, "impossible document count");
-  for (uint32_t i = kFieldReserved; i < kFieldHeaderCrc; ++i)
+  if (h.version >= 2) {
+    h.flags = load<uint32_t>(bytes + kFieldFlags);
+    h.mask_crc = load<uint32_t>(bytes + kFieldMaskCrc);
+    if ((h.flags & ~kKnownFlags) != 0)
+      fail(DataErrc::kBadHeader, path, kFieldFlags,
+           "unknown flag bits " + std::to_string(h.flags & ~kKnownFlags) +
+               " (this build knows bit 0, the loss mask)");
+    if (!h.has_mask() && h.mask_crc != 0)
+      fail(DataErrc::kBadHeader, path, kFieldMaskCrc, "mask checksum set without a loss mask");
+  }
+  const uint32_t reserved_from = h.version >= 2 ? kFieldReserved2 : kFieldReserved;
+  for (uint32_t i = reserved_from; i < kFieldHeaderCrc; ++i)
     if (bytes[i] != std::byte{0}) fail(DataErrc::kBadHeader, path, i, "reserved byte not zero");
 
   if (file_size < h.file_size())
@@ -126,6 +141,25 @@ std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& 
          "last document offset " + std::to_string(offsets.back()) + " is not the token count " +
              std::to_string(h.token_count));
   return offsets;
+}
+
+uint64_t check_mask_bytes(const std::byte* bytes, size_t size, uint64_t first_byte,
+                          uint64_t token_count, uint64_t file_offset, const std::string& path) {
+  uint64_t counted = 0;
+  for (size_t i = 0; i < size; ++i) {
+    const auto byte = std::to_integer<unsigned>(bytes[i]);
+    const uint64_t first_token = (first_byte + i) * 8;
+    // Tokens of this byte that exist; the rest are padding and must be zero.
+    const uint64_t real =
+        token_count > first_token ? std::min<uint64_t>(8, token_count - first_token) : 0;
+    const unsigned pad = real == 8 ? 0u : (0xFFu << real) & 0xFFu;
+    if ((byte & pad) != 0)
+      fail(DataErrc::kBadMask, path, file_offset + i,
+           "loss mask bits past the last token (" + std::to_string(token_count) +
+               " tokens) are not zero");
+    counted += uint64_t(std::popcount(byte));
+  }
+  return counted;
 }
 
 }  // namespace hsring::data

@@ -33,11 +33,15 @@ ShardWriter::~ShardWriter() {
   if (!finished_) std::remove(temp_path_.c_str());
 }
 
-void ShardWriter::append_token(uint32_t token) {
+void ShardWriter::check_token(uint32_t token) const {
   if (token >= token_limit_)
     throw DataError(
         DataErrc::kBadToken, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
         "token " + std::to_string(token) + " does not fit below " + std::to_string(token_limit_));
+}
+
+void ShardWriter::append_token(uint32_t token) {
+  check_token(token);
   // Little-endian: the token's low bytes, as many as the width.
   const auto* bytes = reinterpret_cast<const std::byte*>(&token);
   buffer_.insert(buffer_.end(), bytes, bytes + header_.token_bytes);
@@ -45,14 +49,32 @@ void ShardWriter::append_token(uint32_t token) {
   if (buffer_.size() >= kFlushBytes) flush();
 }
 
-void ShardWriter::add_document(std::span<const uint32_t> tokens) {
+void ShardWriter::append_mask(std::span<const uint8_t> counted, uint64_t tokens) {
+  const uint64_t first = header_.token_count - tokens;  // the document's first token
+  mask_.resize((header_.token_count + 7) / 8, 0);
+  for (uint64_t i = 0; i < tokens; ++i) {
+    const bool on = counted.empty() || counted[i] != 0;
+    masked_ = masked_ || !on;
+    if (on) mask_[(first + i) / 8] |= uint8_t(1u << ((first + i) % 8));
+  }
+}
+
+void ShardWriter::add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted) {
+  if (!counted.empty() && counted.size() != tokens.size())
+    throw DataError(DataErrc::kBadOptions, path_ + ": a loss mask of " +
+                                               std::to_string(counted.size()) + " flags for " +
+                                               std::to_string(tokens.size()) + " tokens");
+  // Checked first so that a refused document leaves the shard as it was.
+  for (uint32_t token : tokens) check_token(token);
   for (uint32_t token : tokens) append_token(token);
+  append_mask(counted, tokens.size());
   offsets_.push_back(header_.token_count);
   ++header_.doc_count;
 }
 
 void ShardWriter::add_text_document(std::string_view text) {
   for (char c : text) append_token(uint32_t(static_cast<unsigned char>(c)));
+  append_mask({}, text.size());
   offsets_.push_back(header_.token_count);
   ++header_.doc_count;
 }
@@ -69,6 +91,13 @@ void ShardWriter::finish() {
   header_.tokens_crc = tokens_crc_;
   header_.offsets_crc = crc32(offsets_.data(), offsets_.size() * sizeof(uint64_t));
   file_.write_all(offsets_.data(), offsets_.size() * sizeof(uint64_t), written_);
+  written_ += offsets_.size() * sizeof(uint64_t);
+  header_.version = masked_ ? kShardVersion : kShardVersionNoMask;
+  if (masked_) {
+    header_.flags = kFlagLossMask;
+    header_.mask_crc = crc32(mask_.data(), mask_.size());
+    file_.write_all(mask_.data(), mask_.size(), written_);
+  }
   const auto header = encode_header(header_);
   file_.write_all(header.data(), header.size(), 0);
   file_.sync();

@@ -8,29 +8,22 @@
 #include <string_view>
 #include <vector>
 
-#include "data/shard_writer.h"
+#include "data/shard_set_writer.h"
 
 namespace hsring::data {
-
-inline constexpr uint64_t kDefaultShardTokens = 1ull << 26;
 
 struct TextPackOptions {
   uint64_t shard_tokens = kDefaultShardTokens;  // a shard closes before it would pass this
   bool split_blank_lines = false;               // a document per paragraph, not per file
 };
 
-struct PackSummary {
-  std::vector<std::string> shard_paths;
-  uint64_t documents = 0;
-  uint64_t tokens = 0;
-};
+using PackSummary = ShardSetSummary;
 
 // The documents of one text: the whole text, or (split_blank_lines) each run of
 // non-blank lines, newlines included. Empty documents are left out.
 std::vector<std::string_view> split_documents(std::string_view text, bool split_blank_lines);
 
-// Writes documents into shard-00000.hstok, shard-00001.hstok, ... of a folder. A
-// document never spans shards: one longer than shard_tokens gets a shard of its own.
+// Writes the documents of texts into a new corpus folder (ShardSetWriter), byte-level.
 class TextPacker {
  public:
   // Creates `dir` if needed. Throws DataError(kBadOptions) if it already holds shards, so
@@ -40,12 +33,8 @@ class TextPacker {
   PackSummary finish();                  // REQUIRES: called once, last
 
  private:
-  void add_document(std::string_view document);
-
-  std::string dir_;
   TextPackOptions options_;
-  std::unique_ptr<ShardWriter> writer_;
-  PackSummary summary_;
+  ShardSetWriter writer_;
 };
 
 // Reads a file whole. Throws DataError(kIo).

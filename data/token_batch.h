@@ -1,6 +1,7 @@
 // A batch as the ring slot carries it: int32 tokens, positions that restart in each
 // sequence, cu_seqlens sequence offsets and next-token labels (-100 where a sequence
-// ends). Each piece of the batch plan is one sequence.
+// ends, and where the next token is masked out by its shard's loss mask). Each piece of
+// the batch plan is one sequence.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,8 @@ struct TokenBatch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;
   std::vector<int32_t> doc_offsets;  // num_docs() + 1 entries, from 0 to token_count()
+  // labels[t]: tokens[t + 1] when t + 1 is in t's sequence and counts (the loss mask), else
+  // kIgnoreLabel.
   std::vector<int32_t> labels;
 
   uint32_t token_count() const { return uint32_t(tokens.size()); }
@@ -35,17 +38,33 @@ struct TokenBatch {
 bool copy_to_slot_arrays(const TokenBatch& batch, uint32_t max_tokens, int32_t* tokens,
                          int32_t* positions, int32_t* doc_offsets, int32_t* labels);
 
-// The byte of its shard file where the tokens of `piece` start, and how many bytes.
-uint64_t piece_file_offset(const Corpus& corpus, const Piece& piece);
-uint64_t piece_bytes(const Corpus& corpus, const Piece& piece);
+// Applies the loss mask that `batch`'s labels carry to a row of target labels (the slot's
+// labels row, the target's greedy tokens): labels[t] becomes kIgnoreLabel wherever t + 1
+// is in t's sequence and batch.labels[t] is kIgnoreLabel, i.e. the next token is masked
+// out. The last row of each sequence is left as it is. A batch of unmasked shards changes
+// nothing. REQUIRES: `labels` has batch.token_count() entries.
+void mask_target_labels(const TokenBatch& batch, int32_t* labels);
 
-// Builds the batch of `ref` from `raw`: the pieces' token bytes as stored in their shards,
-// laid end to end in piece order. Throws DataError(kBadToken) naming the shard and byte of
-// a token outside its shard's vocabulary.
+// One read of a batch's bytes: `bytes` bytes at `file_offset` of shard `shard`.
+struct PieceRead {
+  uint32_t shard = 0;
+  uint64_t file_offset = 0;
+  uint32_t bytes = 0;
+};
+
+// The reads that fetch the bytes of `ref`, in the order assemble_batch() takes them laid
+// end to end: each piece's tokens, then, for each piece whose shard has a loss mask, the
+// mask bytes that hold its tokens' bits.
+std::vector<PieceRead> batch_reads(const Corpus& corpus, const BatchRef& ref);
+
+// Builds the batch of `ref` from `raw`: the bytes of batch_reads(corpus, ref), end to end.
+// Throws DataError(kBadToken) naming the shard and byte of a token outside its shard's
+// vocabulary.
 TokenBatch assemble_batch(const Corpus& corpus, const BatchRef& ref, const std::byte* raw);
 
-// The batch `batch_id` read with blocking pread: the reference the io_uring reader must
-// match, and a simple path for tools.
+// The batch of `ref` (or of `batch_id`) read with blocking pread: the reference the
+// io_uring reader must match, and a simple path for tools.
+TokenBatch read_batch(const Corpus& corpus, const BatchRef& ref);
 TokenBatch read_batch(const Corpus& corpus, const BatchIndex& index, uint64_t batch_id);
 
 }  // namespace hsring::data

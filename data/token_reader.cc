@@ -30,21 +30,21 @@ TokenReader::~TokenReader() = default;
 void TokenReader::submit(uint64_t batch_id) {
   auto pending = std::make_unique<Pending>();
   pending->ref = index_.batch(batch_id);
+  pending->reads = batch_reads(corpus_, pending->ref);
   uint64_t total = 0;
-  for (const Piece& p : pending->ref.pieces) total += piece_bytes(corpus_, p);
+  for (const PieceRead& r : pending->reads) total += r.bytes;
   pending->raw.resize(total);
-  pending->reads_left = uint32_t(pending->ref.pieces.size());
-  // The tag names the batch (its sequence number, low 32 bits) and the piece.
+  pending->reads_left = uint32_t(pending->reads.size());
+  // The tag names the batch (its sequence number, low 32 bits) and the read.
   const uint64_t seq = head_seq_ + ahead_.size();
   uint64_t at = 0;
-  for (uint32_t i = 0; i < pending->ref.pieces.size(); ++i) {
-    const Piece& p = pending->ref.pieces[i];
-    const auto bytes = uint32_t(piece_bytes(corpus_, p));
-    queue_->read(files_[p.shard].fd(), pending->raw.data() + at, bytes,
-                 piece_file_offset(corpus_, p), (seq << 32) | i);
-    at += bytes;
+  for (uint32_t i = 0; i < pending->reads.size(); ++i) {
+    const PieceRead& r = pending->reads[i];
+    queue_->read(files_[r.shard].fd(), pending->raw.data() + at, r.bytes, r.file_offset,
+                 (seq << 32) | i);
+    at += r.bytes;
     ++stats_.reads;
-    stats_.bytes += bytes;
+    stats_.bytes += r.bytes;
   }
   ahead_.push_back(std::move(pending));
   stats_.max_ahead = std::max(stats_.max_ahead, uint32_t(ahead_.size()));
@@ -64,8 +64,8 @@ void TokenReader::fill() {
 
 void TokenReader::complete(const ReadResult& r) {
   Pending& pending = *ahead_[uint32_t(r.tag >> 32) - uint32_t(head_seq_)];
-  const Piece& piece = pending.ref.pieces[uint32_t(r.tag)];
-  const std::string& path = corpus_.shards()[piece.shard].path;
+  const PieceRead& read = pending.reads[uint32_t(r.tag)];
+  const std::string& path = corpus_.shards()[read.shard].path;
   if (r.error != 0)
     throw DataError(DataErrc::kIo, path, r.stop_offset,
                     std::string("read: ") + std::strerror(r.error));

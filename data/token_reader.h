@@ -35,8 +35,8 @@ struct ReaderOptions {
 
 struct ReaderStats {
   uint64_t batches = 0;           // returned by next()
-  uint64_t reads = 0;             // piece reads submitted
-  uint64_t bytes = 0;             // token bytes read
+  uint64_t reads = 0;             // reads submitted: per piece, its tokens (and mask bytes)
+  uint64_t bytes = 0;             // token and loss mask bytes read
   uint64_t ready_on_arrival = 0;  // next() found its batch already read: no wait
   uint32_t max_ahead = 0;         // most batches submitted and not yet returned
 };
@@ -59,7 +59,8 @@ class TokenReader {
  private:
   struct Pending {
     BatchRef ref;
-    std::vector<std::byte> raw;  // the pieces' bytes, end to end; read into by the kernel
+    std::vector<PieceRead> reads;  // batch_reads(ref)
+    std::vector<std::byte> raw;    // the reads' bytes, end to end; read into by the kernel
     uint32_t reads_left = 0;
   };
   void fill();

@@ -9,7 +9,6 @@
 
 #include "data/data_error.h"
 #include "data/default_corpus.h"
-#include "data/file_io.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
 #include "model/model_error.h"
@@ -75,7 +74,6 @@ std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, u
   const auto& shards = corpus.shards();
   for (size_t si = shards.size(); si-- > 0 && prompts.size() < count;) {
     const data::ShardInfo& shard = shards[si];
-    const data::File file = data::File::open_read(shard.path);
     for (size_t d = shard.doc_offsets.size() - 1; d-- > 0 && prompts.size() < count;) {
       const uint64_t begin = shard.doc_offsets[d], end = shard.doc_offsets[d + 1];
       if (end - begin < prompt_tokens || prompt_tokens == 0) continue;
@@ -83,9 +81,7 @@ std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, u
       data::BatchRef ref;
       ref.pieces = std::span<const data::Piece>(&piece, 1);
       ref.token_count = prompt_tokens;
-      std::vector<std::byte> raw(data::piece_bytes(corpus, piece));
-      file.read_exact(raw.data(), raw.size(), data::piece_file_offset(corpus, piece));
-      prompts.push_back(data::assemble_batch(corpus, ref, raw.data()).tokens);
+      prompts.push_back(data::read_batch(corpus, ref).tokens);
     }
   }
   if (prompts.empty())

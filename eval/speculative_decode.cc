@@ -52,7 +52,7 @@ void draft_block(train::DflashModel& drafter, const ForwardOutput& out,
 }  // namespace
 
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
-                                   uint32_t max_new_tokens) {
+                                   uint32_t max_new_tokens, std::span<const int32_t> stop_tokens) {
   if (prompt.empty()) bad_input("greedy decoding needs a non-empty prompt");
   std::vector<int32_t> seq(prompt.begin(), prompt.end());
   ForwardRequest request;
@@ -61,6 +61,7 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
   for (uint32_t i = 0; i < max_new_tokens; ++i) {
     run_target(target, seq, request, out);
     seq.push_back(out.greedy.back());
+    if (std::find(stop_tokens.begin(), stop_tokens.end(), seq.back()) != stop_tokens.end()) break;
   }
   return std::vector<int32_t>(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
 }

@@ -25,9 +25,11 @@ struct SpeculativeResult {
 };
 
 // Plain greedy decoding: max_new_tokens tokens, each from a full forward over the prompt
-// and the tokens so far (no cache). REQUIRES: a non-empty prompt.
+// and the tokens so far (no cache), or fewer when a token of `stop_tokens` comes first (it
+// is the last token returned). Throws ModelError(kBadInput) for an empty prompt.
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
-                                   uint32_t max_new_tokens);
+                                   uint32_t max_new_tokens,
+                                   std::span<const int32_t> stop_tokens = {});
 
 // Speculative decoding of max_new_tokens tokens after `prompt`. The prefill forward gives the
 // first anchor (the target's greedy next token); each step drafts the block of the anchor

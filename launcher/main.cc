@@ -18,6 +18,7 @@
 #include "worker/profile_interval.h"
 #include "data/data_commands.h"
 #include "eval/eval_command.h"
+#include "eval/generate.h"
 #include "launcher/metrics.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
@@ -262,6 +263,9 @@ int main(int argc, char** argv) {
       "builtin", "Print the built-in trained target's folder, training it first if missing");
 
   const hsring::data::DataCommands data_commands = hsring::data::add_data_commands(app);
+  // `data generate` needs the target model, which the data layer does not link.
+  const hsring::eval::GenerateCommand generate_command =
+      hsring::eval::add_generate_command(*app.get_subcommand("data"));
   const hsring::eval::EvalCommand eval_command = hsring::eval::add_eval_command(app);
 
   // Every floating-point flag of every command is finite (nan, inf: refused, named).
@@ -278,6 +282,7 @@ int main(int argc, char** argv) {
   set_log_prefix("hsring");
   try {
     if (data_commands.selected()) return data_commands.run();
+    if (generate_command.selected()) return generate_command.run();
     if (eval_command.selected()) return eval_command.run();
     if (*run) {
       // Once, here: the workers get the folder, never the name (one training at most).

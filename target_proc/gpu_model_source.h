@@ -3,9 +3,10 @@
 // device array per capture buffer. The copier then copies the labels with the layers and
 // writes the batch's host metadata (tokens, positions, document offsets) into the slot.
 //
-// Thread safety: enqueue() belongs to the target thread; write_metadata(b) to the copier,
-// for a buffer b whose forward was enqueued and that the target thread does not reuse
-// until the pipeline hands b back (after its copy completed).
+// Thread safety: enqueue() belongs to the target thread; write_metadata(b) to the copier
+// and mask_labels(b) to the publisher, for a buffer b whose forward was enqueued and that
+// the target thread does not reuse until the pipeline hands b back (after its copy
+// completed and the slot was published).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,6 +42,9 @@ class GpuModelSource final : public BatchPlanner {
   const int32_t* labels(uint32_t buffer) const { return labels_[buffer].as<int32_t>(); }
   // Writes tokens, positions and document offsets of `buffer`'s batch into slot `slot`.
   void write_metadata(uint32_t buffer, const Ring& ring, uint32_t slot) const;
+  // Applies the loss mask of `buffer`'s batch to slot `slot`'s labels row on the host
+  // (data::mask_target_labels). REQUIRES: the labels' D2H copy into the slot completed.
+  void mask_labels(uint32_t buffer, const Ring& ring, uint32_t slot) const;
 
  private:
   std::unique_ptr<CudaTargetModel> model_;

@@ -284,6 +284,11 @@ void GpuTargetPipeline::publisher_loop() {
       finish(item);  // not published: the slot stays WRITING for our successor
       continue;
     }
+    // The D2H overwrote the slot's labels with the greedy tokens: the loss mask goes on top,
+    // here, before READY (SYNC POINT WRITE: the release CAS of publish_batch). Not when the
+    // debug mode already handed the buffer back: its batch may be being replaced.
+    if (options_.model != nullptr && !item.buffer_returned)
+      options_.model->mask_labels(item.buffer, ring_, item.claim.index);
     record_timings(item);
     const PipelineStatus s = producer_.publish_batch(item.claim, item.job.plan);
     record_stage(producer_.session().entry(), Stage::kTargetPublishWait,

@@ -4,6 +4,8 @@
 
 namespace hsring {
 
+static_assert(data::kIgnoreLabel == kSlotIgnoreLabel, "the slot and the data agree on -100");
+
 ModelSource::ModelSource(std::unique_ptr<ModelSlotWriter> writer, const Ring& ring,
                          uint32_t target, const ModelSourceOptions& options)
     : writer_(std::move(writer)),
@@ -13,6 +15,9 @@ ModelSource::ModelSource(std::unique_ptr<ModelSlotWriter> writer, const Ring& ri
 void ModelSource::produce(const BatchPlan& plan, const Ring& ring, uint32_t slot) {
   const data::TokenBatch batch = tokens_.fetch(plan.batch_id);
   writer_->produce(PackedBatch{batch.tokens, batch.positions, batch.doc_offsets}, ring, slot);
+  // The writer filled the target's greedy tokens: rows whose next token the loss mask
+  // leaves out must not be trained on, whichever labels the drafter uses.
+  data::mask_target_labels(batch, ring.labels(slot));
 }
 
 }  // namespace hsring

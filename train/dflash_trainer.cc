@@ -39,11 +39,12 @@ void DflashTrainer::build_labels(const DrafterBatch& batch) {
     labels_.assign(batch.labels.begin(), batch.labels.end());
     return;
   }
-  // Row t is scored against the token after it; a document's last row has none.
+  // Row t is scored against the token after it; a document's last row has none, and a row
+  // the target marked ignored (its next token is masked out by the loss mask) has none.
   labels_.assign(batch.rows(), kIgnoreLabel);
   for (size_t d = 0; d + 1 < batch.doc_offsets.size(); ++d) {
     for (int32_t t = batch.doc_offsets[d]; t + 1 < batch.doc_offsets[d + 1]; ++t)
-      labels_[size_t(t)] = batch.tokens[size_t(t) + 1];
+      if (batch.labels[size_t(t)] >= 0) labels_[size_t(t)] = batch.tokens[size_t(t) + 1];
   }
 }
 

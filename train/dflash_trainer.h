@@ -65,10 +65,15 @@ class DflashTrainer final : public DrafterTrainer {
 
   // The last batch's statistics in full (per-position acceptance).
   const DflashStats& last_stats() const { return last_; }
+  // The last batch's labels (one per row, kIgnoreLabel where nothing is predicted) and the
+  // anchors sampled among them.
+  std::span<const int32_t> last_labels() const { return labels_; }
+  std::span<const int32_t> last_anchors() const { return anchors_; }
   DflashModel& model() { return model_; }
 
  private:
-  // labels_ for `batch`: the target's (as given) or the data's next token in each document.
+  // labels_ for `batch`: the target's (as given) or the data's next token in each document;
+  // with either, a row whose slot label is negative (the loss mask) has none.
   void build_labels(const DrafterBatch& batch);
 
   DflashTrainerOptions options_;

@@ -57,7 +57,9 @@ std::string check_model_metadata(const Ring& ring, uint32_t slot) {
   const int64_t vocab = s.vocab_size;
   for (uint32_t t = 0; t < tokens; ++t) {
     if (ids[t] < 0 || ids[t] >= vocab) return at("tokens", t) + " = " + std::to_string(ids[t]) + " is outside the vocabulary";
-    if (labels[t] < 0 || labels[t] >= vocab) return at("labels", t) + " = " + std::to_string(labels[t]) + " is outside the vocabulary";
+    const bool label_ok = (labels[t] >= 0 && labels[t] < vocab) || labels[t] == kSlotIgnoreLabel;
+    if (!label_ok)
+      return at("labels", t) + " = " + std::to_string(labels[t]) + " is outside the vocabulary";
   }
   return "";
 }

@@ -105,6 +105,131 @@ TEST(ShardFormatTest, UnfinishedWriterLeavesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("gone.hstok.tmp")));
 }
 
+// The mask bits of `content` as stored: bit t % 8 of byte t / 8.
+std::vector<uint8_t> stored_mask(const ShardInfo& info) {
+  const File file = File::open_read(info.path);
+  std::vector<std::byte> raw(info.header.mask_size());
+  file.read_exact(raw.data(), raw.size(), info.header.mask_offset());
+  std::vector<uint8_t> bits(info.header.token_count);
+  for (uint64_t t = 0; t < bits.size(); ++t) bits[t] = mask_bit(raw.data(), t) ? 1 : 0;
+  return bits;
+}
+
+TEST(ShardMaskTest, RoundTripEveryWidth) {
+  TempDir dir;
+  std::mt19937_64 rng(3);
+  for (uint32_t width : {1u, 2u, 4u}) {
+    const auto content = testing::write_random_shard(
+        dir.file("m" + std::to_string(width) + ".hstok"), rng, 60, 90, width, 256, true);
+    const ShardInfo info = read_shard_info(content.path);
+    ASSERT_TRUE(info.header.has_mask());
+    EXPECT_EQ(info.header.version, kShardVersion);
+    EXPECT_EQ(info.header.mask_size(), (content.tokens.size() + 7) / 8);
+    EXPECT_EQ(info.header.file_size(), std::filesystem::file_size(content.path));
+    EXPECT_EQ(stored_mask(info), content.counted);
+    uint64_t counted = 0;
+    for (uint8_t c : content.counted) counted += c;
+    EXPECT_EQ(verify_shard_tokens(info, StreamOptions{4096, 3}).counted_tokens, counted);
+  }
+}
+
+TEST(ShardMaskTest, NoMaskOrAnAllCountedMaskWritesVersionOneByteForByte) {
+  TempDir dir;
+  const std::vector<std::vector<uint32_t>> docs = {{1, 2, 3}, {}, {4, 5, 6, 7, 8, 9, 10, 11, 12}};
+  {
+    ShardWriter plain(dir.file("plain.hstok"), 2, 1000);
+    ShardWriter ones(dir.file("ones.hstok"), 2, 1000);
+    for (const auto& d : docs) {
+      plain.add_document(d);
+      ones.add_document(d, std::vector<uint8_t>(d.size(), 1));
+    }
+    plain.finish();
+    ones.finish();
+  }
+  const std::vector<char> plain = slurp(dir.file("plain.hstok"));
+  EXPECT_EQ(plain, slurp(dir.file("ones.hstok")));
+  const ShardInfo info = read_shard_info(dir.file("plain.hstok"));
+  EXPECT_EQ(info.header.version, kShardVersionNoMask);
+  EXPECT_FALSE(info.header.has_mask());
+  EXPECT_EQ(verify_shard_tokens(info).counted_tokens, 12u);
+  // Version 1's layout: header, tokens, offsets, nothing after.
+  EXPECT_EQ(plain.size(), kShardHeaderSize + 12 * 2 + 4 * 8);
+}
+
+TEST(ShardMaskTest, VersionTwoWithoutTheFlagReadsAsUnmasked) {
+  // What a writer of version 2 that has no mask for a shard produces.
+  TempDir dir;
+  std::mt19937_64 rng(4);
+  const auto content = testing::write_random_shard(dir.file("v2.hstok"), rng, 5, 20, 2, 300);
+  std::vector<char> b = slurp(content.path);
+  b[kFieldVersion] = 2;
+  const uint32_t crc = crc32(b.data(), kFieldHeaderCrc);
+  std::memcpy(b.data() + kFieldHeaderCrc, &crc, 4);
+  spit(content.path, b);
+  const ShardInfo info = read_shard_info(content.path);
+  EXPECT_EQ(info.header.version, 2u);
+  EXPECT_FALSE(info.header.has_mask());
+  EXPECT_EQ(verify_shard_tokens(info).counted_tokens, content.tokens.size());
+}
+
+// A version 2 shard built byte by byte from docs/data-format.md's table, as a writer in
+// another language would: the reader must take it and see the documented mask.
+TEST(ShardMaskTest, HandBuiltFromTheDocumentedLayout) {
+  TempDir dir;
+  const std::vector<uint16_t> tokens = {10, 11, 12, 13, 14, 20, 21, 22, 23, 24};
+  const std::vector<uint64_t> offsets = {0, 5, 10};
+  // Document 0: prompt 10 11, response 12 13 14; document 1: prompt 20, response 21..24.
+  const std::vector<uint8_t> counted = {0, 0, 1, 1, 1, 0, 1, 1, 1, 1};
+  std::vector<uint8_t> mask(2, 0);
+  for (size_t t = 0; t < counted.size(); ++t) mask[t / 8] |= uint8_t(counted[t] << (t % 8));
+  std::vector<char> b(64, 0);
+  const auto put32 = [&](size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); };
+  const auto put64 = [&](size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); };
+  std::memcpy(b.data(), "HSRTOKNS", 8);
+  put32(8, 2);
+  put32(12, 64);
+  put32(16, 2);
+  put32(20, 300);
+  put64(24, tokens.size());
+  put64(32, offsets.size() - 1);
+  put32(40, crc32(tokens.data(), tokens.size() * 2));
+  put32(44, crc32(offsets.data(), offsets.size() * 8));
+  put32(48, 1);
+  put32(52, crc32(mask.data(), mask.size()));
+  put32(60, crc32(b.data(), 60));
+  const auto append = [&](const void* p, size_t n) {
+    b.insert(b.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+  };
+  append(tokens.data(), tokens.size() * 2);
+  append(offsets.data(), offsets.size() * 8);
+  append(mask.data(), mask.size());
+  spit(dir.file("hand.hstok"), b);
+  const ShardInfo info = read_shard_info(dir.file("hand.hstok"));
+  EXPECT_EQ(verify_shard_tokens(info).counted_tokens, 7u);
+  EXPECT_EQ(stored_mask(info), counted);
+}
+
+TEST(ShardMaskTest, WriterRefusesAMaskOfAnotherLengthAndKeepsTheShard) {
+  TempDir dir;
+  ShardWriter writer(dir.file("w.hstok"), 2, 100);
+  const std::vector<uint32_t> doc = {1, 2, 3};
+  writer.add_document(doc, std::vector<uint8_t>{0, 1, 1});
+  EXPECT_EQ(error_of([&] {
+              writer.add_document(doc, std::vector<uint8_t>{1, 1});
+            }),
+            DataErrc::kBadOptions);
+  const std::vector<uint32_t> bad = {1, 200};
+  EXPECT_EQ(error_of([&] {
+              writer.add_document(bad, std::vector<uint8_t>{1, 0});
+            }),
+            DataErrc::kBadToken);
+  writer.finish();
+  const ShardInfo info = read_shard_info(dir.file("w.hstok"));
+  EXPECT_EQ(info.header.token_count, 3u);
+  EXPECT_EQ(info.doc_offsets, (std::vector<uint64_t>{0, 3}));
+  EXPECT_EQ(stored_mask(info), (std::vector<uint8_t>{0, 1, 1}));
+}
+
 class CorruptShardTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -137,7 +262,7 @@ TEST_F(CorruptShardTest, ForeignFile) {
 }
 
 TEST_F(CorruptShardTest, OtherVersion) {
-  const DataError e = error_after([](auto& b) { b[kFieldVersion] = 2; });
+  const DataError e = error_after([](auto& b) { b[kFieldVersion] = 3; });
   EXPECT_EQ(e.code(), DataErrc::kBadVersion);
   EXPECT_EQ(e.offset(), kFieldVersion);
 }
@@ -195,6 +320,106 @@ TEST_F(CorruptShardTest, DecreasingOffsetsWithValidChecksum) {
   EXPECT_EQ(e.code(), DataErrc::kBadOffsets);
   EXPECT_GE(e.offset(), table);
   EXPECT_LE(e.offset(), table + 8 * 6);
+}
+
+class CorruptMaskTest : public CorruptShardTest {
+ protected:
+  void SetUp() override {
+    std::mt19937_64 rng(8);
+    // 61 tokens: the mask's last byte has 3 padding bits.
+    ShardWriter writer(dir_.file("m.hstok"), 2, 30000);
+    std::vector<uint32_t> doc(61);
+    std::vector<uint8_t> mask(61);
+    for (size_t i = 0; i < doc.size(); ++i) {
+      doc[i] = uint32_t(rng() % 30000);
+      mask[i] = i % 5 != 0;
+    }
+    writer.add_document(doc, mask);
+    writer.finish();
+    content_.path = dir_.file("m.hstok");
+    bytes_ = slurp(content_.path);
+    info_ = read_shard_info(content_.path);
+  }
+  void reseal(std::vector<char>& b) const {
+    const uint64_t at = info_.header.mask_offset();
+    const uint32_t crc = crc32(b.data() + at, b.size() - at);
+    std::memcpy(b.data() + kFieldMaskCrc, &crc, 4);
+    const uint32_t header_crc = crc32(b.data(), kFieldHeaderCrc);
+    std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
+  }
+  ShardInfo info_;
+};
+
+TEST_F(CorruptMaskTest, MaskBitFlip) {
+  const uint64_t at = info_.header.mask_offset();
+  const DataError e = error_after([&](auto& b) { b[at + 3] ^= 4; });
+  EXPECT_EQ(e.code(), DataErrc::kChecksum);
+  EXPECT_EQ(e.offset(), at);
+}
+
+TEST_F(CorruptMaskTest, PaddingBitSetWithValidChecksum) {
+  const uint64_t last = bytes_.size() - 1;
+  const DataError e = error_after([&](auto& b) {
+    b[last] = char(b[last] | 0x80);
+    reseal(b);
+  });
+  EXPECT_EQ(e.code(), DataErrc::kBadMask);
+  EXPECT_EQ(e.offset(), last);
+}
+
+TEST_F(CorruptMaskTest, UnknownFlag) {
+  const DataError e = error_after([&](auto& b) {
+    b[kFieldFlags] |= 2;
+    reseal(b);
+  });
+  EXPECT_EQ(e.code(), DataErrc::kBadHeader);
+  EXPECT_EQ(e.offset(), kFieldFlags);
+}
+
+TEST_F(CorruptMaskTest, FlagClearedLeavesTrailingBytes) {
+  const DataError e = error_after([&](auto& b) {
+    b[kFieldFlags] = 0;
+    std::memset(b.data() + kFieldMaskCrc, 0, 4);
+    const uint32_t header_crc = crc32(b.data(), kFieldHeaderCrc);
+    std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
+  });
+  EXPECT_EQ(e.code(), DataErrc::kTrailingBytes);
+  EXPECT_EQ(e.offset(), info_.header.mask_offset());
+}
+
+TEST_F(CorruptMaskTest, MaskChecksumWithoutTheFlag) {
+  const DataError e = error_after([&](auto& b) {
+    b[kFieldFlags] = 0;
+    b.resize(info_.header.mask_offset());
+    const uint32_t header_crc = crc32(b.data(), kFieldHeaderCrc);
+    std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
+  });
+  EXPECT_EQ(e.code(), DataErrc::kBadHeader);
+  EXPECT_EQ(e.offset(), kFieldMaskCrc);
+}
+
+TEST_F(CorruptMaskTest, ReservedByteOfVersionTwo) {
+  const DataError e = error_after([&](auto& b) {
+    b[kFieldReserved2 + 1] = 1;
+    reseal(b);
+  });
+  EXPECT_EQ(e.code(), DataErrc::kBadHeader);
+  EXPECT_EQ(e.offset(), kFieldReserved2 + 1);
+}
+
+TEST(CheckMaskBytesTest, CountsBitsAndRefusesPadding) {
+  const std::byte full[2] = {std::byte{0xFF}, std::byte{0x07}};
+  EXPECT_EQ(check_mask_bytes(full, 2, 0, 11, 100, "p"), 11u);
+  EXPECT_EQ(check_mask_bytes(full + 1, 1, 1, 11, 101, "p"), 3u);  // from mask byte 1
+  const std::byte pad[1] = {std::byte{0x08}};
+  try {
+    check_mask_bytes(pad, 1, 1, 11, 101, "p");
+    FAIL() << "padding bit 11 accepted";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.code(), DataErrc::kBadMask);
+    EXPECT_EQ(e.offset(), 101u);
+  }
+  EXPECT_EQ(check_mask_bytes(full, 2, 0, 16, 0, "p"), 11u);  // no padding at 16 tokens
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/crc32.h"
 #include "data/data_error.h"
 #include "data/shard_file.h"
+#include "data/token_batch.h"
 #include "test_corpus.h"
 
 namespace hsring::data {
@@ -81,12 +82,10 @@ TEST(ShardFuzzTest, MutatedValidHeadersAreCaught) {
   EXPECT_LT(valid_after, 100);
 }
 
-TEST(ShardFuzzTest, MutatedTablesAndTokensAreCaught) {
-  TempDir dir;
-  std::mt19937_64 rng(13);
-  const auto content = testing::write_random_shard(dir.file("t.hstok"), rng, 12, 40, 4, 100000);
+// Every change of one byte past the header (tokens, offsets, the mask) is caught.
+void expect_every_body_mutation_caught(const testing::ShardContent& content,
+                                       const std::string& path, std::mt19937_64& rng) {
   const std::vector<char> valid = slurp(content.path);
-  const std::string path = dir.file("mutant.hstok");
   for (int i = 0; i < 1000; ++i) {
     std::vector<char> b = valid;
     const size_t at = kShardHeaderSize + rng() % (b.size() - kShardHeaderSize);
@@ -97,12 +96,24 @@ TEST(ShardFuzzTest, MutatedTablesAndTokensAreCaught) {
   }
 }
 
-TEST(ShardFuzzTest, TruncationAtEveryOffsetNamesFileAndOffset) {
+TEST(ShardFuzzTest, MutatedTablesAndTokensAreCaught) {
   TempDir dir;
-  std::mt19937_64 rng(14);
-  const auto content = testing::write_random_shard(dir.file("full.hstok"), rng, 9, 30, 2, 5000);
+  std::mt19937_64 rng(13);
+  const auto content = testing::write_random_shard(dir.file("t.hstok"), rng, 12, 40, 4, 100000);
+  expect_every_body_mutation_caught(content, dir.file("mutant.hstok"), rng);
+}
+
+TEST(ShardFuzzTest, MutatedMasksTablesAndTokensAreCaught) {
+  TempDir dir;
+  std::mt19937_64 rng(16);
+  // Width 1 and long documents: the mask is a large share of the file.
+  const auto content = testing::write_random_shard(dir.file("t.hstok"), rng, 12, 200, 1, 256, true);
+  ASSERT_TRUE(read_shard_info(content.path).header.has_mask());
+  expect_every_body_mutation_caught(content, dir.file("mutant.hstok"), rng);
+}
+
+void expect_every_cut_named(const testing::ShardContent& content, const std::string& path) {
   const std::vector<char> valid = slurp(content.path);
-  const std::string path = dir.file("cut.hstok");
   for (size_t cut = 0; cut < valid.size(); ++cut) {
     spit(path, valid.data(), cut);
     try {
@@ -118,6 +129,49 @@ TEST(ShardFuzzTest, TruncationAtEveryOffsetNamesFileAndOffset) {
   }
   spit(path, valid.data(), valid.size());
   EXPECT_TRUE(check_file(path));
+}
+
+TEST(ShardFuzzTest, TruncationAtEveryOffsetNamesFileAndOffset) {
+  TempDir dir;
+  std::mt19937_64 rng(14);
+  const auto content = testing::write_random_shard(dir.file("full.hstok"), rng, 9, 30, 2, 5000);
+  expect_every_cut_named(content, dir.file("cut.hstok"));
+}
+
+TEST(ShardFuzzTest, TruncatedMaskedShardAtEveryOffsetNamesFileAndOffset) {
+  TempDir dir;
+  std::mt19937_64 rng(17);
+  const auto content =
+      testing::write_random_shard(dir.file("full.hstok"), rng, 9, 60, 1, 256, true);
+  ASSERT_TRUE(read_shard_info(content.path).header.has_mask());
+  expect_every_cut_named(content, dir.file("cut.hstok"));
+}
+
+// Random masks of random lengths: what the writer stores reads back bit for bit, in the
+// batches' labels too (a row counts exactly when its next token does).
+TEST(ShardFuzzTest, RandomMasksRoundTripIntoLabels) {
+  std::mt19937_64 rng(18);
+  for (int round = 0; round < 40; ++round) {
+    TempDir dir;
+    const auto content = testing::write_random_shard(dir.file("r.hstok"), rng, 1 + rng() % 20,
+                                                     1 + rng() % 70, 2, 1000, true);
+    if (content.tokens.empty()) continue;
+    const Corpus corpus = Corpus::open(dir.path());
+    const BatchIndex index(corpus, PackOptions{32, uint64_t(round), 8});
+    for (uint64_t id = 0; id < index.batches_per_epoch(); ++id) {
+      const BatchRef ref = index.batch(id);
+      const TokenBatch batch = read_batch(corpus, ref);
+      for (size_t d = 0; d < ref.pieces.size(); ++d) {
+        const Piece& p = ref.pieces[d];
+        for (uint32_t i = 0; i < p.length; ++i) {
+          const int32_t t = batch.doc_offsets[d] + int32_t(i);
+          const bool counts = i + 1 < p.length && content.counted[p.begin + i + 1] != 0;
+          ASSERT_EQ(batch.labels[size_t(t)], counts ? batch.tokens[size_t(t) + 1] : kIgnoreLabel)
+              << "round " << round << " batch " << id << " row " << t;
+        }
+      }
+    }
+  }
 }
 
 TEST(ShardFuzzTest, BadShardInACorpusFailsTheOpen) {

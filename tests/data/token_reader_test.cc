@@ -20,9 +20,10 @@ using testing::TempDir;
 
 class TokenReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { write_corpus(false); }
+  void write_corpus(bool masked) {
     std::mt19937_64 rng(31);
-    content_ = testing::write_random_corpus(dir_.path(), rng, 5, 40, 700);
+    content_ = testing::write_random_corpus(dir_.path(), rng, 5, 40, 700, masked);
     corpus_ = std::make_unique<Corpus>(Corpus::open(dir_.path()));
     index_ = std::make_unique<BatchIndex>(*corpus_, PackOptions{256, 9, 128});
   }
@@ -42,7 +43,9 @@ class TokenReaderTest : public ::testing::Test {
       for (int32_t t = begin; t < end; ++t) {
         ASSERT_EQ(uint32_t(batch.tokens[t]), content_[p.shard].tokens[p.begin + (t - begin)]);
         ASSERT_EQ(batch.positions[t], t - begin);
-        ASSERT_EQ(batch.labels[t], t + 1 < end ? batch.tokens[t + 1] : kIgnoreLabel);
+        // A row counts when its next token is in the piece and the loss mask counts it.
+        const bool counts = t + 1 < end && content_[p.shard].counted[p.begin + (t + 1 - begin)];
+        ASSERT_EQ(batch.labels[t], counts ? batch.tokens[t + 1] : kIgnoreLabel);
       }
     }
   }
@@ -177,6 +180,40 @@ TEST_F(TokenReaderTest, CorpusWithoutTokenVerificationStillRangeChecksTokens) {
     EXPECT_EQ(e.offset(), shard.header.tokens_offset());
   }
   EXPECT_TRUE(thrown);
+}
+
+// The same corpus with a loss mask in every shard: its bits reach the labels through
+// io_uring exactly as through pread, and the mask's reads are counted.
+class MaskedTokenReaderTest : public TokenReaderTest {
+ protected:
+  void SetUp() override { write_corpus(true); }
+};
+
+TEST_F(MaskedTokenReaderTest, LabelsFollowTheMaskOnEveryPath) {
+  for (const ShardInfo& shard : corpus_->shards()) ASSERT_TRUE(shard.header.has_mask());
+  const uint64_t n = index_->batches_per_epoch();
+  TokenReader reader(*corpus_, *index_, strided_ids(0, 1, n), ReaderOptions{3, 5});
+  uint64_t pieces = 0, ignored = 0, rows = 0;
+  while (std::optional<TokenBatch> b = reader.next()) {
+    expect_consistent(*b);
+    ASSERT_EQ(*b, read_batch(*corpus_, *index_, b->batch_id));
+    pieces += b->num_docs();
+    rows += b->token_count();
+    for (int32_t label : b->labels) ignored += label == kIgnoreLabel;
+  }
+  EXPECT_EQ(reader.stats().reads, 2 * pieces);  // tokens and mask bytes of each piece
+  EXPECT_GT(ignored, pieces + rows / 10);       // the mask ignored many rows, not just ends
+}
+
+TEST(MaskTargetLabelsTest, IgnoresRowsBeforeAMaskedTokenOnly) {
+  TokenBatch batch;
+  batch.tokens = {5, 6, 7, 8, 9, 10};
+  batch.doc_offsets = {0, 4, 6};
+  // Sequence 0: row 1's next token (7) is masked out; row 3 ends the sequence.
+  batch.labels = {6, kIgnoreLabel, 8, kIgnoreLabel, 10, kIgnoreLabel};
+  std::vector<int32_t> greedy = {1, 2, 3, 4, 5, 6};
+  mask_target_labels(batch, greedy.data());
+  EXPECT_EQ(greedy, (std::vector<int32_t>{1, kIgnoreLabel, 3, 4, 5, 6}));
 }
 
 TEST(TokenReaderOptionsTest, ZeroDepthIsRefused) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -213,6 +214,50 @@ TEST(ModelSourceErrors, RefusesAMissingOrEmptyFolder) {
   EXPECT_ANY_THROW(make_source(*ring, dir.path(), 0));  // no shards
 }
 
+// A corpus with a loss mask: the slot's labels row is the target's greedy token at every row
+// except where the next token of the sequence is masked out, which carries -100; the same
+// corpus without the mask gives the greedy tokens at every row, as before the mask.
+TEST(ModelSourceMaskTest, SlotLabelsAreGreedyExceptBeforeMaskedTokens) {
+  TempDir masked_dir, plain_dir;
+  std::mt19937_64 rng(3);
+  const auto content =
+      data::testing::write_random_shard(masked_dir.path() + "/a.hstok", rng, 30, 50, 1, 256, true);
+  {
+    data::ShardWriter writer(plain_dir.path() + "/a.hstok", 1, 256);  // same tokens, no mask
+    for (size_t d = 0; d + 1 < content.offsets.size(); ++d)
+      writer.add_document(
+          std::span<const uint32_t>(content.tokens)
+              .subspan(content.offsets[d], content.offsets[d + 1] - content.offsets[d]));
+    writer.finish();
+  }
+  ScopedRing ring(model_ring_shape(true, 1));
+  auto masked = make_source(*ring, masked_dir.path(), 0);
+  auto plain = make_source(*ring, plain_dir.path(), 0);
+  const data::Corpus corpus = data::Corpus::open(masked_dir.path());
+  const data::BatchIndex index(corpus, data::PackOptions{40, 9});
+  uint64_t ignored = 0;
+  for (uint64_t id = 0; id < index.batches_per_epoch(); ++id) {
+    const BatchPlan plan = masked->plan(id);
+    const data::TokenBatch batch = data::read_batch(corpus, index, id);
+    plain->produce(plan, *ring, 0);
+    masked->produce(plan, *ring, 1);
+    stamp_header(*ring, 1, plan);
+    ASSERT_EQ(check_model_batch(*ring, 1), "") << "batch " << id;
+    const int32_t* greedy = (*ring).labels(0);
+    const int32_t* labels = (*ring).labels(1);
+    ASSERT_GE(*std::min_element(greedy, greedy + plan.token_count), 0);  // plain: unchanged
+    for (uint32_t d = 0; d < batch.num_docs(); ++d) {
+      for (int32_t t = batch.doc_offsets[d]; t < batch.doc_offsets[d + 1]; ++t) {
+        const bool last = t + 1 == batch.doc_offsets[d + 1];
+        const bool next_masked = !last && batch.labels[size_t(t)] == data::kIgnoreLabel;
+        ASSERT_EQ(labels[t], next_masked ? kSlotIgnoreLabel : greedy[t]) << "row " << t;
+        ignored += next_masked;
+      }
+    }
+  }
+  EXPECT_GT(ignored, 0u);
+}
+
 // Every kind of damage a torn or stale slot shows is caught by the drafter's check.
 TEST(ModelBatchCheck, CatchesEachBrokenInvariant) {
   TempDir dir;
@@ -241,7 +286,12 @@ TEST(ModelBatchCheck, CatchesEachBrokenInvariant) {
   expect_caught("offsets not increasing", [&] { r.doc_offsets(0)[1] = 0; });
   expect_caught("position not restarting", [&] { r.positions(0)[r.doc_offsets(0)[1]] = 7; });
   expect_caught("token outside vocab", [&] { r.tokens(0)[0] = 256; });
-  expect_caught("negative label", [&] { r.labels(0)[plan.token_count - 1] = -100; });
+  expect_caught("negative label", [&] { r.labels(0)[plan.token_count - 1] = -1; });
+  expect_caught("label past vocab", [&] { r.labels(0)[0] = 256; });
+  // A masked-out row's label is the ignore label, a value the check accepts.
+  fresh();
+  r.labels(0)[0] = kSlotIgnoreLabel;
+  EXPECT_EQ(check_model_batch(r, 0), "");
   expect_caught("NaN hidden state", [&] {
     const uint16_t nan = 0x7FC0;
     std::memcpy(r.layer_region(0, 2) + 2 * (plan.token_count * r.shape().hidden_size - 1), &nan, 2);

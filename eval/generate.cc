@@ -1,0 +1,115 @@
+#include "eval/generate.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data/data_error.h"
+#include "data/token_batch.h"
+#include "eval/speculative_decode.h"
+#include "model/model_error.h"
+
+namespace hsring::eval {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Document `d` of shard `s`, its first `limit` tokens (0: all).
+std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_t d,
+                                   uint32_t limit) {
+  const data::ShardInfo& shard = corpus.shards()[s];
+  const uint64_t begin = shard.doc_offsets[d], end = shard.doc_offsets[d + 1];
+  uint64_t length = end - begin;
+  if (limit != 0 && length > limit) length = limit;
+  if (length > UINT32_MAX)
+    throw data::DataError(data::DataErrc::kBadOptions, shard.path,
+                          shard.header.tokens_offset() + begin * shard.header.token_bytes,
+                          "a document of " + std::to_string(length) +
+                              " tokens is too long for a prompt; cap it with --prompt-tokens");
+  const data::Piece piece{s, uint32_t(length), begin};
+  data::BatchRef ref;
+  ref.pieces = std::span<const data::Piece>(&piece, 1);
+  ref.token_count = uint32_t(length);
+  return data::read_batch(corpus, ref).tokens;
+}
+
+void add_eos_ids(const fs::path& file, std::vector<int32_t>& out) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(ModelErrc::kBadJson, file.string() + ": " + e.what());
+  }
+  if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
+  const nlohmann::json& eos = j["eos_token_id"];
+  const auto take = [&](const nlohmann::json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+      throw ModelError(ModelErrc::kBadConfig,
+                       file.string() + ": eos_token_id must be a token id or a list of them");
+    const auto id = int32_t(v.get<int64_t>());
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  };
+  if (eos.is_array()) {
+    for (const nlohmann::json& v : eos) take(v);
+  } else {
+    take(eos);
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> model_stop_tokens(const std::string& spec) {
+  std::vector<int32_t> ids;
+  std::error_code ec;
+  if (!fs::is_directory(spec, ec)) return ids;  // a preset: random weights, no vocabulary
+  add_eos_ids(fs::path(spec) / "config.json", ids);
+  add_eos_ids(fs::path(spec) / "generation_config.json", ids);
+  return ids;
+}
+
+GenerateSummary generate_continuations(TargetModel& target, const data::Corpus& prompts,
+                                       const GenerateOptions& options, data::ShardSetWriter& out,
+                                       const std::function<void(uint64_t, uint64_t)>& progress) {
+  GenerateSummary summary;
+  std::vector<uint32_t> tokens;
+  std::vector<uint8_t> counted;
+  uint64_t done = 0;
+  for (uint32_t s = 0; s < prompts.shards().size(); ++s) {
+    const data::ShardInfo& shard = prompts.shards()[s];
+    for (size_t d = 0; d + 1 < shard.doc_offsets.size(); ++d, ++done) {
+      if (shard.doc_offsets[d + 1] == shard.doc_offsets[d]) {
+        ++summary.skipped;  // nothing to continue from
+        if (progress) progress(done + 1, prompts.doc_count());
+        continue;
+      }
+      const std::vector<int32_t> prompt = read_document(prompts, s, d, options.prompt_tokens);
+      const std::vector<int32_t> continuation =
+          greedy_decode(target, prompt, options.max_new_tokens, options.stop_tokens);
+      tokens.assign(prompt.begin(), prompt.end());
+      tokens.insert(tokens.end(), continuation.begin(), continuation.end());
+      // The prompt is context only: the drafter trains on what the target generated.
+      counted.assign(prompt.size(), 0);
+      counted.resize(tokens.size(), 1);
+      out.add_document(tokens, counted);
+      ++summary.documents;
+      summary.prompt_tokens += prompt.size();
+      summary.generated_tokens += continuation.size();
+      const bool stopped =
+          !continuation.empty() && std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
+                                             continuation.back()) != options.stop_tokens.end();
+      summary.stopped += stopped;
+      if (progress) progress(done + 1, prompts.doc_count());
+    }
+  }
+  summary.shard_paths = out.finish().shard_paths;
+  return summary;
+}
+
+}  // namespace hsring::eval

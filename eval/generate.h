@@ -1,0 +1,77 @@
+// `hsring data generate`: target-generated training data. Each document of a prompt corpus
+// is continued by the target's plain greedy decoding (greedy_decode) and written as prompt
+// + continuation, with a loss mask that counts only the continuation, so a drafter learns
+// to draft what the target itself says (as SpecForge regenerates responses).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/shard_set_writer.h"
+#include "model/target_model.h"
+
+namespace CLI {
+class App;
+}
+
+namespace hsring::eval {
+
+struct GenerateOptions {
+  std::string model;  // a preset, a Hugging Face folder or "builtin" (required)
+  uint64_t model_seed = 0;
+  std::string data;             // the prompt shards (required)
+  std::string out_dir;          // new or empty (required)
+  uint32_t max_new_tokens = 0;  // > 0 (required)
+  uint32_t prompt_tokens = 0;   // a prompt is a document's first N tokens; 0: all of it
+  // Decoding stops after one of these; empty: the model's eos_token_id (config.json,
+  // generation_config.json) when it has one.
+  std::vector<int32_t> stop_tokens;
+  uint32_t threads = 0;  // 0: every hardware thread
+  uint64_t shard_tokens = data::kDefaultShardTokens;
+};
+
+struct GenerateSummary {
+  uint64_t documents = 0;         // written: one per non-empty prompt document
+  uint64_t skipped = 0;           // empty prompt documents, left out
+  uint64_t prompt_tokens = 0;     // masked out
+  uint64_t generated_tokens = 0;  // counted by the mask
+  uint64_t stopped = 0;           // continuations that ended at a stop token
+  std::vector<std::string> shard_paths;
+};
+
+// Continues every document of `prompts` (shard order, then document order) with
+// greedy_decode(target, prompt, max_new_tokens, stop_tokens) and adds prompt +
+// continuation to `out`, the prompt masked out, then finishes `out`. `progress(done,
+// total)` is called after each prompt document. Throws ModelError, DataError.
+GenerateSummary generate_continuations(
+    TargetModel& target, const data::Corpus& prompts, const GenerateOptions& options,
+    data::ShardSetWriter& out, const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// The stop tokens a model folder declares: eos_token_id (a number or a list) of its
+// config.json and generation_config.json; none for a preset. Throws ModelError(kBadJson).
+std::vector<int32_t> model_stop_tokens(const std::string& spec);
+
+// Checks the options (naming the flag at fault; std::invalid_argument), loads the model and
+// the prompts, generates, prints progress and a summary. Returns 0; throws on errors.
+int run_data_generate(const GenerateOptions& options);
+
+class GenerateCommand {
+ public:
+  bool selected() const;  // after parsing: was `data generate` given?
+  int run() const;        // REQUIRES: selected()
+
+ private:
+  friend GenerateCommand add_generate_command(CLI::App& data);
+  CLI::App* command_ = nullptr;
+  std::shared_ptr<GenerateOptions> options_;  // CLI11 binds to its fields: they must not move
+};
+
+// Adds `generate` and its flags to the `data` command `data`.
+GenerateCommand add_generate_command(CLI::App& data);
+
+}  // namespace hsring::eval

@@ -1,0 +1,123 @@
+// `hsring data generate`: flags, their checks, progress and the summary.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <stdexcept>
+
+#include "eval/generate.h"
+#include "model/cpu_target_model.h"
+#include "builtin/pretrain.h"
+
+namespace hsring::eval {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void usage(const std::string& what) {
+  throw std::invalid_argument("data generate: " + what);
+}
+
+// Before any weight is read: a wrong flag should not cost a model load.
+void check_flags(const GenerateOptions& o) {
+  if (o.model.empty()) usage("--model is required (a preset, a Hugging Face folder or builtin)");
+  if (o.data.empty()) usage("--data is required (a folder of prompt token shards)");
+  if (o.out_dir.empty()) usage("-o/--out is required (a new or empty folder)");
+  if (o.max_new_tokens == 0) usage("--max-new-tokens must be at least 1");
+  if (o.shard_tokens == 0) usage("--shard-tokens must be at least 1");
+  std::error_code ec;
+  if (!fs::is_directory(o.data, ec)) usage("--data " + o.data + " is not a folder");
+  if (fs::exists(o.out_dir, ec)) {
+    if (!fs::is_directory(o.out_dir, ec)) usage("-o " + o.out_dir + " exists and is not a folder");
+    if (!fs::is_empty(o.out_dir, ec))
+      usage("-o " + o.out_dir + " exists and is not empty; choose a new or empty folder");
+    if (fs::equivalent(o.out_dir, o.data, ec)) usage("-o " + o.out_dir + " is the --data folder");
+  }
+}
+
+}  // namespace
+
+int run_data_generate(const GenerateOptions& given) {
+  check_flags(given);
+  GenerateOptions o = given;
+  o.model = train::resolve_model_spec(o.model);
+  const ModelConfig config = model_config_of(o.model);
+  if (o.stop_tokens.empty()) o.stop_tokens = model_stop_tokens(o.model);
+  for (const int32_t id : o.stop_tokens)
+    if (id < 0 || uint32_t(id) >= config.vocab_size)
+      usage("stop token " + std::to_string(id) + " is outside the vocabulary of " +
+            std::to_string(config.vocab_size) + " of " + config.name);
+  const data::Corpus prompts = data::Corpus::open(o.data);
+  if (const std::string problem = data::vocabulary_problem(prompts, config.vocab_size, given.model);
+      !problem.empty())
+    usage("--data: " + problem);
+  const auto target = open_cpu_model(o.model, o.model_seed, {o.threads});
+  std::string stops;
+  for (const int32_t id : o.stop_tokens) stops += (stops.empty() ? "" : " ") + std::to_string(id);
+  std::cout << "generate: " << prompts.doc_count() << " prompt documents from " << o.data << ", "
+            << o.max_new_tokens << " new tokens each by greedy decoding with " << config.name
+            << " (stop tokens: " << (stops.empty() ? "none" : stops) << ")\n"
+            << std::flush;
+
+  data::ShardSetWriter out(o.out_dir, data::token_bytes_for(config.vocab_size), config.vocab_size,
+                           o.shard_tokens);
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  const auto seconds_since = [](auto t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  const GenerateSummary s =
+      generate_continuations(*target, prompts, o, out, [&](uint64_t done, uint64_t total) {
+        if (done != total && seconds_since(last) < 2.0) return;
+        last = std::chrono::steady_clock::now();
+        std::printf("generate: %llu/%llu documents, %.1f s\n",
+                    static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                    seconds_since(start));
+        std::fflush(stdout);
+      });
+  std::cout << "generated " << s.generated_tokens << " tokens after " << s.prompt_tokens
+            << " prompt tokens in " << s.documents << " documents (" << s.stopped
+            << " ended at a stop token, " << s.skipped << " empty prompts skipped) into "
+            << s.shard_paths.size() << " shards in " << o.out_dir
+            << "; the loss mask counts the generated tokens only\n";
+  return 0;
+}
+
+bool GenerateCommand::selected() const { return command_ && *command_; }
+
+int GenerateCommand::run() const { return run_data_generate(*options_); }
+
+GenerateCommand add_generate_command(CLI::App& data) {
+  GenerateCommand command;
+  command.options_ = std::make_shared<GenerateOptions>();
+  GenerateOptions& o = *command.options_;
+  CLI::App* g = data.add_subcommand(
+      "generate",
+      "Continue each prompt document with the target's greedy decoding; write shards whose "
+      "loss mask counts the generated tokens only");
+  command.command_ = g;
+  g->add_option("--model", o.model, "Target: a preset, a Hugging Face folder, or builtin")
+      ->required();
+  g->add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")
+      ->capture_default_str();
+  g->add_option("--data", o.data, "Folder of prompt token shards")->required();
+  g->add_option("-o,--out", o.out_dir, "Folder for the shards (new or empty)")->required();
+  g->add_option("--max-new-tokens", o.max_new_tokens, "Tokens generated per document")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  g->add_option("--prompt-tokens", o.prompt_tokens,
+                "Prompt: each document's first N tokens; 0: the whole document")
+      ->capture_default_str();
+  g->add_option("--stop-token", o.stop_tokens,
+                "Stop after this token (repeatable); default: the model's eos_token_id");
+  g->add_option("--shard-tokens", o.shard_tokens, "Most tokens in one shard")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  g->add_option("--threads", o.threads, "CPU threads of the target forward (0: all)")
+      ->capture_default_str();
+  return command;
+}
+
+}  // namespace hsring::eval

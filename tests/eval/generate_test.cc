@@ -1,0 +1,194 @@
+// `hsring data generate` end to end on the built-in target: each written document is its
+// prompt followed by the target's own greedy decoding of it, the loss mask counts exactly
+// the generated tokens, the output does not depend on --threads, and bad flags are refused
+// with a message naming the flag.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../crash/process_util.h"
+#include "../data/test_corpus.h"
+#include "data/corpus.h"
+#include "data/token_batch.h"
+#include "eval/generate.h"
+#include "eval/speculative_decode.h"
+#include "model/cpu_target_model.h"
+#include "builtin/pretrain.h"
+
+namespace hsring::eval {
+namespace {
+
+namespace fs = std::filesystem;
+using data::testing::TempDir;
+
+constexpr uint32_t kNewTokens = 6;
+
+std::string hsring_bin() { return crash::bin_dir() + "/hsring"; }
+
+// Byte-level prompts (vocabulary 256, which the built-in target's 257 holds), one empty.
+void write_prompts(const std::string& dir) {
+  data::ShardWriter writer(dir + "/p.hstok", 1, 256);
+  for (const char* text : {"The ring of slots ", "", "Drafters train on", "Q: why?\nA: "})
+    writer.add_text_document(text);
+  writer.finish();
+}
+
+std::vector<std::vector<int32_t>> documents_of(const data::Corpus& corpus) {
+  std::vector<std::vector<int32_t>> docs;
+  for (uint32_t s = 0; s < corpus.shards().size(); ++s) {
+    const data::ShardInfo& shard = corpus.shards()[s];
+    for (size_t d = 0; d + 1 < shard.doc_offsets.size(); ++d) {
+      const data::Piece piece{s, uint32_t(shard.doc_offsets[d + 1] - shard.doc_offsets[d]),
+                              shard.doc_offsets[d]};
+      if (piece.length == 0) continue;
+      data::BatchRef ref;
+      ref.pieces = std::span<const data::Piece>(&piece, 1);
+      ref.token_count = piece.length;
+      docs.push_back(data::read_batch(corpus, ref).tokens);
+    }
+  }
+  return docs;
+}
+
+std::vector<char> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+crash::CommandResult generate(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {hsring_bin(), "data", "generate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return crash::run_command(argv, crash::Millis(120000));
+}
+
+TEST(GenerateCliTest, ContinuationIsTheTargetsGreedyDecodeAndTheMaskCoversExactlyIt) {
+  TempDir dir;
+  const std::string prompts = dir.path() + "/prompts", out = dir.path() + "/out";
+  fs::create_directories(prompts);
+  write_prompts(prompts);
+  const auto r = generate({"--model", "builtin", "--data", prompts, "-o", out, "--max-new-tokens",
+                           std::to_string(kNewTokens), "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("generated 18 tokens after"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 empty prompts skipped"), std::string::npos) << r.out;
+
+  const auto target = open_cpu_model(train::resolve_model_spec("builtin"), 0, {1});
+  const auto prompt_docs = documents_of(data::Corpus::open(prompts));
+  const data::Corpus written = data::Corpus::open(out);
+  ASSERT_EQ(written.shards().size(), 1u);
+  const data::ShardInfo& shard = written.shards()[0];
+  EXPECT_TRUE(shard.header.has_mask());
+  EXPECT_EQ(shard.header.vocab_size, target->config().vocab_size);
+  const auto docs = documents_of(written);
+  ASSERT_EQ(docs.size(), prompt_docs.size());
+  for (size_t d = 0; d < docs.size(); ++d) {
+    const std::vector<int32_t>& prompt = prompt_docs[d];
+    std::vector<int32_t> expected = prompt;
+    const std::vector<int32_t> greedy = greedy_decode(*target, prompt, kNewTokens);
+    expected.insert(expected.end(), greedy.begin(), greedy.end());
+    EXPECT_EQ(docs[d], expected) << "document " << d;
+  }
+  // The mask, as the batches see it: a row counts exactly when its next token is generated.
+  const data::BatchIndex index(written, data::PackOptions{512, 0});
+  uint64_t counted_rows = 0;
+  for (uint64_t id = 0; id < index.batches_per_epoch(); ++id) {
+    const data::BatchRef ref = index.batch(id);
+    const data::TokenBatch batch = data::read_batch(written, ref);
+    for (size_t p = 0; p < ref.pieces.size(); ++p) {
+      const data::Piece& piece = ref.pieces[p];
+      // Which document of the shard, hence how long its prompt is.
+      const auto doc =
+          size_t(std::upper_bound(shard.doc_offsets.begin(), shard.doc_offsets.end(), piece.begin) -
+                 shard.doc_offsets.begin() - 1);
+      const uint64_t prompt_end = shard.doc_offsets[doc] + prompt_docs[doc].size();
+      for (uint32_t i = 0; i + 1 < piece.length; ++i) {
+        const bool generated_next = piece.begin + i + 1 >= prompt_end;
+        const int32_t label = batch.labels[size_t(batch.doc_offsets[p]) + i];
+        EXPECT_EQ(label >= 0, generated_next) << "document " << doc << " token " << i;
+        counted_rows += label >= 0;
+      }
+    }
+  }
+  EXPECT_EQ(counted_rows, 3 * kNewTokens);
+  const auto inspect = crash::run_command({hsring_bin(), "data", "inspect", out});
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.out << inspect.err;
+  EXPECT_NE(inspect.out.find("18 tokens counted"), std::string::npos) << inspect.out;
+
+  // Deterministic: another thread count writes the same bytes.
+  const std::string again = dir.path() + "/again";
+  const auto r2 = generate({"--model", "builtin", "--data", prompts, "-o", again,
+                            "--max-new-tokens", std::to_string(kNewTokens), "--threads", "2"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.out << r2.err;
+  EXPECT_EQ(slurp(again + "/shard-00000.hstok"), slurp(out + "/shard-00000.hstok"));
+}
+
+TEST(GenerateCliTest, BadFlagsAreRefusedNamingTheFlag) {
+  TempDir dir;
+  const std::string prompts = dir.path() + "/prompts";
+  fs::create_directories(prompts);
+  write_prompts(prompts);
+  const std::string full = dir.path() + "/full";
+  fs::create_directories(full);
+  std::ofstream(full + "/note.txt") << "not empty";
+  const std::string fresh = dir.path() + "/fresh";
+  const struct {
+    std::vector<std::string> args;
+    const char* says;
+  } cases[] = {
+      {{"--data", prompts, "-o", fresh, "--max-new-tokens", "4"}, "--model"},
+      {{"--model", "tiny", "--data", prompts, "-o", fresh, "--max-new-tokens", "0"},
+       "--max-new-tokens"},
+      {{"--model", "tiny", "--data", prompts, "-o", fresh, "--max-new-tokens", "x"},
+       "--max-new-tokens"},
+      {{"--model", "tiny", "--data", prompts, "-o", fresh}, "--max-new-tokens"},
+      {{"--model", "tiny", "--data", prompts, "-o", full, "--max-new-tokens", "4"}, "is not empty"},
+      {{"--model", "tiny", "--data", dir.path() + "/none", "-o", fresh, "--max-new-tokens", "4"},
+       "is not a folder"},
+      {{"--model", "no-such-model", "--data", prompts, "-o", fresh, "--max-new-tokens", "4"},
+       "no-such-model"},
+      {{"--model", "tiny", "--data", prompts, "-o", fresh, "--max-new-tokens", "4", "--stop-token",
+        "999999"},
+       "stop token 999999"},
+  };
+  for (const auto& c : cases) {
+    const auto r = generate(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.says;
+    EXPECT_NE((r.out + r.err).find(c.says), std::string::npos) << r.out << r.err;
+    EXPECT_FALSE(fs::exists(fresh + "/shard-00000.hstok")) << c.says;
+  }
+}
+
+TEST(GenerateTest, StopsAfterAStopTokenAndReadsTheModelsEos) {
+  TempDir dir;
+  const std::string prompts = dir.path() + "/prompts";
+  fs::create_directories(prompts);
+  write_prompts(prompts);
+  const auto target = open_cpu_model("tiny", 3, {1});
+  const data::Corpus corpus = data::Corpus::open(prompts);
+  const std::vector<int32_t> first = documents_of(corpus)[0];
+  const std::vector<int32_t> plain = greedy_decode(*target, first, 5);
+  GenerateOptions o;
+  o.max_new_tokens = 5;
+  o.stop_tokens = {plain[1]};  // the second generated token ends the first document
+  data::ShardSetWriter out(dir.path() + "/out", 2, target->config().vocab_size);
+  const GenerateSummary s = generate_continuations(*target, corpus, o, out);
+  EXPECT_EQ(s.documents, 3u);
+  EXPECT_GE(s.stopped, 1u);
+  const auto docs = documents_of(data::Corpus::open(dir.path() + "/out"));
+  std::vector<int32_t> expected = first;
+  const auto upto = std::find(plain.begin(), plain.end(), plain[1]) + 1;
+  expected.insert(expected.end(), plain.begin(), upto);
+  EXPECT_EQ(docs[0], expected);
+
+  // eos_token_id as HF writes it: a number, or a list, in either file.
+  const std::string model = dir.path() + "/model";
+  fs::create_directories(model);
+  std::ofstream(model + "/config.json") << R"({"eos_token_id": 7})";
+  std::ofstream(model + "/generation_config.json") << R"({"eos_token_id": [7, 9]})";
+  EXPECT_EQ(model_stop_tokens(model), (std::vector<int32_t>{7, 9}));
+  EXPECT_TRUE(model_stop_tokens("tiny").empty());
+}
+
+}  // namespace
+}  // namespace hsring::eval
