@@ -222,7 +222,10 @@ TEST(CudaDflashDeviceTest, StateRoundTripsIntoAnotherTrainer) {
   for (uint64_t step = 0; step < 3; ++step)
     first.step(random_batch(k.config, k.doc_offsets, step).view());
   const TrainerState saved = first.state();
-  CudaDflashTrainer second(options_for(k, 99));  // other weights, all overwritten
+  // The same seed (it also draws the anchors), weights moved by a step on another batch:
+  // all of it is overwritten by the state.
+  CudaDflashTrainer second(options_for(k));
+  second.step(random_batch(k.config, k.doc_offsets, 1234).view());
   second.load_state(saved);
   EXPECT_EQ(second.optimizer_step(), 3u);
   EXPECT_EQ(second.params(), saved.params);
