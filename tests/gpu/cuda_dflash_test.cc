@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct Case {
   size_t anchors;
   DflashLabels labels;
 };
+
+// gtest names a parameter by this (not by its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 DflashConfig make_config(uint32_t k, uint32_t h, uint32_t layers, uint32_t heads, uint32_t kv,
                          uint32_t hd, uint32_t inter, uint32_t vocab, uint32_t block) {

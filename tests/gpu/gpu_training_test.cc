@@ -90,8 +90,10 @@ TEST_F(GpuTrainingTest, KilledGpuDrafterResumesFromItsCheckpoint) {
   EXPECT_EQ(resume_step % 10, 0u);
   expect_data_intact();
   EXPECT_EQ(summary("restarts_drafter"), 1);
+  // The steps after the last checkpoint are lost with the kill: none when it landed just
+  // after one (seen once with the DFlash step on an H200, 2026-12-02).
   const double steps = summary("steps");
-  EXPECT_LT(steps, 600);
+  EXPECT_LE(steps, 600);
   EXPECT_GT(steps, 600 - 10 - 8);
   EXPECT_LT(summary("final_loss"), summary("initial_loss"));
 }
