@@ -1,5 +1,13 @@
-// drafter_step_bench: one CUDA drafter training step (train/cuda_trainer.h) at production
-// batch size, against cuBLAS's GEMM rate measured in the same run:
+// drafter_step_bench: one CUDA drafter training step at production batch size, against
+// cuBLAS's GEMM rate measured in the same run. --objective dflash (the default) times the
+// DFlash step (train/cuda_dflash_trainer.h): --draft-layers decoder layers of the target's
+// shape over B 16 blocks at --anchors anchors, the target's frozen embedding and LM head
+// (untied, random), with model FLOPs 4 x fc parameters per token (forward and weight
+// gradient: the features are frozen), 6 x layer parameters per block row plus 6 x k/v
+// parameters per context row, 4 x head parameters per scored row (the head is frozen),
+// and the block attention at 4 + 14 x head_dim per (query head, key) pair. --batch-out
+// writes the batch's documents and anchors for bench/dflash_step_torch.py.
+// --objective same-position times train/cuda_trainer.h:
 //   1. the default drafter of --model fed by 5 captured layers (qwen3-8b: K 5 x H 4096 ->
 //      D 4096, vocab 151936), T tokens packed as documents of 256..4096 tokens, features
 //      bf16 on the device as a slot's DMA leaves them; compute_gradients_bf16 +
@@ -16,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,8 +33,10 @@
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
 #include "model/target_model.h"
+#include "train/cuda_dflash_trainer.h"
 #include "train/cuda_gemm.h"
 #include "train/cuda_trainer.h"
+#include "train/dflash_blocks.h"
 
 namespace hsring {
 namespace {
@@ -34,6 +45,9 @@ using bench::median;
 using bench::print;
 
 struct Options {
+  std::string objective = "dflash";
+  std::string batch_out;  // dflash: the batch's documents and anchors, for the torch baseline
+  uint32_t draft_layers = 5, block_size = 16, anchors = 512;
   std::string model = "qwen3-8b";
   uint32_t tokens = 16384;
   uint32_t layers = 5;  // captured
@@ -99,8 +113,120 @@ double gemm_tflops(const Options& o) {
   return 2.0 * double(m) * double(n) * double(k) / (median(ms) * 1e-3) / 1e12;
 }
 
+// Features as a slot's DMA leaves them: bf16 of magnitude 2^-7 .. 2^-5, either sign.
+gpu::DeviceBuffer device_features(uint64_t values) {
+  std::vector<uint16_t> features(values);
+  uint64_t state = 11;
+  for (uint16_t& f : features) {
+    const uint64_t r = splitmix64(state);
+    f = uint16_t(0x3c00u + r % 0x200u) | uint16_t((r >> 20) & 0x8000u);
+  }
+  gpu::DeviceBuffer device = gpu::DeviceBuffer::allocate(features.size() * 2);
+  HSRING_CUDA_CHECK(
+      cudaMemcpy(device.data(), features.data(), device.size(), cudaMemcpyHostToDevice));
+  return device;
+}
+
+// Values uniform in +-scale, cheap to make by the billion.
+std::vector<float> cheap_uniform(size_t n, uint64_t seed, float scale) {
+  std::vector<float> out(n);
+  uint64_t state = mix64(seed);
+  for (float& v : out) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = scale * (float(int32_t(state >> 32)) * (1.0f / 2147483648.0f));
+  }
+  return out;
+}
+
+int run_dflash(const Options& o) {
+  const ModelConfig target = model_config_of(o.model);
+  train::DflashTrainerOptions options;
+  options.model = train::default_dflash_config(target, o.layers, o.draft_layers);
+  options.model.block_size = o.block_size;
+  options.model.loss_gamma = train::default_loss_gamma(o.block_size);
+  options.optimizer.schedule = {1e-4, 1e-5, 10, 1000};
+  options.anchors = o.anchors;
+  options.labels = train::DflashLabels::kTarget;  // the batch's labels: every row counts
+  const train::DflashConfig& c = options.model;
+  std::printf("drafter=%s\n", train::describe(c).c_str());
+  const size_t vd = size_t(c.vocab_size) * c.width();
+  options.embed = cheap_uniform(vd, 1, 0.02f);
+  options.lm_head = cheap_uniform(vd, 2, 0.02f);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  train::CudaDflashTrainer trainer(options);
+  print("trainer_init_s", seconds_since(t0), "%.2f");
+  options.embed = {};
+  options.lm_head = {};
+  print("parameters", double(trainer.layout().total), "%.0f");
+
+  const Batch batch = make_batch(o.tokens, c.vocab_size);
+  const auto t = uint32_t(batch.tokens.size());
+  print("tokens", t, "%.0f");
+  print("documents", double(batch.offsets.size() - 1), "%.0f");
+  gpu::DeviceBuffer device = device_features(uint64_t(t) * c.feature_dim());
+  const std::vector<float> no_features;
+  const train::DrafterBatch view{no_features, batch.tokens, batch.positions, batch.offsets,
+                                 batch.labels};
+
+  std::vector<double> step_ms;
+  double loss = 0, pairs = 0, blocks = 0;
+  for (uint32_t i = 0; i < o.warmup + o.iterations; ++i) {
+    // This step's anchors, as the trainer draws them: the attention's (query, key) pairs.
+    const std::vector<int32_t> anchors = train::dflash_step_anchors(
+        view, batch.labels, c, o.anchors, options.seed, trainer.optimizer_step());
+    if (i == 0 && !o.batch_out.empty()) {
+      std::ofstream out(o.batch_out);
+      out << "doc_offsets";
+      for (int32_t v : batch.offsets) out << ' ' << v;
+      out << "\nanchors";
+      for (int32_t v : anchors) out << ' ' << v;
+      out << '\n';
+    }
+    const auto start = std::chrono::steady_clock::now();
+    loss = trainer.compute_gradients_bf16(device.as<uint16_t>(), view).loss;
+    trainer.apply_gradients();
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(trainer.stream()));
+    if (i < o.warmup) continue;
+    step_ms.push_back(seconds_since(start) * 1e3);
+    for (int32_t a : anchors) {
+      const auto doc = std::upper_bound(batch.offsets.begin(), batch.offsets.end(), a) - 1;
+      pairs += double(a - *doc + int32_t(c.block_size)) * c.block_size / o.iterations;
+    }
+    blocks += double(anchors.size()) / o.iterations;
+  }
+  size_t free = 0, total = 0;
+  HSRING_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  print("gpu_memory_used_bytes", double(total - free), "%.0f");
+  print("loss", loss, "%.3f");
+  print("blocks", blocks, "%.0f");
+
+  const double d = c.width(), rows = blocks * c.block_size, scored = blocks * (c.block_size - 1);
+  const double layer_params =
+      d * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) + 3.0 * d * c.intermediate_size;
+  const double flops = 4.0 * t * c.feature_dim() * d +
+                       c.num_layers * (6.0 * rows * layer_params + 6.0 * t * 2.0 * c.kv_dim() * d) +
+                       4.0 * scored * d * c.vocab_size +
+                       (4.0 + 14.0) * double(c.head_dim) * c.num_heads * pairs;
+  const double ms = median(step_ms);
+  print("step_ms", ms, "%.1f");
+  print("step_tokens_per_s", t / (ms * 1e-3), "%.0f");
+  print("step_flops", flops, "%.4g");
+  const double step_tflops = flops / (ms * 1e-3) / 1e12;
+  print("step_tflops", step_tflops, "%.1f");
+  std::printf("cublas_gemm_shape=%ux%ux%u\n", o.gemm_m, o.gemm_k, o.gemm_n);
+  const double gemm = gemm_tflops(o);
+  print("gemm_tflops", gemm, "%.1f");
+  print("step_over_gemm", step_tflops / gemm, "%.3f");
+  return 0;
+}
+
 int run(const Options& o) {
   gpu::use_gpu(o.gpu);
+  if (o.objective == "dflash") {
+    std::printf("gpu=%s\n", gpu::describe_gpu(o.gpu).c_str());
+    return run_dflash(o);
+  }
   std::printf("gpu=%s\n", gpu::describe_gpu(o.gpu).c_str());
   train::TrainerOptions options;
   options.model = train::default_drafter_config(model_config_of(o.model), o.layers, o.window);
@@ -179,6 +305,13 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hsring::Options o;
   CLI::App app{"CUDA drafter training step against cuBLAS's GEMM rate", "drafter_step_bench"};
+  app.add_option("--objective", o.objective, "Step timed: dflash or same-position")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dflash", "same-position"}));
+  app.add_option("--draft-layers", o.draft_layers, "DFlash: draft layers")->capture_default_str();
+  app.add_option("--anchors", o.anchors, "DFlash: blocks per batch")->capture_default_str();
+  app.add_option("--batch-out", o.batch_out,
+                 "DFlash: write the batch's documents and anchors here (the torch baseline's)");
   app.add_option("--model", o.model, "Target whose default drafter is timed")->capture_default_str();
   app.add_option("--tokens", o.tokens, "Tokens per batch")->capture_default_str();
   app.add_option("--iterations", o.iterations, "Timed steps")->capture_default_str();

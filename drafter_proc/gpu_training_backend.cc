@@ -9,16 +9,18 @@
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
 #include "shm/ring.h"
+#include "train/cuda_dflash_trainer.h"
 #include "train/cuda_trainer.h"
 
 namespace hsring {
 
 namespace {
 
+// Either objective's CUDA trainer (train/cuda_drafter_trainer.h) fed by the slot's DMA.
 class GpuTrainingBackend final : public TrainingBackend {
  public:
-  GpuTrainingBackend(const train::TrainerOptions& options, Ring& ring, int gpu)
-      : gpu_(gpu), trainer_(options) {
+  GpuTrainingBackend(std::unique_ptr<train::CudaDrafterTrainer> trainer, Ring& ring, int gpu)
+      : gpu_(gpu), trainer_(std::move(trainer)) {
     const RingShape& s = ring.shape();
     if (s.dtype != DType::kBF16)
       throw std::invalid_argument(std::string("GPU training reads bf16 hidden states; this ring "
@@ -31,14 +33,14 @@ class GpuTrainingBackend final : public TrainingBackend {
 
   ~GpuTrainingBackend() override {
     // Copies from the ring complete before the payload is unpinned.
-    (void)cudaStreamSynchronize(trainer_.stream());
+    (void)cudaStreamSynchronize(trainer_->stream());
   }
 
-  train::DrafterTrainer& trainer() override { return trainer_; }
+  train::DrafterTrainer& trainer() override { return *trainer_; }
 
   void copy_batch(const Ring& ring, uint32_t slot) override {
     batch_.copy_metadata(ring, slot);
-    cudaStream_t stream = trainer_.stream();
+    cudaStream_t stream = trainer_->stream();
     if (gpu::CudaStatus s =
             enqueue_slot_features(ring, slot, batch_.tokens(), features_.data(), stream);
         !s.ok())
@@ -50,7 +52,7 @@ class GpuTrainingBackend final : public TrainingBackend {
   uint32_t batch_tokens() const override { return batch_.tokens(); }
 
   train::LossStats compute_gradients() override {
-    return trainer_.compute_gradients_bf16(features_.as<uint16_t>(), batch_.view());
+    return trainer_->compute_gradients_bf16(features_.as<uint16_t>(), batch_.view());
   }
 
   std::string describe() const override {
@@ -59,13 +61,13 @@ class GpuTrainingBackend final : public TrainingBackend {
 
 #if HSRING_HAVE_NCCL
   std::unique_ptr<GradientGroup> join_group(const GroupJoin& join) override {
-    return join_nccl_group(join, trainer_);
+    return join_nccl_group(join, *trainer_);
   }
 #endif
 
  private:
   int gpu_;
-  train::CudaTrainer trainer_;
+  std::unique_ptr<train::CudaDrafterTrainer> trainer_;
   std::unique_ptr<gpu::HostRegistration> pinned_;
   gpu::DeviceBuffer features_;  // bf16 [max_tokens, K*H]
   SlotBatch batch_;             // the token metadata
@@ -76,7 +78,15 @@ class GpuTrainingBackend final : public TrainingBackend {
 std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
                                                            Ring& ring, int gpu) {
   gpu::use_gpu(gpu);
-  return std::make_unique<GpuTrainingBackend>(options, ring, gpu);
+  return std::make_unique<GpuTrainingBackend>(std::make_unique<train::CudaTrainer>(options), ring,
+                                              gpu);
+}
+
+std::unique_ptr<TrainingBackend> make_gpu_dflash_backend(const train::DflashTrainerOptions& options,
+                                                         Ring& ring, int gpu) {
+  gpu::use_gpu(gpu);
+  return std::make_unique<GpuTrainingBackend>(std::make_unique<train::CudaDflashTrainer>(options),
+                                              ring, gpu);
 }
 
 }  // namespace hsring

@@ -1,7 +1,8 @@
 // A training drafter on a GPU: the ring's payload is pinned, each claimed slot's bf16
 // layers are DMAed straight into the [T, K*H] device array the CUDA trainer reads
 // (slot_dma.h), the slot is released once that copy completed, and the step runs on the
-// device (train/cuda_trainer.h: fp32 master weights, bf16 products).
+// device (fp32 master weights, bf16 products): the DFlash step (train/cuda_dflash_trainer.h)
+// or the same-position one (train/cuda_trainer.h).
 #pragma once
 
 #include <memory>
@@ -15,5 +16,8 @@ namespace hsring {
 // not exist or lacks the memory, ModelError for a drafter shape the kernels do not take.
 std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
                                                            Ring& ring, int gpu);
+// The same for the DFlash objective.
+std::unique_ptr<TrainingBackend> make_gpu_dflash_backend(const train::DflashTrainerOptions& options,
+                                                         Ring& ring, int gpu);
 
 }  // namespace hsring

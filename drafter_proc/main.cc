@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
                  "Training: seed of a preset target's weights (its embedding and LM head)");
   std::string objective = "auto";
   app.add_option("--objective", objective,
-                 "Training: dflash (blocks it drafts), same-position (does not draft), or auto "
-                 "(dflash on the CPU, same-position with --gpu: no GPU DFlash step yet)")
+                 "Training: dflash (blocks it drafts), same-position (the target's own next "
+                 "token; does not draft), or auto (dflash)")
       ->check(CLI::IsMember({"auto", "dflash", "same-position"}));
   DflashChoices& dflash = training.dflash;
   app.add_option("--draft-layers", dflash.draft_layers, "DFlash: draft layers (0: per target)")
@@ -99,9 +99,7 @@ int main(int argc, char** argv) {
   return worker_main(app, flags, Role::kDrafter, argc, argv, [&](WorkerSession& session) {
     const bool model_ring = session.ring().shape().content == PayloadContent::kModel;
     if (model_ring) {
-      training.objective = parse_drafter_objective(objective != "auto" ? objective
-                                                   : gpu >= 0          ? "same-position"
-                                                                       : "dflash");
+      training.objective = parse_drafter_objective(objective != "auto" ? objective : "dflash");
       if (training.target_model.empty()) {
         log_line(
             "error: this ring carries model batches: give --model (the target's spec) "
@@ -117,6 +115,10 @@ int main(int argc, char** argv) {
         session.entry().gpu.store(gpu, std::memory_order_relaxed);  // for status
         training.make_backend = [gpu](const train::TrainerOptions& options, Ring& ring) {
           return make_gpu_training_backend(options, ring, gpu);
+        };
+        training.make_dflash_backend = [gpu](const train::DflashTrainerOptions& options,
+                                             Ring& ring) {
+          return make_gpu_dflash_backend(options, ring, gpu);
         };
 #else
         log_line("error: --gpu needs a CUDA build of hsring; this build trains on the CPU only");

@@ -10,7 +10,7 @@
 #include "gpu/cuda_handles.h"
 #include "shm/ring.h"
 #include "train/cuda_drafter_kernels.h"
-#include "train/cuda_trainer.h"
+#include "train/cuda_drafter_trainer.h"
 
 namespace hsring {
 
@@ -35,7 +35,7 @@ std::unique_ptr<GroupRendezvous> rendezvous_for(const GroupJoin& join) {
 
 class NcclGroup final : public GradientGroup {
  public:
-  NcclGroup(const GroupJoin& join, train::CudaTrainer& trainer)
+  NcclGroup(const GroupJoin& join, train::CudaDrafterTrainer& trainer)
       : members_(join.members),
         rank_(join.rank),
         local_members_(join.local_members),
@@ -333,7 +333,7 @@ class NcclGroup final : public GradientGroup {
   uint64_t first_step_;
   PeerWatch peers_;                     // this machine's members, by drafter index
   std::function<bool()> keep_waiting_;  // false: the ring drains
-  train::CudaTrainer& trainer_;
+  train::CudaDrafterTrainer& trainer_;
   gpu::DeviceBuffer counts_;      // uint64 [2]: counted tokens, first step
   gpu::PinnedBuffer counts_host_;
   ncclUniqueId id_{};
@@ -349,7 +349,8 @@ class NcclGroup final : public GradientGroup {
 
 }  // namespace
 
-std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join, train::CudaTrainer& trainer) {
+std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join,
+                                               train::CudaDrafterTrainer& trainer) {
   return std::make_unique<NcclGroup>(join, trainer);
 }
 

@@ -24,12 +24,13 @@
 namespace hsring {
 
 namespace train {
-class CudaTrainer;
+class CudaDrafterTrainer;
 }
 
 // Joins the group described by `join` on the current device. Never throws for a group
 // problem (a dead peer, an NCCL failure): the first all_reduce then gives kGroupRestart
 // with the reason. Throws gpu::CudaError for a device failure.
-std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join, train::CudaTrainer& trainer);
+std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join,
+                                               train::CudaDrafterTrainer& trainer);
 
 }  // namespace hsring

@@ -43,9 +43,11 @@ class TrainingBackend {
 // Builds the backend of one drafter process for a ring; throws on bad setup.
 using TrainingBackendFactory =
     std::function<std::unique_ptr<TrainingBackend>(const train::TrainerOptions&, Ring&)>;
+using DflashBackendFactory =
+    std::function<std::unique_ptr<TrainingBackend>(const train::DflashTrainerOptions&, Ring&)>;
 
 std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options);
-// The DFlash objective's trainer on the CPU (no GPU step for it yet).
+// The DFlash objective's trainer on the CPU (a GPU's: gpu_training_backend.h).
 std::unique_ptr<TrainingBackend> make_cpu_dflash_backend(train::DflashTrainerOptions options);
 
 }  // namespace hsring

@@ -101,11 +101,9 @@ void TrainingLoop::set_up() {
         ") is not the model this ring was made for (hidden " + std::to_string(s.hidden_size) +
         ", vocab " + std::to_string(s.vocab_size) + ")");
   if (options_.objective == DrafterObjective::kDflash) {
-    if (options_.make_backend)
-      throw std::invalid_argument(
-          "the DFlash objective has no GPU step yet: train it with CPU drafters (--drafters "
-          "cpu:N), or give GPU drafters --objective same-position (which does not draft)");
-    backend_ = make_cpu_dflash_backend(dflash_options(target));
+    backend_ = options_.make_dflash_backend
+                   ? options_.make_dflash_backend(dflash_options(target), ring_)
+                   : make_cpu_dflash_backend(dflash_options(target));
   } else {
     train::TrainerOptions trainer_options;
     trainer_options.model = train::default_drafter_config(target, s.num_layers, options_.window);
@@ -388,12 +386,12 @@ void TrainingLoop::finish() {
   if (step != last_checkpoint_step_) write_checkpoint();
   if (!options_.export_path.empty() && leader() &&
       options_.objective == DrafterObjective::kDflash) {
-    const auto& dflash = dynamic_cast<const train::DflashTrainer&>(trainer());
+    const train::DflashConfig& dflash = *trainer().dflash_config();
     const RingShape& s = ring_.shape();
     checkpoint::DflashExportOptions export_options;
     export_options.num_target_layers = model_config_of(options_.target_model).num_layers;
     const train::TrainerState state = trainer().state();
-    checkpoint::write_dflash_export(options_.export_path, dflash.config(),
+    checkpoint::write_dflash_export(options_.export_path, dflash,
                                     std::span<const int32_t>(s.layer_ids, s.num_layers),
                                     trainer().layout(), state.params, export_options);
     log_line("exported the DFlash drafter to " + options_.export_path);

@@ -63,7 +63,8 @@ struct TrainingDrafterOptions {
   uint32_t nnodes = 1;      // machines whose drafters form one group
   uint32_t node_rank = 0;   // this machine's
   std::string rendezvous_dir;  // nnodes > 1: the folder every machine sees
-  TrainingBackendFactory make_backend;  // empty: the CPU
+  TrainingBackendFactory make_backend;       // same-position; empty: the CPU
+  DflashBackendFactory make_dflash_backend;  // DFlash; empty: the CPU
 };
 
 // Runs the training loop until the ring drains or a stop is requested. Setup errors (a

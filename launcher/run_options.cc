@@ -48,8 +48,7 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--train-seed", o.train_seed, "Seed of the drafter's initial weights")->capture_default_str();
   app.add_option("--objective", o.objective,
                  "What the drafter learns: dflash (blocks it drafts), same-position (the target's "
-                 "own next token; does not draft), auto (dflash on CPU drafters, same-position on "
-                 "GPU drafters, whose DFlash step is not written yet)")
+                 "own next token; does not draft), auto (dflash)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "dflash", "same-position"}));
   app.add_option("--draft-layers", o.draft_layers,

@@ -40,8 +40,8 @@ struct RunOptions {
   uint64_t warmup_steps = 20;
   uint32_t window = 256;  // same-position objective only
   uint64_t train_seed = 0;
-  // What the drafter learns: "auto" is dflash on CPU drafters, same-position on GPU ones
-  // (the DFlash step has no CUDA kernel yet); "dflash"; "same-position" (it does not draft).
+  // What the drafter learns: "auto" and "dflash" are DFlash (CPU and GPU drafters);
+  // "same-position" (it does not draft) only when named.
   std::string objective = "auto";
   uint32_t draft_layers = 0;  // 0: per target (train/dflash_config.h)
   uint32_t block_size = 16;

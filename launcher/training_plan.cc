@@ -49,9 +49,8 @@ void resolve_run_dir(RunOptions& options, bool service) {
   options.run_dir = "hsring-runs/" + options.ring + "-" + utc_stamp();
 }
 
-std::string drafter_objective(const RunOptions& options, bool gpu) {
-  if (options.objective != "auto") return options.objective;
-  return gpu ? "same-position" : "dflash";
+std::string drafter_objective(const RunOptions& options, bool /*gpu*/) {
+  return options.objective != "auto" ? options.objective : "dflash";
 }
 
 TrainingPlan training_plan(const RunOptions& options) {

@@ -26,7 +26,7 @@ struct TrainingPlan {
 };
 
 // What drafters on a GPU (gpu) or on the CPU learn: options.objective, with "auto" the
-// DFlash objective where it has a step (the CPU) and same-position on GPUs.
+// DFlash objective on both (same-position only when asked for by name).
 std::string drafter_objective(const RunOptions& options, bool gpu);
 
 // Fills options.run_dir when empty: hsring-runs/<ring>-<UTC time> for a launched run, the

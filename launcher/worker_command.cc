@@ -68,7 +68,7 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                              std::to_string(options.keep_checkpoints),
                              "--model-seed",
                              std::to_string(options.model_seed)});
-    // auto: the DFlash objective where it has a step (the CPU).
+    // auto: the DFlash objective, on the CPU and on GPUs.
     const std::string objective = drafter_objective(options, gpu >= 0);
     argv.insert(argv.end(), {"--objective", objective, "--export",
                              objective == "dflash" ? plan.export_dir : plan.export_path});

@@ -196,8 +196,8 @@ __global__ void scale_kernel(float* __restrict__ x, uint64_t n, float factor) {
 // One block per row: max and first argmax, then the sum of exponentials, then the gradient.
 __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* __restrict__ labels,
                                      uint32_t rows, uint32_t vocab, float grad_scale, bool backward,
-                                     float* __restrict__ row_loss,
-                                     int32_t* __restrict__ row_agreed) {
+                                     float* __restrict__ row_loss, int32_t* __restrict__ row_agreed,
+                                     const float* __restrict__ row_weight) {
   __shared__ float best_value[kThreads];
   __shared__ uint32_t best_index[kThreads];
   __shared__ float partials[kWarps];
@@ -249,9 +249,10 @@ __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* 
       row_agreed[r] = argmax == uint32_t(label) ? 1 : 0;
     }
     if (backward) {
+      const float scale = row_weight ? grad_scale * row_weight[r] : grad_scale;
       for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
         const float p = __expf(x[i] - lse);
-        x[i] = grad_scale * (i == uint32_t(label) ? p - 1.0f : p);
+        x[i] = scale * (i == uint32_t(label) ? p - 1.0f : p);
       }
     }
     __syncthreads();  // best_value is reused by the next row
@@ -372,9 +373,10 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream) 
 
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
-                                 int32_t* row_agreed, cudaStream_t stream) {
+                                 int32_t* row_agreed, cudaStream_t stream,
+                                 const float* row_weight) {
   cross_entropy_kernel<<<row_grid(rows), kThreads, 0, stream>>>(
-      logits, labels, rows, vocab, grad_scale, backward, row_loss, row_agreed);
+      logits, labels, rows, vocab, grad_scale, backward, row_loss, row_agreed, row_weight);
   return cudaGetLastError();
 }
 

@@ -62,10 +62,12 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream);
 // Cross-entropy of each row of logits [rows, vocab] against labels (< 0: ignored).
 // row_loss[r] = logsumexp - logit[label] (0 when ignored); row_agreed[r] = 1 when the
 // argmax (first on ties) is the label. With backward, the logits are overwritten by
-// grad_scale * (softmax - onehot), zero on ignored rows.
+// grad_scale * (softmax - onehot), zero on ignored rows; with row_weight [rows] (DFlash's
+// per-position decay) row r's gradient is scaled by row_weight[r] too.
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
-                                 int32_t* row_agreed, cudaStream_t stream);
+                                 int32_t* row_agreed, cudaStream_t stream,
+                                 const float* row_weight = nullptr);
 
 struct AttentionDims {
   uint32_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;

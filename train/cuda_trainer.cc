@@ -9,6 +9,7 @@
 #include "model/cuda_kernels.h"
 #include "model/model_error.h"
 #include "train/cuda_drafter_kernels.h"
+#include "train/cuda_flat_state.h"
 
 namespace hsring::train {
 
@@ -17,22 +18,7 @@ namespace {
 // Logits alive at once: at most this many floats (1 GiB), whatever the vocabulary.
 constexpr size_t kMaxLogitValues = size_t(1) << 28;
 
-// A device array of T that grows to the largest size asked for (its contents are not kept).
-template <class T>
-class Scratch {
- public:
-  void ensure(size_t count) {
-    if (count > capacity_) {
-      buffer_ = gpu::DeviceBuffer::allocate(count * sizeof(T));
-      capacity_ = count;
-    }
-  }
-  T* get() const { return buffer_.as<T>(); }
-
- private:
-  gpu::DeviceBuffer buffer_;
-  size_t capacity_ = 0;
-};
+using cuda::Scratch;
 
 void check_launch(cudaError_t error, const char* what) {
   if (error != cudaSuccess) gpu::throw_cuda_error(error, what, __FILE__, __LINE__);
@@ -47,11 +33,8 @@ struct CudaTrainer::Buffers {
 
   gpu::Stream stream;
   cuda::Gemm gemm;
-  // The flat buffers (ParamLayout): master weights, gradient, AdamW moments.
-  gpu::DeviceBuffer params, grads, m, v;
-  gpu::DeviceBuffer inv_freq;  // double [head_dim / 2]
-  gpu::DeviceBuffer norm_partials;
-  gpu::PinnedBuffer norm_partials_host;
+  std::unique_ptr<cuda::FlatState> state;  // master weights, gradient, AdamW moments
+  gpu::DeviceBuffer inv_freq;              // double [head_dim / 2]
   // Tensor offsets in the flat buffers.
   size_t embed = 0, fc = 0, hidden_norm = 0, input_norm = 0, q = 0, k = 0, v_proj = 0, o = 0,
          post_norm = 0, gate = 0, up = 0, down = 0, norm = 0, head = 0;
@@ -63,15 +46,13 @@ struct CudaTrainer::Buffers {
   Scratch<float> d_f, d_res, d_a, d_gate, d_up, d_act, d_q, d_k, d_v;
   size_t head_rows = 0;  // rows of logits per chunk
 
-  float* p(size_t offset) const { return params.as<float>() + offset; }
-  float* g(size_t offset) const { return grads.as<float>() + offset; }
+  float* p(size_t offset) const { return state->params(offset); }
+  float* g(size_t offset) const { return state->grads(offset); }
 };
 
 CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision precision)
     : config_(options.model), optimizer_(options.optimizer) {
   check_drafter_config(config_);
-  if (std::string why = validate_adamw_options(optimizer_); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "optimizer: " + why);
   if (!cuda::attention_head_dim_supported(config_.head_dim))
     throw ModelError(ModelErrc::kBadConfig,
                      "drafter head_dim " + std::to_string(config_.head_dim) +
@@ -83,16 +64,8 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision prec
                              host);
 
   b_ = std::make_unique<Buffers>(precision);
-  const size_t bytes = layout_.total * sizeof(float);
-  b_->params = gpu::DeviceBuffer::allocate(bytes);
-  b_->grads = gpu::DeviceBuffer::allocate(bytes);
-  b_->m = gpu::DeviceBuffer::allocate(bytes);
-  b_->v = gpu::DeviceBuffer::allocate(bytes);
   cudaStream_t s = b_->stream.get();
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->params.data(), host.data(), bytes, cudaMemcpyHostToDevice, s));
-  HSRING_CUDA_CHECK(cudaMemsetAsync(b_->grads.data(), 0, bytes, s));
-  HSRING_CUDA_CHECK(cudaMemsetAsync(b_->m.data(), 0, bytes, s));
-  HSRING_CUDA_CHECK(cudaMemsetAsync(b_->v.data(), 0, bytes, s));
+  b_->state = std::make_unique<cuda::FlatState>(layout_, optimizer_, host, s);
 
   const uint32_t half = config_.head_dim / 2;
   const std::vector<double> inv_freq =
@@ -100,8 +73,6 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision prec
   b_->inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
   HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->inv_freq.data(), inv_freq.data(), half * sizeof(double),
                                     cudaMemcpyHostToDevice, s));
-  b_->norm_partials = gpu::DeviceBuffer::allocate(cuda::kNormPartials * sizeof(double));
-  b_->norm_partials_host = gpu::PinnedBuffer::allocate(cuda::kNormPartials * sizeof(double));
 
   const auto offset = [this](const char* name) { return layout_.at(name).offset; };
   if (config_.embed_tokens) b_->embed = offset("embed_tokens.weight");
@@ -118,7 +89,7 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision prec
   b_->down = offset("layers.0.mlp.down_proj.weight");
   b_->norm = offset("norm.weight");
   b_->head = offset("lm_head.weight");
-  HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // `host` and `inv_freq` go out of scope
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // `inv_freq` goes out of scope
 }
 
 CudaTrainer::~CudaTrainer() {
@@ -127,7 +98,9 @@ CudaTrainer::~CudaTrainer() {
 
 cudaStream_t CudaTrainer::stream() const { return b_->stream.get(); }
 
-float* CudaTrainer::device_gradients() { return b_->grads.as<float>(); }
+float* CudaTrainer::device_gradients() { return b_->state->grads(); }
+
+uint64_t CudaTrainer::optimizer_step() const { return b_->state->step(); }
 
 void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const void* features) {
   const DrafterConfig& c = config_;
@@ -349,8 +322,7 @@ LossStats CudaTrainer::run(const DrafterBatch& batch, Features source, const voi
     validate_drafter_batch(batch, config_);
   else
     validate_drafter_metadata(batch, config_);
-  if (backward)
-    HSRING_CUDA_CHECK(cudaMemsetAsync(b_->grads.data(), 0, b_->grads.size(), b_->stream.get()));
+  if (backward) b_->state->zero_gradients();
   upload_batch(batch, source, features);
   run_forward(uint32_t(batch.rows()));
   LossStats stats = run_head(batch, backward);
@@ -370,97 +342,19 @@ LossStats CudaTrainer::evaluate(const DrafterBatch& batch) {
   return run(batch, Features::kHostFp32, batch.features.data(), false);
 }
 
-void CudaTrainer::scale_gradients(float factor) {
-  check_launch(cuda::launch_scale(b_->grads.as<float>(), layout_.total, factor, b_->stream.get()),
-               "launch_scale");
-}
+void CudaTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
 
-UpdateStats CudaTrainer::apply_gradients() {
-  Buffers& b = *b_;
-  cudaStream_t s = b.stream.get();
-  const AdamWOptions& o = optimizer_;
-  check_launch(cuda::launch_sum_squares(b.grads.as<float>(), layout_.total,
-                                        b.norm_partials.as<double>(), s),
-               "launch_sum_squares");
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(b.norm_partials_host.data(), b.norm_partials.data(),
-                                    b.norm_partials.size(), cudaMemcpyDeviceToHost, s));
-  HSRING_CUDA_CHECK(cudaStreamSynchronize(s));
-  double squares = 0;
-  for (uint32_t i = 0; i < cuda::kNormPartials; ++i) squares += b.norm_partials_host.as<double>()[i];
+UpdateStats CudaTrainer::apply_gradients() { return b_->state->apply_gradients(); }
 
-  UpdateStats stats;
-  stats.grad_norm = std::sqrt(squares);
-  stats.step = step_;
-  if (!std::isfinite(stats.grad_norm)) {
-    stats.skipped = true;
-    return stats;
-  }
-  cuda::AdamWStep update;
-  if (o.max_grad_norm > 0 && stats.grad_norm > o.max_grad_norm) {
-    update.clip = o.max_grad_norm / stats.grad_norm;
-    stats.clipped = true;
-  }
-  update.lr = o.schedule.lr(step_);
-  update.beta1 = o.beta1;
-  update.beta2 = o.beta2;
-  update.eps = o.eps;
-  const auto t = double(step_ + 1);
-  update.correction1 = 1.0 - std::pow(o.beta1, t);
-  update.correction2 = 1.0 - std::pow(o.beta2, t);
-  for (const ParamInfo& tensor : layout_.tensors) {
-    update.keep = tensor.weight_decay ? 1.0 - update.lr * o.weight_decay : 1.0;
-    check_launch(cuda::launch_adamw(b.p(tensor.offset), b.g(tensor.offset),
-                                    b.m.as<float>() + tensor.offset,
-                                    b.v.as<float>() + tensor.offset, tensor.size, update, s),
-                 "launch_adamw");
-  }
-  stats.lr = update.lr;
-  stats.step = ++step_;
-  return stats;
-}
+std::span<float> CudaTrainer::host_gradients() { return b_->state->host_gradients(); }
 
-std::span<float> CudaTrainer::host_gradients() {
-  host_gradients_ = gradients();
-  return host_gradients_;
-}
+void CudaTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
 
-void CudaTrainer::host_gradients_changed() {
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->grads.data(), host_gradients_.data(), b_->grads.size(),
-                                    cudaMemcpyHostToDevice, b_->stream.get()));
-  HSRING_CUDA_CHECK(cudaStreamSynchronize(b_->stream.get()));
-}
+std::vector<float> CudaTrainer::params() const { return b_->state->download_params(); }
+std::vector<float> CudaTrainer::gradients() const { return b_->state->download_gradients(); }
 
-namespace {
+TrainerState CudaTrainer::state() const { return b_->state->state(); }
 
-std::vector<float> download(const gpu::DeviceBuffer& buffer, cudaStream_t stream) {
-  std::vector<float> host(buffer.size() / sizeof(float));
-  HSRING_CUDA_CHECK(
-      cudaMemcpyAsync(host.data(), buffer.data(), buffer.size(), cudaMemcpyDeviceToHost, stream));
-  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
-}
-
-}  // namespace
-
-std::vector<float> CudaTrainer::params() const { return download(b_->params, stream()); }
-std::vector<float> CudaTrainer::gradients() const { return download(b_->grads, stream()); }
-
-TrainerState CudaTrainer::state() const {
-  return TrainerState{download(b_->params, stream()), download(b_->m, stream()),
-                      download(b_->v, stream()), step_};
-}
-
-void CudaTrainer::load_state(const TrainerState& state) {
-  check_state_sizes(state, layout_.total);
-  cudaStream_t s = stream();
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->params.data(), state.params.data(), b_->params.size(),
-                                    cudaMemcpyHostToDevice, s));
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->m.data(), state.first_moment.data(), b_->m.size(),
-                                    cudaMemcpyHostToDevice, s));
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->v.data(), state.second_moment.data(), b_->v.size(),
-                                    cudaMemcpyHostToDevice, s));
-  HSRING_CUDA_CHECK(cudaStreamSynchronize(s));
-  step_ = state.step;
-}
+void CudaTrainer::load_state(const TrainerState& state) { b_->state->load_state(state); }
 
 }  // namespace hsring::train

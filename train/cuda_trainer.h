@@ -13,13 +13,13 @@
 #include <span>
 #include <vector>
 
+#include "train/cuda_drafter_trainer.h"
 #include "train/cuda_gemm.h"
-#include "train/drafter_trainer.h"
 #include "train/trainer.h"
 
 namespace hsring::train {
 
-class CudaTrainer final : public DrafterTrainer {
+class CudaTrainer final : public CudaDrafterTrainer {
  public:
   // On the current device. Throws ModelError(kBadConfig) for an invalid model or optimizer
   // config or a head_dim the attention kernels do not take (a multiple of 32 up to 256),
@@ -35,16 +35,13 @@ class CudaTrainer final : public DrafterTrainer {
 
   // From host fp32 features (uploaded).
   LossStats compute_gradients(const DrafterBatch& batch) override;
-  // From the batch's features already on this device as bf16 [T, K*H] (the ring's dtype:
-  // a slot's payload after its DMA); `batch` gives the token metadata (host), its features
-  // are not read. REQUIRES: `features` stays valid until the call returns.
-  LossStats compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch);
+  LossStats compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch) override;
   // Loss and agreement only.
   LossStats evaluate(const DrafterBatch& batch);
 
   void scale_gradients(float factor) override;
   UpdateStats apply_gradients() override;
-  uint64_t optimizer_step() const override { return step_; }
+  uint64_t optimizer_step() const override;
 
   std::span<float> host_gradients() override;
   void host_gradients_changed() override;
@@ -56,10 +53,8 @@ class CudaTrainer final : public DrafterTrainer {
   std::vector<float> params() const;
   std::vector<float> gradients() const;
 
-  cudaStream_t stream() const;
-  // The flat gradient on the device (layout().total floats), for an NCCL all-reduce on
-  // stream(); scale_gradients() and apply_gradients() run on the same stream after it.
-  float* device_gradients();
+  cudaStream_t stream() const override;
+  float* device_gradients() override;
 
  private:
   struct Buffers;
@@ -77,8 +72,6 @@ class CudaTrainer final : public DrafterTrainer {
   AdamWOptions optimizer_;
   ParamLayout layout_;
   std::unique_ptr<Buffers> b_;
-  uint64_t step_ = 0;
-  std::vector<float> host_gradients_;
 };
 
 }  // namespace hsring::train

@@ -54,12 +54,17 @@ std::pair<int64_t, int64_t> document_of(std::span<const int32_t> offsets, int64_
 }  // namespace
 
 void validate_dflash_batch(const DflashBatch& b, const DflashConfig& c) {
+  validate_dflash_metadata(b, c);
   const size_t rows = b.tokens.size();
-  if (rows == 0) bad_batch("it holds no tokens");
   if (b.features.size() != rows * size_t(c.feature_dim()))
     bad_batch("features hold " + std::to_string(b.features.size()) + " values, " +
               std::to_string(rows) + " tokens of K*H " + std::to_string(c.feature_dim()) +
               " need " + std::to_string(rows * size_t(c.feature_dim())));
+}
+
+void validate_dflash_metadata(const DflashBatch& b, const DflashConfig& c) {
+  const size_t rows = b.tokens.size();
+  if (rows == 0) bad_batch("it holds no tokens");
   if (b.positions.size() != rows)
     bad_batch(std::to_string(b.positions.size()) + " positions for " + std::to_string(rows) +
               " tokens");
@@ -210,28 +215,33 @@ DflashStats BasicDflashModel<Real>::run(const DflashBatch& batch, bool backward)
   return stats;
 }
 
-template <class Real>
-void BasicDflashModel<Real>::prepare_blocks(const DflashBatch& batch) {
-  const size_t bs = config_.block_size;
-  ctx_rows_ = batch.rows();
-  blocks_ = batch.anchors.size();
-  rows_ = blocks_ * bs;
-  context_.resize(blocks_);
-  for (auto* v : {&block_tokens_, &block_positions_, &row_labels_, &predictions_}) v->resize(rows_);
-  row_weights_.resize(rows_);
-  for (size_t b = 0; b < blocks_; ++b) {
+void build_dflash_block_rows(const DflashBatch& batch, const DflashConfig& config,
+                             DflashBlockRows& out) {
+  const size_t bs = config.block_size, blocks = batch.anchors.size(), rows = blocks * bs;
+  out.context.resize(blocks);
+  for (auto* v : {&out.tokens, &out.positions, &out.labels}) v->resize(rows);
+  out.weights.resize(rows);
+  for (size_t b = 0; b < blocks; ++b) {
     const auto a = size_t(batch.anchors[b]);
     const auto [s, e] = document_of(batch.doc_offsets, int64_t(a));
-    context_[b] = {size_t(s), a};  // strictly before the anchor: its own state is not known
+    out.context[b] = {size_t(s), a};  // strictly before the anchor: its own state is not known
     for (size_t j = 0; j < bs; ++j) {
       const size_t r = b * bs + j;
-      block_tokens_[r] = j == 0 ? batch.tokens[a] : config_.mask_token_id;
-      block_positions_[r] = batch.positions[a] + int32_t(j);
-      row_labels_[r] = j == 0 ? -1 : batch.labels[dflash_label_row(a, j)];
-      row_weights_[r] = row_labels_[r] < 0 ? 0.0 : std::exp(-double(j - 1) / config_.loss_gamma);
-      predictions_[r] = -1;
+      out.tokens[r] = j == 0 ? batch.tokens[a] : config.mask_token_id;
+      out.positions[r] = batch.positions[a] + int32_t(j);
+      out.labels[r] = j == 0 ? -1 : batch.labels[dflash_label_row(a, j)];
+      out.weights[r] = out.labels[r] < 0 ? 0.0 : std::exp(-double(j - 1) / config.loss_gamma);
     }
   }
+}
+
+template <class Real>
+void BasicDflashModel<Real>::prepare_blocks(const DflashBatch& batch) {
+  ctx_rows_ = batch.rows();
+  blocks_ = batch.anchors.size();
+  rows_ = blocks_ * config_.block_size;
+  build_dflash_block_rows(batch, config_, block_rows_);
+  predictions_.assign(rows_, -1);
 }
 
 template <class Real>
@@ -254,11 +264,11 @@ void BasicDflashModel<Real>::run_forward(const DflashBatch& batch) {
   linear_forward(feature_rows(batch), ctx_rows, fd, p + fc_, d, ctx_pre_.data(), threads_);
   rms_norm_forward(ctx_pre_.data(), p + hidden_norm_, ctx_rows, d, c.rms_norm_eps, ctx_.data());
   rope_table(batch.positions, c.head_dim, c.rope_theta, ctx_cos_.data(), ctx_sin_.data());
-  rope_table(std::span<const int32_t>(block_positions_), c.head_dim, c.rope_theta,
+  rope_table(std::span<const int32_t>(block_rows_.positions), c.head_dim, c.rope_theta,
              block_cos_.data(), block_sin_.data());
 
   // The blocks: the anchor's embedding, then the mask token's.
-  embedding_forward(embed_, block_tokens_.data(), rows, d, acts_[0].x_in.data(), false);
+  embedding_forward(embed_, block_rows_.tokens.data(), rows, d, acts_[0].x_in.data(), false);
   for (size_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
   rms_norm_forward(x_final_.data(), p + norm_, rows, d, c.rms_norm_eps, final_.data());
 }
@@ -301,7 +311,8 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
 
   const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
   block_attention_forward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
-                          a.block_v.data(), shape, context_, a.attn.data(), a.lse.data(), th);
+                          a.block_v.data(), shape, block_rows_.context, a.attn.data(), a.lse.data(),
+                          th);
   linear_forward(a.attn.data(), rows, qd, p + o.o, d, tmp_.data(), th);
   for (size_t i = 0; i < rows * d; ++i) a.x_mid[i] = a.x_in[i] + tmp_[i];
 
@@ -321,8 +332,8 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
   DflashStats stats;
   stats.blocks = blocks_;
   for (size_t r = 0; r < rows_; ++r) {
-    if (row_labels_[r] < 0) continue;
-    stats.weight += row_weights_[r];
+    if (block_rows_.labels[r] < 0) continue;
+    stats.weight += block_rows_.weights[r];
     ++stats.counted;
   }
   // The gradient of the weighted mean: a counted row weighs w_j / sum(w).
@@ -349,10 +360,10 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
         Real* x = logits_.data() + i * vocab;
         predictions_[r] = argmax(x, vocab);
         row_loss[i] = 0;
-        if (row_labels_[r] >= 0) {
+        if (block_rows_.labels[r] >= 0) {
           const CrossEntropySums sums =
-              cross_entropy(x, &row_labels_[r], 1, vocab, row_weights_[r] * inv_weight,
-                            backward ? x : nullptr, 1);
+              cross_entropy(x, &block_rows_.labels[r], 1, vocab,
+                            block_rows_.weights[r] * inv_weight, backward ? x : nullptr, 1);
           row_loss[i] = sums.loss;
         } else if (backward) {
           std::fill(x, x + vocab, Real(0));
@@ -361,9 +372,9 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
     });
     for (size_t i = 0; i < n; ++i) {  // in row order: the same bits for any thread count
       const size_t r = row_of(s0 + i);
-      if (row_labels_[r] < 0) continue;
-      loss_sum += row_weights_[r] * row_loss[i];
-      if (predictions_[r] == row_labels_[r]) ++stats.agreed;
+      if (block_rows_.labels[r] < 0) continue;
+      loss_sum += block_rows_.weights[r] * row_loss[i];
+      if (predictions_[r] == block_rows_.labels[r]) ++stats.agreed;
     }
     if (backward) {
       // logits_ now holds d(loss)/d(logits) of these rows; the head itself is frozen.
@@ -378,7 +389,7 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
   for (size_t b = 0; b < blocks_; ++b) {
     const size_t first = b * bs + 1;
     const size_t accepted =
-        accepted_prefix(std::span<const int32_t>(row_labels_).subspan(first, bs - 1),
+        accepted_prefix(std::span<const int32_t>(block_rows_.labels).subspan(first, bs - 1),
                         std::span<const int32_t>(predictions_).subspan(first, bs - 1));
     stats.accepted += accepted;
     for (size_t j = 0; j <= accepted; ++j) ++stats.accepted_at[j];
@@ -448,7 +459,7 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
   block_attention_backward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
                            a.block_v.data(), a.attn.data(), d_attn_.data(), a.lse.data(), shape,
-                           context_, d_q_.data(), d_ctx_k_.data(), d_ctx_v_.data(),
+                           block_rows_.context, d_q_.data(), d_ctx_k_.data(), d_ctx_v_.data(),
                            d_block_k_.data(), d_block_v_.data(), th);
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
   rope_backward(d_q_.data(), rows, heads, hd, block_cos_.data(), block_sin_.data());

@@ -63,6 +63,22 @@ struct DflashStats {
 // offsets, a negative position, a token outside the vocabulary, a label >= vocab, an
 // anchor outside the batch or one that does not fit its document (anchor_fits).
 void validate_dflash_batch(const DflashBatch& batch, const DflashConfig& config);
+// The same checks but for the features (a device trainer's features are not on the host).
+void validate_dflash_metadata(const DflashBatch& batch, const DflashConfig& config);
+
+// What each row of the batch's draft blocks reads and is scored against, built the same
+// way by every device's step: row b * B + j is position j of the block anchored at
+// anchors[b].
+struct DflashBlockRows {
+  std::vector<ContextRange> context;  // [NB]: the block's document rows before its anchor
+  std::vector<int32_t> tokens;        // [NB * B]: the anchor's token, then mask_token_id
+  std::vector<int32_t> positions;     // [NB * B]: positions[a] + j
+  std::vector<int32_t> labels;        // [NB * B]: labels[dflash_label_row(a, j)], -1 at j = 0
+  std::vector<double> weights;        // [NB * B]: exp(-(j - 1) / gamma), 0 where not counted
+};
+// REQUIRES: validate_dflash_metadata(batch, config) passed.
+void build_dflash_block_rows(const DflashBatch& batch, const DflashConfig& config,
+                             DflashBlockRows& rows);
 
 // Real is float for training and double for gradient checks (DflashModel is the float one).
 // Thread safety: one forward or backward at a time (the model owns its scratch memory);
@@ -148,9 +164,8 @@ class BasicDflashModel {
 
   // The last forward's blocks: rows_ = NB * B block rows.
   size_t ctx_rows_ = 0, blocks_ = 0, rows_ = 0;
-  std::vector<ContextRange> context_;
-  std::vector<int32_t> block_tokens_, block_positions_, row_labels_, predictions_;
-  std::vector<double> row_weights_;
+  DflashBlockRows block_rows_;
+  std::vector<int32_t> predictions_;
   // Activations kept for the backward.
   std::vector<Real> features_, ctx_pre_, ctx_, ctx_cos_, ctx_sin_, block_cos_, block_sin_;
   std::vector<LayerActivations> acts_;

@@ -34,40 +34,49 @@ std::string DflashTrainer::describe() const {
   return train::describe(model_.config()) + ", labels " + to_string(options_.labels);
 }
 
-void DflashTrainer::build_labels(const DrafterBatch& batch) {
-  if (options_.labels == DflashLabels::kTarget) {
-    labels_.assign(batch.labels.begin(), batch.labels.end());
+void build_dflash_labels(const DrafterBatch& batch, DflashLabels labels,
+                         std::vector<int32_t>& out) {
+  if (labels == DflashLabels::kTarget) {
+    out.assign(batch.labels.begin(), batch.labels.end());
     return;
   }
   // Row t is scored against the token after it; a document's last row has none, and a row
   // the target marked ignored (its next token is masked out by the loss mask) has none.
-  labels_.assign(batch.rows(), kIgnoreLabel);
+  out.assign(batch.rows(), kIgnoreLabel);
   for (size_t d = 0; d + 1 < batch.doc_offsets.size(); ++d) {
     for (int32_t t = batch.doc_offsets[d]; t + 1 < batch.doc_offsets[d + 1]; ++t)
-      if (batch.labels[size_t(t)] >= 0) labels_[size_t(t)] = batch.tokens[size_t(t) + 1];
+      if (batch.labels[size_t(t)] >= 0) out[size_t(t)] = batch.tokens[size_t(t) + 1];
   }
 }
 
+std::vector<int32_t> dflash_step_anchors(const DrafterBatch& batch, std::span<const int32_t> labels,
+                                         const DflashConfig& config, size_t anchors, uint64_t seed,
+                                         uint64_t optimizer_step) {
+  const size_t count = anchors ? anchors : default_anchor_count(batch.rows());
+  const uint64_t anchor_seed = mix64(seed ^ mix64(optimizer_step + 0x5DF1A5ull));
+  return sample_anchors(batch.doc_offsets, labels, config.block_size, count, anchor_seed);
+}
+
+LossStats dflash_loss_stats(const DflashStats& s, size_t tokens) {
+  LossStats stats;
+  stats.loss = s.loss;
+  stats.tokens = tokens;
+  stats.counted = s.counted;
+  stats.agreed = s.agreed;
+  stats.agreement = s.counted ? double(s.agreed) / double(s.counted) : 0;
+  stats.acceptance_length = s.acceptance_length;
+  return stats;
+}
+
 LossStats DflashTrainer::compute_gradients(const DrafterBatch& batch) {
-  build_labels(batch);
-  const size_t count = options_.anchors ? options_.anchors : default_anchor_count(batch.rows());
-  // A pure function of (seed, step): a batch produced again after a crash gets the anchors
-  // it would have had at that step.
-  const uint64_t anchor_seed = mix64(options_.seed ^ mix64(optimizer_.step() + 0x5DF1A5ull));
-  anchors_ =
-      sample_anchors(batch.doc_offsets, labels_, options_.model.block_size, count, anchor_seed);
+  build_dflash_labels(batch, options_.labels, labels_);
+  anchors_ = dflash_step_anchors(batch, labels_, options_.model, options_.anchors, options_.seed,
+                                 optimizer_.step());
   const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
                            batch.doc_offsets, labels_,      anchors_};
   model_.zero_grads();
   last_ = anchors_.empty() ? DflashStats{} : model_.forward_backward(blocks);
-  LossStats stats;
-  stats.loss = last_.loss;
-  stats.tokens = batch.rows();
-  stats.counted = last_.counted;
-  stats.agreed = last_.agreed;
-  stats.agreement = last_.counted ? double(last_.agreed) / double(last_.counted) : 0;
-  stats.acceptance_length = last_.acceptance_length;
-  return stats;
+  return dflash_loss_stats(last_, batch.rows());
 }
 
 void DflashTrainer::scale_gradients(float factor) {

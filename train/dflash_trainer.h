@@ -38,6 +38,20 @@ struct DflashTrainerOptions {
   std::vector<float> embed, lm_head;
 };
 
+// The pieces of a DFlash step every device's trainer shares, so that the CPU and a GPU
+// score the same blocks of the same batch at the same step.
+// The labels the blocks are scored against: the target's (as given) or the data's next
+// token in each document (a document's last row has none: kIgnoreLabel).
+void build_dflash_labels(const DrafterBatch& batch, DflashLabels labels, std::vector<int32_t>& out);
+// The anchors of the step that follows `optimizer_step` updates: `anchors` of them (0:
+// default_anchor_count), a pure function of (seed, optimizer_step) and the batch, so a
+// batch produced again after a crash gets the anchors it would have had at that step.
+std::vector<int32_t> dflash_step_anchors(const DrafterBatch& batch, std::span<const int32_t> labels,
+                                         const DflashConfig& config, size_t anchors, uint64_t seed,
+                                         uint64_t optimizer_step);
+// A step's LossStats from its DflashStats over a batch of `tokens` rows.
+LossStats dflash_loss_stats(const DflashStats& stats, size_t tokens);
+
 // Thread safety: none; a trainer is driven by one thread (it uses others inside a step).
 class DflashTrainer final : public DrafterTrainer {
  public:
@@ -49,6 +63,7 @@ class DflashTrainer final : public DrafterTrainer {
   DflashTrainer& operator=(const DflashTrainer&) = delete;
 
   const DflashConfig& config() const { return model_.config(); }
+  const DflashConfig* dflash_config() const override { return &model_.config(); }
   std::string describe() const override;
   const ParamLayout& layout() const override { return model_.layout(); }
   // Samples the batch's anchors, builds its labels, then forward and backward. `counted`
@@ -72,10 +87,6 @@ class DflashTrainer final : public DrafterTrainer {
   DflashModel& model() { return model_; }
 
  private:
-  // labels_ for `batch`: the target's (as given) or the data's next token in each document;
-  // with either, a row whose slot label is negative (the loss mask) has none.
-  void build_labels(const DrafterBatch& batch);
-
   DflashTrainerOptions options_;
   DflashModel model_;
   AdamW optimizer_;

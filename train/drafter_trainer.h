@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "train/dflash_config.h"
 #include "train/drafter_config.h"
 #include "train/drafter_model.h"
 #include "train/drafter_params.h"
@@ -58,6 +59,8 @@ class DrafterTrainer {
   // The drafter's shape in one line, for logs and checkpoint metadata.
   virtual std::string describe() const = 0;
   virtual const ParamLayout& layout() const = 0;
+  // The DFlash drafter's shape when this trainer trains one (its export needs it), else null.
+  virtual const DflashConfig* dflash_config() const { return nullptr; }
 
   // Zeroes the gradients, then forward and backward over `batch`: the gradients hold the
   // gradient of this batch's mean loss. Throws ModelError(kBadInput) for a bad batch.

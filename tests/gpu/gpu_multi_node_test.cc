@@ -40,11 +40,11 @@ class MultiNodeTest : public LauncherTest {
   std::vector<std::string> flags(uint32_t node, const std::string& batches,
                                  bool torchrun = false) const {
     const std::string gpu = gpu::probe_gpus().count >= 2 ? std::to_string(node) : "0";
-    std::vector<std::string> f = {"--model",   "tiny",    "--targets",    "cpu:1",
-                                  "--drafters", gpu,      "--slots",      "8",
-                                  "--max-tokens", "256",  "--batches",    batches,
-                                  "--quiet",   "--max-restarts", "100",   "--run-dir",
-                                  run_dir()};
+    std::vector<std::string> f = {
+        "--model",   "tiny",    "--targets",   "cpu:1",          "--drafters",
+        gpu,         "--slots", "8",           "--max-tokens",   "256",
+        "--batches", batches,   "--quiet",     "--max-restarts", "100",
+        "--run-dir", run_dir(), "--objective", "same-position"};
     if (!torchrun) f.insert(f.end(), {"--nnodes", "2", "--node-rank", std::to_string(node)});
     return f;
   }

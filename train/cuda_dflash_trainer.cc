@@ -1,0 +1,548 @@
+#include "train/cuda_dflash_trainer.h"
+
+#include <algorithm>
+#include <string>
+
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_handles.h"
+#include "model/cpu_kernels.h"
+#include "model/cuda_kernels.h"
+#include "model/model_error.h"
+#include "train/cuda_block_attention.h"
+#include "train/cuda_drafter_kernels.h"
+#include "train/cuda_flat_state.h"
+#include "train/dflash_params.h"
+
+namespace hsring::train {
+
+namespace {
+
+// Logits alive at once: at most this many floats (1 GiB), whatever the vocabulary.
+constexpr size_t kMaxLogitValues = size_t(1) << 28;
+
+using cuda::Scratch;
+
+void check_launch(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) gpu::throw_cuda_error(error, what, __FILE__, __LINE__);
+}
+
+// The options without the target's weights, which would otherwise be kept twice.
+DflashTrainerOptions without_target(const DflashTrainerOptions& o) {
+  DflashTrainerOptions copy;
+  copy.model = o.model;
+  copy.optimizer = o.optimizer;
+  copy.seed = o.seed;
+  copy.threads = o.threads;
+  copy.anchors = o.anchors;
+  copy.labels = o.labels;
+  return copy;
+}
+
+}  // namespace
+
+struct CudaDflashTrainer::Buffers {
+  explicit Buffers(cuda::GemmPrecision precision) : stream(gpu::make_stream()), gemm(precision) {
+    gemm.bind(stream.get());
+  }
+
+  struct LayerOffsets {
+    size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
+           gate = 0, up = 0, down = 0;
+  };
+  // What one layer's backward needs of its forward; x_in is the layer's residual input.
+  struct LayerActivations {
+    Scratch<float> x_in, h, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
+        lse, x_mid, m, gate, up, act;
+  };
+
+  gpu::Stream stream;
+  cuda::Gemm gemm;
+  std::unique_ptr<cuda::FlatState> state;
+  gpu::DeviceBuffer embed, lm_head;  // the target's, frozen; lm_head empty when tied
+  const float* head = nullptr;
+  gpu::DeviceBuffer inv_freq;  // double [head_dim / 2]
+  size_t fc = 0, hidden_norm = 0, norm = 0;
+  std::vector<LayerOffsets> at;
+
+  // Per batch: ctx_rows context rows, blocks * B block rows, of which `scored` (j >= 1)
+  // go through the head.
+  size_t ctx_rows = 0, blocks = 0, rows = 0, scored = 0, head_rows = 0, tiles_count = 0;
+  bool backward = false;
+  Scratch<int32_t> positions, block_tokens, block_positions, context, scored_rows, scored_labels,
+      row_agreed;
+  Scratch<cuda::BlockKeyTile> tiles;
+  Scratch<float> features, ctx_pre, ctx, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_,
+      head_in, logits, row_loss, row_weight;
+  std::vector<LayerActivations> acts;
+  Scratch<float> d_final, d_x, d_h, d_m, d_act, d_gate, d_up, d_q, d_q_raw, d_block_k,
+      d_block_k_raw, d_block_v, d_ctx_k, d_ctx_k_raw, d_ctx_v, d_ctx, d_ctx_pre, d_head, inv_rms,
+      delta;
+
+  float* p(size_t offset) const { return state->params(offset); }
+  float* g(size_t offset) const { return state->grads(offset); }
+};
+
+CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
+                                     cuda::GemmPrecision precision)
+    : options_(without_target(options)), config_(options.model) {
+  check_dflash_config(config_);
+  if (!cuda::block_attention_supported(config_.head_dim))
+    throw ModelError(ModelErrc::kBadConfig,
+                     "dflash head_dim " + std::to_string(config_.head_dim) +
+                         " is not supported on the GPU (a multiple of 32 up to 256); train "
+                         "this drafter on the CPU");
+  const size_t want = size_t(config_.vocab_size) * config_.width();
+  const bool tied = options.lm_head.empty();
+  for (const auto& [values, name] :
+       {std::pair{&options.embed, "embedding"}, {tied ? &options.embed : &options.lm_head, "head"}})
+    if (values->size() != want)
+      throw ModelError(ModelErrc::kBadTensor,
+                       std::string("dflash: the target's ") + name + " holds " +
+                           std::to_string(values->size()) + " values, [" +
+                           std::to_string(config_.vocab_size) + ", " +
+                           std::to_string(config_.width()) + "] needs " + std::to_string(want));
+  layout_ = dflash_param_layout(config_);
+  std::vector<float> host(layout_.total, 0.0f);
+  init_dflash_params<float>(layout_, options.seed, host);
+
+  b_ = std::make_unique<Buffers>(precision);
+  Buffers& b = *b_;
+  cudaStream_t s = b.stream.get();
+  b.state = std::make_unique<cuda::FlatState>(layout_, options.optimizer, host, s);
+  const auto upload = [s](gpu::DeviceBuffer& dst, const void* src, size_t bytes) {
+    dst = gpu::DeviceBuffer::allocate(bytes);
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, s));
+  };
+  upload(b.embed, options.embed.data(), want * sizeof(float));
+  if (!tied) upload(b.lm_head, options.lm_head.data(), want * sizeof(float));
+  b.head = tied ? b.embed.as<float>() : b.lm_head.as<float>();
+  const std::vector<double> inv_freq =
+      cpu::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
+  upload(b.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(double));
+
+  const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
+  b.fc = offset("fc.weight");
+  b.hidden_norm = offset("hidden_norm.weight");
+  b.norm = offset("norm.weight");
+  b.at.resize(config_.num_layers);
+  b.acts.resize(config_.num_layers);
+  for (uint32_t i = 0; i < config_.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    Buffers::LayerOffsets& o = b.at[i];
+    o.input_norm = offset(p + "input_layernorm.weight");
+    o.q = offset(p + "self_attn.q_proj.weight");
+    o.k = offset(p + "self_attn.k_proj.weight");
+    o.v = offset(p + "self_attn.v_proj.weight");
+    o.o = offset(p + "self_attn.o_proj.weight");
+    o.q_norm = offset(p + "self_attn.q_norm.weight");
+    o.k_norm = offset(p + "self_attn.k_norm.weight");
+    o.post_norm = offset(p + "post_attention_layernorm.weight");
+    o.gate = offset(p + "mlp.gate_proj.weight");
+    o.up = offset(p + "mlp.up_proj.weight");
+    o.down = offset(p + "mlp.down_proj.weight");
+  }
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // the host copies may go now
+}
+
+CudaDflashTrainer::~CudaDflashTrainer() {
+  if (b_) (void)cudaStreamSynchronize(b_->stream.get());
+}
+
+std::string CudaDflashTrainer::describe() const {
+  return train::describe(config_) + ", labels " + to_string(options_.labels);
+}
+
+cudaStream_t CudaDflashTrainer::stream() const { return b_->stream.get(); }
+float* CudaDflashTrainer::device_gradients() { return b_->state->grads(); }
+uint64_t CudaDflashTrainer::optimizer_step() const { return b_->state->step(); }
+
+LossStats CudaDflashTrainer::compute_gradients(const DrafterBatch& batch) {
+  return run(batch, Features::kHostFp32, batch.features.data());
+}
+
+LossStats CudaDflashTrainer::compute_gradients_bf16(const uint16_t* features,
+                                                    const DrafterBatch& batch) {
+  return run(batch, Features::kDeviceBf16, features);
+}
+
+LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, const void* features) {
+  // The CPU trainer's labels and anchors: the same blocks at the same step.
+  build_dflash_labels(batch, options_.labels, labels_);
+  anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
+                                 b_->state->step());
+  b_->state->zero_gradients();
+  if (anchors_.empty()) {
+    last_ = DflashStats{};
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(b_->stream.get()));
+    return dflash_loss_stats(last_, batch.rows());
+  }
+  const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
+                           batch.doc_offsets, labels_,      anchors_};
+  if (source == Features::kHostFp32)
+    validate_dflash_batch(blocks, config_);
+  else
+    validate_dflash_metadata(blocks, config_);
+  build_dflash_block_rows(blocks, config_, rows_);
+  upload(batch, source, features);
+  run_forward();
+  run_head();
+  if (b_->backward) run_backward();
+  last_ = gather_stats();
+  return dflash_loss_stats(last_, batch.rows());
+}
+
+void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const void* features) {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  cudaStream_t s = b.stream.get();
+  const size_t bs = c.block_size, d = c.width(), fd = c.feature_dim(), qd = c.q_dim();
+  const size_t kvd = c.kv_dim(), inter = c.intermediate_size, heads = c.num_heads;
+  const size_t half = c.head_dim / 2;
+  const size_t t = batch.rows(), blocks = anchors_.size(), rows = blocks * bs;
+  const size_t scored = blocks * (bs - 1);
+  b.ctx_rows = t;
+  b.blocks = blocks;
+  b.rows = rows;
+  b.scored = scored;
+  b.head_rows = std::max<size_t>(1, std::min(scored, kMaxLogitValues / c.vocab_size));
+
+  // Host side: the context ranges, the scored rows, their labels and loss weights.
+  context_.resize(2 * blocks);
+  for (size_t i = 0; i < blocks; ++i) {
+    context_[2 * i] = int32_t(rows_.context[i].begin);
+    context_[2 * i + 1] = int32_t(rows_.context[i].end);
+  }
+  std::vector<int32_t> scored_rows(scored), scored_labels(scored);
+  std::vector<float> weights(scored);
+  double total_weight = 0;
+  for (size_t i = 0; i < scored; ++i) {
+    const size_t r = i / (bs - 1) * bs + i % (bs - 1) + 1;
+    scored_rows[i] = int32_t(r);
+    scored_labels[i] = rows_.labels[r];
+    if (rows_.labels[r] >= 0) total_weight += rows_.weights[r];
+  }
+  // The gradient of the weighted mean: a counted row weighs w_j / sum(w).
+  for (size_t i = 0; i < scored; ++i)
+    weights[i] = total_weight > 0 ? float(rows_.weights[size_t(scored_rows[i])] / total_weight) : 0;
+  b.backward = total_weight > 0;
+  const cuda::BlockAttentionDims dims{uint32_t(blocks), c.block_size,   uint32_t(t),
+                                      c.num_heads,      c.num_kv_heads, c.head_dim};
+  const std::vector<cuda::BlockKeyTile> tiles = cuda::block_key_tiles(context_.data(), dims);
+  b.tiles_count = tiles.size();
+
+  b.positions.ensure(t);
+  for (auto* buffer : {&b.block_tokens, &b.block_positions}) buffer->ensure(rows);
+  b.context.ensure(2 * blocks);
+  for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
+  for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
+  b.tiles.ensure(tiles.size());
+  b.features.ensure(t * fd);
+  for (auto* buffer : {&b.ctx_pre, &b.ctx, &b.d_ctx, &b.d_ctx_pre}) buffer->ensure(t * d);
+  for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
+  for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
+  for (auto* buffer : {&b.x_final, &b.final_, &b.d_final, &b.d_x, &b.d_h, &b.d_m})
+    buffer->ensure(rows * d);
+  for (auto& a : b.acts) {
+    for (auto* buffer : {&a.x_in, &a.h, &a.x_mid, &a.m}) buffer->ensure(rows * d);
+    for (auto* buffer : {&a.q_raw, &a.q, &a.attn}) buffer->ensure(rows * qd);
+    for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) buffer->ensure(rows * kvd);
+    for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) buffer->ensure(t * kvd);
+    for (auto* buffer : {&a.gate, &a.up, &a.act}) buffer->ensure(rows * inter);
+    a.lse.ensure(rows * heads);
+  }
+  for (auto* buffer : {&b.d_gate, &b.d_up}) buffer->ensure(rows * inter);
+  b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
+  for (auto* buffer : {&b.d_q, &b.d_q_raw}) buffer->ensure(rows * qd);
+  for (auto* buffer : {&b.d_block_k, &b.d_block_k_raw, &b.d_block_v}) buffer->ensure(rows * kvd);
+  for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_k_raw, &b.d_ctx_v}) buffer->ensure(t * kvd);
+  b.inv_rms.ensure(std::max({rows * heads, t * c.num_kv_heads, rows, t}));
+  b.delta.ensure(rows * heads);
+  b.head_in.ensure(b.head_rows * d);
+  b.d_head.ensure(b.head_rows * d);
+  b.logits.ensure(b.head_rows * c.vocab_size);
+
+  // Pageable sources: each copy has left the host buffer when the call returns.
+  const auto copy = [s](void* dst, const void* src, size_t bytes) {
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+  };
+  copy(b.positions.get(), batch.positions.data(), t * sizeof(int32_t));
+  copy(b.block_tokens.get(), rows_.tokens.data(), rows * sizeof(int32_t));
+  copy(b.block_positions.get(), rows_.positions.data(), rows * sizeof(int32_t));
+  copy(b.context.get(), context_.data(), context_.size() * sizeof(int32_t));
+  copy(b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t));
+  copy(b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t));
+  copy(b.row_weight.get(), weights.data(), scored * sizeof(float));
+  copy(b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile));
+  if (source == Features::kHostFp32) {
+    copy(b.features.get(), features, t * fd * sizeof(float));
+  } else {
+    check_launch(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
+                                            b.features.get(), s),
+                 "launch_bf16_to_float");
+  }
+  check_launch(cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(),
+                                           uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s),
+               "launch_rope_table");
+  check_launch(
+      cuda_ops::launch_rope_table(b.block_positions.get(), uint32_t(rows), b.inv_freq.as<double>(),
+                                  uint32_t(half), b.block_cos.get(), b.block_sin.get(), s),
+      "launch_rope_table");
+}
+
+namespace {
+
+// The launches one step makes, bound to the trainer's stream and epsilon.
+struct Ops {
+  cudaStream_t s;
+  float eps;
+  float* inv_rms;
+
+  void norm(const float* x, const float* w, size_t rows, size_t dim, float* y) const {
+    check_launch(cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s),
+                 "launch_rms_norm_forward");
+  }
+  // dx of RMSNorm(x) from dy, written or added; the weight's gradient added to dw.
+  void norm_backward(const float* x, const float* w, const float* dy, size_t rows, size_t dim,
+                     float* dx, bool accumulate, float* dw) const {
+    check_launch(cuda::launch_rms_norm_backward(x, w, dy, uint32_t(rows), uint32_t(dim), eps, dx,
+                                                accumulate, inv_rms, s),
+                 "launch_rms_norm_backward");
+    check_launch(
+        cuda::launch_rms_norm_weight_grad(x, dy, inv_rms, uint32_t(rows), uint32_t(dim), dw, s),
+        "launch_rms_norm_weight_grad");
+  }
+  void rope(float* x, size_t rows, uint32_t heads, uint32_t head_dim, const float* cos,
+            const float* sin, bool inverse) const {
+    check_launch(cuda::launch_rope_apply(x, uint32_t(rows), heads, head_dim, cos, sin, inverse, s),
+                 "launch_rope_apply");
+  }
+  void copy(float* dst, const float* src, size_t count) const {
+    HSRING_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  }
+  void zero(void* dst, size_t bytes) const { HSRING_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s)); }
+};
+
+}  // namespace
+
+void CudaDflashTrainer::run_forward() {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
+  // The context: every captured row, projected and normalised once for all layers.
+  b.gemm.forward(b.features.get(), t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
+  ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx.get());
+  // The blocks: the anchor's embedding, then the mask token's.
+  float* x0 = b.acts[0].x_in.get();
+  ops.zero(x0, rows * d * sizeof(float));
+  check_launch(cuda::launch_embedding_forward(b.embed.as<float>(), b.block_tokens.get(),
+                                              uint32_t(rows), uint32_t(d), x0, ops.s),
+               "launch_embedding_forward");
+  for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
+  ops.norm(b.x_final.get(), b.p(b.norm), rows, d, b.final_.get());
+}
+
+void CudaDflashTrainer::layer_forward(uint32_t layer) {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  cuda::Gemm& gemm = b.gemm;
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
+  const size_t inter = c.intermediate_size;
+  const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
+  const Buffers::LayerOffsets& o = b.at[layer];
+  Buffers::LayerActivations& a = b.acts[layer];
+  float* x_out = layer + 1 < c.num_layers ? b.acts[layer + 1].x_in.get() : b.x_final.get();
+
+  // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm).
+  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h.get());
+  gemm.forward(a.h.get(), rows, d, b.p(o.q), qd, a.q_raw.get());
+  ops.norm(a.q_raw.get(), b.p(o.q_norm), rows * heads, hd, a.q.get());
+  ops.rope(a.q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), false);
+  // Keys and values of [context ; block] with the same projections and k_norm; the context
+  // is the normalised projection itself, not passed through input_layernorm.
+  gemm.forward(a.h.get(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
+  ops.norm(a.block_k_raw.get(), b.p(o.k_norm), rows * kv, hd, a.block_k.get());
+  ops.rope(a.block_k.get(), rows, kv, hd, b.block_cos.get(), b.block_sin.get(), false);
+  gemm.forward(a.h.get(), rows, d, b.p(o.v), kvd, a.block_v.get());
+  gemm.forward(b.ctx.get(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
+  ops.norm(a.ctx_k_raw.get(), b.p(o.k_norm), t * kv, hd, a.ctx_k.get());
+  ops.rope(a.ctx_k.get(), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(), false);
+  gemm.forward(b.ctx.get(), t, d, b.p(o.v), kvd, a.ctx_v.get());
+
+  const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
+  check_launch(cuda::launch_block_attention_forward(
+                   a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+                   b.context.get(), dims, a.attn.get(), a.lse.get(), ops.s),
+               "launch_block_attention_forward");
+  ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
+  gemm.forward(a.attn.get(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
+
+  ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m.get());
+  gemm.forward(a.m.get(), rows, d, b.p(o.gate), inter, a.gate.get());
+  gemm.forward(a.m.get(), rows, d, b.p(o.up), inter, a.up.get());
+  check_launch(
+      cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s),
+      "launch_swiglu_forward");
+  ops.copy(x_out, a.x_mid.get(), rows * d);
+  gemm.forward(a.act.get(), rows, inter, b.p(o.down), d, x_out, true);
+}
+
+void CudaDflashTrainer::run_head() {
+  Buffers& b = *b_;
+  const Ops ops{b.stream.get(), float(config_.rms_norm_eps), b.inv_rms.get()};
+  const size_t d = config_.width(), vocab = config_.vocab_size;
+  if (b.backward) ops.zero(b.d_final.get(), b.rows * d * sizeof(float));
+  for (size_t s0 = 0; s0 < b.scored; s0 += b.head_rows) {
+    const size_t n = std::min(b.head_rows, b.scored - s0);
+    // Gather the scored rows (an embedding lookup in the final hidden states).
+    ops.zero(b.head_in.get(), n * d * sizeof(float));
+    check_launch(cuda::launch_embedding_forward(b.final_.get(), b.scored_rows.get() + s0,
+                                                uint32_t(n), uint32_t(d), b.head_in.get(), ops.s),
+                 "launch_embedding_forward");
+    b.gemm.forward(b.head_in.get(), n, d, b.head, vocab, b.logits.get());
+    check_launch(
+        cuda::launch_cross_entropy(b.logits.get(), b.scored_labels.get() + s0, uint32_t(n),
+                                   uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,
+                                   b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0),
+        "launch_cross_entropy");
+    if (!b.backward) continue;
+    // The logits now hold d(loss)/d(logits) of these rows; the head itself is frozen.
+    b.gemm.backward_input(b.logits.get(), n, vocab, b.head, d, b.d_head.get());
+    // Scattered back to their block rows (distinct rows: the atomics never meet).
+    check_launch(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
+                                                 uint32_t(n), uint32_t(d), b.d_final.get(), ops.s),
+                 "launch_embedding_backward");
+  }
+}
+
+void CudaDflashTrainer::run_backward() {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
+  // d_x carries d(loss)/d(residual stream) down the layers; d_ctx collects what every
+  // layer's context keys and values send to the shared context.
+  ops.norm_backward(b.x_final.get(), b.p(b.norm), b.d_final.get(), rows, d, b.d_x.get(), false,
+                    b.g(b.norm));
+  ops.zero(b.d_ctx.get(), t * d * sizeof(float));
+  for (uint32_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
+  // The block input is the target's embedding and the features are the target's states:
+  // both frozen. Only the context projection remains.
+  ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d, b.d_ctx_pre.get(),
+                    false, b.g(b.hidden_norm));
+  b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.features.get(), c.feature_dim(), b.g(b.fc));
+}
+
+void CudaDflashTrainer::layer_backward(uint32_t layer) {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  cuda::Gemm& gemm = b.gemm;
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
+  const size_t inter = c.intermediate_size;
+  const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
+  const Buffers::LayerOffsets& o = b.at[layer];
+  const Buffers::LayerActivations& a = b.acts[layer];
+  float* d_x = b.d_x.get();
+
+  // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
+  gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.get());
+  gemm.backward_weight(d_x, rows, d, a.act.get(), inter, b.g(o.down));
+  check_launch(cuda::launch_swiglu_backward(a.gate.get(), a.up.get(), b.d_act.get(), rows * inter,
+                                            b.d_gate.get(), b.d_up.get(), ops.s),
+               "launch_swiglu_backward");
+  gemm.backward_input(b.d_gate.get(), rows, inter, b.p(o.gate), d, b.d_m.get());
+  gemm.backward_input(b.d_up.get(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
+  gemm.backward_weight(b.d_gate.get(), rows, inter, a.m.get(), d, b.g(o.gate));
+  gemm.backward_weight(b.d_up.get(), rows, inter, a.m.get(), d, b.g(o.up));
+  ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
+                    b.g(o.post_norm));
+
+  // Attention block: x_mid = x_in + attn Wo^T.
+  float* d_attn = b.d_act.get();
+  gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
+  gemm.backward_weight(d_x, rows, d, a.attn.get(), qd, b.g(o.o));
+  const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
+  check_launch(cuda::launch_block_attention_backward(
+                   a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+                   a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.tiles.get(),
+                   uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
+                   b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
+               "launch_block_attention_backward");
+  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
+  ops.rope(b.d_q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), true);
+  ops.norm_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows * heads, hd, b.d_q_raw.get(),
+                    false, b.g(o.q_norm));
+  ops.rope(b.d_block_k.get(), rows, kv, hd, b.block_cos.get(), b.block_sin.get(), true);
+  ops.norm_backward(a.block_k_raw.get(), b.p(o.k_norm), b.d_block_k.get(), rows * kv, hd,
+                    b.d_block_k_raw.get(), false, b.g(o.k_norm));
+  ops.rope(b.d_ctx_k.get(), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(), true);
+  ops.norm_backward(a.ctx_k_raw.get(), b.p(o.k_norm), b.d_ctx_k.get(), t * kv, hd,
+                    b.d_ctx_k_raw.get(), false, b.g(o.k_norm));
+
+  // Projections of the block rows (into h) and of the context (into d_ctx).
+  gemm.backward_input(b.d_q_raw.get(), rows, qd, b.p(o.q), d, b.d_h.get());
+  gemm.backward_input(b.d_block_k_raw.get(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
+  gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);
+  gemm.backward_weight(b.d_q_raw.get(), rows, qd, a.h.get(), d, b.g(o.q));
+  gemm.backward_weight(b.d_block_k_raw.get(), rows, kvd, a.h.get(), d, b.g(o.k));
+  gemm.backward_weight(b.d_ctx_k_raw.get(), t, kvd, b.ctx.get(), d, b.g(o.k));
+  gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.get(), d, b.g(o.v));
+  gemm.backward_weight(b.d_ctx_v.get(), t, kvd, b.ctx.get(), d, b.g(o.v));
+  gemm.backward_input(b.d_ctx_k_raw.get(), t, kvd, b.p(o.k), d, b.d_ctx.get(), true);
+  gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
+  ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
+                    b.g(o.input_norm));
+}
+
+DflashStats CudaDflashTrainer::gather_stats() {
+  Buffers& b = *b_;
+  const size_t bs = config_.block_size, scored = b.scored;
+  std::vector<float> row_loss(scored);
+  std::vector<int32_t> row_agreed(scored);
+  cudaStream_t s = b.stream.get();
+  // After the backward: the step is complete when the loss is known.
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(row_loss.data(), b.row_loss.get(), scored * sizeof(float),
+                                    cudaMemcpyDeviceToHost, s));
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(row_agreed.data(), b.row_agreed.get(), scored * sizeof(int32_t),
+                                    cudaMemcpyDeviceToHost, s));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(s));
+  DflashStats stats;
+  stats.blocks = b.blocks;
+  stats.accepted_at.assign(bs, 0);
+  double loss_sum = 0;
+  for (size_t blk = 0; blk < b.blocks; ++blk) {
+    bool accepting = true;
+    size_t accepted = 0;
+    for (size_t j = 1; j < bs; ++j) {
+      const size_t i = blk * (bs - 1) + j - 1, r = blk * bs + j;
+      const bool counted = rows_.labels[r] >= 0;
+      // agreed is 0 on an ignored label: the prefix stops there, as accepted_prefix does.
+      accepting = accepting && row_agreed[i] != 0;
+      if (accepting) ++accepted;
+      if (!counted) continue;
+      ++stats.counted;
+      stats.weight += rows_.weights[r];
+      loss_sum += rows_.weights[r] * double(row_loss[i]);
+      stats.agreed += uint64_t(row_agreed[i]);
+    }
+    stats.accepted += accepted;
+    for (size_t j = 0; j <= accepted; ++j) ++stats.accepted_at[j];
+  }
+  if (stats.weight > 0) stats.loss = loss_sum / stats.weight;
+  stats.acceptance_length = 1.0 + double(stats.accepted) / double(b.blocks);
+  return stats;
+}
+
+void CudaDflashTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
+UpdateStats CudaDflashTrainer::apply_gradients() { return b_->state->apply_gradients(); }
+std::span<float> CudaDflashTrainer::host_gradients() { return b_->state->host_gradients(); }
+void CudaDflashTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
+std::vector<float> CudaDflashTrainer::params() const { return b_->state->download_params(); }
+std::vector<float> CudaDflashTrainer::gradients() const { return b_->state->download_gradients(); }
+TrainerState CudaDflashTrainer::state() const { return b_->state->state(); }
+void CudaDflashTrainer::load_state(const TrainerState& state) { b_->state->load_state(state); }
+
+}  // namespace hsring::train

@@ -1,0 +1,86 @@
+// The DFlash drafter's training step on one GPU: the CPU DflashModel's forward, weighted
+// loss and backward (train/dflash_model.h) and AdamW, with fp32 master weights, gradients
+// and moments on the device (train/cuda_flat_state.h), the products in bf16 on the tensor
+// cores (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU) and its own
+// block attention kernel (train/cuda_block_attention.h). Anchors and labels are chosen on
+// the host by the CPU trainer's functions (train/dflash_trainer.h), so both score the same
+// blocks. The target's embedding and LM head are kept frozen on the device in fp32. A step
+// synchronises twice, for the loss and for the gradient norm.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "train/cuda_drafter_trainer.h"
+#include "train/cuda_gemm.h"
+#include "train/dflash_trainer.h"
+
+namespace hsring::train {
+
+// Thread safety: none; a trainer is driven by one thread.
+class CudaDflashTrainer final : public CudaDrafterTrainer {
+ public:
+  // On the current device; options as DflashTrainer's (threads is not used; the target
+  // weights are uploaded, options' copies may be freed after). Throws
+  // ModelError(kBadConfig) for an invalid model or optimizer config or a head_dim the
+  // kernel does not take (a multiple of 32 up to 256), ModelError(kBadTensor) for target
+  // weights of the wrong size, gpu::CudaError when device memory does not suffice.
+  explicit CudaDflashTrainer(const DflashTrainerOptions& options,
+                             cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);
+  ~CudaDflashTrainer() override;
+
+  const DflashConfig& config() const { return config_; }
+  const DflashConfig* dflash_config() const override { return &config_; }
+  std::string describe() const override;
+  const ParamLayout& layout() const override { return layout_; }
+
+  // From host fp32 features (uploaded). Results as DflashTrainer::compute_gradients.
+  LossStats compute_gradients(const DrafterBatch& batch) override;
+  LossStats compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch) override;
+
+  void scale_gradients(float factor) override;
+  UpdateStats apply_gradients() override;
+  uint64_t optimizer_step() const override;
+
+  std::span<float> host_gradients() override;
+  void host_gradients_changed() override;
+
+  TrainerState state() const override;
+  void load_state(const TrainerState& state) override;
+
+  // The last batch's statistics in full (per-position acceptance), as DflashTrainer's.
+  const DflashStats& last_stats() const { return last_; }
+  // Host copies of the flat parameter and gradient buffers (tests).
+  std::vector<float> params() const;
+  std::vector<float> gradients() const;
+
+  cudaStream_t stream() const override;
+  float* device_gradients() override;
+
+ private:
+  struct Buffers;
+  enum class Features { kHostFp32, kDeviceBf16 };
+  LossStats run(const DrafterBatch& batch, Features source, const void* features);
+  void upload(const DrafterBatch& batch, Features source, const void* features);
+  void run_forward();
+  void layer_forward(uint32_t layer);
+  void run_head();  // logits, loss and d(final) of the scored rows, in chunks
+  void run_backward();
+  void layer_backward(uint32_t layer);
+  DflashStats gather_stats();
+
+  DflashTrainerOptions options_;  // without the target weights (they live on the device)
+  DflashConfig config_;
+  ParamLayout layout_;
+  std::unique_ptr<Buffers> b_;
+  std::vector<int32_t> labels_, anchors_, context_;
+  DflashBlockRows rows_;
+  DflashStats last_;
+};
+
+}  // namespace hsring::train

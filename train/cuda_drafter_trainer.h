@@ -1,0 +1,29 @@
+// What a drafter trainer on a GPU offers beyond DrafterTrainer, whichever objective it
+// trains (train/cuda_trainer.h: same-position; train/cuda_dflash_trainer.h: DFlash): a
+// step from features already on the device, and its stream and flat gradient for an NCCL
+// all-reduce (drafter_proc/nccl_group.h).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "train/drafter_trainer.h"
+
+namespace hsring::train {
+
+class CudaDrafterTrainer : public DrafterTrainer {
+ public:
+  // From the batch's features already on this device as bf16 [T, K*H] (the ring's dtype:
+  // a slot's payload after its DMA); `batch` gives the token metadata (host), its features
+  // are not read. REQUIRES: `features` stays valid until the call returns.
+  virtual LossStats compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch) = 0;
+
+  // Everything of a step is enqueued on this stream.
+  virtual cudaStream_t stream() const = 0;
+  // The flat gradient on the device (layout().total floats), for an NCCL all-reduce on
+  // stream(); scale_gradients() and apply_gradients() run on the same stream after it.
+  virtual float* device_gradients() = 0;
+};
+
+}  // namespace hsring::train

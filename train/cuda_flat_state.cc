@@ -1,0 +1,132 @@
+#include "train/cuda_flat_state.h"
+
+#include <cmath>
+#include <string>
+
+#include "gpu/cuda_check.h"
+#include "model/model_error.h"
+#include "train/cuda_drafter_kernels.h"
+
+namespace hsring::train::cuda {
+
+namespace {
+
+void check_launch(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) gpu::throw_cuda_error(error, what, __FILE__, __LINE__);
+}
+
+std::vector<float> download(const gpu::DeviceBuffer& buffer, cudaStream_t stream) {
+  std::vector<float> host(buffer.size() / sizeof(float));
+  HSRING_CUDA_CHECK(
+      cudaMemcpyAsync(host.data(), buffer.data(), buffer.size(), cudaMemcpyDeviceToHost, stream));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+}  // namespace
+
+FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
+                     std::span<const float> initial, cudaStream_t stream)
+    : layout_(layout), optimizer_(optimizer), stream_(stream), total_(layout.total) {
+  if (std::string why = validate_adamw_options(optimizer_); !why.empty())
+    throw ModelError(ModelErrc::kBadConfig, "optimizer: " + why);
+  if (initial.size() != total_)
+    throw ModelError(ModelErrc::kBadTensor, "initial weights hold " +
+                                                std::to_string(initial.size()) + " values, not " +
+                                                std::to_string(total_));
+  const size_t bytes = total_ * sizeof(float);
+  params_ = gpu::DeviceBuffer::allocate(bytes);
+  grads_ = gpu::DeviceBuffer::allocate(bytes);
+  m_ = gpu::DeviceBuffer::allocate(bytes);
+  v_ = gpu::DeviceBuffer::allocate(bytes);
+  norm_partials_ = gpu::DeviceBuffer::allocate(kNormPartials * sizeof(double));
+  norm_partials_host_ = gpu::PinnedBuffer::allocate(kNormPartials * sizeof(double));
+  HSRING_CUDA_CHECK(
+      cudaMemcpyAsync(params_.data(), initial.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  HSRING_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, bytes, stream_));
+  HSRING_CUDA_CHECK(cudaMemsetAsync(m_.data(), 0, bytes, stream_));
+  HSRING_CUDA_CHECK(cudaMemsetAsync(v_.data(), 0, bytes, stream_));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `initial` may go out of scope
+}
+
+void FlatState::zero_gradients() {
+  HSRING_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.size(), stream_));
+}
+
+void FlatState::scale_gradients(float factor) {
+  check_launch(launch_scale(grads(), total_, factor, stream_), "launch_scale");
+}
+
+UpdateStats FlatState::apply_gradients() {
+  const AdamWOptions& o = optimizer_;
+  check_launch(launch_sum_squares(grads(), total_, norm_partials_.as<double>(), stream_),
+               "launch_sum_squares");
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(norm_partials_host_.data(), norm_partials_.data(),
+                                    norm_partials_.size(), cudaMemcpyDeviceToHost, stream_));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double squares = 0;
+  for (uint32_t i = 0; i < kNormPartials; ++i) squares += norm_partials_host_.as<double>()[i];
+
+  UpdateStats stats;
+  stats.grad_norm = std::sqrt(squares);
+  stats.step = step_;
+  if (!std::isfinite(stats.grad_norm)) {
+    stats.skipped = true;
+    return stats;
+  }
+  AdamWStep update;
+  if (o.max_grad_norm > 0 && stats.grad_norm > o.max_grad_norm) {
+    update.clip = o.max_grad_norm / stats.grad_norm;
+    stats.clipped = true;
+  }
+  update.lr = o.schedule.lr(step_);
+  update.beta1 = o.beta1;
+  update.beta2 = o.beta2;
+  update.eps = o.eps;
+  const auto t = double(step_ + 1);
+  update.correction1 = 1.0 - std::pow(o.beta1, t);
+  update.correction2 = 1.0 - std::pow(o.beta2, t);
+  for (const ParamInfo& tensor : layout_.tensors) {
+    update.keep = tensor.weight_decay ? 1.0 - update.lr * o.weight_decay : 1.0;
+    check_launch(
+        launch_adamw(params(tensor.offset), grads(tensor.offset), m_.as<float>() + tensor.offset,
+                     v_.as<float>() + tensor.offset, tensor.size, update, stream_),
+        "launch_adamw");
+  }
+  stats.lr = update.lr;
+  stats.step = ++step_;
+  return stats;
+}
+
+std::span<float> FlatState::host_gradients() {
+  host_gradients_ = download(grads_, stream_);
+  return host_gradients_;
+}
+
+void FlatState::host_gradients_changed() {
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(grads_.data(), host_gradients_.data(), grads_.size(),
+                                    cudaMemcpyHostToDevice, stream_));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::vector<float> FlatState::download_params() const { return download(params_, stream_); }
+std::vector<float> FlatState::download_gradients() const { return download(grads_, stream_); }
+
+TrainerState FlatState::state() const {
+  return TrainerState{download(params_, stream_), download(m_, stream_), download(v_, stream_),
+                      step_};
+}
+
+void FlatState::load_state(const TrainerState& state) {
+  check_state_sizes(state, total_);
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(params_.data(), state.params.data(), params_.size(),
+                                    cudaMemcpyHostToDevice, stream_));
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(m_.data(), state.first_moment.data(), m_.size(),
+                                    cudaMemcpyHostToDevice, stream_));
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(v_.data(), state.second_moment.data(), v_.size(),
+                                    cudaMemcpyHostToDevice, stream_));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  step_ = state.step;
+}
+
+}  // namespace hsring::train::cuda

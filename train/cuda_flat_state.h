@@ -1,0 +1,78 @@
+// A GPU trainer's flat fp32 buffers on the device (master weights, gradient, AdamW's two
+// moments, each ParamLayout::total floats) and what is done to them as a whole: zeroing
+// and scaling the gradient, the clipped AdamW update, and the copies to and from the host
+// for checkpoints and the CPU group exchange. Shared by every CUDA trainer so the update
+// and the checkpointed state are the same whatever the objective.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "gpu/cuda_handles.h"
+#include "train/drafter_trainer.h"
+#include "train/optimizer.h"
+
+namespace hsring::train::cuda {
+
+// A device array of T that grows to the largest size asked for (its contents are not kept).
+template <class T>
+class Scratch {
+ public:
+  void ensure(size_t count) {
+    if (count > capacity_) {
+      buffer_ = gpu::DeviceBuffer::allocate(count * sizeof(T));
+      capacity_ = count;
+    }
+  }
+  T* get() const { return buffer_.as<T>(); }
+
+ private:
+  gpu::DeviceBuffer buffer_;
+  size_t capacity_ = 0;
+};
+
+// Thread safety: none; everything is enqueued on the stream given at construction.
+class FlatState {
+ public:
+  // Allocates the four buffers, copies `initial` (layout.total floats) into the weights and
+  // zeroes the rest; returns once the copy is done. Throws ModelError(kBadConfig) for
+  // invalid optimizer options, gpu::CudaError when device memory does not suffice.
+  FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
+            std::span<const float> initial, cudaStream_t stream);
+
+  float* params(size_t offset = 0) const { return params_.as<float>() + offset; }
+  float* grads(size_t offset = 0) const { return grads_.as<float>() + offset; }
+  size_t size() const { return total_; }
+
+  void zero_gradients();
+  void scale_gradients(float factor);
+  // Global-norm clipping and one AdamW step at the schedule's rate; a non-finite norm
+  // skips the update (a host decision: synchronises once).
+  UpdateStats apply_gradients();
+  uint64_t step() const { return step_; }
+
+  std::span<float> host_gradients();  // downloads; host_gradients_changed uploads it back
+  void host_gradients_changed();
+  std::vector<float> download_params() const;
+  std::vector<float> download_gradients() const;
+  TrainerState state() const;
+  // Throws ModelError(kBadTensor) unless every buffer holds size() floats; then nothing
+  // changes.
+  void load_state(const TrainerState& state);
+
+ private:
+  ParamLayout layout_;
+  AdamWOptions optimizer_;
+  cudaStream_t stream_;
+  size_t total_;
+  gpu::DeviceBuffer params_, grads_, m_, v_;
+  gpu::DeviceBuffer norm_partials_;
+  gpu::PinnedBuffer norm_partials_host_;
+  uint64_t step_ = 0;
+  std::vector<float> host_gradients_;
+};
+
+}  // namespace hsring::train::cuda
