@@ -124,6 +124,11 @@ void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const floa
   }
 }
 
+void add_bias(float* x, size_t rows, size_t dim, const float* bias) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < dim; ++i) x[r * dim + i] += bias[i];
+}
+
 void swiglu(const float* gate, const float* up, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];

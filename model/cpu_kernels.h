@@ -54,6 +54,9 @@ void rope_angles(std::span<const int32_t> positions, size_t head_dim, double the
 void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const float* cos,
                 const float* sin);
 
+// x[r, i] += bias[i] for every row of x [rows, dim].
+void add_bias(float* x, size_t rows, size_t dim, const float* bias);
+
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
 void swiglu(const float* gate, const float* up, size_t n, float* out);
 

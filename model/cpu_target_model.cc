@@ -7,6 +7,7 @@
 #include "model/hf_checkpoint.h"
 #include "model/model_error.h"
 #include "model/parallel.h"
+#include "model/rope.h"
 
 namespace hsring {
 
@@ -45,12 +46,13 @@ void CpuTargetModel::forward(const PackedBatch& batch, const ForwardRequest& req
     const float* row = weights_.embed_tokens.data() + size_t(batch.tokens[t]) * h;
     std::copy(row, row + h, residual_.begin() + std::ptrdiff_t(t * h));
   }
-  // RoPE angles depend on positions only: once per forward, shared by every layer.
+  // RoPE angles depend on positions (and, for dynamic NTK, document lengths) only: once per
+  // forward, shared by every layer.
   const size_t half = config_.head_dim / 2;
   ensure(rope_cos_, rows * half);
   ensure(rope_sin_, rows * half);
-  cpu::rope_angles(batch.positions, config_.head_dim, config_.rope_theta, rope_cos_.data(),
-                   rope_sin_.data());
+  rope_tables(config_.rope, config_.rope_theta, config_.head_dim, batch.positions,
+              batch.doc_offsets, rope_cos_.data(), rope_sin_.data());
 
   out.token_count = uint32_t(rows);
   out.hidden_size = uint32_t(h);
@@ -92,6 +94,11 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
   cpu::linear(normed_.data(), rows, h, w.q_proj.data(), qd, q_.data(), threads_);
   cpu::linear(normed_.data(), rows, h, w.k_proj.data(), kvd, k_.data(), threads_);
   cpu::linear(normed_.data(), rows, h, w.v_proj.data(), kvd, v_.data(), threads_);
+  if (c.qkv_bias) {
+    cpu::add_bias(q_.data(), rows, qd, w.q_bias.data());
+    cpu::add_bias(k_.data(), rows, kvd, w.k_bias.data());
+    cpu::add_bias(v_.data(), rows, kvd, w.v_bias.data());
+  }
   if (c.qk_norm) {
     // Qwen3 normalises each head vector over head_dim, before RoPE.
     cpu::rms_norm(q_.data(), w.q_norm.data(), rows * c.num_heads, c.head_dim, c.rms_norm_eps,

@@ -1,4 +1,4 @@
-// The fp32 CPU reference of the target: a Llama / Qwen3 decoder over packed documents.
+// The fp32 CPU reference of the target: a Llama / Qwen2 / Qwen3 decoder over packed documents.
 // Correctness first (it is what a CUDA forward is checked against), threads over rows and
 // output columns so a tiny model serves a CPU-only pipeline.
 #pragma once

@@ -1,7 +1,10 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <optional>
 
 #include "model/json.h"
 #include "model/model_error.h"
@@ -134,28 +137,165 @@ class ConfigReader {
   const std::string& source_;
 };
 
-// RoPE theta from either the classic field or transformers v5's rope_parameters; any
-// scaled variant (llama3, yarn, dynamic...) would change the frequencies: refused.
-double read_rope_theta(const ConfigReader& r) {
-  double theta = r.positive_number("rope_theta", 10000.0);
-  if (const JsonValue* scaling = r.get("rope_scaling"))
-    r.fail("'rope_scaling' is " + describe_json(*scaling) + ": only plain RoPE is supported");
-  if (const JsonValue* params = r.get("rope_parameters")) {
-    if (!params->is_object()) r.fail("'rope_parameters' must be an object");
-    const JsonValue* type = params->find("rope_type");
-    if (type && !(type->is_string() && type->as_string() == "default"))
-      r.fail("'rope_parameters.rope_type' is " + describe_json(*type) +
-             ": only plain RoPE (\"default\") is supported");
-    theta = r.positive_number(params->find("rope_theta"), "rope_parameters.rope_theta", theta);
+// Keys of a RoPE object that transformers defines; any other key could change the rule in a
+// way this reader does not know, so it is refused rather than ignored.
+constexpr std::string_view kRopeKeys[] = {"rope_type",
+                                          "type",
+                                          "rope_theta",
+                                          "factor",
+                                          "low_freq_factor",
+                                          "high_freq_factor",
+                                          "original_max_position_embeddings",
+                                          "beta_fast",
+                                          "beta_slow",
+                                          "attention_factor",
+                                          "mscale",
+                                          "mscale_all_dim",
+                                          "truncate",
+                                          "partial_rotary_factor"};
+
+// A number member of a RoPE object (null reads as absent): `fallback` when absent, or a
+// failure naming `field.key` when there is none.
+double rope_number(const ConfigReader& r, const JsonValue& rope, const std::string& field,
+                   std::string_view key, std::optional<double> fallback = std::nullopt) {
+  const JsonValue* v = rope.find(key);
+  const std::string name = "'" + field + "." + std::string(key) + "'";
+  if (!v || v->is_null()) {
+    if (!fallback) r.fail(name + " is required by this rope_type");
+    return *fallback;
   }
-  return theta;
+  if (!v->is_number() || !std::isfinite(v->as_double()))
+    r.fail(name + " must be a number, got " + describe_json(*v));
+  return v->as_double();
 }
 
-void reject_unsupported(const ConfigReader& r) {
+// original_max_position_embeddings of llama3 / yarn: the RoPE object's, else the top-level
+// one, else max_position_embeddings (how transformers standardises it).
+double original_positions(const ConfigReader& r, const JsonValue& rope, const std::string& field) {
+  const JsonValue* own = rope.find("original_max_position_embeddings");
+  if (own && !own->is_null())
+    return rope_number(r, rope, field, "original_max_position_embeddings");
+  if (r.get("original_max_position_embeddings"))
+    return r.positive_number("original_max_position_embeddings", 0);
+  if (!r.get("max_position_embeddings"))
+    r.fail("'" + field +
+           ".original_max_position_embeddings' is missing and so is "
+           "'max_position_embeddings'");
+  return r.positive_number("max_position_embeddings", 0);
+}
+
+// The RoPE rule. transformers 4 writes rope_theta and rope_scaling ({"rope_type" or "type",
+// factor, ...}); transformers 5 writes rope_parameters (the same keys and rope_theta). As
+// transformers reads them: a non-empty rope_scaling wins over rope_parameters, theta comes
+// from the chosen object, else from rope_theta, else 1e4. Types other than default, linear,
+// dynamic, yarn and llama3 are refused, naming the type.
+void read_rope(const ConfigReader& r, ModelConfig& c) {
+  c.rope_theta = r.positive_number("rope_theta", 10000.0);
+  const JsonValue* rope = nullptr;
+  std::string field;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const JsonValue* v = r.get(key);
+    if (!v) continue;
+    if (!v->is_object())
+      r.fail("'" + std::string(key) + "' must be an object or null, got " + describe_json(*v));
+    if (!rope && !v->as_object().empty()) {
+      rope = v;
+      field = key;
+    }
+  }
+  if (const JsonValue* partial = r.get("partial_rotary_factor");
+      partial && !(partial->is_number() && partial->as_double() == 1.0))
+    r.fail("'partial_rotary_factor' is " + describe_json(*partial) +
+           ": only RoPE over the whole head is supported");
+  if (!rope) return;
+  for (const auto& [key, value] : rope->as_object()) {
+    if (value.is_object())
+      r.fail("'" + field + "." + key + "' is an object: per-layer-type RoPE is not supported");
+    if (std::find(std::begin(kRopeKeys), std::end(kRopeKeys), key) == std::end(kRopeKeys))
+      r.fail("'" + field + "." + key + "' is not a RoPE parameter hsring knows");
+  }
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    const JsonValue* v = rope->find(key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_string())
+      r.fail("'" + field + "." + key + "' must be a string, got " + describe_json(*v));
+    type = v->as_string();
+    break;
+  }
+  c.rope_theta = r.positive_number(rope->find("rope_theta"), field + ".rope_theta", c.rope_theta);
+  if (rope_number(r, *rope, field, "partial_rotary_factor", 1.0) != 1.0)
+    r.fail("'" + field +
+           ".partial_rotary_factor' is not 1: only RoPE over the whole head is "
+           "supported");
+  RopeScaling& s = c.rope;
+  if (type == "default") {
+    s.type = RopeType::kDefault;
+  } else if (type == "linear") {
+    s.type = RopeType::kLinear;
+    s.factor = rope_number(r, *rope, field, "factor");
+  } else if (type == "dynamic") {
+    s.type = RopeType::kDynamic;
+    s.factor = rope_number(r, *rope, field, "factor");
+    if (!r.get("max_position_embeddings"))
+      r.fail("rope_type \"dynamic\" needs 'max_position_embeddings', which is missing");
+    s.max_positions = r.positive_number("max_position_embeddings", 0);
+  } else if (type == "llama3") {
+    s.type = RopeType::kLlama3;
+    s.factor = rope_number(r, *rope, field, "factor");
+    s.low_freq_factor = rope_number(r, *rope, field, "low_freq_factor");
+    s.high_freq_factor = rope_number(r, *rope, field, "high_freq_factor");
+    s.original_max_positions = original_positions(r, *rope, field);
+  } else if (type == "yarn") {
+    s.type = RopeType::kYarn;
+    s.original_max_positions = original_positions(r, *rope, field);
+    // No factor: the ratio of the new context to the original one (DeepSeek-V3 style).
+    const JsonValue* factor = rope->find("factor");
+    if (!factor || factor->is_null()) {
+      if (!r.get("max_position_embeddings"))
+        r.fail("'" + field + ".factor' is missing and so is 'max_position_embeddings'");
+      s.factor = r.positive_number("max_position_embeddings", 0) / s.original_max_positions;
+    } else {
+      s.factor = rope_number(r, *rope, field, "factor");
+    }
+    // transformers reads `beta or default`: 0 means the default too.
+    s.beta_fast = rope_number(r, *rope, field, "beta_fast", 32.0);
+    if (s.beta_fast == 0) s.beta_fast = 32.0;
+    s.beta_slow = rope_number(r, *rope, field, "beta_slow", 1.0);
+    if (s.beta_slow == 0) s.beta_slow = 1.0;
+    if (const JsonValue* t = rope->find("truncate"); t && !t->is_null()) {
+      if (!t->is_bool()) r.fail("'" + field + ".truncate' must be true or false");
+      s.truncate = t->as_bool();
+    }
+    // cos / sin scale: attention_factor, else mscale's ratio, else 0.1 ln(factor) + 1.
+    const auto mscale = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    const double m = rope_number(r, *rope, field, "mscale", 0.0);
+    const double m_all = rope_number(r, *rope, field, "mscale_all_dim", 0.0);
+    if (const JsonValue* a = rope->find("attention_factor"); a && !a->is_null())
+      s.attention_factor = rope_number(r, *rope, field, "attention_factor");
+    else if (m != 0 && m_all != 0)
+      s.attention_factor = mscale(s.factor, m) / mscale(s.factor, m_all);
+    else
+      s.attention_factor = mscale(s.factor, 1.0);
+  } else {
+    r.fail("'" + field + ".rope_type' is \"" + type +
+           "\": not supported (default, linear, dynamic, yarn, llama3)");
+  }
+  if (std::string why = validate_rope(s); !why.empty()) r.fail("'" + field + "': " + why);
+}
+
+void reject_unsupported(const ConfigReader& r, const std::string& model_type) {
   if (const JsonValue* act = r.get("hidden_act");
       act && !(act->is_string() && act->as_string() == "silu"))
     r.fail("'hidden_act' is " + describe_json(*act) + ": only \"silu\" (SwiGLU) is supported");
-  r.require_false("attention_bias", "biased q/k/v/o projections are not supported");
+  // Qwen2's q/k/v biases come with its model_type (transformers ignores this flag there);
+  // elsewhere the flag biases o_proj too, which the forward does not implement.
+  if (model_type != "qwen2")
+    r.require_false("attention_bias",
+                    "biased q/k/v/o projections are not supported (only "
+                    "qwen2's q/k/v biases are)");
   r.require_false("mlp_bias", "biased MLP projections are not supported");
   r.require_false("use_sliding_window", "sliding-window attention is not supported");
   if (const JsonValue* types = r.get("layer_types")) {
@@ -187,8 +327,11 @@ std::string validate_config(const ModelConfig& c) {
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) return "rope theta must be positive";
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
     return "RMS norm eps must be positive";
-  if (c.model_type != "llama" && c.model_type != "qwen3")
-    return "model type '" + c.model_type + "' is not supported (llama, qwen3)";
+  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3")
+    return "model type '" + c.model_type + "' is not supported (llama, qwen2, qwen3)";
+  if (std::string why = validate_rope(c.rope); !why.empty()) return why;
+  if (c.rope.type == RopeType::kDynamic && c.head_dim < 4)
+    return "dynamic RoPE needs a head dim of at least 4";
   return "";
 }
 
@@ -211,8 +354,8 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   ModelConfig c;
   c.name = source;
   c.model_type = r.string("model_type");
-  if (c.model_type != "llama" && c.model_type != "qwen3")
-    r.fail("model_type '" + c.model_type + "' is not supported (llama, qwen3)");
+  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3")
+    r.fail("model_type '" + c.model_type + "' is not supported (llama, qwen2, qwen3)");
   c.hidden_size = r.positive_int("hidden_size");
   c.intermediate_size = r.positive_int("intermediate_size");
   c.num_layers = r.positive_int("num_hidden_layers");
@@ -221,11 +364,12 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   const uint32_t derived_head_dim = c.hidden_size / c.num_heads;
   c.head_dim = r.positive_int("head_dim", &derived_head_dim);
   c.vocab_size = r.positive_int("vocab_size");
-  c.rope_theta = read_rope_theta(r);
+  read_rope(r, c);
   c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
   c.tie_embeddings = r.boolean("tie_word_embeddings", false);
   c.qk_norm = c.model_type == "qwen3";
-  reject_unsupported(r);
+  c.qkv_bias = c.model_type == "qwen2";
+  reject_unsupported(r, c.model_type);
   if (std::string why = validate_config(c); !why.empty()) r.fail(why);
   return c;
 }
@@ -265,7 +409,8 @@ std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k) {
 
 uint64_t parameter_count(const ModelConfig& c) {
   const uint64_t h = c.hidden_size;
-  const uint64_t attention = h * c.q_dim() * 2 + h * c.kv_dim() * 2;
+  const uint64_t attention =
+      h * c.q_dim() * 2 + h * c.kv_dim() * 2 + (c.qkv_bias ? c.q_dim() + 2 * c.kv_dim() : 0);
   const uint64_t mlp = 3 * h * c.intermediate_size;
   const uint64_t norms = 2 * h + (c.qk_norm ? 2 * c.head_dim : 0);
   const uint64_t embed = uint64_t(c.vocab_size) * h;

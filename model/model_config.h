@@ -1,5 +1,5 @@
-// The shape of a Llama / Qwen3-family decoder-only target: named presets, parsing of a
-// Hugging Face config.json, and the rule that picks which layers' outputs are captured.
+// The shape of a Llama / Qwen2 / Qwen3-family decoder-only target: named presets, parsing of
+// a Hugging Face config.json, and the rule that picks which layers' outputs are captured.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "model/rope.h"
+
 namespace hsring {
 
 struct ModelConfig {
   std::string name;                  // preset name or the config.json it came from
-  std::string model_type = "qwen3";  // "llama" or "qwen3"
+  std::string model_type = "qwen3";  // "llama", "qwen2" or "qwen3"
   uint32_t hidden_size = 0;
   uint32_t intermediate_size = 0;
   uint32_t num_layers = 0;
@@ -21,8 +23,10 @@ struct ModelConfig {
   uint32_t head_dim = 0;  // need not equal hidden_size / num_heads (Qwen3-32B: 64 x 128 vs 5120)
   uint32_t vocab_size = 0;
   double rope_theta = 10000.0;
+  RopeScaling rope;  // plain RoPE unless the config scales it (Llama 3.1: llama3)
   double rms_norm_eps = 1e-6;
   bool qk_norm = false;         // Qwen3: RMSNorm over each head of q and k before RoPE
+  bool qkv_bias = false;        // Qwen2: q_proj, k_proj and v_proj carry biases
   bool tie_embeddings = false;  // the LM head reuses model.embed_tokens.weight
 
   uint32_t q_dim() const { return num_heads * head_dim; }
@@ -38,7 +42,9 @@ ModelConfig named_model_config(std::string_view name);
 std::vector<std::string> named_model_configs();
 
 // Reads the subset of a Hugging Face config.json that the forward needs and refuses what it
-// cannot honour (rope scaling, biases, sliding windows, other activations or model types).
+// cannot honour (other RoPE types, o/MLP biases, sliding windows, other activations or model
+// types). Reads the fields of transformers 4 (rope_theta, rope_scaling, torch_dtype) and 5
+// (rope_parameters, dtype) alike.
 // Throws ModelError(kBadJson) or ModelError(kBadConfig) naming `source` and the field.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source);
 // Same, from a file. Throws ModelError(kIo) when it cannot be read.

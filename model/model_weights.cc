@@ -43,6 +43,11 @@ void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
     fn(p + "self_attn.k_proj.weight", std::vector<int64_t>{kv, h}, l.k_proj);
     fn(p + "self_attn.v_proj.weight", std::vector<int64_t>{kv, h}, l.v_proj);
     fn(p + "self_attn.o_proj.weight", std::vector<int64_t>{h, q}, l.o_proj);
+    if (c.qkv_bias) {
+      fn(p + "self_attn.q_proj.bias", std::vector<int64_t>{q}, l.q_bias);
+      fn(p + "self_attn.k_proj.bias", std::vector<int64_t>{kv}, l.k_bias);
+      fn(p + "self_attn.v_proj.bias", std::vector<int64_t>{kv}, l.v_bias);
+    }
     if (c.qk_norm) {
       fn(p + "self_attn.q_norm.weight", std::vector<int64_t>{c.head_dim}, l.q_norm);
       fn(p + "self_attn.k_norm.weight", std::vector<int64_t>{c.head_dim}, l.k_norm);
@@ -126,7 +131,9 @@ float random_uniform(uint64_t key, uint64_t index) {
 RandomFill random_fill(const WeightSpec& spec, uint64_t seed) {
   RandomFill fill;
   fill.key = mix64(seed ^ fnv1a(spec.name));
-  if (spec.shape.size() == 1) {
+  if (ends_with(spec.name, ".bias")) {
+    fill.scale = 0.5f;  // biases: centred, large enough that a forward dropping one is caught
+  } else if (spec.shape.size() == 1) {
     // Norm weights near 1, not exactly 1, so a forward that skips one is caught.
     fill.scale = 0.25f;
     fill.offset = 1.0f;

@@ -17,6 +17,9 @@ struct LayerWeights {
   std::vector<float> k_proj;               // [kv_heads * head_dim, H]
   std::vector<float> v_proj;               // [kv_heads * head_dim, H]
   std::vector<float> o_proj;               // [H, heads * head_dim]
+  std::vector<float> q_bias;               // [heads * head_dim], Qwen2 (qkv_bias) only
+  std::vector<float> k_bias;               // [kv_heads * head_dim], Qwen2 only
+  std::vector<float> v_bias;               // [kv_heads * head_dim], Qwen2 only
   std::vector<float> q_norm;               // [head_dim], QK-norm models only
   std::vector<float> k_norm;               // [head_dim], QK-norm models only
   std::vector<float> post_attention_norm;  // [H]
@@ -67,8 +70,9 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& config);
 
 // Deterministic random weights for a preset or any valid config: each tensor's values are a
 // pure function of (seed, tensor name), so the same seed always gives the same model.
-// Linear weights are uniform with variance 1/fan_in, norms near 1, embeddings near unit
-// variance: activations keep a sane scale through many layers.
+// Linear weights are uniform with variance 1/fan_in, norms near 1, biases uniform in
+// [-0.5, 0.5), embeddings near unit variance: activations keep a sane scale through many
+// layers.
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
 
 // How random_weights draws one tensor, counter-based so a GPU can draw the same values in

@@ -112,7 +112,8 @@ TEST(ModelConfigTest, ReadsRopeParametersOfNewerTransformers) {
                                   "\"rope_theta\": 5000000},"),
                       "cfg");
   EXPECT_DOUBLE_EQ(c.rope_theta, 5e6);
-  EXPECT_EQ(config_error(qwen_with("rope_parameters", "{\"rope_type\": \"yarn\"}")).code(),
+  EXPECT_EQ(c.rope.type, RopeType::kDefault);
+  EXPECT_EQ(config_error(qwen_with("rope_parameters", "{\"rope_type\": \"longrope\"}")).code(),
             ModelErrc::kBadConfig);
 }
 
@@ -137,9 +138,20 @@ TEST(ModelConfigTest, MissingOrMistypedFieldsNameTheField) {
       {"tie_word_embeddings", "\"no\"", "'tie_word_embeddings' must be true or false"},
       {"num_key_value_heads", "5", "must be a multiple of KV heads"},
       {"model_type", "\"qwen3_moe\"", "model_type 'qwen3_moe' is not supported"},
-      {"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}", "only plain RoPE"},
+      {"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}",
+       "'rope_scaling.low_freq_factor' is required"},
+      {"rope_scaling", "{\"rope_type\": \"longrope\"}", "\"longrope\": not supported"},
+      {"rope_scaling", "{\"type\": \"su\", \"factor\": 2}", "\"su\": not supported"},
+      {"rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 0.5}", "factor must be"},
+      {"rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 2, \"mrope_section\": [1]}",
+       "'rope_scaling.mrope_section' is not a RoPE parameter"},
+      {"rope_scaling", "\"yarn\"", "'rope_scaling' must be an object or null"},
+      {"rope_parameters", "{\"full_attention\": {\"rope_type\": \"default\"}}",
+       "per-layer-type RoPE"},
+      {"partial_rotary_factor", "0.5", "only RoPE over the whole head"},
       {"hidden_act", "\"gelu\"", "only \"silu\""},
       {"attention_bias", "true", "biased q/k/v/o projections"},
+      {"mlp_bias", "true", "biased MLP projections"},
       {"use_sliding_window", "true", "sliding-window attention"},
       {"layer_types", "[\"full_attention\", \"linear_attention\"]", "\"linear_attention\""},
   };
