@@ -1,0 +1,200 @@
+"""hsring's fp32 CPU target forward against transformers' own (docs/target-model.md,
+"Checked against transformers").
+
+For each architecture hsring loads, transformers builds a small random model (norm weights
+and biases perturbed away from their initial values so a skipped one shows), writes it with
+save_pretrained (transformers 5: rope_parameters and dtype in config.json), and runs it
+document by document, fp32, eager attention. hf_forward_dump runs hsring's CPU forward on
+the saved folder over the same documents packed into one batch. Compared:
+  * every captured layer: hsring's layer id i against HF hidden_states[i + 1] (the last
+    layer after the model's final norm, as HF returns it);
+  * the logits;
+  * the greedy labels (near-ties, a top-2 gap under 1e-4, are not counted).
+Pass: the relative error ||a - b|| / ||b|| of each tensor under 1e-4 and at least 99% of
+the labels equal. Exit 0 on success, 1 on a mismatch (with the numbers).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+
+TOLERANCE = 1e-4
+SHAPE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, vocab_size=301, rms_norm_eps=1e-6)
+
+
+def cases():
+    """(name, config) of every architecture and RoPE rule hsring claims to load."""
+    yield "qwen3", Qwen3Config(**SHAPE, tie_word_embeddings=True, max_position_embeddings=256,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    yield "qwen2-biases", Qwen2Config(**SHAPE, tie_word_embeddings=False,
+                                      max_position_embeddings=256,
+                                      rope_parameters={"rope_type": "default",
+                                                       "rope_theta": 1e6})
+    llama3 = {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    yield "llama-llama3", LlamaConfig(**SHAPE, max_position_embeddings=512,
+                                      rope_parameters=llama3)
+    yield "llama-linear", LlamaConfig(**SHAPE, max_position_embeddings=256,
+                                      rope_parameters={"rope_type": "linear",
+                                                       "rope_theta": 1e4, "factor": 2.0})
+    # Context 24: the 30-token document runs past it, so the base grows there only.
+    yield "llama-dynamic", LlamaConfig(**SHAPE, max_position_embeddings=24,
+                                       rope_parameters={"rope_type": "dynamic",
+                                                        "rope_theta": 1e4, "factor": 2.0})
+    yield "llama-yarn", LlamaConfig(**SHAPE, max_position_embeddings=128,
+                                    rope_parameters={"rope_type": "yarn", "rope_theta": 1e4,
+                                                     "factor": 4.0,
+                                                     "original_max_position_embeddings": 32})
+
+
+def randomize(model, generator):
+    """Weights of a sane scale, norms and biases visibly away from 1 and 0."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5, generator=generator)
+            elif "norm" in name:
+                p.uniform_(0.7, 1.3, generator=generator)
+            elif "embed_tokens" in name or "lm_head" in name:
+                p.normal_(0.0, 1.0, generator=generator)
+            else:
+                bound = (3.0 / p.shape[1]) ** 0.5
+                p.uniform_(-bound, bound, generator=generator)
+
+
+def reset_rope(model):
+    """A fresh dynamic-RoPE state, as for a model that runs this one document."""
+    rotary = model.model.rotary_emb
+    if hasattr(rotary, "original_inv_freq"):
+        rotary.inv_freq = rotary.original_inv_freq.clone()
+        rotary.max_seq_len_cached = rotary.original_max_seq_len
+
+
+def relative(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def hsring_forward(dump, folder, docs, out_path):
+    """(layers [L, T, H], logits [T, V], greedy [T]) of hsring's CPU forward, or the error."""
+    offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
+    tokens = [t for d in docs for t in d]
+    proc = subprocess.run([dump, folder, ",".join(map(str, offsets)), ",".join(map(str, tokens)),
+                           out_path], text=True, capture_output=True)
+    if proc.returncode != 0:
+        return proc.stderr.strip()
+    raw = open(out_path, "rb").read()
+    T, H, V, L = np.frombuffer(raw[:16], dtype=np.int32)
+    floats = np.frombuffer(raw[16:16 + 4 * (L * T * H + T * V)], dtype=np.float32)
+    layers = floats[:L * T * H].reshape(L, T, H)
+    logits = floats[L * T * H:].reshape(T, V)
+    greedy = np.frombuffer(raw[16 + 4 * (L * T * H + T * V):], dtype=np.int32)
+    return layers, logits, greedy
+
+
+def control_differs(dump, folder, work, docs, logits):
+    """The same folder with plain RoPE must give other logits: the scaled rule is exercised
+    by these positions, so a forward that ignored it would fail the comparison."""
+    plain = folder + "-plain"
+    shutil.copytree(folder, plain)
+    path = os.path.join(plain, "config.json")
+    saved = json.load(open(path))
+    saved["rope_parameters"] = {"rope_type": "default",
+                                "rope_theta": saved["rope_parameters"]["rope_theta"]}
+    json.dump(saved, open(path, "w"))
+    result = hsring_forward(dump, plain, docs, plain + ".bin")
+    return not isinstance(result, str) and relative(result[1], logits) > 100 * TOLERANCE
+
+
+def check(name, config, dump, work, docs):
+    folder = os.path.join(work, name)
+    generator = torch.Generator().manual_seed(1234)
+    config._attn_implementation = "eager"
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    randomize(model, generator)
+    model.eval()
+    model.save_pretrained(folder)
+    saved = json.load(open(os.path.join(folder, "config.json")))
+    assert "rope_parameters" in saved and "dtype" in saved, sorted(saved)
+
+    offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
+    result = hsring_forward(dump, folder, docs, os.path.join(work, name + ".bin"))
+    if isinstance(result, str):
+        print(f"{name}: hf_forward_dump failed: {result}")
+        return False
+    layers, logits, greedy = result
+    L = layers.shape[0]
+
+    worst_layer, worst_logits, agree, counted = 0.0, 0.0, 0, 0
+    ok = True
+    for d, doc in enumerate(docs):
+        begin, end = offsets[d], offsets[d + 1]
+        reset_rope(model)
+        with torch.no_grad():
+            ref = model(torch.tensor([doc]), output_hidden_states=True)
+            last = model.model.norm(torch.from_numpy(layers[L - 1, begin:end].copy())[None])
+        for i in range(L):
+            ours = last[0].numpy() if i == L - 1 else layers[i, begin:end]
+            err = relative(ours, ref.hidden_states[i + 1][0].numpy())
+            worst_layer = max(worst_layer, err)
+            if err > TOLERANCE:
+                print(f"{name}: document {d} layer {i}: relative error {err:.3g}")
+                ok = False
+        ref_logits = ref.logits[0].numpy()
+        err = relative(logits[begin:end], ref_logits)
+        worst_logits = max(worst_logits, err)
+        if err > TOLERANCE:
+            print(f"{name}: document {d} logits: relative error {err:.3g}")
+            ok = False
+        top2 = np.sort(ref_logits, axis=1)[:, -2:]
+        for t in range(end - begin):
+            if top2[t, 1] - top2[t, 0] < 1e-4:
+                continue
+            counted += 1
+            agree += int(greedy[begin + t] == int(ref_logits[t].argmax()))
+    if saved["rope_parameters"]["rope_type"] != "default" and not control_differs(
+            dump, folder, work, docs, logits):
+        print(f"{name}: plain RoPE gives the same logits: the scaling is not exercised")
+        ok = False
+    share = agree / max(counted, 1)
+    if share < 0.99:
+        print(f"{name}: greedy labels agree on {share:.2%} of {counted} positions")
+        ok = False
+    print(f"{name}: {len(docs)} documents, {sum(map(len, docs))} tokens: layers max rel "
+          f"{worst_layer:.2e}, logits max rel {worst_logits:.2e}, greedy {agree}/{counted} "
+          f"{'ok' if ok else 'MISMATCH'}", flush=True)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump", required=True, help="the hf_forward_dump binary")
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    rng = np.random.default_rng(5)
+    # Packed documents of different lengths; one runs past the dynamic case's context.
+    docs = [rng.integers(0, SHAPE["vocab_size"], n).tolist() for n in (7, 19, 1, 30)]
+    results = [check(name, config, args.dump, work, docs) for name, config in cases()]
+    if not all(results):
+        print("hf_parity: MISMATCH")
+        return 1
+    print("hf_parity: every architecture matches transformers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
