@@ -23,7 +23,8 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
   app.add_option("--model", o.model,
                  "Target model: builtin (a small target trained on the built-in corpus on first "
-                 "use), tiny, qwen3-8b, qwen3.6-27b (random weights), a Hugging Face folder, or "
+                 "use), tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b (random weights), a Hugging "
+                 "Face folder, or "
                  "synthetic (verifiable made-up batches)")
       ->capture_default_str();
   app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
@@ -168,7 +169,7 @@ void apply_model(const RunOptions& o, RingShape& s) {
     if (k > config.num_layers)
       throw std::invalid_argument("--num-layers " + std::to_string(k) + " exceeds the model's " +
                                   std::to_string(config.num_layers) + " layers");
-    ids = default_capture_layers(config.num_layers, k);
+    ids = capture_layers_for(config, k);  // full-attention layers of a hybrid model
   }
   if (ids.size() > kMaxCapturedLayers)
     throw std::invalid_argument("--layers names " + std::to_string(ids.size()) +

@@ -40,6 +40,14 @@ void select_gpu(int gpu, const std::string& model) {
 void check_config(const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
     throw ModelError(ModelErrc::kBadConfig, "model '" + config.name + "': " + why);
+  // Qwen3.5 (DeltaNet layers, gated attention, partial RoPE, zero-centred norms) has only
+  // the CPU reference so far.
+  if (config.hybrid() || config.attention_gate || config.rotary_dim != 0 ||
+      config.weight_prefix != "model.")
+    throw ModelError(ModelErrc::kBadConfig,
+                     "model '" + config.name + "': model_type " + config.model_type +
+                         " (Gated DeltaNet hybrid) has no CUDA forward yet; the CPU forward "
+                         "runs it");
   if (!cuda_ops::attention_supports(config.head_dim))
     throw ModelError(ModelErrc::kBadConfig,
                      "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +

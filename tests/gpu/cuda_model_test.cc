@@ -492,6 +492,20 @@ TEST(CudaModelDeviceTest, BadInputIsRefused) {
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 }
 
+// Qwen3.5 has the CPU reference only: the CUDA forward refuses it before touching a GPU.
+TEST(CudaModelDeviceTest, HybridModelsAreRefusedNamingTheType) {
+  ModelConfig c = named_model_config("qwen3.6-27b");
+  try {
+    CudaTargetModel::with_random_weights(c, 1, 0);
+    FAIL() << "a hybrid model was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("qwen3_5 (Gated DeltaNet hybrid) has no CUDA forward"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CudaModelDeviceTest, SetupErrorsAreClear) {
   HSRING_REQUIRE_GPUS(1);
   // Far more than any GPU holds: a message with the model, the bytes and the GPU.

@@ -103,6 +103,97 @@ Members llama31_8b_v5() {
   return m;
 }
 
+void expect_same(const ModelConfig& a, const ModelConfig& b, const std::string& why);
+
+// Qwen/Qwen3.6-27B's config.json, shaped as published (Qwen3_5ForConditionalGeneration;
+// the vision tower's block shortened: it is not read).
+std::string qwen36_27b_json(const std::string& text_extra = "", int layers = 64) {
+  std::string types;
+  for (int i = 0; i < layers; ++i)
+    types +=
+        std::string(i ? ", " : "") + ((i + 1) % 4 ? "\"linear_attention\"" : "\"full_attention\"");
+  return R"({"architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": 248056,
+  "model_type": "qwen3_5", "text_config": {)" +
+         text_extra + R"(
+    "attention_bias": false, "attention_dropout": 0.0, "attn_output_gate": true,
+    "dtype": "bfloat16", "eos_token_id": 248044, "full_attention_interval": 4, "head_dim": 256,
+    "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
+    "intermediate_size": 17408, "layer_types": [)" +
+         types + R"(],
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 48, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "mamba_ssm_dtype": "float32",
+    "model_type": "qwen3_5_text", "mtp_num_hidden_layers": 1, "num_attention_heads": 24,
+    "num_hidden_layers": 64, "num_key_value_heads": 4, "partial_rotary_factor": 0.25,
+    "rms_norm_eps": 1e-06, "rope_parameters": {"mrope_interleaved": true,
+    "mrope_section": [11, 11, 10], "partial_rotary_factor": 0.25, "rope_theta": 10000000,
+    "rope_type": "default"}, "use_cache": true, "vocab_size": 248320},
+  "tie_word_embeddings": false, "transformers_version": "4.57.0.dev0",
+  "video_token_id": 248057, "vision_config": {"depth": 27, "hidden_size": 1152},
+  "vision_end_token_id": 248054, "vision_start_token_id": 248053})";
+}
+
+TEST(ModelConfigFuzzTest, Qwen36ConfigReadsAsThePreset) {
+  const ModelConfig c = parse_hf_config(qwen36_27b_json(), "qwen36");
+  const ModelConfig preset = named_model_config("qwen3.6-27b");
+  expect_same(c, preset, "qwen3.6-27b");
+  EXPECT_EQ(c.layer_kinds, preset.layer_kinds);
+  EXPECT_EQ(c.rope_dim(), 64u);
+  EXPECT_EQ(c.weight_prefix, "model.language_model.");
+  EXPECT_TRUE(c.attention_gate && c.zero_centred_norms && c.qk_norm);
+  EXPECT_EQ(c.delta_net.qk_heads, 16u);
+  EXPECT_EQ(c.delta_net.v_heads, 48u);
+  EXPECT_EQ(c.delta_net.conv_kernel, 4u);
+  const auto refused = [](const std::string& text, const std::string& message) {
+    try {
+      parse_hf_config(text, "q/config.json");
+      ADD_FAILURE() << "parsed, expected: " << message;
+    } catch (const ModelError& e) {
+      EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("q/config.json: text_config"), std::string::npos)
+          << e.what();
+    }
+  };
+  refused(qwen36_27b_json("", 60), "'layer_types' lists 60 layers");
+}
+
+TEST(ModelConfigFuzzTest, Qwen35FieldsAreCheckedAndOtherModelsKeepTheirRules) {
+  const auto error_of = [](const std::string& text) {
+    try {
+      parse_hf_config(text, "q/config.json");
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  std::string text = qwen36_27b_json();
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return error_of(t);
+  };
+  EXPECT_NE(with("\"linear_num_value_heads\": 48", "\"linear_num_value_heads\": 40")
+                .find("multiple of its key heads"),
+            std::string::npos);
+  EXPECT_NE(with("\"full_attention\"]", "\"sliding_attention\"]").find("\"sliding_attention\""),
+            std::string::npos);
+  EXPECT_NE(
+      with("\"model_type\": \"qwen3_5\", \"text_config\"", "\"model_type\": \"qwen3_5\", \"text\"")
+          .find("'text_config' must be an object"),
+      std::string::npos);
+  EXPECT_NE(with("\"attention_bias\": false", "\"attention_bias\": true").find("biased q/k/v/o"),
+            std::string::npos);
+  // mrope keys and partial RoPE belong to Qwen3.5 only.
+  Members llama = llama31_8b();
+  llama.emplace_back("partial_rotary_factor", "0.5");
+  EXPECT_NE(error_of(render(llama)).find("only RoPE over the whole head"), std::string::npos);
+  llama = llama31_8b_v5();
+  llama.back().second = "{\"rope_type\": \"default\", \"mrope_section\": [1, 1, 2]}";
+  EXPECT_NE(error_of(render(llama)).find("'rope_parameters.mrope_section' is not a RoPE"),
+            std::string::npos);
+}
+
 // parse_hf_config's whole contract on one input: a valid config, or a ModelError of the
 // two parse codes whose message starts with the source. Returns whether it parsed.
 bool parses_or_fails_cleanly(const std::string& text) {
@@ -288,6 +379,28 @@ TEST(ModelConfigFuzzTest, MutatedConfigsParseOrFailCleanly) {
       }
       (parses_or_fails_cleanly(text) ? parsed : refused)++;
     }
+  }
+  // The nested Qwen3.5 config under byte edits and replaced numbers.
+  const std::string qwen = qwen36_27b_json();
+  for (int iteration = 0; iteration < 1500; ++iteration) {
+    std::string text = qwen;
+    const size_t at = below(text.size());
+    switch (below(4)) {
+      case 0:
+        text.resize(at);
+        break;
+      case 1:
+        text.erase(at, 1 + below(8));
+        break;
+      case 2:
+        text.insert(at, 1, "{}[],:\"0e-\\\x80"[below(12)]);
+        break;
+      default: {
+        const size_t digit = text.find_first_of("0123456789", at);
+        if (digit != std::string::npos) text[digit] = "0123456789"[below(10)];
+      }
+    }
+    (parses_or_fails_cleanly(text) ? parsed : refused)++;
   }
   // Both outcomes are exercised (the mutations are not all fatal, nor all harmless).
   EXPECT_GT(parsed, 200);

@@ -1,7 +1,8 @@
 """hsring's fp32 CPU target forward against transformers' own (docs/target-model.md,
 "Checked against transformers").
 
-For each architecture hsring loads, transformers builds a small random model (norm weights
+For each architecture hsring loads (the Qwen3.5 hybrid in its multimodal wrapper and
+text-only), transformers builds a small random model (norm weights
 and biases perturbed away from their initial values so a skipped one shows), writes it with
 save_pretrained (transformers 5: rope_parameters and dtype in config.json), and runs it
 document by document, fp32, eager attention. hf_forward_dump runs hsring's CPU forward on
@@ -24,7 +25,9 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+from transformers import (AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config,
+                          Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
+                          Qwen3_5TextConfig)
 
 TOLERANCE = 1e-4
 SHAPE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
@@ -50,30 +53,51 @@ def cases():
     yield "llama-dynamic", LlamaConfig(**SHAPE, max_position_embeddings=24,
                                        rope_parameters={"rope_type": "dynamic",
                                                         "rope_theta": 1e4, "factor": 2.0})
+    yield "qwen3_5", Qwen3_5Config(
+        text_config=QWEN35_TEXT,
+        vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
+                           out_hidden_size=64))
+    yield "qwen3_5-text", Qwen3_5TextConfig(**QWEN35_TEXT)
     yield "llama-yarn", LlamaConfig(**SHAPE, max_position_embeddings=128,
                                     rope_parameters={"rope_type": "yarn", "rope_theta": 1e4,
                                                      "factor": 4.0,
                                                      "original_max_position_embeddings": 32})
 
 
-def randomize(model, generator):
-    """Weights of a sane scale, norms and biases visibly away from 1 and 0."""
+# Qwen3.5's hybrid text model: three Gated DeltaNet layers, then gated full attention with
+# RoPE on a quarter of each head; 2 q/k and 4 v DeltaNet heads (grouped), kernel 4.
+QWEN35_TEXT = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=301,
+                   rms_norm_eps=1e-6, max_position_embeddings=256, linear_num_key_heads=2,
+                   linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
+                   linear_conv_kernel_dim=4,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1e7,
+                                    "partial_rotary_factor": 0.25,
+                                    "mrope_section": [2, 1, 1], "mrope_interleaved": True})
+
+
+def randomize(model, generator, zero_centred):
+    """Weights of a sane scale, norms and biases visibly away from their initial values."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
                 p.uniform_(-0.5, 0.5, generator=generator)
+            elif "norm" in name and zero_centred and "linear_attn.norm" not in name:
+                p.uniform_(-0.3, 0.3, generator=generator)  # applied as 1 + w
             elif "norm" in name:
                 p.uniform_(0.7, 1.3, generator=generator)
             elif "embed_tokens" in name or "lm_head" in name:
                 p.normal_(0.0, 1.0, generator=generator)
+            elif p.dim() == 1:  # DeltaNet's A_log
+                p.uniform_(-1.0, 1.0, generator=generator)
             else:
-                bound = (3.0 / p.shape[1]) ** 0.5
+                bound = (3.0 / (p[0].numel())) ** 0.5  # variance 1 / fan-in
                 p.uniform_(-bound, bound, generator=generator)
 
 
-def reset_rope(model):
+def reset_rope(language):
     """A fresh dynamic-RoPE state, as for a model that runs this one document."""
-    rotary = model.model.rotary_emb
+    rotary = language.rotary_emb
     if hasattr(rotary, "original_inv_freq"):
         rotary.inv_freq = rotary.original_inv_freq.clone()
         rotary.max_seq_len_cached = rotary.original_max_seq_len
@@ -118,12 +142,23 @@ def check(name, config, dump, work, docs):
     folder = os.path.join(work, name)
     generator = torch.Generator().manual_seed(1234)
     config._attn_implementation = "eager"
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    randomize(model, generator)
+    if isinstance(config, Qwen3_5Config):
+        config.text_config._attn_implementation = "eager"
+        model = Qwen3_5ForConditionalGeneration(config).float()
+        language = model.model.language_model
+    elif isinstance(config, Qwen3_5TextConfig):
+        model = Qwen3_5ForCausalLM(config).float()
+        language = model.model
+    else:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        language = model.model
+    randomize(model, generator, zero_centred=isinstance(config, (Qwen3_5Config,
+                                                                 Qwen3_5TextConfig)))
     model.eval()
     model.save_pretrained(folder)
     saved = json.load(open(os.path.join(folder, "config.json")))
-    assert "rope_parameters" in saved and "dtype" in saved, sorted(saved)
+    text_saved = saved.get("text_config", saved)
+    assert "rope_parameters" in text_saved and "dtype" in saved, sorted(saved)
 
     offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
     result = hsring_forward(dump, folder, docs, os.path.join(work, name + ".bin"))
@@ -137,10 +172,10 @@ def check(name, config, dump, work, docs):
     ok = True
     for d, doc in enumerate(docs):
         begin, end = offsets[d], offsets[d + 1]
-        reset_rope(model)
+        reset_rope(language)
         with torch.no_grad():
             ref = model(torch.tensor([doc]), output_hidden_states=True)
-            last = model.model.norm(torch.from_numpy(layers[L - 1, begin:end].copy())[None])
+            last = language.norm(torch.from_numpy(layers[L - 1, begin:end].copy())[None])
         for i in range(L):
             ours = last[0].numpy() if i == L - 1 else layers[i, begin:end]
             err = relative(ours, ref.hidden_states[i + 1][0].numpy())
@@ -160,7 +195,7 @@ def check(name, config, dump, work, docs):
                 continue
             counted += 1
             agree += int(greedy[begin + t] == int(ref_logits[t].argmax()))
-    if saved["rope_parameters"]["rope_type"] != "default" and not control_differs(
+    if text_saved["rope_parameters"]["rope_type"] != "default" and not control_differs(
             dump, folder, work, docs, logits):
         print(f"{name}: plain RoPE gives the same logits: the scaling is not exercised")
         ok = False
