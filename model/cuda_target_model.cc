@@ -331,6 +331,7 @@ void CudaTargetModel::forward(const PackedBatch& batch, const ForwardRequest& re
 
 std::unique_ptr<CudaTargetModel> open_cuda_model(const std::string& spec, uint64_t seed, int gpu) {
   ModelConfig config = model_config_of(spec);
+  check_config(config);  // before reading a checkpoint the forward would refuse
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) {
     const ModelWeights weights = load_hf_weights(spec, config);

@@ -215,6 +215,7 @@ def main():
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
+    transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
     torch.set_num_threads(1)
     work = os.path.abspath(args.work)
