@@ -1,13 +1,15 @@
-// hf_forward_dump MODEL_DIR OFFSETS TOKENS OUT: runs hsring's fp32 CPU forward on a Hugging
-// Face folder over one packed batch and writes every decoder layer's output, the logits and
-// the greedy labels, for hf_parity_test.py to compare with transformers. OFFSETS and TOKENS
-// are comma-separated (cu_seqlens, token ids); positions restart at 0 in each document.
+// hf_forward_dump MODEL_DIR OFFSETS TOKENS OUT [--cuda]: runs hsring's fp32 CPU forward (or,
+// with --cuda in a CUDA build, the CUDA forward on GPU 0) on a Hugging Face folder over one
+// packed batch and writes every decoder layer's output, the logits and the greedy labels,
+// for hf_parity_test.py to compare with transformers. OFFSETS and TOKENS are
+// comma-separated (cu_seqlens, token ids); positions restart at 0 in each document.
 // OUT: int32 T, H, V, L; fp32 [L, T, H] layers; fp32 [T, V] logits; int32 [T] labels.
-// Exit 1 with the message on a ModelError (the script shows it).
+// Exit 1 with the message on a model or CUDA error, 3 when --cuda finds no GPU (a skip).
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -15,6 +17,11 @@
 
 #include "model/cpu_target_model.h"
 #include "model/model_error.h"
+#ifdef HSRING_HAVE_CUDA
+#include "gpu/cuda_check.h"
+#include "gpu/device.h"
+#include "model/cuda_target_model.h"
+#endif
 
 namespace {
 
@@ -33,12 +40,27 @@ void write(std::ofstream& out, const T* data, size_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: hf_forward_dump MODEL_DIR OFFSETS TOKENS OUT\n";
+  const bool cuda = argc == 6 && std::string(argv[5]) == "--cuda";
+  if (argc != 5 && !cuda) {
+    std::cerr << "usage: hf_forward_dump MODEL_DIR OFFSETS TOKENS OUT [--cuda]\n";
     return 2;
   }
   try {
-    auto model = hsring::open_cpu_model(argv[1], 0, {1});
+    std::unique_ptr<hsring::TargetModel> model;
+    if (cuda) {
+#ifdef HSRING_HAVE_CUDA
+      if (const auto gpus = hsring::gpu::probe_gpus(); gpus.count == 0) {
+        std::cerr << "no GPU: " << gpus.why_none << "\n";
+        return 3;
+      }
+      model = hsring::open_cuda_model(argv[1], 0, 0);
+#else
+      std::cerr << "--cuda: this build has no CUDA\n";
+      return 3;
+#endif
+    } else {
+      model = hsring::open_cpu_model(argv[1], 0, {1});
+    }
     const hsring::ModelConfig& c = model->config();
     const std::vector<int32_t> offsets = parse_list(argv[2]);
     const std::vector<int32_t> tokens = parse_list(argv[3]);
@@ -64,7 +86,7 @@ int main(int argc, char** argv) {
       std::cerr << "cannot write " << argv[4] << "\n";
       return 1;
     }
-  } catch (const hsring::ModelError& e) {
+  } catch (const std::exception& e) {  // ModelError, gpu::CudaError
     std::cerr << e.what() << "\n";
     return 1;
   }

@@ -12,7 +12,11 @@ the saved folder over the same documents packed into one batch. Compared:
   * the logits;
   * the greedy labels (near-ties, a top-2 gap under 1e-4, are not counted).
 Pass: the relative error ||a - b|| / ||b|| of each tensor under 1e-4 and at least 99% of
-the labels equal. Exit 0 on success, 1 on a mismatch (with the numbers).
+the labels equal. With --cuda, hsring's CUDA forward (bf16 weights and GEMM inputs) is
+compared instead, within 1e-2, labels equal unless within 4 x the RMS logit difference of
+transformers' best (a near-tie bf16 may break); architectures without a CUDA forward
+(qwen3_5) are left out, saying so. Exit 0 on success, 1 on a mismatch (with the numbers);
+"[  SKIPPED ]" and 0 with --cuda on a machine without a GPU.
 """
 
 import argparse
@@ -29,9 +33,11 @@ from transformers import (AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3C
                           Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
                           Qwen3_5TextConfig)
 
-TOLERANCE = 1e-4
+TOLERANCE = 1e-4  # fp32 CPU; set to 1e-2 for --cuda (bf16)
+CPU_ONLY = ("qwen3_5", "qwen3_5-text")
+# head_dim 32: a size the CUDA attention kernel is built for (32, 64, 128).
 SHAPE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
-             num_key_value_heads=2, head_dim=16, vocab_size=301, rms_norm_eps=1e-6)
+             num_key_value_heads=2, head_dim=32, vocab_size=301, rms_norm_eps=1e-6)
 
 
 def cases():
@@ -107,12 +113,21 @@ def relative(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+CUDA = []  # ["--cuda"] to run hsring's CUDA forward
+
+
+class NoGpu(Exception):
+    pass
+
+
 def hsring_forward(dump, folder, docs, out_path):
-    """(layers [L, T, H], logits [T, V], greedy [T]) of hsring's CPU forward, or the error."""
+    """(layers [L, T, H], logits [T, V], greedy [T]) of hsring's forward, or the error."""
     offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
     tokens = [t for d in docs for t in d]
     proc = subprocess.run([dump, folder, ",".join(map(str, offsets)), ",".join(map(str, tokens)),
-                           out_path], text=True, capture_output=True)
+                           out_path] + CUDA, text=True, capture_output=True)
+    if proc.returncode == 3:
+        raise NoGpu(proc.stderr.strip())
     if proc.returncode != 0:
         return proc.stderr.strip()
     raw = open(out_path, "rb").read()
@@ -135,7 +150,8 @@ def control_differs(dump, folder, work, docs, logits):
                                 "rope_theta": saved["rope_parameters"]["rope_theta"]}
     json.dump(saved, open(path, "w"))
     result = hsring_forward(dump, plain, docs, plain + ".bin")
-    return not isinstance(result, str) and relative(result[1], logits) > 100 * TOLERANCE
+    # 1e-2: far above the CPU's rounding (5e-7) and the CUDA forward's own (bf16, 5e-3).
+    return not isinstance(result, str) and relative(result[1], logits) > 1e-2
 
 
 def check(name, config, dump, work, docs):
@@ -190,11 +206,14 @@ def check(name, config, dump, work, docs):
             print(f"{name}: document {d} logits: relative error {err:.3g}")
             ok = False
         top2 = np.sort(ref_logits, axis=1)[:, -2:]
+        margin = 4 * float(np.sqrt(np.mean((logits[begin:end] - ref_logits) ** 2)))
         for t in range(end - begin):
             if top2[t, 1] - top2[t, 0] < 1e-4:
                 continue
             counted += 1
-            agree += int(greedy[begin + t] == int(ref_logits[t].argmax()))
+            ours = int(greedy[begin + t])
+            agree += int(ours == int(ref_logits[t].argmax()) or
+                         (CUDA and ref_logits[t, ours] >= top2[t, 1] - margin))
     if text_saved["rope_parameters"]["rope_type"] != "default" and not control_differs(
             dump, folder, work, docs, logits):
         print(f"{name}: plain RoPE gives the same logits: the scaling is not exercised")
@@ -203,7 +222,7 @@ def check(name, config, dump, work, docs):
     if share < 0.99:
         print(f"{name}: greedy labels agree on {share:.2%} of {counted} positions")
         ok = False
-    print(f"{name}: {len(docs)} documents, {sum(map(len, docs))} tokens: layers max rel "
+    print(f"{name}{' (CUDA)' if CUDA else ''}: {len(docs)} documents, {sum(map(len, docs))} tokens: layers max rel "
           f"{worst_layer:.2e}, logits max rel {worst_logits:.2e}, greedy {agree}/{counted} "
           f"{'ok' if ok else 'MISMATCH'}", flush=True)
     return ok
@@ -213,7 +232,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", required=True, help="the hf_forward_dump binary")
     ap.add_argument("--work", required=True)
+    ap.add_argument("--cuda", action="store_true", help="hsring's CUDA forward on GPU 0")
     args = ap.parse_args()
+    global TOLERANCE
+    if args.cuda:
+        CUDA.append("--cuda")
+        TOLERANCE = 1e-2
     print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
     transformers.utils.logging.disable_progress_bar()
     torch.manual_seed(0)
@@ -224,7 +248,16 @@ def main():
     rng = np.random.default_rng(5)
     # Packed documents of different lengths; one runs past the dynamic case's context.
     docs = [rng.integers(0, SHAPE["vocab_size"], n).tolist() for n in (7, 19, 1, 30)]
-    results = [check(name, config, args.dump, work, docs) for name, config in cases()]
+    results = []
+    try:
+        for name, config in cases():
+            if args.cuda and name in CPU_ONLY:
+                print(f"{name}: no CUDA forward yet (CPU only): left out", flush=True)
+                continue
+            results.append(check(name, config, args.dump, work, docs))
+    except NoGpu as e:
+        print(f"[  SKIPPED ] hf_parity --cuda: {e}")
+        return 0
     if not all(results):
         print("hf_parity: MISMATCH")
         return 1
