@@ -125,6 +125,62 @@ TEST(RopeTest, DefaultTablesAreThePlainAngles) {
     }
 }
 
+// Properties of every valid rule over random parameters: frequencies finite, between the
+// plain ones divided by the factor and the plain ones, falling with the dimension; dynamic
+// bases growing with the length; tables bounded by the attention factor.
+TEST(RopeTest, RandomRulesKeepTheirInvariants) {
+  uint64_t state = 3;
+  const auto uniform = [&state](double lo, double hi) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * double(state >> 11) / double(1ull << 53);
+  };
+  const RopeType types[] = {RopeType::kLinear, RopeType::kDynamic, RopeType::kYarn,
+                            RopeType::kLlama3};
+  for (int iteration = 0; iteration < 2000; ++iteration) {
+    RopeScaling r;
+    r.type = types[iteration % 4];
+    r.factor = uniform(1, 64);
+    r.original_max_positions = std::floor(uniform(16, 1 << 17));
+    r.max_positions = std::floor(uniform(16, 1 << 17));
+    r.low_freq_factor = uniform(0.5, 4);
+    r.high_freq_factor = r.low_freq_factor + uniform(0.1, 8);
+    r.beta_slow = uniform(0.5, 4);
+    r.beta_fast = r.beta_slow + uniform(0, 64);
+    r.truncate = iteration % 3 != 0;
+    r.attention_factor = r.type == RopeType::kYarn ? 0.1 * std::log(r.factor) + 1 : 1.0;
+    ASSERT_EQ(validate_rope(r), "");
+    const double theta = std::exp(uniform(std::log(100.0), std::log(1e8)));
+    const uint32_t head_dim = 4 * uint32_t(uniform(1, 65));
+    const int64_t seq_len = int64_t(uniform(1, 1 << 18));
+    const std::vector<double> plain = rope_inverse_frequencies({}, theta, head_dim, 0);
+    const std::vector<double> f = rope_inverse_frequencies(r, theta, head_dim, seq_len);
+    ASSERT_EQ(f.size(), head_dim / 2u);
+    for (size_t i = 0; i < f.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(f[i]) && f[i] > 0) << i;
+      if (r.type != RopeType::kDynamic) {
+        EXPECT_LE(f[i], plain[i] * (1 + 1e-12)) << rope_type_name(r.type) << " " << i;
+        EXPECT_GE(f[i], plain[i] / r.factor * (1 - 1e-12)) << rope_type_name(r.type) << " " << i;
+      }
+      if (i) {
+        EXPECT_LE(f[i], f[i - 1] * (1 + 1e-12)) << rope_type_name(r.type) << " " << i;
+      }
+    }
+    if (r.type == RopeType::kDynamic) {
+      const double base = dynamic_rope_base(r, theta, head_dim, seq_len);
+      EXPECT_GE(base, theta);
+      EXPECT_LE(base, dynamic_rope_base(r, theta, head_dim, seq_len + 1000));
+    }
+    const std::vector<int32_t> positions = {0, int32_t(seq_len % 100000), 7};
+    const std::vector<int32_t> offsets = {0, 2, 3};
+    std::vector<float> cos(3 * head_dim / 2), sin(3 * head_dim / 2);
+    rope_tables(r, theta, head_dim, positions, offsets, cos.data(), sin.data());
+    for (size_t i = 0; i < cos.size(); ++i) {
+      const double bound = r.attention_factor * (1 + 1e-6);
+      ASSERT_LE(std::hypot(double(cos[i]), double(sin[i])), bound) << i;
+    }
+  }
+}
+
 TEST(RopeTest, ValidationNamesTheProblem) {
   RopeScaling r = llama31();
   EXPECT_EQ(validate_rope(r), "");
