@@ -138,7 +138,7 @@ int run(const Options& o) {
   print("longest_document", longest, "%.0f");
 
   ForwardRequest request;
-  request.capture_layers = default_capture_layers(c.num_layers, o.layers);
+  request.capture_layers = capture_layers_for(c, o.layers);
   const uint64_t h = c.hidden_size;
   const uint64_t k = request.capture_layers.size();
   gpu::DeviceBuffer captured = gpu::DeviceBuffer::allocate(uint64_t(t) * k * h * 2);
@@ -293,7 +293,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hsring::Options o;
   CLI::App app{"CUDA target forward throughput against cuBLAS's bf16 GEMM rate"};
-  app.add_option("--model", o.model, "Preset (qwen3-8b, qwen3.6-27b, tiny) or HF folder");
+  app.add_option(
+      "--model", o.model,
+      "Preset (qwen3-8b, qwen3-dense-27b, qwen3.6-27b: CPU only so far, tiny) or HF folder");
   app.add_option("--tokens", o.tokens, "Tokens per batch")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--min-doc", o.min_doc, "Shortest document")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--max-doc", o.max_doc, "Longest document")->check(CLI::Range(1u, 1u << 20));

@@ -68,11 +68,16 @@ struct GradExchange::Segment {
 
 const char* to_string(ExchangeResult result) {
   switch (result) {
-    case ExchangeResult::kReduced: return "reduced";
-    case ExchangeResult::kGroupRestart: return "group restart";
-    case ExchangeResult::kStopped: return "stopped";
-    case ExchangeResult::kFailed: return "failed";
-    case ExchangeResult::kGroupStopped: return "group stopped";
+    case ExchangeResult::kReduced:
+      return "reduced";
+    case ExchangeResult::kGroupRestart:
+      return "group restart";
+    case ExchangeResult::kStopped:
+      return "stopped";
+    case ExchangeResult::kFailed:
+      return "failed";
+    case ExchangeResult::kGroupStopped:
+      return "group stopped";
   }
   return "?";
 }
@@ -109,7 +114,7 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
   } else {
     // The creator reserves the whole size before it stores the magic.
     const auto deadline = std::chrono::steady_clock::now() + kOpenWait;
-    struct stat st{};
+    struct stat st {};
     while (::fstat(fd, &st) == 0 && uint64_t(st.st_size) < sizeof(Header) &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -145,7 +150,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
   const auto deadline = std::chrono::steady_clock::now() + kOpenWait;
   while (h.magic.load(std::memory_order_acquire) != kMagic) {
     if (std::chrono::steady_clock::now() >= deadline)
-      throw std::runtime_error(what + " was never initialised (its creator died?): remove it "
+      throw std::runtime_error(what +
+                               " was never initialised (its creator died?): remove it "
                                "(`hsring ring remove`) when no drafter runs");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -157,7 +163,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
                              ", " + std::to_string(members) + " members of " +
                              std::to_string(length) + " floats");
   if (h.ring_stamp != ring_stamp)
-    throw std::runtime_error(what + " belongs to an earlier ring of that name: remove it "
+    throw std::runtime_error(what +
+                             " belongs to an earlier ring of that name: remove it "
                              "(`hsring ring remove`) when no drafter runs");
   return exchange;
 }
@@ -168,7 +175,10 @@ bool GradExchange::remove(const std::string& name) {
 
 GradExchange::GradExchange(std::unique_ptr<Segment> segment, uint32_t members, uint32_t rank,
                            uint64_t length)
-    : segment_(std::move(segment)), members_(members), rank_(rank), length_(length),
+    : segment_(std::move(segment)),
+      members_(members),
+      rank_(rank),
+      length_(length),
       post_seen_(members) {}
 
 GradExchange::~GradExchange() = default;

@@ -23,7 +23,8 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
   app.add_option("--model", o.model,
                  "Target model: builtin (a small target trained on the built-in corpus on first "
-                 "use), tiny, qwen3-8b, qwen3.6-27b (random weights), a Hugging Face folder, or "
+                 "use), tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b (random weights), a Hugging "
+                 "Face folder, or "
                  "synthetic (verifiable made-up batches)")
       ->capture_default_str();
   app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
@@ -141,13 +142,18 @@ std::vector<int32_t> parse_layer_list(const std::string& text) {
 }
 
 // Sets the model-dependent part of the shape: hidden size, vocabulary, captured layers.
-void apply_model(const RunOptions& o, RingShape& s) {
+void apply_model(const RunOptions& o, bool gpu_targets, RingShape& s) {
   ModelConfig config;
   try {
     config = model_config_of(o.model);
   } catch (const ModelError& e) {
     throw std::invalid_argument(std::string("--model: ") + e.what());
   }
+  // Refused here, once, rather than by every GPU target as it starts (and restarts).
+  if (gpu_targets && config.hybrid())
+    throw std::invalid_argument("--model: '" + o.model + "' is a " + config.model_type +
+                                " hybrid (Gated DeltaNet), which has no CUDA forward yet: give "
+                                "--targets cpu:N");
   if (o.hidden_size != 0 && o.hidden_size != config.hidden_size)
     throw std::invalid_argument("--hidden-size " + std::to_string(o.hidden_size) +
                                 " differs from the model's " +
@@ -167,7 +173,7 @@ void apply_model(const RunOptions& o, RingShape& s) {
     if (k > config.num_layers)
       throw std::invalid_argument("--num-layers " + std::to_string(k) + " exceeds the model's " +
                                   std::to_string(config.num_layers) + " layers");
-    ids = default_capture_layers(config.num_layers, k);
+    ids = capture_layers_for(config, k);  // full-attention layers of a hybrid model
   }
   if (ids.size() > kMaxCapturedLayers)
     throw std::invalid_argument("--layers names " + std::to_string(ids.size()) +
@@ -203,7 +209,7 @@ RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets, const Wo
   s.num_drafters = drafters.count;
   s.hs_min_ready = o.hs_min_ready;
   for (uint32_t k = 0; k < s.num_layers; ++k) s.layer_ids[k] = int32_t(k);
-  if (runs_model(o)) apply_model(o, s);
+  if (runs_model(o)) apply_model(o, !targets.cpu, s);
   const bool unbounded = o.batches == 0 && o.seconds > 0;
   const uint64_t default_batches = runs_model(o) ? kDefaultModelRunBatches : kDefaultRunBatches;
   s.batch_limit = unbounded ? 0 : (o.batches ? o.batches : default_batches);

@@ -105,10 +105,9 @@ void rms_norm(const float* x, const float* weight, size_t rows, size_t dim, doub
   }
 }
 
-
 void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const float* cos,
-                const float* sin) {
-  const size_t half = head_dim / 2;
+                const float* sin, size_t rotary_dim) {
+  const size_t half = (rotary_dim ? rotary_dim : head_dim) / 2;
   for (size_t r = 0; r < rows; ++r) {
     const float* c = cos + r * half;
     const float* s = sin + r * half;
@@ -122,6 +121,11 @@ void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const floa
       }
     }
   }
+}
+
+void add_bias(float* x, size_t rows, size_t dim, const float* bias) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < dim; ++i) x[r * dim + i] += bias[i];
 }
 
 void swiglu(const float* gate, const float* up, size_t n, float* out) {

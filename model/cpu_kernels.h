@@ -50,9 +50,14 @@ void rope_angles(std::span<const int32_t> positions, size_t head_dim, double the
 }
 
 // Rotates every head of x [rows, heads * head_dim] in place, pairing element i with
-// i + head_dim / 2 (the HF "rotate_half" convention, not interleaved pairs).
+// i + rotary_dim / 2 (the HF "rotate_half" convention, not interleaved pairs) for i <
+// rotary_dim / 2; the dims past rotary_dim (partial RoPE) are left as they are. cos and sin
+// are [rows, rotary_dim / 2]. rotary_dim 0 means head_dim.
 void apply_rope(float* x, size_t rows, size_t heads, size_t head_dim, const float* cos,
-                const float* sin);
+                const float* sin, size_t rotary_dim = 0);
+
+// x[r, i] += bias[i] for every row of x [rows, dim].
+void add_bias(float* x, size_t rows, size_t dim, const float* bias);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
 void swiglu(const float* gate, const float* up, size_t n, float* out);

@@ -1,12 +1,15 @@
 #include "model/cpu_target_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
+#include "model/cpu_delta_net.h"
 #include "model/cpu_kernels.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_error.h"
 #include "model/parallel.h"
+#include "model/rope.h"
 
 namespace hsring {
 
@@ -45,12 +48,13 @@ void CpuTargetModel::forward(const PackedBatch& batch, const ForwardRequest& req
     const float* row = weights_.embed_tokens.data() + size_t(batch.tokens[t]) * h;
     std::copy(row, row + h, residual_.begin() + std::ptrdiff_t(t * h));
   }
-  // RoPE angles depend on positions only: once per forward, shared by every layer.
-  const size_t half = config_.head_dim / 2;
+  // RoPE angles depend on positions (and, for dynamic NTK, document lengths) only: once per
+  // forward, shared by every layer.
+  const size_t half = config_.rope_dim() / 2;
   ensure(rope_cos_, rows * half);
   ensure(rope_sin_, rows * half);
-  cpu::rope_angles(batch.positions, config_.head_dim, config_.rope_theta, rope_cos_.data(),
-                   rope_sin_.data());
+  rope_tables(config_.rope, config_.rope_theta, config_.rope_dim(), batch.positions,
+              batch.doc_offsets, rope_cos_.data(), rope_sin_.data());
 
   out.token_count = uint32_t(rows);
   out.hidden_size = uint32_t(h);
@@ -76,36 +80,19 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
   const ModelConfig& c = config_;
   const size_t rows = batch.tokens.size();
   const size_t h = c.hidden_size;
-  const size_t qd = c.q_dim();
-  const size_t kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   ensure(normed_, rows * h);
-  ensure(q_, rows * qd);
-  ensure(k_, rows * kvd);
-  ensure(v_, rows * kvd);
-  ensure(attn_, rows * std::max(qd, h));
+  ensure(mixed_, rows * h);
   ensure(gate_, rows * inter);
   ensure(up_, rows * inter);
 
-  // Attention block: pre-norm, projections, optional per-head QK-norm, RoPE, attention.
+  // Token mixer: pre-norm, attention or DeltaNet, into the residual.
   cpu::rms_norm(residual_.data(), w.input_norm.data(), rows, h, c.rms_norm_eps, normed_.data());
-  cpu::linear(normed_.data(), rows, h, w.q_proj.data(), qd, q_.data(), threads_);
-  cpu::linear(normed_.data(), rows, h, w.k_proj.data(), kvd, k_.data(), threads_);
-  cpu::linear(normed_.data(), rows, h, w.v_proj.data(), kvd, v_.data(), threads_);
-  if (c.qk_norm) {
-    // Qwen3 normalises each head vector over head_dim, before RoPE.
-    cpu::rms_norm(q_.data(), w.q_norm.data(), rows * c.num_heads, c.head_dim, c.rms_norm_eps,
-                  q_.data());
-    cpu::rms_norm(k_.data(), w.k_norm.data(), rows * c.num_kv_heads, c.head_dim, c.rms_norm_eps,
-                  k_.data());
-  }
-  cpu::apply_rope(q_.data(), rows, c.num_heads, c.head_dim, rope_cos_.data(), rope_sin_.data());
-  cpu::apply_rope(k_.data(), rows, c.num_kv_heads, c.head_dim, rope_cos_.data(), rope_sin_.data());
-  cpu::packed_causal_attention(q_.data(), k_.data(), v_.data(), rows, c.num_heads, c.num_kv_heads,
-                               c.head_dim, batch.doc_offsets, attn_.data(), threads_);
-  // o_proj output goes to normed_ (free again), then joins the residual.
-  cpu::linear(attn_.data(), rows, qd, w.o_proj.data(), h, normed_.data(), threads_);
-  for (size_t i = 0; i < rows * h; ++i) residual_[i] += normed_[i];
+  if (c.kind(index) == LayerKind::kDeltaNet)
+    run_delta_net(w, batch);
+  else
+    run_attention(w, batch);
+  for (size_t i = 0; i < rows * h; ++i) residual_[i] += mixed_[i];
 
   // MLP block: pre-norm, SwiGLU, down projection into the residual.
   cpu::rms_norm(residual_.data(), w.post_attention_norm.data(), rows, h, c.rms_norm_eps,
@@ -113,8 +100,82 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
   cpu::linear(normed_.data(), rows, h, w.gate_proj.data(), inter, gate_.data(), threads_);
   cpu::linear(normed_.data(), rows, h, w.up_proj.data(), inter, up_.data(), threads_);
   cpu::swiglu(gate_.data(), up_.data(), rows * inter, gate_.data());
-  cpu::linear(gate_.data(), rows, inter, w.down_proj.data(), h, attn_.data(), threads_);
-  for (size_t i = 0; i < rows * h; ++i) residual_[i] += attn_[i];
+  cpu::linear(gate_.data(), rows, inter, w.down_proj.data(), h, mixed_.data(), threads_);
+  for (size_t i = 0; i < rows * h; ++i) residual_[i] += mixed_[i];
+}
+
+void CpuTargetModel::run_attention(const LayerWeights& w, const PackedBatch& batch) {
+  const ModelConfig& c = config_;
+  const size_t rows = batch.tokens.size();
+  const size_t h = c.hidden_size;
+  const size_t hd = c.head_dim;
+  const size_t qd = c.q_dim();
+  const size_t kvd = c.kv_dim();
+  ensure(q_, rows * qd);
+  ensure(k_, rows * kvd);
+  ensure(v_, rows * kvd);
+  ensure(attn_, rows * qd);
+  if (c.attention_gate) {
+    // Qwen3.5: q_proj gives [q_h | gate_h] per head; split into q_ and attn_gate_.
+    ensure(attn_gate_, rows * qd);
+    ensure(attn_, rows * 2 * qd);
+    cpu::linear(normed_.data(), rows, h, w.q_proj.data(), 2 * qd, attn_.data(), threads_);
+    for (size_t r = 0; r < rows * c.num_heads; ++r) {
+      const float* both = attn_.data() + r * 2 * hd;
+      std::copy(both, both + hd, q_.begin() + std::ptrdiff_t(r * hd));
+      std::copy(both + hd, both + 2 * hd, attn_gate_.begin() + std::ptrdiff_t(r * hd));
+    }
+  } else {
+    cpu::linear(normed_.data(), rows, h, w.q_proj.data(), qd, q_.data(), threads_);
+  }
+  cpu::linear(normed_.data(), rows, h, w.k_proj.data(), kvd, k_.data(), threads_);
+  cpu::linear(normed_.data(), rows, h, w.v_proj.data(), kvd, v_.data(), threads_);
+  if (c.qkv_bias) {
+    cpu::add_bias(q_.data(), rows, qd, w.q_bias.data());
+    cpu::add_bias(k_.data(), rows, kvd, w.k_bias.data());
+    cpu::add_bias(v_.data(), rows, kvd, w.v_bias.data());
+  }
+  if (c.qk_norm) {
+    // Qwen3 normalises each head vector over head_dim, before RoPE.
+    cpu::rms_norm(q_.data(), w.q_norm.data(), rows * c.num_heads, hd, c.rms_norm_eps, q_.data());
+    cpu::rms_norm(k_.data(), w.k_norm.data(), rows * c.num_kv_heads, hd, c.rms_norm_eps, k_.data());
+  }
+  cpu::apply_rope(q_.data(), rows, c.num_heads, hd, rope_cos_.data(), rope_sin_.data(),
+                  c.rope_dim());
+  cpu::apply_rope(k_.data(), rows, c.num_kv_heads, hd, rope_cos_.data(), rope_sin_.data(),
+                  c.rope_dim());
+  cpu::packed_causal_attention(q_.data(), k_.data(), v_.data(), rows, c.num_heads, c.num_kv_heads,
+                               hd, batch.doc_offsets, attn_.data(), threads_);
+  if (c.attention_gate)
+    for (size_t i = 0; i < rows * qd; ++i) attn_[i] *= 1.0f / (1.0f + std::exp(-attn_gate_[i]));
+  cpu::linear(attn_.data(), rows, qd, w.o_proj.data(), h, mixed_.data(), threads_);
+}
+
+void CpuTargetModel::run_delta_net(const LayerWeights& w, const PackedBatch& batch) {
+  const ModelConfig& c = config_;
+  const DeltaNetShape& s = c.delta_net;
+  const DeltaNetWeights& n = w.delta_net;
+  const size_t rows = batch.tokens.size();
+  const size_t h = c.hidden_size;
+  ensure(dn_qkv_, rows * s.conv_dim());
+  ensure(dn_conv_, rows * s.conv_dim());
+  ensure(dn_z_, rows * s.v_dim());
+  ensure(dn_a_, rows * s.v_heads);
+  ensure(dn_b_, rows * s.v_heads);
+  ensure(dn_out_, rows * s.v_dim());
+  cpu::linear(normed_.data(), rows, h, n.in_proj_qkv.data(), s.conv_dim(), dn_qkv_.data(),
+              threads_);
+  cpu::linear(normed_.data(), rows, h, n.in_proj_z.data(), s.v_dim(), dn_z_.data(), threads_);
+  cpu::linear(normed_.data(), rows, h, n.in_proj_b.data(), s.v_heads, dn_b_.data(), threads_);
+  cpu::linear(normed_.data(), rows, h, n.in_proj_a.data(), s.v_heads, dn_a_.data(), threads_);
+  cpu::causal_conv_silu(dn_qkv_.data(), s.conv_dim(), n.conv.data(), s.conv_kernel,
+                        batch.doc_offsets, dn_conv_.data());
+  cpu::delta_gates(dn_a_.data(), dn_b_.data(), rows, s.v_heads, n.a_log.data(), n.dt_bias.data());
+  cpu::gated_delta_rule(dn_conv_.data(), dn_a_.data(), dn_b_.data(), rows, s, batch.doc_offsets,
+                        dn_out_.data(), threads_);
+  cpu::gated_rms_norm(dn_out_.data(), dn_z_.data(), n.norm.data(), rows * s.v_heads, s.v_head_dim,
+                      c.rms_norm_eps, dn_out_.data());
+  cpu::linear(dn_out_.data(), rows, s.v_dim(), n.out_proj.data(), h, mixed_.data(), threads_);
 }
 
 void CpuTargetModel::run_head(size_t rows, const ForwardRequest& request, ForwardOutput& out) {

@@ -1,4 +1,5 @@
-// The fp32 CPU reference of the target: a Llama / Qwen3 decoder over packed documents.
+// The fp32 CPU reference of the target: a Llama / Qwen2 / Qwen3 / Qwen3.5 (hybrid) decoder
+// over packed documents.
 // Correctness first (it is what a CUDA forward is checked against), threads over rows and
 // output columns so a tiny model serves a CPU-only pipeline.
 #pragma once
@@ -31,6 +32,9 @@ class CpuTargetModel final : public TargetModel {
  private:
   // Runs decoder layer `index` on residual_ [T, H] in place.
   void run_layer(uint32_t index, const PackedBatch& batch);
+  // The token mixers: normed_ [T, H] in, mixed_ [T, H] out.
+  void run_attention(const LayerWeights& w, const PackedBatch& batch);
+  void run_delta_net(const LayerWeights& w, const PackedBatch& batch);
   // Final norm, LM head in chunks of rows (no [T, V] buffer unless logits are requested).
   void run_head(size_t rows, const ForwardRequest& request, ForwardOutput& out);
 
@@ -38,7 +42,9 @@ class CpuTargetModel final : public TargetModel {
   ModelWeights weights_;
   uint32_t threads_;
   // Scratch, sized on demand and kept between forwards.
-  std::vector<float> residual_, normed_, q_, k_, v_, attn_, gate_, up_, rope_cos_, rope_sin_;
+  std::vector<float> residual_, normed_, mixed_, q_, k_, v_, attn_, attn_gate_, gate_, up_,
+      rope_cos_, rope_sin_;
+  std::vector<float> dn_qkv_, dn_conv_, dn_z_, dn_a_, dn_b_, dn_out_;  // DeltaNet layers
 };
 
 // A CPU model from `spec`: a preset name ("tiny", "qwen3-8b", ...) with random weights

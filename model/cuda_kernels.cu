@@ -131,16 +131,21 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
 }
 
 __global__ void rope_table_kernel(const int32_t* __restrict__ positions, uint32_t rows,
-                                  const double* __restrict__ inv_freq, uint32_t half,
+                                  const double* __restrict__ inv_freq,
+                                  const double* __restrict__ row_bases, double scale, uint32_t half,
                                   float* __restrict__ cos_out, float* __restrict__ sin_out) {
   const uint64_t total = uint64_t(rows) * half;
   for (uint64_t e = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += uint64_t(gridDim.x) * blockDim.x) {
     const uint64_t r = e / half;
+    const uint32_t i = uint32_t(e - r * half);
+    // The host's rule (rope.cc): base^(-2i / head_dim), head_dim = 2 half.
+    const double freq =
+        row_bases ? pow(row_bases[r], -double(2 * i) / double(2 * half)) : inv_freq[i];
     double s, c;
-    sincos(double(positions[r]) * inv_freq[e - r * half], &s, &c);
-    cos_out[e] = float(c);
-    sin_out[e] = float(s);
+    sincos(double(positions[r]) * freq, &s, &c);
+    cos_out[e] = float(c * scale);
+    sin_out[e] = float(s * scale);
   }
 }
 
@@ -150,6 +155,7 @@ constexpr int kHalfPerLane = 4;
 // One warp per (row, head) of q, k and v. Warp-uniform branches only: the shuffles of the
 // norm see every lane.
 __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, QkvShape shape,
+                                  const float* __restrict__ qkv_bias,
                                   const float* __restrict__ q_norm,
                                   const float* __restrict__ k_norm, const float* __restrict__ cos,
                                   const float* __restrict__ sin, Bf16* __restrict__ q,
@@ -162,9 +168,10 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   const uint64_t row = item / slots;
   const uint32_t slot = uint32_t(item - row * slots);
   const float* src = qkv + row * slots * hd + uint64_t(slot) * hd;
+  const float* bias = qkv_bias ? qkv_bias + uint64_t(slot) * hd : nullptr;
   if (slot >= shape.heads + shape.kv_heads) {
     Bf16* dst = v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * hd;
-    for (uint32_t i = lane; i < hd; i += 32) dst[i] = to_bf16(src[i]);
+    for (uint32_t i = lane; i < hd; i += 32) dst[i] = to_bf16(bias ? src[i] + bias[i] : src[i]);
     return;
   }
   const bool is_q = slot < shape.heads;
@@ -177,8 +184,8 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
 #pragma unroll
   for (int j = 0; j < kHalfPerLane; ++j) {
     const uint32_t i = lane + 32 * j;
-    a[j] = i < half ? src[i] : 0.0f;
-    b[j] = i < half ? src[i + half] : 0.0f;
+    a[j] = i < half ? src[i] + (bias ? bias[i] : 0.0f) : 0.0f;
+    b[j] = i < half ? src[i + half] + (bias ? bias[i + half] : 0.0f) : 0.0f;
     squares += a[j] * a[j] + b[j] * b[j];
   }
   float scale = 1.0f;
@@ -356,23 +363,25 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, uint32_t rows, 
 }
 
 cudaError_t launch_rope_table(const int32_t* positions, uint32_t rows, const double* inv_freq,
-                              uint32_t half, float* cos, float* sin, cudaStream_t stream) {
+                              const double* row_bases, double scale, uint32_t half, float* cos,
+                              float* sin, cudaStream_t stream) {
   rope_table_kernel<<<grid_for(uint64_t(rows) * half), kThreads, 0, stream>>>(
-      positions, rows, inv_freq, half, cos, sin);
+      positions, rows, inv_freq, row_bases, scale, half, cos, sin);
   return cudaGetLastError();
 }
 
-cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape, const float* q_norm,
-                              const float* k_norm, const float* cos, const float* sin, Bf16* q,
-                              Bf16* k, Bf16* v, cudaStream_t stream) {
+cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
+                              const float* qkv_bias, const float* q_norm, const float* k_norm,
+                              const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
+                              cudaStream_t stream) {
   if (shape.head_dim > 2 * 32 * kHalfPerLane || shape.head_dim % 2 != 0)
     return cudaErrorInvalidValue;
   const uint64_t warps = uint64_t(rows) * (shape.heads + 2 * shape.kv_heads);
   if (warps == 0) return cudaSuccess;
   const uint64_t blocks = (warps + kWarps - 1) / kWarps;
   if (blocks > 0x7FFFFFFFull) return cudaErrorInvalidValue;
-  qkv_finish_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(qkv, rows, shape, q_norm, k_norm,
-                                                               cos, sin, q, k, v);
+  qkv_finish_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(qkv, rows, shape, qkv_bias, q_norm,
+                                                               k_norm, cos, sin, q, k, v);
   return cudaGetLastError();
 }
 

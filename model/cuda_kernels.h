@@ -26,9 +26,12 @@ cudaError_t launch_rms_norm(const float* x, const float* weight, uint32_t rows, 
                             float eps, Bf16* y, cudaStream_t stream);
 
 // cos, sin [rows, half] of positions[r] * inv_freq[i], the product and sincos in double
-// (positions reach 1e5 radians: fp32 would lose the angle), rounded once to fp32.
+// (positions reach 1e5 radians: fp32 would lose the angle), times `scale` (YaRN's attention
+// factor, else 1), rounded once to fp32. With row_bases (dynamic NTK RoPE, one base per
+// row) the frequencies are row_bases[r]^(-i / half) instead of inv_freq.
 cudaError_t launch_rope_table(const int32_t* positions, uint32_t rows, const double* inv_freq,
-                              uint32_t half, float* cos, float* sin, cudaStream_t stream);
+                              const double* row_bases, double scale, uint32_t half, float* cos,
+                              float* sin, cudaStream_t stream);
 
 struct QkvShape {
   uint32_t heads = 0;
@@ -39,11 +42,13 @@ struct QkvShape {
 
 // Splits the fused projection qkv fp32 [rows, (heads + 2 kv_heads) * head_dim] (q | k | v)
 // into bf16 q [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; q and k heads
-// get the per-head RMSNorm first when q_norm / k_norm are given (Qwen3), then RoPE with
-// the table's angles, pairing element i with i + head_dim / 2 (HF rotate_half).
-cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape, const float* q_norm,
-                              const float* k_norm, const float* cos, const float* sin, Bf16* q,
-                              Bf16* k, Bf16* v, cudaStream_t stream);
+// get the bias first when qkv_bias [(heads + 2 kv_heads) * head_dim] is given (Qwen2), the
+// per-head RMSNorm when q_norm / k_norm are given (Qwen3), then RoPE with the table's
+// angles, pairing element i with i + head_dim / 2 (HF rotate_half).
+cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
+                              const float* qkv_bias, const float* q_norm, const float* k_norm,
+                              const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
+                              cudaStream_t stream);
 
 // act[r, i] = bf16(silu(g) * u), g = gate_up[r, i], u = gate_up[r, inter + i] (fp32 math).
 cudaError_t launch_swiglu(const Bf16* gate_up, uint32_t rows, uint32_t inter, Bf16* act,

@@ -67,21 +67,23 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   capacity = tokens;
 }
 
-BatchInputs::BatchInputs(uint32_t tokens, uint32_t tiles) {
+BatchInputs::BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases) {
   tokens_at = 0;
   positions_at = uint64_t(tokens) * 4;
   tiles_at = align16(positions_at + uint64_t(tokens) * 4);
-  bytes = tiles_at + uint64_t(tiles) * sizeof(cuda_ops::AttentionTile);
+  rope_bases_at = tiles_at + uint64_t(tiles) * sizeof(cuda_ops::AttentionTile);  // 16-aligned
+  bytes = rope_bases_at + (rope_bases ? uint64_t(tokens) * sizeof(double) : 0);
 }
 
 uint64_t BatchInputs::max_bytes(uint32_t tokens) {
-  return align16(uint64_t(tokens) * 8) + max_tiles(tokens) * sizeof(cuda_ops::AttentionTile);
+  return align16(uint64_t(tokens) * 8) + max_tiles(tokens) * sizeof(cuda_ops::AttentionTile) +
+         uint64_t(tokens) * sizeof(double);
 }
 
 void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                          std::span<const cuda_ops::AttentionTile> tiles, void* device,
-                          cudaStream_t stream) {
-  const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()));
+                          std::span<const cuda_ops::AttentionTile> tiles,
+                          std::span<const double> rope_bases, void* device, cudaStream_t stream) {
+  const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()), !rope_bases.empty());
   Block& block = blocks_[next_];
   next_ ^= 1;
   // SYNC POINT: the block's previous upload must have read it before the host rewrites it.
@@ -94,6 +96,8 @@ void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32
   std::memcpy(host + layout.tokens_at, tokens.data(), tokens.size_bytes());
   std::memcpy(host + layout.positions_at, positions.data(), positions.size_bytes());
   std::memcpy(host + layout.tiles_at, tiles.data(), tiles.size_bytes());
+  if (!rope_bases.empty())
+    std::memcpy(host + layout.rope_bases_at, rope_bases.data(), rope_bases.size_bytes());
   HSRING_CUDA_CHECK(cudaMemcpyAsync(device, host, layout.bytes, cudaMemcpyHostToDevice, stream));
   HSRING_CUDA_CHECK(cudaEventRecord(block.copied.get(), stream));
   block.pending = true;

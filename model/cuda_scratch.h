@@ -34,12 +34,14 @@ struct ForwardActivations {
   void grow(const ModelConfig& config, uint32_t tokens, int gpu);
 };
 
-// Where a batch's inputs lie in one staged block: tokens, positions, then the attention
-// tiles (16-byte aligned). Host and device copies share the layout.
+// Where a batch's inputs lie in one staged block: tokens, positions, the attention tiles
+// (16-byte aligned), then one double per token for dynamic NTK RoPE (its document's base;
+// empty for the other RoPE rules). Host and device copies share the layout.
 struct BatchInputs {
-  static uint64_t max_bytes(uint32_t tokens);  // for any batch of up to `tokens` tokens
-  BatchInputs(uint32_t tokens, uint32_t tiles);
-  uint64_t tokens_at = 0, positions_at = 0, tiles_at = 0, bytes = 0;
+  // For any batch of up to `tokens` tokens, with or without the RoPE bases.
+  static uint64_t max_bytes(uint32_t tokens);
+  BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases);
+  uint64_t tokens_at = 0, positions_at = 0, tiles_at = 0, rope_bases_at = 0, bytes = 0;
 };
 
 // Two pinned staging blocks used in turn. A block is rewritten only after the copy that
@@ -47,10 +49,12 @@ struct BatchInputs {
 // and waits, at most, for the copy of the forward two calls back.
 class InputStaging {
  public:
-  // Copies tokens, positions and tiles into the next pinned block and enqueues its upload
-  // into `device` (BatchInputs layout) on `stream`. Throws gpu::CudaError.
+  // Copies tokens, positions, tiles and rope_bases (empty, or one per token) into the next
+  // pinned block and enqueues its upload into `device` (BatchInputs layout) on `stream`.
+  // Throws gpu::CudaError.
   void upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-              std::span<const cuda_ops::AttentionTile> tiles, void* device, cudaStream_t stream);
+              std::span<const cuda_ops::AttentionTile> tiles, std::span<const double> rope_bases,
+              void* device, cudaStream_t stream);
 
  private:
   struct Block {

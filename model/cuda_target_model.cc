@@ -7,13 +7,13 @@
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
-#include "model/cpu_kernels.h"
 #include "model/cuda_blas.h"
 #include "model/cuda_kernels.h"
 #include "model/cuda_scratch.h"
 #include "model/cuda_weights.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_error.h"
+#include "model/rope.h"
 
 namespace hsring {
 
@@ -40,6 +40,14 @@ void select_gpu(int gpu, const std::string& model) {
 void check_config(const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
     throw ModelError(ModelErrc::kBadConfig, "model '" + config.name + "': " + why);
+  // Qwen3.5 (DeltaNet layers, gated attention, partial RoPE, zero-centred norms) has only
+  // the CPU reference so far.
+  if (config.hybrid() || config.attention_gate || config.rotary_dim != 0 ||
+      config.weight_prefix != "model.")
+    throw ModelError(ModelErrc::kBadConfig,
+                     "model '" + config.name + "': model_type " + config.model_type +
+                         " (Gated DeltaNet hybrid) has no CUDA forward yet; the CPU forward "
+                         "runs it");
   if (!cuda_ops::attention_supports(config.head_dim))
     throw ModelError(ModelErrc::kBadConfig,
                      "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
@@ -66,6 +74,7 @@ struct CudaTargetModel::Impl {
   bool forward_pending = false;
   InputStaging staging;
   std::vector<cuda_ops::AttentionTile> tiles;
+  std::vector<double> rope_bases;  // per token, dynamic NTK RoPE only (else empty)
   // Query heads per attention block: all the heads of a KV group, so each K/V block is
   // read once per group. Same bits as one head per block; on an H200 the two are within
   // run-to-run noise of each other (bench/RESULTS.md, "forward_bench").
@@ -83,7 +92,8 @@ struct CudaTargetModel::Impl {
     weights = DeviceWeights::allocate(config, gpu);
     blas = std::make_unique<cuda_ops::Blas>();
     const uint32_t half = config.head_dim / 2;
-    const std::vector<double> freq = cpu::rope_inverse_frequencies(config.head_dim, config.rope_theta);
+    const std::vector<double> freq =
+        rope_inverse_frequencies(config.rope, config.rope_theta, config.head_dim, 0);
     inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
     HSRING_CUDA_CHECK(
         cudaMemcpy(inv_freq.data(), freq.data(), half * sizeof(double), cudaMemcpyHostToDevice));
@@ -120,14 +130,14 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, uint32_t ti
   const float eps = float(c.rms_norm_eps);
   auto* residual = a.residual.as<float>();
   auto* normed = a.normed.as<Bf16>();
-  const BatchInputs layout(rows, tile_count);
+  const BatchInputs layout(rows, tile_count, c.rope.type == RopeType::kDynamic);
 
   // Attention block: x += Attention(RoPE(QKnorm(norm(x) Wqkv^T))) Wo^T.
   HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.input_norm, rows, h, eps, normed, s));
   blas->linear(normed, rows, h, w.qkv, qkv_width, a.qkv.data(), true, qkv_width);
   HSRING_CUDA_CHECK(cuda_ops::launch_qkv_finish(
-      a.qkv.as<float>(), rows, {c.num_heads, c.num_kv_heads, c.head_dim, eps}, w.q_norm, w.k_norm,
-      a.rope_cos.as<float>(), a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(),
+      a.qkv.as<float>(), rows, {c.num_heads, c.num_kv_heads, c.head_dim, eps}, w.qkv_bias, w.q_norm,
+      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(),
       a.v.as<Bf16>(), s));
   HSRING_CUDA_CHECK(cuda_ops::launch_attention(
       a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(),
@@ -227,16 +237,24 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   const auto tile_count = uint32_t(m.tiles.size());
   m.grow(rows);
   ForwardActivations& a = m.activations;
-  m.staging.upload(batch.tokens, batch.positions, m.tiles, a.inputs.data(), stream);
-  const BatchInputs layout(rows, tile_count);
+  // Dynamic NTK RoPE: each document's base, from its length (rope.h).
+  m.rope_bases =
+      dynamic_rope_bases(c.rope, c.rope_theta, c.head_dim, batch.positions, batch.doc_offsets);
+  m.staging.upload(batch.tokens, batch.positions, m.tiles, m.rope_bases, a.inputs.data(), stream);
+  const BatchInputs layout(rows, tile_count, !m.rope_bases.empty());
 
   HSRING_CUDA_CHECK(cuda_ops::launch_embed(
       m.weights.embed(), reinterpret_cast<const int32_t*>(a.inputs.data() + layout.tokens_at), rows,
       c.hidden_size, a.residual.as<float>(), stream));
-  // RoPE angles depend on positions only: once per forward, shared by every layer.
+  // RoPE angles depend on positions (and dynamic NTK's document lengths) only: once per
+  // forward, shared by every layer.
   HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(
       reinterpret_cast<const int32_t*>(a.inputs.data() + layout.positions_at), rows,
-      m.inv_freq.as<double>(), c.head_dim / 2, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+      m.inv_freq.as<double>(),
+      m.rope_bases.empty()
+          ? nullptr
+          : reinterpret_cast<const double*>(a.inputs.data() + layout.rope_bases_at),
+      c.rope.attention_factor, c.head_dim / 2, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
       stream));
   m.blas->bind(stream);
 
@@ -313,6 +331,7 @@ void CudaTargetModel::forward(const PackedBatch& batch, const ForwardRequest& re
 
 std::unique_ptr<CudaTargetModel> open_cuda_model(const std::string& spec, uint64_t seed, int gpu) {
   ModelConfig config = model_config_of(spec);
+  check_config(config);  // before reading a checkpoint the forward would refuse
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) {
     const ModelWeights weights = load_hf_weights(spec, config);

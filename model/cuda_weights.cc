@@ -77,7 +77,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   const uint64_t head = c.tie_embeddings ? embed : layout.take(uint64_t(c.vocab_size) * h * 2);
   const uint64_t final_norm = layout.take(h * 4);
   struct LayerOffsets {
-    uint64_t qkv, o, gate_up, down, input_norm, post_norm, q_norm, k_norm;
+    uint64_t qkv, o, gate_up, down, input_norm, post_norm, q_norm, k_norm, qkv_bias;
   };
   std::vector<LayerOffsets> offsets(c.num_layers);
   for (LayerOffsets& l : offsets) {
@@ -89,6 +89,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
     l.post_norm = layout.take(h * 4);
     l.q_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
     l.k_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
+    l.qkv_bias = c.qkv_bias ? layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * 4) : 0;
   }
 
   // Ask first: a clear message beats a failed cudaMalloc deep inside a larger request.
@@ -123,6 +124,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
     d.post_norm = f32_at(l.post_norm);
     d.q_norm = c.qk_norm ? f32_at(l.q_norm) : nullptr;
     d.k_norm = c.qk_norm ? f32_at(l.k_norm) : nullptr;
+    d.qkv_bias = c.qkv_bias ? f32_at(l.qkv_bias) : nullptr;
   }
   return w;
 }
@@ -149,6 +151,11 @@ DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
       if (field == "self_attn.k_proj.weight") return {l.qkv + q_rows_ * h, false};
       if (field == "self_attn.v_proj.weight") return {l.qkv + (q_rows_ + kv_rows_) * h, false};
       if (field == "self_attn.o_proj.weight") return {l.o, false};
+      if (l.qkv_bias) {
+        if (field == "self_attn.q_proj.bias") return {l.qkv_bias, true};
+        if (field == "self_attn.k_proj.bias") return {l.qkv_bias + q_rows_, true};
+        if (field == "self_attn.v_proj.bias") return {l.qkv_bias + q_rows_ + kv_rows_, true};
+      }
       if (field == "mlp.gate_proj.weight") return {l.gate_up, false};
       if (field == "mlp.up_proj.weight") return {l.gate_up + uint64_t(inter_) * h, false};
       if (field == "mlp.down_proj.weight") return {l.down, false};

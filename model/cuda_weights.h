@@ -1,5 +1,5 @@
-// The target's weights on one GPU, in one allocation: bf16 matrices, fp32 norm vectors
-// (tiny, and near 1 where bf16 would keep only 8 bits). q/k/v projections are stacked into
+// The target's weights on one GPU, in one allocation: bf16 matrices, fp32 norm and bias
+// vectors (tiny, and near 1 where bf16 would keep only 8 bits). q/k/v projections are stacked into
 // one [q + 2 kv, H] matrix and gate/up into one [2 I, H] matrix, so each pair is one GEMM.
 #pragma once
 
@@ -25,6 +25,7 @@ struct DeviceLayerWeights {
   float* post_norm = nullptr;         // [H]
   float* q_norm = nullptr;            // [head_dim]; null without QK-norm
   float* k_norm = nullptr;            // [head_dim]; null without QK-norm
+  float* qkv_bias = nullptr;          // [(heads + 2 kv_heads) * head_dim]; Qwen2 only, else null
 };
 
 class DeviceWeights {

@@ -85,6 +85,10 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
       file = it->second;
     }
     shards.get(file).read_as_float(t.name, t.shape, *t.data);
+    // Qwen3.5's norms apply 1 + w: the forward's multiplier, computed once here in fp32 as
+    // transformers does.
+    if (stored_zero_centred(config, t.name))
+      for (float& v : *t.data) v = 1.0f + v;
   }
   return weights;
 }

@@ -1,11 +1,10 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "model/json.h"
 #include "model/model_error.h"
-#include "model/text_file.h"
 
 namespace hsring {
 
@@ -50,12 +49,12 @@ ModelConfig qwen3_8b_config() {
   return c;
 }
 
-ModelConfig qwen36_27b_config() {
+ModelConfig dense_27b_config() {
   // A dense, full-attention stand-in of the 27B class: Qwen3-32B's attention (64 x 128,
-  // 8 KV heads) with a narrower MLP, about 24.7e9 parameters. Real checkpoints are loaded
-  // from their own config.json, which always wins over this preset.
+  // 8 KV heads) with a narrower MLP, about 24.7e9 parameters; what the CUDA forward runs
+  // at that size until it has a DeltaNet kernel.
   ModelConfig c;
-  c.name = "qwen3.6-27b";
+  c.name = "qwen3-dense-27b";
   c.model_type = "qwen3";
   c.hidden_size = 5120;
   c.intermediate_size = 17408;
@@ -71,100 +70,32 @@ ModelConfig qwen36_27b_config() {
   return c;
 }
 
-// Field readers: each names the source and the key in its error.
-class ConfigReader {
- public:
-  ConfigReader(const JsonValue& root, const std::string& source) : root_(root), source_(source) {}
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw ModelError(ModelErrc::kBadConfig, source_ + ": " + what);
-  }
-
-  // Absent and null read the same: HF writes `"head_dim": null` for "derive it".
-  const JsonValue* get(std::string_view key) const {
-    const JsonValue* v = root_.find(key);
-    return v && !v->is_null() ? v : nullptr;
-  }
-
-  uint32_t positive_int(std::string_view key, const uint32_t* fallback = nullptr) const {
-    const JsonValue* v = get(key);
-    if (!v) {
-      if (fallback) return *fallback;
-      fail("required field '" + std::string(key) + "' is missing");
-    }
-    if (!v->is_number() || !v->as_int() || *v->as_int() < 1 ||
-        *v->as_int() > std::numeric_limits<int32_t>::max())
-      fail("'" + std::string(key) + "' must be a positive integer, got " + describe_json(*v));
-    return uint32_t(*v->as_int());
-  }
-
-  double positive_number(const JsonValue* v, std::string_view key, double fallback) const {
-    if (!v) return fallback;
-    if (!v->is_number() || !(v->as_double() > 0))
-      fail("'" + std::string(key) + "' must be a positive number, got " + describe_json(*v));
-    return v->as_double();
-  }
-
-  double positive_number(std::string_view key, double fallback) const {
-    return positive_number(get(key), key, fallback);
-  }
-
-  bool boolean(std::string_view key, bool fallback) const {
-    const JsonValue* v = get(key);
-    if (!v) return fallback;
-    if (!v->is_bool())
-      fail("'" + std::string(key) + "' must be true or false, got " + describe_json(*v));
-    return v->as_bool();
-  }
-
-  std::string string(std::string_view key) const {
-    const JsonValue* v = get(key);
-    if (!v) fail("required field '" + std::string(key) + "' is missing");
-    if (!v->is_string())
-      fail("'" + std::string(key) + "' must be a string, got " + describe_json(*v));
-    return v->as_string();
-  }
-
-  void require_false(std::string_view key, const std::string& why) const {
-    if (boolean(key, false)) fail("'" + std::string(key) + "' is true: " + why);
-  }
-
- private:
-  const JsonValue& root_;
-  const std::string& source_;
-};
-
-// RoPE theta from either the classic field or transformers v5's rope_parameters; any
-// scaled variant (llama3, yarn, dynamic...) would change the frequencies: refused.
-double read_rope_theta(const ConfigReader& r) {
-  double theta = r.positive_number("rope_theta", 10000.0);
-  if (const JsonValue* scaling = r.get("rope_scaling"))
-    r.fail("'rope_scaling' is " + describe_json(*scaling) + ": only plain RoPE is supported");
-  if (const JsonValue* params = r.get("rope_parameters")) {
-    if (!params->is_object()) r.fail("'rope_parameters' must be an object");
-    const JsonValue* type = params->find("rope_type");
-    if (type && !(type->is_string() && type->as_string() == "default"))
-      r.fail("'rope_parameters.rope_type' is " + describe_json(*type) +
-             ": only plain RoPE (\"default\") is supported");
-    theta = r.positive_number(params->find("rope_theta"), "rope_parameters.rope_theta", theta);
-  }
-  return theta;
-}
-
-void reject_unsupported(const ConfigReader& r) {
-  if (const JsonValue* act = r.get("hidden_act");
-      act && !(act->is_string() && act->as_string() == "silu"))
-    r.fail("'hidden_act' is " + describe_json(*act) + ": only \"silu\" (SwiGLU) is supported");
-  r.require_false("attention_bias", "biased q/k/v/o projections are not supported");
-  r.require_false("mlp_bias", "biased MLP projections are not supported");
-  r.require_false("use_sliding_window", "sliding-window attention is not supported");
-  if (const JsonValue* types = r.get("layer_types")) {
-    if (!types->is_array()) r.fail("'layer_types' must be an array");
-    for (const JsonValue& t : types->as_array())
-      if (!(t.is_string() && t.as_string() == "full_attention"))
-        r.fail("'layer_types' holds " + describe_json(t) +
-               ": only \"full_attention\" layers are supported");
-  }
+ModelConfig qwen36_27b_config() {
+  // Qwen/Qwen3.6-27B's text model (Qwen3.5-27B has the same shape): 16 groups of three
+  // Gated DeltaNet layers and one gated full-attention layer; attention 24 / 4 heads of 256
+  // with RoPE on 64 dims; DeltaNet 16 q/k heads and 48 v heads of 128, kernel 4.
+  ModelConfig c;
+  c.name = "qwen3.6-27b";
+  c.model_type = "qwen3_5";
+  c.hidden_size = 5120;
+  c.intermediate_size = 17408;
+  c.num_layers = 64;
+  c.num_heads = 24;
+  c.num_kv_heads = 4;
+  c.head_dim = 256;
+  c.vocab_size = 248320;
+  c.rope_theta = 10000000.0;
+  c.rms_norm_eps = 1e-6;
+  c.qk_norm = true;
+  c.tie_embeddings = false;
+  for (uint32_t i = 0; i < c.num_layers; ++i)
+    c.layer_kinds.push_back((i + 1) % 4 ? LayerKind::kDeltaNet : LayerKind::kAttention);
+  c.delta_net = {16, 48, 128, 128, 4};
+  c.rotary_dim = 64;
+  c.attention_gate = true;
+  c.zero_centred_norms = true;
+  c.weight_prefix = "model.language_model.";
+  return c;
 }
 
 }  // namespace
@@ -187,51 +118,43 @@ std::string validate_config(const ModelConfig& c) {
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) return "rope theta must be positive";
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
     return "RMS norm eps must be positive";
-  if (c.model_type != "llama" && c.model_type != "qwen3")
-    return "model type '" + c.model_type + "' is not supported (llama, qwen3)";
+  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
+      c.model_type != "qwen3_5")
+    return "model type '" + c.model_type + "' is not supported (llama, qwen2, qwen3, qwen3_5)";
+  if (!c.layer_kinds.empty() && c.layer_kinds.size() != c.num_layers)
+    return "layer kinds list " + std::to_string(c.layer_kinds.size()) + " layers, not " +
+           std::to_string(c.num_layers);
+  if (c.rotary_dim % 2 != 0 || c.rotary_dim > c.head_dim)
+    return "rotary dim " + std::to_string(c.rotary_dim) + " must be even and at most the head dim";
+  if (c.hybrid()) {
+    const DeltaNetShape& d = c.delta_net;
+    if (!in_range(d.qk_heads, 1024) || !in_range(d.v_heads, 1024) ||
+        !in_range(d.qk_head_dim, 1024) || !in_range(d.v_head_dim, 1024))
+      return "DeltaNet head counts and sizes must be in [1, 1024]";
+    if (d.v_heads % d.qk_heads != 0)
+      return "DeltaNet value heads (" + std::to_string(d.v_heads) +
+             ") must be a multiple of its key heads (" + std::to_string(d.qk_heads) + ")";
+    if (!in_range(d.conv_kernel, 64)) return "DeltaNet convolution kernel must be in [1, 64]";
+  }
+  if (std::string why = validate_rope(c.rope); !why.empty()) return why;
+  if (c.rope.type == RopeType::kDynamic && c.rope_dim() < 4)
+    return "dynamic RoPE needs a rotary dim of at least 4";
   return "";
 }
 
-std::vector<std::string> named_model_configs() { return {"tiny", "qwen3-8b", "qwen3.6-27b"}; }
+std::vector<std::string> named_model_configs() {
+  return {"tiny", "qwen3-8b", "qwen3.6-27b", "qwen3-dense-27b"};
+}
 
 ModelConfig named_model_config(std::string_view name) {
   if (name == "tiny") return tiny_config();
   if (name == "qwen3-8b") return qwen3_8b_config();
   if (name == "qwen3.6-27b") return qwen36_27b_config();
+  if (name == "qwen3-dense-27b") return dense_27b_config();
   std::string known;
   for (const std::string& n : named_model_configs()) known += (known.empty() ? "" : ", ") + n;
   throw ModelError(ModelErrc::kBadConfig,
                    "unknown model shape '" + std::string(name) + "' (known: " + known + ")");
-}
-
-ModelConfig parse_hf_config(std::string_view json_text, const std::string& source) {
-  const JsonValue root = parse_json(json_text, source);
-  if (!root.is_object()) throw ModelError(ModelErrc::kBadConfig, source + ": not a JSON object");
-  const ConfigReader r(root, source);
-  ModelConfig c;
-  c.name = source;
-  c.model_type = r.string("model_type");
-  if (c.model_type != "llama" && c.model_type != "qwen3")
-    r.fail("model_type '" + c.model_type + "' is not supported (llama, qwen3)");
-  c.hidden_size = r.positive_int("hidden_size");
-  c.intermediate_size = r.positive_int("intermediate_size");
-  c.num_layers = r.positive_int("num_hidden_layers");
-  c.num_heads = r.positive_int("num_attention_heads");
-  c.num_kv_heads = r.positive_int("num_key_value_heads", &c.num_heads);
-  const uint32_t derived_head_dim = c.hidden_size / c.num_heads;
-  c.head_dim = r.positive_int("head_dim", &derived_head_dim);
-  c.vocab_size = r.positive_int("vocab_size");
-  c.rope_theta = read_rope_theta(r);
-  c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
-  c.tie_embeddings = r.boolean("tie_word_embeddings", false);
-  c.qk_norm = c.model_type == "qwen3";
-  reject_unsupported(r);
-  if (std::string why = validate_config(c); !why.empty()) r.fail(why);
-  return c;
-}
-
-ModelConfig load_hf_config(const std::filesystem::path& config_json) {
-  return parse_hf_config(read_text_file(config_json), config_json.string());
 }
 
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k) {
@@ -263,13 +186,50 @@ std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k) {
   return ids;
 }
 
+std::vector<int32_t> capture_layers_for(const ModelConfig& c, uint32_t k) {
+  if (!c.hybrid()) return default_capture_layers(c.num_layers, k);
+  std::vector<int32_t> attention;
+  for (uint32_t i = 0; i + 1 < c.num_layers; ++i)
+    if (c.kind(i) == LayerKind::kAttention) attention.push_back(int32_t(i));
+  if (k == 0 || k > attention.size()) return default_capture_layers(c.num_layers, k);
+  // The published choice for the Qwen3.5 / 3.6 27B shape (16 groups of 3 + 1).
+  if (k == 5 && c.num_layers == 64 && attention.size() == 15 && attention.front() == 3 &&
+      attention.back() == 59)
+    return {3, 15, 31, 47, 59};
+  if (k == 1) return {attention[attention.size() / 2]};
+  std::vector<int32_t> ids;
+  const int64_t span = int64_t(attention.size()) - 1;
+  const int64_t steps = k - 1;
+  for (int64_t i = 0; i < int64_t(k); ++i) {
+    int64_t q = i * span / steps;
+    const int64_t twice_rem = 2 * (i * span % steps);
+    if (twice_rem > steps || (twice_rem == steps && (q & 1))) ++q;
+    ids.push_back(attention[size_t(q)]);
+  }
+  return ids;
+}
+
+bool ModelConfig::hybrid() const {
+  return std::find(layer_kinds.begin(), layer_kinds.end(), LayerKind::kDeltaNet) !=
+         layer_kinds.end();
+}
+
 uint64_t parameter_count(const ModelConfig& c) {
   const uint64_t h = c.hidden_size;
-  const uint64_t attention = h * c.q_dim() * 2 + h * c.kv_dim() * 2;
-  const uint64_t mlp = 3 * h * c.intermediate_size;
-  const uint64_t norms = 2 * h + (c.qk_norm ? 2 * c.head_dim : 0);
+  const uint64_t q_rows = uint64_t(c.q_dim()) * (c.attention_gate ? 2 : 1);
+  const uint64_t attention = h * q_rows + h * c.q_dim() + h * c.kv_dim() * 2 +
+                             (c.qkv_bias ? c.q_dim() + 2 * c.kv_dim() : 0) +
+                             (c.qk_norm ? 2 * c.head_dim : 0);
+  const DeltaNetShape& d = c.delta_net;
+  const uint64_t delta = h * d.conv_dim() + h * d.v_dim() + 2 * h * d.v_heads +
+                         uint64_t(d.conv_dim()) * d.conv_kernel + 2 * d.v_heads + d.v_head_dim +
+                         h * d.v_dim();
+  const uint64_t per_layer = 3 * h * c.intermediate_size + 2 * h;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < c.num_layers; ++i)
+    total += per_layer + (c.kind(i) == LayerKind::kDeltaNet ? delta : attention);
   const uint64_t embed = uint64_t(c.vocab_size) * h;
-  return c.num_layers * (attention + mlp + norms) + embed * (c.tie_embeddings ? 1 : 2) + h;
+  return total + embed * (c.tie_embeddings ? 1 : 2) + h;
 }
 
 }  // namespace hsring

@@ -1,5 +1,6 @@
-// The shape of a Llama / Qwen3-family decoder-only target: named presets, parsing of a
-// Hugging Face config.json, and the rule that picks which layers' outputs are captured.
+// The shape of a Llama / Qwen2 / Qwen3 / Qwen3.5-family decoder-only target: named presets,
+// parsing of a Hugging Face config.json, and the rule that picks which layers' outputs are
+// captured.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +9,28 @@
 #include <string_view>
 #include <vector>
 
+#include "model/rope.h"
+
 namespace hsring {
+
+// What a decoder layer mixes tokens with: softmax attention or Qwen3.5's Gated DeltaNet.
+enum class LayerKind : uint8_t { kAttention, kDeltaNet };
+
+// The Gated DeltaNet (linear attention) layers of Qwen3.5: a short causal depthwise
+// convolution over [q | k | v], then the gated delta rule per value head (query / key head
+// h * qk_heads / v_heads), then a gated RMSNorm per value head.
+struct DeltaNetShape {
+  uint32_t qk_heads = 0, v_heads = 0;        // linear_num_key_heads, linear_num_value_heads
+  uint32_t qk_head_dim = 0, v_head_dim = 0;  // linear_key_head_dim, linear_value_head_dim
+  uint32_t conv_kernel = 0;                  // linear_conv_kernel_dim
+  uint32_t qk_dim() const { return qk_heads * qk_head_dim; }
+  uint32_t v_dim() const { return v_heads * v_head_dim; }
+  uint32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }  // q | k | v channels
+};
 
 struct ModelConfig {
   std::string name;                  // preset name or the config.json it came from
-  std::string model_type = "qwen3";  // "llama" or "qwen3"
+  std::string model_type = "qwen3";  // "llama", "qwen2", "qwen3" or "qwen3_5"
   uint32_t hidden_size = 0;
   uint32_t intermediate_size = 0;
   uint32_t num_layers = 0;
@@ -21,24 +39,46 @@ struct ModelConfig {
   uint32_t head_dim = 0;  // need not equal hidden_size / num_heads (Qwen3-32B: 64 x 128 vs 5120)
   uint32_t vocab_size = 0;
   double rope_theta = 10000.0;
+  RopeScaling rope;  // plain RoPE unless the config scales it (Llama 3.1: llama3)
   double rms_norm_eps = 1e-6;
   bool qk_norm = false;         // Qwen3: RMSNorm over each head of q and k before RoPE
+  bool qkv_bias = false;        // Qwen2: q_proj, k_proj and v_proj carry biases
   bool tie_embeddings = false;  // the LM head reuses model.embed_tokens.weight
+
+  // Qwen3.5 (hybrid): the kind of each layer (empty: every layer attention), the DeltaNet
+  // shape, RoPE on the first rotary_dim dims of a head only (0: all of them), a sigmoid
+  // output gate per attention head (q_proj emits [q | gate] per head), RMSNorm weights
+  // stored in the checkpoint as (multiplier - 1), and where the text model's tensors live
+  // ("model.language_model." in the multimodal wrapper).
+  std::vector<LayerKind> layer_kinds;
+  DeltaNetShape delta_net;
+  uint32_t rotary_dim = 0;
+  bool attention_gate = false;
+  bool zero_centred_norms = false;
+  std::string weight_prefix = "model.";
 
   uint32_t q_dim() const { return num_heads * head_dim; }
   uint32_t kv_dim() const { return num_kv_heads * head_dim; }
+  uint32_t rope_dim() const { return rotary_dim ? rotary_dim : head_dim; }
+  LayerKind kind(uint32_t layer) const {
+    return layer < layer_kinds.size() ? layer_kinds[layer] : LayerKind::kAttention;
+  }
+  bool hybrid() const;  // some layer is a DeltaNet layer
 };
 
 // "" when the config is usable, else what is wrong with it.
 std::string validate_config(const ModelConfig& config);
 
-// Presets (docs/target-model.md): "tiny", "qwen3-8b", "qwen3.6-27b". Throws
+// Presets (docs/target-model.md): "tiny", "qwen3-8b", "qwen3.6-27b" (the Qwen3.5 / 3.6 hybrid
+// shape), "qwen3-dense-27b" (a dense stand-in of that size). Throws
 // ModelError(kBadConfig) listing the known names.
 ModelConfig named_model_config(std::string_view name);
 std::vector<std::string> named_model_configs();
 
 // Reads the subset of a Hugging Face config.json that the forward needs and refuses what it
-// cannot honour (rope scaling, biases, sliding windows, other activations or model types).
+// cannot honour (other RoPE types, o/MLP biases, sliding windows, other activations or model
+// types). Reads the fields of transformers 4 (rope_theta, rope_scaling, torch_dtype) and 5
+// (rope_parameters, dtype) alike.
 // Throws ModelError(kBadJson) or ModelError(kBadConfig) naming `source` and the field.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source);
 // Same, from a file. Throws ModelError(kIo) when it cannot be read.
@@ -52,6 +92,14 @@ ModelConfig load_hf_config(const std::filesystem::path& config_json);
 // (a capture is before it): a drafter trained on it would not match what engines feed it.
 // Throws ModelError(kBadConfig) when k is 0 or exceeds num_layers.
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k);
+
+// The layers a run captures by default for `config`: default_capture_layers for dense
+// models. For a hybrid (Qwen3.5) model, full-attention layers only, as the published DFlash
+// drafters do: SpecForge's Qwen3.5-27B DFlash config (configs/qwen3.5-27b-dflash.json)
+// reads layers 3, 15, 31, 47, 59 of the 64-layer shape, which k == 5 returns there; other
+// shapes and counts spread k ids evenly over the full-attention layers below the last
+// (rounded half to even), or fall back to default_capture_layers when there are fewer.
+std::vector<int32_t> capture_layers_for(const ModelConfig& config, uint32_t k);
 
 // Weights the config implies (the LM head counted once when tied).
 uint64_t parameter_count(const ModelConfig& config);

@@ -33,26 +33,49 @@ void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
   const int64_t inter = c.intermediate_size;
   const int64_t q = c.q_dim();
   const int64_t kv = c.kv_dim();
-  fn(std::string("model.embed_tokens.weight"), std::vector<int64_t>{c.vocab_size, h},
-     w.embed_tokens);
+  const std::string& root = c.weight_prefix;
+  const DeltaNetShape& d = c.delta_net;
+  fn(root + "embed_tokens.weight", std::vector<int64_t>{c.vocab_size, h}, w.embed_tokens);
   for (uint32_t i = 0; i < c.num_layers; ++i) {
     auto& l = w.layers[i];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string p = root + "layers." + std::to_string(i) + ".";
     fn(p + "input_layernorm.weight", std::vector<int64_t>{h}, l.input_norm);
-    fn(p + "self_attn.q_proj.weight", std::vector<int64_t>{q, h}, l.q_proj);
-    fn(p + "self_attn.k_proj.weight", std::vector<int64_t>{kv, h}, l.k_proj);
-    fn(p + "self_attn.v_proj.weight", std::vector<int64_t>{kv, h}, l.v_proj);
-    fn(p + "self_attn.o_proj.weight", std::vector<int64_t>{h, q}, l.o_proj);
-    if (c.qk_norm) {
-      fn(p + "self_attn.q_norm.weight", std::vector<int64_t>{c.head_dim}, l.q_norm);
-      fn(p + "self_attn.k_norm.weight", std::vector<int64_t>{c.head_dim}, l.k_norm);
+    if (c.kind(i) == LayerKind::kDeltaNet) {
+      auto& n = l.delta_net;
+      const int64_t conv = d.conv_dim();
+      const int64_t vd = d.v_dim();
+      const int64_t vh = d.v_heads;
+      fn(p + "linear_attn.in_proj_qkv.weight", std::vector<int64_t>{conv, h}, n.in_proj_qkv);
+      fn(p + "linear_attn.in_proj_z.weight", std::vector<int64_t>{vd, h}, n.in_proj_z);
+      fn(p + "linear_attn.in_proj_b.weight", std::vector<int64_t>{vh, h}, n.in_proj_b);
+      fn(p + "linear_attn.in_proj_a.weight", std::vector<int64_t>{vh, h}, n.in_proj_a);
+      fn(p + "linear_attn.conv1d.weight", std::vector<int64_t>{conv, 1, d.conv_kernel}, n.conv);
+      fn(p + "linear_attn.dt_bias", std::vector<int64_t>{vh}, n.dt_bias);
+      fn(p + "linear_attn.A_log", std::vector<int64_t>{vh}, n.a_log);
+      fn(p + "linear_attn.norm.weight", std::vector<int64_t>{d.v_head_dim}, n.norm);
+      fn(p + "linear_attn.out_proj.weight", std::vector<int64_t>{h, vd}, n.out_proj);
+    } else {
+      const int64_t q_rows = c.attention_gate ? 2 * q : q;
+      fn(p + "self_attn.q_proj.weight", std::vector<int64_t>{q_rows, h}, l.q_proj);
+      fn(p + "self_attn.k_proj.weight", std::vector<int64_t>{kv, h}, l.k_proj);
+      fn(p + "self_attn.v_proj.weight", std::vector<int64_t>{kv, h}, l.v_proj);
+      fn(p + "self_attn.o_proj.weight", std::vector<int64_t>{h, q}, l.o_proj);
+      if (c.qkv_bias) {
+        fn(p + "self_attn.q_proj.bias", std::vector<int64_t>{q}, l.q_bias);
+        fn(p + "self_attn.k_proj.bias", std::vector<int64_t>{kv}, l.k_bias);
+        fn(p + "self_attn.v_proj.bias", std::vector<int64_t>{kv}, l.v_bias);
+      }
+      if (c.qk_norm) {
+        fn(p + "self_attn.q_norm.weight", std::vector<int64_t>{c.head_dim}, l.q_norm);
+        fn(p + "self_attn.k_norm.weight", std::vector<int64_t>{c.head_dim}, l.k_norm);
+      }
     }
     fn(p + "post_attention_layernorm.weight", std::vector<int64_t>{h}, l.post_attention_norm);
     fn(p + "mlp.gate_proj.weight", std::vector<int64_t>{inter, h}, l.gate_proj);
     fn(p + "mlp.up_proj.weight", std::vector<int64_t>{inter, h}, l.up_proj);
     fn(p + "mlp.down_proj.weight", std::vector<int64_t>{h, inter}, l.down_proj);
   }
-  fn(std::string("model.norm.weight"), std::vector<int64_t>{h}, w.final_norm);
+  fn(root + "norm.weight", std::vector<int64_t>{h}, w.final_norm);
   if (!c.tie_embeddings)
     fn(std::string("lm_head.weight"), std::vector<int64_t>{c.vocab_size, h}, w.lm_head);
 }
@@ -75,6 +98,11 @@ std::vector<WeightTensor> weight_tensors(const ModelConfig& config, ModelWeights
                   list.push_back({std::move(name), std::move(shape), &data});
                 });
   return list;
+}
+
+bool stored_zero_centred(const ModelConfig& c, const std::string& name) {
+  return c.zero_centred_norms && ends_with(name, "norm.weight") &&
+         !ends_with(name, "linear_attn.norm.weight");
 }
 
 std::string check_weights(const ModelConfig& config, const ModelWeights& weights) {
@@ -126,14 +154,19 @@ float random_uniform(uint64_t key, uint64_t index) {
 RandomFill random_fill(const WeightSpec& spec, uint64_t seed) {
   RandomFill fill;
   fill.key = mix64(seed ^ fnv1a(spec.name));
-  if (spec.shape.size() == 1) {
+  if (ends_with(spec.name, ".bias")) {
+    fill.scale = 0.5f;  // biases: centred, large enough that a forward dropping one is caught
+  } else if (spec.shape.size() == 1) {
     // Norm weights near 1, not exactly 1, so a forward that skips one is caught.
     fill.scale = 0.25f;
     fill.offset = 1.0f;
   } else if (ends_with(spec.name, "embed_tokens.weight") || spec.name == "lm_head.weight") {
     fill.scale = 1.7320508f;  // unit variance
   } else {
-    fill.scale = std::sqrt(3.0f / float(spec.shape[1]));  // variance 1 / fan_in
+    // Variance 1 / fan_in; a depthwise convolution's fan-in is its kernel ([C, 1, K]).
+    int64_t fan_in = 1;
+    for (size_t i = 1; i < spec.shape.size(); ++i) fan_in *= spec.shape[i];
+    fill.scale = std::sqrt(3.0f / float(fan_in));
   }
   return fill;
 }

@@ -11,18 +11,37 @@
 
 namespace hsring {
 
+// A Qwen3.5 DeltaNet layer's token mixer (linear_attn.*); C = conv_dim, V = v_dim.
+struct DeltaNetWeights {
+  std::vector<float> in_proj_qkv;  // [C, H]: q | k | v channels
+  std::vector<float> in_proj_z;    // [V, H]: the output norm's gate
+  std::vector<float> in_proj_b;    // [v_heads, H]: beta = sigmoid(x b^T)
+  std::vector<float> in_proj_a;    // [v_heads, H]: decay input
+  std::vector<float> conv;         // [C, 1, kernel] depthwise causal convolution
+  std::vector<float> dt_bias;      // [v_heads]
+  std::vector<float> a_log;        // [v_heads]: decay g = -exp(a_log) softplus(a + dt_bias)
+  std::vector<float> norm;         // [v_head_dim] gated RMSNorm weight (not zero-centred)
+  std::vector<float> out_proj;     // [H, V]
+};
+
+// One decoder layer. Norm vectors hold the multiplier the forward applies: Qwen3.5's
+// zero-centred checkpoint values (w, applied as 1 + w) are stored here as 1 + w.
 struct LayerWeights {
   std::vector<float> input_norm;           // [H]  input_layernorm
-  std::vector<float> q_proj;               // [heads * head_dim, H]
+  std::vector<float> q_proj;               // [heads * head_dim (x 2 with an output gate), H]
   std::vector<float> k_proj;               // [kv_heads * head_dim, H]
   std::vector<float> v_proj;               // [kv_heads * head_dim, H]
   std::vector<float> o_proj;               // [H, heads * head_dim]
+  std::vector<float> q_bias;               // [heads * head_dim], Qwen2 (qkv_bias) only
+  std::vector<float> k_bias;               // [kv_heads * head_dim], Qwen2 only
+  std::vector<float> v_bias;               // [kv_heads * head_dim], Qwen2 only
   std::vector<float> q_norm;               // [head_dim], QK-norm models only
   std::vector<float> k_norm;               // [head_dim], QK-norm models only
   std::vector<float> post_attention_norm;  // [H]
   std::vector<float> gate_proj;            // [I, H]
   std::vector<float> up_proj;              // [I, H]
   std::vector<float> down_proj;            // [H, I]
+  DeltaNetWeights delta_net;               // DeltaNet layers only (no self_attn tensors then)
 };
 
 struct ModelWeights {
@@ -54,6 +73,10 @@ void for_each_weight(
     const std::function<void(const std::string& name, const std::vector<int64_t>& shape,
                              const std::vector<float>& values)>& fn);
 
+// Whether the checkpoint stores tensor `name` as (multiplier - 1): Qwen3.5's RMSNorm weights
+// except the DeltaNet output norm. The loader adds 1 (ModelWeights holds multipliers).
+bool stored_zero_centred(const ModelConfig& config, const std::string& name);
+
 // "" when every tensor of `weights` has the size `config` implies, else the first mismatch.
 std::string check_weights(const ModelConfig& config, const ModelWeights& weights);
 
@@ -67,8 +90,9 @@ std::vector<WeightSpec> weight_specs(const ModelConfig& config);
 
 // Deterministic random weights for a preset or any valid config: each tensor's values are a
 // pure function of (seed, tensor name), so the same seed always gives the same model.
-// Linear weights are uniform with variance 1/fan_in, norms near 1, embeddings near unit
-// variance: activations keep a sane scale through many layers.
+// Linear weights are uniform with variance 1/fan_in, norms near 1, biases uniform in
+// [-0.5, 0.5), embeddings near unit variance: activations keep a sane scale through many
+// layers.
 ModelWeights random_weights(const ModelConfig& config, uint64_t seed);
 
 // How random_weights draws one tensor, counter-based so a GPU can draw the same values in

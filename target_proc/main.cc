@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
                  "GPU: bf16 GEMM work per forward, standing in for a model (e.g. 2e13)")
       ->check(CLI::Range(0.0, 1e18));
   app.add_option("--model", model_spec,
-                 "Target model: a preset (tiny, qwen3-8b, qwen3.6-27b) or a Hugging Face folder; "
+                 "Target model: a preset (tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b) or a "
+                 "Hugging Face folder; "
                  "required by a ring of model batches");
   app.add_option("--model-seed", model_seed, "Seed of a preset's random weights");
   app.add_option("--data", data.data_dir, "Folder of token shards (default: the built-in corpus)");

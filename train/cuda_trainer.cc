@@ -145,10 +145,10 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
   check_launch(cuda::launch_doc_bounds(b.doc_offsets.get(), uint32_t(docs), uint32_t(rows),
                                        b.doc_start.get(), b.doc_end.get(), s),
                "launch_doc_bounds");
-  check_launch(cuda_ops::launch_rope_table(b.positions.get(), uint32_t(rows),
-                                           b.inv_freq.as<double>(), c.head_dim / 2, b.cos.get(),
-                                           b.sin.get(), s),
-               "launch_rope_table");
+  check_launch(
+      cuda_ops::launch_rope_table(b.positions.get(), uint32_t(rows), b.inv_freq.as<double>(),
+                                  nullptr, 1.0, c.head_dim / 2, b.cos.get(), b.sin.get(), s),
+      "launch_rope_table");
 }
 
 void CudaTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {

@@ -8,7 +8,9 @@ namespace hsring {
 
 namespace {
 
-std::string at(const char* what, uint32_t i) { return std::string(what) + "[" + std::to_string(i) + "]"; }
+std::string at(const char* what, uint32_t i) {
+  return std::string(what) + "[" + std::to_string(i) + "]";
+}
 
 // True when no element of `count` elements of `dtype` at `p` is an infinity or a NaN: the
 // exponent field is all ones exactly for those.
@@ -38,9 +40,11 @@ std::string check_model_metadata(const Ring& ring, uint32_t slot) {
   const uint32_t tokens = h.token_count.load(std::memory_order_relaxed);
   const uint32_t docs = h.num_docs.load(std::memory_order_relaxed);
   if (tokens < 1 || tokens > s.max_tokens)
-    return "token count " + std::to_string(tokens) + " outside [1, " + std::to_string(s.max_tokens) + "]";
+    return "token count " + std::to_string(tokens) + " outside [1, " +
+           std::to_string(s.max_tokens) + "]";
   if (docs < 1 || docs > tokens)
-    return "document count " + std::to_string(docs) + " outside [1, " + std::to_string(tokens) + "]";
+    return "document count " + std::to_string(docs) + " outside [1, " + std::to_string(tokens) +
+           "]";
   const int32_t* offsets = ring.doc_offsets(slot);
   const int32_t* ids = ring.tokens(slot);
   const int32_t* positions = ring.positions(slot);
@@ -51,12 +55,14 @@ std::string check_model_metadata(const Ring& ring, uint32_t slot) {
   for (uint32_t d = 0; d < docs; ++d) {
     if (offsets[d + 1] <= offsets[d]) return at("doc_offsets", d + 1) + " is not increasing";
     for (int32_t t = offsets[d]; t < offsets[d + 1]; ++t) {
-      if (positions[t] != t - offsets[d]) return at("positions", t) + " does not restart with its document";
+      if (positions[t] != t - offsets[d])
+        return at("positions", t) + " does not restart with its document";
     }
   }
   const int64_t vocab = s.vocab_size;
   for (uint32_t t = 0; t < tokens; ++t) {
-    if (ids[t] < 0 || ids[t] >= vocab) return at("tokens", t) + " = " + std::to_string(ids[t]) + " is outside the vocabulary";
+    if (ids[t] < 0 || ids[t] >= vocab)
+      return at("tokens", t) + " = " + std::to_string(ids[t]) + " is outside the vocabulary";
     const bool label_ok = (labels[t] >= 0 && labels[t] < vocab) || labels[t] == kSlotIgnoreLabel;
     if (!label_ok)
       return at("labels", t) + " = " + std::to_string(labels[t]) + " is outside the vocabulary";

@@ -22,7 +22,8 @@ std::string mismatch(uint64_t batch_id, const std::string& what) {
 std::byte* element_row(const Ring& ring, uint32_t slot, uint32_t layer, uint32_t token) {
   const RingShape& s = ring.shape();
   const uint64_t elem = dtype_size(s.dtype);
-  if (s.split_layers) return ring.layer_region(slot, layer) + uint64_t(token) * s.hidden_size * elem;
+  if (s.split_layers)
+    return ring.layer_region(slot, layer) + uint64_t(token) * s.hidden_size * elem;
   return ring.payload(slot) + (uint64_t(token) * s.num_layers + layer) * s.hidden_size * elem;
 }
 
@@ -68,7 +69,8 @@ BatchPlan plan_batch(uint64_t batch_id, const RingShape& shape) {
   const uint32_t low = std::max<uint32_t>(1, shape.max_tokens / 2);
   plan.token_count = low + uint32_t(mix64(batch_id) % (shape.max_tokens - low + 1));
   plan.num_docs = plan_docs(batch_id, plan.token_count, nullptr);
-  plan.length_bucket = uint32_t(uint64_t(plan.token_count) * kLengthBuckets / (shape.max_tokens + 1));
+  plan.length_bucket =
+      uint32_t(uint64_t(plan.token_count) * kLengthBuckets / (shape.max_tokens + 1));
   return plan;
 }
 
@@ -118,10 +120,10 @@ std::string verify_synthetic_batch(const Ring& ring, uint32_t slot) {
     for (uint32_t t = 0; t < plan.token_count; ++t) {
       const std::byte* row = element_row(ring, slot, layer, t);
       uint32_t bad_dim = 0;
-      const bool ok =
-          elem == 4
-              ? row_matches(reinterpret_cast<const uint32_t*>(row), batch_id, layer, t, s.hidden_size, bad_dim)
-              : row_matches(reinterpret_cast<const uint16_t*>(row), batch_id, layer, t, s.hidden_size, bad_dim);
+      const bool ok = elem == 4 ? row_matches(reinterpret_cast<const uint32_t*>(row), batch_id,
+                                              layer, t, s.hidden_size, bad_dim)
+                                : row_matches(reinterpret_cast<const uint16_t*>(row), batch_id,
+                                              layer, t, s.hidden_size, bad_dim);
       if (!ok)
         return mismatch(batch_id, "hidden state differs at layer " + std::to_string(layer) +
                                       ", token " + std::to_string(t) + ", dim " +

@@ -46,8 +46,9 @@ Packed pack(const std::vector<Doc>& docs, uint32_t vocab) {
   return p;
 }
 
-// Small shapes covering both optional paths, both GQA cases, the three head sizes and the
-// scalar fallbacks (hidden size not a multiple of 4, intermediate not a multiple of 8).
+// Small shapes covering the optional paths (QK-norm, tied head, q/k/v biases), both GQA
+// cases, the three head sizes, the scalar fallbacks (hidden size not a multiple of 4,
+// intermediate not a multiple of 8) and each scaled RoPE rule.
 ModelConfig test_config(const std::string& kind) {
   ModelConfig c = named_model_config("tiny");  // qwen3, QK-norm, tied, GQA 2, head_dim 32
   c.num_layers = 4;
@@ -74,6 +75,43 @@ ModelConfig test_config(const std::string& kind) {
     c.vocab_size = 1001;
     c.num_layers = 3;
     c.rope_theta = 1e6;
+  } else if (kind == "qwen2") {  // q/k/v biases, no QK-norm, untied, GQA 2, head_dim 64
+    c.name = "test-qwen2";
+    c.model_type = "qwen2";
+    c.qk_norm = false;
+    c.qkv_bias = true;
+    c.tie_embeddings = false;
+    c.hidden_size = 256;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 64;
+    c.vocab_size = 700;
+    c.num_layers = 3;
+    c.rope_theta = 1e6;
+  } else if (kind == "llama3" || kind == "linear" || kind == "dynamic" || kind == "yarn") {
+    // Llama with scaled RoPE over a short "pretraining context", so the mixed documents
+    // (positions up to 1300) fall in every band of each rule.
+    c = test_config("llama");
+    c.name = "test-llama-" + kind;
+    c.rope_theta = 5e5;
+    RopeScaling& r = c.rope;
+    r.factor = 8;
+    if (kind == "llama3") {
+      r.type = RopeType::kLlama3;
+      r.original_max_positions = 256;
+    } else if (kind == "linear") {
+      r.type = RopeType::kLinear;
+      r.factor = 4;
+    } else if (kind == "dynamic") {
+      r.type = RopeType::kDynamic;
+      r.factor = 2;
+      r.max_positions = 128;  // the 130-, 300- and 70-token documents: grown, grown, plain
+    } else {
+      r.type = RopeType::kYarn;
+      r.factor = 4;
+      r.original_max_positions = 128;
+      r.attention_factor = 0.1 * std::log(4.0) + 1;
+    }
   }
   return c;
 }
@@ -216,7 +254,9 @@ TEST_P(CudaModelTest, DocumentsDoNotDependOnTheirNeighbours) {
   EXPECT_GE(agreement, 0.99);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelTest, ::testing::Values("qwen", "llama", "gqa4"));
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelTest,
+                         ::testing::Values("qwen", "llama", "gqa4", "qwen2", "llama3", "linear",
+                                           "dynamic", "yarn"));
 
 // The attention kernel alone, with and without GQA packing, against a double-precision
 // reference on the same bf16 inputs.
@@ -355,7 +395,7 @@ TEST(CudaModelDeviceTest, ForwardDeviceWritesEveryLayoutAndDtype) {
 
 TEST(CudaModelDeviceTest, RandomPresetWeightsEqualTheHostOnes) {
   HSRING_REQUIRE_GPUS(1);
-  for (const char* kind : {"qwen", "gqa4"}) {
+  for (const char* kind : {"qwen", "gqa4", "qwen2"}) {
     const ModelConfig c = test_config(kind);
     const ModelWeights want = bf16_weights(c, random_weights(c, 5));
     const ModelWeights got = CudaTargetModel::with_random_weights(c, 5, 0)->download_weights();
@@ -376,6 +416,7 @@ TEST(CudaModelDeviceTest, RandomPresetWeightsEqualTheHostOnes) {
     EXPECT_EQ(uploaded.embed_tokens, want.embed_tokens);
     EXPECT_EQ(uploaded.layers[1].gate_proj, want.layers[1].gate_proj);
     EXPECT_EQ(uploaded.layers[1].v_proj, want.layers[1].v_proj);
+    EXPECT_EQ(uploaded.layers[1].k_bias, want.layers[1].k_bias);  // fp32, as they are
   }
 }
 
@@ -449,6 +490,20 @@ TEST(CudaModelDeviceTest, BadInputIsRefused) {
                 .find("greedy labels requested without a buffer"),
             std::string::npos);
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+// Qwen3.5 has the CPU reference only: the CUDA forward refuses it before touching a GPU.
+TEST(CudaModelDeviceTest, HybridModelsAreRefusedNamingTheType) {
+  ModelConfig c = named_model_config("qwen3.6-27b");
+  try {
+    CudaTargetModel::with_random_weights(c, 1, 0);
+    FAIL() << "a hybrid model was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+    EXPECT_NE(std::string(e.what()).find("qwen3_5 (Gated DeltaNet hybrid) has no CUDA forward"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CudaModelDeviceTest, SetupErrorsAreClear) {

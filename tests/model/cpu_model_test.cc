@@ -58,9 +58,17 @@ std::vector<float> rows(const std::vector<float>& m, size_t width, size_t begin,
 
 class CpuModelTest : public ::testing::TestWithParam<const char*> {
  protected:
-  // "tiny" (Qwen3 style: QK-norm, tied head) or "llama" (no QK-norm, untied, MHA).
+  // "tiny" (Qwen3 style: QK-norm, tied head), "llama" (no QK-norm, untied, MHA) or "qwen2"
+  // (q/k/v biases, no QK-norm, untied, GQA).
   ModelConfig config() const {
     ModelConfig c = named_model_config("tiny");
+    if (std::string(GetParam()) == "qwen2") {
+      c.model_type = "qwen2";
+      c.qk_norm = false;
+      c.qkv_bias = true;
+      c.tie_embeddings = false;
+      c.num_layers = 3;
+    }
     if (std::string(GetParam()) == "llama") {
       c.model_type = "llama";
       c.qk_norm = false;
@@ -182,7 +190,7 @@ TEST_P(CpuModelTest, PositionsDriveRope) {
             rows(running.captured[0], c.hidden_size, 4, 4));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CpuModelTest, ::testing::Values("tiny", "llama"));
+INSTANTIATE_TEST_SUITE_P(Shapes, CpuModelTest, ::testing::Values("tiny", "llama", "qwen2"));
 
 TEST(CpuModelConventionTest, LastCapturedLayerIsBeforeTheFinalNorm) {
   const ModelConfig c = named_model_config("tiny");

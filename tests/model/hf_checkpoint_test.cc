@@ -143,6 +143,52 @@ TEST(HfCheckpointTest, ShapeMismatchNamesTensorAndFile) {
   EXPECT_NE(std::string(e.what()).find("expected [64, 32]"), std::string::npos) << e.what();
 }
 
+// A Qwen3.5 checkpoint as the multimodal wrapper saves it: the text model under
+// model.language_model., a vision tensor to ignore, norms stored as (multiplier - 1).
+TEST(HfCheckpointTest, Qwen35WrapperLoadsWithItsNormsShifted) {
+  test::TempDir dir;
+  const std::string text = R"({"model_type": "qwen3_5", "tie_word_embeddings": false,
+    "text_config": {"model_type": "qwen3_5_text", "hidden_size": 32, "intermediate_size": 48,
+      "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 32, "vocab_size": 50, "layer_types": ["linear_attention", "full_attention"],
+      "linear_num_key_heads": 1, "linear_num_value_heads": 2, "linear_key_head_dim": 8,
+      "linear_value_head_dim": 4, "linear_conv_kernel_dim": 4,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+                          "partial_rotary_factor": 0.25}}})";
+  test::write_text(dir / "config.json", text);
+  const ModelConfig c = load_hf_checkpoint_config(dir.path());
+  ASSERT_TRUE(c.hybrid());
+  EXPECT_EQ(c.rope_dim(), 8u);
+  const ModelWeights want = random_weights(c, 4);
+  std::vector<test::TestTensor> tensors;
+  for_each_weight(c, want,
+                  [&](const std::string& name, const std::vector<int64_t>& shape,
+                      const std::vector<float>& values) {
+                    std::vector<float> stored = values;
+                    if (stored_zero_centred(c, name))
+                      for (float& v : stored) v -= 1.0f;  // exact: v is within 2x of 1
+                    tensors.push_back(test::make_tensor(name, "F32", shape, stored));
+                  });
+  tensors.push_back(
+      test::make_tensor("model.visual.blocks.0.attn.qkv.weight", "F32", {2, 2}, {1, 2, 3, 4}));
+  test::write_safetensors(dir / "model.safetensors", tensors);
+  expect_same_weights(c, want, load_hf_weights(dir.path(), c), same);
+  EXPECT_TRUE(stored_zero_centred(c, "model.language_model.layers.1.self_attn.q_norm.weight"));
+  EXPECT_FALSE(stored_zero_centred(c, "model.language_model.layers.0.linear_attn.norm.weight"));
+
+  // A DeltaNet tensor of the wrong shape is named, with its file.
+  for (test::TestTensor& t : tensors)
+    if (t.name == "model.language_model.layers.0.linear_attn.conv1d.weight")
+      t = test::make_tensor(t.name, "F32", {40, 1, 3}, std::vector<float>(120, 0.5f));
+  test::write_safetensors(dir / "model.safetensors", tensors);
+  const ModelError e = load_error(dir.path(), c);
+  EXPECT_EQ(e.code(), ModelErrc::kBadTensor);
+  EXPECT_NE(std::string(e.what()).find("'model.language_model.layers.0.linear_attn.conv1d.weight'"),
+            std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+}
+
 TEST(HfCheckpointTest, BrokenIndexes) {
   const ModelConfig c = llama_config();
   test::TempDir dir;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "model/model_error.h"
@@ -112,7 +113,8 @@ TEST(ModelConfigTest, ReadsRopeParametersOfNewerTransformers) {
                                   "\"rope_theta\": 5000000},"),
                       "cfg");
   EXPECT_DOUBLE_EQ(c.rope_theta, 5e6);
-  EXPECT_EQ(config_error(qwen_with("rope_parameters", "{\"rope_type\": \"yarn\"}")).code(),
+  EXPECT_EQ(c.rope.type, RopeType::kDefault);
+  EXPECT_EQ(config_error(qwen_with("rope_parameters", "{\"rope_type\": \"longrope\"}")).code(),
             ModelErrc::kBadConfig);
 }
 
@@ -137,9 +139,20 @@ TEST(ModelConfigTest, MissingOrMistypedFieldsNameTheField) {
       {"tie_word_embeddings", "\"no\"", "'tie_word_embeddings' must be true or false"},
       {"num_key_value_heads", "5", "must be a multiple of KV heads"},
       {"model_type", "\"qwen3_moe\"", "model_type 'qwen3_moe' is not supported"},
-      {"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}", "only plain RoPE"},
+      {"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}",
+       "'rope_scaling.low_freq_factor' is required"},
+      {"rope_scaling", "{\"rope_type\": \"longrope\"}", "\"longrope\": not supported"},
+      {"rope_scaling", "{\"type\": \"su\", \"factor\": 2}", "\"su\": not supported"},
+      {"rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 0.5}", "factor must be"},
+      {"rope_scaling", "{\"rope_type\": \"linear\", \"factor\": 2, \"mrope_section\": [1]}",
+       "'rope_scaling.mrope_section' is not a RoPE parameter"},
+      {"rope_scaling", "\"yarn\"", "'rope_scaling' must be an object or null"},
+      {"rope_parameters", "{\"full_attention\": {\"rope_type\": \"default\"}}",
+       "per-layer-type RoPE"},
+      {"partial_rotary_factor", "0.5", "only RoPE over the whole head"},
       {"hidden_act", "\"gelu\"", "only \"silu\""},
       {"attention_bias", "true", "biased q/k/v/o projections"},
+      {"mlp_bias", "true", "biased MLP projections"},
       {"use_sliding_window", "true", "sliding-window attention"},
       {"layer_types", "[\"full_attention\", \"linear_attention\"]", "\"linear_attention\""},
   };
@@ -174,18 +187,45 @@ TEST(ModelConfigTest, NamedShapesAreValidAndDocumented) {
   EXPECT_EQ(tiny.vocab_size, 256u);
   EXPECT_EQ(tiny.hidden_size, 128u);
   EXPECT_EQ(tiny.num_kv_heads, 2u);
-  const ModelConfig big = named_model_config("qwen3.6-27b");
+  const ModelConfig big = named_model_config("qwen3-dense-27b");
   EXPECT_EQ(big.hidden_size, 5120u);
   EXPECT_EQ(big.num_layers, 64u);
   EXPECT_TRUE(big.qk_norm);
+  EXPECT_FALSE(big.hybrid());
   EXPECT_NEAR(double(parameter_count(big)), 24.7e9, 0.1e9);
+  // Qwen3.6-27B's text model: 48 DeltaNet layers, a full-attention one every fourth.
+  const ModelConfig hybrid = named_model_config("qwen3.6-27b");
+  EXPECT_EQ(hybrid.model_type, "qwen3_5");
+  ASSERT_EQ(hybrid.layer_kinds.size(), 64u);
+  EXPECT_EQ(std::count(hybrid.layer_kinds.begin(), hybrid.layer_kinds.end(), LayerKind::kAttention),
+            16);
+  EXPECT_EQ(hybrid.kind(3), LayerKind::kAttention);
+  EXPECT_EQ(hybrid.kind(4), LayerKind::kDeltaNet);
+  EXPECT_EQ(hybrid.rope_dim(), 64u);
+  EXPECT_EQ(hybrid.delta_net.v_dim(), 48u * 128u);
+  EXPECT_EQ(hybrid.vocab_size, 248320u);
+  // The published checkpoint holds 27.8e9 values, vision tower and MTP head included.
+  EXPECT_NEAR(double(parameter_count(hybrid)), 26.9e9, 0.1e9) << parameter_count(hybrid);
   EXPECT_NEAR(double(parameter_count(named_model_config("qwen3-8b"))), 8.19e9, 0.01e9);
   try {
     named_model_config("gpt-5");
     FAIL();
   } catch (const ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("known: tiny, qwen3-8b, qwen3.6-27b"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("known: tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b"),
+              std::string::npos);
   }
+}
+
+TEST(ModelConfigTest, HybridModelsCaptureFullAttentionLayers) {
+  const ModelConfig q = named_model_config("qwen3.6-27b");
+  EXPECT_EQ(capture_layers_for(q, 5), (std::vector<int32_t>{3, 15, 31, 47, 59}));  // SpecForge
+  for (uint32_t k = 1; k <= 15; ++k)
+    for (int32_t id : capture_layers_for(q, k))
+      EXPECT_EQ(q.kind(uint32_t(id)), LayerKind::kAttention) << k << " " << id;
+  EXPECT_EQ(capture_layers_for(q, 3), (std::vector<int32_t>{3, 31, 59}));
+  EXPECT_EQ(capture_layers_for(q, 16).size(), 16u);  // more than 15: the dense rule
+  const ModelConfig dense = named_model_config("qwen3-8b");
+  EXPECT_EQ(capture_layers_for(dense, 5), default_capture_layers(36, 5));
 }
 
 TEST(ModelConfigTest, DefaultCaptureLayersFollowDFlash) {

@@ -58,6 +58,11 @@ ReferenceResult reference_forward(const ModelConfig& c, const ModelWeights& w,
       q[t] = matvec(lw.q_proj, a, c.num_heads * hd);
       k[t] = matvec(lw.k_proj, a, c.num_kv_heads * hd);
       v[t] = matvec(lw.v_proj, a, c.num_kv_heads * hd);
+      if (c.qkv_bias) {
+        for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += lw.q_bias[i];
+        for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += lw.k_bias[i];
+        for (size_t i = 0; i < v[t].size(); ++i) v[t][i] += lw.v_bias[i];
+      }
       for (uint32_t head = 0; head < c.num_heads; ++head) {
         if (c.qk_norm) {
           const Vec normed = rms_norm(q[t], lw.q_norm.data(), hd, head * hd, c.rms_norm_eps);

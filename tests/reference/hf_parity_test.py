@@ -1,0 +1,269 @@
+"""hsring's fp32 CPU target forward against transformers' own (docs/target-model.md,
+"Checked against transformers").
+
+For each architecture hsring loads (the Qwen3.5 hybrid in its multimodal wrapper and
+text-only), transformers builds a small random model (norm weights
+and biases perturbed away from their initial values so a skipped one shows), writes it with
+save_pretrained (transformers 5: rope_parameters and dtype in config.json), and runs it
+document by document, fp32, eager attention. hf_forward_dump runs hsring's CPU forward on
+the saved folder over the same documents packed into one batch. Compared:
+  * every captured layer: hsring's layer id i against HF hidden_states[i + 1] (the last
+    layer after the model's final norm, as HF returns it);
+  * the logits;
+  * the greedy labels (near-ties, a top-2 gap under 1e-4, are not counted).
+Pass: the relative error ||a - b|| / ||b|| of each tensor under 1e-4 and at least 99% of
+the labels equal. With --cuda, hsring's CUDA forward (bf16 weights and GEMM inputs) is
+compared instead, within 1e-2, labels equal unless within 4 x the RMS logit difference of
+transformers' best (a near-tie bf16 may break); architectures without a CUDA forward
+(qwen3_5) are left out, saying so. Exit 0 on success, 1 on a mismatch (with the numbers);
+"[  SKIPPED ]" and 0 with --cuda on a machine without a GPU.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import transformers
+from transformers import (AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config,
+                          Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
+                          Qwen3_5TextConfig)
+
+TOLERANCE = 1e-4  # fp32 CPU; set to 1e-2 for --cuda (bf16)
+CPU_ONLY = ("qwen3_5", "qwen3_5-text")
+# head_dim 32: a size the CUDA attention kernel is built for (32, 64, 128).
+SHAPE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=32, vocab_size=301, rms_norm_eps=1e-6)
+
+
+def cases():
+    """(name, config) of every architecture and RoPE rule hsring claims to load."""
+    yield "qwen3", Qwen3Config(**SHAPE, tie_word_embeddings=True, max_position_embeddings=256,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    yield "qwen2-biases", Qwen2Config(**SHAPE, tie_word_embeddings=False,
+                                      max_position_embeddings=256,
+                                      rope_parameters={"rope_type": "default",
+                                                       "rope_theta": 1e6})
+    llama3 = {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    yield "llama-llama3", LlamaConfig(**SHAPE, max_position_embeddings=512,
+                                      rope_parameters=llama3)
+    yield "llama-linear", LlamaConfig(**SHAPE, max_position_embeddings=256,
+                                      rope_parameters={"rope_type": "linear",
+                                                       "rope_theta": 1e4, "factor": 2.0})
+    # Context 24: the 30-token document runs past it, so the base grows there only.
+    yield "llama-dynamic", LlamaConfig(**SHAPE, max_position_embeddings=24,
+                                       rope_parameters={"rope_type": "dynamic",
+                                                        "rope_theta": 1e4, "factor": 2.0})
+    yield "qwen3_5", Qwen3_5Config(
+        text_config=QWEN35_TEXT,
+        vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
+                           out_hidden_size=64))
+    yield "qwen3_5-text", Qwen3_5TextConfig(**QWEN35_TEXT)
+    yield "llama-yarn", LlamaConfig(**SHAPE, max_position_embeddings=128,
+                                    rope_parameters={"rope_type": "yarn", "rope_theta": 1e4,
+                                                     "factor": 4.0,
+                                                     "original_max_position_embeddings": 32})
+
+
+# Qwen3.5's hybrid text model: three Gated DeltaNet layers, then gated full attention with
+# RoPE on a quarter of each head; 2 q/k and 4 v DeltaNet heads (grouped), kernel 4.
+QWEN35_TEXT = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=32, vocab_size=301,
+                   rms_norm_eps=1e-6, max_position_embeddings=256, linear_num_key_heads=2,
+                   linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
+                   linear_conv_kernel_dim=4,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1e7,
+                                    "partial_rotary_factor": 0.25,
+                                    "mrope_section": [2, 1, 1], "mrope_interleaved": True})
+
+
+def randomize(model, generator, zero_centred):
+    """Weights of a sane scale, norms and biases visibly away from their initial values."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(-0.5, 0.5, generator=generator)
+            elif "norm" in name and zero_centred and "linear_attn.norm" not in name:
+                p.uniform_(-0.3, 0.3, generator=generator)  # applied as 1 + w
+            elif "norm" in name:
+                p.uniform_(0.7, 1.3, generator=generator)
+            elif "embed_tokens" in name or "lm_head" in name:
+                p.normal_(0.0, 1.0, generator=generator)
+            elif p.dim() == 1:  # DeltaNet's A_log
+                p.uniform_(-1.0, 1.0, generator=generator)
+            else:
+                bound = (3.0 / (p[0].numel())) ** 0.5  # variance 1 / fan-in
+                p.uniform_(-bound, bound, generator=generator)
+
+
+def reset_rope(language):
+    """A fresh dynamic-RoPE state, as for a model that runs this one document."""
+    rotary = language.rotary_emb
+    if hasattr(rotary, "original_inv_freq"):
+        rotary.inv_freq = rotary.original_inv_freq.clone()
+        rotary.max_seq_len_cached = rotary.original_max_seq_len
+
+
+def relative(a, b):
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+CUDA = []  # ["--cuda"] to run hsring's CUDA forward
+
+
+class NoGpu(Exception):
+    pass
+
+
+def hsring_forward(dump, folder, docs, out_path):
+    """(layers [L, T, H], logits [T, V], greedy [T]) of hsring's forward, or the error."""
+    offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
+    tokens = [t for d in docs for t in d]
+    proc = subprocess.run([dump, folder, ",".join(map(str, offsets)), ",".join(map(str, tokens)),
+                           out_path] + CUDA, text=True, capture_output=True)
+    if proc.returncode == 3:
+        raise NoGpu(proc.stderr.strip())
+    if proc.returncode != 0:
+        return proc.stderr.strip()
+    raw = open(out_path, "rb").read()
+    T, H, V, L = np.frombuffer(raw[:16], dtype=np.int32)
+    floats = np.frombuffer(raw[16:16 + 4 * (L * T * H + T * V)], dtype=np.float32)
+    layers = floats[:L * T * H].reshape(L, T, H)
+    logits = floats[L * T * H:].reshape(T, V)
+    greedy = np.frombuffer(raw[16 + 4 * (L * T * H + T * V):], dtype=np.int32)
+    return layers, logits, greedy
+
+
+def control_differs(dump, folder, work, docs, logits):
+    """The same folder with plain RoPE must give other logits: the scaled rule is exercised
+    by these positions, so a forward that ignored it would fail the comparison."""
+    plain = folder + "-plain"
+    shutil.copytree(folder, plain)
+    path = os.path.join(plain, "config.json")
+    saved = json.load(open(path))
+    saved["rope_parameters"] = {"rope_type": "default",
+                                "rope_theta": saved["rope_parameters"]["rope_theta"]}
+    json.dump(saved, open(path, "w"))
+    result = hsring_forward(dump, plain, docs, plain + ".bin")
+    # 1e-2: far above the CPU's rounding (5e-7) and the CUDA forward's own (bf16, 5e-3).
+    return not isinstance(result, str) and relative(result[1], logits) > 1e-2
+
+
+def check(name, config, dump, work, docs):
+    folder = os.path.join(work, name)
+    generator = torch.Generator().manual_seed(1234)
+    config._attn_implementation = "eager"
+    if isinstance(config, Qwen3_5Config):
+        config.text_config._attn_implementation = "eager"
+        model = Qwen3_5ForConditionalGeneration(config).float()
+        language = model.model.language_model
+    elif isinstance(config, Qwen3_5TextConfig):
+        model = Qwen3_5ForCausalLM(config).float()
+        language = model.model
+    else:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        language = model.model
+    randomize(model, generator, zero_centred=isinstance(config, (Qwen3_5Config,
+                                                                 Qwen3_5TextConfig)))
+    model.eval()
+    model.save_pretrained(folder)
+    saved = json.load(open(os.path.join(folder, "config.json")))
+    text_saved = saved.get("text_config", saved)
+    assert "rope_parameters" in text_saved and "dtype" in saved, sorted(saved)
+
+    offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
+    result = hsring_forward(dump, folder, docs, os.path.join(work, name + ".bin"))
+    if isinstance(result, str):
+        print(f"{name}: hf_forward_dump failed: {result}")
+        return False
+    layers, logits, greedy = result
+    L = layers.shape[0]
+
+    worst_layer, worst_logits, agree, counted = 0.0, 0.0, 0, 0
+    ok = True
+    for d, doc in enumerate(docs):
+        begin, end = offsets[d], offsets[d + 1]
+        reset_rope(language)
+        with torch.no_grad():
+            ref = model(torch.tensor([doc]), output_hidden_states=True)
+            last = language.norm(torch.from_numpy(layers[L - 1, begin:end].copy())[None])
+        for i in range(L):
+            ours = last[0].numpy() if i == L - 1 else layers[i, begin:end]
+            err = relative(ours, ref.hidden_states[i + 1][0].numpy())
+            worst_layer = max(worst_layer, err)
+            if err > TOLERANCE:
+                print(f"{name}: document {d} layer {i}: relative error {err:.3g}")
+                ok = False
+        ref_logits = ref.logits[0].numpy()
+        err = relative(logits[begin:end], ref_logits)
+        worst_logits = max(worst_logits, err)
+        if err > TOLERANCE:
+            print(f"{name}: document {d} logits: relative error {err:.3g}")
+            ok = False
+        top2 = np.sort(ref_logits, axis=1)[:, -2:]
+        margin = 4 * float(np.sqrt(np.mean((logits[begin:end] - ref_logits) ** 2)))
+        for t in range(end - begin):
+            if top2[t, 1] - top2[t, 0] < 1e-4:
+                continue
+            counted += 1
+            ours = int(greedy[begin + t])
+            agree += int(ours == int(ref_logits[t].argmax()) or
+                         (CUDA and ref_logits[t, ours] >= top2[t, 1] - margin))
+    if text_saved["rope_parameters"]["rope_type"] != "default" and not control_differs(
+            dump, folder, work, docs, logits):
+        print(f"{name}: plain RoPE gives the same logits: the scaling is not exercised")
+        ok = False
+    share = agree / max(counted, 1)
+    if share < 0.99:
+        print(f"{name}: greedy labels agree on {share:.2%} of {counted} positions")
+        ok = False
+    print(f"{name}{' (CUDA)' if CUDA else ''}: {len(docs)} documents, {sum(map(len, docs))} tokens: layers max rel "
+          f"{worst_layer:.2e}, logits max rel {worst_logits:.2e}, greedy {agree}/{counted} "
+          f"{'ok' if ok else 'MISMATCH'}", flush=True)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dump", required=True, help="the hf_forward_dump binary")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--cuda", action="store_true", help="hsring's CUDA forward on GPU 0")
+    args = ap.parse_args()
+    global TOLERANCE
+    if args.cuda:
+        CUDA.append("--cuda")
+        TOLERANCE = 1e-2
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
+    transformers.utils.logging.disable_progress_bar()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    rng = np.random.default_rng(5)
+    # Packed documents of different lengths; one runs past the dynamic case's context.
+    docs = [rng.integers(0, SHAPE["vocab_size"], n).tolist() for n in (7, 19, 1, 30)]
+    results = []
+    try:
+        for name, config in cases():
+            if args.cuda and name in CPU_ONLY:
+                print(f"{name}: no CUDA forward yet (CPU only): left out", flush=True)
+                continue
+            results.append(check(name, config, args.dump, work, docs))
+    except NoGpu as e:
+        print(f"[  SKIPPED ] hf_parity --cuda: {e}")
+        return 0
+    if not all(results):
+        print("hf_parity: MISMATCH")
+        return 1
+    print("hf_parity: every architecture matches transformers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
