@@ -54,7 +54,9 @@ class Consumer {
   LauncherWatch launcher_;
   uint64_t rng_;
   std::vector<Held> held_;
-  std::unique_ptr<gpu::HostRegistration> pinned_;  // CUDA builds, at the first device copy
+#if HSRING_CAPI_CUDA
+  std::unique_ptr<gpu::HostRegistration> pinned_;  // at the first device copy
+#endif
 };
 
 }  // namespace hsring::capi

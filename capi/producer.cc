@@ -70,7 +70,9 @@ Producer::Producer(std::unique_ptr<WorkerSession> session, const hs_producer_opt
 Producer::~Producer() {
   // Jobs the caller never published stay WRITING with their batch ids bound: the next
   // incarnation adopts them (a clean close at the end of a run leaves none).
+#if HSRING_CAPI_CUDA
   publisher_.reset();  // publishes what was handed to it, then joins
+#endif
   session_->set_state(ProcessState::kDraining);
 }
 

@@ -74,8 +74,10 @@ class Producer {
   LauncherWatch launcher_;
   std::deque<BatchJob> adopted_;  // re-produced first, in shard order
   uint64_t next_seq_ = 0;
-  std::map<uint64_t, OpenJob> open_;          // by ticket (the slot word we installed: unique)
+  std::map<uint64_t, OpenJob> open_;  // by ticket (the slot word we installed: unique)
+#if HSRING_CAPI_CUDA
   std::unique_ptr<CudaPublisher> publisher_;  // created by the first device copy
+#endif
 };
 
 }  // namespace hsring::capi

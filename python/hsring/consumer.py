@@ -2,6 +2,7 @@
 hands out zero-copy views of the slot, or the hidden states on a GPU as [T, K*H]."""
 
 import ctypes
+import warnings
 
 import numpy as np
 
@@ -57,7 +58,9 @@ class Batch:
             array = self.hidden_numpy()
             if torch is None:
                 return array
-            t = torch.from_numpy(array)
+            with warnings.catch_warnings():  # read-only on purpose: a view of the slot
+                warnings.simplefilter("ignore", UserWarning)
+                t = torch.from_numpy(array)
             self._hidden = t.view(torch.bfloat16) if self._consumer.shape.dtype == "bf16" else t
         return self._hidden
 
