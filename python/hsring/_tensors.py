@@ -3,17 +3,29 @@ device pointer with a row pitch and the stream it belongs to. numpy arrays and t
 tensors (CPU or CUDA) are accepted; anything else, or a wrong shape or dtype, is a
 ShapeError naming what was expected."""
 
+import sys
+
 import numpy as np
 
 from ._errors import ShapeError
 
-try:
-    import torch
-except ImportError:  # torch is optional
-    torch = None
+
+def loaded_torch():
+    """torch if this process imported it already, else None: a caller holding a torch
+    tensor has, and a numpy-only worker does not pay torch's import (seconds)."""
+    return sys.modules.get("torch")
+
+
+def import_torch():
+    try:
+        import torch
+        return torch
+    except ImportError:  # torch is optional
+        return None
 
 
 def is_torch(x):
+    torch = loaded_torch()
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -54,7 +66,8 @@ class LayerSource:
             self.pointer = t.data_ptr()
             self.row_pitch = t.stride(0) * t.element_size() if t.shape[0] > 1 else 0
             self.device = t.is_cuda
-            self.stream = torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
+            cuda = loaded_torch().cuda
+            self.stream = cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
             return
         if not isinstance(x, np.ndarray):
             raise ShapeError("HS_ERR_SHAPE", "%s is a %s: give a torch tensor or a numpy array"

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _env, _lib
 from ._errors import StateError
-from ._tensors import torch
+from ._tensors import import_torch, loaded_torch
 from ._views import address_of, view
 from .shape import from_struct
 
@@ -53,9 +53,10 @@ class Batch:
     @property
     def hidden(self):
         """[T, K*H]: a torch tensor on the consumer's device when it has one (noise added),
-        else a torch CPU tensor when torch is installed, else numpy."""
+        else a torch CPU tensor when torch is imported, else numpy."""
         if self._hidden is None:
             array = self.hidden_numpy()
+            torch = loaded_torch()
             if torch is None:
                 return array
             with warnings.catch_warnings():  # read-only on purpose: a view of the slot
@@ -98,6 +99,7 @@ class Consumer:
         self.epoch = _lib.lib().hs_consumer_epoch(handle)
         self.device = None
         if device is not None and str(device) != "cpu":
+            torch = import_torch()
             if torch is None:
                 raise RuntimeError("device=%r needs torch" % (device,))
             self.device = torch.device(device)
@@ -145,6 +147,7 @@ class Consumer:
         # The pitched [T, K*H] assembly (and noise) of hsring's GPU drafter; the slot is
         # released as soon as the copy has landed, so targets refill it during the step.
         shape = self.shape
+        torch = loaded_torch()
         hidden = torch.empty((batch.token_count, shape.num_layers * shape.hidden_size),
                              dtype=shape.torch_dtype, device=self.device)
         stream = torch.cuda.current_stream(self.device).cuda_stream

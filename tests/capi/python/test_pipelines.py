@@ -42,8 +42,8 @@ def test_python_targets_feed_the_cpp_drafter(tmp_path):
     # One target writes numpy, the ring is bf16 so the other path (torch bf16) is covered
     # by a second run below; hsring-drafter checks every element of every batch.
     done, result = run(tmp_path, "--targets", "cpu:2", "--drafters", "cpu:1", "--dtype", "fp32",
-                       "--batches", "120", "--target-cmd", target_cmd())
-    assert_intact(done, result, 120)
+                       "--batches", "60", "--target-cmd", target_cmd())
+    assert_intact(done, result, 60)
 
 
 def test_torch_target_bf16_concatenated_feeds_the_cpp_drafter(tmp_path):
@@ -54,9 +54,9 @@ def test_torch_target_bf16_concatenated_feeds_the_cpp_drafter(tmp_path):
 
 
 def test_cpp_targets_feed_a_python_drafter(tmp_path):
-    done, result = run(tmp_path, "--targets", "cpu:2", "--drafters", "cpu:1", "--batches", "120",
+    done, result = run(tmp_path, "--targets", "cpu:2", "--drafters", "cpu:1", "--batches", "60",
                        "--drafter-cmd", "%s %s" % (PYTHON, os.path.join(HERE, "synthetic_drafter.py")))
-    assert_intact(done, result, 120)
+    assert_intact(done, result, 60)
 
 
 def test_sigkilled_python_targets_lose_and_double_nothing(tmp_path):
