@@ -90,13 +90,16 @@ hs_status Consumer::next(uint32_t timeout_ms, hs_batch& out) {
     session_->heartbeat();
     if (!keep_running()) return HS_STOPPED;
     const uint64_t now = monotonic_ns();
-    if (now >= deadline && timeout_ms != 0) return HS_TIMEOUT;
+    // At least one attempt, then slices of the wait (a stop is noticed between them).
     const auto slice = std::min<std::chrono::nanoseconds>(
-        kClaimSlice, std::chrono::nanoseconds(std::max<uint64_t>(deadline - now, 1)));
+        kClaimSlice, std::chrono::nanoseconds(deadline > now ? deadline - now : 1));
     StageTimer wait_timer(session_->entry(), Stage::kDrafterClaimWait);
     std::optional<SlotClaim> claim =
         claim_ready_slot(ring_, self, ring_.shape().hs_min_ready, slice, rng_);
-    if (!claim) continue;
+    if (!claim) {
+      if (monotonic_ns() >= deadline) return HS_TIMEOUT;
+      continue;
+    }
     wait_timer.stop();
     const uint32_t slot = claim->index;
     if (std::string problem = metadata_problem(slot); !problem.empty()) {

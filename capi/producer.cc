@@ -108,7 +108,9 @@ void Producer::fill_job(hs_job& out, const OpenJob& job) const {
 hs_status Producer::at_shard_end(uint64_t deadline_ns) {
   // "Exhausted" promises every batch of the shard is published: only once nothing of
   // ours is open or still being copied.
-  if (!open_.empty()) return HS_STOPPED;
+  if (!open_.empty())
+    state_error("the shard's last batches are taken: publish the " + std::to_string(open_.size()) +
+                " open job(s) before asking for another");
   if (hs_status s = flush(); s != HS_OK) return s;
   TargetProgress& progress = ring_.target_progress(session_->identity().index);
   // acq_rel: consumers read it with acquire to waive hs_min_ready.

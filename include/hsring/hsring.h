@@ -135,8 +135,10 @@ HS_API hs_status hs_producer_shape(const hs_producer* producer, hs_ring_shape* o
 HS_API uint32_t hs_producer_epoch(const hs_producer* producer);
 
 /* The next job: first the batches a previous epoch left unpublished, then the shard in
- * order. Waits up to timeout_ms for a free slot. HS_STOPPED at the end of the shard's
- * batch limit or when the run stops; HS_TIMEOUT when the ring stayed full. */
+ * order. Waits up to timeout_ms (0: one attempt) for a free slot. HS_TIMEOUT when the ring
+ * stayed full, or when every batch of the shard's batch limit is published and the run
+ * goes on (stay attached and call again: an exit is a crash); HS_STOPPED when the run
+ * stops. HS_ERR_STATE at the shard's end while jobs are still open. */
 HS_API hs_status hs_producer_next_job(hs_producer* producer, uint32_t timeout_ms, hs_job* out);
 
 /* HS_TOKENS_CALLER: the job's tokens, positions (restarting in each document) and
@@ -199,8 +201,9 @@ HS_API hs_status hs_consumer_open(const char* ring, uint32_t index,
 HS_API hs_status hs_consumer_close(hs_consumer* consumer);
 HS_API hs_status hs_consumer_shape(const hs_consumer* consumer, hs_ring_shape* out);
 HS_API uint32_t hs_consumer_epoch(const hs_consumer* consumer);
-/* Waits (up to timeout_ms) until hs_min_ready slots are READY (one once no more can
- * come), then claims one at random. HS_STOPPED when the run stops or nothing is left. */
+/* Waits (up to timeout_ms; 0: one attempt) until hs_min_ready slots are READY (one once
+ * no more can come), then claims one at random. HS_TIMEOUT when none came; HS_STOPPED
+ * when the run stops. */
 HS_API hs_status hs_consumer_next(hs_consumer* consumer, uint32_t timeout_ms, hs_batch* out);
 /* Marks the batch consumed and frees its slot. HS_ERR_STATE for a ticket not held. */
 HS_API hs_status hs_consumer_release(hs_consumer* consumer, uint64_t ticket);
