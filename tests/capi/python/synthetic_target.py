@@ -14,6 +14,7 @@ from synthetic import layer_array  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--torch", action="store_true")
+parser.add_argument("--cuda", action="store_true", help="torch CUDA tensors: the device copy path")
 parser.add_argument("--die-after", type=int, default=0)
 args = parser.parse_args()
 
@@ -26,6 +27,8 @@ for n, job in enumerate(producer, 1):
     if args.torch:
         import torch
         layers = [torch.from_numpy(a.copy()).view(shape.torch_dtype) for a in layers]
+        if args.cuda:
+            layers = [t.cuda() for t in layers]
     if args.die_after and n == args.die_after and producer.epoch == 1:
         job.write_layer(0, layers[0])
         os.kill(os.getpid(), signal.SIGKILL)
