@@ -28,8 +28,8 @@ int pidfd_send_signal(int pidfd, int signo) {
 
 }  // namespace
 
-ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
-                                 const std::string& log_path) {
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std::string& log_path,
+                                 const std::vector<std::pair<std::string, std::string>>& env) {
   int log_fd = -1;
   if (!log_path.empty()) {
     log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -59,6 +59,7 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv,
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the launcher blocks signals for signalfd
     ::setenv("HSRING_LAUNCHER_PID", launcher_pid.c_str(), 1);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
     if (log_fd >= 0) {  // dup2 clears close-on-exec on the copies
       ::dup2(log_fd, STDOUT_FILENO);
       ::dup2(log_fd, STDERR_FILENO);
@@ -116,6 +117,10 @@ ChildProcess::~ChildProcess() {
 
 void ChildProcess::signal(int signo) const {
   if (pidfd_ >= 0) pidfd_send_signal(pidfd_, signo);
+}
+
+void ChildProcess::signal_group(int signo) const {
+  if (pidfd_ >= 0) ::kill(-pid_, signo);
 }
 
 bool ChildProcess::try_reap(int& wait_status) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hsring {
@@ -16,8 +17,9 @@ class ChildProcess {
   // group (the launcher decides how workers stop), SIGTERM when the launcher dies, and
   // HSRING_LAUNCHER_PID. Throws std::runtime_error when it cannot be started.
   // With `log_path`, the child's stdout and stderr append to that file.
-  static ChildProcess spawn(const std::vector<std::string>& argv,
-                            const std::string& log_path = "");
+  // `env` is added to the child's environment (after HSRING_LAUNCHER_PID).
+  static ChildProcess spawn(const std::vector<std::string>& argv, const std::string& log_path = "",
+                            const std::vector<std::pair<std::string, std::string>>& env = {});
 
   ChildProcess() = default;
   ChildProcess(ChildProcess&& other) noexcept;
@@ -29,6 +31,10 @@ class ChildProcess {
   int pidfd() const { return pidfd_; }  // readable once the child has exited
 
   void signal(int signo) const;  // through the pidfd: never hits a reused pid
+  // Signals the child's whole process group (it leads its own): what a shell command
+  // started. Only before the child is reaped, while its pid (the group's id) cannot be
+  // reused: an exited but unreaped leader still holds it.
+  void signal_group(int signo) const;
   // Reaps the child if it has exited; returns true and fills `status` (waitid's si_code /
   // si_status as a wait status) when it did.
   bool try_reap(int& wait_status);

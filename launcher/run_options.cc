@@ -21,6 +21,16 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
       ->check(ring_name_check());
   app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU machine: every GPU, targets:drafters 5:3)")->capture_default_str();
   app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
+  app.add_option("--target-cmd", o.target_cmd,
+                 "Run this shell command as each target instead of hsring-target (a PyTorch "
+                 "target through python/hsring); it gets HSRING_RING, HSRING_ROLE, HSRING_INDEX, "
+                 "HSRING_EPOCH and CUDA_VISIBLE_DEVICES");
+  app.add_option("--drafter-cmd", o.drafter_cmd,
+                 "Run this shell command as each drafter instead of hsring-drafter");
+  app.add_option("--attach-timeout", o.attach_timeout_s,
+                 "Seconds a --target-cmd / --drafter-cmd worker may take to attach to the ring")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--model", o.model,
                  "Target model: builtin (a small target trained on the built-in corpus on first "
                  "use), tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b (random weights), a Hugging "

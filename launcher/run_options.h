@@ -16,6 +16,13 @@ struct RunOptions {
   std::string ring = "hsring";
   std::string targets = "cpu:2";
   std::string drafters = "cpu:1";
+  // User commands run as the targets / drafters instead of hsring's own programs
+  // (launcher/user_command.h); "" : hsring-target / hsring-drafter.
+  std::string target_cmd;
+  std::string drafter_cmd;
+  // Seconds a user command may take to attach to the ring before the run stops with an
+  // error naming it (a command that never calls from_env / hs_*_open).
+  double attach_timeout_s = 120;
 
   // What the targets produce (docs/target-model.md, docs/data-format.md): a model's
   // captured layers over token shards, or "synthetic" verifiable batches.

@@ -22,6 +22,7 @@
 #include "launcher/preflight.h"
 #include "launcher/slot_census.h"
 #include "launcher/training_plan.h"
+#include "launcher/user_command.h"
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
@@ -116,6 +117,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
     const int gpu = drafters.cpu ? -1 : drafters.gpus[d];
     workers_.push_back(Worker{Role::kDrafter, d, gpu, {}, RestartPolicy(limits)});
   }
+  for (Worker& w : workers_) w.user_command = !user_command_of(options_, w.role).empty();
 }
 
 void Supervisor::start_training(const TrainingPlan& plan) {
@@ -141,6 +143,7 @@ Supervisor::~Supervisor() {
   for (Worker& w : workers_) {
     if (w.process.running()) {
       w.process.signal(SIGKILL);
+      if (w.user_command) w.process.signal_group(SIGKILL);
       int status;
       while (!w.process.try_reap(status)) ::usleep(1000);
     }
@@ -150,20 +153,63 @@ Supervisor::~Supervisor() {
   if (signal_fd_ >= 0) ::close(signal_fd_);
 }
 
+std::string Supervisor::log_path_of(const Worker& w) {
+  const std::string file = std::string(to_string(w.role)) + "-" + std::to_string(w.index) + ".log";
+  if (!options_.log_dir.empty()) return options_.log_dir + "/" + file;
+  if (!w.user_command) return "";
+  if (user_log_dir_.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    user_log_dir_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hsring-" + options_.ring + "-" +
+                    std::to_string(::getpid());
+    std::filesystem::create_directories(user_log_dir_);
+    log_line("user command workers log to " + user_log_dir_ + " (--log-dir chooses the folder)");
+  }
+  return user_log_dir_ + "/" + file;
+}
+
 void Supervisor::start_worker(Worker& w) {
-  const std::string log_path =
-      options_.log_dir.empty()
-          ? ""
-          : options_.log_dir + "/" + to_string(w.role) + "-" + std::to_string(w.index) + ".log";
+  w.log_path = log_path_of(w);
   // Before the spawn: the child bumps the epoch when it attaches, so until the epoch moves
   // the entry is the predecessor's (its state may still say running).
   w.epoch_at_spawn = entry_of(w).epoch.load(std::memory_order_relaxed);
   w.heartbeat_seen = 0;
   w.heartbeat_seen_at_ns = 0;
   w.killed_as_hung = false;
-  w.process = ChildProcess::spawn(worker_argv(options_, w.role, w.index, w.gpu, bin_dir_), log_path);
+  w.spawned_ns = monotonic_ns();
+  if (w.user_command) {
+    const UserWorkerCommand c =
+        user_worker_command(options_, w.role, w.index, w.gpu, w.epoch_at_spawn + 1, bin_dir_);
+    w.process = ChildProcess::spawn(c.argv, w.log_path, c.env);
+  } else {
+    w.process =
+        ChildProcess::spawn(worker_argv(options_, w.role, w.index, w.gpu, bin_dir_), w.log_path);
+  }
   w.policy.on_start(monotonic_ns());
   w.restart_at_ns = 0;
+}
+
+bool Supervisor::attached(const Worker& w) const {
+  return entry_of(w).epoch.load(std::memory_order_relaxed) != w.epoch_at_spawn;
+}
+
+void Supervisor::check_user_attach(Worker& w, bool exited, int wait_status) {
+  if (!w.user_command || !setup_failure_.empty() || attached(w)) return;
+  const uint64_t waited = monotonic_ns() - w.spawned_ns;
+  if (!exited && waited < uint64_t(options_.attach_timeout_s * 1e9)) return;
+  std::ostringstream why;
+  why << w.name() << ": its command '" << user_command_of(options_, w.role) << "' ";
+  if (exited)
+    why << describe_wait_status(wait_status) << " before attaching to ring '" << options_.ring
+        << "'";
+  else
+    why << "did not attach to ring '" << options_.ring << "' within " << options_.attach_timeout_s
+        << " s (--attach-timeout); killed it";
+  why << ". Its last log lines (" << w.log_path << "):" << last_log_lines(w.log_path, 10);
+  setup_failure_ = why.str();
+  if (!exited) {
+    w.process.signal(SIGKILL);
+    w.process.signal_group(SIGKILL);
+  }
 }
 
 void Supervisor::on_worker_exit(Worker& w, int wait_status) {
@@ -172,6 +218,8 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
   const bool running =
       ring_->header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
   if (!running || interrupted_) return;  // an expected exit while draining
+  check_user_attach(w, true, wait_status);
+  if (!setup_failure_.empty()) return;
   const uint64_t now = monotonic_ns();
   if (w.role == Role::kDrafter && WIFEXITED(wait_status) &&
       WEXITSTATUS(wait_status) == kExitGroupRestart) {
@@ -369,7 +417,10 @@ void Supervisor::evaluate_export(RunSummary& summary) {
 void Supervisor::drain() {
   ring_->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
   wake_all_waiters(*ring_);
-  for (Worker& w : workers_) w.process.signal(SIGTERM);
+  for (Worker& w : workers_) {
+    w.process.signal(SIGTERM);
+    if (w.user_command) w.process.signal_group(SIGTERM);
+  }
   const uint64_t deadline = monotonic_ns() + uint64_t(options_.drain_timeout_s * 1e9);
   while (monotonic_ns() < deadline) {
     bool any_running = false;
@@ -385,6 +436,7 @@ void Supervisor::drain() {
     log_line(w.name() + " did not stop within " + std::to_string(options_.drain_timeout_s) +
              " s; killing it");
     w.process.signal(SIGKILL);
+    if (w.user_command) w.process.signal_group(SIGKILL);
     int status;
     while (!w.process.try_reap(status)) ::usleep(1000);
   }
@@ -428,11 +480,17 @@ int Supervisor::run() {
       break;
     }
     for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      // The leader is dead but unreaped, so its group id is still its own: whatever the
+      // command left behind in the group goes with it (it may hold the index's lock).
+      if (owners[i]->user_command) owners[i]->process.signal_group(SIGKILL);
       int status;
-      if ((fds[i].revents & POLLIN) && owners[i]->process.try_reap(status))
-        on_worker_exit(*owners[i], status);
+      if (owners[i]->process.try_reap(status)) on_worker_exit(*owners[i], status);
     }
     if (crash_loop_) break;
+    for (Worker& w : workers_)
+      if (w.process.running()) check_user_attach(w, false, 0);
+    if (!setup_failure_.empty()) break;
     kill_hung_workers();
     restart_due_workers();
     print_progress();
@@ -456,6 +514,10 @@ int Supervisor::run() {
   if (crash_loop_) {
     log_line("error: " + crash_loop_message_);
     return kRunCrashLoop;
+  }
+  if (!setup_failure_.empty()) {
+    log_line("error: " + setup_failure_);
+    return kRunSetupError;
   }
   if (!ring_damage_.empty()) {
     log_line("error: the run stopped because its ring was changed by another process (" +

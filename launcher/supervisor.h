@@ -56,6 +56,9 @@ class Supervisor {
     uint64_t heartbeat_seen = 0;
     uint64_t heartbeat_seen_at_ns = 0;
     bool killed_as_hung = false;  // SIGKILL sent; the pidfd reports the death
+    bool user_command = false;    // --target-cmd / --drafter-cmd (launcher/user_command.h)
+    uint64_t spawned_ns = 0;      // monotonic, for the user command's attach timeout
+    std::string log_path;         // "" : stderr
     std::string name() const;
   };
 
@@ -68,6 +71,14 @@ class Supervisor {
   // slots are recovered only when its pidfd reports the death (on_worker_exit), because a
   // stale owner must be dead before its slots are recovered (docs/ring-protocol.md).
   void kill_hung_workers();
+  // A user command that exited before attaching, or has not attached within
+  // --attach-timeout, is a setup error to report (with its log's last lines), not a crash
+  // to retry: it would fail the same way again.
+  void check_user_attach(Worker& worker, bool exited, int wait_status);
+  bool attached(const Worker& worker) const;
+  // Where a worker logs: --log-dir, else stderr; user commands always to a file (their
+  // last lines explain a failed start), in a folder of this run's when no --log-dir.
+  std::string log_path_of(const Worker& worker);
   ProcessEntry& entry_of(const Worker& worker) const;
   bool stop_condition_met();
   void drain();
@@ -99,6 +110,8 @@ class Supervisor {
   static constexpr uint32_t kEvalPrompts = 8;
   bool corrupt_slots_logged_ = false;
   std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
+  std::string setup_failure_;       // a user command that failed to start (check_user_attach)
+  std::string user_log_dir_;        // user commands' logs without --log-dir
 };
 
 }  // namespace hsring

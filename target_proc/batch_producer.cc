@@ -59,7 +59,8 @@ std::vector<BatchJob> BatchProducer::adopt_unpublished() {
 
 PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim,
                                              std::optional<Stage> wait_stage,
-                                             const std::atomic<bool>* cancel) {
+                                             const std::atomic<bool>* cancel,
+                                             uint64_t deadline_ns) {
   const Identity self = session_.identity();
   const uint64_t seq = shard_.seq_of(batch_id);
   auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
@@ -68,7 +69,13 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
   while (!got) {
     if (!keep_running() || cancelled()) return PipelineStatus::kStopped;
     session_.heartbeat();
-    got = claim_free_slot(ring_, self, uint32_t(seq * 7 + self.index), kClaimSlice);
+    const uint64_t now = monotonic_ns();
+    if (deadline_ns != 0 && now >= deadline_ns) return PipelineStatus::kTimedOut;
+    const auto slice = deadline_ns == 0
+                           ? kClaimSlice
+                           : std::min<std::chrono::nanoseconds>(
+                                 kClaimSlice, std::chrono::nanoseconds(deadline_ns - now));
+    got = claim_free_slot(ring_, self, uint32_t(seq * 7 + self.index), slice);
   }
   if (wait_stage) record_stage(session_.entry(), *wait_stage, monotonic_ns() - wait_start);
   if (!keep_running() || cancelled()) {

@@ -39,6 +39,7 @@ struct BatchJob {
 enum class PipelineStatus {
   kOk,        // done, or accepted for later
   kStopped,   // the run is stopping: the batch was not bound and is left to a successor
+  kTimedOut,  // claim_and_bind's deadline passed with the ring full: nothing bound, try again
   kLostSlot,  // a slot we held was taken from us (we were presumed dead): exit
   kFailed,    // the GPU or the pipeline failed: exit; bound batches stay for a successor
 };
@@ -81,10 +82,12 @@ class BatchProducer {
 
   // Claims a free slot (waiting while the ring is full), binds `batch_id` to it, then
   // stores the shard position past it. The wait is timed into `wait_stage` if given.
-  // kStopped when the run stops or `*cancel` turns true first (nothing bound then).
+  // kStopped when the run stops or `*cancel` turns true first, kTimedOut when the
+  // monotonic `deadline_ns` (0: none) passes first (nothing bound then).
   PipelineStatus claim_and_bind(uint64_t batch_id, SlotClaim& claim,
                                 std::optional<Stage> wait_stage = std::nullopt,
-                                const std::atomic<bool>* cancel = nullptr);
+                                const std::atomic<bool>* cancel = nullptr,
+                                uint64_t deadline_ns = 0);
 
   // Publishes a filled slot (WRITING -> READY) and counts the batch.
   // REQUIRES: the slot's payload and metadata are completely in host memory.

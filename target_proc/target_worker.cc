@@ -18,7 +18,9 @@ int exit_code_of(PipelineStatus status) {
     case PipelineStatus::kOk:
     case PipelineStatus::kStopped: return kExitOk;
     case PipelineStatus::kLostSlot: return kExitLostSlot;
-    case PipelineStatus::kFailed: return kExitInternal;
+    case PipelineStatus::kFailed:
+    case PipelineStatus::kTimedOut:
+      return kExitInternal;  // the worker gives no deadline
   }
   return kExitInternal;
 }

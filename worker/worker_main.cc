@@ -37,6 +37,21 @@ std::string worker_log_prefix(Role role, uint32_t index, int gpu, uint32_t epoch
   return prefix;
 }
 
+std::unique_ptr<WorkerSession> start_worker_session(const std::string& ring_name, Role role,
+                                                    uint32_t index,
+                                                    std::chrono::milliseconds lock_wait) {
+  auto ring = Ring::attach(ring_name);
+  const RingShape& shape = ring->shape();
+  const uint32_t count = role == Role::kTarget ? shape.num_targets : shape.num_drafters;
+  if (index >= count) {
+    throw RingError(RingErrc::kBadShape, "ring '" + ring_name + "' has " + std::to_string(count) +
+                                             " " + to_string(role) + "s; --index " +
+                                             std::to_string(index) + " does not exist");
+  }
+  const uint32_t process_index = role == Role::kTarget ? index : shape.num_targets + index;
+  return WorkerSession::start(std::move(ring), process_index, role, lock_wait);
+}
+
 namespace {
 
 // Replaces this process with `program` from this program's own folder, same arguments.
@@ -94,21 +109,7 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
     return kExitUsage;
   }
   try {
-    auto ring = Ring::attach(flags.ring);
-    const uint32_t process_index =
-        role == Role::kTarget ? flags.index : ring->shape().num_targets + flags.index;
-    if (role == Role::kTarget && flags.index >= ring->shape().num_targets) {
-      throw RingError(RingErrc::kBadShape,
-                      "ring '" + flags.ring + "' has " + std::to_string(ring->shape().num_targets) +
-                          " targets; --index " + std::to_string(flags.index) + " does not exist");
-    }
-    if (role == Role::kDrafter && flags.index >= ring->shape().num_drafters) {
-      throw RingError(RingErrc::kBadShape, "ring '" + flags.ring + "' has " +
-                                               std::to_string(ring->shape().num_drafters) +
-                                               " drafters; --index " + std::to_string(flags.index) +
-                                               " does not exist");
-    }
-    auto session = WorkerSession::start(std::move(ring), process_index, role,
+    auto session = start_worker_session(flags.ring, role, flags.index,
                                         std::chrono::milliseconds(flags.lock_wait_ms));
     set_log_prefix(worker_log_prefix(role, flags.index, gpu, session->identity().epoch));
     attach_session_duties(*session, uint64_t(flags.profile_interval_s * 1e9), log_line);

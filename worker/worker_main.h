@@ -54,6 +54,13 @@ enum WorkerExit : int {
 // exception kExitRingError; nullopt when the setup succeeded.
 std::optional<int> run_worker_setup(const std::function<void()>& setup);
 
+// Attaches to `ring_name` and starts worker `index` of `role` (an index within the role:
+// target t, drafter d), refusing an index the ring does not have. Throws RingError. What
+// worker_main does for hsring's own workers, and the C API (capi/) for user workers.
+std::unique_ptr<WorkerSession> start_worker_session(const std::string& ring_name, Role role,
+                                                    uint32_t index,
+                                                    std::chrono::milliseconds lock_wait);
+
 // Parses `app` (which already holds the role's own flags, `--gpu` among them when the
 // role can run on one), execs flags.gpu_program when --gpu is given and it is set, then runs
 // `body` with a started session whose profile log is on

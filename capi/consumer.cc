@@ -1,0 +1,193 @@
+#include "capi/consumer.h"
+
+#include <algorithm>
+
+#include "capi/capi_error.h"
+#include "capi/layer_rows.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "common/worker_main.h"
+#include "shm/consumer.h"
+#include "shm/ledger.h"
+#include "shm/stage_timer.h"
+#if HSRING_CAPI_CUDA
+#include "drafter_proc/slot_dma.h"
+#include "gpu/host_registration.h"
+#include "gpu/kernels.h"
+#endif
+
+namespace hsring::capi {
+
+namespace {
+constexpr uint32_t kDefaultLockWaitMs = 2000;
+constexpr auto kClaimSlice = std::chrono::milliseconds(100);
+}  // namespace
+
+std::unique_ptr<Consumer> Consumer::open(const std::string& ring, uint32_t index,
+                                         const hs_consumer_options& options) {
+  const uint32_t wait_ms = options.lock_wait_ms ? options.lock_wait_ms : kDefaultLockWaitMs;
+  auto session =
+      start_worker_session(ring, Role::kDrafter, index, std::chrono::milliseconds(wait_ms));
+  if (options.expected_epoch != 0 && session->identity().epoch != options.expected_epoch)
+    throw ApiError(HS_ERR_BUSY, "ring '" + ring + "': drafter " + std::to_string(index) +
+                                    " started as epoch " +
+                                    std::to_string(session->identity().epoch) + ", not the " +
+                                    std::to_string(options.expected_epoch) +
+                                    " HSRING_EPOCH names: another incarnation started");
+  set_log_prefix(worker_log_prefix(Role::kDrafter, index, -1, session->identity().epoch));
+  return std::unique_ptr<Consumer>(new Consumer(std::move(session), options));
+}
+
+Consumer::Consumer(std::unique_ptr<WorkerSession> session, const hs_consumer_options& options)
+    : session_(std::move(session)), ring_(session_->ring()), launcher_(ring_) {
+  const Identity self = session_->identity();
+  rng_ = options.seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
+  if (session_->recovered_at_start().total() > 0)
+    log_line("returned " + std::to_string(session_->recovered_at_start().total()) +
+             " slot(s) of the previous epoch");
+  session_->set_state(ProcessState::kRunning);
+}
+
+Consumer::~Consumer() {
+  for (Held& h : held_) (void)return_unread(ring_, h.claim);  // lost ones were recovered
+  session_->set_state(ProcessState::kDraining);
+}
+
+bool Consumer::keep_running() {
+  if (launcher_.gone()) {
+    log_line("the launcher is gone; stopping");
+    request_stop();
+  }
+  return !stop_requested() &&
+         ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
+}
+
+Consumer::Held& Consumer::held(uint64_t ticket) {
+  auto it = std::find_if(held_.begin(), held_.end(),
+                         [&](const Held& h) { return h.claim.word.word() == ticket; });
+  if (it == held_.end())
+    throw ApiError(HS_ERR_STATE, "no batch with ticket " + std::to_string(ticket) +
+                                     " is held: it was released already, or never claimed");
+  return *it;
+}
+
+std::string Consumer::metadata_problem(uint32_t slot) const {
+  const SlotHeader& h = ring_.slot(slot);
+  const uint32_t tokens = h.token_count.load(std::memory_order_relaxed);
+  const uint32_t docs = h.num_docs.load(std::memory_order_relaxed);
+  if (tokens < 1 || tokens > ring_.shape().max_tokens)
+    return "token count " + std::to_string(tokens) + " outside [1, max_tokens]";
+  if (docs < 1 || docs > tokens)
+    return "document count " + std::to_string(docs) + " outside [1, tokens]";
+  return "";
+}
+
+hs_status Consumer::next(uint32_t timeout_ms, hs_batch& out) {
+  const uint64_t deadline = monotonic_ns() + uint64_t(timeout_ms) * 1'000'000;
+  const Identity self = session_->identity();
+  while (true) {
+    session_->heartbeat();
+    if (!keep_running()) return HS_STOPPED;
+    const uint64_t now = monotonic_ns();
+    // At least one attempt, then slices of the wait (a stop is noticed between them).
+    const auto slice = std::min<std::chrono::nanoseconds>(
+        kClaimSlice, std::chrono::nanoseconds(deadline > now ? deadline - now : 1));
+    StageTimer wait_timer(session_->entry(), Stage::kDrafterClaimWait);
+    std::optional<SlotClaim> claim =
+        claim_ready_slot(ring_, self, ring_.shape().hs_min_ready, slice, rng_);
+    if (!claim) {
+      if (monotonic_ns() >= deadline) return HS_TIMEOUT;
+      continue;
+    }
+    wait_timer.stop();
+    const uint32_t slot = claim->index;
+    if (std::string problem = metadata_problem(slot); !problem.empty()) {
+      // Counted like the built-in drafter counts a torn batch, and freed: no pointer is
+      // handed out over bounds the ring's shape does not vouch for.
+      ledger_mark_torn(ring_, ring_.slot(slot).batch_id.load(std::memory_order_relaxed));
+      session_->entry().torn.fetch_add(1, std::memory_order_relaxed);
+      log_line("TORN batch in slot " + std::to_string(slot) + ": " + problem);
+      if (!release_consumed(ring_, *claim))
+        return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(slot));
+      continue;
+    }
+    const SlotHeader& h = ring_.slot(slot);
+    out = hs_batch{};
+    out.ticket = claim->word.word();
+    out.batch_id = h.batch_id.load(std::memory_order_relaxed);
+    out.slot = slot;
+    out.token_count = h.token_count.load(std::memory_order_relaxed);
+    out.num_docs = h.num_docs.load(std::memory_order_relaxed);
+    out.length_bucket = h.length_bucket.load(std::memory_order_relaxed);
+    out.tokens = ring_.tokens(slot);
+    out.positions = ring_.positions(slot);
+    out.doc_offsets = ring_.doc_offsets(slot);
+    out.labels = ring_.labels(slot);
+    for (uint32_t k = 0; k < ring_.shape().num_layers; ++k)
+      out.layers[k] = layer_rows(ring_, slot, k).first;
+    out.layer_row_pitch = layer_rows(ring_, slot, 0).pitch;
+    held_.push_back(Held{*claim, monotonic_ns()});
+    return HS_OK;
+  }
+}
+
+hs_status Consumer::release(uint64_t ticket) {
+  Held& h = held(ticket);
+  const Held done = h;
+  held_.erase(held_.begin() + (&h - held_.data()));
+  ProcessEntry& entry = session_->entry();
+  // A user drafter's work on a batch is what it does between claim and release.
+  record_stage(entry, Stage::kDrafterStep, monotonic_ns() - done.claimed_ns);
+  const uint32_t tokens = ring_.slot(done.claim.index).token_count.load(std::memory_order_relaxed);
+  SlotClaim claim = done.claim;
+  if (!release_consumed(ring_, claim))
+    return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(claim.index) +
+                                      " (this drafter was presumed dead); exit and restart");
+  const RingShape& s = ring_.shape();
+  entry.batches.fetch_add(1, std::memory_order_relaxed);
+  entry.tokens.fetch_add(tokens, std::memory_order_relaxed);
+  entry.hs_bytes.fetch_add(uint64_t(tokens) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
+                           std::memory_order_relaxed);
+  session_->heartbeat();
+  return HS_OK;
+}
+
+void Consumer::copy_to_device(uint64_t ticket, void* device, uint64_t device_bytes, void* stream,
+                              float noise_std, uint64_t seed, uint64_t step) {
+#if HSRING_CAPI_CUDA
+  const Held& h = held(ticket);
+  const RingShape& s = ring_.shape();
+  const uint32_t tokens = ring_.slot(h.claim.index).token_count.load(std::memory_order_relaxed);
+  const uint64_t elements = uint64_t(tokens) * s.num_layers * s.hidden_size;
+  if (device_bytes < elements * dtype_size(s.dtype))
+    throw ApiError(HS_ERR_SHAPE, "the device buffer holds " + std::to_string(device_bytes) +
+                                     " bytes; [" + std::to_string(tokens) + ", " +
+                                     std::to_string(s.num_layers * s.hidden_size) + "] needs " +
+                                     std::to_string(elements * dtype_size(s.dtype)));
+  if (!pinned_) pinned_ = gpu::pin_ring_payload(ring_);
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  StageTimer timer(session_->entry(), Stage::kDrafterH2D);
+  auto check = [](const gpu::CudaStatus& status) {
+    if (!status.ok()) throw ApiError(HS_ERR_CUDA, status.message());
+  };
+  check(enqueue_slot_features(ring_, h.claim.index, tokens, static_cast<std::byte*>(device),
+                              cuda_stream));
+  if (noise_std > 0) {
+    const cudaError_t e =
+        gpu::launch_add_noise(device, elements, s.dtype, noise_std, seed, step, cuda_stream);
+    if (e != cudaSuccess)
+      throw ApiError(HS_ERR_CUDA, std::string("noise: ") + cudaGetErrorString(e));
+  }
+  // The slot may be released once this returns: the copy must have landed.
+  if (const cudaError_t e = cudaStreamSynchronize(cuda_stream); e != cudaSuccess)
+    throw ApiError(HS_ERR_CUDA, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+#else
+  (void)ticket, (void)device, (void)device_bytes, (void)stream, (void)noise_std, (void)seed,
+      (void)step;
+  throw ApiError(HS_ERR_UNSUPPORTED,
+                 "this libhsring was built without CUDA: read the batch's host views instead");
+#endif
+}
+
+}  // namespace hsring::capi

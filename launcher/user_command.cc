@@ -1,0 +1,53 @@
+#include "launcher/user_command.h"
+
+#include <deque>
+#include <fstream>
+
+namespace hsring {
+
+const std::string& user_command_of(const RunOptions& options, Role role) {
+  return role == Role::kTarget ? options.target_cmd : options.drafter_cmd;
+}
+
+UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint32_t index, int gpu,
+                                      uint32_t epoch, const std::string& bin_dir) {
+  UserWorkerCommand c;
+  // Through the shell, so a command line is written as a user would type it. dash and
+  // bash exec a lone command in place; for any other the launcher signals the whole
+  // process group, so nothing of the command outlives its worker.
+  c.argv = {"/bin/sh", "-c", user_command_of(options, role)};
+  c.env = {{"HSRING_RING", options.ring},
+           {"HSRING_ROLE", to_string(role)},
+           {"HSRING_INDEX", std::to_string(index)},
+           {"HSRING_EPOCH", std::to_string(epoch)},
+           {"HSRING_LIB", bin_dir + "/libhsring.so"},
+           {"HSRING_BIN_DIR", bin_dir}};
+  if (gpu >= 0) c.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
+  if (runs_model(options)) c.env.emplace_back("HSRING_MODEL", options.model);
+  if (role == Role::kTarget) {
+    // What hsring-target's shard reader is given as flags (worker_command.cc).
+    if (!options.data.empty()) c.env.emplace_back("HSRING_DATA", options.data);
+    c.env.emplace_back("HSRING_DATA_SEED", std::to_string(options.data_seed));
+    c.env.emplace_back("HSRING_READ_AHEAD", std::to_string(options.read_ahead));
+    c.env.emplace_back("HSRING_NNODES", std::to_string(options.nnodes));
+    c.env.emplace_back("HSRING_NODE_RANK", std::to_string(options.node_rank));
+  }
+  return c;
+}
+
+std::string last_log_lines(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  if (!in) return "  (its log " + path + " cannot be read)";
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    last.push_back(line);
+    if (last.size() > lines) last.pop_front();
+  }
+  if (last.empty()) return "  (its log " + path + " is empty)";
+  std::string text;
+  for (const std::string& l : last) text += "\n  | " + l;
+  return text;
+}
+
+}  // namespace hsring

@@ -1,0 +1,185 @@
+"""A target worker: hsring.Producer hands out jobs (a slot bound to a batch id, with its
+tokens), the caller writes the captured layers and labels, then publishes."""
+
+import ctypes
+import os
+
+from . import _env, _lib
+from ._errors import ShapeError, StateError
+from ._tensors import LayerSource, int32_host, is_torch
+from ._views import address_of, view
+from .shape import from_struct
+
+_POLL_MS = 100  # each wait returns this often, so Python's signal handlers run
+
+
+class Job:
+    """Batch `batch_id`, bound to a slot until published. `input_ids`, `positions` and
+    `doc_offsets` are int32 views of the slot (cu_seqlens: num_docs + 1 entries)."""
+
+    def __init__(self, producer, s):
+        self._producer = producer
+        self._ticket = s.ticket
+        self.batch_id = s.batch_id
+        self.slot = s.slot
+        self.reproduced = bool(s.reproduced)
+        self._struct = s
+        self._published = False
+        self._refresh()
+
+    def _refresh(self):
+        s = self._struct
+        self.token_count = s.token_count
+        self.num_docs = s.num_docs
+        t, d = self.token_count, self.num_docs
+        self.input_ids = view(address_of(s.tokens), (t,), "int32")
+        self.positions = view(address_of(s.positions), (t,), "int32")
+        self.doc_offsets = view(address_of(s.doc_offsets), (d + 1,) if t else (0,), "int32")
+
+    def _call(self, name, *args):
+        if self._published:
+            raise StateError("HS_ERR_STATE", "batch %d was published already" % self.batch_id)
+        return _lib.check(getattr(_lib.lib(), name)(self._producer._handle, self._ticket, *args))
+
+    def set_tokens(self, input_ids, positions=None, doc_offsets=None):
+        """For a producer opened with caller_tokens=True: this batch's tokens (a pure
+        function of batch_id), positions (default: 0.. per document) and cu_seqlens
+        doc_offsets (default: one document)."""
+        ids = int32_host(input_ids, "input_ids")
+        n = ids.shape[0]
+        offsets = int32_host(doc_offsets if doc_offsets is not None else [0, n], "doc_offsets")
+        if positions is None:
+            import numpy as np
+            positions = np.concatenate([np.arange(offsets[i + 1] - offsets[i])
+                                        for i in range(len(offsets) - 1)] or [np.zeros(0)])
+        pos = int32_host(positions, "positions", n)
+        self._call("hs_job_set_tokens", ids.ctypes.data, pos.ctypes.data, n,
+                   offsets.ctypes.data, len(offsets) - 1)
+        self._struct.token_count, self._struct.num_docs = n, len(offsets) - 1
+        self._refresh()
+
+    def write_layer(self, k, tensor):
+        """Layer k ([T, H] or [1, T, H] of the ring's dtype): a CUDA tensor is copied on the
+        current stream into the pinned slot (returns at once); host data is copied now."""
+        shape = self._producer.shape
+        if not 0 <= k < shape.num_layers:
+            raise ShapeError("HS_ERR_SHAPE", "layer %d: the ring captures %d layers"
+                             % (k, shape.num_layers))
+        src = LayerSource(tensor, "layer %d" % k, self.token_count, shape)
+        if src.device:
+            self._call("hs_job_copy_layer_device", k, src.pointer, src.row_pitch, src.stream)
+        else:
+            self._call("hs_job_write_layer", k, src.pointer, src.row_pitch)
+
+    def write_layers(self, tensors):
+        """All K captured layers, in the ring's layer order."""
+        tensors = list(tensors)
+        k = self._producer.shape.num_layers
+        if len(tensors) != k:
+            raise ShapeError("HS_ERR_SHAPE", "%d layers given; the ring captures %d"
+                             % (len(tensors), k))
+        for i, t in enumerate(tensors):
+            self.write_layer(i, t)
+
+    def write_labels(self, labels):
+        """The target's label (its greedy next token) at each of the T positions."""
+        a = int32_host(labels, "labels", self.token_count)
+        self._call("hs_job_write_labels", a.ctypes.data, a.shape[0])
+
+    def publish(self):
+        """Makes the batch READY (after its device copies complete, on the library's
+        publisher thread). Every layer, and on a model ring the labels, must be written."""
+        self._call("hs_job_publish")
+        self._published = True
+
+
+class Producer:
+    """Target `index` of ring `ring`. Iterating yields jobs until the run stops."""
+
+    def __init__(self, ring, index, *, data_dir=None, data_seed=0, read_ahead=0,
+                 caller_tokens=False, expected_epoch=0, lock_wait_ms=0, nnodes=1,
+                 node_rank=0):
+        options = _lib.ProducerOptions(
+            data_dir=data_dir.encode() if data_dir else None, data_seed=data_seed,
+            read_ahead=read_ahead,
+            tokens_from=_lib.HS_TOKENS_CALLER if caller_tokens else _lib.HS_TOKENS_AUTO,
+            lock_wait_ms=lock_wait_ms, expected_epoch=expected_epoch, nnodes=nnodes,
+            node_rank=node_rank)
+        handle = ctypes.c_void_p()
+        _lib.check(_lib.lib().hs_producer_open(ring.encode(), index, ctypes.byref(options),
+                                               ctypes.byref(handle)))
+        self._handle = handle
+        self.ring, self.index = ring, index
+        s = _lib.ShapeStruct()
+        _lib.check(_lib.lib().hs_producer_shape(handle, ctypes.byref(s)))
+        self.shape = from_struct(s)
+        self.epoch = _lib.lib().hs_producer_epoch(handle)
+
+    @classmethod
+    def from_env(cls, **kwargs):
+        """The target `hsring run --target-cmd` started: HSRING_RING, HSRING_INDEX,
+        HSRING_EPOCH and the run's data options (HSRING_DATA, HSRING_DATA_SEED, ...)."""
+        ring, index, epoch = _env.place("target")
+        kwargs.setdefault("data_dir", os.environ.get("HSRING_DATA") or None)
+        kwargs.setdefault("data_seed", _env.env_int("HSRING_DATA_SEED"))
+        kwargs.setdefault("read_ahead", _env.env_int("HSRING_READ_AHEAD"))
+        kwargs.setdefault("nnodes", _env.env_int("HSRING_NNODES", 1))
+        kwargs.setdefault("node_rank", _env.env_int("HSRING_NODE_RANK"))
+        kwargs.setdefault("expected_epoch", epoch)
+        _env.install_stop_handlers()
+        return cls(ring, index, **kwargs)
+
+    # The ring's shape, for building the model's capture.
+    num_layers = property(lambda self: self.shape.num_layers)
+    hidden_size = property(lambda self: self.shape.hidden_size)
+    vocab_size = property(lambda self: self.shape.vocab_size)
+    max_tokens = property(lambda self: self.shape.max_tokens)
+    dtype = property(lambda self: self.shape.dtype)
+    layer_ids = property(lambda self: self.shape.layer_ids)
+
+    def next_job(self, timeout=None):
+        """The next job, or None when the run stops. timeout (seconds): None waits."""
+        remaining = None if timeout is None else max(0, int(timeout * 1000))
+        while True:
+            if self._handle is None:
+                raise StateError("HS_ERR_STATE", "the producer is closed")
+            wait = _POLL_MS if remaining is None else min(_POLL_MS, remaining)
+            out = _lib.JobStruct()
+            status = _lib.check(_lib.lib().hs_producer_next_job(self._handle, wait,
+                                                                ctypes.byref(out)))
+            if status == _lib.HS_OK:
+                return Job(self, out)
+            if status == _lib.HS_STOPPED:
+                return None
+            if remaining is not None:
+                remaining -= wait
+                if remaining <= 0:
+                    raise TimeoutError("no free slot within %s s" % timeout)
+
+    def __iter__(self):
+        while True:
+            job = self.next_job()
+            if job is None:
+                return
+            yield job
+
+    def flush(self):
+        """Waits until every published job's device copies are done and it is READY."""
+        _lib.check(_lib.lib().hs_producer_flush(self._handle))
+
+    def close(self):
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            _lib.check(_lib.lib().hs_producer_close(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
