@@ -7,7 +7,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
-#include "common/worker_main.h"
+#include "worker/session_duties.h"
+#include "worker/worker_main.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/stage_timer.h"
@@ -29,6 +30,9 @@ std::unique_ptr<Consumer> Consumer::open(const std::string& ring, uint32_t index
   const uint32_t wait_ms = options.lock_wait_ms ? options.lock_wait_ms : kDefaultLockWaitMs;
   auto session =
       start_worker_session(ring, Role::kDrafter, index, std::chrono::milliseconds(wait_ms));
+  // systemd's READY=1 and watchdog, as hsring's own workers send them (no profile log:
+  // a user worker has no --profile-interval).
+  attach_session_duties(*session, 0, nullptr);
   if (options.expected_epoch != 0 && session->identity().epoch != options.expected_epoch)
     throw ApiError(HS_ERR_BUSY, "ring '" + ring + "': drafter " + std::to_string(index) +
                                     " started as epoch " +

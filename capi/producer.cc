@@ -10,7 +10,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
-#include "common/worker_main.h"
+#include "worker/session_duties.h"
+#include "worker/worker_main.h"
 #include "shm/futex.h"
 #include "shm/stage_timer.h"
 #if HSRING_CAPI_CUDA
@@ -34,6 +35,9 @@ std::unique_ptr<Producer> Producer::open(const std::string& ring, uint32_t index
   const uint32_t wait_ms = options.lock_wait_ms ? options.lock_wait_ms : kDefaultLockWaitMs;
   auto session =
       start_worker_session(ring, Role::kTarget, index, std::chrono::milliseconds(wait_ms));
+  // systemd's READY=1 and watchdog, as hsring's own workers send them (no profile log:
+  // a user worker has no --profile-interval).
+  attach_session_duties(*session, 0, nullptr);
   // After the start: the epoch is this start's, so a mismatch means another incarnation
   // started in between (or the launcher's idea of it is stale). The session's
   // destructor marks this one exited and lets the lock go.

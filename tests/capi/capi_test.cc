@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/synthetic_batch.h"
+#include "worker/synthetic_batch.h"
 #include "hsring/hsring.h"
 #include "shm/ledger.h"
 #include "shm/ring.h"

@@ -1,4 +1,4 @@
-"""hsring's synthetic hidden states (common/synthetic_batch.h) in numpy: what a Python
+"""hsring's synthetic hidden states (worker/synthetic_batch.h) in numpy: what a Python
 target writes so that hsring's own drafter can check every element it reads."""
 
 import numpy as np
