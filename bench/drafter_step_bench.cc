@@ -73,8 +73,8 @@ Batch make_batch(uint32_t tokens, uint32_t vocab) {
   const double lo = std::log(256.0), hi = std::log(4096.0);
   while (b.tokens.size() < tokens) {
     const double u = double(splitmix64(state) >> 11) / double(1ull << 53);
-    const auto length =
-        std::min<uint32_t>(uint32_t(std::exp(lo + u * (hi - lo))), tokens - uint32_t(b.tokens.size()));
+    const auto length = std::min<uint32_t>(uint32_t(std::exp(lo + u * (hi - lo))),
+                                           tokens - uint32_t(b.tokens.size()));
     for (uint32_t i = 0; i < length; ++i) {
       b.tokens.push_back(int32_t(splitmix64(state) % vocab));
       b.positions.push_back(int32_t(i));
@@ -259,7 +259,8 @@ int run(const Options& o) {
     f = uint16_t(0x3c00u + r % 0x200u) | uint16_t((r >> 20) & 0x8000u);
   }
   gpu::DeviceBuffer device = gpu::DeviceBuffer::allocate(features.size() * 2);
-  HSRING_CUDA_CHECK(cudaMemcpy(device.data(), features.data(), device.size(), cudaMemcpyHostToDevice));
+  HSRING_CUDA_CHECK(
+      cudaMemcpy(device.data(), features.data(), device.size(), cudaMemcpyHostToDevice));
   const std::vector<float> no_features;
   const train::DrafterBatch view{no_features, batch.tokens, batch.positions, batch.offsets,
                                  batch.labels};
@@ -312,7 +313,8 @@ int main(int argc, char** argv) {
   app.add_option("--anchors", o.anchors, "DFlash: blocks per batch")->capture_default_str();
   app.add_option("--batch-out", o.batch_out,
                  "DFlash: write the batch's documents and anchors here (the torch baseline's)");
-  app.add_option("--model", o.model, "Target whose default drafter is timed")->capture_default_str();
+  app.add_option("--model", o.model, "Target whose default drafter is timed")
+      ->capture_default_str();
   app.add_option("--tokens", o.tokens, "Tokens per batch")->capture_default_str();
   app.add_option("--iterations", o.iterations, "Timed steps")->capture_default_str();
   app.add_option("--gpu", o.gpu, "GPU id")->capture_default_str();

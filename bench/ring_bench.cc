@@ -45,7 +45,6 @@ double seconds_between(uint64_t start_ns, uint64_t end_ns) {
   return double(end_ns - start_ns) / 1e9;
 }
 
-
 // --- 1. Round trips --------------------------------------------------------------------
 
 struct LatencyStats {

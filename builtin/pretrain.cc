@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "checkpoint/safetensors_export.h"
-#include "common/random.h"
 #include "common/crc32.h"
+#include "common/random.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
 #include "model/model_error.h"

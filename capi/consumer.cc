@@ -7,11 +7,11 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
-#include "worker/session_duties.h"
-#include "worker/worker_main.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/stage_timer.h"
+#include "worker/session_duties.h"
+#include "worker/worker_main.h"
 #if HSRING_CAPI_CUDA
 #include "drafter_proc/slot_dma.h"
 #include "gpu/host_registration.h"

@@ -10,10 +10,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
-#include "worker/session_duties.h"
-#include "worker/worker_main.h"
 #include "shm/futex.h"
 #include "shm/stage_timer.h"
+#include "worker/session_duties.h"
+#include "worker/worker_main.h"
 #if HSRING_CAPI_CUDA
 #include "capi/cuda_publisher.h"
 #endif

@@ -16,7 +16,6 @@ static_assert(sizeof(float) == 4);
 
 namespace {
 
-
 // Sizes of the fixed parts of table entries; the variable parts (key and value, or dims
 // and name) follow them.
 constexpr uint64_t kMetadataEntryFixed = 8;  // u32 key length, u32 value length

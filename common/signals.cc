@@ -22,7 +22,7 @@ void on_stop_signal(int signal) {
 }  // namespace
 
 void install_stop_handlers() {
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);

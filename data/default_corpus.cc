@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string_view>
 
-#include "data/corpus.h"
 #include "common/crc32.h"
+#include "data/corpus.h"
 #include "data/data_error.h"
 #include "data/text_pack.h"
 

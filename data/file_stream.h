@@ -12,7 +12,7 @@ namespace hsring::data {
 
 struct StreamOptions {
   uint32_t chunk_bytes = 256u << 10;  // with depth 4: 1 MiB in flight, still cache-resident
-  uint32_t depth = 4;  // chunk reads in flight ahead of the consumer
+  uint32_t depth = 4;                 // chunk reads in flight ahead of the consumer
 };
 
 // Calls `consume(bytes, size)` for consecutive chunks of [begin, end) of `file`, in order.

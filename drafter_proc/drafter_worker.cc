@@ -3,13 +3,13 @@
 #include <thread>
 
 #include "common/log.h"
-#include "worker/model_batch_check.h"
 #include "common/signals.h"
-#include "worker/synthetic_batch.h"
-#include "worker/worker_main.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/stage_timer.h"
+#include "worker/model_batch_check.h"
+#include "worker/synthetic_batch.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 
@@ -42,7 +42,8 @@ void DrafterWorker::consume(SlotClaim& claim) {
   if (!problem.empty()) {
     ledger_mark_torn(ring_, batch_id);
     entry.torn.fetch_add(1, std::memory_order_relaxed);
-    if (torn_logged_++ < kTornLogLimit) log_line("TORN batch in slot " + std::to_string(claim.index) + ": " + problem);
+    if (torn_logged_++ < kTornLogLimit)
+      log_line("TORN batch in slot " + std::to_string(claim.index) + ": " + problem);
   }
   if (options_.step_ms > 0) {
     StageTimer timer(entry, Stage::kDrafterStep);

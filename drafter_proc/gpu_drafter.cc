@@ -3,9 +3,9 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "worker/worker_main.h"
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 
@@ -17,8 +17,9 @@ int run_gpu_drafter(WorkerSession& session, const GpuDrafterOptions& options) {
         session.entry().gpu.store(options.gpu, std::memory_order_relaxed);
         const bool model = session.ring().shape().content == PayloadContent::kModel;
         log_line("on " + gpu::describe_gpu(options.gpu) + "; noise " + options.noise.describe() +
-                 (model ? ", checking each model batch's invariants"
-                        : options.verify ? ", verifying every element" : ""));
+                 (model            ? ", checking each model batch's invariants"
+                  : options.verify ? ", verifying every element"
+                                   : ""));
         pinned = gpu::pin_ring_payload(session.ring());
         worker = GpuDrafterWorker::create(session, options);
       }))

@@ -4,14 +4,14 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "worker/model_batch_check.h"
 #include "common/signals.h"
-#include "worker/synthetic_batch.h"
-#include "worker/worker_main.h"
 #include "drafter_proc/slot_dma.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/stage_timer.h"
+#include "worker/model_batch_check.h"
+#include "worker/synthetic_batch.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 
@@ -101,7 +101,8 @@ gpu::CudaStatus GpuDrafterWorker::enqueue_h2d(BatchBuffer& b, uint32_t slot, uin
                                       ring_.layer_region(slot, k), tokens * row_bytes,
                                       cudaMemcpyHostToDevice, stream));
     }
-  } else if (gpu::CudaStatus s = enqueue_slot_features(ring_, slot, tokens, b.hidden.data(), stream);
+  } else if (gpu::CudaStatus s =
+                 enqueue_slot_features(ring_, slot, tokens, b.hidden.data(), stream);
              !s.ok()) {
     return s;
   }

@@ -27,8 +27,8 @@ class GpuTrainingBackend final : public TrainingBackend {
                                               "carries ") +
                                   to_string(s.dtype) + ": run with --dtype bf16");
     pinned_ = gpu::pin_ring_payload(ring);
-    features_ = gpu::DeviceBuffer::allocate(uint64_t(s.max_tokens) * s.num_layers *
-                                            s.hidden_size * sizeof(uint16_t));
+    features_ = gpu::DeviceBuffer::allocate(uint64_t(s.max_tokens) * s.num_layers * s.hidden_size *
+                                            sizeof(uint16_t));
   }
 
   ~GpuTrainingBackend() override {

@@ -8,8 +8,8 @@ namespace {
 
 class SharedMemoryGroup final : public GradientGroup {
  public:
-  SharedMemoryGroup(std::unique_ptr<GradExchange> exchange, std::string name,
-                    const GroupJoin& join, train::DrafterTrainer& trainer)
+  SharedMemoryGroup(std::unique_ptr<GradExchange> exchange, std::string name, const GroupJoin& join,
+                    train::DrafterTrainer& trainer)
       : exchange_(std::move(exchange)),
         name_(std::move(name)),
         peers_(join.peers),

@@ -23,14 +23,14 @@ class Ring;
 // drafters; across machines (--nnodes) every node's, ranked node by node.
 struct GroupJoin {
   Ring& ring;
-  uint32_t members = 0;           // >= 2, on every machine together
-  uint32_t rank = 0;              // node rank * local_members + the drafter index
-  uint32_t local_members = 0;     // the drafters on this machine's ring
-  uint32_t first_local_rank = 0;  // the rank of this machine's drafter 0
-  uint32_t epoch = 0;             // this process's incarnation
-  uint64_t first_step = 0;        // the loaded checkpoint's step + 1
-  std::string rendezvous_dir;     // across machines: the shared folder (group_files.h)
-  PeerWatch peers;                // this machine's drafters, by drafter index
+  uint32_t members = 0;                // >= 2, on every machine together
+  uint32_t rank = 0;                   // node rank * local_members + the drafter index
+  uint32_t local_members = 0;          // the drafters on this machine's ring
+  uint32_t first_local_rank = 0;       // the rank of this machine's drafter 0
+  uint32_t epoch = 0;                  // this process's incarnation
+  uint64_t first_step = 0;             // the loaded checkpoint's step + 1
+  std::string rendezvous_dir;          // across machines: the shared folder (group_files.h)
+  PeerWatch peers;                     // this machine's drafters, by drafter index
   std::function<bool()> keep_waiting;  // between wait slices: heartbeat; false: stop waiting
 
   bool spans_machines() const { return local_members != members; }

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "common/text_file.h"
 #include "common/crc32.h"
+#include "common/text_file.h"
 
 namespace hsring {
 
@@ -95,8 +95,8 @@ GroupFiles::GroupFiles(std::string dir, uint32_t members, uint32_t rank)
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec)
-    throw std::runtime_error("cannot create the drafter group's rendezvous folder " + dir_ +
-                             ": " + ec.message());
+    throw std::runtime_error("cannot create the drafter group's rendezvous folder " + dir_ + ": " +
+                             ec.message());
 }
 
 std::string GroupFiles::path(const std::string& name) const {

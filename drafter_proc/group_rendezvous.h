@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "drafter_proc/group_files.h"
 #include "drafter_proc/grad_exchange.h"
+#include "drafter_proc/group_files.h"
 
 namespace hsring {
 

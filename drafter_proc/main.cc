@@ -6,11 +6,11 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "worker/node_topology.h"
-#include "worker/worker_main.h"
 #include "drafter_proc/drafter_worker.h"
 #include "drafter_proc/training_drafter.h"
 #include "gpu/noise_schedule.h"
+#include "worker/node_topology.h"
+#include "worker/worker_main.h"
 #if HSRING_HAVE_CUDA
 #include "drafter_proc/gpu_drafter.h"
 #include "drafter_proc/gpu_training_backend.h"

@@ -18,7 +18,7 @@ namespace {
 
 static_assert(sizeof(ncclUniqueId) == kGroupIdBytes, "the rendezvous carries one id");
 
-constexpr uint64_t kPeerCheckNs = 20'000'000;        // peers' liveness, every 20 ms
+constexpr uint64_t kPeerCheckNs = 20'000'000;                // peers' liveness, every 20 ms
 constexpr uint64_t kRendezvousLimitNs = 300'000'000'000ull;  // a member that never comes
 // After an NCCL error, how long a member looks for the peer whose death explains it (a
 // member on another machine is seen dead only once its restart marks the group broken).
@@ -28,8 +28,7 @@ constexpr uint64_t kFailureGraceNs = 15'000'000'000ull;
 constexpr uint64_t kRemoteStallNs = 600'000'000'000ull;
 
 std::unique_ptr<GroupRendezvous> rendezvous_for(const GroupJoin& join) {
-  if (join.spans_machines())
-    return file_rendezvous(join.rendezvous_dir, join.members, join.rank);
+  if (join.spans_machines()) return file_rendezvous(join.rendezvous_dir, join.members, join.rank);
   return ring_rendezvous(join.ring, join.rank, join.epoch, join.peers);
 }
 
@@ -125,7 +124,8 @@ class NcclGroup final : public GradientGroup {
         std::memcpy(&id_, bytes->data(), sizeof id_);
         return true;
       }
-      if (!keep_waiting_()) return note_reason("the ring stopped before the group's id was published");
+      if (!keep_waiting_())
+        return note_reason("the ring stopped before the group's id was published");
       if (monotonic_ns() > deadline)
         return note_reason("no NCCL id to join within 300 s: " + rendezvous_->waiting_for());
       std::this_thread::sleep_for(std::chrono::milliseconds(spans_machines_ ? 50 : 5));
@@ -185,8 +185,8 @@ class NcclGroup final : public GradientGroup {
     if (wait(true) != ExchangeResult::kReduced) return false;
     const uint64_t newest = counts_host_.as<uint64_t>()[1];
     if (newest != first_step_) {
-      note_reason("a peer loaded a newer checkpoint (it continues at step " + std::to_string(newest) +
-           ", this member at " + std::to_string(first_step_) + ")");
+      note_reason("a peer loaded a newer checkpoint (it continues at step " +
+                  std::to_string(newest) + ", this member at " + std::to_string(first_step_) + ")");
       leave();
       failure_ = ExchangeResult::kGroupRestart;  // reload the newer checkpoint: no crash
       return false;
@@ -215,7 +215,8 @@ class NcclGroup final : public GradientGroup {
         const cudaError_t done = cudaStreamQuery(stream);
         if (done == cudaSuccess) return ExchangeResult::kReduced;
         if (done != cudaErrorNotReady) {
-          note_reason(std::string("the GPU failed during the all-reduce: ") + cudaGetErrorString(done));
+          note_reason(std::string("the GPU failed during the all-reduce: ") +
+                      cudaGetErrorString(done));
           return fail();
         }
       }
@@ -224,8 +225,9 @@ class NcclGroup final : public GradientGroup {
         if (const std::optional<ExchangeResult> stop = stop_requested()) return *stop;
         if (!peers_alive()) return fail();
         if (spans_machines_ && monotonic_ns() > stall_limit) {
-          note_reason("the all-reduce made no progress in 600 s: a member on another machine is "
-               "unreachable");
+          note_reason(
+              "the all-reduce made no progress in 600 s: a member on another machine is "
+              "unreachable");
           leave();
           return ExchangeResult::kGroupRestart;
         }
@@ -249,8 +251,8 @@ class NcclGroup final : public GradientGroup {
         continue;
       }
       if (p.epoch != known)
-        return note_reason("drafter " + std::to_string(m) + " restarted (epoch " + std::to_string(known) +
-                    " -> " + std::to_string(p.epoch) + ")");
+        return note_reason("drafter " + std::to_string(m) + " restarted (epoch " +
+                           std::to_string(known) + " -> " + std::to_string(p.epoch) + ")");
       if (!p.alive) return note_reason("drafter " + std::to_string(m) + " died");
     }
     std::string ended;
@@ -277,8 +279,8 @@ class NcclGroup final : public GradientGroup {
     }
     if (peers_fine) reason_ = own_reason;
     leave();
-    failure_ = peers_fine && !own_reason.empty() ? ExchangeResult::kFailed
-                                                 : ExchangeResult::kGroupRestart;
+    failure_ =
+        peers_fine && !own_reason.empty() ? ExchangeResult::kFailed : ExchangeResult::kGroupRestart;
     return failure_;
   }
 
@@ -316,7 +318,8 @@ class NcclGroup final : public GradientGroup {
     if (result == ncclSuccess || result == ncclInProgress) return true;
     std::string detail = ncclGetErrorString(result);
     if (comm_ != nullptr) {
-      if (const char* last = ncclGetLastError(comm_); last != nullptr && *last) detail += ": " + std::string(last);
+      if (const char* last = ncclGetLastError(comm_); last != nullptr && *last)
+        detail += ": " + std::string(last);
     }
     return note_reason(std::string(what) + " failed: " + detail);
   }
@@ -334,7 +337,7 @@ class NcclGroup final : public GradientGroup {
   PeerWatch peers_;                     // this machine's members, by drafter index
   std::function<bool()> keep_waiting_;  // false: the ring drains
   train::CudaDrafterTrainer& trainer_;
-  gpu::DeviceBuffer counts_;      // uint64 [2]: counted tokens, first step
+  gpu::DeviceBuffer counts_;  // uint64 [2]: counted tokens, first step
   gpu::PinnedBuffer counts_host_;
   ncclUniqueId id_{};
   ncclComm_t comm_ = nullptr;
@@ -342,7 +345,7 @@ class NcclGroup final : public GradientGroup {
   std::vector<uint32_t> group_epochs_;  // local peers' epochs once the group formed
   std::vector<uint32_t> seen_epochs_;   // while it forms: epochs seen alive, 0 not yet
   bool broken_ = false;
-  bool left_ = false;  // the rendezvous was told
+  bool left_ = false;                                       // the rendezvous was told
   ExchangeResult failure_ = ExchangeResult::kGroupRestart;  // what a broken group gives
   std::string reason_;
 };

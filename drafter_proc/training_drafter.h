@@ -52,18 +52,18 @@ struct TrainingDrafterOptions {
   uint64_t model_seed = 0;   // a preset target's weights (its embedding and LM head)
   DrafterObjective objective = DrafterObjective::kDflash;
   DflashChoices dflash;
-  uint32_t window = 256;     // same-position objective: sliding attention window
-  uint64_t seed = 0;         // initialisation
-  uint32_t threads = 0;      // 0: every core
+  uint32_t window = 256;  // same-position objective: sliding attention window
+  uint64_t seed = 0;      // initialisation
+  uint32_t threads = 0;   // 0: every core
   train::AdamWOptions optimizer;
   std::string checkpoint_dir;     // "" : no checkpoints, no resume
   uint64_t checkpoint_every = 0;  // steps; 0: only at a clean stop
   uint32_t keep_checkpoints = 3;
-  std::string export_path;  // safetensors of the weights at a clean stop; "" : none
-  uint32_t nnodes = 1;      // machines whose drafters form one group
-  uint32_t node_rank = 0;   // this machine's
-  std::string rendezvous_dir;  // nnodes > 1: the folder every machine sees
-  TrainingBackendFactory make_backend;       // same-position; empty: the CPU
+  std::string export_path;              // safetensors of the weights at a clean stop; "" : none
+  uint32_t nnodes = 1;                  // machines whose drafters form one group
+  uint32_t node_rank = 0;               // this machine's
+  std::string rendezvous_dir;           // nnodes > 1: the folder every machine sees
+  TrainingBackendFactory make_backend;  // same-position; empty: the CPU
   DflashBackendFactory make_dflash_backend;  // DFlash; empty: the CPU
 };
 

@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "builtin/pretrain.h"
 #include "data/data_error.h"
 #include "data/default_corpus.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
 #include "model/model_error.h"
 #include "train/dflash_params.h"
-#include "builtin/pretrain.h"
 
 namespace hsring::eval {
 namespace {

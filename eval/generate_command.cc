@@ -6,9 +6,9 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "builtin/pretrain.h"
 #include "eval/generate.h"
 #include "model/cpu_target_model.h"
-#include "builtin/pretrain.h"
 
 namespace hsring::eval {
 

@@ -24,8 +24,7 @@ uint64_t sm_count() {
 
 }  // namespace
 
-unsigned grid_stride_blocks(uint64_t work_items, uint32_t items_per_block,
-                            uint32_t blocks_per_sm) {
+unsigned grid_stride_blocks(uint64_t work_items, uint32_t items_per_block, uint32_t blocks_per_sm) {
   const uint64_t needed = (work_items + items_per_block - 1) / items_per_block;
   const uint64_t cap = sm_count() * blocks_per_sm;
   if (needed == 0) return 1;

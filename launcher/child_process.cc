@@ -94,8 +94,7 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std
   return child;
 }
 
-ChildProcess::ChildProcess(ChildProcess&& other) noexcept
-    : pid_(other.pid_), pidfd_(other.pidfd_) {
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept : pid_(other.pid_), pidfd_(other.pidfd_) {
   other.pid_ = -1;
   other.pidfd_ = -1;
 }
@@ -138,7 +137,8 @@ std::string describe_wait_status(int wait_status) {
   if (WIFEXITED(wait_status)) return "exited with " + std::to_string(WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
     const char* name = sigabbrev_np(WTERMSIG(wait_status));
-    return std::string("killed by SIG") + (name ? name : std::to_string(WTERMSIG(wait_status)).c_str());
+    return std::string("killed by SIG") +
+           (name ? name : std::to_string(WTERMSIG(wait_status)).c_str());
   }
   return "ended with status " + std::to_string(wait_status);
 }

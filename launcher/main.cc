@@ -12,10 +12,9 @@
 #include <iostream>
 #include <thread>
 
+#include "builtin/pretrain.h"
 #include "common/cli_checks.h"
 #include "common/log.h"
-#include "worker/node_topology.h"
-#include "worker/profile_interval.h"
 #include "data/data_commands.h"
 #include "eval/eval_command.h"
 #include "eval/generate.h"
@@ -29,7 +28,8 @@
 #include "launcher/supervisor.h"
 #include "launcher/systemd_units.h"
 #include "shm/ring.h"
-#include "builtin/pretrain.h"
+#include "worker/node_topology.h"
+#include "worker/profile_interval.h"
 
 namespace {
 
@@ -83,7 +83,8 @@ std::string default_config(CLI::App& run) {
   }
   return "# hsring configuration: `hsring --config FILE run` (and the systemd units) read\n"
          "# the [run] section; every key is a `hsring run` flag without its dashes.\n"
-         "[run]\n" + body;
+         "[run]\n" +
+         body;
 }
 
 int show_status(const std::string& name, const StatusOptions& options, bool prometheus,
@@ -161,8 +162,10 @@ int pretrain_model(train::PretrainOptions options, const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hsring: moves target hidden states to drafter training through a crash-safe "
-               "shared-memory ring", "hsring"};
+  CLI::App app{
+      "hsring: moves target hidden states to drafter training through a crash-safe "
+      "shared-memory ring",
+      "hsring"};
   app.require_subcommand(1);
   app.set_config("--config", "", "Read flags from a TOML/INI file ([run] section)");
   app.allow_config_extras(false);
@@ -177,10 +180,14 @@ int main(int argc, char** argv) {
   std::string exec_worker_spec;
   auto* service = run->add_option_group("systemd", "For systemd units; one step of a run each");
   // Not configurable: a config file says what the pipeline is, not which step to take.
-  service->add_flag("--create-only", create_only, "Create the ring (or reuse a compatible one) and exit")
+  service
+      ->add_flag("--create-only", create_only,
+                 "Create the ring (or reuse a compatible one) and exit")
       ->configurable(false);
   service->add_flag("--remove-only", remove_only, "Remove the ring and exit")->configurable(false);
-  service->add_option("--exec-worker", exec_worker_spec, "Become worker ROLE:INSTANCE (target:0, drafter:2)")
+  service
+      ->add_option("--exec-worker", exec_worker_spec,
+                   "Become worker ROLE:INSTANCE (target:0, drafter:2)")
       ->configurable(false);
   service->require_option(0, 1);
 
@@ -194,11 +201,14 @@ int main(int argc, char** argv) {
       ->check(ring_name_check());
   status->add_flag("--json", status_options.json, "JSON output");
   status->add_flag("--prometheus", prometheus, "Prometheus text exposition");
-  status->add_option("--watch", watch_s, "Refresh every S seconds")->expected(0, 1)->default_str("1")
+  status->add_option("--watch", watch_s, "Refresh every S seconds")
+      ->expected(0, 1)
+      ->default_str("1")
       ->check(CLI::PositiveNumber);
-  status->add_option("--interval", status_options.interval_s,
-                     "Rates and stage timings over the last S seconds (two readings S apart; "
-                     "with --watch, the time between refreshes); 0: since the ring was created")
+  status
+      ->add_option("--interval", status_options.interval_s,
+                   "Rates and stage timings over the last S seconds (two readings S apart; "
+                   "with --watch, the time between refreshes); 0: since the ring was created")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
 
@@ -228,13 +238,19 @@ int main(int argc, char** argv) {
   install_options.bin_dir = program_dir();
   CLI::App* systemd = app.add_subcommand("systemd", "systemd integration");
   systemd->require_subcommand(1);
-  CLI::App* install = systemd->add_subcommand("install", "Write units, a default config and wants-links");
-  install->add_option("--prefix", install_options.prefix, "Root to install under")->capture_default_str();
-  install->add_option("--bin-dir", install_options.bin_dir, "Where the hsring binaries are")->capture_default_str();
-  install->add_option("--config-path", install_options.config_path, "The config file the units read")
+  CLI::App* install =
+      systemd->add_subcommand("install", "Write units, a default config and wants-links");
+  install->add_option("--prefix", install_options.prefix, "Root to install under")
       ->capture_default_str();
-  install->add_option("--systemd-version", install_options.systemd_version, "Target systemd version (default: this machine's)");
-  install->add_flag("--overwrite-config", install_options.overwrite_config, "Replace an existing config");
+  install->add_option("--bin-dir", install_options.bin_dir, "Where the hsring binaries are")
+      ->capture_default_str();
+  install
+      ->add_option("--config-path", install_options.config_path, "The config file the units read")
+      ->capture_default_str();
+  install->add_option("--systemd-version", install_options.systemd_version,
+                      "Target systemd version (default: this machine's)");
+  install->add_flag("--overwrite-config", install_options.overwrite_config,
+                    "Replace an existing config");
 
   train::PretrainOptions pretrain_options;
   std::string pretrain_out = pretrain_options.out.string();
@@ -304,7 +320,8 @@ int main(int argc, char** argv) {
       // Neither flag nor config: the environment's, checked here once for every worker.
       if (run->get_option("--profile-interval")->count() == 0)
         run_options.profile_interval_s = profile_interval_from_env();
-      if (!exec_worker_spec.empty()) return exec_worker(run_options, exec_worker_spec, program_dir());
+      if (!exec_worker_spec.empty())
+        return exec_worker(run_options, exec_worker_spec, program_dir());
       return Supervisor(run_options, program_dir()).run();
     }
     if (*status) return show_status(status_ring, status_options, prometheus, watch_s);

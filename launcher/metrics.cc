@@ -84,13 +84,16 @@ std::string render_prometheus(const Ring& ring) {
              census.by_phase[p]);
   m.sample("hsring_slots", prometheus_label("state", "CORRUPT"), census.corrupt);
   m.family("hsring_slots_recovered_total", "counter", "Slots returned from dead owners.");
-  m.sample("hsring_slots_recovered_total", "", double(h.slots_recovered.load(std::memory_order_relaxed)));
+  m.sample("hsring_slots_recovered_total", "",
+           double(h.slots_recovered.load(std::memory_order_relaxed)));
   m.family("hsring_batches_published_total", "counter", "Publish sequence numbers handed out.");
-  m.sample("hsring_batches_published_total", "", double(h.publish_seq.load(std::memory_order_relaxed)));
+  m.sample("hsring_batches_published_total", "",
+           double(h.publish_seq.load(std::memory_order_relaxed)));
   if (h.training.started()) {
     // Drafter training (model rings): what drafter 0 publishes after each step.
     m.family("hsring_training_steps_total", "counter", "Drafter optimizer steps applied.");
-    m.sample("hsring_training_steps_total", "", double(h.training.steps.load(std::memory_order_relaxed)));
+    m.sample("hsring_training_steps_total", "",
+             double(h.training.steps.load(std::memory_order_relaxed)));
     m.family("hsring_training_loss", "gauge", "Drafter loss, average of the last ~20 steps.");
     m.sample("hsring_training_loss", "", TrainingProgress::value(h.training.loss_ema));
     m.family("hsring_training_agreement_ratio", "gauge",
@@ -110,16 +113,21 @@ std::string render_prometheus(const Ring& ring) {
     std::atomic<uint64_t> ProcessEntry::*field;
   };
   const Counter counters[] = {
-      {"hsring_worker_batches_total", "Batches produced (target) or consumed (drafter).", &ProcessEntry::batches},
+      {"hsring_worker_batches_total", "Batches produced (target) or consumed (drafter).",
+       &ProcessEntry::batches},
       {"hsring_worker_tokens_total", "Tokens produced or consumed.", &ProcessEntry::tokens},
-      {"hsring_worker_hs_bytes_total", "Hidden-state bytes produced or consumed.", &ProcessEntry::hs_bytes},
-      {"hsring_worker_torn_batches_total", "Batches that failed verification.", &ProcessEntry::torn},
-      {"hsring_worker_slots_recovered_total", "Slots this worker recovered.", &ProcessEntry::recovered},
+      {"hsring_worker_hs_bytes_total", "Hidden-state bytes produced or consumed.",
+       &ProcessEntry::hs_bytes},
+      {"hsring_worker_torn_batches_total", "Batches that failed verification.",
+       &ProcessEntry::torn},
+      {"hsring_worker_slots_recovered_total", "Slots this worker recovered.",
+       &ProcessEntry::recovered},
   };
   for (const Counter& c : counters) {
     m.family(c.name, "counter", c.help);
     for (uint32_t i = 0; i < ring.process_count(); ++i)
-      m.sample(c.name, worker_labels(ring, i), double((ring.process(i).*c.field).load(std::memory_order_relaxed)));
+      m.sample(c.name, worker_labels(ring, i),
+               double((ring.process(i).*c.field).load(std::memory_order_relaxed)));
   }
   m.family("hsring_worker_up", "gauge", "1 when the worker process is alive.");
   m.family("hsring_worker_epoch", "gauge", "Incarnation number of the worker.");
@@ -161,7 +169,8 @@ std::string render_prometheus(const Ring& ring) {
       }
       m.sample("hsring_stage_duration_seconds_bucket",
                labels + "," + prometheus_label("le", "+Inf"), double(count));
-      m.sample("hsring_stage_duration_seconds_sum", labels, double(c.total_ns.load(std::memory_order_relaxed)) / 1e9);
+      m.sample("hsring_stage_duration_seconds_sum", labels,
+               double(c.total_ns.load(std::memory_order_relaxed)) / 1e9);
       m.sample("hsring_stage_duration_seconds_count", labels, double(count));
     }
   }

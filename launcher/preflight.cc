@@ -20,10 +20,10 @@
 #include <stdexcept>
 
 #include "common/log.h"
+#include "drafter_proc/grad_exchange.h"
 #include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
 #include "gpu/noise_schedule.h"
-#include "drafter_proc/grad_exchange.h"
 #include "shm/ring.h"
 #if HSRING_HAVE_CUDA
 #include "gpu/device.h"

@@ -9,10 +9,10 @@
 namespace hsring {
 
 struct RestartLimits {
-  uint64_t initial_delay_ns = 100'000'000;    // 100 ms
-  uint64_t max_delay_ns = 10'000'000'000;     // 10 s
-  uint64_t healthy_after_ns = 30'000'000'000; // a run this long resets the backoff
-  uint32_t max_crashes = 5;                   // crashes within `window_ns` that stop the run
+  uint64_t initial_delay_ns = 100'000'000;     // 100 ms
+  uint64_t max_delay_ns = 10'000'000'000;      // 10 s
+  uint64_t healthy_after_ns = 30'000'000'000;  // a run this long resets the backoff
+  uint32_t max_crashes = 5;                    // crashes within `window_ns` that stop the run
   uint64_t window_ns = 60'000'000'000;
 };
 

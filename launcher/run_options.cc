@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "common/cli_checks.h"
-#include "worker/node_topology.h"
-#include "worker/profile_interval.h"
 #include "model/model_config.h"
 #include "model/model_error.h"
 #include "model/target_model.h"
 #include "shm/ring.h"
+#include "worker/node_topology.h"
+#include "worker/profile_interval.h"
 
 namespace hsring {
 
@@ -19,8 +19,12 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--ring", o.ring, "Name of the ring segment (in /dev/shm)")
       ->capture_default_str()
       ->check(ring_name_check());
-  app.add_option("--targets", o.targets, "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU machine: every GPU, targets:drafters 5:3)")->capture_default_str();
-  app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")->capture_default_str();
+  app.add_option("--targets", o.targets,
+                 "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU "
+                 "machine: every GPU, targets:drafters 5:3)")
+      ->capture_default_str();
+  app.add_option("--drafters", o.drafters, "Drafters: cpu:N, or GPU ids like 2")
+      ->capture_default_str();
   app.add_option("--target-cmd", o.target_cmd,
                  "Run this shell command as each target instead of hsring-target (a PyTorch "
                  "target through python/hsring); it gets HSRING_RING, HSRING_ROLE, HSRING_INDEX, "
@@ -37,26 +41,49 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
                  "Face folder, or "
                  "synthetic (verifiable made-up batches)")
       ->capture_default_str();
-  app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")->capture_default_str();
-  app.add_option("--data", o.data, "Folder of token shards (hsring data pack); default: the built-in corpus");
+  app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")
+      ->capture_default_str();
+  app.add_option("--data", o.data,
+                 "Folder of token shards (hsring data pack); default: the built-in corpus");
   app.add_flag("!--no-verify-data", o.verify_data,
                "Skip reading every token of --data before the run (its checksums and vocabulary; "
                "headers and offsets are still checked, token values as batches are built)");
-  app.add_option("--data-seed", o.data_seed, "Seed of the batch packing and epoch order")->capture_default_str();
-  app.add_option("--layers", o.layers, "Captured layer ids, e.g. 1,16,31,46,61 (default: K spread from layer 1 to L-3)");
-  app.add_option("--read-ahead", o.read_ahead, "Batches each target reads ahead of its forward (io_uring)")->capture_default_str()->check(CLI::Range(1u, 256u));
-  app.add_option("--run-dir", o.run_dir, "Folder for checkpoints and the exported drafter (default: hsring-runs/RING-TIME; under systemd /var/lib/hsring/RING)");
+  app.add_option("--data-seed", o.data_seed, "Seed of the batch packing and epoch order")
+      ->capture_default_str();
+  app.add_option("--layers", o.layers,
+                 "Captured layer ids, e.g. 1,16,31,46,61 (default: K spread from layer 1 to L-3)");
+  app.add_option("--read-ahead", o.read_ahead,
+                 "Batches each target reads ahead of its forward (io_uring)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--run-dir", o.run_dir,
+                 "Folder for checkpoints and the exported drafter (default: hsring-runs/RING-TIME; "
+                 "under systemd /var/lib/hsring/RING)");
   // Not CLI11's excludes(): a config file lists every key, so both would always be "given"
   // (training_plan() refuses the two non-empty together).
-  app.add_option("--resume", o.resume, "Continue the run whose checkpoint folder this is (RUN_DIR/checkpoints)");
-  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Folder for the drafter's checkpoints (default: RUN_DIR/checkpoints; not with --resume, which continues in its own)");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "Drafter steps between checkpoints (0: only at the end)")->capture_default_str();
-  app.add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept (newest first)")->capture_default_str()->check(CLI::Range(1u, 1000u));
-  app.add_option("--lr", o.lr, "Drafter peak learning rate (AdamW)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", o.resume,
+                 "Continue the run whose checkpoint folder this is (RUN_DIR/checkpoints)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "Folder for the drafter's checkpoints (default: RUN_DIR/checkpoints; not with "
+                 "--resume, which continues in its own)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "Drafter steps between checkpoints (0: only at the end)")
+      ->capture_default_str();
+  app.add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept (newest first)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+  app.add_option("--lr", o.lr, "Drafter peak learning rate (AdamW)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--min-lr", o.min_lr, "Learning rate at the end of the cosine decay")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->capture_default_str();
-  app.add_option("--window", o.window, "Drafter sliding attention window, tokens")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--train-seed", o.train_seed, "Seed of the drafter's initial weights")->capture_default_str();
+  app.add_option("--window", o.window, "Drafter sliding attention window, tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--train-seed", o.train_seed, "Seed of the drafter's initial weights")
+      ->capture_default_str();
   app.add_option("--objective", o.objective,
                  "What the drafter learns: dflash (blocks it drafts), same-position (the target's "
                  "own next token; does not draft), auto (dflash)")
@@ -89,36 +116,95 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
                  "(the target's greedy token)")
       ->capture_default_str()
       ->check(CLI::IsMember({"data", "target"}));
-  app.add_option("--nnodes", o.nnodes, "Machines whose drafters train one model, one launcher each (default: torchrun's or Slurm's, else 1)")->capture_default_str()->check(CLI::Range(1u, kMaxNodes));
-  app.add_option("--node-rank", o.node_rank, "This machine's rank, 0 to NNODES-1 (node 0's drafter 0 writes the checkpoints)")->capture_default_str()->check(CLI::Range(0u, kMaxNodes - 1));
-  app.add_option("--rendezvous-dir", o.rendezvous_dir, "With --nnodes: the folder every machine sees where the drafter group meets (default: RUN_DIR/rendezvous)");
-  app.add_option("--slots", o.slots, "Slots in the ring")->capture_default_str()->check(CLI::Range(2u, kMaxSlots));
-  app.add_option("--max-tokens", o.max_tokens, "Tokens per slot")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--hidden-size", o.hidden_size, "Hidden size H of synthetic batches (0: 256; a model's is its own)")->capture_default_str()->check(CLI::Range(0u, 1u << 16));
-  app.add_option("--num-layers", o.num_layers, "Captured layers K (0: as many as --layers names, else 5)")->capture_default_str()->check(CLI::Range(0u, kMaxCapturedLayers));
-  app.add_option("--dtype", o.dtype, "Hidden-state dtype")->capture_default_str()->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
-  app.add_flag("!--no-split-fc-layers", o.split_layers, "Store the K layers as one [T, K*H] region instead of K regions");
-  app.add_option("--hs-min-ready", o.hs_min_ready, "Drafters wait for this many READY slots, then pull one at random")->capture_default_str()->check(CLI::Range(1u, kMaxSlots));
-  app.add_option("--batches", o.batches, "Stop after this many batches are consumed (0: no batch limit)")->capture_default_str()->check(CLI::Range(uint64_t(0), uint64_t(1) << 28));
-  app.add_option("--seconds", o.seconds, "Stop after this many seconds (0: no time limit)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--target-rate", o.target_rate, "Batches per second per target (0: unlimited)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--drafter-step-ms", o.drafter_step_ms, "Simulated drafter work per batch, ms")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--target-postprocess-depth", o.target_postprocess_depth, "GPU targets: batches copied and published behind the forward at once; capture buffers = depth + 1")->capture_default_str()->check(CLI::Range(1u, 16u));
-  app.add_option("--gemm-flops-per-batch", o.gemm_flops_per_batch, "GPU targets: bf16 GEMM work per forward, standing in for a model (e.g. 2e13)")->capture_default_str()->check(CLI::Range(0.0, 1e18));
-  app.add_option("--noise-std", o.noise_std, "GPU drafters: std of the Gaussian noise added to hidden states")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--noise-schedule", o.noise_schedule, "GPU drafters: constant, or linear:START,END,STEPS over each drafter's steps")->capture_default_str();
-  app.add_option("--max-restarts", o.max_restarts, "Crashes of one worker within --restart-window that stop the run")->capture_default_str()->check(CLI::Range(1u, 1u << 30));
-  app.add_option("--restart-window", o.restart_window_s, "Crash-loop window, seconds")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--drain-timeout", o.drain_timeout_s, "Seconds workers get to finish at stop before SIGKILL (0: 10, or 300 when drafters train and write their last checkpoint)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--nnodes", o.nnodes,
+                 "Machines whose drafters train one model, one launcher each (default: torchrun's "
+                 "or Slurm's, else 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxNodes));
+  app.add_option("--node-rank", o.node_rank,
+                 "This machine's rank, 0 to NNODES-1 (node 0's drafter 0 writes the checkpoints)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, kMaxNodes - 1));
+  app.add_option("--rendezvous-dir", o.rendezvous_dir,
+                 "With --nnodes: the folder every machine sees where the drafter group meets "
+                 "(default: RUN_DIR/rendezvous)");
+  app.add_option("--slots", o.slots, "Slots in the ring")
+      ->capture_default_str()
+      ->check(CLI::Range(2u, kMaxSlots));
+  app.add_option("--max-tokens", o.max_tokens, "Tokens per slot")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--hidden-size", o.hidden_size,
+                 "Hidden size H of synthetic batches (0: 256; a model's is its own)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 16));
+  app.add_option("--num-layers", o.num_layers,
+                 "Captured layers K (0: as many as --layers names, else 5)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, kMaxCapturedLayers));
+  app.add_option("--dtype", o.dtype, "Hidden-state dtype")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  app.add_flag("!--no-split-fc-layers", o.split_layers,
+               "Store the K layers as one [T, K*H] region instead of K regions");
+  app.add_option("--hs-min-ready", o.hs_min_ready,
+                 "Drafters wait for this many READY slots, then pull one at random")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxSlots));
+  app.add_option("--batches", o.batches,
+                 "Stop after this many batches are consumed (0: no batch limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t(0), uint64_t(1) << 28));
+  app.add_option("--seconds", o.seconds, "Stop after this many seconds (0: no time limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--target-rate", o.target_rate, "Batches per second per target (0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--drafter-step-ms", o.drafter_step_ms, "Simulated drafter work per batch, ms")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--target-postprocess-depth", o.target_postprocess_depth,
+                 "GPU targets: batches copied and published behind the forward at once; capture "
+                 "buffers = depth + 1")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 16u));
+  app.add_option("--gemm-flops-per-batch", o.gemm_flops_per_batch,
+                 "GPU targets: bf16 GEMM work per forward, standing in for a model (e.g. 2e13)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e18));
+  app.add_option("--noise-std", o.noise_std,
+                 "GPU drafters: std of the Gaussian noise added to hidden states")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--noise-schedule", o.noise_schedule,
+                 "GPU drafters: constant, or linear:START,END,STEPS over each drafter's steps")
+      ->capture_default_str();
+  app.add_option("--max-restarts", o.max_restarts,
+                 "Crashes of one worker within --restart-window that stop the run")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 30));
+  app.add_option("--restart-window", o.restart_window_s, "Crash-loop window, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--drain-timeout", o.drain_timeout_s,
+                 "Seconds workers get to finish at stop before SIGKILL (0: 10, or 300 when "
+                 "drafters train and write their last checkpoint)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--hang-timeout", o.hang_timeout_s,
                  "Seconds a running worker may go without a heartbeat before the launcher kills "
                  "and restarts it as hung (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--summary-json", o.summary_json, "Write the run's summary as JSON to this path");
-  app.add_option("--metrics-file", o.metrics_file, "Rewrite this file every second with Prometheus metrics (node_exporter textfile collector)");
-  app.add_option("--log-dir", o.log_dir, "Write each worker's log to DIR/ROLE-INDEX.log instead of stderr");
-  app.add_flag("--keep-ring", o.keep_ring, "Leave the segment in /dev/shm at exit (for inspection)");
+  app.add_option(
+      "--metrics-file", o.metrics_file,
+      "Rewrite this file every second with Prometheus metrics (node_exporter textfile collector)");
+  app.add_option("--log-dir", o.log_dir,
+                 "Write each worker's log to DIR/ROLE-INDEX.log instead of stderr");
+  app.add_flag("--keep-ring", o.keep_ring,
+               "Leave the segment in /dev/shm at exit (for inspection)");
   app.add_flag("--quiet,-q", o.quiet, "No progress line");
   add_profile_interval_flag(app, o.profile_interval_s)->capture_default_str();
   refuse_non_finite_numbers(app);
@@ -166,14 +252,15 @@ void apply_model(const RunOptions& o, bool gpu_targets, RingShape& s) {
                                 "--targets cpu:N");
   if (o.hidden_size != 0 && o.hidden_size != config.hidden_size)
     throw std::invalid_argument("--hidden-size " + std::to_string(o.hidden_size) +
-                                " differs from the model's " +
-                                std::to_string(config.hidden_size) + ": leave it out");
+                                " differs from the model's " + std::to_string(config.hidden_size) +
+                                ": leave it out");
   std::vector<int32_t> ids;
   if (!o.layers.empty()) {
     ids = parse_layer_list(o.layers);
     if (o.num_layers != 0 && o.num_layers != ids.size())
-      throw std::invalid_argument("--num-layers " + std::to_string(o.num_layers) + " but --layers names " +
-                                  std::to_string(ids.size()) + ": give one of them");
+      throw std::invalid_argument("--num-layers " + std::to_string(o.num_layers) +
+                                  " but --layers names " + std::to_string(ids.size()) +
+                                  ": give one of them");
   } else {
     // Unasked, as many as the model has below its last layer, up to the default (a small
     // model has fewer; default_capture_layers says why not the last).
@@ -187,12 +274,13 @@ void apply_model(const RunOptions& o, bool gpu_targets, RingShape& s) {
   }
   if (ids.size() > kMaxCapturedLayers)
     throw std::invalid_argument("--layers names " + std::to_string(ids.size()) +
-                                " layers; a ring holds at most " + std::to_string(kMaxCapturedLayers));
+                                " layers; a ring holds at most " +
+                                std::to_string(kMaxCapturedLayers));
   for (size_t i = 0; i < ids.size(); ++i) {
     if (uint32_t(ids[i]) >= config.num_layers)
-      throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) + " is outside the model's " +
-                                  std::to_string(config.num_layers) + " layers (ids 0.." +
-                                  std::to_string(config.num_layers - 1) + ")");
+      throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) +
+                                  " is outside the model's " + std::to_string(config.num_layers) +
+                                  " layers (ids 0.." + std::to_string(config.num_layers - 1) + ")");
     if (std::find(ids.begin(), ids.begin() + i, ids[i]) != ids.begin() + i)
       throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) + " is named twice");
     s.layer_ids[i] = ids[i];
@@ -205,14 +293,16 @@ void apply_model(const RunOptions& o, bool gpu_targets, RingShape& s) {
 
 }  // namespace
 
-RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets, const WorkerSpec& drafters) {
+RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets,
+                        const WorkerSpec& drafters) {
   RingShape s;
   s.slot_count = o.slots;
   s.max_tokens = o.max_tokens;
   s.hidden_size = o.hidden_size ? o.hidden_size : kSyntheticHiddenSize;
   s.num_layers = o.num_layers ? o.num_layers : kDefaultCapturedLayers;
   if (!runs_model(o) && !o.layers.empty())
-    throw std::invalid_argument("--layers needs a model (--model tiny, ...); synthetic batches number their layers 0..K-1");
+    throw std::invalid_argument(
+        "--layers needs a model (--model tiny, ...); synthetic batches number their layers 0..K-1");
   s.dtype = o.dtype == "fp32" ? DType::kFP32 : o.dtype == "fp16" ? DType::kFP16 : DType::kBF16;
   s.split_layers = o.split_layers ? 1 : 0;
   s.num_targets = targets.count;

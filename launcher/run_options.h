@@ -37,8 +37,8 @@ struct RunOptions {
   uint32_t read_ahead = 4;  // batches a target reads ahead of its forward
 
   // Drafter training (model runs; docs/drafter-training.md, docs/checkpoint-format.md).
-  std::string run_dir;          // checkpoints and the exported drafter; "" = hsring-runs/<ring>-<time>
-  std::string resume;           // a checkpoint folder of an earlier run to continue
+  std::string run_dir;  // checkpoints and the exported drafter; "" = hsring-runs/<ring>-<time>
+  std::string resume;   // a checkpoint folder of an earlier run to continue
   std::string checkpoint_dir;  // "" : RUN_DIR/checkpoints (--resume names its own)
   uint64_t checkpoint_every = 100;
   uint32_t keep_checkpoints = 3;

@@ -92,9 +92,9 @@ std::string summary_text(const RunSummary& s) {
   std::ostringstream out;
   out.precision(1);
   out << std::fixed << "summary: " << s.batches_consumed << " batches consumed of "
-      << s.batches_published << " published in " << s.wall_s << " s; torn "
-      << s.batches_torn << ", lost " << s.batches_lost << ", duplicated " << s.batches_duplicated
-      << ", redelivered " << s.batches_redelivered << ", in ring " << s.batches_in_ring_at_exit
+      << s.batches_published << " published in " << s.wall_s << " s; torn " << s.batches_torn
+      << ", lost " << s.batches_lost << ", duplicated " << s.batches_duplicated << ", redelivered "
+      << s.batches_redelivered << ", in ring " << s.batches_in_ring_at_exit
       << "; restarts: targets " << s.restarts_target << ", drafters " << s.restarts_drafter
       << "; slots recovered " << s.slots_recovered << "; " << s.tokens_per_s / 1e3
       << " K tokens/s, " << s.hs_bytes_per_s / 1e9 << " GB/s";

@@ -9,8 +9,8 @@
 
 #include "launcher/data_preflight.h"
 #include "launcher/preflight.h"
-#include "launcher/training_plan.h"
 #include "launcher/ring_commands.h"
+#include "launcher/training_plan.h"
 #include "launcher/worker_command.h"
 #include "shm/ring.h"
 
@@ -108,8 +108,8 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
   // Before the per-machine default run folder could hide a missing shared one.
   check_multi_node(resolved, parse_worker_spec(resolved.drafters, "--drafters"));
   resolve_run_dir(resolved, /*service=*/true);
-  const std::vector<std::string> argv = worker_argv(resolved, target ? Role::kTarget : Role::kDrafter,
-                                                    index, gpu, bin_dir);
+  const std::vector<std::string> argv =
+      worker_argv(resolved, target ? Role::kTarget : Role::kDrafter, index, gpu, bin_dir);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -7,15 +7,15 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "worker/worker_main.h"
+#include "drafter_proc/grad_exchange.h"
 #include "eval/eval_command.h"
 #include "launcher/data_preflight.h"
 #include "launcher/metrics.h"
@@ -26,10 +26,10 @@
 #include "launcher/worker_command.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
-#include "drafter_proc/grad_exchange.h"
 #include "shm/ledger.h"
 #include "shm/liveness.h"
 #include "shm/recovery.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 
@@ -44,10 +44,14 @@ std::string format_rate(double value, const char* unit) {
   std::ostringstream out;
   out.precision(value >= 100 ? 0 : 1);
   out << std::fixed;
-  if (value >= 1e9) out << value / 1e9 << " G";
-  else if (value >= 1e6) out << value / 1e6 << " M";
-  else if (value >= 1e3) out << value / 1e3 << " K";
-  else out << value << " ";
+  if (value >= 1e9)
+    out << value / 1e9 << " G";
+  else if (value >= 1e6)
+    out << value / 1e6 << " M";
+  else if (value >= 1e3)
+    out << value / 1e3 << " K";
+  else
+    out << value << " ";
   out << unit;
   return out.str();
 }
@@ -130,7 +134,8 @@ void Supervisor::start_training(const TrainingPlan& plan) {
   log_line("run folder " + options_.run_dir + ": checkpoints every " +
            std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
   if (options_.nnodes > 1)
-    log_line("node " + std::to_string(options_.node_rank) + " of " + std::to_string(options_.nnodes) +
+    log_line("node " + std::to_string(options_.node_rank) + " of " +
+             std::to_string(options_.nnodes) +
              ": these drafters train one model with every node's (NCCL), meeting in " +
              plan.rendezvous_dir + "; its targets read data batches " +
              std::to_string(options_.node_rank) + " + " + std::to_string(options_.nnodes) + "k");

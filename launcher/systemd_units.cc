@@ -34,8 +34,8 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 // The unit instances hsring.target should start: one per configured worker.
 std::vector<std::string> worker_instances(const RunOptions& run) {
   std::vector<std::string> units;
-  for (const auto& [role, text] : {std::pair<const char*, std::string>{"target", run.targets},
-                                   {"drafter", run.drafters}}) {
+  for (const auto& [role, text] :
+       {std::pair<const char*, std::string>{"target", run.targets}, {"drafter", run.drafters}}) {
     const WorkerSpec spec = parse_worker_spec(text, std::string("--") + role + "s");
     for (uint32_t i = 0; i < spec.count; ++i) {
       const int instance = spec.cpu ? int(i) : spec.gpus[i];
@@ -66,14 +66,16 @@ std::string render_unit(const UnitTemplate& unit, const InstallOptions& options,
 
 int install_systemd_units(const InstallOptions& options, const RunOptions& run_options,
                           const std::string& default_config) {
-  const int version = options.systemd_version ? options.systemd_version : installed_systemd_version();
+  const int version =
+      options.systemd_version ? options.systemd_version : installed_systemd_version();
   const fs::path root(options.prefix);
   const fs::path unit_dir = root / "etc/systemd/system";
   const fs::path config = root / fs::path(options.config_path).relative_path();
   fs::create_directories(unit_dir);
   fs::create_directories(config.parent_path());
   for (const UnitTemplate& unit : unit_templates()) {
-    write_file_atomically((unit_dir / unit.file_name).string(), render_unit(unit, options, version));
+    write_file_atomically((unit_dir / unit.file_name).string(),
+                          render_unit(unit, options, version));
     std::cerr << "wrote " << (unit_dir / unit.file_name).string() << "\n";
   }
   if (!fs::exists(config) || options.overwrite_config) {

@@ -16,10 +16,10 @@ struct UnitTemplate {
 const std::vector<UnitTemplate>& unit_templates();
 
 struct InstallOptions {
-  std::string prefix = "/";      // root of the installation (tests use a scratch folder)
-  std::string bin_dir;           // where hsring and the workers are
+  std::string prefix = "/";  // root of the installation (tests use a scratch folder)
+  std::string bin_dir;       // where hsring and the workers are
   std::string config_path = "/etc/hsring/hsring.conf";  // as seen by the units
-  int systemd_version = 0;       // 0: ask systemctl
+  int systemd_version = 0;                              // 0: ask systemctl
   bool overwrite_config = false;
 };
 

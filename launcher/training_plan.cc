@@ -55,8 +55,9 @@ std::string drafter_objective(const RunOptions& options, bool /*gpu*/) {
 
 TrainingPlan training_plan(const RunOptions& options) {
   if (!options.resume.empty() && !options.checkpoint_dir.empty())
-    throw std::invalid_argument("give --resume or --checkpoint-dir, not both: a resumed run "
-                                "continues in the folder it resumes from");
+    throw std::invalid_argument(
+        "give --resume or --checkpoint-dir, not both: a resumed run "
+        "continues in the folder it resumes from");
   TrainingPlan plan;
   if (!options.resume.empty())
     plan.checkpoint_dir = options.resume;
@@ -79,12 +80,14 @@ void check_multi_node(const RunOptions& options, const WorkerSpec& drafters) {
   if (!runs_model(options))
     throw std::invalid_argument(what + " trains a drafter: give a --model (not synthetic)");
   if (options.run_dir.empty() && options.resume.empty())
-    throw std::invalid_argument(what + " needs --run-dir on storage every machine sees (the "
-                                       "same on each): the checkpoints and the group's "
-                                       "rendezvous live there");
+    throw std::invalid_argument(what +
+                                " needs --run-dir on storage every machine sees (the "
+                                "same on each): the checkpoints and the group's "
+                                "rendezvous live there");
   if (drafters.cpu)
-    throw std::invalid_argument(what + " all-reduces with NCCL: give GPU drafters (--drafters "
-                                       "with GPU ids); CPU drafters train on one machine only");
+    throw std::invalid_argument(what +
+                                " all-reduces with NCCL: give GPU drafters (--drafters "
+                                "with GPU ids); CPU drafters train on one machine only");
 }
 
 TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape) {
@@ -101,7 +104,8 @@ TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape)
     if (loaded && options.node_rank == 0)
       throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir +
                                   " already holds checkpoints of an earlier run: continue it with "
-                                  "--resume " + plan.checkpoint_dir +
+                                  "--resume " +
+                                  plan.checkpoint_dir +
                                   ", or give another --run-dir or --checkpoint-dir");
     plan.total_steps = steps;
     return plan;

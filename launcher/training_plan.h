@@ -17,11 +17,11 @@ namespace hsring {
 
 struct TrainingPlan {
   std::string checkpoint_dir;
-  std::string export_path;     // the same-position drafter's safetensors
-  std::string export_dir;      // the DFlash drafter's folder (docs/dflash-export.md)
-  std::string rendezvous_dir;  // --nnodes > 1: where the drafter group meets; else ""
-  uint64_t resume_step = 0;   // the resumed checkpoint's step (0: a fresh run)
-  uint64_t total_steps = 0;   // prepare_training: resume_step + this run's steps; 0: no decay
+  std::string export_path;       // the same-position drafter's safetensors
+  std::string export_dir;        // the DFlash drafter's folder (docs/dflash-export.md)
+  std::string rendezvous_dir;    // --nnodes > 1: where the drafter group meets; else ""
+  uint64_t resume_step = 0;      // the resumed checkpoint's step (0: a fresh run)
+  uint64_t total_steps = 0;      // prepare_training: resume_step + this run's steps; 0: no decay
   uint64_t next_data_batch = 0;  // --resume: the first data batch not trained on
 };
 

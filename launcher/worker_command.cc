@@ -21,8 +21,8 @@ std::string exact(double value) {
 
 }  // namespace
 
-std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint32_t index,
-                                     int gpu, const std::string& bin_dir) {
+std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint32_t index, int gpu,
+                                     const std::string& bin_dir) {
   const bool target = role == Role::kTarget;
   // GPU workers are their own programs: the CPU ones load no CUDA library (target_proc/
   // CMakeLists.txt says why).
@@ -32,10 +32,10 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                                    std::to_string(index)};
   if (gpu >= 0) argv.insert(argv.end(), {"--gpu", std::to_string(gpu)});
   if (target && runs_model(options)) {
-    argv.insert(argv.end(), {"--model", options.model, "--model-seed",
-                             std::to_string(options.model_seed), "--data-seed",
-                             std::to_string(options.data_seed), "--read-ahead",
-                             std::to_string(options.read_ahead)});
+    argv.insert(argv.end(),
+                {"--model", options.model, "--model-seed", std::to_string(options.model_seed),
+                 "--data-seed", std::to_string(options.data_seed), "--read-ahead",
+                 std::to_string(options.read_ahead)});
     if (!options.data.empty()) argv.insert(argv.end(), {"--data", options.data});
     if (options.nnodes > 1)
       argv.insert(argv.end(), {"--nnodes", std::to_string(options.nnodes), "--node-rank",
@@ -44,8 +44,9 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
   if (!target && runs_model(options)) {
     const TrainingPlan plan = training_plan(options);
     // A run shorter than the warmup warms up over its whole length.
-    const uint64_t warmup = options.total_steps ? std::min(options.warmup_steps, options.total_steps)
-                                                : options.warmup_steps;
+    const uint64_t warmup = options.total_steps
+                                ? std::min(options.warmup_steps, options.total_steps)
+                                : options.warmup_steps;
     argv.insert(argv.end(), {"--model",
                              options.model,
                              "--lr",
@@ -79,9 +80,9 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                    "--loss-gamma", exact(options.loss_gamma), "--mask-token-id",
                    std::to_string(options.mask_token_id), "--labels", options.labels});
     if (options.nnodes > 1)
-      argv.insert(argv.end(), {"--nnodes", std::to_string(options.nnodes), "--node-rank",
-                               std::to_string(options.node_rank), "--rendezvous-dir",
-                               plan.rendezvous_dir});
+      argv.insert(argv.end(),
+                  {"--nnodes", std::to_string(options.nnodes), "--node-rank",
+                   std::to_string(options.node_rank), "--rendezvous-dir", plan.rendezvous_dir});
   }
   if (target && options.target_rate > 0)
     argv.insert(argv.end(), {"--rate", std::to_string(options.target_rate)});
@@ -92,7 +93,8 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
   if (options.profile_interval_s > 0 || std::getenv(kProfileIntervalEnv) != nullptr)
     argv.insert(argv.end(), {"--profile-interval", exact(options.profile_interval_s)});
   if (gpu >= 0 && target) {
-    argv.insert(argv.end(), {"--postprocess-depth", std::to_string(options.target_postprocess_depth)});
+    argv.insert(argv.end(),
+                {"--postprocess-depth", std::to_string(options.target_postprocess_depth)});
     if (options.gemm_flops_per_batch > 0)
       argv.insert(argv.end(), {"--gemm-flops-per-batch", exact(options.gemm_flops_per_batch)});
   }

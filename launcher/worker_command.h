@@ -12,7 +12,7 @@ namespace hsring {
 
 // argv for worker `index` (within `role`) on `gpu` (-1: CPU mode); argv[0] is the path of
 // the worker program in `bin_dir`.
-std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint32_t index,
-                                     int gpu, const std::string& bin_dir);
+std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint32_t index, int gpu,
+                                     const std::string& bin_dir);
 
 }  // namespace hsring

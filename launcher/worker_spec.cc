@@ -34,9 +34,8 @@ WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
   size_t start = 0;
   while (true) {
     const size_t comma = view.find(',', start);
-    const std::string_view item = view.substr(start, comma == std::string_view::npos
-                                                         ? std::string_view::npos
-                                                         : comma - start);
+    const std::string_view item = view.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     uint32_t gpu = 0;
     if (!parse_number(item, 1023, gpu))
       throw std::invalid_argument(flag + " '" + text + "': '" + std::string(item) +

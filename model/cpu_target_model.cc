@@ -212,9 +212,8 @@ std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t
                                                CpuModelOptions options) {
   ModelConfig config = model_config_of(spec);
   std::error_code ec;
-  ModelWeights weights = std::filesystem::is_directory(spec, ec)
-                             ? load_hf_weights(spec, config)
-                             : random_weights(config, seed);
+  ModelWeights weights = std::filesystem::is_directory(spec, ec) ? load_hf_weights(spec, config)
+                                                                 : random_weights(config, seed);
   return std::make_unique<CpuTargetModel>(std::move(config), std::move(weights), options);
 }
 

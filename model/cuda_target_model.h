@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/target_model.h"
-#include "common/dtype.h"
 
 namespace hsring {
 

@@ -25,8 +25,8 @@ struct LedgerTotals {
   uint64_t duplicated = 0;   // batches consumed by more than one claim
   uint64_t redelivered = 0;  // consumed after a dead consumer's slot went back to READY
   uint64_t torn = 0;
-  uint64_t lost = 0;         // published, never consumed, and not in the ring now
-  uint64_t in_ring = 0;      // READY or READING slots now
+  uint64_t lost = 0;     // published, never consumed, and not in the ring now
+  uint64_t in_ring = 0;  // READY or READING slots now
 };
 // Walks the ledger up to `id_limit` ids (the ledger's capacity when 0) and the slots.
 LedgerTotals ledger_totals(const Ring& ring, uint64_t id_limit = 0);

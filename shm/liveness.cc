@@ -19,7 +19,7 @@ namespace hsring {
 namespace {
 
 struct flock lock_request(short type, uint32_t index) {
-  struct flock request{};
+  struct flock request {};
   request.l_type = type;
   request.l_whence = SEEK_SET;
   request.l_start = off_t(kLivenessLockBase + index);

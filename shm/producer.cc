@@ -65,8 +65,8 @@ bool bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) {
   // our claim in the slot word (recovery.cc). The release CAS below orders it before the
   // WRITING word that certifies it to consumers.
   slot.batch_id.store(batch_id, std::memory_order_release);
-  return advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(),
-                                              claim.word.epoch()));
+  return advance_claim(
+      slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(), claim.word.epoch()));
 }
 
 bool adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) {
@@ -86,8 +86,8 @@ bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
   slot.producer.store(claim.word.owner(), std::memory_order_relaxed);
   // SYNC POINT WRITE: payload and metadata. The release CAS to READY publishes them;
   // consumers claim with an acquire CAS (ring-protocol.md invariant 2).
-  if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kReady, claim.word.owner(),
-                                            claim.word.epoch()))) {
+  if (!advance_claim(slot, claim,
+                     claim.word.next(SlotPhase::kReady, claim.word.owner(), claim.word.epoch()))) {
     return false;
   }
   SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();

@@ -140,7 +140,8 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
   if (size < sizeof(RingHeader)) {
     throw RingError(RingErrc::kTruncated, ring + " is truncated: " + std::to_string(size) +
                                               " bytes, smaller than its header; remove it with "
-                                              "`hsring ring remove " + name + "`");
+                                              "`hsring ring remove " +
+                                              name + "`");
   }
   // The header is plain bytes until validated: copy it out rather than trusting its atomics.
   alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
@@ -149,9 +150,10 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
   uint64_t magic;
   std::memcpy(&magic, copy, sizeof magic);
   if (magic != kRingMagic) {
-    throw RingError(RingErrc::kBadMagic, ring + " is not an hsring segment (wrong magic); "
-                                                "another program owns " + Ring::path_of(name) +
-                                                " or it was never initialised");
+    throw RingError(RingErrc::kBadMagic, ring +
+                                             " is not an hsring segment (wrong magic); "
+                                             "another program owns " +
+                                             Ring::path_of(name) + " or it was never initialised");
   }
   if (h.version != kRingVersion) {
     throw RingError(RingErrc::kBadVersion,
@@ -173,10 +175,10 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
                     ring + " has a layout that does not follow from its shape (corrupt header)");
   }
   if (expected.total_size > size) {
-    throw RingError(RingErrc::kTruncated,
-                    ring + " is truncated: its layout needs " + std::to_string(expected.total_size) +
-                        " bytes, the segment has " + std::to_string(size) +
-                        "; remove it with `hsring ring remove " + name + "`");
+    throw RingError(RingErrc::kTruncated, ring + " is truncated: its layout needs " +
+                                              std::to_string(expected.total_size) +
+                                              " bytes, the segment has " + std::to_string(size) +
+                                              "; remove it with `hsring ring remove " + name + "`");
   }
   return RingGeometry{h.shape, h.layout, h.creator_uid};
 }
@@ -299,16 +301,16 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
   const int fd = segment->file.fd();
   // Reserve the pages now: tmpfs would otherwise accept the size and SIGBUS on first touch.
   if (int err = ::posix_fallocate(fd, 0, off_t(layout.total_size)); err != 0) {
-    struct statvfs fs{};
+    struct statvfs fs {};
     std::string free_space = ::statvfs("/dev/shm", &fs) == 0
                                  ? mib(uint64_t(fs.f_bavail) * fs.f_frsize) + " free"
                                  : "unknown free space";
     Ring::remove(name);
     if (err == ENOSPC) {
-      throw RingError(RingErrc::kNoSpace,
-                      "ring '" + name + "' needs " + mib(layout.total_size) + " but /dev/shm has " +
-                          free_space + ": remove stale rings (`hsring ring gc`), use fewer "
-                          "--slots or --max-tokens, or enlarge /dev/shm");
+      throw RingError(RingErrc::kNoSpace, "ring '" + name + "' needs " + mib(layout.total_size) +
+                                              " but /dev/shm has " + free_space +
+                                              ": remove stale rings (`hsring ring gc`), use fewer "
+                                              "--slots or --max-tokens, or enlarge /dev/shm");
     }
     throw RingError(RingErrc::kSystem, "cannot reserve " + mib(layout.total_size) + " for ring '" +
                                            name + "': " + std::strerror(err));

@@ -27,8 +27,7 @@ const char* to_string(RingErrc code);
 
 class RingError : public std::runtime_error {
  public:
-  RingError(RingErrc code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  RingError(RingErrc code, const std::string& message) : std::runtime_error(message), code_(code) {}
   RingErrc code() const { return code_; }
 
  private:

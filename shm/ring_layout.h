@@ -46,7 +46,7 @@ struct RingShape {
   uint32_t vocab_size = 0;
   uint32_t reserved = 0;
   int32_t layer_ids[kMaxCapturedLayers] = {};
-  uint64_t batch_limit = 0;         // 0: targets produce until stopped
+  uint64_t batch_limit = 0;             // 0: targets produce until stopped
   uint64_t ledger_capacity = 1u << 20;  // batch ids accounted in the ledger
   // kModel: ring batch id X carries data batch X + data_offset (a resumed run continues
   // the data where its checkpoint was, while its ring and ledger count from 0). A
@@ -91,17 +91,17 @@ enum class RunState : uint32_t {
 // status, the progress line and the summary. Relaxed: statistics, read without ordering
 // needs; floats are stored as their bits.
 struct TrainingProgress {
-  std::atomic<uint64_t> steps;           // optimizer steps applied (continues across resumes)
-  std::atomic<uint64_t> tokens;          // label positions trained on, this run
-  std::atomic<uint32_t> first_loss;      // float: the loss of this run's first step
-  std::atomic<uint32_t> last_loss;       // float: the last step's loss
-  std::atomic<uint32_t> loss_ema;        // float: loss, exponential average over ~20 steps
-  std::atomic<uint32_t> agreement_ema;   // float: top-1 agreement with the target, same average
+  std::atomic<uint64_t> steps;          // optimizer steps applied (continues across resumes)
+  std::atomic<uint64_t> tokens;         // label positions trained on, this run
+  std::atomic<uint32_t> first_loss;     // float: the loss of this run's first step
+  std::atomic<uint32_t> last_loss;      // float: the last step's loss
+  std::atomic<uint32_t> loss_ema;       // float: loss, exponential average over ~20 steps
+  std::atomic<uint32_t> agreement_ema;  // float: top-1 agreement with the target, same average
   // float: the DFlash drafter's teacher-forced acceptance length (tau) on each batch before
   // it trains on it, same average; 0 for an objective that does not draft.
   std::atomic<uint32_t> acceptance_ema;
-  std::atomic<uint32_t> step_us;         // the last step's wall time
-  std::atomic<uint32_t> lr;              // float: the last step's learning rate
+  std::atomic<uint32_t> step_us;          // the last step's wall time
+  std::atomic<uint32_t> lr;               // float: the last step's learning rate
   std::atomic<uint64_t> checkpoint_step;  // the step of the newest durable checkpoint
 
   // Readers' view (relaxed, like the writes).
@@ -199,8 +199,8 @@ struct alignas(64) ProcessEntry {
   std::atomic<uint64_t> batches;  // produced (target) or consumed (drafter)
   std::atomic<uint64_t> tokens;
   std::atomic<uint64_t> hs_bytes;
-  std::atomic<uint64_t> torn;        // drafter: batches that failed verification
-  std::atomic<uint64_t> recovered;   // slots this process recovered
+  std::atomic<uint64_t> torn;       // drafter: batches that failed verification
+  std::atomic<uint64_t> recovered;  // slots this process recovered
   StageCounter stages[kStageCount];
 };
 
@@ -238,7 +238,7 @@ struct alignas(64) SlotHeader {
   std::atomic<uint32_t> token_count;
   std::atomic<uint32_t> num_docs;
   std::atomic<uint32_t> length_bucket;
-  std::atomic<uint32_t> producer;       // process index that published it
+  std::atomic<uint32_t> producer;        // process index that published it
   std::atomic<uint64_t> state_since_ns;  // CLOCK_MONOTONIC of the last transition
   // The READING word of the consumer that finished with this slot, stored (release)
   // before READING -> FREE; lets a recoverer tell "finished, then died" from "died

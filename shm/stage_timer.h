@@ -17,15 +17,16 @@ inline void record_stage(ProcessEntry& entry, Stage stage, uint64_t duration_ns)
   while (duration_ns > max &&
          !c.max_ns.compare_exchange_weak(max, duration_ns, std::memory_order_relaxed)) {
   }
-  const uint32_t bucket =
-      std::min<uint32_t>(StageCounter::kBuckets - 1, duration_ns ? std::bit_width(duration_ns) - 1 : 0);
+  const uint32_t bucket = std::min<uint32_t>(StageCounter::kBuckets - 1,
+                                             duration_ns ? std::bit_width(duration_ns) - 1 : 0);
   c.log2_histogram[bucket].fetch_add(1, std::memory_order_relaxed);
 }
 
 // Records the time from construction to destruction (or to stop()).
 class StageTimer {
  public:
-  StageTimer(ProcessEntry& entry, Stage stage) : entry_(entry), stage_(stage), start_(monotonic_ns()) {}
+  StageTimer(ProcessEntry& entry, Stage stage)
+      : entry_(entry), stage_(stage), start_(monotonic_ns()) {}
   ~StageTimer() { stop(); }
   void stop() {
     if (stopped_) return;

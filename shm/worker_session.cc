@@ -13,7 +13,8 @@ WorkerSession::WorkerSession(std::unique_ptr<Ring> ring, Identity identity)
     : ring_(std::move(ring)), identity_(identity) {}
 
 std::unique_ptr<WorkerSession> WorkerSession::start(std::unique_ptr<Ring> ring, uint32_t index,
-                                                    Role role, std::chrono::milliseconds lock_wait) {
+                                                    Role role,
+                                                    std::chrono::milliseconds lock_wait) {
   const std::string where = "ring '" + ring->name() + "'";
   if (index >= ring->process_count()) {
     throw RingError(RingErrc::kBadShape, where + " has " + std::to_string(ring->process_count()) +
@@ -79,8 +80,8 @@ void WorkerSession::heartbeat() {
   uint64_t due = next_peer_recovery_ns_.load(std::memory_order_relaxed);
   // Relaxed CAS: it only elects which caller recovers this period; recovery itself is
   // ordered by the slot CASes.
-  if (now >= due && next_peer_recovery_ns_.compare_exchange_strong(
-                        due, now + kPeerRecoveryPeriodNs, std::memory_order_relaxed)) {
+  if (now >= due && next_peer_recovery_ns_.compare_exchange_strong(due, now + kPeerRecoveryPeriodNs,
+                                                                   std::memory_order_relaxed)) {
     const RecoveryStats stats = recover_dead_owners(*ring_);
     entry().recovered.fetch_add(stats.total(), std::memory_order_relaxed);
     // Only the elected caller gets here, once a period: exchange() then reports once.

@@ -21,8 +21,8 @@ class WorkerSession {
  public:
   // Throws RingError (kProcessBusy) when another live process holds `index` after
   // `lock_wait`, or when `index` is not of `role` in this ring.
-  static std::unique_ptr<WorkerSession> start(std::unique_ptr<Ring> ring, uint32_t index,
-                                              Role role, std::chrono::milliseconds lock_wait);
+  static std::unique_ptr<WorkerSession> start(std::unique_ptr<Ring> ring, uint32_t index, Role role,
+                                              std::chrono::milliseconds lock_wait);
   ~WorkerSession();
 
   Ring& ring() const { return *ring_; }

@@ -22,10 +22,10 @@
 #include <optional>
 #include <vector>
 
-#include "worker/synthetic_batch.h"
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
 #include "target_proc/hidden_state_source.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring {
 

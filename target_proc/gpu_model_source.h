@@ -53,8 +53,8 @@ class GpuModelSource final : public BatchPlanner {
   uint32_t layers_, hidden_;
   bool split_;
   ForwardRequest request_;
-  std::vector<gpu::DeviceBuffer> labels_;    // per capture buffer: [max_tokens] int32
-  std::vector<data::TokenBatch> batches_;    // per capture buffer: the host metadata
+  std::vector<gpu::DeviceBuffer> labels_;  // per capture buffer: [max_tokens] int32
+  std::vector<data::TokenBatch> batches_;  // per capture buffer: the host metadata
 };
 
 }  // namespace hsring

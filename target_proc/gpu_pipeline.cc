@@ -3,8 +3,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu/kernels.h"
-#include "target_proc/gpu_model_source.h"
 #include "shm/stage_timer.h"
+#include "target_proc/gpu_model_source.h"
 
 namespace hsring {
 
@@ -191,8 +191,9 @@ gpu::CudaStatus GpuTargetPipeline::enqueue_copy(const Item& item) {
                                     stream));
   }
   if (options_.model != nullptr) {
-    HSRING_CUDA_TRY(cudaMemcpyAsync(ring_.labels(item.claim.index), options_.model->labels(item.buffer),
-                                    sizeof(int32_t) * tokens, cudaMemcpyDeviceToHost, stream));
+    HSRING_CUDA_TRY(cudaMemcpyAsync(ring_.labels(item.claim.index),
+                                    options_.model->labels(item.buffer), sizeof(int32_t) * tokens,
+                                    cudaMemcpyDeviceToHost, stream));
   }
   HSRING_CUDA_TRY(cudaEventRecord(timing.copy_end.get(), stream));
   return {};

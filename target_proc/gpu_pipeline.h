@@ -13,8 +13,8 @@
 //              on other processes' events), then publishes the slot (invariant 2) and
 //              returns the capture buffer.
 // A capture buffer goes back to the target thread only after its copy has completed, so
-// a forward never overwrites hidden states still being copied (docs/gpu-data-path.md, capture-buffer
-// lifetime). The target thread blocks only when every buffer is still being copied.
+// a forward never overwrites hidden states still being copied (docs/gpu-data-path.md,
+// capture-buffer lifetime). The target thread blocks only when every buffer is still being copied.
 //
 // Stage counters (docs/gpu-data-path.md): target.forward and target.copy are GPU times
 // from events; target.enqueue is the target's critical path per batch, the compute

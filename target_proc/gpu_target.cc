@@ -3,11 +3,11 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "worker/worker_main.h"
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
 #include "model/cuda_target_model.h"
 #include "target_proc/gpu_model_source.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 
@@ -22,7 +22,8 @@ int run_gpu_target(WorkerSession& session, const TargetOptions& options,
         gpu::use_gpu(gpu_options.gpu);
         session.entry().gpu.store(gpu_options.gpu, std::memory_order_relaxed);
         if (!gpu_options.model_spec.empty()) {
-          auto cuda_model = open_cuda_model(gpu_options.model_spec, gpu_options.model_seed, gpu_options.gpu);
+          auto cuda_model =
+              open_cuda_model(gpu_options.model_spec, gpu_options.model_seed, gpu_options.gpu);
           log_line("model " + cuda_model->config().name + ": " +
                    std::to_string(cuda_model->weight_bytes() >> 20) + " MiB of bf16 weights");
           model = std::make_unique<GpuModelSource>(std::move(cuda_model), session.ring(),

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "worker/synthetic_batch.h"
 #include "shm/ring.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring {
 

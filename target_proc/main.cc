@@ -7,11 +7,11 @@
 #include <stdexcept>
 
 #include "common/log.h"
-#include "worker/node_topology.h"
-#include "worker/worker_main.h"
 #include "model/cpu_target_model.h"
 #include "target_proc/model_source.h"
 #include "target_proc/target_worker.h"
+#include "worker/node_topology.h"
+#include "worker/worker_main.h"
 #if HSRING_HAVE_CUDA
 #include "target_proc/gpu_target.h"
 #endif
@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
                  "Batches per second this target produces (0: as fast as it can)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gpu", gpu, "GPU id to run on (default: CPU mode)")->check(CLI::Range(0, 1023));
-  app.add_option("--postprocess-depth", postprocess_depth,
-                 "GPU: batches in postprocess (copy + publish) at once; capture buffers = depth + 1")
+  app.add_option(
+         "--postprocess-depth", postprocess_depth,
+         "GPU: batches in postprocess (copy + publish) at once; capture buffers = depth + 1")
       ->check(CLI::Range(1u, 16u));
   app.add_option("--gemm-flops-per-batch", gemm_flops,
                  "GPU: bf16 GEMM work per forward, standing in for a model (e.g. 2e13)")
@@ -53,12 +54,15 @@ int main(int argc, char** argv) {
   app.add_option("--read-ahead", data.read_ahead, "Batches read ahead of the forward")
       ->check(CLI::Range(1u, 256u));
   app.add_option("--threads", threads, "CPU forward threads (0: every core)");
-  app.add_option("--nnodes", data.nnodes, "Machines in the run: each reads its own share of the data")
+  app.add_option("--nnodes", data.nnodes,
+                 "Machines in the run: each reads its own share of the data")
       ->check(CLI::Range(1u, kMaxNodes));
   app.add_option("--node-rank", data.node_rank, "This machine's rank, from 0")
       ->check(CLI::Range(0u, kMaxNodes - 1));
   // Test hooks, hidden from --help (group ""): see GpuTargetOptions.
-  app.add_option("--debug-copy-delay-us", copy_delay_us)->group("")->check(CLI::Range(0u, 10'000'000u));
+  app.add_option("--debug-copy-delay-us", copy_delay_us)
+      ->group("")
+      ->check(CLI::Range(0u, 10'000'000u));
   app.add_flag("--debug-unsafe-early-reuse", unsafe_early_reuse)->group("");
   return worker_main(app, flags, Role::kTarget, argc, argv, [&](WorkerSession& session) {
     const RingShape& shape = session.ring().shape();

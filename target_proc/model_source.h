@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "target_proc/slot_writer.h"
 #include "target_proc/hidden_state_source.h"
+#include "target_proc/slot_writer.h"
 #include "target_proc/token_source.h"
 
 namespace hsring {

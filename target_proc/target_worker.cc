@@ -5,9 +5,9 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "worker/worker_main.h"
 #include "shm/futex.h"
 #include "target_proc/cpu_pipeline.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 
@@ -16,8 +16,10 @@ namespace {
 int exit_code_of(PipelineStatus status) {
   switch (status) {
     case PipelineStatus::kOk:
-    case PipelineStatus::kStopped: return kExitOk;
-    case PipelineStatus::kLostSlot: return kExitLostSlot;
+    case PipelineStatus::kStopped:
+      return kExitOk;
+    case PipelineStatus::kLostSlot:
+      return kExitLostSlot;
     case PipelineStatus::kFailed:
     case PipelineStatus::kTimedOut:
       return kExitInternal;  // the worker gives no deadline
@@ -36,8 +38,8 @@ TargetWorker::TargetWorker(WorkerSession& session, HiddenStateSource& source, Ta
       pipeline_(*own_pipeline_),
       options_(options) {}
 
-TargetWorker::TargetWorker(WorkerSession& session, BatchProducer& producer,
-                           BatchPipeline& pipeline, TargetOptions options)
+TargetWorker::TargetWorker(WorkerSession& session, BatchProducer& producer, BatchPipeline& pipeline,
+                           TargetOptions options)
     : session_(session),
       ring_(session.ring()),
       producer_(producer),

@@ -9,20 +9,20 @@
 #include <memory>
 #include <string>
 
-#include "worker/synthetic_batch.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/token_batch.h"
 #include "data/token_reader.h"
 #include "model/model_config.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring {
 
 struct TokenSourceOptions {
-  std::string data_dir;     // token shards; "" = the built-in corpus
-  uint64_t data_seed = 0;   // the packing shuffle and every epoch's order
-  uint32_t read_ahead = 4;  // batches whose reads are in flight ahead of the forward
-  uint64_t data_offset = 0; // batch id X reads data batch X + data_offset (RingShape) ...
+  std::string data_dir;      // token shards; "" = the built-in corpus
+  uint64_t data_seed = 0;    // the packing shuffle and every epoch's order
+  uint32_t read_ahead = 4;   // batches whose reads are in flight ahead of the forward
+  uint64_t data_offset = 0;  // batch id X reads data batch X + data_offset (RingShape) ...
   // ... of this node's share: across machines (--nnodes) node R reads every nnodes-th
   // data batch from R, so no two machines train on the same batch.
   uint32_t nnodes = 1;

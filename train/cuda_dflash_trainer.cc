@@ -280,13 +280,14 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
                                             b.features.get(), s),
                  "launch_bf16_to_float");
   }
-  check_launch(cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(),
-                                           uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s),
-               "launch_rope_table");
   check_launch(
-      cuda_ops::launch_rope_table(b.block_positions.get(), uint32_t(rows), b.inv_freq.as<double>(),
-                                  uint32_t(half), b.block_cos.get(), b.block_sin.get(), s),
+      cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
+                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s),
       "launch_rope_table");
+  check_launch(cuda_ops::launch_rope_table(b.block_positions.get(), uint32_t(rows),
+                                           b.inv_freq.as<double>(), nullptr, 1.0, uint32_t(half),
+                                           b.block_cos.get(), b.block_sin.get(), s),
+               "launch_rope_table");
 }
 
 namespace {

@@ -98,8 +98,7 @@ __global__ void forward_kernel(const float* __restrict__ q, const float* __restr
 template <int P>
 __global__ void backward_query_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                       const float* __restrict__ v, const float* __restrict__ out,
-                                      const float* __restrict__ dout,
-                                      const float* __restrict__ lse,
+                                      const float* __restrict__ dout, const float* __restrict__ lse,
                                       const int32_t* __restrict__ doc_start, AttentionDims d,
                                       float* __restrict__ delta, float* __restrict__ dq) {
   const uint32_t lane = threadIdx.x % 32;
@@ -131,8 +130,7 @@ __global__ void backward_query_kernel(const float* __restrict__ q, const float* 
 template <int P>
 __global__ void backward_key_kernel(const float* __restrict__ q, const float* __restrict__ k,
                                     const float* __restrict__ v, const float* __restrict__ dout,
-                                    const float* __restrict__ lse,
-                                    const float* __restrict__ delta,
+                                    const float* __restrict__ lse, const float* __restrict__ delta,
                                     const int32_t* __restrict__ doc_end, AttentionDims d,
                                     float* __restrict__ dk, float* __restrict__ dv) {
   const uint32_t lane = threadIdx.x % 32;

@@ -14,9 +14,7 @@ constexpr int kWarps = kThreads / 32;
 
 // 16 blocks per SM (and 32 for the attention): the step is 2% slower with 8 for both
 // (drafter_step_bench: 386 ms against 380 ms, bench/RESULTS.md).
-unsigned grid_for(uint64_t work_items) {
-  return gpu::grid_stride_blocks(work_items, kThreads, 16);
-}
+unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_items, kThreads, 16); }
 
 // One block per row, up to CUDA's grid limit (kernels loop over the rest).
 unsigned row_grid(uint32_t rows) { return rows < 65535u ? (rows == 0 ? 1 : rows) : 65535u; }
@@ -27,7 +25,7 @@ struct AdamWFactors {
       inv_correction2;
 };
 
-#define GRID_STRIDE(i, n)                                                          \
+#define GRID_STRIDE(i, n)                                                     \
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += uint64_t(gridDim.x) * blockDim.x)
 
@@ -55,15 +53,17 @@ __global__ void bf16_to_float_kernel(const uint16_t* __restrict__ in, uint64_t n
   GRID_STRIDE(i, n) out[i] = __uint_as_float(uint32_t(in[i]) << 16);
 }
 
-__global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t docs,
-                                  uint32_t rows, int32_t* __restrict__ start,
-                                  int32_t* __restrict__ end) {
+__global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t docs, uint32_t rows,
+                                  int32_t* __restrict__ start, int32_t* __restrict__ end) {
   GRID_STRIDE(t, rows) {
     // The last document whose offset is <= t: binary search over cu_seqlens.
     uint32_t lo = 0, hi = docs;  // offsets[lo] <= t < offsets[hi]
     while (hi - lo > 1) {
       const uint32_t mid = (lo + hi) / 2;
-      if (uint64_t(offsets[mid]) <= t) lo = mid; else hi = mid;
+      if (uint64_t(offsets[mid]) <= t)
+        lo = mid;
+      else
+        hi = mid;
     }
     start[t] = offsets[lo];
     end[t] = offsets[lo + 1];
@@ -321,7 +321,8 @@ cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const f
                                         uint32_t rows, uint32_t dim, float* dweight,
                                         cudaStream_t stream) {
   const uint32_t chunks = (rows + kWeightGradRows - 1) / kWeightGradRows;
-  const dim3 grid((dim + kThreads - 1) / kThreads, chunks < 65535u ? (chunks ? chunks : 1) : 65535u);
+  const dim3 grid((dim + kThreads - 1) / kThreads,
+                  chunks < 65535u ? (chunks ? chunks : 1) : 65535u);
   rms_norm_weight_grad_kernel<<<grid, kThreads, 0, stream>>>(x, dy, inv_rms, rows, dim, dweight);
   return cudaGetLastError();
 }
@@ -349,8 +350,8 @@ cudaError_t launch_swiglu_backward(const float* gate, const float* up, const flo
 
 cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
                                      uint32_t dim, float* y, cudaStream_t stream) {
-  embedding_forward_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(
-      table, tokens, rows, dim, y);
+  embedding_forward_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(table, tokens,
+                                                                                    rows, dim, y);
   return cudaGetLastError();
 }
 

@@ -50,9 +50,8 @@ void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k
                 size_t lda, const float* b, size_t ldb, float* c, size_t ldc, bool accumulate) {
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
-  const cublasComputeType_t compute = precision_ == GemmPrecision::kBf16
-                                          ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                          : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      precision_ == GemmPrecision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
   check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                      transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha, a,
                      CUDA_R_32F, dim(lda), b, CUDA_R_32F, dim(ldb), &beta, c, CUDA_R_32F, dim(ldc),

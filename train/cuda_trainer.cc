@@ -115,11 +115,13 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
     buffer->ensure(rows);
   b.doc_offsets.ensure(docs + 1);
   b.features.ensure(rows * fd);
-  for (auto* buffer : {&b.x_fc, &b.h0, &b.a1, &b.h1, &b.mlp_in, &b.h2, &b.f, &b.d_f, &b.d_res, &b.d_a})
+  for (auto* buffer :
+       {&b.x_fc, &b.h0, &b.a1, &b.h1, &b.mlp_in, &b.h2, &b.f, &b.d_f, &b.d_res, &b.d_a})
     buffer->ensure(rows * d);
   for (auto* buffer : {&b.q_act, &b.attn, &b.d_q}) buffer->ensure(rows * qd);
   for (auto* buffer : {&b.k_act, &b.v_act, &b.d_k, &b.d_v}) buffer->ensure(rows * kvd);
-  for (auto* buffer : {&b.gate_act, &b.up_act, &b.act, &b.d_gate, &b.d_up}) buffer->ensure(rows * inter);
+  for (auto* buffer : {&b.gate_act, &b.up_act, &b.act, &b.d_gate, &b.d_up})
+    buffer->ensure(rows * inter);
   b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
   for (auto* buffer : {&b.cos, &b.sin}) buffer->ensure(rows * (c.head_dim / 2));
   for (auto* buffer : {&b.lse, &b.delta}) buffer->ensure(rows * heads);
@@ -175,7 +177,8 @@ void CudaTrainer::run_forward(uint32_t rows) {
                  "launch_rms_norm_forward");
   };
   const auto copy = [&](float* dst, const float* src, size_t count) {
-    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    HSRING_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s));
   };
 
   // Input: the projected, normalised captured states (+ the token's embedding).
@@ -193,9 +196,10 @@ void CudaTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.a1.get(), rows, d, b.p(b.v_proj), kvd, b.v_act.get());
   rotate_qk(rows, b.q_act.get(), b.k_act.get(), false);
   const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  check_launch(cuda::launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
-                                              b.doc_start.get(), dims, b.attn.get(), b.lse.get(), s),
-               "launch_attention_forward");
+  check_launch(
+      cuda::launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(), b.doc_start.get(),
+                                     dims, b.attn.get(), b.lse.get(), s),
+      "launch_attention_forward");
   copy(b.h1.get(), b.h0.get(), rows * d);  // the residual, then the output projection on it
   gemm.forward(b.attn.get(), rows, qd, b.p(b.o), d, b.h1.get(), true);
 
@@ -203,9 +207,9 @@ void CudaTrainer::run_forward(uint32_t rows) {
   norm(b.h1.get(), b.post_norm, b.mlp_in.get());
   gemm.forward(b.mlp_in.get(), rows, d, b.p(b.gate), inter, b.gate_act.get());
   gemm.forward(b.mlp_in.get(), rows, d, b.p(b.up), inter, b.up_act.get());
-  check_launch(cuda::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter,
-                                           b.act.get(), s),
-               "launch_swiglu_forward");
+  check_launch(
+      cuda::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter, b.act.get(), s),
+      "launch_swiglu_forward");
   copy(b.h2.get(), b.h1.get(), rows * d);
   gemm.forward(b.act.get(), rows, inter, b.p(b.down), d, b.h2.get(), true);
 
@@ -292,12 +296,11 @@ void CudaTrainer::run_backward(uint32_t rows) {
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.o), qd, d_attn);
   gemm.backward_weight(b.d_res.get(), rows, d, b.attn.get(), qd, b.g(b.o));
   const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  check_launch(cuda::launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
-                                               b.attn.get(), d_attn, b.lse.get(),
-                                               b.doc_start.get(), b.doc_end.get(), dims,
-                                               b.delta.get(), b.d_q.get(), b.d_k.get(),
-                                               b.d_v.get(), s),
-               "launch_attention_backward");
+  check_launch(
+      cuda::launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(), b.attn.get(),
+                                      d_attn, b.lse.get(), b.doc_start.get(), b.doc_end.get(), dims,
+                                      b.delta.get(), b.d_q.get(), b.d_k.get(), b.d_v.get(), s),
+      "launch_attention_backward");
   rotate_qk(rows, b.d_q.get(), b.d_k.get(), true);
   gemm.backward_input(b.d_q.get(), rows, qd, b.p(b.q), d, b.d_a.get());
   gemm.backward_input(b.d_k.get(), rows, kvd, b.p(b.k), d, b.d_a.get(), true);

@@ -23,12 +23,12 @@
 namespace hsring::train {
 
 struct StepStats {
-  double loss = 0;       // mean cross-entropy over counted positions, before the update
-  double agreement = 0;  // top-1 agreement with the target's labels, before the update
+  double loss = 0;               // mean cross-entropy over counted positions, before the update
+  double agreement = 0;          // top-1 agreement with the target's labels, before the update
   double acceptance_length = 0;  // DFlash: teacher-forced tau on the batch, before the update
-  uint64_t tokens = 0;   // positions in the batch
-  uint64_t counted = 0;  // positions with a valid label
-  double grad_norm = 0;  // before clipping
+  uint64_t tokens = 0;           // positions in the batch
+  uint64_t counted = 0;          // positions with a valid label
+  double grad_norm = 0;          // before clipping
   double lr = 0;
   uint64_t step = 0;     // updates applied so far
   bool skipped = false;  // non-finite gradient: the update was not applied

@@ -42,8 +42,7 @@ TrainerState capture_state(std::span<const float> params, const AdamW& optimizer
 void restore_state(const TrainerState& state, std::span<float> params, AdamW& optimizer) {
   check_state_sizes(state, params.size());
   std::copy(state.params.begin(), state.params.end(), params.begin());
-  std::copy(state.first_moment.begin(), state.first_moment.end(),
-            optimizer.first_moment().begin());
+  std::copy(state.first_moment.begin(), state.first_moment.end(), optimizer.first_moment().begin());
   std::copy(state.second_moment.begin(), state.second_moment.end(),
             optimizer.second_moment().begin());
   optimizer.set_step(state.step);

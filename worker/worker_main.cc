@@ -11,9 +11,9 @@
 
 #include "common/cli_checks.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "worker/profile_interval.h"
 #include "worker/session_duties.h"
-#include "common/signals.h"
 
 namespace hsring {
 

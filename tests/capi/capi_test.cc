@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "worker/synthetic_batch.h"
 #include "hsring/hsring.h"
 #include "shm/ledger.h"
 #include "shm/ring.h"
 #include "unit/ring_test_util.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring {
 namespace {

@@ -31,7 +31,6 @@
 #include "common/log.h"
 #include "common/random.h"
 #include "common/signals.h"
-#include "worker/synthetic_batch.h"
 #include "drafter_proc/drafter_worker.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
@@ -40,6 +39,7 @@
 #include "shm/worker_session.h"
 #include "target_proc/target_worker.h"
 #include "tests/crash/process_util.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring {
 namespace {

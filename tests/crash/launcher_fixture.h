@@ -58,7 +58,6 @@ class LauncherTest : public ::testing::Test {
     Ring::remove(ring_);
   }
 
-
   std::string summary_path() const { return dir_.file("summary.json"); }
   // Where model runs keep checkpoints and the exported drafter, unless a test says.
   std::string run_dir() const { return dir_.file("run"); }

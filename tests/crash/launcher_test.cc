@@ -409,9 +409,7 @@ TEST_F(LauncherTest, BadRunFlagsAreRefusedClearly) {
 TEST_F(LauncherTest, TheDefaultConfigRunsAsItIs) {
   const crash::CommandResult config = crash::run_command({hsring(), "config", "default"});
   ASSERT_EQ(config.exit_code, 0) << config.err;
-  {
-    std::ofstream(dir_.file("default.conf")) << config.out;
-  }
+  { std::ofstream(dir_.file("default.conf")) << config.out; }
   const crash::CommandResult r = crash::run_command(
       {hsring(), "--config", dir_.file("default.conf"), "run", "--ring", ring_, "--model",
        "synthetic", "--max-tokens", "128", "--hidden-size", "64", "--batches", "200", "--quiet"},
@@ -420,9 +418,9 @@ TEST_F(LauncherTest, TheDefaultConfigRunsAsItIs) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(crash::segment_exists(ring_));
   // The two run-folder flags that cannot go together are still refused, by value.
-  const crash::CommandResult both = crash::run_command(
-      {hsring(), "run", "--ring", ring_, "--model", "tiny", "--resume", dir_.file("a"),
-       "--checkpoint-dir", dir_.file("b")});
+  const crash::CommandResult both =
+      crash::run_command({hsring(), "run", "--ring", ring_, "--model", "tiny", "--resume",
+                          dir_.file("a"), "--checkpoint-dir", dir_.file("b")});
   EXPECT_EQ(both.exit_code, 2) << both.err;
   EXPECT_NE(both.err.find("--resume or --checkpoint-dir, not both"), std::string::npos) << both.err;
 }
@@ -443,7 +441,8 @@ TEST_F(LauncherTest, TorchrunAndSlurmEnvironmentsMakeAMultiMachineRun) {
     EXPECT_EQ(WEXITSTATUS(*status), 2) << env[0];
     const std::string err = launcher.stderr_text();
     EXPECT_NE(err.find("a run over 2 machines needs --run-dir"), std::string::npos)
-        << env[0] << ":\n" << err;
+        << env[0] << ":\n"
+        << err;
     EXPECT_FALSE(crash::segment_exists(ring_));
   }
 }

@@ -106,7 +106,8 @@ TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
   EXPECT_NE(text.out.find("last checkpoint at step 120"), std::string::npos) << text.out;
   const crash::CommandResult json =
       crash::run_command({hsring(), "status", "--ring", ring_, "--json", "--interval", "0"});
-  EXPECT_NE(json.out.find("\"training\": {\"steps\": 120, \"loss\": "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"training\": {\"steps\": 120, \"loss\": "), std::string::npos)
+      << json.out;
   EXPECT_NE(json.out.find("\"content\": \"model\""), std::string::npos) << json.out;
   const crash::CommandResult prometheus =
       crash::run_command({hsring(), "status", "--ring", ring_, "--prometheus"});
@@ -131,7 +132,8 @@ TEST_F(TrainingRunTest, KilledDrafterResumesFromItsCheckpoint) {
   ASSERT_EQ(wait_launcher(kTrainingLimit), 0) << launcher_->stderr_text();
   const std::string log = launcher_->stderr_text();
   std::smatch resumed;
-  ASSERT_TRUE(std::regex_search(log, resumed, std::regex("resumed from \\S+ at step (\\d+)"))) << log;
+  ASSERT_TRUE(std::regex_search(log, resumed, std::regex("resumed from \\S+ at step (\\d+)")))
+      << log;
   const uint64_t resume_step = std::stoull(resumed[1]);
   EXPECT_GE(resume_step, 10u);
   EXPECT_EQ(resume_step % 10, 0u);

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <random>
 
-#include "data/corpus.h"
 #include "common/crc32.h"
+#include "data/corpus.h"
 #include "data/data_error.h"
 #include "data/shard_file.h"
 #include "data/token_batch.h"

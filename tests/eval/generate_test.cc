@@ -9,12 +9,12 @@
 
 #include "../crash/process_util.h"
 #include "../data/test_corpus.h"
+#include "builtin/pretrain.h"
 #include "data/corpus.h"
 #include "data/token_batch.h"
 #include "eval/generate.h"
 #include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
-#include "builtin/pretrain.h"
 
 namespace hsring::eval {
 namespace {

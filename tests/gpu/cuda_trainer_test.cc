@@ -83,7 +83,8 @@ void compare_with_cpu(bool embed_tokens, GemmPrecision precision, double loss_to
   const DrafterConfig config = gpu_config(embed_tokens);
   Trainer cpu(options_for(config));
   CudaTrainer gpu(options_for(config), precision);
-  ASSERT_EQ(gpu.params(), std::vector<float>(cpu.model().params().begin(), cpu.model().params().end()))
+  ASSERT_EQ(gpu.params(),
+            std::vector<float>(cpu.model().params().begin(), cpu.model().params().end()))
       << "both initialise from the same host function";
   for (uint64_t step = 0; step < 2; ++step) {
     const OwnedBatch batch = testing::random_batch(config, {0, 5, 21, 40, 70}, 100 + step);
@@ -93,10 +94,13 @@ void compare_with_cpu(bool embed_tokens, GemmPrecision precision, double loss_to
     EXPECT_EQ(got.counted, want.counted);
     EXPECT_EQ(got.tokens, want.tokens);
     EXPECT_NEAR(double(got.agreed), double(want.agreed), 1.0) << "a near-tie may flip one argmax";
-    if (step == 0) expect_tensors_close(cpu.layout(), gpu.gradients(), cpu.gradients(), grad_tolerance, "gradient");
+    if (step == 0)
+      expect_tensors_close(cpu.layout(), gpu.gradients(), cpu.gradients(), grad_tolerance,
+                           "gradient");
     const UpdateStats want_update = cpu.apply_gradients();
     const UpdateStats got_update = gpu.apply_gradients();
-    EXPECT_NEAR(got_update.grad_norm, want_update.grad_norm, grad_tolerance * want_update.grad_norm);
+    EXPECT_NEAR(got_update.grad_norm, want_update.grad_norm,
+                grad_tolerance * want_update.grad_norm);
     EXPECT_EQ(got_update.step, want_update.step);
     EXPECT_DOUBLE_EQ(got_update.lr, want_update.lr);
     EXPECT_EQ(got_update.clipped, want_update.clipped);
@@ -196,7 +200,8 @@ TEST(CudaTrainerDeviceTest, StateRoundTripsIntoAnotherTrainer) {
   EXPECT_NEAR(a.loss, b.loss, 1e-6 * a.loss);
   EXPECT_EQ(a.step, 4u);
   EXPECT_EQ(b.step, 4u);
-  expect_tensors_close(first.layout(), second.params(), first.params(), 1e-5, "weights of the copy");
+  expect_tensors_close(first.layout(), second.params(), first.params(), 1e-5,
+                       "weights of the copy");
 }
 
 TEST(CudaTrainerDeviceTest, BadShapesBatchesAndStatesAreRefused) {

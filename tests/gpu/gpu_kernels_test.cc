@@ -9,12 +9,12 @@
 #include <cstring>
 #include <vector>
 
-#include "worker/synthetic_batch.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/host_registration.h"
 #include "gpu/kernels.h"
 #include "gpu/philox.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring::gpu {
 namespace {

@@ -5,8 +5,8 @@
 // a GPU.
 #include <gtest/gtest.h>
 
-#include <iostream>
 #include <signal.h>
+#include <iostream>
 
 #include <random>
 #include <thread>
@@ -55,10 +55,19 @@ class GpuLauncherTest : public ::testing::Test {
   }
   // `hsring run` of the target model (its own hidden size), a training run folder here.
   CommandResult run_model(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {crash::bin_dir() + "/hsring", "run", "--ring", ring_,
-                                     "--slots", "8", "--max-tokens", "256", "--run-dir",
-                                     dir_.file("run"), "--summary-json",
-                                     dir_.file("summary.json"), "-q"};
+    std::vector<std::string> argv = {crash::bin_dir() + "/hsring",
+                                     "run",
+                                     "--ring",
+                                     ring_,
+                                     "--slots",
+                                     "8",
+                                     "--max-tokens",
+                                     "256",
+                                     "--run-dir",
+                                     dir_.file("run"),
+                                     "--summary-json",
+                                     dir_.file("summary.json"),
+                                     "-q"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     CommandResult r = crash::run_command(argv, crash::Millis(170000));
     EXPECT_FALSE(r.timed_out) << "hsring run hung:\n" << r.err;
@@ -123,8 +132,8 @@ TEST_F(GpuLauncherTest, TwoGpusEachHostingATargetAndADrafter) {
 // captured layers: every batch arrives intact and the drafter's loss falls.
 TEST_F(GpuLauncherTest, GpuModelTargetFeedsATrainingDrafter) {
   HSRING_REQUIRE_GPUS(1);
-  const CommandResult r = run_model({"--model", "tiny", "--targets", "0", "--drafters", "cpu:1",
-                                     "--batches", "150"});
+  const CommandResult r =
+      run_model({"--model", "tiny", "--targets", "0", "--drafters", "cpu:1", "--batches", "150"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(summary("batches_consumed"), 150) << r.err;
   EXPECT_EQ(summary("batches_torn"), 0) << r.err;

@@ -55,8 +55,8 @@ class MultiNodeTest : public LauncherTest {
     start_run(node0, /*default_shape=*/true, env(0));
     std::vector<std::string> environment = env(1);
     environment.insert(environment.end(), node1_env.begin(), node1_env.end());
-    std::vector<std::string> argv = {hsring(), "run", "--ring", node1_ring(), "--summary-json",
-                                     dir_.file("summary1.json")};
+    std::vector<std::string> argv = {
+        hsring(), "run", "--ring", node1_ring(), "--summary-json", dir_.file("summary1.json")};
     argv.insert(argv.end(), node1.begin(), node1.end());
     node1_ = std::make_unique<crash::Spawned>(argv, dir_.file("node1.out"), dir_.file("node1.err"),
                                               environment);

@@ -21,8 +21,15 @@ class GpuPreflightTest : public ::testing::Test {
                     std::vector<std::string> shape = {"--slots", "4", "--max-tokens", "16",
                                                       "--hidden-size", "64", "--hs-min-ready",
                                                       "1"}) {
-    std::vector<std::string> argv = {
-        crash::bin_dir() + "/hsring", "run", "--ring", ring_, "--model", "synthetic", "--batches", "10", "-q"};
+    std::vector<std::string> argv = {crash::bin_dir() + "/hsring",
+                                     "run",
+                                     "--ring",
+                                     ring_,
+                                     "--model",
+                                     "synthetic",
+                                     "--batches",
+                                     "10",
+                                     "-q"};
     argv.insert(argv.end(), shape.begin(), shape.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     CommandResult r = crash::run_command(argv, crash::Millis(60000));

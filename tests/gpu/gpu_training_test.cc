@@ -23,9 +23,14 @@ class GpuTrainingTest : public LauncherTest {
  protected:
   std::vector<std::string> flags(const std::string& batches) const {
     const std::string drafter_gpu = gpu::probe_gpus().count >= 2 ? "1" : "0";
-    return {"--model",  "tiny", "--targets",      "0",   "--drafters", drafter_gpu,
-            "--slots",  "8",    "--max-tokens",   "256", "--batches",  batches,
-            "--quiet",  "--max-restarts", "100"};
+    return {"--model",      "tiny",
+            "--targets",    "0",
+            "--drafters",   drafter_gpu,
+            "--slots",      "8",
+            "--max-tokens", "256",
+            "--batches",    batches,
+            "--quiet",      "--max-restarts",
+            "100"};
   }
 };
 
@@ -126,7 +131,8 @@ TEST_F(GpuTrainingTest, TwoGpuDraftersTrainOneModelWithNccl) {
             << final_loss << std::endl;
   EXPECT_LT(final_loss, 0.6 * initial);
   const std::string log = launcher_->stderr_text();
-  EXPECT_NE(log.find("of a group of 2: all-reducing gradients with NCCL"), std::string::npos) << log;
+  EXPECT_NE(log.find("of a group of 2: all-reducing gradients with NCCL"), std::string::npos)
+      << log;
   EXPECT_EQ(log.find("leaving the drafter group"), std::string::npos) << log;
 }
 

@@ -17,9 +17,9 @@
 #include <regex>
 #include <sstream>
 
+#include "drafter_proc/grad_exchange.h"
 #include "launcher/metrics.h"
 #include "launcher/run_summary.h"
-#include "drafter_proc/grad_exchange.h"
 #include "shm/ring.h"
 #include "tests/crash/process_util.h"
 

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <thread>
 
-#include "worker/worker_main.h"
 #include "shm/ring.h"
 #include "tests/crash/process_util.h"
+#include "worker/worker_main.h"
 
 namespace hsring {
 namespace {

@@ -15,9 +15,9 @@ TEST(RunOutputs, MetricsFileAndWorkerLogs) {
   crash::TempDir dir;
   const std::string ring = crash::unique_ring_name();
   const auto run = crash::run_command(
-      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--batches", "2000", "--quiet",
-       "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--metrics-file",
-       dir.file("hsring.prom"), "--log-dir", dir.file("logs")},
+      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--batches",
+       "2000", "--quiet", "--slots", "8", "--max-tokens", "64", "--hidden-size", "32",
+       "--metrics-file", dir.file("hsring.prom"), "--log-dir", dir.file("logs")},
       Millis(60000));
   ASSERT_EQ(run.exit_code, 0) << run.err;
 
@@ -43,9 +43,9 @@ TEST(RunOutputs, MetricsFileAndWorkerLogs) {
 TEST(RunOutputs, UnwritableMetricsFileIsAWarningNotACrash) {
   const std::string ring = crash::unique_ring_name();
   const auto run = crash::run_command(
-      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--seconds", "1.5", "--quiet",
-       "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--metrics-file",
-       "/nonexistent-dir/hsring.prom"},
+      {crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--seconds",
+       "1.5", "--quiet", "--slots", "8", "--max-tokens", "64", "--hidden-size", "32",
+       "--metrics-file", "/nonexistent-dir/hsring.prom"},
       Millis(60000));
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("warning: cannot write /nonexistent-dir/hsring.prom"), std::string::npos)

@@ -143,7 +143,8 @@ TEST(SystemdUnits, ExecLinesRunThePipelineAndRestartAfterSigkill) {
   const std::string ring = crash::unique_ring_name();
   {
     std::ofstream config(dir.file("hsring.conf"));
-    config << "[run]\nring=\"" << ring << "\"\nmodel=\"synthetic\"\ntargets=\"cpu:2\"\ndrafters=\"cpu:1\"\n"
+    config << "[run]\nring=\"" << ring
+           << "\"\nmodel=\"synthetic\"\ntargets=\"cpu:2\"\ndrafters=\"cpu:1\"\n"
            << "slots=8\nmax-tokens=64\nhidden-size=32\nnum-layers=2\n";
   }
   const std::string ring_unit = read_unit(dir, "hsring-ring.service");
@@ -191,8 +192,8 @@ TEST(SystemdUnits, ExecLinesRunThePipelineAndRestartAfterSigkill) {
   EXPECT_TRUE(units[0].notify->wait_for("READY=1", Millis(10000)));
   std::this_thread::sleep_for(Millis(500));
 
-  const auto status = crash::run_command(
-      {crash::bin_dir() + "/hsring", "status", "--ring", ring, "--json"});
+  const auto status =
+      crash::run_command({crash::bin_dir() + "/hsring", "status", "--ring", ring, "--json"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   // Target 0 is in its second epoch; nothing torn; batches flowed.
   EXPECT_NE(status.out.find("\"role\": \"target\", \"index\": 0, \"pid\": " +

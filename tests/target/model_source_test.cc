@@ -13,13 +13,13 @@
 #include <set>
 
 #include "../data/test_corpus.h"
-#include "worker/model_batch_check.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/token_batch.h"
 #include "model/cpu_target_model.h"
 #include "model/model_error.h"
 #include "shm/ring.h"
+#include "worker/model_batch_check.h"
 
 namespace hsring {
 namespace {
@@ -89,7 +89,8 @@ void stamp_header(const Ring& ring, uint32_t slot, const BatchPlan& plan) {
 std::vector<std::byte> used_bytes(const Ring& ring, uint32_t slot, uint32_t tokens) {
   const RingShape& s = ring.shape();
   std::vector<std::byte> out;
-  const uint64_t row = uint64_t(s.hidden_size) * dtype_size(s.dtype) * (s.split_layers ? 1 : s.num_layers);
+  const uint64_t row =
+      uint64_t(s.hidden_size) * dtype_size(s.dtype) * (s.split_layers ? 1 : s.num_layers);
   for (uint32_t k = 0; k < (s.split_layers ? s.num_layers : 1); ++k) {
     const std::byte* p = ring.layer_region(slot, k);
     out.insert(out.end(), p, p + row * tokens);
@@ -147,8 +148,11 @@ TEST_P(ModelSourceTest, PlanAndTokensFollowTheBatchIndex) {
     ASSERT_EQ(plan.num_docs, batch.num_docs());
     ASSERT_EQ(plan.length_bucket, batch.length_bucket);
     source->produce(plan, *ring, 2);
-    ASSERT_EQ(std::memcmp(ring.operator*().tokens(2), batch.tokens.data(), 4 * batch.tokens.size()), 0);
-    ASSERT_EQ(std::memcmp((*ring).doc_offsets(2), batch.doc_offsets.data(), 4 * batch.doc_offsets.size()), 0);
+    ASSERT_EQ(std::memcmp(ring.operator*().tokens(2), batch.tokens.data(), 4 * batch.tokens.size()),
+              0);
+    ASSERT_EQ(
+        std::memcmp((*ring).doc_offsets(2), batch.doc_offsets.data(), 4 * batch.doc_offsets.size()),
+        0);
   }
 }
 
@@ -171,8 +175,8 @@ TEST_P(ModelSourceTest, EachNodeReadsItsOwnShareOfTheData) {
       options.node_rank = node;
       ModelSource source(std::move(writer), *ring, target, options);
       // Its own batches in order (the read-ahead), then one of the other target's (direct).
-      for (uint64_t id : {uint64_t(target), uint64_t(target) + 2, uint64_t(target) + 4,
-                          uint64_t(1 - target)}) {
+      for (uint64_t id :
+           {uint64_t(target), uint64_t(target) + 2, uint64_t(target) + 4, uint64_t(1 - target)}) {
         const uint64_t expected = id * 2 + node;
         const BatchPlan plan = source.plan(id);
         const data::TokenBatch batch = data::read_batch(corpus, index, expected);
@@ -282,7 +286,8 @@ TEST(ModelBatchCheck, CatchesEachBrokenInvariant) {
   };
   expect_caught("zero tokens", [&] { r.slot(0).token_count.store(0); });
   expect_caught("too many tokens", [&] { r.slot(0).token_count.store(r.shape().max_tokens + 1); });
-  expect_caught("count disagrees with offsets", [&] { r.slot(0).token_count.store(plan.token_count - 1); });
+  expect_caught("count disagrees with offsets",
+                [&] { r.slot(0).token_count.store(plan.token_count - 1); });
   expect_caught("offsets not increasing", [&] { r.doc_offsets(0)[1] = 0; });
   expect_caught("position not restarting", [&] { r.positions(0)[r.doc_offsets(0)[1]] = 7; });
   expect_caught("token outside vocab", [&] { r.tokens(0)[0] = 256; });

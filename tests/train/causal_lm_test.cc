@@ -11,11 +11,11 @@
 #include <fstream>
 #include <vector>
 
+#include "builtin/pretrain.h"
 #include "grad_check.h"
 #include "model/cpu_target_model.h"
 #include "model/model_error.h"
 #include "train/optimizer.h"
-#include "builtin/pretrain.h"
 
 namespace hsring::train {
 namespace {

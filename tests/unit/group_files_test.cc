@@ -115,9 +115,7 @@ TEST(GroupFilesTest, ANewGenerationSkipsBrokenNumbersLeftInAReusedFolder) {
 TEST(GroupFilesTest, ForeignOrDamagedFilesAreRefusedWithThePathNamed) {
   TempDir dir;
   GroupFiles member(dir.path(), 2, 1);
-  {
-    std::ofstream(dir.file("group")) << "not a group record";
-  }
+  { std::ofstream(dir.file("group")) << "not a group record"; }
   try {
     member.joinable();
     FAIL() << "a foreign group file was accepted";
@@ -181,7 +179,8 @@ TEST(GroupFilesTest, ALeaderKilledMidWriteNeverLeavesAHalfRecord) {
       for (uint8_t n = 0;; ++n) leader.publish(id_of(n));
     }
     GroupFiles reader(dir.path(), 2, 1);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200 + rng() % 5000);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(200 + rng() % 5000);
     uint64_t seen = newest;
     while (std::chrono::steady_clock::now() < until) {
       const std::optional<std::string> bytes = read_file_if_exists(dir.file("group"));

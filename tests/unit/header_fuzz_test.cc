@@ -284,7 +284,7 @@ TEST_F(HeaderFuzzTest, MutatedValidHeadersPassOnlyWhenConsistent) {
             break;  // uid, reserved, creation time
           case 1:
             range(&h.shape.reserved, &h.shape.batch_limit);  // reserved, layer ids
-            break;  // layer ids
+            break;                                           // layer ids
           default:
             range(&h.ready_futex, base + kHeaderBytes);
             break;  // runtime words

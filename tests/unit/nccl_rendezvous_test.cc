@@ -21,7 +21,8 @@ using Id = unsigned char[kNcclIdBytes];
 
 // The id incarnation `epoch` publishes: every byte depends on the epoch.
 void id_of(uint32_t epoch, Id& id) {
-  for (size_t i = 0; i < kNcclIdBytes; ++i) id[i] = (unsigned char)((epoch * 131u + i * 7u) & 0xFFu);
+  for (size_t i = 0; i < kNcclIdBytes; ++i)
+    id[i] = (unsigned char)((epoch * 131u + i * 7u) & 0xFFu);
 }
 
 bool is_id_of(uint32_t epoch, const Id& id) {

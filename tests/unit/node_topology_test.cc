@@ -61,15 +61,18 @@ TEST(NodeTopologyTest, TorchrunAndSlurmVariablesAreUnderstood) {
   EXPECT_EQ(t.nnodes, 3u);
   EXPECT_EQ(t.node_rank, 2u);
   EXPECT_EQ(t.source, "torchrun");
-  const NodeTopology s = resolve(std::nullopt, std::nullopt,
-                                 {{"SLURM_NNODES", "8"}, {"SLURM_NODEID", "5"}, {"SLURM_NTASKS", "8"}});
+  const NodeTopology s =
+      resolve(std::nullopt, std::nullopt,
+              {{"SLURM_NNODES", "8"}, {"SLURM_NODEID", "5"}, {"SLURM_NTASKS", "8"}});
   EXPECT_EQ(s.nnodes, 8u);
   EXPECT_EQ(s.node_rank, 5u);
   EXPECT_EQ(s.source, "Slurm");
   // torchrun's word wins when both are set (torchrun inside a Slurm allocation).
   const NodeTopology both = resolve(std::nullopt, std::nullopt,
-                                    {{"GROUP_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
-                                     {"SLURM_NNODES", "8"}, {"SLURM_NODEID", "5"}});
+                                    {{"GROUP_WORLD_SIZE", "2"},
+                                     {"GROUP_RANK", "1"},
+                                     {"SLURM_NNODES", "8"},
+                                     {"SLURM_NODEID", "5"}});
   EXPECT_EQ(both.source, "torchrun");
   EXPECT_EQ(both.nnodes, 2u);
 }
@@ -79,8 +82,9 @@ TEST(NodeTopologyTest, RefusalsNameTheCulprit) {
   EXPECT_NE(refusal([] { resolve(std::nullopt, 1, {}); }).find("--nnodes"), std::string::npos);
   EXPECT_NE(refusal([] { resolve(2, 2, {}); }).find("node rank 2"), std::string::npos);
   EXPECT_NE(refusal([] { resolve(0, 0, {}); }).find("1 to"), std::string::npos);
-  EXPECT_NE(refusal([] { resolve(std::nullopt, std::nullopt, {{"GROUP_WORLD_SIZE", "2"}}); })
-                .find("GROUP_RANK"),
+  EXPECT_NE(refusal([] {
+              resolve(std::nullopt, std::nullopt, {{"GROUP_WORLD_SIZE", "2"}});
+            }).find("GROUP_RANK"),
             std::string::npos);
   EXPECT_NE(refusal([] {
               resolve(std::nullopt, std::nullopt,
@@ -108,7 +112,8 @@ TEST(NodeTopologyTest, EnvironmentValuesAreParsedStrictly) {
     const size_t length = rng() % 6;
     for (size_t c = 0; c < length; ++c) value += alphabet[rng() % alphabet.size()];
     const Env env = {{"SLURM_NNODES", value}, {"SLURM_NODEID", "0"}};
-    const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+    const bool digits =
+        !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
     if (!digits) {
       EXPECT_NE(refusal([&] { resolve(std::nullopt, std::nullopt, env); }).find("SLURM_NNODES"),
                 std::string::npos)

@@ -17,8 +17,8 @@
 
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
-#include "worker/session_duties.h"
 #include "tests/unit/ring_test_util.h"
+#include "worker/session_duties.h"
 
 namespace hsring {
 namespace {

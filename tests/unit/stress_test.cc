@@ -23,13 +23,13 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "worker/synthetic_batch.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/producer.h"
 #include "shm/recovery.h"
 #include "shm/worker_session.h"
 #include "tests/unit/ring_test_util.h"
+#include "worker/synthetic_batch.h"
 
 namespace hsring {
 namespace {
