@@ -2,7 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <set>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_files.h"
@@ -17,66 +17,15 @@ namespace {
                         "cannot export: " + what + " (nothing was written)");
 }
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF; JSON and the
-// safetensors readers in other languages require it.
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = uint8_t(s[i]);
-    size_t extra;
-    uint32_t code;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-      code = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      code = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      code = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= extra) return false;
-    for (size_t k = 1; k <= extra; ++k) {
-      const auto d = uint8_t(s[i + k]);
-      if ((d & 0xC0) != 0x80) return false;
-      code = (code << 6) | (d & 0x3F);
-    }
-    if ((extra == 2 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF))) ||
-        (extra == 3 && (code < 0x10000 || code > 0x10FFFF)))
-      return false;
-    i += extra + 1;
+// Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF), which JSON and
+// the safetensors readers in other languages require: nlohmann's strict dump checks it.
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
   }
-  return true;
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (const char ch : s) {
-    const auto c = uint8_t(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20) {
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += ch;  // UTF-8 passes through
-    }
-  }
-  out += '"';
 }
 
 }  // namespace
@@ -89,25 +38,16 @@ void export_safetensors(const std::string& path, std::span<const Tensor> tensors
     if (!valid_utf8(key) || !valid_utf8(value))
       bad_export(path, "metadata entry '" + key + "' is not UTF-8");
 
-  std::string header = "{";
+  nlohmann::json json_header = nlohmann::json::object();
   if (!options.metadata.empty()) {
-    header += "\"__metadata__\":{";
-    bool first = true;
-    for (const auto& [key, value] : options.metadata) {
-      if (!first) header += ',';
-      first = false;
-      append_json_string(header, key);
-      header += ':';
-      append_json_string(header, value);
-    }
-    header += '}';
+    nlohmann::json& metadata = json_header["__metadata__"];
+    for (const auto& [key, value] : options.metadata) metadata[key] = value;
   }
-  std::set<std::string_view> names;
   uint64_t data_size = 0;
   for (const Tensor& t : tensors) {
     if (t.name.empty() || t.name == "__metadata__" || !valid_utf8(t.name))
       bad_export(path, "tensor name '" + t.name + "' (empty, reserved or not UTF-8)");
-    if (!names.insert(t.name).second) bad_export(path, "tensor '" + t.name + "' appears twice");
+    if (json_header.contains(t.name)) bad_export(path, "tensor '" + t.name + "' appears twice");
     uint64_t count = 1;
     for (const int64_t d : t.shape) {
       if (d < 0 || (d > 0 && count > kMaxTensorElements / uint64_t(d)))
@@ -117,16 +57,13 @@ void export_safetensors(const std::string& path, std::span<const Tensor> tensors
     if (count != t.data.size())
       bad_export(path, "tensor '" + t.name + "' has " + std::to_string(t.data.size()) +
                            " elements, its shape holds " + std::to_string(count));
-    if (header.size() > 1) header += ',';
-    append_json_string(header, t.name);
-    header += bf16 ? ":{\"dtype\":\"BF16\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[";
-    for (size_t i = 0; i < t.shape.size(); ++i)
-      header += (i ? "," : "") + std::to_string(t.shape[i]);
     const uint64_t end = data_size + count * element_size;
-    header += "],\"data_offsets\":[" + std::to_string(data_size) + "," + std::to_string(end) + "]}";
+    json_header[t.name] = {{"dtype", bf16 ? "BF16" : "F32"},
+                           {"shape", t.shape},
+                           {"data_offsets", {data_size, end}}};
     data_size = end;
   }
-  header += '}';
+  std::string header = json_header.dump();
   // Spaces pad the header so the data starts 8-byte aligned, as the reference writer does.
   header.resize((header.size() + 7) / 8 * 8, ' ');
 

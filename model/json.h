@@ -1,6 +1,7 @@
 // A strict JSON (RFC 8259) reader for the small documents the model loader trusts least:
-// config.json, safetensors headers and shard indexes. It also rejects duplicate keys and
-// invalid UTF-8, so a garbage header fails loudly instead of half-parsing.
+// config.json, safetensors headers and shard indexes, on nlohmann-json's parser. It also
+// rejects duplicate keys and invalid UTF-8, and keeps integers exact, so a garbage header
+// fails loudly instead of half-parsing.
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@ export NCCL_NVLS_ENABLE=0 HSRING_BIN_DIR="$bin"
 cat "$out/machine.txt"
 status=0
 for t in gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_trainer_test \
-         cuda_dflash_test \
+         cuda_dflash_test capi_test \
          gpu_pipeline_test gpu_launcher_test gpu_training_test gpu_multi_node_test; do
   [ -x "$bin/$t" ] || continue
   "$bin/$t" > "$out/$t.log" 2>&1
@@ -20,5 +20,29 @@ for t in gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_
   grep -E '^\[  FAILED  \]' "$out/$t.log" | head -5
   status=$((status | code))
 done
+# The Python sides, where this machine's python3 has torch and transformers (the GPU machine
+# does, with no network; HSRING_WHEELS names a folder of carried pytest wheels).
+if python3 -c "import torch, transformers" 2>/dev/null; then
+  HSRING_REFERENCE_PYTHON=python3 bash tests/reference/run_hf_parity_test.sh \
+    "$bin/hf_forward_dump" "$out/hf_parity" --cuda > "$out/hf_parity_cuda.log" 2>&1
+  code=$?
+  echo "== hf_parity_cuda exit $code: $(tail -n 2 "$out/hf_parity_cuda.log" | tr '\n' ' ')"
+  status=$((status | code))
+  pylib=$(mktemp -d)
+  if python3 -c "import pytest" 2>/dev/null ||
+     { [ -n "${HSRING_WHEELS:-}" ] && python3 -m pip install -q --no-index \
+         --find-links "$HSRING_WHEELS" --target "$pylib" pytest > /dev/null 2>&1; }; then
+    (export HSRING_LIB="$bin/libhsring.so" PATH="$bin:$PATH" HSRING_TEST_PYTHON=python3
+     export PYTHONPATH="$PWD/python:$pylib${PYTHONPATH:+:$PYTHONPATH}"
+     mkdir -p "$out/capi" && cd "$out/capi" &&
+       python3 -m pytest -q -p no:cacheprovider "$OLDPWD/tests/capi/python") \
+      > "$out/capi_python.log" 2>&1
+    code=$?
+    echo "== capi_python exit $code: $(tail -n 1 "$out/capi_python.log")"
+    status=$((status | code))
+  else
+    echo "== capi_python skipped: no pytest (set HSRING_WHEELS to a folder of its wheels)"
+  fi
+fi
 "$bin/worker_start_bench" --reps 20 --gpu 0 2>&1 | tee "$out/worker_start_bench.log"
 exit $status
