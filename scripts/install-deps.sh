@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what hsring needs to build on Debian 12 (run as root). Skips apt when all is there.
-# --tests adds what only the test command needs (clang-format, for the formatting check).
+# --tests adds what only the test command needs (clang-format and clang-tidy, for the checks
+# of formatting and of the changed files).
 set -euo pipefail
 packages=(cmake g++ make libboost-dev liburing-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
           libgtest-dev systemd)
-[ "${1:-}" = "--tests" ] && packages+=(clang-format)
+[ "${1:-}" = "--tests" ] && packages+=(clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -12,6 +12,8 @@ for flavour in "${flavours[@]}"; do
   # The built-in trained target, once per machine (cached; ~25 s on two cores), so no test
   # pays for it inside its timeout.
   "$dir/bin/hsring" model builtin > /dev/null
+  # clang-tidy on the sources the newest commit changed (.clang-tidy's checks), once.
+  [ "$flavour" = release ] && ./scripts/check-tidy.sh HEAD~1 "$dir"
   echo "=== ctest ($flavour, $dir)"
   labels=()
   # Forked crash tests are not TSan's business (they prove crash safety, not races).
