@@ -49,7 +49,7 @@ def ring_name(tag):
 
 
 def hf_target_cmd(*extra):
-    return "%s %s --threads 1 %s" % (PYTHON, os.path.join(EXAMPLES, "hf_target.py"), " ".join(extra))
+    return "exec %s %s --threads 1 %s" % (PYTHON, os.path.join(EXAMPLES, "hf_target.py"), " ".join(extra))
 
 
 def test_hf_target_feeds_the_cpp_dflash_drafter(tmp_path, qwen3_folder):
@@ -119,3 +119,79 @@ def test_hf_target_slots_equal_transformers_hidden_states(tmp_path, qwen3_folder
             target.wait()
         log.close()
         subprocess.run([hsring_bin(), "ring", "remove", "--force", name], capture_output=True)
+
+
+def load_torch_drafter():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("torch_drafter",
+                                                  os.path.join(EXAMPLES, "torch_drafter.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_torch_drafter_blocks_see_only_their_documents_context_before_the_anchor():
+    td = load_torch_drafter()
+    torch.manual_seed(1)
+    T, H, K, V, B = 40, 16, 2, 32, 4
+    config = {"hidden_size": H, "target_hidden": H, "num_layers_captured": K, "heads": 4,
+              "kv_heads": 2, "head_dim": 4, "intermediate_size": 24, "eps": 1e-6,
+              "rope_theta": 10000.0, "draft_layers": 2, "block_size": B, "loss_gamma": 2.0,
+              "mask_token_id": V - 1, "vocab_size": V, "target_layer_ids": [0, 1]}
+    model = td.DflashDrafter(config, torch.randn(V, H), torch.randn(V, H)).double()
+    offsets = torch.tensor([0, 15, 40])
+    positions = torch.cat([torch.arange(15), torch.arange(25)])
+    tokens = torch.randint(0, V - 1, (T,))
+    labels = td.step_labels(tokens, offsets, torch.zeros(T, dtype=torch.long), "data")
+    assert labels[14] == td.IGNORE and labels[39] == td.IGNORE and labels[3] == tokens[4]
+    anchors, starts = [5, 20, 30], [0, 15, 15]
+    bt, bp, targets, mask = td.build_blocks(tokens, positions, labels, anchors, starts, B, V - 1, T)
+    assert targets.view(3, B)[1, 2] == labels[21]  # position j against labels[a + j - 1]
+    assert bp.view(3, B)[1].tolist() == [5, 6, 7, 8]
+    features = torch.randn(T, K * H, dtype=torch.float64)
+    base = model(features, positions, bt, bp, mask).view(3, B, V)
+    for row, unchanged, changed in [(5, [0, 1, 2], []), (25, [0, 1], [2]), (3, [1, 2], [0]),
+                                    (15, [0], [1, 2]), (35, [0, 1, 2], [])]:
+        moved = features.clone()
+        moved[row] += 1.0
+        out = model(moved, positions, bt, bp, mask).view(3, B, V)
+        for b in unchanged:
+            assert torch.equal(out[b], base[b]), (row, b)
+        for b in changed:
+            assert not torch.allclose(out[b], base[b]), (row, b)
+    loss, weight, _ = td.dflash_loss(base.reshape(-1, V), targets, B, 2.0)
+    w = torch.exp(-torch.arange(B - 1, dtype=torch.float64) / 2.0)
+    ce = torch.nn.functional.cross_entropy(base[:, 1:].reshape(-1, V), targets.view(3, B)[:, 1:].reshape(-1),
+                                           reduction="none").view(3, B - 1)
+    assert torch.allclose(loss, (ce * w).sum() / (3 * w.sum()))
+
+
+def test_torch_drafter_trains_from_the_cpp_target_and_resumes_after_sigkill(tmp_path):
+    summary, steps, ckpt = tmp_path / "summary.json", tmp_path / "steps.jsonl", tmp_path / "ckpt"
+    # exec: dash here does not exec a lone `-c` command itself, and the launcher's drain waits
+    # for the process it started, so without it the run could end before the final checkpoint.
+    cmd = ("exec %s %s --threads 1 --checkpoint-dir %s --checkpoint-every 4 --log-json %s --lr 3e-3 "
+           "--warmup-steps 4 --kill-at-step 6" % (PYTHON, os.path.join(EXAMPLES, "torch_drafter.py"),
+                                                   ckpt, steps))
+    argv = [hsring_bin(), "run", "--ring", ring_name("td"), "--model", "builtin", "--quiet",
+            "--targets", "cpu:1", "--drafters", "cpu:1", "--hs-min-ready", "1", "--batches", "24",
+            "--run-dir", str(tmp_path / "run"), "--summary-json", str(summary),
+            "--log-dir", str(tmp_path / "logs"), "--drafter-cmd", cmd]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    log = (tmp_path / "logs" / "drafter-0.log").read_text()
+    assert done.returncode == 0, done.stderr + log
+    result = json.loads(summary.read_text())
+    assert result["batches_torn"] == 0
+    assert result["batches_lost"] == 0
+    assert result["batches_duplicated"] == 0
+    assert result["restarts_drafter"] == 1
+    assert "resumed from %s (step 4)" % os.path.join(str(ckpt), "step-00000004.pt") in log
+    records = [json.loads(line) for line in steps.read_text().splitlines()]
+    first = [r["step"] for r in records if r["epoch"] == 1]
+    second = [r["step"] for r in records if r["epoch"] > 1]
+    assert first == list(range(1, 7))
+    assert second and second[0] == 5 and second == list(range(5, 5 + len(second)))
+    losses = [r["loss"] for r in records]
+    assert all(np.isfinite(losses))
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), losses
+    assert os.path.exists(ckpt / ("step-%08d.pt" % second[-1]))  # the final checkpoint
