@@ -3,7 +3,8 @@
 
 Runs any AutoModelForCausalLM (a local folder or a hub id) on the CPU or a GPU, captures
 the ring's layers through output_hidden_states (layer id i is HF hidden_states[i + 1]:
-the output of decoder layer i, as everywhere in hsring), writes the target's greedy
+the output of decoder layer i, as everywhere in hsring; for the last layer, whose HF entry
+comes after the final norm, a forward hook takes it before the norm), writes the target's greedy
 labels (argmax of the logits) and publishes each batch:
 
     hsring run --model /path/to/hf-folder --targets cpu:1 --drafters cpu:1 \
@@ -59,10 +60,28 @@ def load_model(name, device, dtype, attn):
     return model.to(device).eval()
 
 
+class LastLayerCapture:
+    """HF returns its last hidden_states entry after the final norm; hsring's layer id L - 1
+    is the last decoder layer's output before it (docs/target-model.md, "Captured layers").
+    A forward hook on that layer keeps the un-normed output when the ring asks for it."""
+
+    def __init__(self, model, num_layers):
+        self.output = None
+        decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+        layers = getattr(decoder, "layers", None)
+        if layers is None or len(layers) != num_layers:
+            raise SystemExit("hf_target.py: cannot find the decoder layers to capture the last one")
+        layers[num_layers - 1].register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output):
+        self.output = output[0] if isinstance(output, (tuple, list)) else output
+
+
 @torch.inference_mode()
-def forward_batch(model, input_ids, positions, doc_offsets, layer_ids, device):
+def forward_batch(model, input_ids, positions, doc_offsets, layer_ids, device, last=None):
     """Per document: (its K captured layers [n, H] each, its greedy labels [n]), run as
-    its own sequence so attention stays inside it."""
+    its own sequence so attention stays inside it. Layer id i is hidden_states[i + 1],
+    except the last layer (`last`: its hook's output, before the final norm)."""
     ids = torch.from_numpy(input_ids.astype("int64")).to(device)
     pos = torch.from_numpy(positions.astype("int64")).to(device)
     layers = [[] for _ in layer_ids]
@@ -74,7 +93,10 @@ def forward_batch(model, input_ids, positions, doc_offsets, layer_ids, device):
         out = model(input_ids=ids[s:e][None], position_ids=pos[s:e][None],
                     output_hidden_states=True, use_cache=False)
         for k, i in enumerate(layer_ids):
-            layers[k].append(out.hidden_states[i + 1][0])
+            if last is not None and i == len(out.hidden_states) - 2:
+                layers[k].append(last.output.reshape(e - s, -1))
+            else:
+                layers[k].append(out.hidden_states[i + 1][0])
         labels.append(out.logits[0].argmax(-1))
     return [torch.cat(parts) for parts in layers], torch.cat(labels)
 
@@ -103,13 +125,16 @@ def main():
         print("hf_target.py: warning: the model's vocabulary (%d) is larger than the ring's (%d);"
               " a greedy token beyond it is refused" % (config.vocab_size, shape.vocab_size),
               flush=True)
+    last = None
+    if config.num_hidden_layers - 1 in shape.layer_ids:
+        last = LastLayerCapture(model, config.num_hidden_layers)
     out_dtype = shape.torch_dtype
     print("hf_target %d epoch %d: %s on %s, layers %s, %s ring" % (
         producer.index, producer.epoch, args.model, device, list(shape.layer_ids), shape.dtype),
         flush=True)
     for job in producer:
         layers, labels = forward_batch(model, job.input_ids, job.positions, job.doc_offsets,
-                                       shape.layer_ids, device)
+                                       shape.layer_ids, device, last)
         job.write_layers([t.to(out_dtype).contiguous() for t in layers])
         job.write_labels(labels.to(torch.int32).cpu())
         job.publish()

@@ -101,8 +101,14 @@ def test_hf_target_slots_equal_transformers_hidden_states(tmp_path, qwen3_folder
                 with torch.no_grad():  # the document alone: nothing of its neighbours
                     out = model(input_ids=ids, output_hidden_states=True, use_cache=False)
                 for k, i in enumerate(LAYERS):
-                    np.testing.assert_allclose(batch.layers[k][s:e], out.hidden_states[i + 1][0].numpy(),
+                    got = batch.layers[k][s:e]
+                    if i == 3:  # the last layer: hsring's is before the final norm, HF's after
+                        with torch.no_grad():
+                            got = model.model.norm(torch.from_numpy(got.copy())).numpy()
+                    np.testing.assert_allclose(got, out.hidden_states[i + 1][0].numpy(),
                                                rtol=1e-5, atol=1e-5)
+                assert not np.allclose(batch.layers[2][s:e], out.hidden_states[4][0].numpy(),
+                                       rtol=1e-3, atol=1e-3)
                 assert not np.allclose(batch.layers[0][s:e], batch.layers[1][s:e])
                 greedy = out.logits[0].argmax(-1).numpy()
                 assert (batch.labels[s:e] == greedy).mean() > 0.99  # ties may round differently
