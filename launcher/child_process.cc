@@ -1,6 +1,7 @@
 #include "launcher/child_process.h"
 
 #include <fcntl.h>
+#include <cerrno>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -119,7 +120,11 @@ void ChildProcess::signal(int signo) const {
 }
 
 void ChildProcess::signal_group(int signo) const {
-  if (pidfd_ >= 0) ::kill(-pid_, signo);
+  if (pid_ > 0) ::kill(-pid_, signo);
+}
+
+bool ChildProcess::group_alive() const {
+  return pid_ > 0 && (::kill(-pid_, 0) == 0 || errno == EPERM);
 }
 
 bool ChildProcess::try_reap(int& wait_status) {

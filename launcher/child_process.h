@@ -32,9 +32,14 @@ class ChildProcess {
 
   void signal(int signo) const;  // through the pidfd: never hits a reused pid
   // Signals the child's whole process group (it leads its own): what a shell command
-  // started. Only before the child is reaped, while its pid (the group's id) cannot be
-  // reused: an exited but unreaped leader still holds it.
+  // started. Before the child is reaped its pid (the group's id) cannot be reused (an
+  // exited but unreaped leader holds it); after, only while group_alive() just said so:
+  // the kernel keeps a group's id in use while any member lives.
   void signal_group(int signo) const;
+  // True while any process of the child's group lives (the child itself included until
+  // reaped): a shell may exit at SIGTERM before the program it started (dash does not
+  // exec a lone `-c` command), and the drain waits for that program too.
+  bool group_alive() const;
   // Reaps the child if it has exited; returns true and fills `status` (waitid's si_code /
   // si_status as a wait status) when it did.
   bool try_reap(int& wait_status);

@@ -432,18 +432,21 @@ void Supervisor::drain() {
     for (Worker& w : workers_) {
       int status;
       if (w.process.running() && !w.process.try_reap(status)) any_running = true;
+      // A user command's program may outlive its shell (ChildProcess::group_alive).
+      if (w.user_command && !w.process.running() && w.process.group_alive()) any_running = true;
     }
     if (!any_running) break;
     ::usleep(2000);
   }
   for (Worker& w : workers_) {
-    if (!w.process.running()) continue;
+    const bool group = w.user_command && w.process.group_alive();
+    if (!w.process.running() && !group) continue;
     log_line(w.name() + " did not stop within " + std::to_string(options_.drain_timeout_s) +
              " s; killing it");
     w.process.signal(SIGKILL);
-    if (w.user_command) w.process.signal_group(SIGKILL);
+    if (group) w.process.signal_group(SIGKILL);
     int status;
-    while (!w.process.try_reap(status)) ::usleep(1000);
+    while (w.process.running() && !w.process.try_reap(status)) ::usleep(1000);
   }
   recover_dead_owners(*ring_);
   ring_->header().run_state.store(uint32_t(RunState::kStopped), std::memory_order_release);
