@@ -1,12 +1,12 @@
 #include "launcher/child_process.h"
 
 #include <fcntl.h>
-#include <cerrno>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <cerrno>
 #include <cstring>
