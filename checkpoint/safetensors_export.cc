@@ -58,9 +58,8 @@ void export_safetensors(const std::string& path, std::span<const Tensor> tensors
       bad_export(path, "tensor '" + t.name + "' has " + std::to_string(t.data.size()) +
                            " elements, its shape holds " + std::to_string(count));
     const uint64_t end = data_size + count * element_size;
-    json_header[t.name] = {{"dtype", bf16 ? "BF16" : "F32"},
-                           {"shape", t.shape},
-                           {"data_offsets", {data_size, end}}};
+    json_header[t.name] = {
+        {"dtype", bf16 ? "BF16" : "F32"}, {"shape", t.shape}, {"data_offsets", {data_size, end}}};
     data_size = end;
   }
   std::string header = json_header.dump();
