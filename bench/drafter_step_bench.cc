@@ -6,7 +6,9 @@
 // gradient: the features are frozen), 6 x layer parameters per block row plus 6 x k/v
 // parameters per context row, 4 x head parameters per scored row (the head is frozen),
 // and the block attention at 4 + 14 x head_dim per (query head, key) pair. --batch-out
-// writes the batch's documents and anchors for bench/dflash_step_torch.py.
+// writes the batch's documents and anchors for bench/dflash_step_torch.py. --phases adds one
+// more step timed by cudaEvents between its phases (CudaDflashTrainer::set_phase_timing),
+// printed as phase_ms:<phase>=<ms>, summed over the layers.
 // --objective same-position times train/cuda_trainer.h:
 //   1. the default drafter of --model fed by 5 captured layers (qwen3-8b: K 5 x H 4096 ->
 //      D 4096, vocab 151936), T tokens packed as documents of 256..4096 tokens, features
@@ -56,6 +58,7 @@ struct Options {
   uint32_t warmup = 2;
   int gpu = 0;
   uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
+  bool phases = false;  // dflash: one more step with per-phase device times
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -218,6 +221,18 @@ int run_dflash(const Options& o) {
   const double gemm = gemm_tflops(o);
   print("gemm_tflops", gemm, "%.1f");
   print("step_over_gemm", step_tflops / gemm, "%.3f");
+  if (o.phases) {
+    // A separate step: the events between phases would otherwise be in the timed ones.
+    trainer.set_phase_timing(true);
+    (void)trainer.compute_gradients_bf16(device.as<uint16_t>(), view);
+    trainer.apply_gradients();
+    double sum = 0;
+    for (const auto& [phase, ms] : trainer.phase_ms()) {
+      std::printf("phase_ms:%s=%.2f\n", phase.c_str(), ms);
+      sum += ms;
+    }
+    print("phase_ms_total", sum, "%.1f");
+  }
   return 0;
 }
 
@@ -318,6 +333,7 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", o.tokens, "Tokens per batch")->capture_default_str();
   app.add_option("--iterations", o.iterations, "Timed steps")->capture_default_str();
   app.add_option("--gpu", o.gpu, "GPU id")->capture_default_str();
+  app.add_flag("--phases", o.phases, "DFlash: one more step timed phase by phase");
   CLI11_PARSE(app, argc, argv);
   try {
     return hsring::run(o);

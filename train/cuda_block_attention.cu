@@ -1,7 +1,8 @@
 // The DFlash block attention's kernels (train/cuda_block_attention.h). Shared-memory
 // tiles: 64 query vectors (block rows x the query heads of one KV head) against 32 keys
-// at a time; rows are padded by one float so that a warp reading a column of a tile hits
-// 32 banks. Softmax statistics are kept in fp32 per query vector (online, as flash
+// at a time; rows are padded by four floats so that they stay 16-byte aligned for the
+// float4 reads of the score loops and eight lanes reading four columns of eight rows hit
+// 32 distinct banks. Softmax statistics are kept in fp32 per query vector (online, as flash
 // attention does); the backward recomputes probabilities from the forward's lse.
 #include <cuda_runtime.h>
 
@@ -22,6 +23,18 @@ constexpr int kKeysPerWarp = kKeys / kWarps;
 constexpr int kMaxPerLane = 8;  // head_dim up to 256
 constexpr int kScoreStride = kKeys + 1;
 constexpr int kKeyScoreStride = kQueries + 1;
+constexpr int kPad = 4;  // floats after each head_dim row of a tile
+
+// Four consecutive floats of a padded tile row (16-byte aligned: rows are HD + kPad floats).
+__device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// a += x . y over four components, in the order x, y, z, w (as the scalar loop summed).
+__device__ void dot4(float& a, float4 x, float4 y) {
+  a += x.x * y.x;
+  a += x.y * y.y;
+  a += x.z * y.z;
+  a += x.w * y.w;
+}
 
 struct Args {
   const float *q, *ctx_k, *ctx_v, *block_k, *block_v, *out, *dout, *lse;
@@ -66,7 +79,7 @@ __device__ uint64_t key_offset(const BlockAttentionDims& d, int32_t context_begi
 template <int HD>
 __device__ void load_key_tile(const Args& a, int32_t cb, int32_t n_ctx, int32_t n_keys, uint32_t b,
                               uint32_t g, int32_t k0, float* ks, float* vs) {
-  constexpr int S = HD + 1;
+  constexpr int S = HD + kPad;
   for (uint32_t e = threadIdx.x; e < uint32_t(kKeys * HD); e += kThreads) {
     const int32_t kk = int32_t(e / HD);
     const uint32_t col = e % HD;
@@ -87,7 +100,7 @@ __device__ void load_key_tile(const Args& a, int32_t cb, int32_t n_ctx, int32_t 
 template <int HD>
 __device__ void load_queries(const Args& a, uint32_t b, uint32_t g, uint32_t v0, uint32_t nv,
                              float* qs, const float* src2, float* second) {
-  constexpr int S = HD + 1;
+  constexpr int S = HD + kPad;
   const float scale = rsqrtf(float(HD));
   for (uint32_t e = threadIdx.x; e < uint32_t(kQueries * HD); e += kThreads) {
     const uint32_t i = e / HD, col = e % HD, v = v0 + i;
@@ -100,8 +113,8 @@ __device__ void load_queries(const Args& a, uint32_t b, uint32_t g, uint32_t v0,
 
 template <int P>
 __global__ void __launch_bounds__(kThreads) forward_kernel(Args a) {
-  constexpr int HD = 32 * P, S = HD + 1;
-  extern __shared__ float smem[];
+  constexpr int HD = 32 * P, S = HD + kPad;
+  extern __shared__ __align__(16) float smem[];
   float* qs = smem;
   float* ks = qs + kQueries * S;
   float* vs = ks + kKeys * S;
@@ -127,13 +140,13 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Args a) {
     load_key_tile<HD>(a, cb, n_ctx, n_keys, b, g, k0, ks, vs);
     __syncthreads();
     float s[2][4] = {};
-    for (int x = 0; x < HD; ++x) {
-      const float q0 = qs[sr * S + x], q1 = qs[(sr + 1) * S + x];
+    for (int x = 0; x < HD; x += 4) {
+      const float4 q0 = load4(qs + sr * S + x), q1 = load4(qs + (sr + 1) * S + x);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float kx = ks[(sk + 8 * c) * S + x];
-        s[0][c] += q0 * kx;
-        s[1][c] += q1 * kx;
+        const float4 kx = load4(ks + (sk + 8 * c) * S + x);
+        dot4(s[0][c], q0, kx);
+        dot4(s[1][c], q1, kx);
       }
     }
 #pragma unroll
@@ -164,13 +177,18 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Args a) {
       for (int e = 0; e < P; ++e) acc[i][e] *= correction;
     }
     __syncwarp();
+    // Keys outermost: each value element is read from shared memory once for the warp's
+    // rows (the loop is bound by shared-memory loads, not by the FMAs). Every acc[i][e]
+    // still sums over the keys in order.
+    for (int kk = 0; kk < kKeys; ++kk) {
+      float vk[P];
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      const uint32_t row = warp * kRowsPerWarp + i;
-      for (int kk = 0; kk < kKeys; ++kk) {
-        const float p = ps[row * kScoreStride + kk];
+      for (int e = 0; e < P; ++e) vk[e] = vs[kk * S + lane + 32 * e];
 #pragma unroll
-        for (int e = 0; e < P; ++e) acc[i][e] += p * vs[kk * S + lane + 32 * e];
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        const float p = ps[(warp * kRowsPerWarp + i) * kScoreStride + kk];
+#pragma unroll
+        for (int e = 0; e < P; ++e) acc[i][e] += p * vk[e];
       }
     }
   }
@@ -191,8 +209,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Args a) {
 // stored for the key side.
 template <int P>
 __global__ void __launch_bounds__(kThreads) backward_query_kernel(Args a) {
-  constexpr int HD = 32 * P, S = HD + 1;
-  extern __shared__ float smem[];
+  constexpr int HD = 32 * P, S = HD + kPad;
+  extern __shared__ __align__(16) float smem[];
   float* qs = smem;
   float* dos = qs + kQueries * S;
   float* ks = dos + kQueries * S;
@@ -233,16 +251,17 @@ __global__ void __launch_bounds__(kThreads) backward_query_kernel(Args a) {
     load_key_tile<HD>(a, cb, n_ctx, n_keys, b, g, k0, ks, vs);
     __syncthreads();
     float s[2][4] = {}, dp[2][4] = {};
-    for (int x = 0; x < HD; ++x) {
-      const float q0 = qs[sr * S + x], q1 = qs[(sr + 1) * S + x];
-      const float o0 = dos[sr * S + x], o1 = dos[(sr + 1) * S + x];
+    for (int x = 0; x < HD; x += 4) {
+      const float4 q0 = load4(qs + sr * S + x), q1 = load4(qs + (sr + 1) * S + x);
+      const float4 o0 = load4(dos + sr * S + x), o1 = load4(dos + (sr + 1) * S + x);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const float kx = ks[(sk + 8 * c) * S + x], vx = vs[(sk + 8 * c) * S + x];
-        s[0][c] += q0 * kx;
-        s[1][c] += q1 * kx;
-        dp[0][c] += o0 * vx;
-        dp[1][c] += o1 * vx;
+        const float4 kx = load4(ks + (sk + 8 * c) * S + x);
+        const float4 vx = load4(vs + (sk + 8 * c) * S + x);
+        dot4(s[0][c], q0, kx);
+        dot4(s[1][c], q1, kx);
+        dot4(dp[0][c], o0, vx);
+        dot4(dp[1][c], o1, vx);
       }
     }
 #pragma unroll
@@ -255,13 +274,16 @@ __global__ void __launch_bounds__(kThreads) backward_query_kernel(Args a) {
         dss[row * kScoreStride + key] = p * (dp[r][c] - delta_s[row]);
       }
     __syncthreads();
+    // Keys outermost, as in the forward: one shared-memory read of each key element.
+    for (int kk = 0; kk < kKeys; ++kk) {
+      float kk_row[P];
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      const uint32_t row = warp * kRowsPerWarp + i;
-      for (int kk = 0; kk < kKeys; ++kk) {
-        const float ds = dss[row * kScoreStride + kk];
+      for (int e = 0; e < P; ++e) kk_row[e] = ks[kk * S + lane + 32 * e];
 #pragma unroll
-        for (int e = 0; e < P; ++e) acc[i][e] += ds * ks[kk * S + lane + 32 * e];
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        const float ds = dss[(warp * kRowsPerWarp + i) * kScoreStride + kk];
+#pragma unroll
+        for (int e = 0; e < P; ++e) acc[i][e] += ds * kk_row[e];
       }
     }
   }
@@ -280,8 +302,8 @@ __global__ void __launch_bounds__(kThreads) backward_query_kernel(Args a) {
 // of the tile's blocks that see key k.
 template <int P>
 __global__ void __launch_bounds__(kThreads) backward_key_kernel(Args a) {
-  constexpr int HD = 32 * P, S = HD + 1;
-  extern __shared__ float smem[];
+  constexpr int HD = 32 * P, S = HD + kPad;
+  extern __shared__ __align__(16) float smem[];
   float* ks = smem;
   float* vs = ks + kKeys * S;
   float* qs = vs + kKeys * S;
@@ -323,12 +345,12 @@ __global__ void __launch_bounds__(kThreads) backward_key_kernel(Args a) {
       }
       __syncthreads();
       float s[8] = {}, dp[8] = {};
-      for (int x = 0; x < HD; ++x) {
-        const float kx = ks[key * S + x], vx = vs[key * S + x];
+      for (int x = 0; x < HD; x += 4) {
+        const float4 kx = load4(ks + key * S + x), vx = load4(vs + key * S + x);
 #pragma unroll
         for (int c = 0; c < 8; ++c) {
-          s[c] += kx * qs[(sq + 8 * c) * S + x];
-          dp[c] += vx * dos[(sq + 8 * c) * S + x];
+          dot4(s[c], kx, load4(qs + (sq + 8 * c) * S + x));
+          dot4(dp[c], vx, load4(dos + (sq + 8 * c) * S + x));
         }
       }
 #pragma unroll
@@ -339,15 +361,23 @@ __global__ void __launch_bounds__(kThreads) backward_key_kernel(Args a) {
         dst[key * kKeyScoreStride + qv] = p * (dp[c] - delta_s[qv]);
       }
       __syncthreads();
+      // Query vectors outermost: each dout / q element is read from shared memory once
+      // for the warp's keys. Every accumulator still sums over the queries in order.
+      for (int qv = 0; qv < kQueries; ++qv) {
+        float o[P], qx[P];
 #pragma unroll
-      for (int i = 0; i < kKeysPerWarp; ++i) {
-        const uint32_t k = warp * kKeysPerWarp + i;
-        for (int qv = 0; qv < kQueries; ++qv) {
+        for (int e = 0; e < P; ++e) {
+          o[e] = dos[qv * S + lane + 32 * e];
+          qx[e] = qs[qv * S + lane + 32 * e];
+        }
+#pragma unroll
+        for (int i = 0; i < kKeysPerWarp; ++i) {
+          const uint32_t k = warp * kKeysPerWarp + i;
           const float p = pt[k * kKeyScoreStride + qv], ds = dst[k * kKeyScoreStride + qv];
 #pragma unroll
           for (int e = 0; e < P; ++e) {
-            acc_v[i][e] += p * dos[qv * S + lane + 32 * e];
-            acc_k[i][e] += ds * qs[qv * S + lane + 32 * e];
+            acc_v[i][e] += p * o[e];
+            acc_k[i][e] += ds * qx[e];
           }
         }
       }
@@ -371,17 +401,17 @@ __global__ void __launch_bounds__(kThreads) backward_key_kernel(Args a) {
 template <int P>
 constexpr size_t forward_smem() {
   return sizeof(float) *
-         ((kQueries + 2 * kKeys) * (32 * P + 1) + kQueries * kScoreStride + 2 * kQueries);
+         ((kQueries + 2 * kKeys) * (32 * P + kPad) + kQueries * kScoreStride + 2 * kQueries);
 }
 template <int P>
 constexpr size_t query_smem() {
   return sizeof(float) *
-         ((2 * kQueries + 2 * kKeys) * (32 * P + 1) + kQueries * kScoreStride + 2 * kQueries);
+         ((2 * kQueries + 2 * kKeys) * (32 * P + kPad) + kQueries * kScoreStride + 2 * kQueries);
 }
 template <int P>
 constexpr size_t key_smem() {
-  return sizeof(float) *
-         ((2 * kQueries + 2 * kKeys) * (32 * P + 1) + 2 * kKeys * kKeyScoreStride + 2 * kQueries);
+  return sizeof(float) * ((2 * kQueries + 2 * kKeys) * (32 * P + kPad) +
+                          2 * kKeys * kKeyScoreStride + 2 * kQueries);
 }
 
 template <class Kernel>

@@ -78,6 +78,12 @@ struct CudaDflashTrainer::Buffers {
       d_block_k_raw, d_block_v, d_ctx_k, d_ctx_k_raw, d_ctx_v, d_ctx, d_ctx_pre, d_head, inv_rms,
       delta;
 
+  // Phase timing: events[0] opens the step, events[i] closes phase names[i].
+  bool timing = false;
+  std::vector<gpu::Event> events;
+  std::vector<const char*> names;
+  size_t marks = 0;
+
   float* p(size_t offset) const { return state->params(offset); }
   float* g(size_t offset) const { return state->grads(offset); }
 };
@@ -119,6 +125,7 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   const std::vector<double> inv_freq =
       cpu::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
   upload(b.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(double));
+  b.gemm.keep_bf16_copy(b.head, want);  // frozen: rounded once, not at every product
 
   const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
   b.fc = offset("fc.weight");
@@ -152,6 +159,40 @@ std::string CudaDflashTrainer::describe() const {
   return train::describe(config_) + ", labels " + to_string(options_.labels);
 }
 
+void CudaDflashTrainer::set_phase_timing(bool on) {
+  b_->timing = on;
+  b_->marks = 0;
+}
+
+void CudaDflashTrainer::mark(const char* phase) {
+  Buffers& b = *b_;
+  if (!b.timing) return;
+  if (b.marks == b.events.size()) {
+    b.events.push_back(gpu::make_event());
+    b.names.push_back(nullptr);
+  }
+  b.names[b.marks] = phase;
+  HSRING_CUDA_CHECK(cudaEventRecord(b.events[b.marks].get(), b.stream.get()));
+  ++b.marks;
+}
+
+std::vector<std::pair<std::string, double>> CudaDflashTrainer::phase_ms() const {
+  const Buffers& b = *b_;
+  std::vector<std::pair<std::string, double>> out;
+  if (b.marks < 2) return out;
+  HSRING_CUDA_CHECK(cudaEventSynchronize(b.events[b.marks - 1].get()));
+  for (size_t i = 1; i < b.marks; ++i) {
+    const double ms = gpu::elapsed_ms(b.events[i - 1].get(), b.events[i].get());
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const auto& entry) { return entry.first == b.names[i]; });
+    if (it == out.end())
+      out.emplace_back(b.names[i], ms);
+    else
+      it->second += ms;
+  }
+  return out;
+}
+
 cudaStream_t CudaDflashTrainer::stream() const { return b_->stream.get(); }
 float* CudaDflashTrainer::device_gradients() { return b_->state->grads(); }
 uint64_t CudaDflashTrainer::optimizer_step() const { return b_->state->step(); }
@@ -167,6 +208,8 @@ LossStats CudaDflashTrainer::compute_gradients_bf16(const uint16_t* features,
 
 LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, const void* features) {
   // The CPU trainer's labels and anchors: the same blocks at the same step.
+  b_->marks = 0;
+  mark("start");
   build_dflash_labels(batch, options_.labels, labels_);
   anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
                                  b_->state->step());
@@ -184,10 +227,12 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
     validate_dflash_metadata(blocks, config_);
   build_dflash_block_rows(blocks, config_, rows_);
   upload(batch, source, features);
+  mark("upload (host labels, anchors, copies)");
   run_forward();
   run_head();
   if (b_->backward) run_backward();
   last_ = gather_stats();
+  mark("stats");
   return dflash_loss_stats(last_, batch.rows());
 }
 
@@ -334,6 +379,7 @@ void CudaDflashTrainer::run_forward() {
   // The context: every captured row, projected and normalised once for all layers.
   b.gemm.forward(b.features.get(), t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
   ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx.get());
+  mark("fwd context fc + norm");
   // The blocks: the anchor's embedding, then the mask token's.
   float* x0 = b.acts[0].x_in.get();
   ops.zero(x0, rows * d * sizeof(float));
@@ -342,6 +388,7 @@ void CudaDflashTrainer::run_forward() {
                "launch_embedding_forward");
   for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
   ops.norm(b.x_final.get(), b.p(b.norm), rows, d, b.final_.get());
+  mark("fwd o_proj + mlp");
 }
 
 void CudaDflashTrainer::layer_forward(uint32_t layer) {
@@ -371,12 +418,14 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   ops.norm(a.ctx_k_raw.get(), b.p(o.k_norm), t * kv, hd, a.ctx_k.get());
   ops.rope(a.ctx_k.get(), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(), false);
   gemm.forward(b.ctx.get(), t, d, b.p(o.v), kvd, a.ctx_v.get());
+  mark("fwd q/k/v (block + context)");
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   check_launch(cuda::launch_block_attention_forward(
                    a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
                    b.context.get(), dims, a.attn.get(), a.lse.get(), ops.s),
                "launch_block_attention_forward");
+  mark("fwd block attention");
   ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
   gemm.forward(a.attn.get(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
 
@@ -388,6 +437,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
       "launch_swiglu_forward");
   ops.copy(x_out, a.x_mid.get(), rows * d);
   gemm.forward(a.act.get(), rows, inter, b.p(o.down), d, x_out, true);
+  mark("fwd o_proj + mlp");
 }
 
 void CudaDflashTrainer::run_head() {
@@ -403,11 +453,13 @@ void CudaDflashTrainer::run_head() {
                                                 uint32_t(n), uint32_t(d), b.head_in.get(), ops.s),
                  "launch_embedding_forward");
     b.gemm.forward(b.head_in.get(), n, d, b.head, vocab, b.logits.get());
+    mark("head logits");
     check_launch(
         cuda::launch_cross_entropy(b.logits.get(), b.scored_labels.get() + s0, uint32_t(n),
                                    uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,
                                    b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0),
         "launch_cross_entropy");
+    mark("head cross-entropy");
     if (!b.backward) continue;
     // The logits now hold d(loss)/d(logits) of these rows; the head itself is frozen.
     b.gemm.backward_input(b.logits.get(), n, vocab, b.head, d, b.d_head.get());
@@ -415,6 +467,7 @@ void CudaDflashTrainer::run_head() {
     check_launch(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
                                                  uint32_t(n), uint32_t(d), b.d_final.get(), ops.s),
                  "launch_embedding_backward");
+    mark("head d(final)");
   }
 }
 
@@ -434,6 +487,7 @@ void CudaDflashTrainer::run_backward() {
   ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d, b.d_ctx_pre.get(),
                     false, b.g(b.hidden_norm));
   b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.features.get(), c.feature_dim(), b.g(b.fc));
+  mark("bwd context norm + fc");
 }
 
 void CudaDflashTrainer::layer_backward(uint32_t layer) {
@@ -460,11 +514,13 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_weight(b.d_up.get(), rows, inter, a.m.get(), d, b.g(o.up));
   ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
                     b.g(o.post_norm));
+  mark("bwd mlp");
 
   // Attention block: x_mid = x_in + attn Wo^T.
   float* d_attn = b.d_act.get();
   gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
   gemm.backward_weight(d_x, rows, d, a.attn.get(), qd, b.g(o.o));
+  mark("bwd o_proj");
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   check_launch(cuda::launch_block_attention_backward(
                    a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
@@ -472,6 +528,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
                    uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
                    b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
                "launch_block_attention_backward");
+  mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
   ops.rope(b.d_q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), true);
   ops.norm_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows * heads, hd, b.d_q_raw.get(),
@@ -496,6 +553,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
   ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
                     b.g(o.input_norm));
+  mark("bwd q/k/v (block + context) + norms");
 }
 
 DflashStats CudaDflashTrainer::gather_stats() {
@@ -538,7 +596,12 @@ DflashStats CudaDflashTrainer::gather_stats() {
 }
 
 void CudaDflashTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
-UpdateStats CudaDflashTrainer::apply_gradients() { return b_->state->apply_gradients(); }
+UpdateStats CudaDflashTrainer::apply_gradients() {
+  mark("idle before update");
+  const UpdateStats stats = b_->state->apply_gradients();
+  mark("adamw (norm, clip, update)");
+  return stats;
+}
 std::span<float> CudaDflashTrainer::host_gradients() { return b_->state->host_gradients(); }
 void CudaDflashTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
 std::vector<float> CudaDflashTrainer::params() const { return b_->state->download_params(); }

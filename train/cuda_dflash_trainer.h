@@ -4,7 +4,8 @@
 // cores (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU) and its own
 // block attention kernel (train/cuda_block_attention.h). Anchors and labels are chosen on
 // the host by the CPU trainer's functions (train/dflash_trainer.h), so both score the same
-// blocks. The target's embedding and LM head are kept frozen on the device in fp32. A step
+// blocks. The target's embedding and LM head are kept frozen on the device in fp32 (the head
+// also in bf16, for its products: train/cuda_gemm.h keep_bf16_copy). A step
 // synchronises twice, for the loss and for the gradient norm.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/cuda_drafter_trainer.h"
@@ -53,6 +55,12 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   TrainerState state() const override;
   void load_state(const TrainerState& state) override;
 
+  // Per-phase device time (cudaEvents between the step's phases, on its one stream): off
+  // by default. When on, phase_ms() gives the last compute_gradients* and the
+  // apply_gradients after it, in milliseconds summed by phase name, in first-seen order.
+  void set_phase_timing(bool on);
+  std::vector<std::pair<std::string, double>> phase_ms() const;
+
   // The last batch's statistics in full (per-position acceptance), as DflashTrainer's.
   const DflashStats& last_stats() const { return last_; }
   // Host copies of the flat parameter and gradient buffers (tests).
@@ -73,6 +81,7 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   void run_backward();
   void layer_backward(uint32_t layer);
   DflashStats gather_stats();
+  void mark(const char* phase);  // the time since the last mark goes to `phase`
 
   DflashTrainerOptions options_;  // without the target weights (they live on the device)
   DflashConfig config_;

@@ -15,6 +15,9 @@ namespace hsring::train::cuda {
 
 // The batch's bf16 features (the ring's dtype) widened to fp32: n values.
 cudaError_t launch_bf16_to_float(const uint16_t* in, size_t n, float* out, cudaStream_t stream);
+// fp32 rounded to bf16 (to nearest, ties to even; NaN stays NaN): n values, the operands of
+// the bf16 tensor-core products (train/cuda_gemm.h).
+cudaError_t launch_float_to_bf16(const float* in, size_t n, uint16_t* out, cudaStream_t stream);
 
 // Each row's document bounds from cu_seqlens offsets [docs + 1]: start[t], end[t].
 cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_t rows,

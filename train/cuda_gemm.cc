@@ -2,6 +2,9 @@
 
 #include <cublas_v2.h>
 
+#include "gpu/cuda_check.h"
+#include "train/cuda_drafter_kernels.h"
+
 #include <limits>
 #include <string>
 
@@ -41,15 +44,48 @@ Gemm::Gemm(GemmPrecision precision) : precision_(precision), handle_(std::make_u
 Gemm::~Gemm() = default;
 
 void Gemm::bind(cudaStream_t stream) {
+  stream_ = stream;
   check(cublasSetStream(handle_->handle, stream), "cublasSetStream");
   check(cublasSetWorkspace(handle_->handle, workspace_.data(), workspace_.size()),
         "cublasSetWorkspace");
+}
+
+void Gemm::keep_bf16_copy(const float* matrix, size_t count) {
+  if (precision_ != GemmPrecision::kBf16 || count == 0) return;
+  Bf16Copy copy{matrix, count, gpu::DeviceBuffer::allocate(count * sizeof(uint16_t))};
+  HSRING_CUDA_CHECK(launch_float_to_bf16(matrix, count, copy.values.as<uint16_t>(), stream_));
+  copies_.push_back(std::move(copy));
+}
+
+const void* Gemm::bf16_operand(const float* source, size_t count, gpu::DeviceBuffer& scratch) {
+  for (const Bf16Copy& copy : copies_)
+    if (source >= copy.source && source + count <= copy.source + copy.count)
+      return copy.values.as<uint16_t>() + (source - copy.source);
+  if (scratch.size() < count * sizeof(uint16_t)) {
+    // The old scratch may still be read by an enqueued product: wait before freeing it.
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    scratch = gpu::DeviceBuffer{};
+    scratch = gpu::DeviceBuffer::allocate(count * sizeof(uint16_t));
+  }
+  HSRING_CUDA_CHECK(launch_float_to_bf16(source, count, scratch.as<uint16_t>(), stream_));
+  return scratch.data();
 }
 
 void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
                 size_t lda, const float* b, size_t ldb, float* c, size_t ldc, bool accumulate) {
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
+  if (precision_ == GemmPrecision::kBf16) {
+    // Column-major extents: op(A) [m, k] is A [m, k] or A [k, m] with leading dimension lda.
+    const void* a16 = bf16_operand(a, lda * (transpose_a ? m : k), scratch_a_);
+    const void* b16 = bf16_operand(b, ldb * (transpose_b ? k : n), scratch_b_);
+    check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                       transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha, a16,
+                       CUDA_R_16BF, dim(lda), b16, CUDA_R_16BF, dim(ldb), &beta, c, CUDA_R_32F,
+                       dim(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    return;
+  }
   const cublasComputeType_t compute =
       precision_ == GemmPrecision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
   check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,

@@ -1,14 +1,17 @@
 // The three products of a linear layer's training step on cuBLAS, on fp32 row-major arrays
 // with HF-layout weights w [out, in]. kBf16 multiplies in bf16 on the tensor cores with fp32
-// accumulation (CUBLAS_COMPUTE_32F_FAST_16BF: the inputs are rounded to bf16 inside cuBLAS,
-// the master weights and activations stay fp32); kFp32 multiplies in full fp32, which the
-// tests use to check the step's maths against the CPU reference to ~1e-5.
+// accumulation: both operands are rounded to bf16 (to nearest even) into the Gemm's own
+// scratch and multiplied as native bf16 (cuBLAS's bf16 kernels run at about twice the rate of
+// CUBLAS_COMPUTE_32F_FAST_16BF on fp32 arrays); the master weights and activations stay
+// fp32, and frozen matrices may keep a bf16 copy (keep_bf16_copy). kFp32 multiplies in full
+// fp32, which the tests use to check the step's maths against the CPU reference to ~1e-5.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "gpu/cuda_handles.h"
 
@@ -28,6 +31,11 @@ class Gemm {
   void bind(cudaStream_t stream);
   GemmPrecision precision() const { return precision_; }
 
+  // kBf16: products reading any of matrix[0, count) read a bf16 copy made now, on the bound
+  // stream, instead of rounding it at each product. No effect for kFp32.
+  // REQUIRES: the matrix does not change, nor is freed, while this Gemm lives.
+  void keep_bf16_copy(const float* matrix, size_t count);
+
   // y [rows, out] = x [rows, in] w^T, added to y with `accumulate`.
   void forward(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
                bool accumulate = false);
@@ -44,9 +52,20 @@ class Gemm {
   void gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
             size_t lda, const float* b, size_t ldb, float* c, size_t ldc, bool accumulate);
 
+  struct Bf16Copy {
+    const float* source;
+    size_t count;
+    gpu::DeviceBuffer values;
+  };
+  // The bf16 operand for `source` [count]: a kept copy, or `scratch` (grown) rounded now.
+  const void* bf16_operand(const float* source, size_t count, gpu::DeviceBuffer& scratch);
+
   GemmPrecision precision_;
   std::unique_ptr<Handle> handle_;
   gpu::DeviceBuffer workspace_;
+  cudaStream_t stream_ = nullptr;
+  gpu::DeviceBuffer scratch_a_, scratch_b_;  // kBf16: the operands rounded for one product
+  std::vector<Bf16Copy> copies_;
 };
 
 }  // namespace hsring::train::cuda
