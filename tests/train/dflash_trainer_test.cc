@@ -72,8 +72,11 @@ TEST(DflashTrainerMaskTest, MaskedRowsAreNeverLabelsAnchorsOrCounted) {
     DflashTrainer trainer = make_trainer(kind);
     const LossStats stats = trainer.compute_gradients(view(b));
     const auto labels = trainer.last_labels();
-    for (size_t r = 0; r < labels.size(); ++r)
-      if (masked_next(r)) ASSERT_EQ(labels[r], kIgnoreLabel) << "row " << r;
+    for (size_t r = 0; r < labels.size(); ++r) {
+      if (masked_next(r)) {
+        ASSERT_EQ(labels[r], kIgnoreLabel) << "row " << r;
+      }
+    }
     // Every anchor's block scores at least one unmasked row, and no anchor lies in the
     // masked document 2, where no block could score anything.
     size_t counted_rows = 0;
