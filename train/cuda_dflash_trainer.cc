@@ -45,10 +45,6 @@ struct CudaDflashTrainer::Buffers {
     gemm.bind(stream.get());
   }
 
-  struct LayerOffsets {
-    size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
-           gate = 0, up = 0, down = 0;
-  };
   // What one layer's backward needs of its forward; x_in is the layer's residual input.
   struct LayerActivations {
     Scratch<float> x_in, h, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
@@ -62,7 +58,7 @@ struct CudaDflashTrainer::Buffers {
   const float* head = nullptr;
   gpu::DeviceBuffer inv_freq;  // double [head_dim / 2]
   size_t fc = 0, hidden_norm = 0, norm = 0;
-  std::vector<LayerOffsets> at;
+  std::vector<DflashLayerOffsets> at;
 
   // Per batch: ctx_rows context rows, blocks * B block rows, of which `scored` (j >= 1)
   // go through the head.
@@ -131,23 +127,8 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   b.fc = offset("fc.weight");
   b.hidden_norm = offset("hidden_norm.weight");
   b.norm = offset("norm.weight");
-  b.at.resize(config_.num_layers);
+  b.at = dflash_layer_offsets(layout_, config_.num_layers);
   b.acts.resize(config_.num_layers);
-  for (uint32_t i = 0; i < config_.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    Buffers::LayerOffsets& o = b.at[i];
-    o.input_norm = offset(p + "input_layernorm.weight");
-    o.q = offset(p + "self_attn.q_proj.weight");
-    o.k = offset(p + "self_attn.k_proj.weight");
-    o.v = offset(p + "self_attn.v_proj.weight");
-    o.o = offset(p + "self_attn.o_proj.weight");
-    o.q_norm = offset(p + "self_attn.q_norm.weight");
-    o.k_norm = offset(p + "self_attn.k_norm.weight");
-    o.post_norm = offset(p + "post_attention_layernorm.weight");
-    o.gate = offset(p + "mlp.gate_proj.weight");
-    o.up = offset(p + "mlp.up_proj.weight");
-    o.down = offset(p + "mlp.down_proj.weight");
-  }
   HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // the host copies may go now
 }
 
@@ -399,7 +380,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
-  const Buffers::LayerOffsets& o = b.at[layer];
+  const DflashLayerOffsets& o = b.at[layer];
   Buffers::LayerActivations& a = b.acts[layer];
   float* x_out = layer + 1 < c.num_layers ? b.acts[layer + 1].x_in.get() : b.x_final.get();
 
@@ -498,7 +479,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
-  const Buffers::LayerOffsets& o = b.at[layer];
+  const DflashLayerOffsets& o = b.at[layer];
   const Buffers::LayerActivations& a = b.acts[layer];
   float* d_x = b.d_x.get();
 

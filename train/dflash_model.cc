@@ -115,22 +115,7 @@ BasicDflashModel<Real>::BasicDflashModel(DflashConfig config, DflashTargetWeight
   fc_ = offset("fc.weight");
   hidden_norm_ = offset("hidden_norm.weight");
   norm_ = offset("norm.weight");
-  at_.resize(config_.num_layers);
-  for (uint32_t i = 0; i < config_.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    LayerOffsets& o = at_[i];
-    o.input_norm = offset(p + "input_layernorm.weight");
-    o.q = offset(p + "self_attn.q_proj.weight");
-    o.k = offset(p + "self_attn.k_proj.weight");
-    o.v = offset(p + "self_attn.v_proj.weight");
-    o.o = offset(p + "self_attn.o_proj.weight");
-    o.q_norm = offset(p + "self_attn.q_norm.weight");
-    o.k_norm = offset(p + "self_attn.k_norm.weight");
-    o.post_norm = offset(p + "post_attention_layernorm.weight");
-    o.gate = offset(p + "mlp.gate_proj.weight");
-    o.up = offset(p + "mlp.up_proj.weight");
-    o.down = offset(p + "mlp.down_proj.weight");
-  }
+  at_ = dflash_layer_offsets(layout_, config_.num_layers);
   params_.assign(layout_.total, Real(0));
   grads_.assign(layout_.total, Real(0));
   init_dflash_params<Real>(layout_, seed, params_);
@@ -281,7 +266,7 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
   const size_t heads = c.num_heads, kv = c.num_kv_heads, inter = c.intermediate_size;
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
-  const LayerOffsets& o = at_[layer];
+  const DflashLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   LayerActivations& a = acts_[layer];
   for (auto* buffer : {&a.x_in, &a.h, &a.x_mid, &a.m}) ensure(*buffer, rows * d);
@@ -433,7 +418,7 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
-  const LayerOffsets& o = at_[layer];
+  const DflashLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   const LayerActivations& a = acts_[layer];
   for (auto* buffer : {&d_gate_, &d_up_, &d_act_}) ensure(*buffer, rows * inter);

@@ -129,10 +129,6 @@ class BasicDflashModel {
   }
 
  private:
-  struct LayerOffsets {
-    size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
-           gate = 0, up = 0, down = 0;
-  };
   // What one layer's backward needs of its forward. x_in is the layer's residual input.
   struct LayerActivations {
     std::vector<Real> x_in, h, q_raw, q, ctx_k_raw, ctx_k, ctx_v, block_k_raw, block_k, block_v,
@@ -154,7 +150,7 @@ class BasicDflashModel {
   DflashConfig config_;
   ParamLayout layout_;
   size_t fc_ = 0, hidden_norm_ = 0, norm_ = 0;
-  std::vector<LayerOffsets> at_;
+  std::vector<DflashLayerOffsets> at_;
   uint32_t threads_;
   std::vector<Real> params_, grads_;
   // The target's weights: views for float, copies for double.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "train/dflash_config.h"
 #include "train/drafter_params.h"
@@ -20,6 +21,15 @@ namespace hsring::train {
 //   and last norm.weight [D]. Offsets are multiples of kParamAlignment; gaps are zero.
 // REQUIRES: validate_dflash_config(config).empty().
 ParamLayout dflash_param_layout(const DflashConfig& config);
+
+// Where one draft layer's tensors start in the flat buffer of dflash_param_layout, for the
+// CPU model and the CUDA trainer alike.
+struct DflashLayerOffsets {
+  size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
+         gate = 0, up = 0, down = 0;
+};
+// One entry per layer. REQUIRES: `layout` is dflash_param_layout of a `layers`-layer config.
+std::vector<DflashLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, uint32_t layers);
 
 // Fills `params` (layout.total elements), each tensor a pure function of (seed, name): norm
 // weights 1, Linear weights uniform in +-1/sqrt(fan_in), gaps 0.
