@@ -61,7 +61,7 @@ BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionDims& di
 size_t block_attention_bf16_workspace_bytes(const BlockAttentionDims& dims, size_t partial_slots);
 
 // As launch_block_attention_forward; workspace: block_attention_bf16_workspace_bytes(dims,
-// 0) bytes, 16-byte aligned.
+// 0) bytes. Every array here and below 16-byte aligned (vector loads and stores).
 cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx_k,
                                                 const float* ctx_v, const float* block_k,
                                                 const float* block_v, const int32_t* context,
