@@ -5,7 +5,7 @@
 // (untied, random), with model FLOPs 4 x fc parameters per token (forward and weight
 // gradient: the features are frozen), 6 x layer parameters per block row plus 6 x k/v
 // parameters per context row, 4 x head parameters per scored row (the head is frozen),
-// and the block attention at 4 + 14 x head_dim per (query head, key) pair. --batch-out
+// and the block attention at 4 + 14 x head_dim per (query head, key) pair and layer. --batch-out
 // writes the batch's documents and anchors for bench/dflash_step_torch.py. --phases adds one
 // more step timed by cudaEvents between its phases (CudaDflashTrainer::set_phase_timing),
 // printed as phase_ms:<phase>=<ms>, summed over the layers.
@@ -210,7 +210,7 @@ int run_dflash(const Options& o) {
   const double flops = 4.0 * t * c.feature_dim() * d +
                        c.num_layers * (6.0 * rows * layer_params + 6.0 * t * 2.0 * c.kv_dim() * d) +
                        4.0 * scored * d * c.vocab_size +
-                       (4.0 + 14.0) * double(c.head_dim) * c.num_heads * pairs;
+                       c.num_layers * (4.0 + 14.0) * double(c.head_dim) * c.num_heads * pairs;
   const double ms = median(step_ms);
   print("step_ms", ms, "%.1f");
   print("step_tokens_per_s", t / (ms * 1e-3), "%.0f");

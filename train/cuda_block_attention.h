@@ -6,7 +6,8 @@
 // tiles of 32 through shared memory, so no [queries x keys] matrix exists anywhere. The
 // backward writes dq per query CTA and dk, dv per key tile over the blocks that see it: no
 // two CTAs write one element (no atomics; the same bits every run). Plain host functions
-// (no CUDA syntax here), each launching on `stream` and returning the launch's error.
+// (no CUDA syntax here), each launching on `stream` and returning the launch's error. The
+// trainer's bf16 mode uses the tensor-core version instead (train/cuda_block_attention_bf16.h).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -9,6 +9,7 @@
 #include "model/cuda_kernels.h"
 #include "model/model_error.h"
 #include "train/cuda_block_attention.h"
+#include "train/cuda_block_attention_bf16.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_flat_state.h"
 #include "train/dflash_params.h"
@@ -67,6 +68,13 @@ struct CudaDflashTrainer::Buffers {
   Scratch<int32_t> positions, block_tokens, block_positions, context, scored_rows, scored_labels,
       row_agreed;
   Scratch<cuda::BlockKeyTile> tiles;
+  // The tensor-core block attention (bf16 mode, a head_dim it takes): its key-side plan and
+  // workspace instead of the fp32 kernel's tiles.
+  bool bf16_attention = false;
+  size_t key_work_count = 0, key_sum_count = 0;
+  Scratch<cuda::BlockKeyWork> key_work;
+  Scratch<cuda::BlockKeySum> key_sums;
+  Scratch<unsigned char> attention_workspace;
   Scratch<float> features, ctx_pre, ctx, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_,
       head_in, logits, row_loss, row_weight;
   std::vector<LayerActivations> acts;
@@ -109,6 +117,8 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
 
   b_ = std::make_unique<Buffers>(precision);
   Buffers& b = *b_;
+  b.bf16_attention = precision == cuda::GemmPrecision::kBf16 &&
+                     cuda::block_attention_bf16_supported(config_.head_dim);
   cudaStream_t s = b.stream.get();
   b.state = std::make_unique<cuda::FlatState>(layout_, options.optimizer, host, s);
   const auto upload = [s](gpu::DeviceBuffer& dst, const void* src, size_t bytes) {
@@ -253,7 +263,19 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.backward = total_weight > 0;
   const cuda::BlockAttentionDims dims{uint32_t(blocks), c.block_size,   uint32_t(t),
                                       c.num_heads,      c.num_kv_heads, c.head_dim};
-  const std::vector<cuda::BlockKeyTile> tiles = cuda::block_key_tiles(context_.data(), dims);
+  std::vector<cuda::BlockKeyTile> tiles;
+  cuda::BlockKeyPlan plan;
+  if (b.bf16_attention) {
+    plan = cuda::block_key_plan(context_.data(), dims);
+    b.key_work_count = plan.work.size();
+    b.key_sum_count = plan.sums.size();
+    b.key_work.ensure(plan.work.size());
+    b.key_sums.ensure(std::max<size_t>(1, plan.sums.size()));
+    b.attention_workspace.ensure(
+        cuda::block_attention_bf16_workspace_bytes(dims, plan.partial_slots));
+  } else {
+    tiles = cuda::block_key_tiles(context_.data(), dims);
+  }
   b.tiles_count = tiles.size();
 
   b.positions.ensure(t);
@@ -261,7 +283,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.context.ensure(2 * blocks);
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
-  b.tiles.ensure(tiles.size());
+  b.tiles.ensure(std::max<size_t>(1, tiles.size()));
   b.features.ensure(t * fd);
   for (auto* buffer : {&b.ctx_pre, &b.ctx, &b.d_ctx, &b.d_ctx_pre}) buffer->ensure(t * d);
   for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
@@ -289,6 +311,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
 
   // Pageable sources: each copy has left the host buffer when the call returns.
   const auto copy = [s](void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;  // the path not taken leaves its arrays unallocated
     HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
   };
   copy(b.positions.get(), batch.positions.data(), t * sizeof(int32_t));
@@ -299,6 +322,8 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   copy(b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t));
   copy(b.row_weight.get(), weights.data(), scored * sizeof(float));
   copy(b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile));
+  copy(b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(cuda::BlockKeyWork));
+  copy(b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(cuda::BlockKeySum));
   if (source == Features::kHostFp32) {
     copy(b.features.get(), features, t * fd * sizeof(float));
   } else {
@@ -402,10 +427,17 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   mark("fwd q/k/v (block + context)");
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
-  check_launch(cuda::launch_block_attention_forward(
-                   a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
-                   b.context.get(), dims, a.attn.get(), a.lse.get(), ops.s),
-               "launch_block_attention_forward");
+  if (b.bf16_attention)
+    check_launch(
+        cuda::launch_block_attention_forward_bf16(
+            a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+            b.context.get(), dims, b.attention_workspace.get(), a.attn.get(), a.lse.get(), ops.s),
+        "launch_block_attention_forward_bf16");
+  else
+    check_launch(cuda::launch_block_attention_forward(
+                     a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+                     b.context.get(), dims, a.attn.get(), a.lse.get(), ops.s),
+                 "launch_block_attention_forward");
   mark("fwd block attention");
   ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
   gemm.forward(a.attn.get(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
@@ -503,12 +535,21 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_weight(d_x, rows, d, a.attn.get(), qd, b.g(o.o));
   mark("bwd o_proj");
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
-  check_launch(cuda::launch_block_attention_backward(
-                   a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
-                   a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.tiles.get(),
-                   uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
-                   b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
-               "launch_block_attention_backward");
+  if (b.bf16_attention)
+    check_launch(cuda::launch_block_attention_backward_bf16(
+                     a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+                     a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.key_work.get(),
+                     uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count), dims,
+                     b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
+                     b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
+                 "launch_block_attention_backward_bf16");
+  else
+    check_launch(cuda::launch_block_attention_backward(
+                     a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+                     a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.tiles.get(),
+                     uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
+                     b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
+                 "launch_block_attention_backward");
   mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
   ops.rope(b.d_q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), true);

@@ -2,7 +2,8 @@
 // loss and backward (train/dflash_model.h) and AdamW, with fp32 master weights, gradients
 // and moments on the device (train/cuda_flat_state.h), the products in bf16 on the tensor
 // cores (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU) and its own
-// block attention kernel (train/cuda_block_attention.h). Anchors and labels are chosen on
+// block attention kernels (train/cuda_block_attention_bf16.h on the tensor cores in kBf16,
+// train/cuda_block_attention.h in fp32 otherwise). Anchors and labels are chosen on
 // the host by the CPU trainer's functions (train/dflash_trainer.h), so both score the same
 // blocks. The target's embedding and LM head are kept frozen on the device in fp32 (the head
 // also in bf16, for its products: train/cuda_gemm.h keep_bf16_copy). A step

@@ -1,0 +1,293 @@
+// The tensor-core block attention (train/cuda_block_attention_bf16.h) against the fp32
+// kernels (train/cuda_block_attention.h, themselves checked against the CPU model by
+// cuda_dflash_test) on random inputs: forward and backward within bf16 rounding, every
+// output element written, context rows no block sees with zero gradients, and the same
+// bits on a second run. The key-side plan is checked on the host.
+#include "train/cuda_block_attention_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_handles.h"
+#include "gpu_test_util.h"
+
+namespace hsring::train::cuda {
+namespace {
+
+struct Shape {
+  const char* name;
+  uint32_t heads, kv_heads, head_dim, block_size;
+  std::vector<int32_t> doc_offsets;
+  // Per document, the anchors' offsets into it (ascending); the block sees the rows before.
+  std::vector<std::vector<int32_t>> anchors;
+};
+
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.name; }
+
+// Documents whose first anchor is at their start (an empty context), long contexts whose
+// first tiles are seen by more than 16 blocks (the key side's chunked sums), and rows
+// after a document's last anchor that no block sees.
+std::vector<Shape> shapes() {
+  std::vector<int32_t> many;  // 40 anchors over a 700-row document
+  for (int32_t i = 0; i < 40; ++i) many.push_back(5 + i * 17);
+  return {
+      {"hd128_gqa4_b16", 8, 2, 128, 16, {0, 700, 760, 1000}, {many, {0, 30}, {0, 1, 200}}},
+      {"hd64_mha_b8", 4, 4, 64, 8, {0, 150, 900}, {{0, 64, 65, 140}, many}},
+      {"hd256_gqa4_b16", 4, 1, 256, 16, {0, 700, 733}, {many, {0, 17, 32}}},
+      {"hd32_two_query_chunks_b40", 8, 2, 32, 40, {0, 90, 800}, {{0, 89}, many}},
+      {"hd128_long_block_b80", 2, 1, 128, 80, {0, 100, 300}, {{10, 99}, {0, 150, 199}}},
+  };
+}
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+  std::vector<float> out(n);
+  uint64_t state = seed;
+  for (float& v : out)
+    v = scale * (float(double(splitmix64(state) >> 11) / double(1ull << 53)) * 2.0f - 1.0f);
+  return out;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (double(got[i]) - double(want[i])) * (double(got[i]) - double(want[i]));
+    norm += double(want[i]) * double(want[i]);
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+struct Problem {
+  BlockAttentionDims dims;
+  std::vector<int32_t> context;                                // [blocks * 2]
+  std::vector<float> q, ctx_k, ctx_v, block_k, block_v, dout;  // host inputs
+};
+
+Problem make_problem(const Shape& s, uint64_t seed) {
+  Problem p;
+  for (size_t doc = 0; doc < s.anchors.size(); ++doc)
+    for (int32_t anchor : s.anchors[doc]) {
+      p.context.push_back(s.doc_offsets[doc]);
+      p.context.push_back(s.doc_offsets[doc] + anchor);
+    }
+  const uint32_t blocks = uint32_t(p.context.size() / 2);
+  p.dims = {blocks, s.block_size, uint32_t(s.doc_offsets.back()), s.heads, s.kv_heads, s.head_dim};
+  const size_t rows = size_t(blocks) * s.block_size, hd = s.head_dim;
+  // Scores of a few units: softmaxes neither flat nor one-hot.
+  p.q = random_floats(rows * s.heads * hd, seed, 1.5f);
+  p.ctx_k = random_floats(size_t(p.dims.context_rows) * s.kv_heads * hd, seed + 1, 1.5f);
+  p.ctx_v = random_floats(size_t(p.dims.context_rows) * s.kv_heads * hd, seed + 2, 1.0f);
+  p.block_k = random_floats(rows * s.kv_heads * hd, seed + 3, 1.5f);
+  p.block_v = random_floats(rows * s.kv_heads * hd, seed + 4, 1.0f);
+  p.dout = random_floats(rows * s.heads * hd, seed + 5, 1.0f);
+  return p;
+}
+
+gpu::DeviceBuffer upload(const void* data, size_t bytes) {
+  gpu::DeviceBuffer buffer = gpu::DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
+  if (bytes > 0) HSRING_CUDA_CHECK(cudaMemcpy(buffer.data(), data, bytes, cudaMemcpyHostToDevice));
+  return buffer;
+}
+template <class T>
+gpu::DeviceBuffer upload(const std::vector<T>& v) {
+  return upload(v.data(), v.size() * sizeof(T));
+}
+// An output buffer filled with NaNs, so that an element the kernel skips shows.
+gpu::DeviceBuffer poisoned(size_t floats) {
+  gpu::DeviceBuffer buffer = gpu::DeviceBuffer::allocate(std::max<size_t>(floats, 4) * 4);
+  HSRING_CUDA_CHECK(cudaMemset(buffer.data(), 0xFF, buffer.size()));
+  return buffer;
+}
+std::vector<float> download(const gpu::DeviceBuffer& buffer, size_t floats) {
+  std::vector<float> out(floats);
+  HSRING_CUDA_CHECK(cudaMemcpy(out.data(), buffer.data(), floats * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// Forward and backward outputs, downloaded.
+struct Results {
+  std::vector<float> out, lse, dq, d_ctx_k, d_ctx_v, d_block_k, d_block_v;
+};
+
+Results run(const Problem& p, bool bf16) {
+  const BlockAttentionDims& d = p.dims;
+  const size_t rows = size_t(d.blocks) * d.block_size, hd = d.head_dim;
+  const size_t q_floats = rows * d.heads * hd,
+               ctx_floats = size_t(d.context_rows) * d.kv_heads * hd;
+  const size_t block_floats = rows * d.kv_heads * hd;
+  gpu::DeviceBuffer q = upload(p.q), ctx_k = upload(p.ctx_k), ctx_v = upload(p.ctx_v);
+  gpu::DeviceBuffer block_k = upload(p.block_k), block_v = upload(p.block_v);
+  gpu::DeviceBuffer dout = upload(p.dout), context = upload(p.context);
+  gpu::DeviceBuffer out = poisoned(q_floats), lse = poisoned(rows * d.heads);
+  gpu::DeviceBuffer delta = poisoned(rows * d.heads), dq = poisoned(q_floats);
+  gpu::DeviceBuffer d_ctx_k = poisoned(ctx_floats), d_ctx_v = poisoned(ctx_floats);
+  gpu::DeviceBuffer d_block_k = poisoned(block_floats), d_block_v = poisoned(block_floats);
+  cudaStream_t s = nullptr;
+  if (bf16) {
+    const BlockKeyPlan plan = block_key_plan(p.context.data(), d);
+    gpu::DeviceBuffer work = upload(plan.work), sums = upload(plan.sums);
+    gpu::DeviceBuffer workspace =
+        gpu::DeviceBuffer::allocate(block_attention_bf16_workspace_bytes(d, plan.partial_slots));
+    HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
+        q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
+        block_v.as<float>(), context.as<int32_t>(), d, workspace.data(), out.as<float>(),
+        lse.as<float>(), s));
+    HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
+        q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
+        block_v.as<float>(), out.as<float>(), dout.as<float>(), lse.as<float>(),
+        context.as<int32_t>(), work.as<BlockKeyWork>(), uint32_t(plan.work.size()),
+        sums.as<BlockKeySum>(), uint32_t(plan.sums.size()), d, workspace.data(), delta.as<float>(),
+        dq.as<float>(), d_ctx_k.as<float>(), d_ctx_v.as<float>(), d_block_k.as<float>(),
+        d_block_v.as<float>(), s));
+    HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    const std::vector<BlockKeyTile> tiles = block_key_tiles(p.context.data(), d);
+    gpu::DeviceBuffer tiles_d = upload(tiles);
+    HSRING_CUDA_CHECK(launch_block_attention_forward(
+        q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
+        block_v.as<float>(), context.as<int32_t>(), d, out.as<float>(), lse.as<float>(), s));
+    HSRING_CUDA_CHECK(launch_block_attention_backward(
+        q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
+        block_v.as<float>(), out.as<float>(), dout.as<float>(), lse.as<float>(),
+        context.as<int32_t>(), tiles_d.as<BlockKeyTile>(), uint32_t(tiles.size()), d,
+        delta.as<float>(), dq.as<float>(), d_ctx_k.as<float>(), d_ctx_v.as<float>(),
+        d_block_k.as<float>(), d_block_v.as<float>(), s));
+    HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return {download(out, q_floats),          download(lse, rows * d.heads),
+          download(dq, q_floats),           download(d_ctx_k, ctx_floats),
+          download(d_ctx_v, ctx_floats),    download(d_block_k, block_floats),
+          download(d_block_v, block_floats)};
+}
+
+class CudaBlockAttentionBf16Test : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(CudaBlockAttentionBf16Test, MatchesTheFp32KernelWithinBf16Rounding) {
+  HSRING_REQUIRE_GPUS(1);
+  const Shape& shape = GetParam();
+  ASSERT_TRUE(block_attention_bf16_supported(shape.head_dim));
+  const Problem p = make_problem(shape, 42);
+  const Results want = run(p, false), got = run(p, true);
+  const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
+      outputs[] = {{"out", {&got.out, &want.out}},
+                   {"dq", {&got.dq, &want.dq}},
+                   {"d_ctx_k", {&got.d_ctx_k, &want.d_ctx_k}},
+                   {"d_ctx_v", {&got.d_ctx_v, &want.d_ctx_v}},
+                   {"d_block_k", {&got.d_block_k, &want.d_block_k}},
+                   {"d_block_v", {&got.d_block_v, &want.d_block_v}}};
+  for (const auto& [name, pair] : outputs) {
+    const double error = relative_error(*pair.first, *pair.second);
+    std::printf("[ bf16     ] %s %s: relative error %.2e\n", shape.name, name, error);
+    EXPECT_LE(error, 2e-2) << name;  // NaN (an element not written) fails too
+  }
+  double worst_lse = 0;
+  for (size_t i = 0; i < want.lse.size(); ++i)
+    worst_lse = std::max(worst_lse, std::fabs(double(got.lse[i]) - double(want.lse[i])));
+  std::printf("[ bf16     ] %s lse: worst absolute error %.2e\n", shape.name, worst_lse);
+  EXPECT_LE(worst_lse, 2e-2);
+  EXPECT_EQ(std::count_if(got.lse.begin(), got.lse.end(), [](float x) { return std::isnan(x); }),
+            0);
+
+  // Context rows after every block's context: zero, as the fp32 kernel leaves them.
+  std::vector<bool> seen(p.dims.context_rows, false);
+  for (size_t b = 0; b < p.dims.blocks; ++b)
+    for (int32_t r = p.context[2 * b]; r < p.context[2 * b + 1]; ++r) seen[size_t(r)] = true;
+  const size_t row_floats = size_t(p.dims.kv_heads) * p.dims.head_dim;
+  size_t unseen = 0;
+  for (size_t r = 0; r < seen.size(); ++r) {
+    if (seen[r]) continue;
+    ++unseen;
+    for (size_t i = r * row_floats; i < (r + 1) * row_floats; ++i) {
+      ASSERT_EQ(got.d_ctx_k[i], 0.0f) << "row " << r;
+      ASSERT_EQ(got.d_ctx_v[i], 0.0f) << "row " << r;
+    }
+  }
+  EXPECT_GT(unseen, 0u) << "the shape should leave rows no block sees";
+}
+
+TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
+  HSRING_REQUIRE_GPUS(1);
+  const Problem p = make_problem(GetParam(), 7);
+  const Results first = run(p, true), second = run(p, true);
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  EXPECT_TRUE(same_bits(first.out, second.out));
+  EXPECT_TRUE(same_bits(first.lse, second.lse));
+  EXPECT_TRUE(same_bits(first.dq, second.dq));
+  EXPECT_TRUE(same_bits(first.d_ctx_k, second.d_ctx_k));
+  EXPECT_TRUE(same_bits(first.d_ctx_v, second.d_ctx_v));
+  EXPECT_TRUE(same_bits(first.d_block_k, second.d_block_k));
+  EXPECT_TRUE(same_bits(first.d_block_v, second.d_block_v));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaBlockAttentionBf16Test, ::testing::ValuesIn(shapes()),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The plan on the host: every (context tile, block that sees it) pair in exactly one work
+// item, chunked tiles' slots consecutive and summed once, every block's keys covered.
+TEST(BlockKeyPlanTest, CoversEveryTileAndBlockOnce) {
+  for (const Shape& shape : shapes()) {
+    const Problem p = make_problem(shape, 1);
+    const BlockAttentionDims& d = p.dims;
+    const BlockKeyPlan plan = block_key_plan(p.context.data(), d);
+    const uint32_t ctx_tiles = (d.context_rows + 63) / 64;
+    std::vector<std::vector<int>> covered(ctx_tiles, std::vector<int>(d.blocks, 0));
+    std::vector<int> block_keys(size_t(d.blocks) * d.block_size, 0), slot_used(plan.partial_slots);
+    std::vector<int> tile_items(ctx_tiles, 0);
+    std::vector<int32_t> slot_key(plan.partial_slots, -1);
+    for (const BlockKeyWork& w : plan.work) {
+      ASSERT_GE(w.keys, 1);
+      ASSERT_LE(w.keys, 64);
+      if (w.slot >= 0) {
+        ASSERT_LT(size_t(w.slot), plan.partial_slots);
+        ++slot_used[size_t(w.slot)];
+        slot_key[size_t(w.slot)] = w.first_key;
+      }
+      if (w.kind == 1) {
+        EXPECT_EQ(w.end_block, w.first_block + 1);
+        for (int32_t k = w.first_key; k < w.first_key + w.keys; ++k) ++block_keys[size_t(k)];
+        continue;
+      }
+      ASSERT_EQ(w.first_key % 64, 0);
+      ++tile_items[size_t(w.first_key / 64)];
+      for (int32_t b = w.first_block; b < w.end_block; ++b)
+        ++covered[size_t(w.first_key / 64)][size_t(b)];
+    }
+    for (uint32_t t = 0; t < ctx_tiles; ++t) {
+      EXPECT_GE(tile_items[t], 1) << shape.name << " tile " << t;
+      for (uint32_t b = 0; b < d.blocks; ++b) {
+        const int32_t begin = p.context[2 * b], end = p.context[2 * b + 1];
+        const bool sees = end > begin && begin < int32_t(t + 1) * 64 && end > int32_t(t) * 64;
+        if (sees) {
+          EXPECT_EQ(covered[t][b], 1) << shape.name << " tile " << t << " block " << b;
+        }
+        EXPECT_LE(covered[t][b], 1);
+      }
+    }
+    for (int count : block_keys) EXPECT_EQ(count, 1);
+    for (int count : slot_used) EXPECT_EQ(count, 1);
+    size_t summed = 0;
+    for (const BlockKeySum& s : plan.sums) {
+      EXPECT_GE(s.slots, 2);
+      for (int32_t i = s.first_slot; i < s.first_slot + s.slots; ++i)
+        EXPECT_EQ(slot_key[size_t(i)], s.first_key) << "slot " << i << " is another tile's";
+      summed += size_t(s.slots);
+    }
+    EXPECT_EQ(summed, plan.partial_slots);
+    if (std::string(shape.name) == "hd128_gqa4_b16") {
+      EXPECT_FALSE(plan.sums.empty()) << "40 blocks see the first tiles: chunked";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hsring::train::cuda

@@ -1,0 +1,80 @@
+// The DFlash block attention (train/cuda_block_attention.h has the rule) on the bf16 tensor
+// cores, for the trainer's bf16 mode: the fp32 inputs are rounded to bf16 once per call into
+// a workspace, the products run as mma.sync m16n8k16 with fp32 accumulation, and the softmax
+// statistics, lse, delta and every output stay fp32. Tiles are loaded with cp.async, double
+// buffered. The key-side backward splits each key tile's range of blocks into chunks of
+// work (so a tile at a long document's start does not serialise one SM); chunks write
+// partial sums to the workspace and a second pass adds them in chunk order: no atomics, the
+// same bits every run. Plain host functions (no CUDA syntax here), launching on `stream`.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "train/cuda_block_attention.h"
+
+namespace hsring::train::cuda {
+
+// True when the tensor-core kernels take this head_dim (32, 64, 128, 256); use the fp32
+// kernels otherwise.
+bool block_attention_bf16_supported(uint32_t head_dim);
+
+// One CTA's share of the key-side backward: up to 64 key rows (kind 0: context rows
+// [first_key, first_key + keys); kind 1: block first_block's own key rows from first_key)
+// against the queries of blocks [first_block, end_block). slot < 0: the sums are the
+// gradients themselves; otherwise they go to partial slot `slot`.
+struct BlockKeyWork {
+  int32_t kind;
+  int32_t first_key;
+  int32_t keys;
+  int32_t first_block;
+  int32_t end_block;
+  int32_t slot;
+};
+
+// A key tile split into `slots` chunks: its gradients are the sum of partial slots
+// [first_slot, first_slot + slots), added in that order.
+struct BlockKeySum {
+  int32_t kind;
+  int32_t first_key;
+  int32_t keys;
+  int32_t first_slot;
+  int32_t slots;
+};
+
+struct BlockKeyPlan {
+  std::vector<BlockKeyWork> work;
+  std::vector<BlockKeySum> sums;
+  size_t partial_slots = 0;
+};
+
+// The key-side work of a batch from its context ranges (host, [blocks * 2], anchors in
+// ascending order): every context row (rows no block sees get zero gradients) and every
+// block key row, each tile's blocks cut into chunks of at least 16.
+BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionDims& dims);
+
+// Bytes of device workspace the calls below need for these dims and a plan with
+// `partial_slots` slots (0 for the forward).
+size_t block_attention_bf16_workspace_bytes(const BlockAttentionDims& dims, size_t partial_slots);
+
+// As launch_block_attention_forward; workspace: block_attention_bf16_workspace_bytes(dims,
+// 0) bytes. Every array here and below 16-byte aligned (vector loads and stores).
+cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx_k,
+                                                const float* ctx_v, const float* block_k,
+                                                const float* block_v, const int32_t* context,
+                                                BlockAttentionDims dims, void* workspace,
+                                                float* out, float* lse, cudaStream_t stream);
+
+// As launch_block_attention_backward, with the plan's work and sums on the device and a
+// workspace of block_attention_bf16_workspace_bytes(dims, plan.partial_slots) bytes.
+cudaError_t launch_block_attention_backward_bf16(
+    const float* q, const float* ctx_k, const float* ctx_v, const float* block_k,
+    const float* block_v, const float* out, const float* dout, const float* lse,
+    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
+    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream);
+
+}  // namespace hsring::train::cuda
