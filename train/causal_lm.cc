@@ -113,10 +113,10 @@ ModelWeights causal_lm_weights(const ModelConfig& config, const ParamLayout& lay
 
 template <class Real>
 BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t threads)
-    : config_(std::move(config)), threads_(resolve_threads(threads)) {
+    : ParamStore<Real>(threads), config_(std::move(config)) {
   if (std::string why = validate_config(config_); !why.empty())
     throw ModelError(ModelErrc::kBadConfig, "causal LM '" + config_.name + "': " + why);
-  layout_ = causal_lm_layout(config_);
+  this->allocate(causal_lm_layout(config_));
   const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
   embed_ = offset("model.embed_tokens.weight");
   norm_ = offset("model.norm.weight");
@@ -138,8 +138,6 @@ BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t t
     o.down = offset(layer_name(i, "mlp.down_proj.weight"));
     at_.push_back(o);
   }
-  params_.assign(layout_.total, Real(0));
-  grads_.assign(layout_.total, Real(0));
   for (const ParamInfo& t : layout_.tensors) {
     Real* data = params_.data() + t.offset;
     if (t.name == "model.embed_tokens.weight" || t.name == "lm_head.weight") {
@@ -156,32 +154,10 @@ BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t t
 }
 
 template <class Real>
-std::span<Real> BasicCausalLm<Real>::param(std::string_view name) {
-  const ParamInfo& t = layout_.at(name);
-  return std::span<Real>(params_).subspan(t.offset, t.size);
-}
-
-template <class Real>
-std::span<Real> BasicCausalLm<Real>::grad(std::string_view name) {
-  const ParamInfo& t = layout_.at(name);
-  return std::span<Real>(grads_).subspan(t.offset, t.size);
-}
-
-template <class Real>
 std::span<const Real> BasicCausalLm<Real>::layer_output(size_t layer) const {
   if (layer >= config_.num_layers)
     throw ModelError(ModelErrc::kBadInput, "causal LM: no layer " + std::to_string(layer));
   return std::span<const Real>(residual_[layer + 1]).first(rows_ * config_.hidden_size);
-}
-
-template <class Real>
-void BasicCausalLm<Real>::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), Real(0));
-}
-
-template <class Real>
-void BasicCausalLm<Real>::set_threads(uint32_t threads) {
-  threads_ = resolve_threads(threads);
 }
 
 template <class Real>

@@ -20,6 +20,7 @@
 #include "model/model_weights.h"
 #include "train/drafter_model.h"  // LossStats, kIgnoreLabel
 #include "train/drafter_params.h"
+#include "train/param_store.h"
 
 namespace hsring::train {
 
@@ -54,7 +55,7 @@ ModelWeights causal_lm_weights(const ModelConfig& config, const ParamLayout& lay
 // one, up to `threads` threads work on disjoint rows or columns, with results that do not
 // depend on the thread count.
 template <class Real>
-class BasicCausalLm {
+class BasicCausalLm : public ParamStore<Real> {
  public:
   // Initialises from `seed`: norms 1, Linear weights uniform in +-1/sqrt(fan_in), the
   // embedding (and a separate head) uniform with standard deviation 0.02, so the first
@@ -62,16 +63,6 @@ class BasicCausalLm {
   BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t threads = 1);
 
   const ModelConfig& config() const { return config_; }
-  const ParamLayout& layout() const { return layout_; }
-  std::span<Real> params() { return params_; }
-  std::span<const Real> params() const { return params_; }
-  std::span<Real> grads() { return grads_; }
-  std::span<const Real> grads() const { return grads_; }
-  // One tensor's slice. Throws ModelError(kMissingTensor).
-  std::span<Real> param(std::string_view name);
-  std::span<Real> grad(std::string_view name);
-  void zero_grads();
-  void set_threads(uint32_t threads);
 
   // Loss and agreement over the batch's counted labels. Throws ModelError(kBadInput).
   LossStats forward(const CausalLmBatch& batch);
@@ -102,12 +93,14 @@ class BasicCausalLm {
   void run_backward(const CausalLmBatch& batch);
   void layer_backward(size_t index, const CausalLmBatch& batch);
 
+  using ParamStore<Real>::layout_;
+  using ParamStore<Real>::threads_;
+  using ParamStore<Real>::params_;
+  using ParamStore<Real>::grads_;
+
   ModelConfig config_;
-  ParamLayout layout_;
   size_t embed_ = 0, norm_ = 0, head_ = 0;
   std::vector<LayerOffsets> at_;
-  uint32_t threads_;
-  std::vector<Real> params_, grads_;
   // residual_[l]: the input of layer l ([T, H]); residual_[L] the last layer's output.
   std::vector<std::vector<Real>> residual_;
   std::vector<LayerActivations> acts_;

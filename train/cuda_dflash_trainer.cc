@@ -18,14 +18,7 @@ namespace hsring::train {
 
 namespace {
 
-// Logits alive at once: at most this many floats (1 GiB), whatever the vocabulary.
-constexpr size_t kMaxLogitValues = size_t(1) << 28;
-
 using cuda::Scratch;
-
-void check_launch(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) gpu::throw_cuda_error(error, what, __FILE__, __LINE__);
-}
 
 // The options without the target's weights, which would otherwise be kept twice.
 DflashTrainerOptions without_target(const DflashTrainerOptions& o) {
@@ -327,18 +320,15 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   if (source == Features::kHostFp32) {
     copy(b.features.get(), features, t * fd * sizeof(float));
   } else {
-    check_launch(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
-                                            b.features.get(), s),
-                 "launch_bf16_to_float");
+    HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
+                                                 b.features.get(), s));
   }
-  check_launch(
+  HSRING_CUDA_CHECK(
       cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
-                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s),
-      "launch_rope_table");
-  check_launch(cuda_ops::launch_rope_table(b.block_positions.get(), uint32_t(rows),
-                                           b.inv_freq.as<double>(), nullptr, 1.0, uint32_t(half),
-                                           b.block_cos.get(), b.block_sin.get(), s),
-               "launch_rope_table");
+                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s));
+  HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(
+      b.block_positions.get(), uint32_t(rows), b.inv_freq.as<double>(), nullptr, 1.0,
+      uint32_t(half), b.block_cos.get(), b.block_sin.get(), s));
 }
 
 namespace {
@@ -350,23 +340,21 @@ struct Ops {
   float* inv_rms;
 
   void norm(const float* x, const float* w, size_t rows, size_t dim, float* y) const {
-    check_launch(cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s),
-                 "launch_rms_norm_forward");
+    HSRING_CUDA_CHECK(
+        cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
   }
   // dx of RMSNorm(x) from dy, written or added; the weight's gradient added to dw.
   void norm_backward(const float* x, const float* w, const float* dy, size_t rows, size_t dim,
                      float* dx, bool accumulate, float* dw) const {
-    check_launch(cuda::launch_rms_norm_backward(x, w, dy, uint32_t(rows), uint32_t(dim), eps, dx,
-                                                accumulate, inv_rms, s),
-                 "launch_rms_norm_backward");
-    check_launch(
-        cuda::launch_rms_norm_weight_grad(x, dy, inv_rms, uint32_t(rows), uint32_t(dim), dw, s),
-        "launch_rms_norm_weight_grad");
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward(x, w, dy, uint32_t(rows), uint32_t(dim), eps,
+                                                     dx, accumulate, inv_rms, s));
+    HSRING_CUDA_CHECK(
+        cuda::launch_rms_norm_weight_grad(x, dy, inv_rms, uint32_t(rows), uint32_t(dim), dw, s));
   }
   void rope(float* x, size_t rows, uint32_t heads, uint32_t head_dim, const float* cos,
             const float* sin, bool inverse) const {
-    check_launch(cuda::launch_rope_apply(x, uint32_t(rows), heads, head_dim, cos, sin, inverse, s),
-                 "launch_rope_apply");
+    HSRING_CUDA_CHECK(
+        cuda::launch_rope_apply(x, uint32_t(rows), heads, head_dim, cos, sin, inverse, s));
   }
   void copy(float* dst, const float* src, size_t count) const {
     HSRING_CUDA_CHECK(
@@ -389,9 +377,8 @@ void CudaDflashTrainer::run_forward() {
   // The blocks: the anchor's embedding, then the mask token's.
   float* x0 = b.acts[0].x_in.get();
   ops.zero(x0, rows * d * sizeof(float));
-  check_launch(cuda::launch_embedding_forward(b.embed.as<float>(), b.block_tokens.get(),
-                                              uint32_t(rows), uint32_t(d), x0, ops.s),
-               "launch_embedding_forward");
+  HSRING_CUDA_CHECK(cuda::launch_embedding_forward(b.embed.as<float>(), b.block_tokens.get(),
+                                                   uint32_t(rows), uint32_t(d), x0, ops.s));
   for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
   ops.norm(b.x_final.get(), b.p(b.norm), rows, d, b.final_.get());
   mark("fwd o_proj + mlp");
@@ -428,16 +415,13 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
-    check_launch(
-        cuda::launch_block_attention_forward_bf16(
-            a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
-            b.context.get(), dims, b.attention_workspace.get(), a.attn.get(), a.lse.get(), ops.s),
-        "launch_block_attention_forward_bf16");
+    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
+        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
+        dims, b.attention_workspace.get(), a.attn.get(), a.lse.get(), ops.s));
   else
-    check_launch(cuda::launch_block_attention_forward(
-                     a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
-                     b.context.get(), dims, a.attn.get(), a.lse.get(), ops.s),
-                 "launch_block_attention_forward");
+    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
+        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
+        dims, a.attn.get(), a.lse.get(), ops.s));
   mark("fwd block attention");
   ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
   gemm.forward(a.attn.get(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
@@ -445,9 +429,8 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m.get());
   gemm.forward(a.m.get(), rows, d, b.p(o.gate), inter, a.gate.get());
   gemm.forward(a.m.get(), rows, d, b.p(o.up), inter, a.up.get());
-  check_launch(
-      cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s),
-      "launch_swiglu_forward");
+  HSRING_CUDA_CHECK(
+      cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s));
   ops.copy(x_out, a.x_mid.get(), rows * d);
   gemm.forward(a.act.get(), rows, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
@@ -462,24 +445,22 @@ void CudaDflashTrainer::run_head() {
     const size_t n = std::min(b.head_rows, b.scored - s0);
     // Gather the scored rows (an embedding lookup in the final hidden states).
     ops.zero(b.head_in.get(), n * d * sizeof(float));
-    check_launch(cuda::launch_embedding_forward(b.final_.get(), b.scored_rows.get() + s0,
-                                                uint32_t(n), uint32_t(d), b.head_in.get(), ops.s),
-                 "launch_embedding_forward");
+    HSRING_CUDA_CHECK(cuda::launch_embedding_forward(b.final_.get(), b.scored_rows.get() + s0,
+                                                     uint32_t(n), uint32_t(d), b.head_in.get(),
+                                                     ops.s));
     b.gemm.forward(b.head_in.get(), n, d, b.head, vocab, b.logits.get());
     mark("head logits");
-    check_launch(
-        cuda::launch_cross_entropy(b.logits.get(), b.scored_labels.get() + s0, uint32_t(n),
-                                   uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,
-                                   b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0),
-        "launch_cross_entropy");
+    HSRING_CUDA_CHECK(cuda::launch_cross_entropy(
+        b.logits.get(), b.scored_labels.get() + s0, uint32_t(n), uint32_t(vocab), 1.0f, b.backward,
+        b.row_loss.get() + s0, b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0));
     mark("head cross-entropy");
     if (!b.backward) continue;
     // The logits now hold d(loss)/d(logits) of these rows; the head itself is frozen.
     b.gemm.backward_input(b.logits.get(), n, vocab, b.head, d, b.d_head.get());
     // Scattered back to their block rows (distinct rows: the atomics never meet).
-    check_launch(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
-                                                 uint32_t(n), uint32_t(d), b.d_final.get(), ops.s),
-                 "launch_embedding_backward");
+    HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
+                                                      uint32_t(n), uint32_t(d), b.d_final.get(),
+                                                      ops.s));
     mark("head d(final)");
   }
 }
@@ -518,9 +499,8 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
   gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.get());
   gemm.backward_weight(d_x, rows, d, a.act.get(), inter, b.g(o.down));
-  check_launch(cuda::launch_swiglu_backward(a.gate.get(), a.up.get(), b.d_act.get(), rows * inter,
-                                            b.d_gate.get(), b.d_up.get(), ops.s),
-               "launch_swiglu_backward");
+  HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(
+      a.gate.get(), a.up.get(), b.d_act.get(), rows * inter, b.d_gate.get(), b.d_up.get(), ops.s));
   gemm.backward_input(b.d_gate.get(), rows, inter, b.p(o.gate), d, b.d_m.get());
   gemm.backward_input(b.d_up.get(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
   gemm.backward_weight(b.d_gate.get(), rows, inter, a.m.get(), d, b.g(o.gate));
@@ -536,20 +516,18 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   mark("bwd o_proj");
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
-    check_launch(cuda::launch_block_attention_backward_bf16(
-                     a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
-                     a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.key_work.get(),
-                     uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count), dims,
-                     b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
-                     b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
-                 "launch_block_attention_backward_bf16");
+    HSRING_CUDA_CHECK(cuda::launch_block_attention_backward_bf16(
+        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),
+        d_attn, a.lse.get(), b.context.get(), b.key_work.get(), uint32_t(b.key_work_count),
+        b.key_sums.get(), uint32_t(b.key_sum_count), dims, b.attention_workspace.get(),
+        b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
+        b.d_block_v.get(), ops.s));
   else
-    check_launch(cuda::launch_block_attention_backward(
-                     a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
-                     a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.tiles.get(),
-                     uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
-                     b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s),
-                 "launch_block_attention_backward");
+    HSRING_CUDA_CHECK(cuda::launch_block_attention_backward(
+        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),
+        d_attn, a.lse.get(), b.context.get(), b.tiles.get(), uint32_t(b.tiles_count), dims,
+        b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
+        b.d_block_v.get(), ops.s));
   mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
   ops.rope(b.d_q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), true);

@@ -6,11 +6,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "train/drafter_trainer.h"
 
 namespace hsring::train {
+
+// The LM head's logits alive at once in a GPU trainer: at most this many floats (1 GiB),
+// whatever the vocabulary; the head runs over its rows in chunks of this size.
+inline constexpr size_t kMaxLogitValues = size_t(1) << 28;
 
 class CudaDrafterTrainer : public DrafterTrainer {
  public:

@@ -11,10 +11,6 @@ namespace hsring::train::cuda {
 
 namespace {
 
-void check_launch(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) gpu::throw_cuda_error(error, what, __FILE__, __LINE__);
-}
-
 std::vector<float> download(const gpu::DeviceBuffer& buffer, cudaStream_t stream) {
   std::vector<float> host(buffer.size() / sizeof(float));
   HSRING_CUDA_CHECK(
@@ -54,13 +50,12 @@ void FlatState::zero_gradients() {
 }
 
 void FlatState::scale_gradients(float factor) {
-  check_launch(launch_scale(grads(), total_, factor, stream_), "launch_scale");
+  HSRING_CUDA_CHECK(launch_scale(grads(), total_, factor, stream_));
 }
 
 UpdateStats FlatState::apply_gradients() {
   const AdamWOptions& o = optimizer_;
-  check_launch(launch_sum_squares(grads(), total_, norm_partials_.as<double>(), stream_),
-               "launch_sum_squares");
+  HSRING_CUDA_CHECK(launch_sum_squares(grads(), total_, norm_partials_.as<double>(), stream_));
   HSRING_CUDA_CHECK(cudaMemcpyAsync(norm_partials_host_.data(), norm_partials_.data(),
                                     norm_partials_.size(), cudaMemcpyDeviceToHost, stream_));
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -88,10 +83,9 @@ UpdateStats FlatState::apply_gradients() {
   update.correction2 = 1.0 - std::pow(o.beta2, t);
   for (const ParamInfo& tensor : layout_.tensors) {
     update.keep = tensor.weight_decay ? 1.0 - update.lr * o.weight_decay : 1.0;
-    check_launch(
-        launch_adamw(params(tensor.offset), grads(tensor.offset), m_.as<float>() + tensor.offset,
-                     v_.as<float>() + tensor.offset, tensor.size, update, stream_),
-        "launch_adamw");
+    HSRING_CUDA_CHECK(launch_adamw(params(tensor.offset), grads(tensor.offset),
+                                   m_.as<float>() + tensor.offset, v_.as<float>() + tensor.offset,
+                                   tensor.size, update, stream_));
   }
   stats.lr = update.lr;
   stats.step = ++step_;

@@ -15,14 +15,7 @@ namespace hsring::train {
 
 namespace {
 
-// Logits alive at once: at most this many floats (1 GiB), whatever the vocabulary.
-constexpr size_t kMaxLogitValues = size_t(1) << 28;
-
 using cuda::Scratch;
-
-void check_launch(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) gpu::throw_cuda_error(error, what, __FILE__, __LINE__);
-}
 
 }  // namespace
 
@@ -140,28 +133,23 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
   if (source == Features::kHostFp32) {
     upload(b.features.get(), features, rows * fd * sizeof(float));
   } else {
-    check_launch(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), rows * fd,
-                                            b.features.get(), s),
-                 "launch_bf16_to_float");
+    HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), rows * fd,
+                                                 b.features.get(), s));
   }
-  check_launch(cuda::launch_doc_bounds(b.doc_offsets.get(), uint32_t(docs), uint32_t(rows),
-                                       b.doc_start.get(), b.doc_end.get(), s),
-               "launch_doc_bounds");
-  check_launch(
-      cuda_ops::launch_rope_table(b.positions.get(), uint32_t(rows), b.inv_freq.as<double>(),
-                                  nullptr, 1.0, c.head_dim / 2, b.cos.get(), b.sin.get(), s),
-      "launch_rope_table");
+  HSRING_CUDA_CHECK(cuda::launch_doc_bounds(b.doc_offsets.get(), uint32_t(docs), uint32_t(rows),
+                                            b.doc_start.get(), b.doc_end.get(), s));
+  HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(b.positions.get(), uint32_t(rows),
+                                                b.inv_freq.as<double>(), nullptr, 1.0,
+                                                c.head_dim / 2, b.cos.get(), b.sin.get(), s));
 }
 
 void CudaTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
   const DrafterConfig& c = config_;
   Buffers& b = *b_;
-  check_launch(cuda::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(), b.sin.get(),
-                                       inverse, b.stream.get()),
-               "launch_rope_apply");
-  check_launch(cuda::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
-                                       b.sin.get(), inverse, b.stream.get()),
-               "launch_rope_apply");
+  HSRING_CUDA_CHECK(cuda::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(),
+                                            b.sin.get(), inverse, b.stream.get()));
+  HSRING_CUDA_CHECK(cuda::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
+                                            b.sin.get(), inverse, b.stream.get()));
 }
 
 void CudaTrainer::run_forward(uint32_t rows) {
@@ -173,8 +161,7 @@ void CudaTrainer::run_forward(uint32_t rows) {
   const size_t inter = c.intermediate_size;
   const auto eps = float(c.rms_norm_eps);
   const auto norm = [&](const float* x, size_t weight, float* y) {
-    check_launch(cuda::launch_rms_norm_forward(x, b.p(weight), rows, uint32_t(d), eps, y, s),
-                 "launch_rms_norm_forward");
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_forward(x, b.p(weight), rows, uint32_t(d), eps, y, s));
   };
   const auto copy = [&](float* dst, const float* src, size_t count) {
     HSRING_CUDA_CHECK(
@@ -185,9 +172,8 @@ void CudaTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.features.get(), rows, fd, b.p(b.fc), d, b.x_fc.get());
   norm(b.x_fc.get(), b.hidden_norm, b.h0.get());
   if (c.embed_tokens)
-    check_launch(cuda::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows, uint32_t(d),
-                                                b.h0.get(), s),
-                 "launch_embedding_forward");
+    HSRING_CUDA_CHECK(cuda::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows,
+                                                     uint32_t(d), b.h0.get(), s));
 
   // Attention block; q and k keep their rotated values for the backward.
   norm(b.h0.get(), b.input_norm, b.a1.get());
@@ -196,10 +182,9 @@ void CudaTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.a1.get(), rows, d, b.p(b.v_proj), kvd, b.v_act.get());
   rotate_qk(rows, b.q_act.get(), b.k_act.get(), false);
   const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  check_launch(
-      cuda::launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(), b.doc_start.get(),
-                                     dims, b.attn.get(), b.lse.get(), s),
-      "launch_attention_forward");
+  HSRING_CUDA_CHECK(cuda::launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
+                                                   b.doc_start.get(), dims, b.attn.get(),
+                                                   b.lse.get(), s));
   copy(b.h1.get(), b.h0.get(), rows * d);  // the residual, then the output projection on it
   gemm.forward(b.attn.get(), rows, qd, b.p(b.o), d, b.h1.get(), true);
 
@@ -207,9 +192,8 @@ void CudaTrainer::run_forward(uint32_t rows) {
   norm(b.h1.get(), b.post_norm, b.mlp_in.get());
   gemm.forward(b.mlp_in.get(), rows, d, b.p(b.gate), inter, b.gate_act.get());
   gemm.forward(b.mlp_in.get(), rows, d, b.p(b.up), inter, b.up_act.get());
-  check_launch(
-      cuda::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter, b.act.get(), s),
-      "launch_swiglu_forward");
+  HSRING_CUDA_CHECK(
+      cuda::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter, b.act.get(), s));
   copy(b.h2.get(), b.h1.get(), rows * d);
   gemm.forward(b.act.get(), rows, inter, b.p(b.down), d, b.h2.get(), true);
 
@@ -228,10 +212,9 @@ LossStats CudaTrainer::run_head(const DrafterBatch& batch, bool backward) {
   for (size_t r0 = 0; r0 < rows; r0 += b.head_rows) {
     const size_t n = std::min(b.head_rows, rows - r0);
     b.gemm.forward(b.f.get() + r0 * d, n, d, b.p(b.head), vocab, b.logits.get());
-    check_launch(cuda::launch_cross_entropy(b.logits.get(), b.labels.get() + r0, uint32_t(n),
-                                            uint32_t(vocab), grad_scale, backward,
-                                            b.row_loss.get() + r0, b.row_agreed.get() + r0, s),
-                 "launch_cross_entropy");
+    HSRING_CUDA_CHECK(cuda::launch_cross_entropy(
+        b.logits.get(), b.labels.get() + r0, uint32_t(n), uint32_t(vocab), grad_scale, backward,
+        b.row_loss.get() + r0, b.row_agreed.get() + r0, s));
     if (backward) {
       // The logits now hold d(loss)/d(logits) of these rows.
       b.gemm.backward_input(b.logits.get(), n, vocab, b.p(b.head), d, b.d_f.get() + r0 * d);
@@ -268,12 +251,10 @@ void CudaTrainer::run_backward(uint32_t rows) {
   // dx of RMSNorm(x) from dy, written or added; the weight's gradient added.
   const auto norm_backward = [&](const float* x, size_t weight, const float* dy, float* dx,
                                  bool accumulate) {
-    check_launch(cuda::launch_rms_norm_backward(x, b.p(weight), dy, rows, uint32_t(d), eps, dx,
-                                                accumulate, b.inv_rms.get(), s),
-                 "launch_rms_norm_backward");
-    check_launch(cuda::launch_rms_norm_weight_grad(x, dy, b.inv_rms.get(), rows, uint32_t(d),
-                                                   b.g(weight), s),
-                 "launch_rms_norm_weight_grad");
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward(x, b.p(weight), dy, rows, uint32_t(d), eps, dx,
+                                                     accumulate, b.inv_rms.get(), s));
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_weight_grad(x, dy, b.inv_rms.get(), rows, uint32_t(d),
+                                                        b.g(weight), s));
   };
 
   // d_res carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.
@@ -282,9 +263,8 @@ void CudaTrainer::run_backward(uint32_t rows) {
   // MLP block.
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.down), inter, b.d_act.get());
   gemm.backward_weight(b.d_res.get(), rows, d, b.act.get(), inter, b.g(b.down));
-  check_launch(cuda::launch_swiglu_backward(b.gate_act.get(), b.up_act.get(), b.d_act.get(),
-                                            rows * inter, b.d_gate.get(), b.d_up.get(), s),
-               "launch_swiglu_backward");
+  HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(b.gate_act.get(), b.up_act.get(), b.d_act.get(),
+                                                 rows * inter, b.d_gate.get(), b.d_up.get(), s));
   gemm.backward_input(b.d_gate.get(), rows, inter, b.p(b.gate), d, b.d_a.get());
   gemm.backward_input(b.d_up.get(), rows, inter, b.p(b.up), d, b.d_a.get(), true);
   gemm.backward_weight(b.d_gate.get(), rows, inter, b.mlp_in.get(), d, b.g(b.gate));
@@ -296,11 +276,10 @@ void CudaTrainer::run_backward(uint32_t rows) {
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.o), qd, d_attn);
   gemm.backward_weight(b.d_res.get(), rows, d, b.attn.get(), qd, b.g(b.o));
   const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  check_launch(
+  HSRING_CUDA_CHECK(
       cuda::launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(), b.attn.get(),
                                       d_attn, b.lse.get(), b.doc_start.get(), b.doc_end.get(), dims,
-                                      b.delta.get(), b.d_q.get(), b.d_k.get(), b.d_v.get(), s),
-      "launch_attention_backward");
+                                      b.delta.get(), b.d_q.get(), b.d_k.get(), b.d_v.get(), s));
   rotate_qk(rows, b.d_q.get(), b.d_k.get(), true);
   gemm.backward_input(b.d_q.get(), rows, qd, b.p(b.q), d, b.d_a.get());
   gemm.backward_input(b.d_k.get(), rows, kvd, b.p(b.k), d, b.d_a.get(), true);
@@ -312,9 +291,8 @@ void CudaTrainer::run_backward(uint32_t rows) {
 
   // Input. The features are the target's: no gradient flows to them.
   if (c.embed_tokens)
-    check_launch(cuda::launch_embedding_backward(b.tokens.get(), b.d_res.get(), rows, uint32_t(d),
-                                                 b.g(b.embed), s),
-                 "launch_embedding_backward");
+    HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.tokens.get(), b.d_res.get(), rows,
+                                                      uint32_t(d), b.g(b.embed), s));
   norm_backward(b.x_fc.get(), b.hidden_norm, b.d_res.get(), b.d_a.get(), false);
   gemm.backward_weight(b.d_a.get(), rows, d, b.features.get(), fd, b.g(b.fc));
 }

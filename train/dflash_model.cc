@@ -108,16 +108,14 @@ void validate_dflash_metadata(const DflashBatch& b, const DflashConfig& c) {
 template <class Real>
 BasicDflashModel<Real>::BasicDflashModel(DflashConfig config, DflashTargetWeights target,
                                          uint64_t seed, uint32_t threads)
-    : config_(std::move(config)), threads_(resolve_threads(threads)) {
+    : ParamStore<Real>(threads), config_(std::move(config)) {
   check_dflash_config(config_);
-  layout_ = dflash_param_layout(config_);
+  this->allocate(dflash_param_layout(config_));
   const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
   fc_ = offset("fc.weight");
   hidden_norm_ = offset("hidden_norm.weight");
   norm_ = offset("norm.weight");
   at_ = dflash_layer_offsets(layout_, config_.num_layers);
-  params_.assign(layout_.total, Real(0));
-  grads_.assign(layout_.total, Real(0));
   init_dflash_params<Real>(layout_, seed, params_);
   set_target_weights(target);
 }
@@ -141,28 +139,6 @@ void BasicDflashModel<Real>::set_target_weights(DflashTargetWeights target) {
     embed_ = embed_copy_.data();
     head_ = head_copy_.data();
   }
-}
-
-template <class Real>
-std::span<Real> BasicDflashModel<Real>::param(std::string_view name) {
-  const ParamInfo& t = layout_.at(name);
-  return std::span<Real>(params_).subspan(t.offset, t.size);
-}
-
-template <class Real>
-std::span<Real> BasicDflashModel<Real>::grad(std::string_view name) {
-  const ParamInfo& t = layout_.at(name);
-  return std::span<Real>(grads_).subspan(t.offset, t.size);
-}
-
-template <class Real>
-void BasicDflashModel<Real>::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), Real(0));
-}
-
-template <class Real>
-void BasicDflashModel<Real>::set_threads(uint32_t threads) {
-  threads_ = resolve_threads(threads);
 }
 
 template <class Real>

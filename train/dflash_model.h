@@ -22,6 +22,7 @@
 #include "train/block_attention.h"
 #include "train/dflash_config.h"
 #include "train/dflash_params.h"
+#include "train/param_store.h"
 
 namespace hsring::train {
 
@@ -86,7 +87,7 @@ void build_dflash_block_rows(const DflashBatch& batch, const DflashConfig& confi
 // pure function of the parameters, the target weights and the batch: the same bits for any
 // thread count.
 template <class Real>
-class BasicDflashModel {
+class BasicDflashModel : public ParamStore<Real> {
  public:
   // Parameters from init_dflash_params(seed). The float model reads `target` in place (it
   // must outlive the model or the next set_target_weights); the double one copies it.
@@ -96,20 +97,6 @@ class BasicDflashModel {
                    uint32_t threads = 1);
 
   const DflashConfig& config() const { return config_; }
-  const ParamLayout& layout() const { return layout_; }
-
-  // The flat buffers, layout().total elements each.
-  std::span<Real> params() { return params_; }
-  std::span<const Real> params() const { return params_; }
-  std::span<Real> grads() { return grads_; }
-  std::span<const Real> grads() const { return grads_; }
-  // One tensor's slice of params() / grads(). Throws ModelError(kMissingTensor).
-  std::span<Real> param(std::string_view name);
-  std::span<Real> grad(std::string_view name);
-
-  void zero_grads();
-  uint32_t threads() const { return threads_; }
-  void set_threads(uint32_t threads);
   // Throws ModelError(kBadTensor) like the constructor.
   void set_target_weights(DflashTargetWeights target);
 
@@ -147,12 +134,14 @@ class BasicDflashModel {
   void layer_backward(size_t layer);
   const Real* feature_rows(const DflashBatch& batch) const;
 
+  using ParamStore<Real>::layout_;
+  using ParamStore<Real>::threads_;
+  using ParamStore<Real>::params_;
+  using ParamStore<Real>::grads_;
+
   DflashConfig config_;
-  ParamLayout layout_;
   size_t fc_ = 0, hidden_norm_ = 0, norm_ = 0;
   std::vector<DflashLayerOffsets> at_;
-  uint32_t threads_;
-  std::vector<Real> params_, grads_;
   // The target's weights: views for float, copies for double.
   const Real* embed_ = nullptr;
   const Real* head_ = nullptr;

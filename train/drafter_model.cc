@@ -67,9 +67,9 @@ void validate_drafter_metadata(const DrafterBatch& b, const DrafterConfig& c) {
 template <class Real>
 BasicDrafterModel<Real>::BasicDrafterModel(DrafterConfig config, const DrafterInit& init,
                                            uint32_t threads)
-    : config_(std::move(config)), threads_(resolve_threads(threads)) {
+    : ParamStore<Real>(threads), config_(std::move(config)) {
   check_drafter_config(config_);
-  layout_ = drafter_param_layout(config_);
+  this->allocate(drafter_param_layout(config_));
   const auto offset = [this](const char* name) { return layout_.at(name).offset; };
   if (config_.embed_tokens) at_.embed = offset("embed_tokens.weight");
   at_.fc = offset("fc.weight");
@@ -85,31 +85,7 @@ BasicDrafterModel<Real>::BasicDrafterModel(DrafterConfig config, const DrafterIn
   at_.down = offset("layers.0.mlp.down_proj.weight");
   at_.norm = offset("norm.weight");
   at_.head = offset("lm_head.weight");
-  params_.assign(layout_.total, Real(0));
-  grads_.assign(layout_.total, Real(0));
   init_drafter_params<Real>(config_, layout_, init, params_);
-}
-
-template <class Real>
-std::span<Real> BasicDrafterModel<Real>::param(std::string_view name) {
-  const ParamInfo& t = layout_.at(name);
-  return std::span<Real>(params_).subspan(t.offset, t.size);
-}
-
-template <class Real>
-std::span<Real> BasicDrafterModel<Real>::grad(std::string_view name) {
-  const ParamInfo& t = layout_.at(name);
-  return std::span<Real>(grads_).subspan(t.offset, t.size);
-}
-
-template <class Real>
-void BasicDrafterModel<Real>::zero_grads() {
-  std::fill(grads_.begin(), grads_.end(), Real(0));
-}
-
-template <class Real>
-void BasicDrafterModel<Real>::set_threads(uint32_t threads) {
-  threads_ = resolve_threads(threads);
 }
 
 template <class Real>

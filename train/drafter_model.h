@@ -15,6 +15,7 @@
 
 #include "train/drafter_config.h"
 #include "train/drafter_params.h"
+#include "train/param_store.h"
 
 namespace hsring::train {
 
@@ -56,7 +57,7 @@ void validate_drafter_metadata(const DrafterBatch& batch, const DrafterConfig& c
 // inside one, up to `threads` threads work on disjoint rows or columns. Every result is a
 // pure function of the parameters and the batch: the same bits for any thread count.
 template <class Real>
-class BasicDrafterModel {
+class BasicDrafterModel : public ParamStore<Real> {
  public:
   // Throws ModelError(kBadConfig) for an invalid config, ModelError(kBadTensor) for an
   // lm_head init of the wrong size. threads 0: every hardware thread.
@@ -64,20 +65,6 @@ class BasicDrafterModel {
                              uint32_t threads = 1);
 
   const DrafterConfig& config() const { return config_; }
-  const ParamLayout& layout() const { return layout_; }
-
-  // The flat buffers, layout().total elements each.
-  std::span<Real> params() { return params_; }
-  std::span<const Real> params() const { return params_; }
-  std::span<Real> grads() { return grads_; }
-  std::span<const Real> grads() const { return grads_; }
-  // One tensor's slice of params() / grads(). Throws ModelError(kMissingTensor).
-  std::span<Real> param(std::string_view name);
-  std::span<Real> grad(std::string_view name);
-
-  void zero_grads();
-  uint32_t threads() const { return threads_; }
-  void set_threads(uint32_t threads);
 
   // Loss and agreement only. Throws ModelError(kBadInput) via validate_drafter_batch.
   LossStats forward(const DrafterBatch& batch);
@@ -99,11 +86,13 @@ class BasicDrafterModel {
   // The batch's features as Real: the batch's own (float) or the forward's copy (double).
   const Real* feature_rows(const DrafterBatch& batch) const;
 
+  using ParamStore<Real>::layout_;
+  using ParamStore<Real>::threads_;
+  using ParamStore<Real>::params_;
+  using ParamStore<Real>::grads_;
+
   DrafterConfig config_;
-  ParamLayout layout_;
   Offsets at_;
-  uint32_t threads_;
-  std::vector<Real> params_, grads_;
   // Activations of the last forward [T, *], kept for the backward, and gradient scratch.
   std::vector<Real> features_, x_fc_, h0_, a1_, q_, k_, v_, attn_, h1_, m_, gate_, up_, act_, h2_,
       f_, logits_, cos_, sin_;
