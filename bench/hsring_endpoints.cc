@@ -30,11 +30,15 @@ template <class Attempt>
 SlotClaim claim_or_throw(Attempt attempt, WaitMode mode, const char* waiting_for) {
   // The first attempt usually succeeds: read no clock for it, so that the harness adds
   // nothing to the protocol's own cost per message.
-  if (std::optional<SlotClaim> claim = attempt()) return *claim;
+  if (ClaimResult claim = attempt()) return *claim;
   const uint64_t deadline = monotonic_ns() + uint64_t(kStallLimit.count());
   PollBackoff backoff;
   while (true) {
-    if (std::optional<SlotClaim> claim = attempt()) return *claim;
+    const ClaimResult claim = attempt();
+    if (claim) return *claim;
+    if (claim.status() == SlotStatus::kStopping)
+      throw std::runtime_error(std::string("the run stopped while waiting for a ") + waiting_for +
+                               " slot");
     if (monotonic_ns() >= deadline) {
       throw std::runtime_error(std::string("no ") + waiting_for + " slot within " +
                                std::to_string(kStallLimit.count() / 1'000'000'000) + " s");
@@ -73,7 +77,7 @@ SlotClaim HsringProducer::begin(uint64_t batch_id) {
       claim_or_throw([&] { return claim_free_slot(r, self, hint_, timeout); }, mode_, "FREE");
   // Continue after the slot just taken: the slots behind it are the likeliest still busy.
   hint_ = claim.index + 1;
-  if (!bind_batch(r, claim, batch_id)) {
+  if (bind_batch(r, claim, batch_id).lost()) {
     throw std::runtime_error("lost the claim of slot " + std::to_string(claim.index) +
                              " before binding batch " + std::to_string(batch_id));
   }
@@ -82,7 +86,7 @@ SlotClaim HsringProducer::begin(uint64_t batch_id) {
 
 void HsringProducer::publish(SlotClaim& claim, uint64_t batch_id) {
   const BatchInfo info{.batch_id = batch_id, .token_count = 1, .num_docs = 1, .length_bucket = 0};
-  if (!hsring::publish(ring(), claim, info)) {
+  if (hsring::publish(ring(), claim, info).lost()) {
     throw std::runtime_error("lost the claim of slot " + std::to_string(claim.index) +
                              " before publishing batch " + std::to_string(batch_id));
   }
@@ -108,7 +112,7 @@ uint64_t HsringConsumer::batch_id(const SlotClaim& claim) const {
 }
 
 void HsringConsumer::release(SlotClaim& claim) {
-  if (!release_consumed(ring(), claim)) {
+  if (release_consumed(ring(), claim).lost()) {
     throw std::runtime_error("lost the claim of slot " + std::to_string(claim.index) +
                              " while reading it");
   }

@@ -3,12 +3,10 @@
 #include <algorithm>
 
 #include "capi/capi_error.h"
-#include "capi/layer_rows.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
-#include "shm/consumer.h"
-#include "shm/ledger.h"
+#include "shm/slot_view.h"
 #include "shm/stage_timer.h"
 #include "worker/session_duties.h"
 #include "worker/worker_main.h"
@@ -44,9 +42,10 @@ std::unique_ptr<Consumer> Consumer::open(const std::string& ring, uint32_t index
 }
 
 Consumer::Consumer(std::unique_ptr<WorkerSession> session, const hs_consumer_options& options)
-    : session_(std::move(session)), ring_(session_->ring()), launcher_(ring_) {
-  const Identity self = session_->identity();
-  rng_ = options.seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
+    : session_(std::move(session)),
+      ring_(session_->ring()),
+      launcher_(ring_),
+      consumer_(*session_, options.seed) {
   if (session_->recovered_at_start().total() > 0)
     log_line("returned " + std::to_string(session_->recovered_at_start().total()) +
              " slot(s) of the previous epoch");
@@ -54,7 +53,7 @@ Consumer::Consumer(std::unique_ptr<WorkerSession> session, const hs_consumer_opt
 }
 
 Consumer::~Consumer() {
-  for (Held& h : held_) (void)return_unread(ring_, h.claim);  // lost ones were recovered
+  for (Held& h : held_) (void)consumer_.return_unread(h.batch);  // lost ones were recovered
   session_->set_state(ProcessState::kDraining);
 }
 
@@ -69,27 +68,15 @@ bool Consumer::keep_running() {
 
 Consumer::Held& Consumer::held(uint64_t ticket) {
   auto it = std::find_if(held_.begin(), held_.end(),
-                         [&](const Held& h) { return h.claim.word.word() == ticket; });
+                         [&](const Held& h) { return h.batch.claim.word.word() == ticket; });
   if (it == held_.end())
     throw ApiError(HS_ERR_STATE, "no batch with ticket " + std::to_string(ticket) +
                                      " is held: it was released already, or never claimed");
   return *it;
 }
 
-std::string Consumer::metadata_problem(uint32_t slot) const {
-  const SlotHeader& h = ring_.slot(slot);
-  const uint32_t tokens = h.token_count.load(std::memory_order_relaxed);
-  const uint32_t docs = h.num_docs.load(std::memory_order_relaxed);
-  if (tokens < 1 || tokens > ring_.shape().max_tokens)
-    return "token count " + std::to_string(tokens) + " outside [1, max_tokens]";
-  if (docs < 1 || docs > tokens)
-    return "document count " + std::to_string(docs) + " outside [1, tokens]";
-  return "";
-}
-
 hs_status Consumer::next(uint32_t timeout_ms, hs_batch& out) {
   const uint64_t deadline = monotonic_ns() + uint64_t(timeout_ms) * 1'000'000;
-  const Identity self = session_->identity();
   while (true) {
     session_->heartbeat();
     if (!keep_running()) return HS_STOPPED;
@@ -97,41 +84,36 @@ hs_status Consumer::next(uint32_t timeout_ms, hs_batch& out) {
     // At least one attempt, then slices of the wait (a stop is noticed between them).
     const auto slice = std::min<std::chrono::nanoseconds>(
         kClaimSlice, std::chrono::nanoseconds(deadline > now ? deadline - now : 1));
-    StageTimer wait_timer(session_->entry(), Stage::kDrafterClaimWait);
-    std::optional<SlotClaim> claim =
-        claim_ready_slot(ring_, self, ring_.shape().hs_min_ready, slice, rng_);
-    if (!claim) {
+    ClaimedBatch batch;
+    const SlotStatus status = consumer_.claim(slice, batch);
+    if (status == SlotStatus::kStopping) return HS_STOPPED;
+    if (status != SlotStatus::kOk) {
       if (monotonic_ns() >= deadline) return HS_TIMEOUT;
       continue;
     }
-    wait_timer.stop();
-    const uint32_t slot = claim->index;
-    if (std::string problem = metadata_problem(slot); !problem.empty()) {
+    const SlotView& view = batch.view;
+    if (!view.in_bounds()) {
       // Counted like the built-in drafter counts a torn batch, and freed: no pointer is
       // handed out over bounds the ring's shape does not vouch for.
-      ledger_mark_torn(ring_, ring_.slot(slot).batch_id.load(std::memory_order_relaxed));
-      session_->entry().torn.fetch_add(1, std::memory_order_relaxed);
-      log_line("TORN batch in slot " + std::to_string(slot) + ": " + problem);
-      if (!release_consumed(ring_, *claim))
-        return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(slot));
+      consumer_.mark_torn(batch, view.bounds_problem());
+      if (consumer_.release(batch).lost())
+        return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(view.slot()));
       continue;
     }
-    const SlotHeader& h = ring_.slot(slot);
     out = hs_batch{};
-    out.ticket = claim->word.word();
-    out.batch_id = h.batch_id.load(std::memory_order_relaxed);
-    out.slot = slot;
-    out.token_count = h.token_count.load(std::memory_order_relaxed);
-    out.num_docs = h.num_docs.load(std::memory_order_relaxed);
-    out.length_bucket = h.length_bucket.load(std::memory_order_relaxed);
-    out.tokens = ring_.tokens(slot);
-    out.positions = ring_.positions(slot);
-    out.doc_offsets = ring_.doc_offsets(slot);
-    out.labels = ring_.labels(slot);
-    for (uint32_t k = 0; k < ring_.shape().num_layers; ++k)
-      out.layers[k] = layer_rows(ring_, slot, k).first;
-    out.layer_row_pitch = layer_rows(ring_, slot, 0).pitch;
-    held_.push_back(Held{*claim, monotonic_ns()});
+    out.ticket = batch.claim.word.word();
+    out.batch_id = view.batch_id();
+    out.slot = view.slot();
+    out.token_count = view.token_count();
+    out.num_docs = view.num_docs();
+    out.length_bucket = view.length_bucket();
+    out.tokens = view.tokens().data();
+    out.positions = view.positions().data();
+    out.doc_offsets = view.doc_offsets().data();
+    out.labels = view.labels().data();
+    for (uint32_t k = 0; k < view.layers(); ++k) out.layers[k] = view.layer(k).first;
+    out.layer_row_pitch = view.layer(0).pitch;
+    held_.push_back(Held{batch, monotonic_ns()});
     return HS_OK;
   }
 }
@@ -143,16 +125,11 @@ hs_status Consumer::release(uint64_t ticket) {
   ProcessEntry& entry = session_->entry();
   // A user drafter's work on a batch is what it does between claim and release.
   record_stage(entry, Stage::kDrafterStep, monotonic_ns() - done.claimed_ns);
-  const uint32_t tokens = ring_.slot(done.claim.index).token_count.load(std::memory_order_relaxed);
-  SlotClaim claim = done.claim;
-  if (!release_consumed(ring_, claim))
-    return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(claim.index) +
+  ClaimedBatch batch = done.batch;
+  if (consumer_.release(batch).lost())
+    return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(batch.claim.index) +
                                       " (this drafter was presumed dead); exit and restart");
-  const RingShape& s = ring_.shape();
-  entry.batches.fetch_add(1, std::memory_order_relaxed);
-  entry.tokens.fetch_add(tokens, std::memory_order_relaxed);
-  entry.hs_bytes.fetch_add(uint64_t(tokens) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
-                           std::memory_order_relaxed);
+  consumer_.account(batch.view.token_count());
   session_->heartbeat();
   return HS_OK;
 }
@@ -162,7 +139,8 @@ void Consumer::copy_to_device(uint64_t ticket, void* device, uint64_t device_byt
 #if HSRING_CAPI_CUDA
   const Held& h = held(ticket);
   const RingShape& s = ring_.shape();
-  const uint32_t tokens = ring_.slot(h.claim.index).token_count.load(std::memory_order_relaxed);
+  const SlotView& batch = h.batch.view;
+  const uint32_t tokens = batch.rows();
   const uint64_t elements = uint64_t(tokens) * s.num_layers * s.hidden_size;
   if (device_bytes < elements * dtype_size(s.dtype))
     throw ApiError(HS_ERR_SHAPE, "the device buffer holds " + std::to_string(device_bytes) +
@@ -175,8 +153,7 @@ void Consumer::copy_to_device(uint64_t ticket, void* device, uint64_t device_byt
   auto check = [](const gpu::CudaStatus& status) {
     if (!status.ok()) throw ApiError(HS_ERR_CUDA, status.message());
   };
-  check(enqueue_slot_features(ring_, h.claim.index, tokens, static_cast<std::byte*>(device),
-                              cuda_stream));
+  check(enqueue_slot_features(batch, static_cast<std::byte*>(device), cuda_stream));
   if (noise_std > 0) {
     const cudaError_t e =
         gpu::launch_add_noise(device, elements, s.dtype, noise_std, seed, step, cuda_stream);

@@ -1,8 +1,9 @@
 // A C API consumer: a drafter worker whose training step is the caller's. It keeps
-// hsring-drafter's side of the protocol (shm/consumer.h): wait for hs_min_ready READY
-// slots, claim one at random (READY -> READING), let the caller read it, then mark it
-// consumed and free it. Unreleased claims go back to READY at close; a crash leaves them
-// to recovery, which returns them to READY too.
+// hsring-drafter's side of the protocol through the same BatchConsumer
+// (worker/batch_consumer.h): wait for hs_min_ready READY slots, claim one at random
+// (READY -> READING), let the caller read it, then mark it consumed and free it.
+// Unreleased claims go back to READY at close; a crash leaves them to recovery, which
+// returns them to READY too.
 //
 // Thread safety: one caller thread at a time.
 #pragma once
@@ -15,6 +16,7 @@
 #include "capi/launcher_watch.h"
 #include "hsring/hsring.h"
 #include "shm/worker_session.h"
+#include "worker/batch_consumer.h"
 
 namespace hsring::gpu {
 class HostRegistration;
@@ -39,20 +41,18 @@ class Consumer {
 
  private:
   struct Held {
-    SlotClaim claim;
+    ClaimedBatch batch;
     uint64_t claimed_ns = 0;
   };
 
   Consumer(std::unique_ptr<WorkerSession> session, const hs_consumer_options& options);
   bool keep_running();
   Held& held(uint64_t ticket);
-  // "" when the slot's header fits the ring's shape (nothing in the segment is trusted).
-  std::string metadata_problem(uint32_t slot) const;
 
   std::unique_ptr<WorkerSession> session_;
   Ring& ring_;
   LauncherWatch launcher_;
-  uint64_t rng_;
+  BatchConsumer consumer_;
   std::vector<Held> held_;
 #if HSRING_CAPI_CUDA
   std::unique_ptr<gpu::HostRegistration> pinned_;  // at the first device copy

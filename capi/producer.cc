@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "capi/capi_error.h"
-#include "capi/layer_rows.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "shm/futex.h"
+#include "shm/slot_view.h"
 #include "shm/stage_timer.h"
 #include "worker/session_duties.h"
 #include "worker/worker_main.h"

@@ -8,3 +8,10 @@ elseif(HSRING_SANITIZE STREQUAL "thread")
 elseif(NOT HSRING_SANITIZE STREQUAL "")
   message(FATAL_ERROR "HSRING_SANITIZE must be '', 'address' or 'thread', not '${HSRING_SANITIZE}'")
 endif()
+
+# REQUIRES: contracts (common/contract.h) are checked in every sanitizer build, and on
+# request in any other (they are always checked where NDEBUG is unset).
+option(HSRING_CHECK_CONTRACTS "Check REQUIRES: contracts (HSRING_REQUIRE) in this build" OFF)
+if(HSRING_CHECK_CONTRACTS OR NOT HSRING_SANITIZE STREQUAL "")
+  add_compile_definitions(HSRING_CHECK_CONTRACTS=1)
+endif()

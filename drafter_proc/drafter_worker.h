@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "shm/worker_session.h"
+#include "worker/batch_consumer.h"
 
 namespace hsring {
 
@@ -26,12 +27,12 @@ class DrafterWorker {
 
  private:
   bool keep_running() const;
-  void consume(SlotClaim& claim);
+  // Checks the batch (marking it torn) and simulates the step.
+  void verify(BatchConsumer& consumer, const ClaimedBatch& batch);
 
   WorkerSession& session_;
   Ring& ring_;
   DrafterOptions options_;
-  uint64_t torn_logged_ = 0;
 };
 
 }  // namespace hsring

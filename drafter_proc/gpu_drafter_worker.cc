@@ -6,8 +6,6 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "drafter_proc/slot_dma.h"
-#include "shm/consumer.h"
-#include "shm/ledger.h"
 #include "shm/stage_timer.h"
 #include "worker/model_batch_check.h"
 #include "worker/synthetic_batch.h"
@@ -17,7 +15,6 @@ namespace hsring {
 
 namespace {
 constexpr auto kClaimSlice = std::chrono::milliseconds(100);
-constexpr uint64_t kTornLogLimit = 10;
 
 uint64_t ms_to_ns(float ms) { return ms < 0 ? 0 : uint64_t(double(ms) * 1e6); }
 }  // namespace
@@ -45,7 +42,8 @@ GpuDrafterWorker::GpuDrafterWorker(WorkerSession& session, const GpuDrafterOptio
       layers_(ring_.shape().num_layers),
       hidden_(ring_.shape().hidden_size),
       elem_(dtype_size(ring_.shape().dtype)),
-      model_batches_(ring_.shape().content == PayloadContent::kModel) {}
+      model_batches_(ring_.shape().content == PayloadContent::kModel),
+      consumer_(session, options.seed) {}
 
 GpuDrafterWorker::~GpuDrafterWorker() {
   (void)cudaStreamSynchronize(copy_.get());
@@ -78,8 +76,6 @@ std::unique_ptr<GpuDrafterWorker> GpuDrafterWorker::create(WorkerSession& sessio
     b->verified = gpu::make_event();
     b->done = gpu::make_event(cudaEventBlockingSync);
   }
-  const Identity self = session.identity();
-  w->rng_ = options.seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
   HSRING_CUDA_CHECK(cudaDeviceSynchronize());
   return w;
 }
@@ -89,31 +85,30 @@ bool GpuDrafterWorker::keep_running() const {
          ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
 }
 
-gpu::CudaStatus GpuDrafterWorker::enqueue_h2d(BatchBuffer& b, uint32_t slot, uint32_t tokens) {
+gpu::CudaStatus GpuDrafterWorker::enqueue_h2d(BatchBuffer& b, const SlotView& batch) {
+  HSRING_REQUIRE(batch.in_bounds());
   cudaStream_t stream = copy_.get();
+  const uint64_t tokens = batch.rows();
   const uint64_t row_bytes = uint64_t(hidden_) * elem_;
-  const uint64_t ints = uint64_t(tokens) * sizeof(int32_t);
   const bool staged = static_cast<bool>(b.staging.size());
   HSRING_CUDA_TRY(cudaEventRecord(b.h2d_start.get(), stream));
   if (staged && ring_.shape().split_layers) {
     for (uint32_t k = 0; k < layers_; ++k) {
-      HSRING_CUDA_TRY(cudaMemcpyAsync(b.staging.data() + k * tokens * row_bytes,
-                                      ring_.layer_region(slot, k), tokens * row_bytes,
-                                      cudaMemcpyHostToDevice, stream));
+      const std::span<const std::byte> region = batch.region_bytes(k);
+      HSRING_CUDA_TRY(cudaMemcpyAsync(b.staging.data() + k * tokens * row_bytes, region.data(),
+                                      region.size(), cudaMemcpyHostToDevice, stream));
     }
-  } else if (gpu::CudaStatus s =
-                 enqueue_slot_features(ring_, slot, tokens, b.hidden.data(), stream);
-             !s.ok()) {
+  } else if (gpu::CudaStatus s = enqueue_slot_features(batch, b.hidden.data(), stream); !s.ok()) {
     return s;
   }
-  HSRING_CUDA_TRY(
-      cudaMemcpyAsync(b.tokens.data(), ring_.tokens(slot), ints, cudaMemcpyHostToDevice, stream));
-  HSRING_CUDA_TRY(cudaMemcpyAsync(b.positions.data(), ring_.positions(slot), ints,
-                                  cudaMemcpyHostToDevice, stream));
-  HSRING_CUDA_TRY(cudaMemcpyAsync(b.doc_offsets.data(), ring_.doc_offsets(slot),
-                                  ints + sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-  HSRING_CUDA_TRY(
-      cudaMemcpyAsync(b.labels.data(), ring_.labels(slot), ints, cudaMemcpyHostToDevice, stream));
+  const auto h2d = [&](gpu::DeviceBuffer& to, std::span<const int32_t> from) {
+    return cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyHostToDevice,
+                           stream);
+  };
+  HSRING_CUDA_TRY(h2d(b.tokens, batch.tokens()));
+  HSRING_CUDA_TRY(h2d(b.positions, batch.positions()));
+  HSRING_CUDA_TRY(h2d(b.doc_offsets, batch.doc_offsets()));
+  HSRING_CUDA_TRY(h2d(b.labels, batch.labels()));
   HSRING_CUDA_TRY(cudaEventRecord(b.landed.get(), stream));
   if (staged && ring_.shape().split_layers) {
     for (uint32_t k = 0; k < layers_; ++k) {
@@ -149,14 +144,6 @@ gpu::CudaStatus GpuDrafterWorker::enqueue_compute(BatchBuffer& b) {
   return {};
 }
 
-void GpuDrafterWorker::count_torn(uint64_t batch_id, const std::string& problem) {
-  ledger_mark_torn(ring_, batch_id);
-  session_.entry().torn.fetch_add(1, std::memory_order_relaxed);
-  ++torn_;
-  if (torn_logged_++ < kTornLogLimit)
-    log_line("TORN batch " + std::to_string(batch_id) + ": " + problem);
-}
-
 bool GpuDrafterWorker::resolve(BatchBuffer& b) {
   if (!b.pending) return true;
   b.pending = false;
@@ -172,11 +159,11 @@ bool GpuDrafterWorker::resolve(BatchBuffer& b) {
     if (verdict.mismatches > 0) {
       const uint64_t row = uint64_t(layers_) * hidden_;
       const uint64_t first = verdict.first_bad;
-      count_torn(b.batch_id, std::to_string(verdict.mismatches) +
-                                 " hidden-state element(s) differ; first at token " +
-                                 std::to_string(first / row) + ", layer " +
-                                 std::to_string(first % row / hidden_) + ", dim " +
-                                 std::to_string(first % hidden_));
+      consumer_.mark_torn(b.batch_id, std::to_string(verdict.mismatches) +
+                                          " hidden-state element(s) differ; first at token " +
+                                          std::to_string(first / row) + ", layer " +
+                                          std::to_string(first % row / hidden_) + ", dim " +
+                                          std::to_string(first % hidden_));
     }
   }
   if (b.noise)
@@ -186,54 +173,46 @@ bool GpuDrafterWorker::resolve(BatchBuffer& b) {
 }
 
 GpuDrafterWorker::StepResult GpuDrafterWorker::step(std::chrono::nanoseconds timeout) {
-  if (wait_start_ns_ == 0) wait_start_ns_ = monotonic_ns();
-  auto claim =
-      claim_ready_slot(ring_, session_.identity(), ring_.shape().hs_min_ready, timeout, rng_);
-  if (!claim) return StepResult::kIdle;
+  ClaimedBatch claimed;
+  if (consumer_.claim(timeout, claimed) != SlotStatus::kOk) return StepResult::kIdle;
   ProcessEntry& entry = session_.entry();
-  record_stage(entry, Stage::kDrafterClaimWait, monotonic_ns() - wait_start_ns_);
 
   const uint32_t index = next_buffer_;
   next_buffer_ ^= 1;
   BatchBuffer& b = *buffers_[index];
   if (!resolve(b)) return StepResult::kFailed;  // its earlier batch's GPU work is done
 
-  // The header was published with the payload (acquire in the claim); check before use.
-  const SlotHeader& slot = ring_.slot(claim->index);
-  const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
-  const uint32_t tokens = slot.token_count.load(std::memory_order_relaxed);
+  // The header was published with the payload (acquire in the claim); the view checked its
+  // counts against the shape before anything is copied by them.
+  const SlotView& batch = claimed.view;
+  const uint64_t batch_id = batch.batch_id();
+  const uint32_t tokens = batch.token_count();
   std::string metadata_problem;
-  if (tokens > ring_.shape().max_tokens) {
-    metadata_problem = "token count " + std::to_string(tokens) + " exceeds the slot's " +
-                       std::to_string(ring_.shape().max_tokens);
+  if (!batch.in_bounds()) {
+    metadata_problem = batch.bounds_problem();
   } else {
-    if (gpu::CudaStatus s = enqueue_h2d(b, claim->index, tokens); !s.ok()) {
+    if (gpu::CudaStatus s = enqueue_h2d(b, batch); !s.ok()) {
       log_line("H2D copy failed: " + s.message());
       return StepResult::kFailed;
     }
     // The host checks the metadata in the slot while the DMA runs. Model batches have no
     // reference bytes: their invariants are checked instead (the GPU check is off).
     if (model_batches_)
-      metadata_problem = check_model_metadata(ring_, claim->index);
+      metadata_problem = check_model_metadata(batch);
     else if (options_.verify)
-      metadata_problem = verify_synthetic_metadata(ring_, claim->index);
+      metadata_problem = verify_synthetic_metadata(ring_, batch.slot());
     // Our own event: once it completes, nothing more is read from the slot.
     if (cudaError_t err = cudaEventSynchronize(b.landed.get()); err != cudaSuccess) {
       log_line(std::string("H2D copy failed: ") + cudaGetErrorString(err));
       return StepResult::kFailed;
     }
   }
-  if (!release_consumed(ring_, *claim)) {
-    log_line("lost ownership of slot " + std::to_string(claim->index) + "; exiting");
-    return StepResult::kLostSlot;
-  }
-  wait_start_ns_ = monotonic_ns();
-  const uint64_t step = entry.batches.fetch_add(1, std::memory_order_relaxed);
-  entry.tokens.fetch_add(tokens, std::memory_order_relaxed);
-  entry.hs_bytes.fetch_add(uint64_t(tokens) * layers_ * hidden_ * elem_, std::memory_order_relaxed);
+  if (consumer_.release(claimed).lost()) return StepResult::kLostSlot;
+  // Counted as the header says, torn or not.
+  const uint64_t step = consumer_.account(tokens);
   ++consumed_;
   if (!metadata_problem.empty()) {
-    count_torn(batch_id, metadata_problem);
+    consumer_.mark_torn(batch_id, metadata_problem);
     return StepResult::kConsumed;
   }
 

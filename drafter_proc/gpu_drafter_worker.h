@@ -25,6 +25,7 @@
 #include "gpu/kernels.h"
 #include "gpu/noise_schedule.h"
 #include "shm/worker_session.h"
+#include "worker/batch_consumer.h"
 
 namespace hsring {
 
@@ -57,7 +58,7 @@ class GpuDrafterWorker {
   bool finish();
 
   uint64_t consumed() const { return consumed_; }
-  uint64_t torn() const { return torn_; }
+  uint64_t torn() const { return consumer_.torn(); }
   // The last consumed batch on the GPU, [tokens, K*H], after finish(): for tests.
   const void* last_batch() const;
   uint32_t last_tokens() const;
@@ -68,26 +69,23 @@ class GpuDrafterWorker {
   struct BatchBuffer;
   GpuDrafterWorker(WorkerSession& session, const GpuDrafterOptions& options);
   bool keep_running() const;
-  gpu::CudaStatus enqueue_h2d(BatchBuffer& b, uint32_t slot, uint32_t tokens);
+  // REQUIRES: batch.in_bounds().
+  gpu::CudaStatus enqueue_h2d(BatchBuffer& b, const SlotView& batch);
   gpu::CudaStatus enqueue_compute(BatchBuffer& b);
   bool resolve(BatchBuffer& b);  // waits for b's GPU work, accounts its verdict
-  void count_torn(uint64_t batch_id, const std::string& problem);
 
   WorkerSession& session_;
   Ring& ring_;
   const GpuDrafterOptions options_;
   const uint32_t layers_, hidden_, elem_;
   const bool model_batches_;  // a model ring: check invariants, not synthetic bytes
+  BatchConsumer consumer_;
   gpu::Stream copy_;
   gpu::Stream compute_;
   std::unique_ptr<BatchBuffer> buffers_[2];
   uint32_t next_buffer_ = 0;
   uint32_t last_buffer_ = 0;
-  uint64_t rng_ = 0;
-  uint64_t wait_start_ns_ = 0;
   uint64_t consumed_ = 0;
-  uint64_t torn_ = 0;
-  uint64_t torn_logged_ = 0;
 };
 
 }  // namespace hsring

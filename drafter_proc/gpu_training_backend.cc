@@ -38,12 +38,10 @@ class GpuTrainingBackend final : public TrainingBackend {
 
   train::DrafterTrainer& trainer() override { return *trainer_; }
 
-  void copy_batch(const Ring& ring, uint32_t slot) override {
-    batch_.copy_metadata(ring, slot);
+  void copy_batch(const SlotView& batch) override {
+    batch_.copy_metadata(batch);
     cudaStream_t stream = trainer_->stream();
-    if (gpu::CudaStatus s =
-            enqueue_slot_features(ring, slot, batch_.tokens(), features_.data(), stream);
-        !s.ok())
+    if (gpu::CudaStatus s = enqueue_slot_features(batch, features_.data(), stream); !s.ok())
       throw gpu::CudaError(s.code, s.message());
     // The step reads the copy on the same stream; the wait is for the slot's release.
     HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));

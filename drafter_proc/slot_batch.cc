@@ -5,7 +5,7 @@
 #include <string>
 
 #include "model/float_convert.h"
-#include "shm/ring.h"
+#include "shm/slot_view.h"
 
 namespace hsring {
 
@@ -26,33 +26,34 @@ void widen(const std::byte* src, uint64_t count, DType dtype, float* dst) {
 
 }  // namespace
 
-void SlotBatch::copy_from(const Ring& ring, uint32_t slot) {
-  copy_metadata(ring, slot);
-  const RingShape& s = ring.shape();
+void SlotBatch::copy_from(const SlotView& batch) {
+  copy_metadata(batch);
+  const RingShape& s = batch.shape();
   const uint32_t t = tokens();
   const uint64_t h = s.hidden_size, k = s.num_layers, elem = dtype_size(s.dtype);
   features_.resize(t * k * h);
+  if (t == 0) return;  // out of bounds: nothing was copied
   if (s.split_layers) {
     // Region k holds [T, H]: row r of layer k goes to features[r, k*H .. (k+1)*H).
     for (uint32_t layer = 0; layer < k; ++layer) {
-      const std::byte* region = ring.layer_region(slot, layer);
+      const std::byte* region = batch.region_bytes(layer).data();
       for (uint32_t r = 0; r < t; ++r)
         widen(region + (r * h) * elem, h, s.dtype, features_.data() + r * k * h + layer * h);
     }
   } else {
-    widen(ring.layer_region(slot, 0), t * k * h, s.dtype, features_.data());
+    widen(batch.region_bytes(0).data(), t * k * h, s.dtype, features_.data());
   }
 }
 
-void SlotBatch::copy_metadata(const Ring& ring, uint32_t slot) {
-  const SlotHeader& header = ring.slot(slot);
-  const uint32_t t = header.token_count.load(std::memory_order_relaxed);
-  const uint32_t docs = header.num_docs.load(std::memory_order_relaxed);
+void SlotBatch::copy_metadata(const SlotView& batch) {
   features_.clear();
-  tokens_.assign(ring.tokens(slot), ring.tokens(slot) + t);
-  positions_.assign(ring.positions(slot), ring.positions(slot) + t);
-  doc_offsets_.assign(ring.doc_offsets(slot), ring.doc_offsets(slot) + docs + 1);
-  labels_.assign(ring.labels(slot), ring.labels(slot) + t);
+  const auto copy = [](std::span<const int32_t> from, std::vector<int32_t>& to) {
+    to.assign(from.begin(), from.end());
+  };
+  copy(batch.tokens(), tokens_);
+  copy(batch.positions(), positions_);
+  copy(batch.doc_offsets(), doc_offsets_);
+  copy(batch.labels(), labels_);
 }
 
 std::string SlotBatch::features_problem(uint32_t layers) const {

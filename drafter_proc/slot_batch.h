@@ -11,16 +11,17 @@
 
 namespace hsring {
 
-class Ring;
+class SlotView;
 
 class SlotBatch {
  public:
-  // Copies the batch in slot `slot` (its header's token and document counts; REQUIRES the
-  // slot is held, READING, and check_model_metadata() passed). Buffers are reused.
-  void copy_from(const Ring& ring, uint32_t slot);
+  // Copies the claimed batch, as long as its view's header says (REQUIRES: the slot is
+  // held, READING, and check_model_metadata() passed; a view out of bounds copies an empty
+  // batch). Buffers are reused.
+  void copy_from(const SlotView& batch);
   // The token metadata alone (the features travel to a GPU instead); view().features is
   // then empty.
-  void copy_metadata(const Ring& ring, uint32_t slot);
+  void copy_metadata(const SlotView& batch);
   // A view of the last copy; valid until the next copy_from.
   train::DrafterBatch view() const;
   uint32_t tokens() const { return uint32_t(tokens_.size()); }

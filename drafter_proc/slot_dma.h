@@ -10,13 +10,13 @@
 #include <cstdint>
 
 #include "gpu/cuda_check.h"
-#include "shm/ring.h"
+#include "shm/slot_view.h"
 
 namespace hsring {
 
-// Enqueues the copy of `tokens` rows of slot `slot` into `dst` on `stream`.
-// REQUIRES: dst holds tokens * K * H elements of the ring's dtype.
-gpu::CudaStatus enqueue_slot_features(const Ring& ring, uint32_t slot, uint32_t tokens,
-                                      std::byte* dst, cudaStream_t stream);
+// Enqueues the copy of the claimed batch's rows (batch.rows(): none when its header is out
+// of bounds) into `dst` on `stream`.
+// REQUIRES: dst holds batch.rows() * K * H elements of the ring's dtype.
+gpu::CudaStatus enqueue_slot_features(const SlotView& batch, std::byte* dst, cudaStream_t stream);
 
 }  // namespace hsring

@@ -15,7 +15,7 @@ class CpuTrainingBackend final : public TrainingBackend {
       : trainer_(std::move(trainer)), threads_(threads), num_captured_(num_captured) {}
 
   train::DrafterTrainer& trainer() override { return *trainer_; }
-  void copy_batch(const Ring& ring, uint32_t slot) override { batch_.copy_from(ring, slot); }
+  void copy_batch(const SlotView& batch) override { batch_.copy_from(batch); }
   uint32_t batch_tokens() const override { return batch_.tokens(); }
   train::LossStats compute_gradients() override {
     return trainer_->compute_gradients(batch_.view());

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "drafter_proc/gradient_group.h"
+#include "shm/slot_view.h"
 #include "train/dflash_trainer.h"
 #include "train/drafter_trainer.h"
 #include "train/trainer.h"
@@ -21,10 +22,10 @@ class TrainingBackend {
   virtual ~TrainingBackend() = default;
 
   virtual train::DrafterTrainer& trainer() = 0;
-  // Copies the batch in `slot` out of the ring (REQUIRES: the slot is held READING and
+  // Copies the claimed batch out of the ring (REQUIRES: its slot is held READING and
   // check_model_metadata() passed); when it returns nothing more is read from the slot, so
   // it can be released before the step. Throws on a device failure.
-  virtual void copy_batch(const Ring& ring, uint32_t slot) = 0;
+  virtual void copy_batch(const SlotView& batch) = 0;
   virtual uint32_t batch_tokens() const = 0;
   // Gradients of the last copied batch's mean loss.
   virtual train::LossStats compute_gradients() = 0;

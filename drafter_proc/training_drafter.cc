@@ -22,10 +22,9 @@
 #include "model/model_error.h"
 #include "model/target_head.h"
 #include "model/target_model.h"
-#include "shm/consumer.h"
-#include "shm/ledger.h"
 #include "shm/recovery.h"
 #include "shm/stage_timer.h"
+#include "worker/batch_consumer.h"
 #include "worker/model_batch_check.h"
 #include "worker/node_topology.h"
 #include "worker/worker_main.h"
@@ -65,7 +64,10 @@ class TrainingLoop {
   // "" when the step on the copied batch may go on, else why training must stop: its loss
   // is not finite (a diverged model, or hidden states that are not finite).
   std::string non_finite_problem(const train::LossStats& loss) const;
-  void train_on(SlotClaim& claim);
+  // Checks a claimed batch and copies it out of the ring: kCopied when the backend holds
+  // it for a step, kTorn (marked so) when its metadata breaks the ring's invariants.
+  enum class BatchCopy { kCopied, kTorn };
+  BatchCopy copy_out(BatchConsumer& consumer, const ClaimedBatch& batch);
   void publish(const train::StepStats& stats);
   TrainingPosition position();
   void write_checkpoint();
@@ -87,7 +89,6 @@ class TrainingLoop {
   uint64_t last_checkpoint_step_ = 0;
   uint64_t trained_watermark_ = 0;  // ring batch ids below it are all consumed
   double loss_ema_ = -1, agreement_ema_ = 0, acceptance_ema_ = 0;
-  uint64_t torn_logged_ = 0;
   uint64_t batch_id_ = 0;  // of the batch last copied out of the ring
 };
 
@@ -289,52 +290,34 @@ void TrainingLoop::publish(const train::StepStats& stats) {
   p.lr.store(bits(stats.lr), std::memory_order_relaxed);
 }
 
-void TrainingLoop::train_on(SlotClaim& claim) {
-  ProcessEntry& entry = session_.entry();
-  const SlotHeader& slot = ring_.slot(claim.index);
-  const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
-  batch_id_ = batch_id;
+TrainingLoop::BatchCopy TrainingLoop::copy_out(BatchConsumer& consumer, const ClaimedBatch& batch) {
+  batch_id_ = batch.view.batch_id();
   std::string problem;
   {
-    StageTimer timer(entry, Stage::kDrafterVerify);
-    problem = check_model_metadata(ring_, claim.index);
-    if (problem.empty()) backend_->copy_batch(ring_, claim.index);
+    StageTimer timer(session_.entry(), Stage::kDrafterVerify);
+    problem = check_model_metadata(ring_, batch.claim.index);
+    if (problem.empty()) backend_->copy_batch(batch.view);
   }
-  if (!problem.empty()) {
-    ledger_mark_torn(ring_, batch_id);
-    entry.torn.fetch_add(1, std::memory_order_relaxed);
-    if (torn_logged_++ < 10)
-      log_line("TORN batch in slot " + std::to_string(claim.index) + ": " + problem);
-  }
+  if (problem.empty()) return BatchCopy::kCopied;
+  consumer.mark_torn(batch, problem);
+  return BatchCopy::kTorn;
 }
 
 int TrainingLoop::run() {
-  const Identity self = session_.identity();
   session_.set_state(ProcessState::kRunning);
-  uint64_t rng = options_.seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
   ProcessEntry& entry = session_.entry();
+  BatchConsumer consumer(session_, options_.seed);
+  ClaimedBatch batch;
   bool group_stopped = false;  // by another machine's run
   while (keep_running()) {
     session_.heartbeat();
-    StageTimer wait_timer(entry, Stage::kDrafterClaimWait);
-    auto claim = claim_ready_slot(ring_, self, ring_.shape().hs_min_ready, kClaimSlice, rng);
-    if (!claim) continue;
-    wait_timer.stop();
-    const uint64_t torn_before = entry.torn.load(std::memory_order_relaxed);
-    train_on(*claim);
-    const bool usable = entry.torn.load(std::memory_order_relaxed) == torn_before;
+    if (consumer.claim(kClaimSlice, batch) != SlotStatus::kOk) continue;
+    const BatchCopy copy = copy_out(consumer, batch);
     // Copied out: the slot goes back to the targets before the step.
-    if (!release_consumed(ring_, *claim)) {
-      log_line("lost ownership of slot " + std::to_string(claim->index) + "; exiting");
-      return kExitLostSlot;
-    }
-    entry.batches.fetch_add(1, std::memory_order_relaxed);
-    if (!usable) continue;
-    const RingShape& s = ring_.shape();
-    entry.tokens.fetch_add(backend_->batch_tokens(), std::memory_order_relaxed);
-    entry.hs_bytes.fetch_add(
-        uint64_t(backend_->batch_tokens()) * s.hidden_size * s.num_layers * dtype_size(s.dtype),
-        std::memory_order_relaxed);
+    if (consumer.release(batch).lost()) return kExitLostSlot;
+    // A torn batch counts as consumed, with no tokens: it is not trained on.
+    consumer.account(copy == BatchCopy::kCopied ? backend_->batch_tokens() : 0);
+    if (copy == BatchCopy::kTorn) continue;
     train::StepStats stats;
     {
       // In a group the step's stage includes waiting for the peers' gradients.

@@ -12,7 +12,7 @@ namespace {
 
 // True when no more batches will arrive to make up hs_min_ready: the ring drains, or
 // every target has published its whole shard.
-bool no_more_batches(const Ring& ring) {
+bool no_more_batches(const Ring& ring) noexcept {
   if (ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning))
     return true;
   for (uint32_t t = 0; t < ring.shape().num_targets; ++t) {
@@ -22,7 +22,7 @@ bool no_more_batches(const Ring& ring) {
 }
 
 // Indices of the READY slots, in one pass over the slot headers.
-uint32_t collect_ready(const Ring& ring, uint32_t* indices) {
+uint32_t collect_ready(const Ring& ring, uint32_t* indices) noexcept {
   uint32_t ready = 0;
   for (uint32_t i = 0; i < ring.slot_count(); ++i) {
     if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kReady)
@@ -31,7 +31,12 @@ uint32_t collect_ready(const Ring& ring, uint32_t* indices) {
   return ready;
 }
 
-bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) {
+// The run has stopped for good (the launcher's last word): no batch will become READY.
+bool stopped(const Ring& ring) noexcept {
+  return ring.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kStopped);
+}
+
+bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kReading) return false;
   // Release: our reads of the payload happen before a producer's acquire claim of the
@@ -41,7 +46,7 @@ bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) {
 
 }  // namespace
 
-uint32_t count_ready(const Ring& ring) {
+uint32_t count_ready(const Ring& ring) noexcept {
   uint32_t ready = 0;
   for (uint32_t i = 0; i < ring.slot_count(); ++i) {
     if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kReady)
@@ -50,8 +55,8 @@ uint32_t count_ready(const Ring& ring) {
   return ready;
 }
 
-std::optional<SlotClaim> claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
-                                          std::chrono::nanoseconds timeout, uint64_t& rng_state) {
+ClaimResult claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
+                             std::chrono::nanoseconds timeout, uint64_t& rng_state) noexcept {
   uint32_t ready_indices[kMaxSlots];
   uint64_t deadline = 0;  // taken on the first wait: the fast path reads no clock
   SharedCondition ready_condition(ring.header().ready_futex, ring.header().ready_waiters);
@@ -66,33 +71,35 @@ std::optional<SlotClaim> claim_ready_slot(Ring& ring, Identity self, uint32_t mi
       // SYNC POINT READ: acquire pairs with the producer's release CAS to READY, so the
       // payload and metadata are complete before we read them.
       if (seen.phase() == SlotPhase::kReady && transition_slot(slot, seen, reading))
-        return SlotClaim{index, reading};
+        return ClaimResult(SlotClaim{index, reading});
       continue;  // lost a race to another consumer: the ring changed, draw again
     }
+    if (stopped(ring)) return ClaimResult::stopping();
     const uint64_t now = monotonic_ns();
     if (deadline == 0) deadline = now + uint64_t(timeout.count());
-    if (now >= deadline) return std::nullopt;
-    ready_condition.wait_until([&] { return count_ready(ring) >= needed(); },
+    if (now >= deadline) return ClaimResult::timed_out();
+    // The launcher wakes every waiter when it stops the run (supervisor.cc).
+    ready_condition.wait_until([&] { return count_ready(ring) >= needed() || stopped(ring); },
                                std::chrono::nanoseconds(deadline - now));
   }
 }
 
-bool release_consumed(Ring& ring, SlotClaim& claim) {
+SlotResult release_consumed(Ring& ring, SlotClaim& claim) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
   const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
   // First the slot-local record, then the ledger, then the transition: a crash between
   // any two leaves enough for a recoverer to finish the same marks (recovery.cc).
   slot.consumed_word.store(claim.word.word(), std::memory_order_release);
   ledger_mark_consumed(ring, batch_id, claim.word);
-  if (!release_to(ring, claim, SlotPhase::kFree)) return false;
+  if (!release_to(ring, claim, SlotPhase::kFree)) return SlotResult(SlotStatus::kLost);
   SharedCondition(ring.header().free_futex, ring.header().free_waiters).notify();
-  return true;
+  return SlotResult(SlotStatus::kOk);
 }
 
-bool return_unread(Ring& ring, SlotClaim& claim) {
-  if (!release_to(ring, claim, SlotPhase::kReady)) return false;
+SlotResult return_unread(Ring& ring, SlotClaim& claim) noexcept {
+  if (!release_to(ring, claim, SlotPhase::kReady)) return SlotResult(SlotStatus::kLost);
   SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();
-  return true;
+  return SlotResult(SlotStatus::kOk);
 }
 
 }  // namespace hsring

@@ -12,8 +12,9 @@ namespace hsring {
 
 // Sleeps while *word == expected, at most `timeout`. Returns early on a wake, a signal or
 // a changed word; callers always re-check their condition.
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::nanoseconds timeout);
-void futex_wake(std::atomic<uint32_t>& word, int count);
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected,
+                std::chrono::nanoseconds timeout) noexcept;
+void futex_wake(std::atomic<uint32_t>& word, int count) noexcept;
 
 // A condition that processes wait for: `sequence` moves on every change that may let a
 // waiter proceed; `waiters` lets the notifier skip the syscall when nobody sleeps.
@@ -30,16 +31,17 @@ class SharedCondition {
   // Call after making the change visible (its stores happen before this seq_cst bump).
   // notify() wakes one sleeper: each change frees or fills one slot, which one waiter
   // can use (waking all of them would make the others lose the race and sleep again).
-  void notify() { notify_waking(1); }
+  void notify() noexcept { notify_waking(1); }
   // Wakes every sleeper: for changes that concern all of them (the ring drains).
-  void notify_all() { notify_waking(INT_MAX); }
+  void notify_all() noexcept { notify_waking(INT_MAX); }
 
   // Waits until `ready()` holds or `timeout` passes; returns the last value of ready().
   template <class Predicate>
-  bool wait_until(Predicate ready, std::chrono::nanoseconds timeout);
+  // noexcept: `ready` must not throw (the ring's predicates read atomics).
+  bool wait_until(Predicate ready, std::chrono::nanoseconds timeout) noexcept;
 
  private:
-  void notify_waking(int count);
+  void notify_waking(int count) noexcept;
 
   std::atomic<uint32_t>& sequence_;
   std::atomic<uint32_t>& waiters_;
@@ -56,7 +58,7 @@ inline void cpu_relax() {
 }
 
 template <class Predicate>
-bool SharedCondition::wait_until(Predicate ready, std::chrono::nanoseconds timeout) {
+bool SharedCondition::wait_until(Predicate ready, std::chrono::nanoseconds timeout) noexcept {
   using Clock = std::chrono::steady_clock;
   for (int round = 0; round < kSpinRoundsBeforeSleep; ++round) {
     if (ready()) return true;

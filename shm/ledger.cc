@@ -6,22 +6,22 @@ namespace hsring {
 
 // All ledger atomics are relaxed: marks are facts about single words, read by summaries
 // after the run or by tests after the processes have exited (which orders everything).
-void ledger_mark_published(Ring& ring, uint64_t batch_id) {
+void ledger_mark_published(Ring& ring, uint64_t batch_id) noexcept {
   if (LedgerEntry* e = ring.ledger_entry(batch_id))
     e->flags.fetch_or(kLedgerPublished, std::memory_order_relaxed);
 }
 
-void ledger_mark_redelivered(Ring& ring, uint64_t batch_id) {
+void ledger_mark_redelivered(Ring& ring, uint64_t batch_id) noexcept {
   if (LedgerEntry* e = ring.ledger_entry(batch_id))
     e->flags.fetch_or(kLedgerRedelivered, std::memory_order_relaxed);
 }
 
-void ledger_mark_torn(Ring& ring, uint64_t batch_id) {
+void ledger_mark_torn(Ring& ring, uint64_t batch_id) noexcept {
   if (LedgerEntry* e = ring.ledger_entry(batch_id))
     e->flags.fetch_or(kLedgerTorn, std::memory_order_relaxed);
 }
 
-ConsumeMark ledger_mark_consumed(Ring& ring, uint64_t batch_id, SlotState word) {
+ConsumeMark ledger_mark_consumed(Ring& ring, uint64_t batch_id, SlotState word) noexcept {
   LedgerEntry* e = ring.ledger_entry(batch_id);
   if (e == nullptr) return ConsumeMark::kUntracked;
   e->flags.fetch_or(kLedgerPublished, std::memory_order_relaxed);

@@ -11,13 +11,13 @@
 
 namespace hsring {
 
-void ledger_mark_published(Ring& ring, uint64_t batch_id);
-void ledger_mark_redelivered(Ring& ring, uint64_t batch_id);
-void ledger_mark_torn(Ring& ring, uint64_t batch_id);
+void ledger_mark_published(Ring& ring, uint64_t batch_id) noexcept;
+void ledger_mark_redelivered(Ring& ring, uint64_t batch_id) noexcept;
+void ledger_mark_torn(Ring& ring, uint64_t batch_id) noexcept;
 
 enum class ConsumeMark { kFirst, kRepeat, kDuplicate, kUntracked };
 // Marks `batch_id` consumed by the claim whose READING word is `word` (and published).
-ConsumeMark ledger_mark_consumed(Ring& ring, uint64_t batch_id, SlotState word);
+ConsumeMark ledger_mark_consumed(Ring& ring, uint64_t batch_id, SlotState word) noexcept;
 
 struct LedgerTotals {
   uint64_t published = 0;

@@ -5,6 +5,7 @@
 #include "shm/ring.h"
 #include "shm/ring_error.h"
 #include "shm/ring_layout.h"
+#include "shm/slot_result.h"
 
 namespace hsring {
 
@@ -183,6 +184,20 @@ const char* to_string(RingErrc code) {
       return "unsafe-mode";
   }
   return "invalid";
+}
+
+const char* to_string(SlotStatus status) {
+  switch (status) {
+    case SlotStatus::kOk:
+      return "ok";
+    case SlotStatus::kTimedOut:
+      return "timed out";
+    case SlotStatus::kStopping:
+      return "stopping";
+    case SlotStatus::kLost:
+      return "lost";
+  }
+  return "?";
 }
 
 }  // namespace hsring

@@ -9,16 +9,16 @@ namespace hsring {
 
 namespace {
 
-SharedCondition free_condition(Ring& ring) {
+SharedCondition free_condition(Ring& ring) noexcept {
   return SharedCondition(ring.header().free_futex, ring.header().free_waiters);
 }
 
-bool stopping(const Ring& ring) {
+bool stopping(const Ring& ring) noexcept {
   return ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning);
 }
 
 // One pass over the ring from `hint`: CAS the first FREE slot to CLAIMED(self).
-std::optional<SlotClaim> try_claim_free(Ring& ring, Identity self, uint32_t hint) {
+ClaimResult try_claim_free(Ring& ring, Identity self, uint32_t hint) noexcept {
   const uint32_t n = ring.slot_count();
   for (uint32_t step = 0; step < n; ++step) {
     const uint32_t index = (hint + step) % n;
@@ -28,12 +28,12 @@ std::optional<SlotClaim> try_claim_free(Ring& ring, Identity self, uint32_t hint
     const SlotState claimed = seen.next(SlotPhase::kClaimed, self.index, self.epoch);
     // Acquire on success: the last consumer's reads of this payload (ordered before its
     // release CAS to FREE) happen before we start overwriting it.
-    if (transition_slot(slot, seen, claimed)) return SlotClaim{index, claimed};
+    if (transition_slot(slot, seen, claimed)) return ClaimResult(SlotClaim{index, claimed});
   }
-  return std::nullopt;
+  return ClaimResult::timed_out();
 }
 
-bool any_free(const Ring& ring) {
+bool any_free(const Ring& ring) noexcept {
   for (uint32_t i = 0; i < ring.slot_count(); ++i) {
     if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kFree)
       return true;
@@ -43,41 +43,42 @@ bool any_free(const Ring& ring) {
 
 }  // namespace
 
-std::optional<SlotClaim> claim_free_slot(Ring& ring, Identity self, uint32_t hint,
-                                         std::chrono::nanoseconds timeout) {
+ClaimResult claim_free_slot(Ring& ring, Identity self, uint32_t hint,
+                            std::chrono::nanoseconds timeout) noexcept {
   uint64_t deadline = 0;  // taken on the first wait: the fast path reads no clock
   while (!stopping(ring)) {
     if (auto claim = try_claim_free(ring, self, hint)) return claim;
     const uint64_t now = monotonic_ns();
     if (deadline == 0) deadline = now + uint64_t(timeout.count());
-    if (now >= deadline) break;
+    if (now >= deadline) return ClaimResult::timed_out();
     // Short waits so a stop request is noticed promptly even without a wake.
     const auto slice = std::chrono::nanoseconds(std::min<uint64_t>(deadline - now, 50'000'000));
     free_condition(ring).wait_until([&] { return any_free(ring) || stopping(ring); }, slice);
   }
-  return std::nullopt;
+  return ClaimResult::stopping();
 }
 
-bool bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) {
+SlotResult bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
-  if (claim.word.phase() != SlotPhase::kClaimed) return false;
+  if (claim.word.phase() != SlotPhase::kClaimed) return SlotResult(SlotStatus::kLost);
   // Release: a recoverer holding a stale READING word that reads this id must then see
   // our claim in the slot word (recovery.cc). The release CAS below orders it before the
   // WRITING word that certifies it to consumers.
   slot.batch_id.store(batch_id, std::memory_order_release);
-  return advance_claim(
-      slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(), claim.word.epoch()));
+  return SlotResult::ok_or_lost(advance_claim(
+      slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(), claim.word.epoch())));
 }
 
-bool adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) {
+SlotResult adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
-  if (claim.word.phase() != SlotPhase::kWriting) return false;
-  return advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch));
+  if (claim.word.phase() != SlotPhase::kWriting) return SlotResult(SlotStatus::kLost);
+  return SlotResult::ok_or_lost(
+      advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch)));
 }
 
-bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
+SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
-  if (claim.word.phase() != SlotPhase::kWriting) return false;
+  if (claim.word.phase() != SlotPhase::kWriting) return SlotResult(SlotStatus::kLost);
   const uint64_t seq = ring.header().publish_seq.fetch_add(1, std::memory_order_relaxed) + 1;
   slot.publish_seq.store(seq, std::memory_order_relaxed);
   slot.token_count.store(info.token_count, std::memory_order_relaxed);
@@ -88,21 +89,22 @@ bool publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) {
   // consumers claim with an acquire CAS (ring-protocol.md invariant 2).
   if (!advance_claim(slot, claim,
                      claim.word.next(SlotPhase::kReady, claim.word.owner(), claim.word.epoch()))) {
-    return false;
+    return SlotResult(SlotStatus::kLost);
   }
   SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();
   // After the CAS: a mark before it could name a batch that a crash then never publishes.
   // A crash right here leaves the mark to the consumer (ledger_mark_consumed sets it too).
   ledger_mark_published(ring, info.batch_id);
-  return true;
+  return SlotResult(SlotStatus::kOk);
 }
 
-bool unclaim(Ring& ring, SlotClaim& claim) {
+SlotResult unclaim(Ring& ring, SlotClaim& claim) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
-  if (claim.word.phase() != SlotPhase::kClaimed) return false;
-  if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kFree, 0, 0))) return false;
+  if (claim.word.phase() != SlotPhase::kClaimed) return SlotResult(SlotStatus::kLost);
+  if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kFree, 0, 0)))
+    return SlotResult(SlotStatus::kLost);
   free_condition(ring).notify();
-  return true;
+  return SlotResult(SlotStatus::kOk);
 }
 
 }  // namespace hsring

@@ -96,6 +96,7 @@ std::string validate_shape(const RingShape& s) {
 }
 
 RingLayout compute_layout(const RingShape& s) {
+  HSRING_REQUIRE(validate_shape(s).empty());
   RingLayout l{};
   uint64_t offset = align_up(sizeof(RingHeader), kRegionAlign);
   l.process_table_offset = offset;
@@ -373,22 +374,23 @@ bool Ring::remove(const std::string& name) {
   return ::shm_unlink(("/" + name).c_str()) == 0;
 }
 
-std::byte* Ring::layer_region(uint32_t index, uint32_t layer) const {
+std::byte* Ring::layer_region(uint32_t index, uint32_t layer) const noexcept {
+  HSRING_REQUIRE(layer < shape().num_layers);
   const SlotLayout& s = layout().slot;
   // Concatenated layout: layer k starts k*H elements into each row, not at a region.
   return payload(index) + (shape().split_layers ? s.layer_offset[layer] : 0);
 }
 
-int32_t* Ring::tokens(uint32_t index) const {
+int32_t* Ring::tokens(uint32_t index) const noexcept {
   return reinterpret_cast<int32_t*>(payload(index) + layout().slot.tokens_offset);
 }
-int32_t* Ring::positions(uint32_t index) const {
+int32_t* Ring::positions(uint32_t index) const noexcept {
   return reinterpret_cast<int32_t*>(payload(index) + layout().slot.positions_offset);
 }
-int32_t* Ring::doc_offsets(uint32_t index) const {
+int32_t* Ring::doc_offsets(uint32_t index) const noexcept {
   return reinterpret_cast<int32_t*>(payload(index) + layout().slot.doc_offsets_offset);
 }
-int32_t* Ring::labels(uint32_t index) const {
+int32_t* Ring::labels(uint32_t index) const noexcept {
   return reinterpret_cast<int32_t*>(payload(index) + layout().slot.labels_offset);
 }
 

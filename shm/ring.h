@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/contract.h"
 #include "shm/ring_error.h"
 #include "shm/ring_layout.h"
 
@@ -31,7 +32,8 @@ std::string ring_name_problem(const std::string& name);
 
 // Checks a shape against the ring's limits; returns "" when valid, else what is wrong.
 std::string validate_shape(const RingShape& shape);
-// The layout that a valid shape implies. REQUIRES: validate_shape(shape).empty().
+// The layout that a valid shape implies. REQUIRES: validate_shape(shape).empty() (checked
+// where contracts are: common/contract.h).
 RingLayout compute_layout(const RingShape& shape);
 // What a segment's header fixes for its whole life, validated.
 struct RingGeometry {
@@ -88,34 +90,44 @@ class Ring {
   int32_t liveness_index() const { return liveness_index_; }
   void set_liveness_index(int32_t index) { liveness_index_ = index; }
 
-  // Inline: the protocol scans slot headers on every claim.
+  // Inline: the protocol scans slot headers on every claim (the contract checks compile
+  // out of release builds: common/contract.h).
   // REQUIRES: index < slot_count()
-  SlotHeader& slot(uint32_t index) const {
+  SlotHeader& slot(uint32_t index) const noexcept {
+    HSRING_REQUIRE(index < slot_count());
     return reinterpret_cast<SlotHeader*>(base_ + layout().slot_headers_offset)[index];
   }
-  std::byte* payload(uint32_t index) const {
+  // REQUIRES: index < slot_count()
+  std::byte* payload(uint32_t index) const noexcept {
+    HSRING_REQUIRE(index < slot_count());
     return base_ + layout().payload_offset + layout().slot.stride * index;
   }
   // REQUIRES: index < process_count()
-  ProcessEntry& process(uint32_t index) const {
+  ProcessEntry& process(uint32_t index) const noexcept {
+    HSRING_REQUIRE(index < process_count());
     return reinterpret_cast<ProcessEntry*>(base_ + layout().process_table_offset)[index];
   }
   // REQUIRES: target < shape().num_targets
-  TargetProgress& target_progress(uint32_t target) const {
+  TargetProgress& target_progress(uint32_t target) const noexcept {
+    HSRING_REQUIRE(target < shape().num_targets);
     return reinterpret_cast<TargetProgress*>(base_ + layout().target_progress_offset)[target];
   }
   // nullptr when batch_id is beyond the ledger's capacity.
-  LedgerEntry* ledger_entry(uint64_t batch_id) const {
+  LedgerEntry* ledger_entry(uint64_t batch_id) const noexcept {
     if (batch_id >= shape().ledger_capacity) return nullptr;
     return reinterpret_cast<LedgerEntry*>(base_ + layout().ledger_offset) + batch_id;
   }
 
-  // Payload regions of slot `index`, bounds taken from the validated layout.
-  std::byte* layer_region(uint32_t index, uint32_t layer) const;
-  int32_t* tokens(uint32_t index) const;
-  int32_t* positions(uint32_t index) const;
-  int32_t* doc_offsets(uint32_t index) const;
-  int32_t* labels(uint32_t index) const;
+  // Payload regions of slot `index`, bounds taken from the validated layout. Their
+  // lengths are the shape's (max_tokens; doc_offsets max_tokens + 1), not the batch's: a
+  // claimed batch is read through SlotView (shm/slot_view.h), which bounds them by its
+  // header once. In the concatenated layout (split_layers == 0) every layer's region is
+  // the one [T, K*H] region. REQUIRES: index < slot_count(); layer < shape().num_layers.
+  std::byte* layer_region(uint32_t index, uint32_t layer) const noexcept;
+  int32_t* tokens(uint32_t index) const noexcept;
+  int32_t* positions(uint32_t index) const noexcept;
+  int32_t* doc_offsets(uint32_t index) const noexcept;
+  int32_t* labels(uint32_t index) const noexcept;
 
  private:
   struct Segment;  // the Boost.Interprocess objects behind the mapping

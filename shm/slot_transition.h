@@ -11,7 +11,7 @@ namespace hsring {
 // CAS `slot` from `from` to `to`. acq_rel on success: release publishes everything the
 // actor wrote before (batch id, payload, metadata, consumed_word) to whoever acquires
 // `to`; acquire makes the previous owner's writes (and reads) happen before ours.
-inline bool transition_slot(SlotHeader& slot, SlotState from, SlotState to) {
+inline bool transition_slot(SlotHeader& slot, SlotState from, SlotState to) noexcept {
   uint64_t expected = from.word();
   if (!slot.state.compare_exchange_strong(expected, to.word(), std::memory_order_acq_rel,
                                           std::memory_order_relaxed)) {
@@ -22,7 +22,7 @@ inline bool transition_slot(SlotHeader& slot, SlotState from, SlotState to) {
 }
 
 // transition_slot from the word `claim` holds; on success the claim holds `to`.
-inline bool advance_claim(SlotHeader& slot, SlotClaim& claim, SlotState to) {
+inline bool advance_claim(SlotHeader& slot, SlotClaim& claim, SlotState to) noexcept {
   if (!transition_slot(slot, claim.word, to)) return false;
   claim.word = to;
   return true;

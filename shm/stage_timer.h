@@ -9,7 +9,7 @@
 
 namespace hsring {
 
-inline void record_stage(ProcessEntry& entry, Stage stage, uint64_t duration_ns) {
+inline void record_stage(ProcessEntry& entry, Stage stage, uint64_t duration_ns) noexcept {
   StageCounter& c = entry.stages[uint32_t(stage)];
   c.count.fetch_add(1, std::memory_order_relaxed);
   c.total_ns.fetch_add(duration_ns, std::memory_order_relaxed);

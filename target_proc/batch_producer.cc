@@ -65,9 +65,10 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
   const uint64_t seq = shard_.seq_of(batch_id);
   auto cancelled = [&] { return cancel != nullptr && cancel->load(std::memory_order_acquire); };
   const uint64_t wait_start = monotonic_ns();
-  std::optional<SlotClaim> got;
+  ClaimResult got;
   while (!got) {
-    if (!keep_running() || cancelled()) return PipelineStatus::kStopped;
+    if (got.status() == SlotStatus::kStopping || !keep_running() || cancelled())
+      return PipelineStatus::kStopped;
     session_.heartbeat();
     const uint64_t now = monotonic_ns();
     if (deadline_ns != 0 && now >= deadline_ns) return PipelineStatus::kTimedOut;
@@ -84,7 +85,7 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
   }
   // Bind first, then move the shard position: a crash in between re-produces the batch
   // from the slot (adopt_unpublished) and never skips or doubles it.
-  if (!bind_batch(ring_, *got, batch_id)) {
+  if (bind_batch(ring_, *got, batch_id).lost()) {
     log_line("lost ownership of slot " + std::to_string(got->index) + "; exiting");
     return PipelineStatus::kLostSlot;
   }
@@ -96,7 +97,7 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
 
 PipelineStatus BatchProducer::publish_batch(SlotClaim& claim, const BatchPlan& plan) {
   const BatchInfo info{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket};
-  if (!publish(ring_, claim, info)) {
+  if (publish(ring_, claim, info).lost()) {
     log_line("lost ownership of slot " + std::to_string(claim.index) + "; exiting");
     return PipelineStatus::kLostSlot;
   }

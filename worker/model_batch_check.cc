@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "shm/ring.h"
+#include "shm/slot_view.h"
 
 namespace hsring {
 
@@ -35,25 +36,27 @@ bool all_finite(const std::byte* p, uint64_t count, DType dtype) {
 }  // namespace
 
 std::string check_model_metadata(const Ring& ring, uint32_t slot) {
-  const RingShape& s = ring.shape();
-  const SlotHeader& h = ring.slot(slot);
-  const uint32_t tokens = h.token_count.load(std::memory_order_relaxed);
-  const uint32_t docs = h.num_docs.load(std::memory_order_relaxed);
-  if (tokens < 1 || tokens > s.max_tokens)
-    return "token count " + std::to_string(tokens) + " outside [1, " +
-           std::to_string(s.max_tokens) + "]";
-  if (docs < 1 || docs > tokens)
-    return "document count " + std::to_string(docs) + " outside [1, " + std::to_string(tokens) +
-           "]";
-  const int32_t* offsets = ring.doc_offsets(slot);
-  const int32_t* ids = ring.tokens(slot);
-  const int32_t* positions = ring.positions(slot);
-  const int32_t* labels = ring.labels(slot);
+  return check_model_metadata(SlotView(ring, slot));
+}
+
+std::string check_model_metadata(const SlotView& batch) {
+  if (!batch.in_bounds()) return batch.bounds_problem();
+  const RingShape& s = batch.shape();
+  const uint32_t tokens = batch.token_count();
+  const uint32_t docs = batch.num_docs();
+  const std::span<const int32_t> offsets = batch.doc_offsets();
+  const std::span<const int32_t> ids = batch.tokens();
+  const std::span<const int32_t> positions = batch.positions();
+  const std::span<const int32_t> labels = batch.labels();
   if (offsets[0] != 0 || offsets[docs] != int32_t(tokens))
     return "document offsets run from " + std::to_string(offsets[0]) + " to " +
            std::to_string(offsets[docs]) + ", not 0 to " + std::to_string(tokens);
   for (uint32_t d = 0; d < docs; ++d) {
     if (offsets[d + 1] <= offsets[d]) return at("doc_offsets", d + 1) + " is not increasing";
+    // Increasing from 0 keeps it above 0; this keeps the positions read below in the batch.
+    if (offsets[d + 1] > int32_t(tokens))
+      return at("doc_offsets", d + 1) + " is past the batch's " + std::to_string(tokens) +
+             " tokens";
     for (int32_t t = offsets[d]; t < offsets[d + 1]; ++t) {
       if (positions[t] != t - offsets[d])
         return at("positions", t) + " does not restart with its document";
@@ -71,13 +74,14 @@ std::string check_model_metadata(const Ring& ring, uint32_t slot) {
 }
 
 std::string check_model_batch(const Ring& ring, uint32_t slot) {
-  if (std::string problem = check_model_metadata(ring, slot); !problem.empty()) return problem;
+  const SlotView batch(ring, slot);
+  if (std::string problem = check_model_metadata(batch); !problem.empty()) return problem;
   const RingShape& s = ring.shape();
-  const uint64_t rows = ring.slot(slot).token_count.load(std::memory_order_relaxed);
+  const uint64_t rows = batch.rows();
   const uint32_t regions = s.split_layers ? s.num_layers : 1;
   const uint64_t per_region = rows * s.hidden_size * (s.split_layers ? 1 : s.num_layers);
   for (uint32_t k = 0; k < regions; ++k) {
-    if (!all_finite(ring.layer_region(slot, k), per_region, s.dtype))
+    if (!all_finite(batch.region_bytes(k).data(), per_region, s.dtype))
       return "captured layer region " + std::to_string(k) + " holds a NaN or an infinity";
   }
   return "";

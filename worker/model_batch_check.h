@@ -11,9 +11,12 @@
 namespace hsring {
 
 class Ring;
+class SlotView;
 
-// "" when the metadata of slot `slot` (header counts, tokens, positions, document offsets,
-// labels) is consistent, else the first problem found.
+// "" when the metadata of a claimed batch (header counts, tokens, positions, document
+// offsets, labels) is consistent, else the first problem found.
+std::string check_model_metadata(const SlotView& batch);
+// The same for slot `slot`, its header read now.
 std::string check_model_metadata(const Ring& ring, uint32_t slot);
 // check_model_metadata, then every captured element of the batch's rows is finite.
 std::string check_model_batch(const Ring& ring, uint32_t slot);

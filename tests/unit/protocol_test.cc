@@ -46,8 +46,8 @@ class ProtocolTest : public ::testing::Test {
   // Claims the first FREE slot from `hint` for `target` and binds `batch_id`: WRITING.
   SlotClaim begin_batch(WorkerSession& target, uint64_t batch_id, uint32_t hint = 0) {
     auto claim = claim_free_slot(target.ring(), target.identity(), hint, 0ms);
-    require(claim.has_value(), "no FREE slot");
-    require(bind_batch(target.ring(), *claim, batch_id), "bind_batch");
+    require(claim.ok(), "no FREE slot");
+    require(bind_batch(target.ring(), *claim, batch_id).ok(), "bind_batch");
     return *claim;
   }
   // Fills the synthetic batch bound to `claim` and publishes it: READY.
@@ -55,7 +55,8 @@ class ProtocolTest : public ::testing::Test {
     const BatchPlan plan = plan_batch(batch_in(claim.index), shape_);
     fill_synthetic_batch(target.ring(), claim.index, plan);
     require(publish(target.ring(), claim,
-                    BatchInfo{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket}),
+                    BatchInfo{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket})
+                .ok(),
             "publish");
   }
   uint32_t produce(WorkerSession& target, uint64_t batch_id, uint32_t hint = 0) {
@@ -65,7 +66,7 @@ class ProtocolTest : public ::testing::Test {
   }
   SlotClaim take_ready(WorkerSession& drafter) {
     auto claim = claim_ready_slot(drafter.ring(), drafter.identity(), 1, 0ms, rng_);
-    require(claim.has_value(), "no READY slot");
+    require(claim.ok(), "no READY slot");
     return *claim;
   }
 
@@ -168,10 +169,12 @@ TEST_F(ProtocolTest, ClaimFreeSlotFailsWhenNoneIsFreeOrTheRingStops) {
     EXPECT_EQ(claim->index, i);
     claims.push_back(*claim);
   }
-  EXPECT_FALSE(claim_free_slot(target->ring(), target->identity(), 0, 20ms));
+  EXPECT_EQ(claim_free_slot(target->ring(), target->identity(), 0, 20ms).status(),
+            SlotStatus::kTimedOut);
   ASSERT_TRUE(unclaim(target->ring(), claims[5]));
   ring_->header().run_state.store(uint32_t(RunState::kDraining));
-  EXPECT_FALSE(claim_free_slot(target->ring(), target->identity(), 0, 0ms))
+  EXPECT_EQ(claim_free_slot(target->ring(), target->identity(), 0, 0ms).status(),
+            SlotStatus::kStopping)
       << "a draining ring hands out no FREE slot";
   ring_->header().run_state.store(uint32_t(RunState::kRunning));
   auto claim = claim_free_slot(target->ring(), target->identity(), 0, 0ms);
@@ -184,7 +187,7 @@ TEST_F(ProtocolTest, ClaimFreeSlotFailsWhenNoneIsFreeOrTheRingStops) {
 TEST_F(ProtocolTest, WaitersAreWokenByPublishAndByRelease) {
   auto target = start(kTarget0);
   auto drafter = start(kDrafter0);
-  std::optional<SlotClaim> got;
+  ClaimResult got;
   std::thread consumer([&] {
     uint64_t rng = 7;
     got = claim_ready_slot(drafter->ring(), drafter->identity(), 1, 600s, rng);
@@ -200,7 +203,7 @@ TEST_F(ProtocolTest, WaitersAreWokenByPublishAndByRelease) {
   while (auto claim = claim_free_slot(target->ring(), target->identity(), 0, 0ms))
     filled.push_back(claim->index);
   ASSERT_EQ(filled.size(), shape_.slot_count - 1);
-  std::optional<SlotClaim> free_claim;
+  ClaimResult free_claim;
   std::thread producer(
       [&] { free_claim = claim_free_slot(target->ring(), target->identity(), 0, 600s); });
   while (ring_->header().free_waiters.load() == 0) std::this_thread::yield();
@@ -601,7 +604,7 @@ TEST_F(ProtocolTest, LedgerTotalsSeparateLostFromInRing) {
 class MinReadyTest : public ProtocolTest {
  protected:
   MinReadyTest() { shape_.hs_min_ready = 3; }
-  std::optional<SlotClaim> try_take(WorkerSession& drafter, std::chrono::nanoseconds wait = 0ms) {
+  ClaimResult try_take(WorkerSession& drafter, std::chrono::nanoseconds wait = 0ms) {
     return claim_ready_slot(drafter.ring(), drafter.identity(), shape_.hs_min_ready, wait, rng_);
   }
 };

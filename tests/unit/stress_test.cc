@@ -105,7 +105,8 @@ class StressTest : public ::testing::Test {
     const uint64_t id = ring.slot(claim.index).batch_id.load(std::memory_order_relaxed);
     const BatchPlan plan = plan_batch(id, shape_);
     fill_synthetic_batch(ring, claim.index, plan);
-    return publish(ring, claim, BatchInfo{id, plan.token_count, plan.num_docs, plan.length_bucket});
+    return publish(ring, claim, BatchInfo{id, plan.token_count, plan.num_docs, plan.length_bucket})
+        .ok();
   }
 
   // Target t produces its shard t, t+T, ... until the deadline. With deaths, each
