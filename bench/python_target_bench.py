@@ -15,8 +15,11 @@ ratios printed: raw copy time / hsring copy time (aim >= 0.95) and the critical 
 
 It creates its own synthetic ring (`hsring run --create-only`, 4 slots: --tokens x
 --layers x --hidden x 2 bytes each, 2.5 GiB of /dev/shm at the qwen3-8b shape) and
-claims and releases its batches from a consumer thread. --device cpu runs the same code
-on CPU tensors (a smoke test of the script, no timings worth reading).
+claims and releases its batches from a consumer process (a drafter is another process;
+a consumer thread here would contend for the target's GIL and time the contention with
+the hand-off). --device cpu runs the same code
+on CPU tensors (a smoke test of the script; with a tiny shape, e.g. --tokens 16 --hidden
+64 --iters 2000 --paths hsring, the critical path is the package's host overhead alone).
 """
 
 import argparse
@@ -24,7 +27,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
@@ -45,9 +47,20 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--noise-std", type=float, default=0.05)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--clock", choices=["wall", "thread"], default="wall",
+                   help="critical paths in wall time, or in the target thread's CPU time "
+                        "(time.thread_time: what the hand-off costs on a loaded machine, "
+                        "without the time it is preempted)")
+    p.add_argument("--drain", help=argparse.SUPPRESS)  # the consumer process of ring DRAIN
+    p.add_argument("--paths", default="hsring,old,raw",
+                   help="which of hsring,old,raw to run (e.g. hsring alone with --device cpu "
+                        "and a tiny shape: the Python/ctypes host overhead of the hand-off)")
     p.add_argument("--hsring", default=os.path.join(os.environ.get("HSRING_BIN_DIR", ""), "hsring")
                    if os.environ.get("HSRING_BIN_DIR") else "hsring")
     return p.parse_args()
+
+
+host_clock = time.perf_counter
 
 
 class Timer:
@@ -60,11 +73,11 @@ class Timer:
         if self.cuda:
             self.start, self.end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
             self.start.record()
-        self.t0 = time.perf_counter()
+        self.t0 = host_clock()
         return self
 
     def __exit__(self, *exc):
-        self.host_s = time.perf_counter() - self.t0
+        self.host_s = host_clock() - self.t0
         if self.cuda:
             self.end.record()
 
@@ -79,19 +92,30 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def drain(consumer, stop):
-    while not stop.is_set():
+def drain(ring):
+    """The consumer process (--drain RING): claims and releases until the ring stops or
+    the parent ends it with SIGTERM."""
+    consumer = hsring.Consumer(ring, 0)
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: hsring._lib.lib().hs_request_stop())
+    while True:
         try:
             batch = consumer.next_batch(timeout=0.2)
         except TimeoutError:
             continue
         if batch is None:
-            return
+            break
         batch.release()
+    consumer.close()
 
 
 def main():
     a = parse_args()
+    if a.drain:
+        return drain(a.drain)
+    global host_clock
+    if a.clock == "thread":
+        host_clock = time.thread_time
     cuda = a.device.startswith("cuda")
     dev = torch.device(a.device)
     T, H, K = a.tokens, a.hidden, a.layers
@@ -101,12 +125,10 @@ def main():
                     "--max-tokens", str(T), "--hidden-size", str(H), "--num-layers", str(K),
                     "--dtype", "bf16", "--hs-min-ready", "1", "--batches", "0"],
                    check=True, capture_output=True)
-    stop = threading.Event()
+    drainer = None
     try:
         producer = hsring.Producer(ring, 0, caller_tokens=True)  # full batches of T
-        consumer = hsring.Consumer(ring, 0)
-        thread = threading.Thread(target=drain, args=(consumer, stop), daemon=True)
-        thread.start()
+        drainer = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--drain", ring])
         gen = torch.Generator(device=dev).manual_seed(0)
         layers = [torch.randn(T, H, device=dev, dtype=torch.bfloat16, generator=gen) for _ in range(K)]
         if cuda:
@@ -115,10 +137,11 @@ def main():
         import numpy as np
         ids = np.zeros(T, dtype=np.int32)
         results = {}
+        paths = a.paths.split(",")
 
         # hsring: next_job (waiting for a free slot) is outside the critical path measured.
         crit, copy, wait = [], [], []
-        for i in range(a.warmup + a.iters):
+        for i in range(a.warmup + a.iters if "hsring" in paths else 0):
             t0 = time.perf_counter()
             job = producer.next_job()
             job.set_tokens(ids)  # one document of T tokens: a pure function of the batch id
@@ -140,7 +163,7 @@ def main():
 
         # The old pipeline: everything synchronous on the target's thread.
         crit = []
-        for i in range(a.warmup + a.iters):
+        for i in range(a.warmup + a.iters if "old" in paths else 0):
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -159,7 +182,7 @@ def main():
         # Raw: K non_blocking copies into preallocated pinned memory.
         pinned = [torch.empty(T, H, dtype=torch.bfloat16, pin_memory=cuda) for _ in range(K)]
         crit, copy = [], []
-        for i in range(a.warmup + a.iters):
+        for i in range(a.warmup + a.iters if "raw" in paths else 0):
             with Timer(cuda) as tm:
                 for dst, src in zip(pinned, layers):
                     dst.copy_(src, non_blocking=True)
@@ -177,12 +200,11 @@ def main():
         print("critical path: hsring %.1f us (aim < 100 us), raw %.1f us, old %.2f ms; old / hsring = %.0fx"
               % (1e6 * results["hsring"][0], 1e6 * results["raw"][0], 1e3 * results["old"][0],
                  results["old"][0] / results["hsring"][0]))
-        stop.set()
-        thread.join(5)
         producer.close()
-        consumer.close()
     finally:
-        stop.set()
+        if drainer is not None:
+            drainer.terminate()
+            drainer.wait(10)
         subprocess.run([a.hsring, "ring", "remove", "--force", ring], capture_output=True)
 
 

@@ -81,7 +81,17 @@ HS_API hs_status hs_job_write_layer(hs_producer* producer, uint64_t ticket, uint
                                     const void* host, uint64_t row_pitch) {
   return guarded([&] {
     require_pointer(host, "host");
-    producer_of(producer).write_layer(ticket, layer, host, row_pitch);
+    producer_of(producer).write_layers(ticket, layer, 1, &host, &row_pitch);
+    return HS_OK;
+  });
+}
+
+HS_API hs_status hs_job_write_layers(hs_producer* producer, uint64_t ticket, uint32_t first_layer,
+                                     uint32_t count, const void* const* hosts,
+                                     const uint64_t* row_pitches) {
+  return guarded([&] {
+    require_pointer(hosts, "hosts");
+    producer_of(producer).write_layers(ticket, first_layer, count, hosts, row_pitches);
     return HS_OK;
   });
 }
@@ -103,7 +113,19 @@ HS_API hs_status hs_job_copy_layer_device(hs_producer* producer, uint64_t ticket
                                           const void* device, uint64_t row_pitch, void* stream) {
   return guarded([&] {
     require_pointer(device, "device");
-    producer_of(producer).copy_layer_device(ticket, layer, device, row_pitch, stream);
+    producer_of(producer).copy_layers_device(ticket, layer, 1, &device, &row_pitch, stream);
+    return HS_OK;
+  });
+}
+
+HS_API hs_status hs_job_copy_layers_device(hs_producer* producer, uint64_t ticket,
+                                           uint32_t first_layer, uint32_t count,
+                                           const void* const* devices, const uint64_t* row_pitches,
+                                           void* stream) {
+  return guarded([&] {
+    require_pointer(devices, "devices");
+    producer_of(producer).copy_layers_device(ticket, first_layer, count, devices, row_pitches,
+                                             stream);
     return HS_OK;
   });
 }

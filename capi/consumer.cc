@@ -3,13 +3,12 @@
 #include <algorithm>
 
 #include "capi/capi_error.h"
+#include "capi/user_session.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "shm/slot_view.h"
 #include "shm/stage_timer.h"
-#include "worker/session_duties.h"
-#include "worker/worker_main.h"
 #if HSRING_CAPI_CUDA
 #include "drafter_proc/slot_dma.h"
 #include "gpu/host_registration.h"
@@ -19,25 +18,13 @@
 namespace hsring::capi {
 
 namespace {
-constexpr uint32_t kDefaultLockWaitMs = 2000;
 constexpr auto kClaimSlice = std::chrono::milliseconds(100);
 }  // namespace
 
 std::unique_ptr<Consumer> Consumer::open(const std::string& ring, uint32_t index,
                                          const hs_consumer_options& options) {
-  const uint32_t wait_ms = options.lock_wait_ms ? options.lock_wait_ms : kDefaultLockWaitMs;
   auto session =
-      start_worker_session(ring, Role::kDrafter, index, std::chrono::milliseconds(wait_ms));
-  // systemd's READY=1 and watchdog, as hsring's own workers send them (no profile log:
-  // a user worker has no --profile-interval).
-  attach_session_duties(*session, 0, nullptr);
-  if (options.expected_epoch != 0 && session->identity().epoch != options.expected_epoch)
-    throw ApiError(HS_ERR_BUSY, "ring '" + ring + "': drafter " + std::to_string(index) +
-                                    " started as epoch " +
-                                    std::to_string(session->identity().epoch) + ", not the " +
-                                    std::to_string(options.expected_epoch) +
-                                    " HSRING_EPOCH names: another incarnation started");
-  set_log_prefix(worker_log_prefix(Role::kDrafter, index, -1, session->identity().epoch));
+      start_user_session(ring, Role::kDrafter, index, options.lock_wait_ms, options.expected_epoch);
   return std::unique_ptr<Consumer>(new Consumer(std::move(session), options));
 }
 

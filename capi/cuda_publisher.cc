@@ -34,31 +34,54 @@ CudaPublisher::~CudaPublisher() {
   changed_.notify_all();
   thread_.join();
   // The thread drained the queue: no copy into the pinned payload is in flight, so the
-  // registration may go.
+  // registration may go, and no pooled event is recorded on any stream.
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
 }
 
 void CudaPublisher::enqueue_copy(std::byte* dst, uint64_t dst_pitch, const void* src,
                                  uint64_t src_pitch, uint64_t row_bytes, uint32_t rows,
                                  void* stream) {
-  check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToHost,
-                          static_cast<cudaStream_t>(stream)),
-        "cudaMemcpy2DAsync");
+  const auto s = static_cast<cudaStream_t>(stream);
+  // Both sides dense (split layers from a contiguous tensor): one linear copy, the
+  // cheaper launch; the 2-D copy otherwise (a [T, K*H] slot, a strided source).
+  if (dst_pitch == row_bytes && src_pitch == row_bytes) {
+    check(cudaMemcpyAsync(dst, src, row_bytes * rows, cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync");
+    return;
+  }
+  check(
+      cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToHost, s),
+      "cudaMemcpy2DAsync");
+}
+
+cudaEvent_t CudaPublisher::take_event() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!spare_events_.empty()) {
+      cudaEvent_t e = spare_events_.back();
+      spare_events_.pop_back();
+      return e;
+    }
+  }
+  // Blocking sync: the publisher thread sleeps in cudaEventSynchronize instead of spinning.
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync),
+        "cudaEventCreateWithFlags");
+  return e;
 }
 
 hs_status CudaPublisher::submit(const SlotClaim& claim, const BatchPlan& plan, void* stream) {
-  Pending p{claim, plan, nullptr, monotonic_ns()};
-  // Blocking sync: the publisher thread sleeps in cudaEventSynchronize instead of spinning.
-  check(cudaEventCreateWithFlags(&p.copied, cudaEventDisableTiming | cudaEventBlockingSync),
-        "cudaEventCreateWithFlags");
-  if (cudaError_t e = cudaEventRecord(p.copied, static_cast<cudaStream_t>(stream));
-      e != cudaSuccess) {
-    cudaEventDestroy(p.copied);
-    check(e, "cudaEventRecord");
-  }
+  // A pooled event (one per job in flight, at most the ring's slots): no create or
+  // destroy on the caller's critical path after the first jobs.
+  Pending p{claim, plan, take_event(), monotonic_ns()};
+  const cudaError_t recorded = cudaEventRecord(p.copied, static_cast<cudaStream_t>(stream));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (failure_ != HS_OK) {
-      cudaEventDestroy(p.copied);
+    if (recorded != cudaSuccess || failure_ != HS_OK) {
+      // Never recorded, or recorded and never waited on: re-recording it later is fine.
+      spare_events_.push_back(p.copied);
+      if (recorded != cudaSuccess)
+        return fail(HS_ERR_CUDA, std::string("cudaEventRecord: ") + cudaGetErrorString(recorded));
       return fail(failure_, failure_message_);
     }
     queue_.push_back(p);
@@ -84,7 +107,6 @@ void CudaPublisher::run() {
     // peer's event). Only after it has completed is the payload in host memory, and only
     // then may the release CAS in publish make the slot READY (invariant 2).
     const cudaError_t e = cudaEventSynchronize(p.copied);
-    cudaEventDestroy(p.copied);
     ProcessEntry& entry = producer_.session().entry();
     hs_status status = HS_OK;
     std::string message;
@@ -104,6 +126,13 @@ void CudaPublisher::run() {
     }
     lock.lock();
     queue_.pop_front();
+    // Completed: free to be recorded again. After a failed copy the event's error state
+    // is the context's (sticky), so destroy it rather than pool it.
+    if (e == cudaSuccess) {
+      spare_events_.push_back(p.copied);
+    } else {
+      cudaEventDestroy(p.copied);
+    }
     if (status != HS_OK && failure_ == HS_OK) {
       failure_ = status;
       failure_message_ = message;

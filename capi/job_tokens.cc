@@ -1,6 +1,7 @@
 #include "capi/job_tokens.h"
 
 #include "data/data_error.h"
+#include "data/token_batch.h"
 #include "shm/ring.h"
 
 namespace hsring::capi {
@@ -13,13 +14,24 @@ class SyntheticTokens final : public JobTokens {
   BatchPlan plan(uint64_t batch_id) override { return planner_.plan(batch_id); }
   bool fills_labels() const override { return true; }
   bool fills_tokens() const override { return true; }
-  void fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) override {
+  std::vector<uint8_t> fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) override {
     fill_synthetic_metadata(ring, slot, plan);
+    return {};
   }
 
  private:
   SyntheticPlanner planner_;
 };
+
+// Where the built-in target's labels become kIgnoreLabel: data::mask_target_labels run
+// over a row of zeros, so the rule lives in one place.
+std::vector<uint8_t> loss_mask_of(const data::TokenBatch& batch) {
+  std::vector<int32_t> probe(batch.token_count(), 0);
+  data::mask_target_labels(batch, probe.data());
+  std::vector<uint8_t> counts(probe.size());
+  for (size_t t = 0; t < probe.size(); ++t) counts[t] = probe[t] == data::kIgnoreLabel ? 0 : 1;
+  return counts;
+}
 
 // The same TokenSource hsring-target's model source reads (io_uring read-ahead along the
 // shard, direct reads for adopted batches); labels are the caller's (the target's greedy
@@ -32,7 +44,7 @@ class ShardTokens final : public JobTokens {
   BatchPlan plan(uint64_t batch_id) override { return tokens_.plan(batch_id); }
   bool fills_labels() const override { return false; }
   bool fills_tokens() const override { return true; }
-  void fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) override {
+  std::vector<uint8_t> fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) override {
     const data::TokenBatch batch = tokens_.fetch(plan.batch_id);
     // The data's labels land too; write_labels replaces them (publish requires it).
     if (!data::copy_to_slot_arrays(batch, ring.shape().max_tokens, ring.tokens(slot),
@@ -43,6 +55,7 @@ class ShardTokens final : public JobTokens {
                                 " tokens, more than the "
                                 "ring's " +
                                 std::to_string(ring.shape().max_tokens));
+    return loss_mask_of(batch);
   }
 
  private:
@@ -62,7 +75,7 @@ class CallerTokens final : public JobTokens {
   BatchPlan plan(uint64_t batch_id) override { return BatchPlan{batch_id, 0, 0, 0}; }
   bool fills_labels() const override { return false; }
   bool fills_tokens() const override { return false; }
-  void fill(const BatchPlan&, const Ring&, uint32_t) override {}
+  std::vector<uint8_t> fill(const BatchPlan&, const Ring&, uint32_t) override { return {}; }
 };
 
 }  // namespace

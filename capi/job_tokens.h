@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "target_proc/hidden_state_source.h"
 #include "target_proc/token_source.h"
@@ -22,8 +23,10 @@ class JobTokens : public BatchPlanner {
   virtual bool fills_labels() const = 0;
   // True when fill() writes tokens, positions and document offsets.
   virtual bool fills_tokens() const = 0;
-  // Writes batch `plan`'s token arrays into slot `slot`. Throws DataError.
-  virtual void fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) = 0;
+  // Writes batch `plan`'s token arrays into slot `slot`. Returns its loss mask per
+  // position (1: the label at t counts; 0: the shard's mask leaves t + 1 out, so the
+  // label must be kSlotIgnoreLabel), or nothing when none is known. Throws DataError.
+  virtual std::vector<uint8_t> fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) = 0;
 };
 
 enum class TokenOrigin { kAuto, kCaller };

@@ -6,14 +6,13 @@
 #include <thread>
 
 #include "capi/capi_error.h"
+#include "capi/user_session.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "shm/futex.h"
 #include "shm/slot_view.h"
 #include "shm/stage_timer.h"
-#include "worker/session_duties.h"
-#include "worker/worker_main.h"
 #if HSRING_CAPI_CUDA
 #include "capi/cuda_publisher.h"
 #endif
@@ -22,7 +21,6 @@ namespace hsring::capi {
 
 namespace {
 
-constexpr uint32_t kDefaultLockWaitMs = 2000;
 constexpr auto kShardEndPoll = std::chrono::milliseconds(20);
 
 [[noreturn]] void state_error(const std::string& message) { throw ApiError(HS_ERR_STATE, message); }
@@ -32,22 +30,8 @@ constexpr auto kShardEndPoll = std::chrono::milliseconds(20);
 
 std::unique_ptr<Producer> Producer::open(const std::string& ring, uint32_t index,
                                          const hs_producer_options& options) {
-  const uint32_t wait_ms = options.lock_wait_ms ? options.lock_wait_ms : kDefaultLockWaitMs;
   auto session =
-      start_worker_session(ring, Role::kTarget, index, std::chrono::milliseconds(wait_ms));
-  // systemd's READY=1 and watchdog, as hsring's own workers send them (no profile log:
-  // a user worker has no --profile-interval).
-  attach_session_duties(*session, 0, nullptr);
-  // After the start: the epoch is this start's, so a mismatch means another incarnation
-  // started in between (or the launcher's idea of it is stale). The session's
-  // destructor marks this one exited and lets the lock go.
-  if (options.expected_epoch != 0 && session->identity().epoch != options.expected_epoch)
-    throw ApiError(HS_ERR_BUSY, "ring '" + ring + "': target " + std::to_string(index) +
-                                    " started as epoch " +
-                                    std::to_string(session->identity().epoch) + ", not the " +
-                                    std::to_string(options.expected_epoch) +
-                                    " HSRING_EPOCH names: another incarnation started");
-  set_log_prefix(worker_log_prefix(Role::kTarget, index, -1, session->identity().epoch));
+      start_user_session(ring, Role::kTarget, index, options.lock_wait_ms, options.expected_epoch);
   return std::unique_ptr<Producer>(new Producer(std::move(session), options));
 }
 
@@ -107,6 +91,7 @@ void Producer::fill_job(hs_job& out, const OpenJob& job) const {
   out.positions = ring_.positions(slot);
   out.doc_offsets = ring_.doc_offsets(slot);
   out.labels = ring_.labels(slot);
+  out.loss_mask = job.loss_mask.empty() ? nullptr : job.loss_mask.data();
 }
 
 hs_status Producer::at_shard_end(uint64_t deadline_ns) {
@@ -161,14 +146,16 @@ hs_status Producer::next_job(uint32_t timeout_ms, hs_job& out) {
     job.plan = producer_->plan(batch_id);
     ++next_seq_;
   }
-  // Re-produced or fresh, its tokens come from the batch id alone.
-  tokens_->fill(job.plan, ring_, job.claim.index);
+  // Re-produced or fresh, its tokens (and its loss mask) come from the batch id alone.
+  job.loss_mask = tokens_->fill(job.plan, ring_, job.claim.index);
   job.tokens_set = tokens_->fills_tokens();
   job.labels_written = tokens_->fills_labels();
   job.taken_ns = monotonic_ns();
-  fill_job(out, job);
+  const uint64_t ticket = job.claim.word.word();
+  // In place first: out.loss_mask points into the stored job.
+  const OpenJob& stored = open_.emplace(ticket, std::move(job)).first->second;
+  fill_job(out, stored);
   out.reproduced = reproduced ? 1 : 0;
-  open_.emplace(out.ticket, job);
   return HS_OK;
 }
 
@@ -209,24 +196,53 @@ void Producer::set_tokens(uint64_t ticket, const int32_t* tokens, const int32_t*
   j.tokens_set = true;
 }
 
-void Producer::write_layer(uint64_t ticket, uint32_t layer, const void* host, uint64_t row_pitch) {
-  OpenJob& j = job(ticket);
+std::vector<Producer::LayerTarget>& Producer::checked_layers(const OpenJob& j, uint32_t first,
+                                                             uint32_t count,
+                                                             const void* const* sources,
+                                                             const uint64_t* row_pitches) {
   const RingShape& s = ring_.shape();
-  if (layer >= s.num_layers)
-    throw ApiError(HS_ERR_INVALID_ARGUMENT, "layer " + std::to_string(layer) +
-                                                ": the ring captures " +
-                                                std::to_string(s.num_layers) + " layers");
+  if (count == 0 || first >= s.num_layers || count > s.num_layers - first) {
+    const std::string which = count == 1 ? "layer " + std::to_string(first)
+                                         : "layers " + std::to_string(first) + " to " +
+                                               std::to_string(uint64_t(first) + count - 1);
+    throw ApiError(HS_ERR_INVALID_ARGUMENT,
+                   which + ": the ring captures " + std::to_string(s.num_layers) + " layers");
+  }
   if (!j.tokens_set) state_error("set the job's tokens before writing its layers");
-  const LayerRows rows = layer_rows(ring_, j.claim.index, layer);
-  const uint64_t pitch = row_pitch ? row_pitch : rows.row_bytes;
-  if (pitch < rows.row_bytes)
-    shape_error("row pitch " + std::to_string(pitch) + " is below a row's " +
-                std::to_string(rows.row_bytes) + " bytes");
+  layer_targets_.clear();  // keeps its capacity: no allocation after the first job
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t layer = first + i;
+    if (sources[i] == nullptr)
+      throw ApiError(HS_ERR_INVALID_ARGUMENT,
+                     "layer " + std::to_string(layer) + ": source is NULL");
+    const LayerRows rows = layer_rows(ring_, j.claim.index, layer);
+    const uint64_t pitch = row_pitches && row_pitches[i] ? row_pitches[i] : rows.row_bytes;
+    if (pitch < rows.row_bytes)
+      shape_error("layer " + std::to_string(layer) + ": row pitch " + std::to_string(pitch) +
+                  " is below a row's " + std::to_string(rows.row_bytes) + " bytes");
+    layer_targets_.push_back({rows, pitch});
+  }
+  return layer_targets_;
+}
+
+void Producer::write_layers(uint64_t ticket, uint32_t first, uint32_t count,
+                            const void* const* hosts, const uint64_t* row_pitches) {
+  OpenJob& j = job(ticket);
+  const std::vector<LayerTarget>& targets = checked_layers(j, first, count, hosts, row_pitches);
+  // One sample per call: the copy of what the call was given (all K layers from
+  // write_layers, as the GPU target times its whole copy).
   StageTimer timer(session_->entry(), Stage::kTargetCopy);
-  const auto* src = static_cast<const std::byte*>(host);
-  for (uint32_t r = 0; r < j.plan.token_count; ++r)
-    std::memcpy(rows.first + r * rows.pitch, src + r * pitch, rows.row_bytes);
-  j.layers_written |= 1u << layer;
+  for (uint32_t i = 0; i < count; ++i) {
+    const LayerTarget& t = targets[i];
+    const auto* src = static_cast<const std::byte*>(hosts[i]);
+    if (t.rows.pitch == t.rows.row_bytes && t.source_pitch == t.rows.row_bytes) {
+      std::memcpy(t.rows.first, src, uint64_t(j.plan.token_count) * t.rows.row_bytes);
+    } else {
+      for (uint32_t r = 0; r < j.plan.token_count; ++r)
+        std::memcpy(t.rows.first + r * t.rows.pitch, src + r * t.source_pitch, t.rows.row_bytes);
+    }
+    j.layers_written |= 1u << (first + i);
+  }
 }
 
 void Producer::write_labels(uint64_t ticket, const int32_t* labels, uint32_t count) {
@@ -237,12 +253,20 @@ void Producer::write_labels(uint64_t ticket, const int32_t* labels, uint32_t cou
     shape_error(std::to_string(count) + " labels for a batch of " +
                 std::to_string(j.plan.token_count) + " tokens");
   for (uint32_t t = 0; t < count; ++t) {
-    if (s.content == PayloadContent::kModel &&
+    if (s.content == PayloadContent::kModel && labels[t] != kSlotIgnoreLabel &&
         (labels[t] < 0 || uint32_t(labels[t]) >= s.vocab_size))
       shape_error("labels[" + std::to_string(t) + "] = " + std::to_string(labels[t]) +
-                  " is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
+                  " is outside the vocabulary [0, " + std::to_string(s.vocab_size) +
+                  ") and not -100 (not trained on)");
   }
-  std::memcpy(ring_.labels(j.claim.index), labels, count * sizeof(int32_t));
+  int32_t* slot_labels = ring_.labels(j.claim.index);
+  std::memcpy(slot_labels, labels, count * sizeof(int32_t));
+  // As hsring-target masks its greedy labels (data::mask_target_labels): whatever the
+  // caller's model predicted where the next token does not count is not trained on.
+  if (!j.loss_mask.empty()) {
+    for (uint32_t t = 0; t < count; ++t)
+      if (j.loss_mask[t] == 0) slot_labels[t] = kSlotIgnoreLabel;
+  }
   j.labels_written = true;
 }
 
@@ -261,7 +285,7 @@ hs_status Producer::publish(uint64_t ticket) {
                 " were never written (write_labels)");
   // The caller's forward: from taking the job to publishing it.
   record_stage(session_->entry(), Stage::kTargetForward, monotonic_ns() - j.taken_ns);
-  const OpenJob done = j;
+  const OpenJob done = std::move(j);  // no copy of its mask on the critical path
   open_.erase(ticket);
   if (done.device_copies) {
 #if HSRING_CAPI_CUDA
@@ -284,31 +308,26 @@ hs_status Producer::flush() {
   return HS_OK;
 }
 
-void Producer::copy_layer_device(uint64_t ticket, uint32_t layer, const void* device,
-                                 uint64_t row_pitch, void* stream) {
+void Producer::copy_layers_device(uint64_t ticket, uint32_t first, uint32_t count,
+                                  const void* const* devices, const uint64_t* row_pitches,
+                                  void* stream) {
 #if HSRING_CAPI_CUDA
   OpenJob& j = job(ticket);
-  const RingShape& s = ring_.shape();
-  if (layer >= s.num_layers)
-    throw ApiError(HS_ERR_INVALID_ARGUMENT, "layer " + std::to_string(layer) +
-                                                ": the ring captures " +
-                                                std::to_string(s.num_layers) + " layers");
-  if (!j.tokens_set) state_error("set the job's tokens before copying its layers");
+  const std::vector<LayerTarget>& targets = checked_layers(j, first, count, devices, row_pitches);
   if (j.device_copies && j.stream != stream)
     state_error("every device copy of one job goes on one stream (its publish waits on it)");
   if (!publisher_) publisher_ = std::make_unique<CudaPublisher>(*producer_);
-  const LayerRows rows = layer_rows(ring_, j.claim.index, layer);
-  const uint64_t pitch = row_pitch ? row_pitch : rows.row_bytes;
-  if (pitch < rows.row_bytes)
-    shape_error("row pitch " + std::to_string(pitch) + " is below a row's " +
-                std::to_string(rows.row_bytes) + " bytes");
-  publisher_->enqueue_copy(rows.first, rows.pitch, device, pitch, rows.row_bytes,
-                           j.plan.token_count, stream);
-  j.device_copies = true;
-  j.stream = stream;
-  j.layers_written |= 1u << layer;
+  for (uint32_t i = 0; i < count; ++i) {
+    const LayerTarget& t = targets[i];
+    publisher_->enqueue_copy(t.rows.first, t.rows.pitch, devices[i], t.source_pitch,
+                             t.rows.row_bytes, j.plan.token_count, stream);
+    // Per layer, so a failed enqueue leaves publish refusing the job (a layer missing).
+    j.device_copies = true;
+    j.stream = stream;
+    j.layers_written |= 1u << (first + i);
+  }
 #else
-  (void)ticket, (void)layer, (void)device, (void)row_pitch, (void)stream;
+  (void)ticket, (void)first, (void)count, (void)devices, (void)row_pitches, (void)stream;
   throw ApiError(HS_ERR_UNSUPPORTED,
                  "this libhsring was built without CUDA: copy the layer "
                  "to the host and call write_layer");

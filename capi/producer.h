@@ -14,10 +14,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "capi/job_tokens.h"
 #include "capi/launcher_watch.h"
 #include "hsring/hsring.h"
+#include "shm/slot_view.h"
 #include "shm/worker_session.h"
 #include "target_proc/batch_producer.h"
 
@@ -40,10 +42,13 @@ class Producer {
   // The calls on a job; each throws ApiError (HS_ERR_STATE for an unknown ticket, ...).
   void set_tokens(uint64_t ticket, const int32_t* tokens, const int32_t* positions, uint32_t count,
                   const int32_t* doc_offsets, uint32_t num_docs);
-  void write_layer(uint64_t ticket, uint32_t layer, const void* host, uint64_t row_pitch);
+  // Layers first .. first + count - 1 from sources[i], row_pitches[i] apart (NULL: dense).
+  // All are checked before any is written or enqueued.
+  void write_layers(uint64_t ticket, uint32_t first, uint32_t count, const void* const* hosts,
+                    const uint64_t* row_pitches);
   void write_labels(uint64_t ticket, const int32_t* labels, uint32_t count);
-  void copy_layer_device(uint64_t ticket, uint32_t layer, const void* device, uint64_t row_pitch,
-                         void* stream);
+  void copy_layers_device(uint64_t ticket, uint32_t first, uint32_t count,
+                          const void* const* devices, const uint64_t* row_pitches, void* stream);
   hs_status publish(uint64_t ticket);
   hs_status flush();
 
@@ -58,7 +63,17 @@ class Producer {
     bool device_copies = false;
     void* stream = nullptr;  // the one stream of its device copies
     uint64_t taken_ns = 0;   // when next_job handed it out: the caller's forward starts
+    // Per position, 1 where the label counts (JobTokens::fill); empty: no mask known.
+    std::vector<uint8_t> loss_mask;
   };
+  // Where each of layers first .. first + count - 1 goes, its source pitch resolved;
+  // throws ApiError naming the first bad layer or pitch.
+  struct LayerTarget {
+    LayerRows rows;
+    uint64_t source_pitch;
+  };
+  std::vector<LayerTarget>& checked_layers(const OpenJob& job, uint32_t first, uint32_t count,
+                                           const void* const* sources, const uint64_t* row_pitches);
 
   Producer(std::unique_ptr<WorkerSession> session, const hs_producer_options& options);
   OpenJob& job(uint64_t ticket);
@@ -74,7 +89,8 @@ class Producer {
   LauncherWatch launcher_;
   std::deque<BatchJob> adopted_;  // re-produced first, in shard order
   uint64_t next_seq_ = 0;
-  std::map<uint64_t, OpenJob> open_;  // by ticket (the slot word we installed: unique)
+  std::map<uint64_t, OpenJob> open_;        // by ticket (the slot word we installed: unique)
+  std::vector<LayerTarget> layer_targets_;  // checked_layers' answer, reused (no allocation)
 #if HSRING_CAPI_CUDA
   std::unique_ptr<CudaPublisher> publisher_;  // created by the first device copy
 #endif

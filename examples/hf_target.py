@@ -14,7 +14,9 @@ labels (argmax of the logits) and publishes each batch:
 drafter loads the same embedding and LM head from the same folder. The tokens come from
 hsring's shard reader (--data, deterministic by batch id); a packed batch holds several
 documents, and each is run as a sequence of its own with the slot's positions (which
-restart at 0 per document), so no token attends across a document boundary.
+restart at 0 per document), so no token attends across a document boundary. On a corpus
+with a loss mask the library stores -100 where job.loss_mask is False, whatever greedy
+token is written there, as hsring's own targets do.
 """
 
 import argparse

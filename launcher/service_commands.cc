@@ -3,20 +3,52 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <vector>
 
 #include "launcher/data_preflight.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
 #include "launcher/training_plan.h"
+#include "launcher/user_command.h"
 #include "launcher/worker_command.h"
 #include "shm/ring.h"
 
 namespace hsring {
 
 namespace {
+
+[[noreturn]] void exec_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(errno));
+}
+
+// A user command as a unit's worker: the environment `hsring run` gives it, with the
+// epoch its start will open read from the ring (the unit starts after hsring-ring and
+// systemd runs one instance of a unit at a time, so no other incarnation opens it first).
+[[noreturn]] void exec_user_worker(const RunOptions& options, Role role, uint32_t index, int gpu,
+                                   const std::string& bin_dir) {
+  uint32_t epoch = 0;
+  {
+    auto ring = Ring::attach(options.ring, Ring::Access::kReadOnly);
+    const uint32_t row = role == Role::kTarget ? index : ring->shape().num_targets + index;
+    if (row >= ring->process_count())
+      throw std::invalid_argument("ring '" + options.ring + "' has no " + to_string(role) + " " +
+                                  std::to_string(index) + ": its shape differs from the config");
+    // Relaxed: a plain reading; the worker's own start checks it (HS_ERR_BUSY otherwise).
+    epoch = ring->process(row).epoch.load(std::memory_order_relaxed);
+  }
+  const UserWorkerCommand command =
+      user_worker_command(options, role, index, gpu, epoch + 1, bin_dir);
+  for (const auto& [name, value] : command.env) ::setenv(name.c_str(), value.c_str(), 1);
+  exec_argv(command.argv);
+}
 
 // Shapes are compatible when everything but the per-run batch limit matches.
 bool same_shape(RingShape a, RingShape b) {
@@ -108,13 +140,10 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
   // Before the per-machine default run folder could hide a missing shared one.
   check_multi_node(resolved, parse_worker_spec(resolved.drafters, "--drafters"));
   resolve_run_dir(resolved, /*service=*/true);
-  const std::vector<std::string> argv =
-      worker_argv(resolved, target ? Role::kTarget : Role::kDrafter, index, gpu, bin_dir);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(errno));
+  const Role role = target ? Role::kTarget : Role::kDrafter;
+  if (!user_command_of(resolved, role).empty())
+    exec_user_worker(resolved, role, index, gpu, bin_dir);
+  exec_argv(worker_argv(resolved, role, index, gpu, bin_dir));
 }
 
 }  // namespace hsring

@@ -1,7 +1,11 @@
 #include "launcher/user_command.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
+
+#include "worker/profile_interval.h"
 
 namespace hsring {
 
@@ -22,8 +26,19 @@ UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint
            {"HSRING_EPOCH", std::to_string(epoch)},
            {"HSRING_LIB", bin_dir + "/libhsring.so"},
            {"HSRING_BIN_DIR", bin_dir}};
-  if (gpu >= 0) c.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
+  if (gpu >= 0) {
+    c.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(gpu));
+    // The machine's GPU id (CUDA_VISIBLE_DEVICES renumbers it 0): for status and the log.
+    c.env.emplace_back("HSRING_GPU", std::to_string(gpu));
+  }
   if (runs_model(options)) c.env.emplace_back("HSRING_MODEL", options.model);
+  // As worker_argv passes --profile-interval: the launcher's resolved value, even 0 while
+  // the inherited variable is set (libhsring reads the variable).
+  if (options.profile_interval_s > 0 || std::getenv(kProfileIntervalEnv) != nullptr) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.17g", options.profile_interval_s);
+    c.env.emplace_back(kProfileIntervalEnv, seconds);
+  }
   if (role == Role::kTarget) {
     // What hsring-target's shard reader is given as flags (worker_command.cc).
     if (!options.data.empty()) c.env.emplace_back("HSRING_DATA", options.data);

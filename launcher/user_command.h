@@ -2,7 +2,8 @@
 // shell command line instead of hsring's own worker program, told its place in the run
 // through the environment, which python/hsring's from_env() (or any C API caller) reads:
 // HSRING_RING, HSRING_ROLE, HSRING_INDEX, HSRING_EPOCH (the epoch its start will open),
-// CUDA_VISIBLE_DEVICES for its GPU, HSRING_LIB (libhsring.so beside hsring) and the data
+// CUDA_VISIBLE_DEVICES and HSRING_GPU for its GPU, HSRING_PROFILE_INTERVAL when the run
+// profiles (libhsring writes the profile log), HSRING_LIB (libhsring.so beside hsring) and the data
 // options a target's shard reader needs. Supervision is the built-in workers' own.
 #pragma once
 

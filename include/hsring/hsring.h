@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct or a signature below changes. */
-#define HS_API_VERSION 1
+#define HS_API_VERSION 2
 
 typedef enum hs_status {
   HS_OK = 0,
@@ -121,6 +121,12 @@ typedef struct hs_job {
   int32_t* positions;   /* [max_tokens] */
   int32_t* doc_offsets; /* [max_tokens + 1], cu_seqlens: num_docs + 1 used */
   int32_t* labels;      /* [max_tokens] */
+  /* [token_count], or NULL when the producer knows no mask (caller's or synthetic tokens):
+   * 1 where the label at t counts, 0 where the shard's loss mask leaves the next token out
+   * (t + 1 in t's document and not counted), which hs_job_write_labels writes as -100
+   * whatever the caller gives, as hsring-target does. The last position of each document
+   * counts. Valid until the job is published. (API version 2.) */
+  const uint8_t* loss_mask;
 } hs_job;
 
 /* Starts target `index` of `ring` (NULL options: defaults): liveness lock, new epoch,
@@ -150,9 +156,16 @@ HS_API hs_status hs_job_set_tokens(hs_producer* producer, uint64_t ticket, const
  * elements of the ring's dtype, row_pitch bytes apart (0: dense). */
 HS_API hs_status hs_job_write_layer(hs_producer* producer, uint64_t ticket, uint32_t layer,
                                     const void* host, uint64_t row_pitch);
-/* token_count labels (model rings: each in [0, vocab_size)). */
+/* token_count labels (model rings: each in [0, vocab_size), or -100: not trained on).
+ * Where the job's loss_mask is 0 the slot gets -100 instead of the caller's value. */
 HS_API hs_status hs_job_write_labels(hs_producer* producer, uint64_t ticket, const int32_t* labels,
                                      uint32_t count);
+/* Layers first_layer .. first_layer + count - 1 in one call (hs_job_write_layer for each):
+ * hosts[i] and row_pitches[i] (row_pitches NULL: every source dense). Nothing is written
+ * unless every source passes the checks. */
+HS_API hs_status hs_job_write_layers(hs_producer* producer, uint64_t ticket, uint32_t first_layer,
+                                     uint32_t count, const void* const* hosts,
+                                     const uint64_t* row_pitches);
 /* Publishes the job: every layer (and on model rings the labels) must have been written.
  * With CUDA copies enqueued, the library's publisher thread publishes once the copies'
  * event has completed and this returns at once; hs_producer_flush waits for it. */
@@ -165,6 +178,14 @@ HS_API hs_status hs_job_publish(hs_producer* producer, uint64_t ticket);
  * before the job is published (hs_producer_flush, or a later job's completion). */
 HS_API hs_status hs_job_copy_layer_device(hs_producer* producer, uint64_t ticket, uint32_t layer,
                                           const void* device, uint64_t row_pitch, void* stream);
+/* CUDA builds: hs_job_copy_layer_device for layers first_layer .. first_layer + count - 1
+ * in one call, all on `stream` (row_pitches NULL: every source dense). Nothing is
+ * enqueued unless every source passes the checks. The one call a PyTorch target's
+ * write_layers makes: its critical path is this and hs_job_publish. */
+HS_API hs_status hs_job_copy_layers_device(hs_producer* producer, uint64_t ticket,
+                                           uint32_t first_layer, uint32_t count,
+                                           const void* const* devices, const uint64_t* row_pitches,
+                                           void* stream);
 /* Waits until every job handed to the publisher thread is published; the first failure
  * of the thread (a CUDA error, a lost slot), if any. */
 HS_API hs_status hs_producer_flush(hs_producer* producer);

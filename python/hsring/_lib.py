@@ -9,7 +9,7 @@ from ._errors import error_for
 HS_OK, HS_STOPPED, HS_TIMEOUT = 0, 1, 2
 HS_TOKENS_AUTO, HS_TOKENS_CALLER = 0, 1
 MAX_LAYERS = 16
-API_VERSION = 1
+API_VERSION = 2
 
 
 class ShapeStruct(ctypes.Structure):
@@ -35,7 +35,7 @@ class JobStruct(ctypes.Structure):
                 ("slot", ctypes.c_uint32), ("token_count", ctypes.c_uint32),
                 ("num_docs", ctypes.c_uint32), ("reproduced", ctypes.c_uint32),
                 ("tokens", _I32P), ("positions", _I32P), ("doc_offsets", _I32P),
-                ("labels", _I32P)]
+                ("labels", _I32P), ("loss_mask", ctypes.POINTER(ctypes.c_uint8))]
 
 
 class ConsumerOptions(ctypes.Structure):
@@ -91,6 +91,9 @@ def _declare(lib):
         "hs_producer_next_job": (c.c_int, [vp, u32, c.POINTER(JobStruct)]),
         "hs_job_set_tokens": (c.c_int, [vp, u64, vp, vp, u32, vp, u32]),
         "hs_job_write_layer": (c.c_int, [vp, u64, u32, vp, u64]),
+        "hs_job_write_layers": (c.c_int, [vp, u64, u32, u32, c.POINTER(vp), c.POINTER(u64)]),
+        "hs_job_copy_layers_device": (c.c_int, [vp, u64, u32, u32, c.POINTER(vp),
+                                                c.POINTER(u64), vp]),
         "hs_job_write_labels": (c.c_int, [vp, u64, vp, u32]),
         "hs_job_publish": (c.c_int, [vp, u64]),
         "hs_job_copy_layer_device": (c.c_int, [vp, u64, u32, vp, u64, vp]),

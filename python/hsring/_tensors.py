@@ -29,10 +29,6 @@ def is_torch(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _torch_dtype_ok(t, shape):
-    return t.dtype == shape.torch_dtype
-
-
 def _numpy_dtype_ok(a, shape):
     if shape.dtype == "bf16":
         # Raw bits, or ml_dtypes' bfloat16 where installed.
@@ -40,51 +36,64 @@ def _numpy_dtype_ok(a, shape):
     return a.dtype == shape.numpy_dtype
 
 
-def _rows_2d(dims, what, rows, cols):
-    # [T, H], or [1, T, H] (a batch of one, as transformers returns it).
-    if len(dims) == 3 and dims[0] == 1:
-        dims = dims[1:]
-    if len(dims) != 2 or dims[0] != rows or dims[1] != cols:
-        raise ShapeError("HS_ERR_SHAPE", "%s has shape %s; expected [%d, %d] (tokens, hidden)"
-                         % (what, list(dims), rows, cols))
+def _shape_error(what, dims, rows, cols):
+    return ShapeError("HS_ERR_SHAPE", "%s has shape %s; expected [%d, %d] (tokens, hidden)"
+                      % (what, list(dims), rows, cols))
 
 
-class LayerSource:
-    """A [T, H] layer as the C API takes it."""
+def layer_parts(x, k, rows, shape, torch_dtype):
+    """Layer k ([T, H] or [1, T, H]) as the C API takes it: (the object to keep alive until
+    the call returns, its address, its row pitch in bytes (0: dense), its CUDA device index
+    or -1 for host memory). The hot path of write_layers: no allocation but the tuple, and
+    the layer's name is formatted only for an error."""
+    torch = loaded_torch()
+    if torch is not None and isinstance(x, torch.Tensor):
+        if torch_dtype is None:  # torch was imported after the producer opened
+            torch_dtype = shape.torch_dtype
+        if x.dtype != torch_dtype:
+            raise ShapeError("HS_ERR_SHAPE", "layer %d is %s; the ring holds %s"
+                             % (k, x.dtype, shape.dtype))
+        # [T, H], or [1, T, H] (a batch of one, as transformers returns it).
+        dims = x.shape
+        n = len(dims)
+        if not (n == 2 or (n == 3 and dims[0] == 1)) or dims[-2] != rows \
+                or dims[-1] != shape.hidden_size:
+            raise _shape_error("layer %d" % k, tuple(dims), rows, shape.hidden_size)
+        # Rows of a [1, T, H] tensor are its last two dimensions': no view needed.
+        strides = x.stride()
+        if strides[-1] != 1 and dims[-1] > 1:
+            x = x.contiguous()
+            strides = x.stride()
+        pitch = strides[-2] * shape.dtype_size if rows > 1 else 0
+        return x, x.data_ptr(), pitch, (x.get_device() if x.is_cuda else -1)
+    if not isinstance(x, np.ndarray):
+        raise ShapeError("HS_ERR_SHAPE", "layer %d is a %s: give a torch tensor or a numpy array"
+                         % (k, type(x).__name__))
+    if not _numpy_dtype_ok(x, shape):
+        raise ShapeError("HS_ERR_SHAPE", "layer %d is %s; the ring holds %s%s"
+                         % (k, x.dtype, shape.dtype,
+                            " (numpy: its uint16 bits)" if shape.dtype == "bf16" else ""))
+    dims = x.shape
+    n = len(dims)
+    if not (n == 2 or (n == 3 and dims[0] == 1)) or dims[-2] != rows \
+            or dims[-1] != shape.hidden_size:
+        raise _shape_error("layer %d" % k, dims, rows, shape.hidden_size)
+    strides = x.strides
+    if strides[-1] != x.itemsize or strides[-2] < 0:
+        x = np.ascontiguousarray(x)
+        strides = x.strides
+    pitch = strides[-2] if rows > 1 else 0
+    return x, x.ctypes.data, pitch, -1
 
-    def __init__(self, x, what, rows, shape):
-        self.keep = x  # alive until the call returns (the copy is enqueued on its stream)
-        if is_torch(x):
-            if not _torch_dtype_ok(x, shape):
-                raise ShapeError("HS_ERR_SHAPE", "%s is %s; the ring holds %s"
-                                 % (what, x.dtype, shape.dtype))
-            _rows_2d(tuple(x.shape), what, rows, shape.hidden_size)
-            t = x.reshape(x.shape[-2], x.shape[-1]) if x.dim() == 3 else x
-            if t.stride(1) != 1 and t.shape[1] > 1:
-                t = t.contiguous()
-            self.keep = t
-            self.pointer = t.data_ptr()
-            self.row_pitch = t.stride(0) * t.element_size() if t.shape[0] > 1 else 0
-            self.device = t.is_cuda
-            cuda = loaded_torch().cuda
-            self.stream = cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
-            return
-        if not isinstance(x, np.ndarray):
-            raise ShapeError("HS_ERR_SHAPE", "%s is a %s: give a torch tensor or a numpy array"
-                             % (what, type(x).__name__))
-        if not _numpy_dtype_ok(x, shape):
-            raise ShapeError("HS_ERR_SHAPE", "%s is %s; the ring holds %s%s"
-                             % (what, x.dtype, shape.dtype,
-                                " (numpy: its uint16 bits)" if shape.dtype == "bf16" else ""))
-        _rows_2d(x.shape, what, rows, shape.hidden_size)
-        a = x.reshape(x.shape[-2], x.shape[-1])
-        if a.strides[1] != a.itemsize or a.strides[0] < 0:
-            a = np.ascontiguousarray(a)
-        self.keep = a
-        self.pointer = a.ctypes.data
-        self.row_pitch = a.strides[0] if a.shape[0] > 1 else 0
-        self.device = False
-        self.stream = None
+
+def current_stream_handle(device_index):
+    """The cudaStream_t of torch's current stream on that device, as an int. torch's own
+    raw accessor where it has one (a few hundred ns), else the public, slower way."""
+    torch = loaded_torch()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
 
 
 def int32_host(x, what, count=None):

@@ -6,7 +6,7 @@ import os
 
 from . import _env, _lib
 from ._errors import ShapeError, StateError
-from ._tensors import LayerSource, int32_host, is_torch
+from ._tensors import current_stream_handle, int32_host, layer_parts, loaded_torch
 from ._views import address_of, view
 from .shape import from_struct
 
@@ -15,7 +15,13 @@ _POLL_MS = 100  # each wait returns this often, so Python's signal handlers run
 
 class Job:
     """Batch `batch_id`, bound to a slot until published. `input_ids`, `positions` and
-    `doc_offsets` are int32 views of the slot (cu_seqlens: num_docs + 1 entries)."""
+    `doc_offsets` are int32 views of the slot (cu_seqlens: num_docs + 1 entries).
+
+    `loss_mask` (numpy bool [T], or None when the producer knows none: caller's or
+    synthetic tokens) says where the label counts: False where the shard's loss mask
+    leaves the next token out of training (chat data: the prompt's tokens), which
+    write_labels stores as -100 whatever the model predicted there, as hsring's own
+    target does. The last position of each document counts."""
 
     def __init__(self, producer, s):
         self._producer = producer
@@ -35,6 +41,9 @@ class Job:
         self.input_ids = view(address_of(s.tokens), (t,), "int32")
         self.positions = view(address_of(s.positions), (t,), "int32")
         self.doc_offsets = view(address_of(s.doc_offsets), (d + 1,) if t else (0,), "int32")
+        # A copy: the library's mask lives only until the job is published.
+        mask = address_of(s.loss_mask)
+        self.loss_mask = view(mask, (t,), "uint8").astype(bool) if mask else None
 
     def _call(self, name, *args):
         if self._published:
@@ -61,36 +70,74 @@ class Job:
     def write_layer(self, k, tensor):
         """Layer k ([T, H] or [1, T, H] of the ring's dtype): a CUDA tensor is copied on the
         current stream into the pinned slot (returns at once); host data is copied now."""
-        shape = self._producer.shape
-        if not 0 <= k < shape.num_layers:
+        p = self._producer
+        if not 0 <= k < p.shape.num_layers:
             raise ShapeError("HS_ERR_SHAPE", "layer %d: the ring captures %d layers"
-                             % (k, shape.num_layers))
-        src = LayerSource(tensor, "layer %d" % k, self.token_count, shape)
-        if src.device:
-            self._call("hs_job_copy_layer_device", k, src.pointer, src.row_pitch, src.stream)
-        else:
-            self._call("hs_job_write_layer", k, src.pointer, src.row_pitch)
+                             % (k, p.shape.num_layers))
+        self._write(k, (tensor,))
 
     def write_layers(self, tensors):
-        """All K captured layers, in the ring's layer order."""
-        tensors = list(tensors)
+        """All K captured layers, in the ring's layer order: one C call for all of them
+        (CUDA tensors: K pitched copies enqueued on the current stream)."""
+        if not isinstance(tensors, (list, tuple)):
+            tensors = list(tensors)
         k = self._producer.shape.num_layers
         if len(tensors) != k:
             raise ShapeError("HS_ERR_SHAPE", "%d layers given; the ring captures %d"
                              % (len(tensors), k))
-        for i, t in enumerate(tensors):
-            self.write_layer(i, t)
+        self._write(0, tensors)
+
+    def _write(self, first, tensors):
+        # The critical path of a target (write_layers + publish): the producer's cached
+        # functions and argument arrays, one C call for every layer.
+        if self._published:
+            raise StateError("HS_ERR_STATE", "batch %d was published already" % self.batch_id)
+        p = self._producer
+        shape, rows = p.shape, self.token_count
+        sources, pitches = p._sources, p._pitches
+        keep = []  # alive until the call returns (CUDA: the copies are enqueued by then)
+        device = None
+        for i, tensor in enumerate(tensors):
+            kept, address, pitch, where = layer_parts(tensor, first + i, rows, shape,
+                                                      p._torch_dtype)
+            keep.append(kept)
+            sources[i], pitches[i] = address, pitch
+            if device is None:
+                device = where
+            elif where != device:
+                raise ShapeError("HS_ERR_SHAPE", "layer %d is on %s, layer %d on %s: give "
+                                 "every layer of a job from one device"
+                                 % (first, _device_name(device), first + i, _device_name(where)))
+        n = len(tensors)
+        if device >= 0:
+            status = p._copy_layers(p._handle, self._ticket, first, n, sources, pitches,
+                                    current_stream_handle(device))
+        else:
+            status = p._write_layers(p._handle, self._ticket, first, n, sources, pitches)
+        if status < 0:
+            _lib.check(status)
 
     def write_labels(self, labels):
-        """The target's label (its greedy next token) at each of the T positions."""
+        """The target's label (its greedy next token) at each of the T positions; -100
+        where it is not to be trained on. Where `loss_mask` is False the slot gets -100
+        whatever is given."""
         a = int32_host(labels, "labels", self.token_count)
         self._call("hs_job_write_labels", a.ctypes.data, a.shape[0])
 
     def publish(self):
         """Makes the batch READY (after its device copies complete, on the library's
         publisher thread). Every layer, and on a model ring the labels, must be written."""
-        self._call("hs_job_publish")
+        if self._published:
+            raise StateError("HS_ERR_STATE", "batch %d was published already" % self.batch_id)
+        p = self._producer
+        status = p._publish(p._handle, self._ticket)
+        if status < 0:
+            _lib.check(status)
         self._published = True
+
+
+def _device_name(index):
+    return "cuda:%d" % index if index >= 0 else "the host"
 
 
 class Producer:
@@ -114,6 +161,16 @@ class Producer:
         _lib.check(_lib.lib().hs_producer_shape(handle, ctypes.byref(s)))
         self.shape = from_struct(s)
         self.epoch = _lib.lib().hs_producer_epoch(handle)
+        # What write_layers and publish use on every batch, looked up once.
+        lib = _lib.lib()
+        self._write_layers = lib.hs_job_write_layers
+        self._copy_layers = lib.hs_job_copy_layers_device
+        self._publish = lib.hs_job_publish
+        k = self.shape.num_layers
+        self._sources = (ctypes.c_void_p * k)()
+        self._pitches = (ctypes.c_uint64 * k)()
+        torch = loaded_torch()
+        self._torch_dtype = self.shape.torch_dtype if torch is not None else None
 
     @classmethod
     def from_env(cls, **kwargs):

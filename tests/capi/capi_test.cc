@@ -153,6 +153,56 @@ TEST(CapiTest, CallsOutOfOrderAndWrongSizesAreRefused) {
   EXPECT_EQ(hs_producer_close(p), HS_OK);
 }
 
+// hs_job_write_layers: every layer in one call, checked before any is written, and one
+// target.copy sample per call (as the GPU target times its whole copy).
+TEST(CapiTest, WriteLayersWritesAllOrNothingInOneCall) {
+  ScopedRingName name("capi-layers");
+  const RingShape s = small_shape();
+  ASSERT_GE(s.num_layers, 2u);
+  auto ring = Ring::create(name.str(), s);
+  hs_producer* p = nullptr;
+  hs_consumer* c = nullptr;
+  ASSERT_EQ(hs_producer_open(name.str().c_str(), 0, nullptr, &p), HS_OK) << hs_last_error();
+  ASSERT_EQ(hs_consumer_open(name.str().c_str(), 0, nullptr, &c), HS_OK) << hs_last_error();
+  const hs_job job = take_job(p);
+  std::vector<std::vector<uint16_t>> layers;
+  std::vector<const void*> sources;
+  for (uint32_t k = 0; k < s.num_layers; ++k) {
+    layers.push_back(synthetic_layer(s, job.batch_id, k, job.token_count));
+    sources.push_back(layers.back().data());
+  }
+  std::vector<uint64_t> pitches(s.num_layers, 0);
+  pitches.back() = 1;  // below a row: the last layer is refused, so nothing is written
+  EXPECT_EQ(hs_job_write_layers(p, job.ticket, 0, s.num_layers, sources.data(), pitches.data()),
+            HS_ERR_SHAPE);
+  EXPECT_NE(std::string(hs_last_error()).find("layer " + std::to_string(s.num_layers - 1)),
+            std::string::npos)
+      << hs_last_error();
+  EXPECT_EQ(hs_job_publish(p, job.ticket), HS_ERR_STATE);
+  EXPECT_NE(std::string(hs_last_error()).find("layer 0 of batch"), std::string::npos)
+      << hs_last_error();
+  EXPECT_EQ(hs_job_write_layers(p, job.ticket, 1, s.num_layers, sources.data(), nullptr),
+            HS_ERR_INVALID_ARGUMENT);  // past the last layer
+  EXPECT_EQ(hs_job_write_layers(p, job.ticket, 0, 0, sources.data(), nullptr),
+            HS_ERR_INVALID_ARGUMENT);
+  const uint64_t copies_before = ring->process(0).stages[uint32_t(Stage::kTargetCopy)].count.load();
+  // Layer 0 alone, then the rest in one call with dense pitches (NULL).
+  ASSERT_EQ(hs_job_write_layers(p, job.ticket, 0, 1, sources.data(), nullptr), HS_OK)
+      << hs_last_error();
+  ASSERT_EQ(hs_job_write_layers(p, job.ticket, 1, s.num_layers - 1, sources.data() + 1, nullptr),
+            HS_OK)
+      << hs_last_error();
+  EXPECT_EQ(ring->process(0).stages[uint32_t(Stage::kTargetCopy)].count.load() - copies_before, 2u);
+  ASSERT_EQ(hs_job_publish(p, job.ticket), HS_OK) << hs_last_error();
+  hs_batch batch{};
+  ASSERT_EQ(hs_consumer_next(c, 1000, &batch), HS_OK) << hs_last_error();
+  EXPECT_EQ(verify_synthetic_batch(*ring, batch.slot), "");
+  ASSERT_EQ(hs_consumer_release(c, batch.ticket), HS_OK);
+  EXPECT_EQ(job.loss_mask, nullptr) << "synthetic tokens carry no loss mask";
+  EXPECT_EQ(hs_consumer_close(c), HS_OK);
+  EXPECT_EQ(hs_producer_close(p), HS_OK);
+}
+
 TEST(CapiTest, CallerTokensSetTheBatchAndAreChecked) {
   ScopedRingName name("capi-caller");
   RingShape s = small_shape();
@@ -178,8 +228,13 @@ TEST(CapiTest, CallerTokensSetTheBatchAndAreChecked) {
   }
   EXPECT_EQ(hs_job_publish(p, job.ticket), HS_ERR_STATE);  // a model ring needs labels
   EXPECT_NE(std::string(hs_last_error()).find("labels"), std::string::npos);
-  ASSERT_EQ(hs_job_write_labels(p, job.ticket, tokens.data(), 5), HS_OK);
+  EXPECT_EQ(job.loss_mask, nullptr) << "the caller's tokens: no mask known";
+  const std::vector<int32_t> below = {5, -1, 7, 8, 9}, ignored = {5, -100, 7, 8, -100};
+  EXPECT_EQ(hs_job_write_labels(p, job.ticket, below.data(), 5), HS_ERR_SHAPE);
+  EXPECT_NE(std::string(hs_last_error()).find("not -100"), std::string::npos) << hs_last_error();
+  ASSERT_EQ(hs_job_write_labels(p, job.ticket, ignored.data(), 5), HS_OK) << hs_last_error();
   ASSERT_EQ(hs_job_publish(p, job.ticket), HS_OK) << hs_last_error();
+  EXPECT_EQ(std::vector<int32_t>(ring->labels(job.slot), ring->labels(job.slot) + 5), ignored);
   EXPECT_EQ(ring->slot(job.slot).num_docs.load(), 2u);
   EXPECT_EQ(ring->slot(job.slot).token_count.load(), 5u);
   EXPECT_EQ(hs_producer_close(p), HS_OK);

@@ -28,6 +28,14 @@ if python3 -c "import torch, transformers" 2>/dev/null; then
   code=$?
   echo "== hf_parity_cuda exit $code: $(tail -n 2 "$out/hf_parity_cuda.log" | tr '\n' ' ')"
   status=$((status | code))
+  # examples/hf_target.py on cuda:0 (a random bf16 Qwen3 built by transformers) into a
+  # checking consumer (every layer bit for bit against hidden_states[i + 1]), the C++ GPU
+  # drafter and examples/torch_drafter.py; it prints SKIPPED without a CUDA device.
+  python3 tests/gpu/hf_target_check.py --bin "$bin" --out "$out/hf_target_check" \
+    --device cuda:0 > "$out/hf_target_check.log" 2>&1
+  code=$?
+  echo "== hf_target_check exit $code: $(grep -E '^(==|hf_target_check)' "$out/hf_target_check.log" | tr '\n' ' ')"
+  status=$((status | code))
   pylib=$(mktemp -d)
   if python3 -c "import pytest" 2>/dev/null ||
      { [ -n "${HSRING_WHEELS:-}" ] && python3 -m pip install -q --no-index \

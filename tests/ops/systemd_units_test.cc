@@ -215,5 +215,94 @@ TEST(SystemdUnits, ExecLinesRunThePipelineAndRestartAfterSigkill) {
   EXPECT_FALSE(crash::segment_exists(ring));
 }
 
+// The environment a user command's unit left in dir/ROLE-env.EPOCH (the command writes
+// it there before it execs the worker): NAME -> value.
+std::map<std::string, std::string> recorded_env(const crash::TempDir& dir, const std::string& role,
+                                                int epoch) {
+  std::map<std::string, std::string> env;
+  std::istringstream lines(crash::read_file(dir.file(role + "-env." + std::to_string(epoch))));
+  for (std::string line; std::getline(lines, line);) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+// target-cmd / drafter-cmd in the config: the units run the user commands with the
+// environment `hsring run` gives them (HSRING_EPOCH the epoch each start opens), and
+// each is supervised as a built-in worker's unit is (READY=1, watchdog, a restart after
+// SIGKILL opening the next epoch, a clean exit at SIGTERM).
+TEST(SystemdUnits, UserCommandsRunAsUnitsWithTheLaunchersEnvironment) {
+  crash::TempDir dir;
+  ASSERT_EQ(install(dir, 252).exit_code, 0);
+  const std::string ring = crash::unique_ring_name();
+  // A compound command, so the shell forks before it execs the worker (NotifyAccess=all).
+  const auto command = [&](const std::string& role) {
+    return "env > " + dir.file(role) + "-env.$HSRING_EPOCH; exec " + crash::bin_dir() + "/hsring-" +
+           role + " --ring $HSRING_RING --index $HSRING_INDEX";
+  };
+  {
+    std::ofstream config(dir.file("hsring.conf"));
+    config << "[run]\nring=\"" << ring
+           << "\"\nmodel=\"synthetic\"\ntargets=\"cpu:1\"\ndrafters=\"cpu:1\"\n"
+           << "slots=8\nmax-tokens=64\nhidden-size=32\nnum-layers=2\nprofile-interval=0.5\n"
+           << "target-cmd=\"" << command("target") << "\"\ndrafter-cmd=\"" << command("drafter")
+           << "\"\n";
+  }
+  const std::string ring_unit = read_unit(dir, "hsring-ring.service");
+  ASSERT_EQ(crash::run_command(unit_command(ring_unit, "ExecStart", "")).exit_code, 0);
+
+  std::map<std::string, std::unique_ptr<NotifySocket>> sockets;
+  std::map<std::string, std::unique_ptr<crash::Spawned>> processes;
+  auto start = [&](const std::string& role) {
+    const std::string path = dir.file(role + ".sock");
+    sockets[role].reset();
+    ::unlink(path.c_str());
+    sockets[role] = std::make_unique<NotifySocket>(path);
+    processes[role] = std::make_unique<crash::Spawned>(
+        unit_command(read_unit(dir, "hsring-" + role + "@.service"), "ExecStart", "0"),
+        dir.file(role + ".out"), dir.file(role + ".err"),
+        std::vector<std::string>{"NOTIFY_SOCKET=" + path, "WATCHDOG_USEC=400000"});
+  };
+  for (const char* role : {"target", "drafter"}) start(role);
+  for (const char* role : {"target", "drafter"}) {
+    EXPECT_TRUE(sockets[role]->wait_for("READY=1", Millis(10000))) << role;
+    EXPECT_TRUE(sockets[role]->wait_for("WATCHDOG=1", Millis(5000))) << role;
+    const auto env = recorded_env(dir, role, 1);
+    EXPECT_EQ(env.count("HSRING_RING") ? env.at("HSRING_RING") : "", ring) << role;
+    EXPECT_EQ(env.count("HSRING_ROLE") ? env.at("HSRING_ROLE") : "", role);
+    EXPECT_EQ(env.count("HSRING_INDEX") ? env.at("HSRING_INDEX") : "", "0") << role;
+    EXPECT_EQ(env.count("HSRING_EPOCH") ? env.at("HSRING_EPOCH") : "", "1") << role;
+    EXPECT_EQ(env.count("HSRING_LIB") ? env.at("HSRING_LIB") : "",
+              crash::bin_dir() + "/libhsring.so")
+        << role;
+    EXPECT_EQ(env.count("HSRING_PROFILE_INTERVAL") ? env.at("HSRING_PROFILE_INTERVAL") : "", "0.5")
+        << role;
+    EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u) << role << ": a CPU worker";
+  }
+  // Restart=on-failure after a SIGKILL: the same ExecStart, told the next epoch.
+  processes["target"]->signal(SIGKILL);
+  ASSERT_TRUE(processes["target"]->wait(Millis(5000)).has_value());
+  start("target");
+  EXPECT_TRUE(sockets["target"]->wait_for("READY=1", Millis(10000)));
+  EXPECT_EQ(recorded_env(dir, "target", 2)["HSRING_EPOCH"], "2");
+  std::this_thread::sleep_for(Millis(500));
+  const auto status =
+      crash::run_command({crash::bin_dir() + "/hsring", "status", "--ring", ring, "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("\"role\": \"target\", \"index\": 0, \"pid\": " +
+                            std::to_string(processes["target"]->pid()) + ", \"epoch\": 2"),
+            std::string::npos)
+      << status.out;
+  for (const char* role : {"target", "drafter"}) processes[role]->signal(SIGTERM);
+  for (const char* role : {"target", "drafter"}) {
+    const auto stopped = processes[role]->wait(Millis(15000));
+    ASSERT_TRUE(stopped.has_value()) << role << " ignored SIGTERM";
+    EXPECT_TRUE(WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0)
+        << role << ": " << crash::describe_status(*stopped);
+  }
+  EXPECT_EQ(crash::run_command(unit_command(ring_unit, "ExecStop", "")).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace hsring

@@ -3,9 +3,13 @@
 // folder where the group meets; a one-machine run passes none of it.
 #include "launcher/worker_command.h"
 
+#include <stdlib.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
+
+#include "launcher/user_command.h"
 
 namespace hsring {
 namespace {
@@ -58,6 +62,44 @@ TEST(WorkerCommandTest, GpuWorkersRunTheGpuBuildOfEachProgram) {
   EXPECT_EQ(worker_argv(o, Role::kDrafter, 0, -1, "/bin")[0], "/bin/hsring-drafter");
   EXPECT_EQ(worker_argv(o, Role::kTarget, 0, 3, "/bin")[0], "/bin/hsring-target-gpu");
   EXPECT_EQ(worker_argv(o, Role::kDrafter, 1, 0, "/bin")[0], "/bin/hsring-drafter-gpu");
+}
+
+// The value of `name` in a user command's environment, or nullopt when it is not set.
+std::optional<std::string> env_of(const UserWorkerCommand& c, const std::string& name) {
+  for (const auto& [key, value] : c.env)
+    if (key == name) return value;
+  return std::nullopt;
+}
+
+// A user command learns its place as hsring's own workers do from their flags: the GPU
+// (renumbered 0 by CUDA_VISIBLE_DEVICES; HSRING_GPU keeps the machine's id for status),
+// the epoch its start opens, and the profile period the launcher resolved.
+TEST(WorkerCommandTest, UserCommandsGetTheirPlaceThroughTheEnvironment) {
+  ::unsetenv("HSRING_PROFILE_INTERVAL");
+  RunOptions o = model_run();
+  o.ring = "r";
+  o.target_cmd = "python3 t.py";
+  const UserWorkerCommand gpu = user_worker_command(o, Role::kTarget, 1, 3, 5, "/bin");
+  EXPECT_EQ(gpu.argv, (std::vector<std::string>{"/bin/sh", "-c", "python3 t.py"}));
+  EXPECT_EQ(env_of(gpu, "HSRING_RING"), "r");
+  EXPECT_EQ(env_of(gpu, "HSRING_ROLE"), "target");
+  EXPECT_EQ(env_of(gpu, "HSRING_INDEX"), "1");
+  EXPECT_EQ(env_of(gpu, "HSRING_EPOCH"), "5");
+  EXPECT_EQ(env_of(gpu, "CUDA_VISIBLE_DEVICES"), "3");
+  EXPECT_EQ(env_of(gpu, "HSRING_GPU"), "3");
+  EXPECT_EQ(env_of(gpu, "HSRING_PROFILE_INTERVAL"), std::nullopt) << "the run does not profile";
+  o.profile_interval_s = 0.25;
+  const UserWorkerCommand cpu = user_worker_command(o, Role::kTarget, 0, -1, 1, "/bin");
+  EXPECT_EQ(env_of(cpu, "CUDA_VISIBLE_DEVICES"), std::nullopt);
+  EXPECT_EQ(env_of(cpu, "HSRING_GPU"), std::nullopt);
+  EXPECT_EQ(env_of(cpu, "HSRING_PROFILE_INTERVAL"), "0.25");
+  // --profile-interval 0 over an inherited variable: 0 is passed, as to hsring's workers.
+  o.profile_interval_s = 0;
+  ::setenv("HSRING_PROFILE_INTERVAL", "2", 1);
+  EXPECT_EQ(
+      env_of(user_worker_command(o, Role::kTarget, 0, -1, 1, "/bin"), "HSRING_PROFILE_INTERVAL"),
+      "0");
+  ::unsetenv("HSRING_PROFILE_INTERVAL");
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ class TestRing:
         flags.update({k.replace("_", "-"): v for k, v in shape.items()})
         argv = [hsring_bin(), "run", "--create-only", "--ring", self.name]
         for key, value in flags.items():
+            if value is None:  # leave the flag out (a model ring: the model's own)
+                continue
             if value is False:
                 argv.append("--no-" + key)
             else:

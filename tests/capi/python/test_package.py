@@ -103,3 +103,81 @@ def test_shape_of_a_ring(make_ring):
     shape = hsring.ring_shape(ring.name)
     assert (shape.hidden_size, shape.num_layers, shape.dtype, shape.content) == (24, 2, "fp16", "synthetic")
     assert shape.numpy_dtype == np.float16 and shape.torch_dtype == torch.float16
+
+
+def test_loss_mask_of_the_shards_masks_the_labels(make_ring, tmp_path):
+    # Shards whose mask counts exactly the even tokens: whatever the packing, the label at
+    # t counts when t is its document's last position or token t + 1 is even.
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 256, n) for n in (5, 40, 17, 60, 9, 33, 21)]
+    hsring.write_shard(tmp_path / "shard-00000.hstok", docs,
+                       loss_masks=[(d % 2 == 0).astype(np.int64) for d in docs], vocab_size=256)
+    ring = make_ring(model="tiny", data=str(tmp_path), max_tokens=48, dtype="fp32",
+                     hidden_size=None)
+    checked = 0
+    with hsring.Producer(ring.name, 0, data_dir=str(tmp_path)) as producer, \
+            hsring.Consumer(ring.name, 0) as consumer:
+        shape = producer.shape
+        for _ in range(4):
+            job = producer.next_job(timeout=5)
+            t, offsets, ids = job.token_count, job.doc_offsets, job.input_ids
+            expected = np.ones(t, bool)
+            for d in range(job.num_docs):
+                s, e = int(offsets[d]), int(offsets[d + 1])
+                expected[s:e - 1] = ids[s + 1:e] % 2 == 0
+            assert job.loss_mask is not None and job.loss_mask.dtype == bool
+            np.testing.assert_array_equal(job.loss_mask, expected)
+            assert not expected.all() and expected.any()
+            with pytest.raises(hsring.ShapeError, match="not -100"):
+                job.write_labels(np.full(t, -5, np.int32))
+            # The model's greedy labels (here 7 everywhere, -100 at the first position):
+            # masked positions become -100 whatever was given; -100 is accepted anywhere.
+            given = np.full(t, 7, np.int32)
+            given[0] = -100
+            job.write_labels(given)
+            job.write_layers([np.zeros((t, shape.hidden_size), np.float32)] * shape.num_layers)
+            job.publish()
+            batch = consumer.next_batch(timeout=5)
+            want = np.where(expected, 7, -100)
+            want[0] = -100
+            np.testing.assert_array_equal(batch.labels, want)
+            batch.release()
+            checked += 1
+    assert checked == 4
+
+
+def test_caller_tokens_have_no_loss_mask_and_take_minus_100(make_ring):
+    ring = make_ring(model="tiny", max_tokens=16, dtype="fp32", hidden_size=None)
+    with hsring.Producer(ring.name, 0, caller_tokens=True) as producer, \
+            hsring.Consumer(ring.name, 0) as consumer:
+        job = producer.next_job(timeout=5)
+        job.set_tokens(np.arange(10, 20), doc_offsets=[0, 4, 10])
+        assert job.loss_mask is None
+        job.write_labels([1, 2, 3, -100, 5, 6, 7, 8, 9, -100])
+        job.write_layers([np.ones((10, producer.hidden_size), np.float32)] * producer.num_layers)
+        job.publish()
+        batch = consumer.next_batch(timeout=5)
+        assert batch.labels.tolist() == [1, 2, 3, -100, 5, 6, 7, 8, 9, -100]
+        batch.release()
+
+
+def test_write_layers_is_one_call_and_all_or_nothing(make_ring):
+    ring = make_ring()
+    with hsring.Producer(ring.name, 0) as producer, hsring.Consumer(ring.name, 0) as consumer:
+        job = producer.next_job(timeout=5)
+        t, shape = job.token_count, producer.shape
+        good = [layer_array(shape, job.batch_id, k, t) for k in range(3)]
+        # Layer 2 is wrong: nothing is written, so the publish names layer 0 as missing.
+        with pytest.raises(hsring.ShapeError, match=r"layer 2 has shape"):
+            job.write_layers(good[:2] + [np.zeros((t, 8), np.float32)])
+        with pytest.raises(hsring.StateError, match="layer 0 of batch"):
+            job.publish()
+        # A [1, T, H] numpy array, a strided view and a torch tensor in one call.
+        wide = np.zeros((t, 32), np.float32)
+        wide[:, 3:19] = good[1]
+        job.write_layers([good[0][None], wide[:, 3:19], torch.from_numpy(good[2])])
+        job.publish()
+        batch = consumer.next_batch(timeout=5)
+        for k in range(3):
+            np.testing.assert_array_equal(batch.layers[k], good[k])
+        batch.release()

@@ -91,3 +91,61 @@ def test_a_command_that_never_attaches_is_stopped(tmp_path):
                   "--attach-timeout", "1", "--target-cmd", "echo waiting; sleep 60")
     assert done.returncode == 4, done.stderr
     assert "did not attach to ring" in done.stderr and "| waiting" in done.stderr
+
+
+def status_json(ring):
+    done = subprocess.run([hsring_bin(), "status", "--ring", ring, "--json", "--interval", "0.1"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_python_workers_log_profiles_and_count_their_stages_for_status(tmp_path):
+    # What `hsring run --profile-interval` and `hsring status` show for hsring's own
+    # workers, for a Python target and a Python drafter.
+    ring = "hsring-pytest-prof-%d-%s" % (os.getpid(), uuid.uuid4().hex[:8])
+    drafter = "%s %s" % (PYTHON, os.path.join(HERE, "synthetic_drafter.py"))
+    argv = [hsring_bin(), "run", "--ring", ring, "--model", "synthetic", "--quiet",
+            "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--targets", "cpu:1",
+            "--drafters", "cpu:1", "--seconds", "2", "--profile-interval", "0.3", "--keep-ring",
+            "--log-dir", str(tmp_path / "logs"), "--target-cmd", target_cmd(),
+            "--drafter-cmd", drafter]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        for role, stages in (("target", ("target.forward", "target.copy",
+                                         "target.publish_wait")),
+                             ("drafter", ("drafter.claim_wait", "drafter.step"))):
+            log = (tmp_path / "logs" / ("%s-0.log" % role)).read_text()
+            lines = [line for line in log.splitlines()
+                     if line.startswith("[%s 0 epoch 1] profile 0.3 s: " % role)]
+            assert len(lines) >= 2, log
+            busy = [line for line in lines if "%s count=" % stages[-1] in line]
+            assert busy, log
+            for stage in stages:
+                assert stage + " count=" in " ".join(busy), (stage, busy)
+        processes = {(p["role"], p["index"]): p for p in status_json(ring)["processes"]}
+        target, drafter = processes[("target", 0)], processes[("drafter", 0)]
+        assert target["batches"] > 0 and drafter["batches"] > 0
+        assert target["stages"]["target.forward"]["count_total"] == target["batches"]
+        assert target["stages"]["target.copy"]["count_total"] == target["batches"]
+        assert drafter["stages"]["drafter.step"]["count_total"] == drafter["batches"]
+    finally:
+        subprocess.run([hsring_bin(), "ring", "remove", "--force", ring], capture_output=True)
+
+
+def test_a_bad_profile_interval_is_refused_before_the_worker_starts(make_ring, monkeypatch):
+    import hsring
+    ring = make_ring()
+    monkeypatch.setenv("HSRING_PROFILE_INTERVAL", "soon")
+    try:
+        hsring.Producer(ring.name, 0)
+        assert False, "opened"
+    except ValueError as e:
+        assert "HSRING_PROFILE_INTERVAL 'soon' is not a profile interval" in str(e)
+    monkeypatch.setenv("HSRING_PROFILE_INTERVAL", "0")
+    monkeypatch.setenv("HSRING_GPU", "3")
+    with hsring.Producer(ring.name, 0) as producer:
+        assert producer.epoch == 1  # the refused start opened no epoch
+        target = status_json(ring.name)["processes"][0]
+        assert (target["role"], target["gpu"], target["epoch"]) == ("target", 3, 1)
