@@ -7,14 +7,21 @@
 //      attention, 4 x head_dim x heads x (keys each query sees) per layer;
 //   3. the attention kernel alone on the same documents, and each GEMM shape of the forward
 //      alone, to show where the time goes;
-//   4. one large bf16 GEMM through the same cuBLAS call the model uses, before and after.
-// Prints one `key=value` line per figure. Needs a GPU.
+//   4. one large bf16 GEMM through the same cuBLAS call the model uses, before and after;
+//   5. for a hybrid (Qwen3.5) model: one DeltaNet layer's and one attention layer's time
+//      inside the forward (forwards that stop after layer 0, 2 and 3), and the chunked
+//      delta rule alone on the same documents, with its FLOP rate against cuBLAS's.
+// --num-layers cuts the preset to its first N layers; --docs-out writes the batch's
+// document lengths, one a line, for a transformers forward of the same documents
+// (bench/hybrid_forward_torch.py). Prints one `key=value` line per figure. Needs a GPU.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +30,7 @@
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
 #include "model/cuda_blas.h"
+#include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
 #include "model/cuda_target_model.h"
 
@@ -43,6 +51,8 @@ struct Options {
   int gpu = 0;
   uint64_t seed = 0;
   uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
+  uint32_t num_layers = 0;  // 0: the preset's own count
+  std::string docs_out;
 };
 
 // Median milliseconds of `fn` enqueued on `stream`, after `warmup` untimed runs.
@@ -113,7 +123,18 @@ int run(const Options& o) {
   std::printf("cuda_driver=%d\ncuda_runtime=%d\n", driver, runtime);
 
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<CudaTargetModel> model = open_cuda_model(o.model, o.seed, o.gpu);
+  std::unique_ptr<CudaTargetModel> model;
+  if (o.num_layers) {
+    ModelConfig cut = model_config_of(o.model);
+    if (o.num_layers > cut.num_layers)
+      throw std::invalid_argument("--num-layers exceeds the model's " +
+                                  std::to_string(cut.num_layers));
+    cut.num_layers = o.num_layers;
+    if (!cut.layer_kinds.empty()) cut.layer_kinds.resize(o.num_layers);
+    model = CudaTargetModel::with_random_weights(cut, o.seed, o.gpu);
+  } else {
+    model = open_cuda_model(o.model, o.seed, o.gpu);
+  }
   HSRING_CUDA_CHECK(cudaDeviceSynchronize());
   const double init_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -136,6 +157,18 @@ int run(const Options& o) {
   print("tokens", t, "%.0f");
   print("documents", double(docs), "%.0f");
   print("longest_document", longest, "%.0f");
+  print("layers", c.num_layers, "%.0f");
+  if (!o.docs_out.empty()) {
+    std::FILE* f = std::fopen(o.docs_out.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + o.docs_out);
+    for (size_t d = 0; d < docs; ++d)
+      std::fprintf(f, "%d\n", batch.offsets[d + 1] - batch.offsets[d]);
+    std::fclose(f);
+  }
+  uint32_t attention_layers = 0;
+  for (uint32_t i = 0; i < c.num_layers; ++i)
+    attention_layers += c.kind(i) == LayerKind::kAttention;
+  const uint32_t delta_layers = c.num_layers - attention_layers;
 
   ForwardRequest request;
   request.capture_layers = capture_layers_for(c, o.layers);
@@ -164,12 +197,24 @@ int run(const Options& o) {
   const double vh = double(c.vocab_size) * double(h);
   const double matmul_params = double(parameter_count(c)) - (c.tie_embeddings ? 0.0 : vh);
   const double attention_flops_layer = 4.0 * c.head_dim * c.num_heads * keys_seen;
-  const double flops = 2.0 * matmul_params * t + attention_flops_layer * c.num_layers;
+  // The delta rule as the chunked kernels compute it, per token and value head (C = 64):
+  // scores k.k and q.k 2 C dk, the triangular solve (C - 1)(dk + dv), W S, Q S and K^T U
+  // 6 dk dv, P U 2 C dv.
+  const DeltaNetShape& dn = c.delta_net;
+  const double chunk = cuda_ops::kDeltaChunk;
+  const double delta_flops_layer =
+      double(t) * dn.v_heads *
+      (2 * chunk * dn.qk_head_dim + (chunk - 1) * (dn.qk_head_dim + dn.v_head_dim) +
+       6.0 * dn.qk_head_dim * dn.v_head_dim + 2 * chunk * dn.v_head_dim);
+  const double flops = 2.0 * matmul_params * t + attention_flops_layer * attention_layers +
+                       delta_flops_layer * delta_layers;
   print("forward_ms", forward_ms, "%.2f");
   print("forward_tokens_per_s", t / (forward_ms * 1e-3), "%.0f");
   print("model_flops_per_token", flops / t, "%.4g");
   print("model_matmul_flops_per_token", 2.0 * matmul_params, "%.4g");
-  print("model_attention_flops_per_token", attention_flops_layer * c.num_layers / t, "%.4g");
+  print("model_attention_flops_per_token", attention_flops_layer * attention_layers / t, "%.4g");
+  if (delta_layers)
+    print("model_delta_rule_flops_per_token", delta_flops_layer * delta_layers / t, "%.4g");
   const double forward_tflops = flops / (forward_ms * 1e-3) / 1e12;
   print("forward_tflops", forward_tflops, "%.1f");
 
@@ -218,10 +263,79 @@ int run(const Options& o) {
       print((prefix + "_ms_per_layer").c_str(), ms, "%.3f");
       print((prefix + "_tflops").c_str(), attention_flops_layer / (ms * 1e-3) / 1e12, "%.1f");
       if (&variant == &variants[0]) {
-        attention_ms = ms * c.num_layers;
+        attention_ms = ms * attention_layers;
         print("attention_share_of_forward", attention_ms / forward_ms, "%.3f");
       }
     }
+  }
+
+  // Hybrid models: layer times inside the forward, from forwards that stop early (no head):
+  // layers 0..0, 0..2 (three DeltaNet layers) and 0..3 (and the first attention layer).
+  double delta_rule_ms = 0;
+  if (delta_layers && c.num_layers >= 4 && c.kind(0) == LayerKind::kDeltaNet &&
+      c.kind(2) == LayerKind::kDeltaNet && c.kind(3) == LayerKind::kAttention) {
+    double until[4] = {};
+    for (int32_t last : {0, 2, 3}) {
+      ForwardRequest partial;
+      partial.capture_layers = {last};
+      partial.greedy = false;
+      DeviceCapture one{DType::kBF16, {{captured.data(), h * 2}}, nullptr, nullptr};
+      until[last] = time_ms(stream.get(), 1, 5,
+                            [&] { model->forward_device(view, partial, stream.get(), one); });
+    }
+    const double delta_layer_ms = (until[2] - until[0]) / 2;
+    const double attention_layer_ms = until[3] - until[2];
+    print("delta_net_layer_ms", delta_layer_ms, "%.2f");
+    print("attention_layer_ms", attention_layer_ms, "%.2f");
+    print("delta_net_layers_share_of_forward", delta_layer_ms * delta_layers / forward_ms, "%.3f");
+    print("attention_layers_share_of_forward", attention_layer_ms * attention_layers / forward_ms,
+          "%.3f");
+
+    // The chunked delta rule alone (both passes) on the same documents, random inputs.
+    const cuda_ops::DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
+                                     dn.conv_kernel};
+    const std::vector<cuda_ops::DeltaSpan> chunks =
+        cuda_ops::delta_chunks(batch.offsets.data(), batch.offsets.size());
+    const std::vector<cuda_ops::DeltaSpan> documents =
+        cuda_ops::delta_documents(batch.offsets.data(), batch.offsets.size());
+    gpu::DeviceBuffer spans =
+        gpu::DeviceBuffer::allocate((chunks.size() + documents.size()) * sizeof(chunks[0]));
+    HSRING_CUDA_CHECK(cudaMemcpy(spans.data(), chunks.data(), chunks.size() * sizeof(chunks[0]),
+                                 cudaMemcpyHostToDevice));
+    HSRING_CUDA_CHECK(cudaMemcpy(spans.data() + chunks.size() * sizeof(chunks[0]), documents.data(),
+                                 documents.size() * sizeof(documents[0]), cudaMemcpyHostToDevice));
+    gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 4);
+    gpu::DeviceBuffer gates = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_heads * 2 * 4);
+    gpu::DeviceBuffer scratch =
+        gpu::DeviceBuffer::allocate(cuda_ops::delta_scratch_floats(t, shape) * 4);
+    gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_dim() * 4);
+    // Unit-scale q and k rows (as the L2 norm leaves them), mild decays, beta near 0.5.
+    const float qk_scale = std::sqrt(3.0f / float(dn.qk_head_dim));
+    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(),
+                                                   5, qk_scale, 0.0f, stream.get()));
+    auto* g = gates.as<float>();
+    auto* beta = g + uint64_t(t) * shape.v_heads;
+    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f,
+                                                   stream.get()));
+    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f,
+                                                   stream.get()));
+    float* sc = scratch.as<float>();
+    const uint64_t rows_heads = uint64_t(t) * shape.v_heads;
+    const cuda_ops::DeltaScratch parts{
+        sc, sc + rows_heads * shape.qk_head_dim,
+        sc + rows_heads * (shape.qk_head_dim + shape.v_head_dim),
+        sc + rows_heads * (shape.qk_head_dim + shape.v_head_dim + cuda_ops::kDeltaChunk)};
+    const auto* span_base = spans.as<cuda_ops::DeltaSpan>();
+    const double ms = time_ms(stream.get(), 3, 10, [&] {
+      HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
+          qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
+          span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
+          stream.get()));
+    });
+    delta_rule_ms = ms * delta_layers;
+    print("delta_rule_ms_per_layer", ms, "%.3f");
+    print("delta_rule_tflops", delta_flops_layer / (ms * 1e-3) / 1e12, "%.2f");
+    print("delta_rule_share_of_forward", delta_rule_ms / forward_ms, "%.3f");
   }
 
   // The forward's GEMMs alone, each through the model's cuBLAS call on random data: where
@@ -229,7 +343,9 @@ int run(const Options& o) {
   {
     cuda_ops::Blas blas;
     blas.bind(stream.get());
-    const uint64_t qkv = c.q_dim() + 2ull * c.kv_dim(), inter = c.intermediate_size;
+    const uint64_t q_rows = c.attention_gate ? 2ull * c.q_dim() : c.q_dim();
+    const uint64_t qkv = q_rows + 2ull * c.kv_dim(), inter = c.intermediate_size;
+    const uint64_t delta_in = uint64_t(dn.conv_dim()) + dn.v_dim() + 2ull * dn.v_heads;
     const uint64_t v = c.vocab_size;
     const uint64_t head_rows = std::max<uint64_t>(64, (1ull << 30) / (v * 4) / 64 * 64);
     struct Product {
@@ -240,8 +356,10 @@ int run(const Options& o) {
       uint64_t repeats;  // per forward
     };
     const Product products[] = {
-        {"qkv", t, h, qkv, true, 0.0f, c.num_layers},
-        {"o_proj", t, c.q_dim(), h, true, 1.0f, c.num_layers},
+        {"qkv", t, h, qkv, true, 0.0f, attention_layers},
+        {"o_proj", t, c.q_dim(), h, true, 1.0f, attention_layers},
+        {"delta_in_proj", t, h, delta_in, true, 0.0f, delta_layers},
+        {"delta_out_proj", t, dn.v_dim(), h, true, 1.0f, delta_layers},
         {"gate_up", t, h, 2 * inter, false, 0.0f, c.num_layers},
         {"down", t, inter, h, true, 1.0f, c.num_layers},
         {"lm_head", std::min<uint64_t>(head_rows, t), h, v, true, 0.0f,
@@ -249,6 +367,7 @@ int run(const Options& o) {
     };
     uint64_t x_bytes = 0, w_bytes = 0, y_bytes = 0;
     for (const Product& p : products) {
+      if (p.repeats == 0) continue;
       x_bytes = std::max(x_bytes, p.rows * p.in * 2);
       w_bytes = std::max(w_bytes, p.out * p.in * 2);
       y_bytes = std::max(y_bytes, p.rows * p.out * 4);
@@ -262,7 +381,9 @@ int run(const Options& o) {
     HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(w.as<cuda_ops::Bf16>(), w_bytes / 2, 4, 0.02f,
                                                    0.0f, stream.get()));
     double gemm_ms = 0;
+    double gemm_flops = 0;
     for (const Product& p : products) {
+      if (p.repeats == 0) continue;
       const double ms = time_ms(stream.get(), 2, 5, [&] {
         blas.linear(x.as<cuda_ops::Bf16>(), uint32_t(p.rows), uint32_t(p.in),
                     w.as<cuda_ops::Bf16>(), uint32_t(p.out), y.data(), p.fp32, p.out, p.beta);
@@ -271,9 +392,11 @@ int run(const Options& o) {
       print((key + "_ms").c_str(), ms, "%.3f");
       print((key + "_tflops").c_str(), 2.0 * p.rows * p.in * p.out / (ms * 1e-3) / 1e12, "%.1f");
       gemm_ms += ms * double(p.repeats);
+      gemm_flops += 2.0 * p.rows * p.in * p.out * double(p.repeats);
     }
     print("gemm_ms_per_forward", gemm_ms, "%.1f");
-    print("other_ms_per_forward", forward_ms - gemm_ms - attention_ms, "%.1f");
+    print("gemm_tflops_in_forward_shapes", gemm_flops / (gemm_ms * 1e-3) / 1e12, "%.1f");
+    print("other_ms_per_forward", forward_ms - gemm_ms - attention_ms - delta_rule_ms, "%.1f");
   }
 
   // cuBLAS clocks vary from one measurement to the next (power and thermal state): the
@@ -284,6 +407,9 @@ int run(const Options& o) {
   const double gemm_best = std::max(gemm_before, gemm_after);
   print("cublas_gemm_tflops", gemm_best, "%.1f");
   print("forward_over_cublas", forward_tflops / gemm_best, "%.3f");
+  if (delta_rule_ms > 0)
+    print("delta_rule_over_cublas",
+          delta_flops_layer * delta_layers / (delta_rule_ms * 1e-3) / 1e12 / gemm_best, "%.3f");
   return 0;
 }
 
@@ -293,9 +419,10 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   hsring::Options o;
   CLI::App app{"CUDA target forward throughput against cuBLAS's bf16 GEMM rate"};
-  app.add_option(
-      "--model", o.model,
-      "Preset (qwen3-8b, qwen3-dense-27b, qwen3.6-27b: CPU only so far, tiny) or HF folder");
+  app.add_option("--model", o.model,
+                 "Preset (qwen3-8b, qwen3-dense-27b, qwen3.6-27b, tiny) or HF folder");
+  app.add_option("--num-layers", o.num_layers, "Only the model's first N layers (0: all)");
+  app.add_option("--docs-out", o.docs_out, "Write the document lengths here, one a line");
   app.add_option("--tokens", o.tokens, "Tokens per batch")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--min-doc", o.min_doc, "Shortest document")->check(CLI::Range(1u, 1u << 20));
   app.add_option("--max-doc", o.max_doc, "Longest document")->check(CLI::Range(1u, 1u << 20));

@@ -238,18 +238,13 @@ std::vector<int32_t> parse_layer_list(const std::string& text) {
 }
 
 // Sets the model-dependent part of the shape: hidden size, vocabulary, captured layers.
-void apply_model(const RunOptions& o, bool gpu_targets, RingShape& s) {
+void apply_model(const RunOptions& o, RingShape& s) {
   ModelConfig config;
   try {
     config = model_config_of(o.model);
   } catch (const ModelError& e) {
     throw std::invalid_argument(std::string("--model: ") + e.what());
   }
-  // Refused here, once, rather than by every GPU target as it starts (and restarts).
-  if (gpu_targets && config.hybrid())
-    throw std::invalid_argument("--model: '" + o.model + "' is a " + config.model_type +
-                                " hybrid (Gated DeltaNet), which has no CUDA forward yet: give "
-                                "--targets cpu:N");
   if (o.hidden_size != 0 && o.hidden_size != config.hidden_size)
     throw std::invalid_argument("--hidden-size " + std::to_string(o.hidden_size) +
                                 " differs from the model's " + std::to_string(config.hidden_size) +
@@ -309,7 +304,7 @@ RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets,
   s.num_drafters = drafters.count;
   s.hs_min_ready = o.hs_min_ready;
   for (uint32_t k = 0; k < s.num_layers; ++k) s.layer_ids[k] = int32_t(k);
-  if (runs_model(o)) apply_model(o, !targets.cpu, s);
+  if (runs_model(o)) apply_model(o, s);
   const bool unbounded = o.batches == 0 && o.seconds > 0;
   const uint64_t default_batches = runs_model(o) ? kDefaultModelRunBatches : kDefaultRunBatches;
   s.batch_limit = unbounded ? 0 : (o.batches ? o.batches : default_batches);

@@ -146,7 +146,10 @@ __global__ void __launch_bounds__(kThreads)
   const int head_lo = (warp * 16 + g) & pack_mask;
   const int head_hi = (warp * 16 + g + 8) & pack_mask;
 
-  uint32_t q_frag[D / 16][4];
+  // Up to head_dim 128 the query fragments stay in registers for the whole key stream; at
+  // 256 they and the accumulator would not fit, so each block reloads them from the tile.
+  constexpr bool kQInRegisters = D <= 128;
+  uint32_t q_frag[kQInRegisters ? D / 16 : 1][4];
   float acc[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -166,14 +169,16 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait<1>();  // everything but the newest group: q and block j have landed
     __syncthreads();
 
-    if (j == 0) {
-      const Bf16* qw = q_tile + warp * 16 * S;
+    const Bf16* qw = q_tile + warp * 16 * S;
+    if constexpr (kQInRegisters) {
+      if (j == 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        q_frag[kk][0] = load_pair(qw + g * S + kk * 16 + 2 * t);
-        q_frag[kk][1] = load_pair(qw + (g + 8) * S + kk * 16 + 2 * t);
-        q_frag[kk][2] = load_pair(qw + g * S + kk * 16 + 8 + 2 * t);
-        q_frag[kk][3] = load_pair(qw + (g + 8) * S + kk * 16 + 8 + 2 * t);
+        for (int kk = 0; kk < D / 16; ++kk) {
+          q_frag[kk][0] = load_pair(qw + g * S + kk * 16 + 2 * t);
+          q_frag[kk][1] = load_pair(qw + (g + 8) * S + kk * 16 + 2 * t);
+          q_frag[kk][2] = load_pair(qw + g * S + kk * 16 + 8 + 2 * t);
+          q_frag[kk][3] = load_pair(qw + (g + 8) * S + kk * 16 + 8 + 2 * t);
+        }
       }
     }
     const Bf16* kt = k_tiles + buffer * kKeys * S;
@@ -192,10 +197,20 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t kb[kKeys / 16][4];
 #pragma unroll
       for (int np = 0; np < kKeys / 16; ++np) ldmatrix_x4(kb[np], k_lane + np * 16 * S + kk * 16);
+      uint32_t q_reload[4];
+      const uint32_t* qa = q_reload;
+      if constexpr (kQInRegisters) {
+        qa = q_frag[kk];
+      } else {
+        q_reload[0] = load_pair(qw + g * S + kk * 16 + 2 * t);
+        q_reload[1] = load_pair(qw + (g + 8) * S + kk * 16 + 2 * t);
+        q_reload[2] = load_pair(qw + g * S + kk * 16 + 8 + 2 * t);
+        q_reload[3] = load_pair(qw + (g + 8) * S + kk * 16 + 8 + 2 * t);
+      }
 #pragma unroll
       for (int np = 0; np < kKeys / 16; ++np) {
-        mma(s[2 * np], q_frag[kk], kb[np][0], kb[np][1]);
-        mma(s[2 * np + 1], q_frag[kk], kb[np][2], kb[np][3]);
+        mma(s[2 * np], qa, kb[np][0], kb[np][1]);
+        mma(s[2 * np + 1], qa, kb[np][2], kb[np][3]);
       }
     }
 
@@ -258,16 +273,21 @@ __global__ void __launch_bounds__(kThreads)
     // d..d+7 | d+8..d+15), lane 8 m + r addressing row r of matrix m.
     const int key_in = ((lane >> 3) & 1) * 8 + (lane & 7);
     const int dim_in = (lane >> 4) * 8;
+    // Loads of a group of dims first, as for the scores (all of them up to head_dim 128).
+    constexpr int kVGroup = D <= 128 ? D / 16 : 4;
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
-      uint32_t vb[D / 16][4];  // all loads of the step first, as for the scores
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp)
-        ldmatrix_x4_trans(vb[dp], vt + (kk * 16 + key_in) * S + dp * 16 + dim_in);
+      for (int d0 = 0; d0 < D / 16; d0 += kVGroup) {
+        uint32_t vb[kVGroup][4];
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        mma(acc[2 * dp], p_frag[kk], vb[dp][0], vb[dp][1]);
-        mma(acc[2 * dp + 1], p_frag[kk], vb[dp][2], vb[dp][3]);
+        for (int dp = 0; dp < kVGroup; ++dp)
+          ldmatrix_x4_trans(vb[dp], vt + (kk * 16 + key_in) * S + (d0 + dp) * 16 + dim_in);
+#pragma unroll
+        for (int dp = 0; dp < kVGroup; ++dp) {
+          mma(acc[2 * (d0 + dp)], p_frag[kk], vb[dp][0], vb[dp][1]);
+          mma(acc[2 * (d0 + dp) + 1], p_frag[kk], vb[dp][2], vb[dp][3]);
+        }
       }
     }
     __syncthreads();  // block j's buffer is refilled by the next iteration
@@ -332,7 +352,7 @@ std::vector<AttentionTile> attention_tiles(const int32_t* doc_offsets, size_t co
 }
 
 bool attention_supports(uint32_t head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 128;
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
@@ -355,6 +375,8 @@ cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
   HSRING_ATTENTION_CASE(32, 32)
   HSRING_ATTENTION_CASE(64, 32)
   HSRING_ATTENTION_CASE(128, 32)
+  HSRING_ATTENTION_CASE(256, 64)
+  HSRING_ATTENTION_CASE(256, 32)
 #undef HSRING_ATTENTION_CASE
   return cudaErrorInvalidValue;
 }

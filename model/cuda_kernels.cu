@@ -149,8 +149,9 @@ __global__ void rope_table_kernel(const int32_t* __restrict__ positions, uint32_
   }
 }
 
-// Elements of one head half a lane holds: head_dim / 2 / 32, for head_dim up to 256.
-constexpr int kHalfPerLane = 4;
+// Work items of a head one lane holds: RoPE pairs (i, i + rotary_dim / 2) and the
+// unrotated dims, at most head_dim / 2 + head_dim - rotary_dim <= 255 for head_dim 256.
+constexpr int kItemsPerLane = 8;
 
 // One warp per (row, head) of q, k and v. Warp-uniform branches only: the shuffles of the
 // norm see every lane.
@@ -162,12 +163,16 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
                                   Bf16* __restrict__ k, Bf16* __restrict__ v) {
   const uint32_t slots = shape.heads + 2 * shape.kv_heads;
   const uint32_t hd = shape.head_dim;
+  const uint32_t q_width = (shape.q_gated ? 2 : 1) * shape.heads * hd;
+  const uint64_t row_stride = q_width + 2 * uint64_t(shape.kv_heads) * hd;
   const uint32_t lane = threadIdx.x % 32;
   const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (item >= uint64_t(rows) * slots) return;
   const uint64_t row = item / slots;
   const uint32_t slot = uint32_t(item - row * slots);
-  const float* src = qkv + row * slots * hd + uint64_t(slot) * hd;
+  const uint64_t at = slot < shape.heads ? uint64_t(slot) * hd * (shape.q_gated ? 2 : 1)
+                                         : q_width + uint64_t(slot - shape.heads) * hd;
+  const float* src = qkv + row * row_stride + at;
   const float* bias = qkv_bias ? qkv_bias + uint64_t(slot) * hd : nullptr;
   if (slot >= shape.heads + shape.kv_heads) {
     Bf16* dst = v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * hd;
@@ -178,14 +183,19 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   const float* norm = is_q ? q_norm : k_norm;
   Bf16* dst = is_q ? q + (row * shape.heads + slot) * hd
                    : k + (row * shape.kv_heads + (slot - shape.heads)) * hd;
-  const uint32_t half = hd / 2;
-  float a[kHalfPerLane], b[kHalfPerLane];
+  const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : hd;
+  const uint32_t half = rot / 2;
+  const uint32_t items = half + (hd - rot);  // pairs, then the dims past rot one by one
+  // Item n < half: dims n and n + half; item n >= half: dim rot + (n - half) alone.
+  float a[kItemsPerLane], b[kItemsPerLane];
   float squares = 0;
 #pragma unroll
-  for (int j = 0; j < kHalfPerLane; ++j) {
-    const uint32_t i = lane + 32 * j;
-    a[j] = i < half ? src[i] + (bias ? bias[i] : 0.0f) : 0.0f;
-    b[j] = i < half ? src[i + half] + (bias ? bias[i + half] : 0.0f) : 0.0f;
+  for (int j = 0; j < kItemsPerLane; ++j) {
+    const uint32_t n = lane + 32 * j;
+    const uint32_t i = n < half ? n : rot + (n - half);
+    const bool pair = n < half;
+    a[j] = n < items ? src[i] + (bias ? bias[i] : 0.0f) : 0.0f;
+    b[j] = pair ? src[i + half] + (bias ? bias[i + half] : 0.0f) : 0.0f;
     squares += a[j] * a[j] + b[j] * b[j];
   }
   float scale = 1.0f;
@@ -197,16 +207,36 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   const float* c = cos + row * half;
   const float* s = sin + row * half;
 #pragma unroll
-  for (int j = 0; j < kHalfPerLane; ++j) {
-    const uint32_t i = lane + 32 * j;
-    if (i >= half) break;
-    float x = a[j], y = b[j];
-    if (norm) {
-      x = x * scale * norm[i];
-      y = y * scale * norm[i + half];
+  for (int j = 0; j < kItemsPerLane; ++j) {
+    const uint32_t n = lane + 32 * j;
+    if (n >= items) break;
+    if (n < half) {
+      float x = a[j], y = b[j];
+      if (norm) {
+        x = x * scale * norm[n];
+        y = y * scale * norm[n + half];
+      }
+      dst[n] = to_bf16(x * c[n] - y * s[n]);
+      dst[n + half] = to_bf16(y * c[n] + x * s[n]);
+    } else {
+      const uint32_t i = rot + (n - half);
+      dst[i] = to_bf16(norm ? a[j] * scale * norm[i] : a[j]);
     }
-    dst[i] = to_bf16(x * c[i] - y * s[i]);
-    dst[i + half] = to_bf16(y * c[i] + x * s[i]);
+  }
+}
+
+__global__ void output_gate_kernel(const float* __restrict__ qkv, uint64_t qkv_stride,
+                                   uint32_t rows, uint32_t heads, uint32_t head_dim,
+                                   Bf16* __restrict__ attn) {
+  const uint32_t width = heads * head_dim;
+  const uint64_t total = uint64_t(rows) * width;
+  for (uint64_t e = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = e / width;
+    const auto col = uint32_t(e - r * width);
+    const uint32_t h = col / head_dim;
+    const float gate = qkv[r * qkv_stride + uint64_t(2 * h + 1) * head_dim + (col - h * head_dim)];
+    attn[e] = to_bf16(to_float(attn[e]) / (1.0f + expf(-gate)));
   }
 }
 
@@ -374,7 +404,9 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
                               const float* qkv_bias, const float* q_norm, const float* k_norm,
                               const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
                               cudaStream_t stream) {
-  if (shape.head_dim > 2 * 32 * kHalfPerLane || shape.head_dim % 2 != 0)
+  const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : shape.head_dim;
+  if (shape.head_dim > 256 || shape.head_dim % 2 != 0 || rot % 2 != 0 || rot > shape.head_dim ||
+      rot / 2 + (shape.head_dim - rot) > 32u * kItemsPerLane)
     return cudaErrorInvalidValue;
   const uint64_t warps = uint64_t(rows) * (shape.heads + 2 * shape.kv_heads);
   if (warps == 0) return cudaSuccess;
@@ -382,6 +414,15 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
   if (blocks > 0x7FFFFFFFull) return cudaErrorInvalidValue;
   qkv_finish_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(qkv, rows, shape, qkv_bias, q_norm,
                                                                k_norm, cos, sin, q, k, v);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_output_gate(const float* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
+                               uint32_t head_dim, Bf16* attn, cudaStream_t stream) {
+  const uint64_t total = uint64_t(rows) * heads * head_dim;
+  if (total == 0) return cudaSuccess;
+  output_gate_kernel<<<grid_for(total), kThreads, 0, stream>>>(qkv, qkv_stride, rows, heads,
+                                                               head_dim, attn);
   return cudaGetLastError();
 }
 

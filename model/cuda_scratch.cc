@@ -25,7 +25,12 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const uint64_t qd = c.q_dim();
   const uint64_t kvd = c.kv_dim();
   const uint64_t inter = c.intermediate_size;
-  const uint64_t half = c.head_dim / 2;
+  const uint64_t half = c.rope_dim() / 2;
+  const uint64_t q_rows = c.attention_gate ? 2 * qd : qd;
+  const DeltaNetShape& dn = c.delta_net;
+  const bool hybrid = c.hybrid();
+  const cuda_ops::DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
+                                   dn.conv_kernel};
   struct Want {
     gpu::DeviceBuffer* buffer;
     uint64_t bytes;
@@ -33,7 +38,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const Want wants[] = {
       {&residual, t * h * 4},
       {&normed, t * h * 2},
-      {&qkv, t * (qd + 2 * kvd) * 4},
+      {&qkv, t * (q_rows + 2 * kvd) * 4},
       {&q, t * qd * 2},
       {&k, t * kvd * 2},
       {&v, t * kvd * 2},
@@ -43,6 +48,13 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&rope_cos, t * half * 4},
       {&rope_sin, t * half * 4},
       {&inputs, BatchInputs::max_bytes(tokens)},
+      {&delta_proj, hybrid ? t * (uint64_t(dn.conv_dim()) + dn.v_dim() + 2 * dn.v_heads) * 4 : 0},
+      {&delta_qkv, hybrid ? t * dn.conv_dim() * 4 : 0},
+      {&delta_g, hybrid ? t * dn.v_heads * 4 : 0},
+      {&delta_beta, hybrid ? t * dn.v_heads * 4 : 0},
+      {&delta_scratch, hybrid ? cuda_ops::delta_scratch_floats(tokens, shape) * 4 : 0},
+      {&delta_out, hybrid ? t * dn.v_dim() * 4 : 0},
+      {&delta_normed, hybrid ? t * dn.v_dim() * 2 : 0},
   };
   uint64_t total = 0;
   for (const Want& w : wants) {
@@ -51,7 +63,8 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   }
   capacity = 0;
   try {
-    for (const Want& w : wants) *w.buffer = gpu::DeviceBuffer::allocate(w.bytes);
+    for (const Want& w : wants)
+      if (w.bytes) *w.buffer = gpu::DeviceBuffer::allocate(w.bytes);
   } catch (const gpu::CudaError& e) {
     if (e.code() != cudaErrorMemoryAllocation) throw;
     for (const Want& w : wants) *w.buffer = gpu::DeviceBuffer();
@@ -67,23 +80,32 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   capacity = tokens;
 }
 
-BatchInputs::BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases) {
+BatchInputs::BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases, uint32_t delta_chunks,
+                         uint32_t delta_documents)
+    : tile_count(tiles), delta_chunk_count(delta_chunks), delta_document_count(delta_documents) {
   tokens_at = 0;
   positions_at = uint64_t(tokens) * 4;
   tiles_at = align16(positions_at + uint64_t(tokens) * 4);
   rope_bases_at = tiles_at + uint64_t(tiles) * sizeof(cuda_ops::AttentionTile);  // 16-aligned
-  bytes = rope_bases_at + (rope_bases ? uint64_t(tokens) * sizeof(double) : 0);
+  delta_chunks_at = rope_bases_at + (rope_bases ? uint64_t(tokens) * sizeof(double) : 0);
+  delta_documents_at = delta_chunks_at + uint64_t(delta_chunks) * sizeof(cuda_ops::DeltaSpan);
+  doc_starts_at = delta_documents_at + uint64_t(delta_documents) * sizeof(cuda_ops::DeltaSpan);
+  bytes = doc_starts_at + (delta_chunks ? uint64_t(tokens) * 4 : 0);
 }
 
 uint64_t BatchInputs::max_bytes(uint32_t tokens) {
+  // Chunks: at most tokens + documents (delta_chunks), documents at most tokens.
   return align16(uint64_t(tokens) * 8) + max_tiles(tokens) * sizeof(cuda_ops::AttentionTile) +
-         uint64_t(tokens) * sizeof(double);
+         uint64_t(tokens) * sizeof(double) + 3 * uint64_t(tokens) * sizeof(cuda_ops::DeltaSpan) +
+         uint64_t(tokens) * 4;
 }
 
 void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                           std::span<const cuda_ops::AttentionTile> tiles,
-                          std::span<const double> rope_bases, void* device, cudaStream_t stream) {
-  const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()), !rope_bases.empty());
+                          std::span<const double> rope_bases, const DeltaInputs& delta,
+                          void* device, cudaStream_t stream) {
+  const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()), !rope_bases.empty(),
+                           uint32_t(delta.chunks.size()), uint32_t(delta.documents.size()));
   Block& block = blocks_[next_];
   next_ ^= 1;
   // SYNC POINT: the block's previous upload must have read it before the host rewrites it.
@@ -98,6 +120,13 @@ void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32
   std::memcpy(host + layout.tiles_at, tiles.data(), tiles.size_bytes());
   if (!rope_bases.empty())
     std::memcpy(host + layout.rope_bases_at, rope_bases.data(), rope_bases.size_bytes());
+  if (!delta.chunks.empty()) {
+    std::memcpy(host + layout.delta_chunks_at, delta.chunks.data(), delta.chunks.size_bytes());
+    std::memcpy(host + layout.delta_documents_at, delta.documents.data(),
+                delta.documents.size_bytes());
+    std::memcpy(host + layout.doc_starts_at, delta.doc_starts.data(),
+                delta.doc_starts.size_bytes());
+  }
   HSRING_CUDA_CHECK(cudaMemcpyAsync(device, host, layout.bytes, cudaMemcpyHostToDevice, stream));
   HSRING_CUDA_CHECK(cudaEventRecord(block.copied.get(), stream));
   block.pending = true;

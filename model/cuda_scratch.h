@@ -9,6 +9,7 @@
 #include <span>
 
 #include "gpu/cuda_handles.h"
+#include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
 #include "model/model_config.h"
 
@@ -20,13 +21,21 @@ struct ForwardActivations {
   uint32_t capacity = 0;
   gpu::DeviceBuffer residual;            // fp32 [T, H]
   gpu::DeviceBuffer normed;              // bf16 [T, H]: RMSNorm output, a GEMM input
-  gpu::DeviceBuffer qkv;                 // fp32 [T, q + 2 kv]
+  gpu::DeviceBuffer qkv;                 // fp32 [T, q (x 2 with an output gate) + 2 kv]
   gpu::DeviceBuffer q, k, v;             // bf16 [T, q], [T, kv], [T, kv]
   gpu::DeviceBuffer attn;                // bf16 [T, q]
   gpu::DeviceBuffer gate_up;             // bf16 [T, 2 I]
   gpu::DeviceBuffer act;                 // bf16 [T, I]
-  gpu::DeviceBuffer rope_cos, rope_sin;  // fp32 [T, head_dim / 2]
+  gpu::DeviceBuffer rope_cos, rope_sin;  // fp32 [T, rope_dim / 2]
   gpu::DeviceBuffer inputs;              // the staged inputs (BatchInputs layout)
+  // DeltaNet layers (hybrid models only, else empty); C = conv_dim, V = v_dim.
+  gpu::DeviceBuffer delta_proj;     // fp32 [T, C + V + 2 v_heads]: qkv | z | b | a
+  gpu::DeviceBuffer delta_qkv;      // fp32 [T, C]: after the convolution and q/k norms
+  gpu::DeviceBuffer delta_g;        // fp32 [T, v_heads]
+  gpu::DeviceBuffer delta_beta;     // fp32 [T, v_heads]
+  gpu::DeviceBuffer delta_scratch;  // fp32, cuda_ops::delta_scratch_floats
+  gpu::DeviceBuffer delta_out;      // fp32 [T, V]: the delta rule's output
+  gpu::DeviceBuffer delta_normed;   // bf16 [T, V]: after the gated norm, a GEMM input
 
   // Reallocates every buffer for `tokens` tokens when it holds fewer. Throws gpu::CudaError;
   // out of memory names the model, the bytes and the GPU. REQUIRES: no forward is using the
@@ -35,13 +44,24 @@ struct ForwardActivations {
 };
 
 // Where a batch's inputs lie in one staged block: tokens, positions, the attention tiles
-// (16-byte aligned), then one double per token for dynamic NTK RoPE (its document's base;
-// empty for the other RoPE rules). Host and device copies share the layout.
+// (16-byte aligned), one double per token for dynamic NTK RoPE (its document's base;
+// empty for the other RoPE rules), then for hybrid models the delta rule's chunks and
+// documents (cuda_ops::DeltaSpan) and each token's document start (int32). Host and device
+// copies share the layout.
 struct BatchInputs {
-  // For any batch of up to `tokens` tokens, with or without the RoPE bases.
+  // For any batch of up to `tokens` tokens, with or without the RoPE bases and spans.
   static uint64_t max_bytes(uint32_t tokens);
-  BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases);
-  uint64_t tokens_at = 0, positions_at = 0, tiles_at = 0, rope_bases_at = 0, bytes = 0;
+  BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases, uint32_t delta_chunks = 0,
+              uint32_t delta_documents = 0);
+  uint64_t tokens_at = 0, positions_at = 0, tiles_at = 0, rope_bases_at = 0;
+  uint64_t delta_chunks_at = 0, delta_documents_at = 0, doc_starts_at = 0, bytes = 0;
+  uint32_t tile_count = 0, delta_chunk_count = 0, delta_document_count = 0;
+};
+
+// What a hybrid model's forward stages besides tokens and positions (empty otherwise).
+struct DeltaInputs {
+  std::span<const cuda_ops::DeltaSpan> chunks, documents;
+  std::span<const int32_t> doc_starts;  // one per token when chunks is not empty
 };
 
 // Two pinned staging blocks used in turn. A block is rewritten only after the copy that
@@ -49,12 +69,13 @@ struct BatchInputs {
 // and waits, at most, for the copy of the forward two calls back.
 class InputStaging {
  public:
-  // Copies tokens, positions, tiles and rope_bases (empty, or one per token) into the next
+  // Copies tokens, positions, tiles, rope_bases (empty, or one per token) and the delta
+  // rule's inputs into the next
   // pinned block and enqueues its upload into `device` (BatchInputs layout) on `stream`.
   // Throws gpu::CudaError.
   void upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
               std::span<const cuda_ops::AttentionTile> tiles, std::span<const double> rope_bases,
-              void* device, cudaStream_t stream);
+              const DeltaInputs& delta, void* device, cudaStream_t stream);
 
  private:
   struct Block {

@@ -8,6 +8,7 @@
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
 #include "model/cuda_blas.h"
+#include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
 #include "model/cuda_scratch.h"
 #include "model/cuda_weights.h"
@@ -37,21 +38,25 @@ void select_gpu(int gpu, const std::string& model) {
   HSRING_CUDA_CHECK(cudaSetDevice(gpu));
 }
 
+cuda_ops::DeltaShape delta_shape(const ModelConfig& c) {
+  const DeltaNetShape& d = c.delta_net;
+  return {d.qk_heads, d.v_heads, d.qk_head_dim, d.v_head_dim, d.conv_kernel};
+}
+
 void check_config(const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
     throw ModelError(ModelErrc::kBadConfig, "model '" + config.name + "': " + why);
-  // Qwen3.5 (DeltaNet layers, gated attention, partial RoPE, zero-centred norms) has only
-  // the CPU reference so far.
-  if (config.hybrid() || config.attention_gate || config.rotary_dim != 0 ||
-      config.weight_prefix != "model.")
-    throw ModelError(ModelErrc::kBadConfig,
-                     "model '" + config.name + "': model_type " + config.model_type +
-                         " (Gated DeltaNet hybrid) has no CUDA forward yet; the CPU forward "
-                         "runs it");
   if (!cuda_ops::attention_supports(config.head_dim))
     throw ModelError(ModelErrc::kBadConfig,
                      "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
-                         " is not supported by the CUDA forward (32, 64 or 128)");
+                         " is not supported by the CUDA forward (32, 64, 128 or 256)");
+  const DeltaNetShape& d = config.delta_net;
+  if (config.hybrid() && !cuda_ops::delta_net_supports(d.qk_head_dim, d.v_head_dim))
+    throw ModelError(ModelErrc::kBadConfig,
+                     "model '" + config.name + "': DeltaNet head dims " +
+                         std::to_string(d.qk_head_dim) + " / " + std::to_string(d.v_head_dim) +
+                         " are not supported by the CUDA forward (q/k a multiple of 8, v of 4, "
+                         "both at most 128)");
 }
 
 [[noreturn]] void bad_capture(const std::string& what) {
@@ -75,6 +80,9 @@ struct CudaTargetModel::Impl {
   InputStaging staging;
   std::vector<cuda_ops::AttentionTile> tiles;
   std::vector<double> rope_bases;  // per token, dynamic NTK RoPE only (else empty)
+  // The delta rule's spans and each token's document start: hybrid models only.
+  std::vector<cuda_ops::DeltaSpan> delta_chunks, delta_documents;
+  std::vector<int32_t> doc_starts;
   // Query heads per attention block: all the heads of a KV group, so each K/V block is
   // read once per group. Same bits as one head per block; on an H200 the two are within
   // run-to-run noise of each other (bench/RESULTS.md, "forward_bench").
@@ -91,9 +99,9 @@ struct CudaTargetModel::Impl {
     attention_pack = cuda_ops::max_attention_pack(config.num_heads, config.num_kv_heads);
     weights = DeviceWeights::allocate(config, gpu);
     blas = std::make_unique<cuda_ops::Blas>();
-    const uint32_t half = config.head_dim / 2;
+    const uint32_t half = config.rope_dim() / 2;
     const std::vector<double> freq =
-        rope_inverse_frequencies(config.rope, config.rope_theta, config.head_dim, 0);
+        rope_inverse_frequencies(config.rope, config.rope_theta, config.rope_dim(), 0);
     inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
     HSRING_CUDA_CHECK(
         cudaMemcpy(inv_freq.data(), freq.data(), half * sizeof(double), cudaMemcpyHostToDevice));
@@ -114,37 +122,32 @@ struct CudaTargetModel::Impl {
     activations.grow(config, tokens, gpu);
   }
 
-  void run_layer(uint32_t index, uint32_t rows, uint32_t tile_count, cudaStream_t s);
+  void run_layer(uint32_t index, uint32_t rows, const BatchInputs& layout, cudaStream_t s);
+  // The token mixers: normed (bf16 [T, H]) in, added into the residual.
+  void run_attention(const DeviceLayerWeights& w, uint32_t rows, const BatchInputs& layout,
+                     cudaStream_t s);
+  void run_delta_net(const DeviceLayerWeights& w, uint32_t rows, const BatchInputs& layout,
+                     cudaStream_t s);
   void run_head(uint32_t rows, const DeviceCapture& out, bool greedy, cudaStream_t s);
 };
 
-void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, uint32_t tile_count,
+void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const BatchInputs& layout,
                                       cudaStream_t s) {
   const ModelConfig& c = config;
   const DeviceLayerWeights& w = weights.layer(index);
   ForwardActivations& a = activations;
   const uint32_t h = c.hidden_size;
-  const uint32_t qd = c.q_dim();
-  const uint32_t qkv_width = qd + 2 * c.kv_dim();
   const uint32_t inter = c.intermediate_size;
   const float eps = float(c.rms_norm_eps);
   auto* residual = a.residual.as<float>();
   auto* normed = a.normed.as<Bf16>();
-  const BatchInputs layout(rows, tile_count, c.rope.type == RopeType::kDynamic);
 
-  // Attention block: x += Attention(RoPE(QKnorm(norm(x) Wqkv^T))) Wo^T.
+  // Token mixer: x += Mixer(norm(x)).
   HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.input_norm, rows, h, eps, normed, s));
-  blas->linear(normed, rows, h, w.qkv, qkv_width, a.qkv.data(), true, qkv_width);
-  HSRING_CUDA_CHECK(cuda_ops::launch_qkv_finish(
-      a.qkv.as<float>(), rows, {c.num_heads, c.num_kv_heads, c.head_dim, eps}, w.qkv_bias, w.q_norm,
-      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(),
-      a.v.as<Bf16>(), s));
-  HSRING_CUDA_CHECK(cuda_ops::launch_attention(
-      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(),
-      reinterpret_cast<const cuda_ops::AttentionTile*>(a.inputs.data() + layout.tiles_at),
-      tile_count, c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(), s));
-  // beta = 1: cuBLAS adds the product into the fp32 residual (one rounding, no extra pass).
-  blas->linear(a.attn.as<Bf16>(), rows, qd, w.o, h, residual, true, h, 1.0f);
+  if (c.kind(index) == LayerKind::kDeltaNet)
+    run_delta_net(w, rows, layout, s);
+  else
+    run_attention(w, rows, layout, s);
 
   // MLP block: x += (silu(m Wg^T) * m Wu^T) Wd^T, m = norm(x).
   HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.post_norm, rows, h, eps, normed, s));
@@ -152,6 +155,72 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, uint32_t ti
   HSRING_CUDA_CHECK(
       cuda_ops::launch_swiglu(a.gate_up.as<Bf16>(), rows, inter, a.act.as<Bf16>(), s));
   blas->linear(a.act.as<Bf16>(), rows, inter, w.down, h, residual, true, h, 1.0f);
+}
+
+void CudaTargetModel::Impl::run_attention(const DeviceLayerWeights& w, uint32_t rows,
+                                          const BatchInputs& layout, cudaStream_t s) {
+  const ModelConfig& c = config;
+  ForwardActivations& a = activations;
+  const uint32_t h = c.hidden_size;
+  const uint32_t qd = c.q_dim();
+  // Qwen3.5's q_proj gives [q_h | gate_h] per head: twice the rows.
+  const uint32_t qkv_width = (c.attention_gate ? 2 * qd : qd) + 2 * c.kv_dim();
+  // Attention block: x += Attention(RoPE(QKnorm(norm(x) Wqkv^T))) Wo^T (output-gated).
+  blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), true, qkv_width);
+  cuda_ops::QkvShape shape{c.num_heads, c.num_kv_heads, c.head_dim, float(c.rms_norm_eps)};
+  shape.rotary_dim = c.rope_dim();
+  shape.q_gated = c.attention_gate;
+  HSRING_CUDA_CHECK(cuda_ops::launch_qkv_finish(
+      a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm, w.k_norm, a.rope_cos.as<float>(),
+      a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(cuda_ops::launch_attention(
+      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(),
+      reinterpret_cast<const cuda_ops::AttentionTile*>(a.inputs.data() + layout.tiles_at),
+      layout.tile_count, c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(),
+      s));
+  if (c.attention_gate)
+    HSRING_CUDA_CHECK(cuda_ops::launch_output_gate(a.qkv.as<float>(), qkv_width, rows, c.num_heads,
+                                                   c.head_dim, a.attn.as<Bf16>(), s));
+  // beta = 1: cuBLAS adds the product into the fp32 residual (one rounding, no extra pass).
+  blas->linear(a.attn.as<Bf16>(), rows, qd, w.o, h, a.residual.as<float>(), true, h, 1.0f);
+}
+
+void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t rows,
+                                          const BatchInputs& layout, cudaStream_t s) {
+  const ModelConfig& c = config;
+  ForwardActivations& a = activations;
+  const cuda_ops::DeltaShape shape = delta_shape(c);
+  const uint32_t h = c.hidden_size;
+  const uint32_t conv = shape.conv_dim();
+  const uint32_t vd = shape.v_dim();
+  const uint32_t vh = shape.v_heads;
+  const uint32_t width = conv + vd + 2 * vh;  // qkv | z | b | a
+  auto* proj = a.delta_proj.as<float>();
+  const auto* inputs = a.inputs.data();
+  blas->linear(a.normed.as<Bf16>(), rows, h, w.delta_in, width, proj, true, width);
+  HSRING_CUDA_CHECK(cuda_ops::launch_delta_conv(
+      proj, width, rows, shape, w.delta_conv,
+      reinterpret_cast<const int32_t*>(inputs + layout.doc_starts_at), a.delta_qkv.as<float>(), s));
+  HSRING_CUDA_CHECK(cuda_ops::launch_delta_gates(
+      proj + conv + vd + vh, proj + conv + vd, width, rows, vh, w.delta_a_log, w.delta_dt_bias,
+      a.delta_g.as<float>(), a.delta_beta.as<float>(), s));
+  float* scratch = a.delta_scratch.as<float>();
+  const cuda_ops::DeltaScratch parts{
+      scratch, scratch + uint64_t(rows) * vh * shape.qk_head_dim,
+      scratch + uint64_t(rows) * vh * (shape.qk_head_dim + shape.v_head_dim),
+      scratch +
+          uint64_t(rows) * vh * (shape.qk_head_dim + shape.v_head_dim + cuda_ops::kDeltaChunk)};
+  HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
+      a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape,
+      reinterpret_cast<const cuda_ops::DeltaSpan*>(inputs + layout.delta_chunks_at),
+      layout.delta_chunk_count,
+      reinterpret_cast<const cuda_ops::DeltaSpan*>(inputs + layout.delta_documents_at),
+      layout.delta_document_count, parts, a.delta_out.as<float>(), s));
+  HSRING_CUDA_CHECK(cuda_ops::launch_gated_rms_norm(
+      a.delta_out.as<float>(), proj + conv, width, rows, vh, shape.v_head_dim, w.delta_norm,
+      float(c.rms_norm_eps), a.delta_normed.as<Bf16>(), s));
+  blas->linear(a.delta_normed.as<Bf16>(), rows, vd, w.delta_out, h, a.residual.as<float>(), true, h,
+               1.0f);
 }
 
 void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bool greedy,
@@ -239,9 +308,20 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   ForwardActivations& a = m.activations;
   // Dynamic NTK RoPE: each document's base, from its length (rope.h).
   m.rope_bases =
-      dynamic_rope_bases(c.rope, c.rope_theta, c.head_dim, batch.positions, batch.doc_offsets);
-  m.staging.upload(batch.tokens, batch.positions, m.tiles, m.rope_bases, a.inputs.data(), stream);
-  const BatchInputs layout(rows, tile_count, !m.rope_bases.empty());
+      dynamic_rope_bases(c.rope, c.rope_theta, c.rope_dim(), batch.positions, batch.doc_offsets);
+  DeltaInputs delta;
+  if (c.hybrid()) {
+    const int32_t* offsets = batch.doc_offsets.data();
+    const size_t count = batch.doc_offsets.size();
+    m.delta_chunks = cuda_ops::delta_chunks(offsets, count);
+    m.delta_documents = cuda_ops::delta_documents(offsets, count);
+    m.doc_starts = cuda_ops::delta_doc_starts(offsets, count);
+    delta = {m.delta_chunks, m.delta_documents, m.doc_starts};
+  }
+  m.staging.upload(batch.tokens, batch.positions, m.tiles, m.rope_bases, delta, a.inputs.data(),
+                   stream);
+  const BatchInputs layout(rows, tile_count, !m.rope_bases.empty(), uint32_t(delta.chunks.size()),
+                           uint32_t(delta.documents.size()));
 
   HSRING_CUDA_CHECK(cuda_ops::launch_embed(
       m.weights.embed(), reinterpret_cast<const int32_t*>(a.inputs.data() + layout.tokens_at), rows,
@@ -254,7 +334,7 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
       m.rope_bases.empty()
           ? nullptr
           : reinterpret_cast<const double*>(a.inputs.data() + layout.rope_bases_at),
-      c.rope.attention_factor, c.head_dim / 2, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+      c.rope.attention_factor, c.rope_dim() / 2, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
       stream));
   m.blas->bind(stream);
 
@@ -263,7 +343,7 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   uint32_t last = head ? c.num_layers : 0;
   for (int32_t id : request.capture_layers) last = std::max(last, uint32_t(id) + 1);
   for (uint32_t layer = 0; layer < last; ++layer) {
-    m.run_layer(layer, rows, tile_count, stream);
+    m.run_layer(layer, rows, layout, stream);
     for (size_t k = 0; k < k_count; ++k)
       if (request.capture_layers[k] == int32_t(layer))
         HSRING_CUDA_CHECK(cuda_ops::launch_capture(a.residual.as<float>(), rows, c.hidden_size,

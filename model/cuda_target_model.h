@@ -43,8 +43,9 @@ class CudaTargetModel final : public TargetModel {
  public:
   // Uploads `weights` (fp32, HF layout) to GPU `gpu`, rounded to bf16. Throws
   // ModelError(kBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
-  // 128) or weights that do not fit it, gpu::CudaError for CUDA failures (out of memory:
-  // a message naming the model, the bytes needed and the GPU).
+  // 128, 256; DeltaNet head dims outside cuda_ops::delta_net_supports) or weights that do
+  // not fit it, gpu::CudaError for CUDA failures (out of memory: a message naming the
+  // model, the bytes needed and the GPU).
   CudaTargetModel(ModelConfig config, const ModelWeights& weights, int gpu = 0);
   // Random weights drawn on the GPU (seconds even for qwen3-8b): the bf16 rounding of
   // random_weights(config, seed), bit for bit. Throws as the constructor.

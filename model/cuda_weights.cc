@@ -66,10 +66,15 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   DeviceWeights w;
   const uint64_t h = c.hidden_size;
   const uint64_t inter = c.intermediate_size;
-  w.q_rows_ = c.q_dim();
+  w.prefix_ = c.weight_prefix;
+  w.q_rows_ = c.attention_gate ? 2 * c.q_dim() : c.q_dim();
   w.kv_rows_ = c.kv_dim();
   w.inter_ = c.intermediate_size;
   w.hidden_ = c.hidden_size;
+  const DeltaNetShape& dn = c.delta_net;
+  w.conv_dim_ = dn.conv_dim();
+  w.delta_v_dim_ = dn.v_dim();
+  w.delta_v_heads_ = dn.v_heads;
 
   // Offsets first, pointers once the block exists.
   Layout layout;
@@ -77,19 +82,33 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   const uint64_t head = c.tie_embeddings ? embed : layout.take(uint64_t(c.vocab_size) * h * 2);
   const uint64_t final_norm = layout.take(h * 4);
   struct LayerOffsets {
+    bool delta = false;
     uint64_t qkv, o, gate_up, down, input_norm, post_norm, q_norm, k_norm, qkv_bias;
+    uint64_t delta_in, delta_conv, delta_out, dt_bias, a_log, delta_norm;
   };
+  const uint64_t delta_in_rows = uint64_t(w.conv_dim_) + w.delta_v_dim_ + 2ull * dn.v_heads;
   std::vector<LayerOffsets> offsets(c.num_layers);
-  for (LayerOffsets& l : offsets) {
-    l.qkv = layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * h * 2);
-    l.o = layout.take(h * w.q_rows_ * 2);
+  for (uint32_t i = 0; i < c.num_layers; ++i) {
+    LayerOffsets& l = offsets[i];
+    l.delta = c.kind(i) == LayerKind::kDeltaNet;
+    if (l.delta) {
+      l.delta_in = layout.take(delta_in_rows * h * 2);
+      l.delta_conv = layout.take(uint64_t(w.conv_dim_) * dn.conv_kernel * 2);
+      l.delta_out = layout.take(h * w.delta_v_dim_ * 2);
+      l.dt_bias = layout.take(uint64_t(dn.v_heads) * 4);
+      l.a_log = layout.take(uint64_t(dn.v_heads) * 4);
+      l.delta_norm = layout.take(uint64_t(dn.v_head_dim) * 4);
+    } else {
+      l.qkv = layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * h * 2);
+      l.o = layout.take(h * c.q_dim() * 2);
+      l.q_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
+      l.k_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
+      l.qkv_bias = c.qkv_bias ? layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * 4) : 0;
+    }
     l.gate_up = layout.take(2 * inter * h * 2);
     l.down = layout.take(h * inter * 2);
     l.input_norm = layout.take(h * 4);
     l.post_norm = layout.take(h * 4);
-    l.q_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
-    l.k_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
-    l.qkv_bias = c.qkv_bias ? layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * 4) : 0;
   }
 
   // Ask first: a clear message beats a failed cudaMalloc deep inside a larger request.
@@ -116,24 +135,33 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   for (uint32_t i = 0; i < c.num_layers; ++i) {
     const LayerOffsets& l = offsets[i];
     DeviceLayerWeights& d = w.layers_[i];
-    d.qkv = bf16_at(l.qkv);
-    d.o = bf16_at(l.o);
+    if (l.delta) {
+      d.delta_in = bf16_at(l.delta_in);
+      d.delta_conv = bf16_at(l.delta_conv);
+      d.delta_out = bf16_at(l.delta_out);
+      d.delta_dt_bias = f32_at(l.dt_bias);
+      d.delta_a_log = f32_at(l.a_log);
+      d.delta_norm = f32_at(l.delta_norm);
+    } else {
+      d.qkv = bf16_at(l.qkv);
+      d.o = bf16_at(l.o);
+      d.q_norm = c.qk_norm ? f32_at(l.q_norm) : nullptr;
+      d.k_norm = c.qk_norm ? f32_at(l.k_norm) : nullptr;
+      d.qkv_bias = c.qkv_bias ? f32_at(l.qkv_bias) : nullptr;
+    }
     d.gate_up = bf16_at(l.gate_up);
     d.down = bf16_at(l.down);
     d.input_norm = f32_at(l.input_norm);
     d.post_norm = f32_at(l.post_norm);
-    d.q_norm = c.qk_norm ? f32_at(l.q_norm) : nullptr;
-    d.k_norm = c.qk_norm ? f32_at(l.k_norm) : nullptr;
-    d.qkv_bias = c.qkv_bias ? f32_at(l.qkv_bias) : nullptr;
   }
   return w;
 }
 
 DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
-  if (name == "model.embed_tokens.weight") return {embed_, false};
+  if (name == prefix_ + "embed_tokens.weight") return {embed_, false};
   if (name == "lm_head.weight") return {lm_head_, false};
-  if (name == "model.norm.weight") return {final_norm_, true};
-  const std::string prefix = "model.layers.";
+  if (name == prefix_ + "norm.weight") return {final_norm_, true};
+  const std::string prefix = prefix_ + "layers.";
   if (name.compare(0, prefix.size(), prefix) == 0) {
     uint32_t index = 0;
     const char* first = name.data() + prefix.size();
@@ -145,6 +173,20 @@ DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
       const uint64_t h = hidden_;
       if (field == "input_layernorm.weight") return {l.input_norm, true};
       if (field == "post_attention_layernorm.weight") return {l.post_norm, true};
+      if (l.delta_in) {
+        const uint64_t z_at = uint64_t(conv_dim_) * h;
+        const uint64_t b_at = z_at + uint64_t(delta_v_dim_) * h;
+        if (field == "linear_attn.in_proj_qkv.weight") return {l.delta_in, false};
+        if (field == "linear_attn.in_proj_z.weight") return {l.delta_in + z_at, false};
+        if (field == "linear_attn.in_proj_b.weight") return {l.delta_in + b_at, false};
+        if (field == "linear_attn.in_proj_a.weight")
+          return {l.delta_in + b_at + uint64_t(delta_v_heads_) * h, false};
+        if (field == "linear_attn.conv1d.weight") return {l.delta_conv, false};
+        if (field == "linear_attn.dt_bias") return {l.delta_dt_bias, true};
+        if (field == "linear_attn.A_log") return {l.delta_a_log, true};
+        if (field == "linear_attn.norm.weight") return {l.delta_norm, true};
+        if (field == "linear_attn.out_proj.weight") return {l.delta_out, false};
+      }
       if (field == "self_attn.q_norm.weight" && l.q_norm) return {l.q_norm, true};
       if (field == "self_attn.k_norm.weight" && l.k_norm) return {l.k_norm, true};
       if (field == "self_attn.q_proj.weight") return {l.qkv, false};

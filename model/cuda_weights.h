@@ -1,6 +1,6 @@
-// The target's weights on one GPU, in one allocation: bf16 matrices, fp32 norm and bias
-// vectors (tiny, and near 1 where bf16 would keep only 8 bits). q/k/v projections are stacked into
-// one [q + 2 kv, H] matrix and gate/up into one [2 I, H] matrix, so each pair is one GEMM.
+// The target's weights on one GPU, in one allocation: bf16 matrices, fp32 norm, bias and
+// gate vectors (tiny, and near 1 where bf16 would keep only 8 bits). q/k/v projections are stacked
+// into one [q + 2 kv, H] matrix and gate/up into one [2 I, H] matrix, so each pair is one GEMM.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,9 +16,12 @@
 
 namespace hsring {
 
+// One decoder layer. An attention layer has qkv, o and the attention vectors; a Qwen3.5
+// DeltaNet layer the delta_* fields instead (the others null). With an output gate
+// (Qwen3.5), q_proj has 2 heads * head_dim rows, [q | gate] per head.
 struct DeviceLayerWeights {
-  cuda_ops::Bf16* qkv = nullptr;  // [(heads + 2 kv_heads) * head_dim, H]: q_proj, k_proj, v_proj
-  cuda_ops::Bf16* o = nullptr;    // [H, heads * head_dim]
+  cuda_ops::Bf16* qkv = nullptr;      // [(heads (x 2) + 2 kv_heads) * head_dim, H]: q, k, v_proj
+  cuda_ops::Bf16* o = nullptr;        // [H, heads * head_dim]
   cuda_ops::Bf16* gate_up = nullptr;  // [2 I, H]: gate_proj, then up_proj
   cuda_ops::Bf16* down = nullptr;     // [H, I]
   float* input_norm = nullptr;        // [H]
@@ -26,6 +29,14 @@ struct DeviceLayerWeights {
   float* q_norm = nullptr;            // [head_dim]; null without QK-norm
   float* k_norm = nullptr;            // [head_dim]; null without QK-norm
   float* qkv_bias = nullptr;          // [(heads + 2 kv_heads) * head_dim]; Qwen2 only, else null
+  // DeltaNet: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a stacked [C + V + 2 v_heads, H]
+  // (one GEMM), the depthwise convolution, the output projection, and the fp32 vectors.
+  cuda_ops::Bf16* delta_in = nullptr;    // [C + V + 2 v_heads, H]
+  cuda_ops::Bf16* delta_conv = nullptr;  // [C, kernel]
+  cuda_ops::Bf16* delta_out = nullptr;   // [H, V]
+  float* delta_dt_bias = nullptr;        // [v_heads]
+  float* delta_a_log = nullptr;          // [v_heads]
+  float* delta_norm = nullptr;           // [v_head_dim]
 };
 
 class DeviceWeights {
@@ -65,7 +76,9 @@ class DeviceWeights {
   cuda_ops::Bf16* lm_head_ = nullptr;
   float* final_norm_ = nullptr;
   std::vector<DeviceLayerWeights> layers_;
+  std::string prefix_;  // where the text model's tensors live ("model.", ...)
   uint32_t q_rows_ = 0, kv_rows_ = 0, inter_ = 0, hidden_ = 0;
+  uint32_t conv_dim_ = 0, delta_v_dim_ = 0, delta_v_heads_ = 0;
 };
 
 }  // namespace hsring

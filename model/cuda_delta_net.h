@@ -1,0 +1,106 @@
+// The CUDA kernels of Qwen3.5's Gated DeltaNet layers, behind plain host functions (as
+// model/cuda_kernels.h): the causal convolution with q/k normalisation, the decay and beta
+// gates, the chunked gated delta rule and the gated RMSNorm. Every document starts from a
+// zero convolution history and a zero state: chunks never span two documents. No atomics;
+// every output comes from one fixed sequence of operations, so a batch always gives the
+// same bits.
+//
+// The delta rule runs in chunks of kDeltaChunk tokens (the WY / UT-transform form of the
+// Gated DeltaNet paper, arXiv 2412.06464). Within a chunk of tokens 1..L with state S0
+// ([dk, dv]) at its start, gamma_i = exp(G_i) where G_i is the sum of g over tokens 1..i,
+// the state's new values u_i = beta_i (v_i - S_{i-1}^T k_i decayed) solve the
+// unit-lower-triangular system
+//   u_i + sum_{j<i} beta_i (gamma_i / gamma_j) (k_i . k_j) u_j = beta_i v_i - beta_i gamma_i S0^T
+//   k_i,
+// so U = U' - W S0 with U' = T diag(beta) V and W = T diag(beta gamma) K, T the system's
+// inverse. Then
+//   O = diag(gamma) Q S0 + (causal (gamma_i / gamma_j) (q_i . k_j)) U,
+//   S_L = gamma_L S0 + K^T diag(gamma_L / gamma) U.
+// Pass 1 (every chunk and head in parallel) forms U', W and the masked score matrix P;
+// pass 2 walks each document's chunks in order per (value head, slice of dv columns: the
+// columns of S evolve independently), holding S in shared memory. All of it in fp32.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/cuda_kernels.h"
+
+namespace hsring::cuda_ops {
+
+inline constexpr uint32_t kDeltaChunk = 64;
+// Head sizes the kernels take: multiples of 4 up to 128 (Qwen3.5: 128 and 128).
+bool delta_net_supports(uint32_t qk_head_dim, uint32_t v_head_dim);
+
+// Rows [begin, end) of one document or one chunk of it.
+struct DeltaSpan {
+  int32_t begin;
+  int32_t end;
+};
+
+// The chunks of a batch with these cu_seqlens (count = documents + 1): each document cut
+// into kDeltaChunk-token pieces from its first token (the last one shorter). At most
+// tokens + documents chunks.
+std::vector<DeltaSpan> delta_chunks(const int32_t* doc_offsets, size_t count);
+// The documents, longest first (pass 2's blocks walk one each: the long ones start first).
+std::vector<DeltaSpan> delta_documents(const int32_t* doc_offsets, size_t count);
+// doc_starts[t] = the first row of token t's document.
+std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count);
+
+struct DeltaShape {
+  uint32_t qk_heads = 0, v_heads = 0, qk_head_dim = 0, v_head_dim = 0, conv_kernel = 0;
+  // constexpr: kernels call them too (nvcc --expt-relaxed-constexpr).
+  constexpr uint32_t qk_dim() const { return qk_heads * qk_head_dim; }
+  constexpr uint32_t v_dim() const { return v_heads * v_head_dim; }
+  constexpr uint32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }
+};
+
+// qkv fp32 [rows, conv_dim] (q | k | v) = silu(causal depthwise conv of x), x the first
+// conv_dim columns of fp32 rows of stride x_stride, w bf16 [conv_dim, kernel], taps before
+// the document's first row (doc_starts) read as zero; then each q and k head L2-normalised
+// (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1 / sqrt(qk_head_dim).
+cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
+                              const Bf16* w, const int32_t* doc_starts, float* qkv,
+                              cudaStream_t stream);
+
+// g = -exp(a_log) softplus(a + dt_bias), beta = sigmoid(b), each fp32 [rows, v_heads]; a
+// and b are fp32 columns [rows, v_heads] of rows of stride `stride`.
+cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, uint32_t rows,
+                               uint32_t v_heads, const float* a_log, const float* dt_bias, float* g,
+                               float* beta, cudaStream_t stream);
+
+// The scratch of the delta rule over `rows` tokens, fp32: W [rows, v_heads, qk_head_dim],
+// U' [rows, v_heads, v_head_dim], P [rows, v_heads, kDeltaChunk], G [rows, v_heads].
+struct DeltaScratch {
+  float* w = nullptr;
+  float* u = nullptr;
+  float* p = nullptr;
+  float* g_sum = nullptr;
+};
+uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);  // the four together
+
+// The chunked gated delta rule: out fp32 [rows, v_dim] from qkv (launch_delta_conv's
+// output), g and beta (launch_delta_gates'). chunks and documents come from delta_chunks
+// and delta_documents of the same batch, in device memory. REQUIRES:
+// delta_net_supports(...), v_heads a multiple of qk_heads.
+cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* beta, DeltaShape shape,
+                              const DeltaSpan* chunks, uint32_t chunk_count,
+                              const DeltaSpan* documents, uint32_t document_count,
+                              DeltaScratch scratch, float* out, cudaStream_t stream);
+
+// The recurrent form, one token after another (the test oracle; far slower): the same
+// inputs and output.
+cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const float* beta,
+                                        DeltaShape shape, const DeltaSpan* documents,
+                                        uint32_t document_count, float* out, cudaStream_t stream);
+
+// y bf16 [rows, v_heads * dim] = weight * x / sqrt(mean(x^2) + eps) * silu(z) per head of
+// `dim`, x fp32 [rows, v_heads * dim], z fp32 columns of rows of stride z_stride.
+cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_stride, uint32_t rows,
+                                  uint32_t v_heads, uint32_t dim, const float* weight, float eps,
+                                  Bf16* y, cudaStream_t stream);
+
+}  // namespace hsring::cuda_ops
