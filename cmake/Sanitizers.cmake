@@ -8,6 +8,13 @@ elseif(HSRING_SANITIZE STREQUAL "thread")
 elseif(NOT HSRING_SANITIZE STREQUAL "")
   message(FATAL_ERROR "HSRING_SANITIZE must be '', 'address' or 'thread', not '${HSRING_SANITIZE}'")
 endif()
+if(NOT HSRING_SANITIZE STREQUAL "")
+  # -O1 as both sanitizers' manuals advise, and line tables only (-g1): reports still name
+  # file and line, and the sanitizer builds compile in about half the time of -O2 -g
+  # (measured on ring_bench.cc under ASan: 29 s against 53 s). Added after the build type's
+  # flags, so these win.
+  add_compile_options(-O1 -g1)
+endif()
 
 # REQUIRES: contracts (common/contract.h) are checked in every sanitizer build, and on
 # request in any other (they are always checked where NDEBUG is unset).

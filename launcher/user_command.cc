@@ -5,6 +5,7 @@
 #include <deque>
 #include <fstream>
 
+#include "common/contract.h"
 #include "worker/profile_interval.h"
 
 namespace hsring {
@@ -15,6 +16,7 @@ const std::string& user_command_of(const RunOptions& options, Role role) {
 
 UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint32_t index, int gpu,
                                       uint32_t epoch, const std::string& bin_dir) {
+  HSRING_REQUIRE(!user_command_of(options, role).empty());
   UserWorkerCommand c;
   // Through the shell, so a command line is written as a user would type it. dash and
   // bash exec a lone command in place; for any other the launcher signals the whole

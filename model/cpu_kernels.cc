@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/contract.h"
+#include "common/doc_offsets.h"
 #include "model/parallel.h"
 
 namespace hsring::cpu {
@@ -138,6 +140,7 @@ void swiglu(const float* gate, const float* up, size_t n, float* out) {
 void packed_causal_attention(const float* q, const float* k, const float* v, size_t rows,
                              size_t heads, size_t kv_heads, size_t head_dim,
                              std::span<const int32_t> doc_offsets, float* out, uint32_t threads) {
+  HSRING_REQUIRE(is_doc_partition(doc_offsets, rows) && kv_heads > 0 && heads % kv_heads == 0);
   // Where each token's document starts, so any token range can be processed on its own.
   std::vector<size_t> doc_start(rows);
   size_t longest = 0;

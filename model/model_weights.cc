@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/contract.h"
 #include "common/random.h"
 
 namespace hsring {
@@ -126,6 +127,7 @@ std::string check_weights(const ModelConfig& config, const ModelWeights& weights
 void for_each_weight(const ModelConfig& config, const ModelWeights& weights,
                      const std::function<void(const std::string&, const std::vector<int64_t>&,
                                               const std::vector<float>&)>& fn) {
+  HSRING_REQUIRE(check_weights(config, weights).empty());
   visit_weights(config, weights,
                 [&fn](const std::string& name, const std::vector<int64_t>& shape,
                       const std::vector<float>& values) { fn(name, shape, values); });

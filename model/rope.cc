@@ -4,6 +4,9 @@
 #include <cmath>
 #include <numbers>
 
+#include "common/contract.h"
+#include "common/doc_offsets.h"
+
 namespace hsring {
 
 namespace {
@@ -119,6 +122,7 @@ double dynamic_rope_base(const RopeScaling& r, double theta, uint32_t head_dim, 
 
 std::vector<double> rope_inverse_frequencies(const RopeScaling& r, double theta, uint32_t head_dim,
                                              int64_t seq_len) {
+  HSRING_REQUIRE(validate_rope(r).empty());
   if (r.type == RopeType::kDynamic)
     return plain_frequencies(dynamic_rope_base(r, theta, head_dim, seq_len), head_dim);
   std::vector<double> inv_freq = plain_frequencies(theta, head_dim);
@@ -157,6 +161,7 @@ std::vector<double> dynamic_rope_bases(const RopeScaling& r, double theta, uint3
 void rope_tables(const RopeScaling& r, double theta, uint32_t head_dim,
                  std::span<const int32_t> positions, std::span<const int32_t> doc_offsets,
                  float* cos, float* sin) {
+  HSRING_REQUIRE(is_doc_partition(doc_offsets, positions.size()));
   const size_t half = head_dim / 2;
   const std::vector<double> bases = dynamic_rope_bases(r, theta, head_dim, positions, doc_offsets);
   std::vector<double> inv_freq = rope_inverse_frequencies(r, theta, head_dim, 0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/contract.h"
 #include "model/model_error.h"
 #include "model/parallel.h"
 #include "train/layers.h"
@@ -58,6 +59,7 @@ void validate_causal_lm_batch(const CausalLmBatch& b, const ModelConfig& c) {
 }
 
 ParamLayout causal_lm_layout(const ModelConfig& c) {
+  HSRING_REQUIRE(validate_config(c).empty());
   ParamLayout layout;
   const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
     ParamInfo t;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/contract.h"
 #include "common/random.h"
 #include "model/model_error.h"
 
@@ -36,6 +37,7 @@ const ParamInfo& ParamLayout::at(std::string_view name) const {
 }
 
 ParamLayout drafter_param_layout(const DrafterConfig& c) {
+  HSRING_REQUIRE(validate_drafter_config(c).empty());
   ParamLayout layout;
   const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
     ParamInfo t;

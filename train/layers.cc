@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "common/contract.h"
+#include "common/doc_offsets.h"
 #include "model/cpu_kernels.h"
 #include "model/parallel.h"
 
@@ -325,6 +327,8 @@ template <class Real>
 void attention_forward(const Real* q, const Real* k, const Real* v, const AttentionShape& shape,
                        std::span<const int32_t> doc_offsets, Real* out, double* lse,
                        uint32_t threads) {
+  HSRING_REQUIRE(is_doc_partition(doc_offsets, shape.rows) && shape.kv_heads > 0 &&
+                 shape.heads % shape.kv_heads == 0 && shape.window > 0);
   const size_t rows = shape.rows, heads = shape.heads, hd = shape.head_dim;
   const DocBounds bounds = doc_bounds(doc_offsets, rows);
   const size_t group = heads / shape.kv_heads;
@@ -490,6 +494,8 @@ void embedding_backward(const int32_t* tokens, const Real* dy, size_t rows, size
 template <class Real>
 CrossEntropySums cross_entropy(const Real* logits, const int32_t* labels, size_t rows, size_t vocab,
                                double grad_scale, Real* dlogits, uint32_t threads) {
+  HSRING_REQUIRE(std::all_of(labels, labels + rows,
+                             [vocab](int32_t label) { return label < int64_t(vocab); }));
   enum : uint8_t { kIgnored = 0, kCounted = 1, kAgreed = 2 };
   std::vector<double> row_loss(rows, 0.0);
   std::vector<uint8_t> row_state(rows, kIgnored);

@@ -14,7 +14,7 @@
 #include "hsring/hsring.h"
 #include "shm/ledger.h"
 #include "shm/ring.h"
-#include "unit/ring_test_util.h"
+#include "tests/shm/ring_test_util.h"
 #include "worker/synthetic_batch.h"
 
 namespace hsring {

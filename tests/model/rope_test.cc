@@ -6,6 +6,8 @@
 #include <numbers>
 #include <vector>
 
+#include "common/contract.h"
+
 namespace hsring {
 namespace {
 
@@ -194,6 +196,16 @@ TEST(RopeTest, ValidationNamesTheProblem) {
   d.factor = 2;
   EXPECT_NE(validate_rope(d).find("max_position_embeddings"), std::string::npos);
 }
+
+#if HSRING_CONTRACTS_ACTIVE
+TEST(RopeContract, OffsetsThatDoNotPartitionThePositionsStopTheCaller) {
+  const std::vector<int32_t> positions = {0, 1, 2};
+  const std::vector<int32_t> offsets = {0, 2};  // three positions, two of them covered
+  std::vector<float> cos(3 * 4), sin(3 * 4);
+  EXPECT_DEATH(rope_tables(RopeScaling{}, 1e4, 8, positions, offsets, cos.data(), sin.data()),
+               "contract violated: is_doc_partition");
+}
+#endif
 
 }  // namespace
 }  // namespace hsring

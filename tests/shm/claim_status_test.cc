@@ -9,7 +9,7 @@
 #include "shm/futex.h"
 #include "shm/producer.h"
 #include "shm/worker_session.h"
-#include "tests/unit/ring_test_util.h"
+#include "tests/shm/ring_test_util.h"
 #include "worker/synthetic_batch.h"
 
 namespace hsring {

@@ -9,9 +9,9 @@
 #include <chrono>
 #include <thread>
 
-#include "../data/test_corpus.h"
-#include "ring_test_util.h"
 #include "shm/ring.h"
+#include "tests/data/test_corpus.h"
+#include "tests/shm/ring_test_util.h"
 
 namespace hsring {
 namespace {

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "shm/ring.h"
-#include "tests/unit/ring_test_util.h"
+#include "tests/shm/ring_test_util.h"
 
 namespace hsring {
 namespace {

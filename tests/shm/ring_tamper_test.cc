@@ -16,7 +16,7 @@
 
 #include "shm/bus_guard.h"
 #include "shm/ring.h"
-#include "tests/unit/ring_test_util.h"
+#include "tests/shm/ring_test_util.h"
 
 namespace hsring {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
-#include "tests/unit/ring_test_util.h"
+#include "tests/shm/ring_test_util.h"
 #include "worker/session_duties.h"
 
 namespace hsring {

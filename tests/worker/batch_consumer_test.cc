@@ -11,7 +11,7 @@
 #include "shm/ledger.h"
 #include "shm/producer.h"
 #include "shm/recovery.h"
-#include "tests/unit/ring_test_util.h"
+#include "tests/shm/ring_test_util.h"
 #include "worker/synthetic_batch.h"
 
 namespace hsring {
