@@ -4,6 +4,7 @@
 #include "common/random.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
+#include "shm/slot_hints.h"
 #include "shm/slot_transition.h"
 
 namespace hsring {
@@ -21,14 +22,37 @@ bool no_more_batches(const Ring& ring) noexcept {
   return true;
 }
 
-// Indices of the READY slots, in one pass over the slot headers.
-uint32_t collect_ready(const Ring& ring, uint32_t* indices) noexcept {
+// The slow path, taken only when the READY hints name fewer than a claim needs: one pass
+// over every slot word, collecting the READY indices and restoring any hint a dead actor
+// left unset, so hints never hide a READY slot for longer than one attempt.
+uint32_t scan_ready(Ring& ring, uint32_t* indices) noexcept {
   uint32_t ready = 0;
   for (uint32_t i = 0; i < ring.slot_count(); ++i) {
-    if (SlotState(ring.slot(i).state.load(std::memory_order_relaxed)).phase() == SlotPhase::kReady)
-      indices[ready++] = i;
+    const SlotState seen(ring.slot(i).state.load(std::memory_order_relaxed));
+    if (!seen.phase_valid() || seen.phase() != SlotPhase::kReady) continue;
+    indices[ready++] = i;
+    std::atomic<uint64_t>& word = ring.header().ready_hints.words[i / 64];
+    const uint64_t bit = uint64_t(1) << (i % 64);
+    // seq_cst like every hint RMW (slot_hints.h); relaxed peek first: a set bit is common.
+    if ((word.load(std::memory_order_relaxed) & bit) == 0)
+      word.fetch_or(bit, std::memory_order_seq_cst);
   }
   return ready;
+}
+
+// The `rank`-th set bit (from 0) of `bits[0, words)`. REQUIRES: rank < their popcount.
+uint32_t nth_set_bit(const uint64_t* bits, uint32_t words, uint32_t rank) noexcept {
+  for (uint32_t w = 0; w < words; ++w) {
+    const uint32_t here = uint32_t(__builtin_popcountll(bits[w]));
+    if (rank >= here) {
+      rank -= here;
+      continue;
+    }
+    uint64_t mask = bits[w];
+    for (; rank > 0; --rank) mask &= mask - 1;
+    return w * 64 + uint32_t(__builtin_ctzll(mask));
+  }
+  return 0;  // unreachable under the precondition
 }
 
 // The run has stopped for good (the launcher's last word): no batch will become READY.
@@ -37,11 +61,10 @@ bool stopped(const Ring& ring) noexcept {
 }
 
 bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) noexcept {
-  SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kReading) return false;
   // Release: our reads of the payload happen before a producer's acquire claim of the
   // FREE slot, so it never overwrites what we are still reading.
-  return advance_claim(slot, claim, claim.word.next(phase, 0, 0));
+  return advance_claim(ring, claim, claim.word.next(phase, 0, 0));
 }
 
 }  // namespace
@@ -58,21 +81,37 @@ uint32_t count_ready(const Ring& ring) noexcept {
 ClaimResult claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
                              std::chrono::nanoseconds timeout, uint64_t& rng_state) noexcept {
   uint32_t ready_indices[kMaxSlots];
+  uint64_t bits[kHintWords];
   uint64_t deadline = 0;  // taken on the first wait: the fast path reads no clock
   SharedCondition ready_condition(ring.header().ready_futex, ring.header().ready_waiters);
   auto needed = [&] { return no_more_batches(ring) ? 1u : min_ready; };
   while (true) {
-    const uint32_t ready = collect_ready(ring, ready_indices);
-    if (ready > 0 && ready >= needed()) {
-      const uint32_t index = ready_indices[splitmix64(rng_state) % ready];
-      SlotHeader& slot = ring.slot(index);
-      const SlotState seen(slot.state.load(std::memory_order_relaxed));
-      const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
-      // SYNC POINT READ: acquire pairs with the producer's release CAS to READY, so the
-      // payload and metadata are complete before we read them.
-      if (seen.phase() == SlotPhase::kReady && transition_slot(slot, seen, reading))
-        return ClaimResult(SlotClaim{index, reading});
-      continue;  // lost a race to another consumer: the ring changed, draw again
+    const uint32_t need = min_ready <= 1 ? 1u : needed();  // skip the targets' loads
+    // Fast path: a uniform draw among the hinted slots, O(slots / 64) word loads. The
+    // count may include a bit that went stale an instant ago, as a scan of the words
+    // could count a slot being claimed meanwhile; a stale bit drawn is dropped (a dead
+    // actor's stale bit counts until drawn or repaired: ring-protocol.md, "Claim hints").
+    const uint32_t words = snapshot_hints(ring, SlotPhase::kReady, bits);
+    uint32_t hinted = 0;
+    for (uint32_t w = 0; w < words; ++w) hinted += uint32_t(__builtin_popcountll(bits[w]));
+    uint32_t index = kMaxSlots;
+    if (hinted > 0 && hinted >= need) {
+      index = nth_set_bit(bits, words, uint32_t(splitmix64(rng_state) % hinted));
+    } else if (const uint32_t ready = scan_ready(ring, ready_indices); ready > 0 && ready >= need) {
+      index = ready_indices[splitmix64(rng_state) % ready];
+    }
+    if (index != kMaxSlots) {
+      const SlotState seen(ring.slot(index).state.load(std::memory_order_relaxed));
+      if (seen.phase_valid() && seen.phase() == SlotPhase::kReady) {
+        const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
+        // SYNC POINT READ: acquire (in the seq_cst CAS) pairs with the producer's release
+        // CAS to READY, so the payload and metadata are complete before we read them.
+        if (transition_slot(ring, index, seen, reading))
+          return ClaimResult(SlotClaim{index, reading});
+      } else {
+        drop_stale_hint(ring, index, SlotPhase::kReady);
+      }
+      continue;  // lost a race to another consumer, or a stale hint: draw again
     }
     if (stopped(ring)) return ClaimResult::stopping();
     const uint64_t now = monotonic_ns();

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
+#include "shm/slot_hints.h"
 #include "shm/slot_transition.h"
 
 namespace hsring {
@@ -17,18 +18,53 @@ bool stopping(const Ring& ring) noexcept {
   return ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning);
 }
 
-// One pass over the ring from `hint`: CAS the first FREE slot to CLAIMED(self).
+// CAS FREE slot `index`, last seen as `seen`, to CLAIMED(self).
+bool claim_if_free(Ring& ring, Identity self, uint32_t index, SlotState seen,
+                   SlotClaim& out) noexcept {
+  if (!seen.phase_valid() || seen.phase() != SlotPhase::kFree) return false;
+  const SlotState claimed = seen.next(SlotPhase::kClaimed, self.index, self.epoch);
+  // Acquire on success: the last consumer's reads of this payload (ordered before its
+  // release CAS to FREE) happen before we start overwriting it.
+  if (!transition_slot(ring, index, seen, claimed)) return false;
+  out = SlotClaim{index, claimed};
+  return true;
+}
+
+// The fast path: the FREE hints from `hint` on. A set bit whose slot is not FREE is
+// stale (a race, or a crash after a CAS): dropped, and the search goes on.
+bool claim_hinted_free(Ring& ring, Identity self, uint32_t hint, SlotClaim& out) noexcept {
+  uint64_t bits[kHintWords];
+  const uint32_t words = snapshot_hints(ring, SlotPhase::kFree, bits);
+  const uint32_t start = hint % ring.slot_count();
+  for (uint32_t step = 0; step <= words; ++step) {
+    const uint32_t w = (start / 64 + step) % words;
+    uint64_t mask = bits[w];
+    // First word: from `hint` on; the wrap-around (step == words) takes the bits below it.
+    if (step == 0) mask &= ~uint64_t(0) << (start % 64);
+    if (step == words) mask &= ~(~uint64_t(0) << (start % 64));
+    while (mask != 0) {
+      const uint32_t index = w * 64 + uint32_t(__builtin_ctzll(mask));
+      mask &= mask - 1;
+      const SlotState seen(ring.slot(index).state.load(std::memory_order_relaxed));
+      if (claim_if_free(ring, self, index, seen, out)) return true;
+      if (!seen.phase_valid() || seen.phase() != SlotPhase::kFree)
+        drop_stale_hint(ring, index, SlotPhase::kFree);
+    }
+  }
+  return false;
+}
+
+// The slow path, taken only when no hint led to a FREE slot (the ring is full, or a dead
+// actor left a FREE slot unhinted): one pass over the slot words, so an unhinted FREE
+// slot costs one slow attempt and is never missed.
 ClaimResult try_claim_free(Ring& ring, Identity self, uint32_t hint) noexcept {
+  SlotClaim claim;
+  if (claim_hinted_free(ring, self, hint, claim)) return ClaimResult(claim);
   const uint32_t n = ring.slot_count();
   for (uint32_t step = 0; step < n; ++step) {
     const uint32_t index = (hint + step) % n;
-    SlotHeader& slot = ring.slot(index);
-    SlotState seen(slot.state.load(std::memory_order_relaxed));
-    if (seen.phase() != SlotPhase::kFree) continue;
-    const SlotState claimed = seen.next(SlotPhase::kClaimed, self.index, self.epoch);
-    // Acquire on success: the last consumer's reads of this payload (ordered before its
-    // release CAS to FREE) happen before we start overwriting it.
-    if (transition_slot(slot, seen, claimed)) return ClaimResult(SlotClaim{index, claimed});
+    const SlotState seen(ring.slot(index).state.load(std::memory_order_relaxed));
+    if (claim_if_free(ring, self, index, seen, claim)) return ClaimResult(claim);
   }
   return ClaimResult::timed_out();
 }
@@ -66,14 +102,13 @@ SlotResult bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) noexcept 
   // WRITING word that certifies it to consumers.
   slot.batch_id.store(batch_id, std::memory_order_release);
   return SlotResult::ok_or_lost(advance_claim(
-      slot, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(), claim.word.epoch())));
+      ring, claim, claim.word.next(SlotPhase::kWriting, claim.word.owner(), claim.word.epoch())));
 }
 
 SlotResult adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) noexcept {
-  SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kWriting) return SlotResult(SlotStatus::kLost);
   return SlotResult::ok_or_lost(
-      advance_claim(slot, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch)));
+      advance_claim(ring, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch)));
 }
 
 SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept {
@@ -87,7 +122,7 @@ SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept
   slot.producer.store(claim.word.owner(), std::memory_order_relaxed);
   // SYNC POINT WRITE: payload and metadata. The release CAS to READY publishes them;
   // consumers claim with an acquire CAS (ring-protocol.md invariant 2).
-  if (!advance_claim(slot, claim,
+  if (!advance_claim(ring, claim,
                      claim.word.next(SlotPhase::kReady, claim.word.owner(), claim.word.epoch()))) {
     return SlotResult(SlotStatus::kLost);
   }
@@ -99,9 +134,8 @@ SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept
 }
 
 SlotResult unclaim(Ring& ring, SlotClaim& claim) noexcept {
-  SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kClaimed) return SlotResult(SlotStatus::kLost);
-  if (!advance_claim(slot, claim, claim.word.next(SlotPhase::kFree, 0, 0)))
+  if (!advance_claim(ring, claim, claim.word.next(SlotPhase::kFree, 0, 0)))
     return SlotResult(SlotStatus::kLost);
   free_condition(ring).notify();
   return SlotResult(SlotStatus::kOk);

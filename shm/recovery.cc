@@ -4,6 +4,7 @@
 #include "shm/futex.h"
 #include "shm/ledger.h"
 #include "shm/liveness.h"
+#include "shm/slot_hints.h"
 #include "shm/slot_transition.h"
 
 namespace hsring {
@@ -13,7 +14,7 @@ void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoverySt
   RingHeader& header = ring.header();
   switch (seen.phase()) {
     case SlotPhase::kClaimed:
-      if (transition_slot(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
+      if (transition_slot(ring, index, seen, seen.next(SlotPhase::kFree, 0, 0))) {
         ++stats.freed;
         SharedCondition(header.free_futex, header.free_waiters).notify();
       }
@@ -30,11 +31,11 @@ void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoverySt
       if (slot.consumed_word.load(std::memory_order_acquire) == seen.word()) {
         // It finished and died before freeing: repeat its (idempotent) ledger mark.
         ledger_mark_consumed(ring, batch_id, seen);
-        if (transition_slot(slot, seen, seen.next(SlotPhase::kFree, 0, 0))) {
+        if (transition_slot(ring, index, seen, seen.next(SlotPhase::kFree, 0, 0))) {
           ++stats.freed;
           SharedCondition(header.free_futex, header.free_waiters).notify();
         }
-      } else if (transition_slot(slot, seen, seen.next(SlotPhase::kReady, 0, 0))) {
+      } else if (transition_slot(ring, index, seen, seen.next(SlotPhase::kReady, 0, 0))) {
         ++stats.redelivered;
         ledger_mark_redelivered(ring, batch_id);
         SharedCondition(header.ready_futex, header.ready_waiters).notify();
@@ -75,6 +76,7 @@ RecoveryStats recover_dead_owners(Ring& ring) {
     if (seen.owned() && !owner_alive(ring, seen.owner(), seen.epoch()))
       recover_slot_as_seen(ring, i, seen, stats);
   }
+  stats.hints = repair_hints(ring);
   count_recoveries(ring, stats);
   return stats;
 }
@@ -86,6 +88,7 @@ RecoveryStats recover_previous_epochs(Ring& ring, Identity self) {
     if (seen.owned() && seen.owner() == self.index && !seen.held_by(self.index, self.epoch))
       recover_slot_as_seen(ring, i, seen, stats);
   }
+  stats.hints = repair_hints(ring);
   count_recoveries(ring, stats);
   return stats;
 }
@@ -99,7 +102,7 @@ std::vector<SlotClaim> adopt_previous_writes(Ring& ring, Identity self) {
       continue;
     }
     const SlotState mine = seen.next(SlotPhase::kWriting, self.index, self.epoch);
-    if (transition_slot(ring.slot(i), seen, mine)) adopted.push_back(SlotClaim{i, mine});
+    if (transition_slot(ring, i, seen, mine)) adopted.push_back(SlotClaim{i, mine});
   }
   if (!adopted.empty())
     ring.header().slots_adopted.fetch_add(adopted.size(), std::memory_order_relaxed);

@@ -20,6 +20,7 @@ struct RecoveryStats {
   uint32_t freed = 0;        // CLAIMED -> FREE, or finished READING -> FREE
   uint32_t redelivered = 0;  // READING -> READY
   uint32_t orphaned = 0;     // WRITING of a dead target, left for its successor
+  uint32_t hints = 0;        // FREE/READY hint bits a dead actor left wrong (slot_hints.h)
   uint32_t total() const { return freed + redelivered; }
 };
 
@@ -31,11 +32,13 @@ void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoverySt
 // True when process `index` is alive in incarnation `epoch` (low epoch bits compared).
 bool owner_alive(const Ring& ring, uint32_t index, uint32_t epoch);
 
-// Recovers every slot whose owner is dead.
+// Recovers every slot whose owner is dead, then repairs the claim hints (a dead actor
+// may have died between a CAS and its hint update, owning nothing afterwards).
 RecoveryStats recover_dead_owners(Ring& ring);
 
 // Recovers the slots that process `self.index` held in epochs before `self.epoch`; the
-// caller is that index's new incarnation, so those owners are dead by construction.
+// caller is that index's new incarnation, so those owners are dead by construction; then
+// repairs the claim hints its predecessor may have left half updated.
 RecoveryStats recover_previous_epochs(Ring& ring, Identity self);
 
 // The WRITING slots that target `self.index` left in earlier epochs, each adopted by

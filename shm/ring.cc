@@ -340,6 +340,9 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
                  std::memory_order_relaxed);
     p.gpu.store(-1, std::memory_order_relaxed);
   }
+  // Every slot starts FREE (word 0), so every FREE hint starts set; published by the magic.
+  for (uint32_t i = 0; i < shape.slot_count; ++i)
+    h.free_hints.words[i / 64].fetch_or(uint64_t(1) << (i % 64), std::memory_order_relaxed);
   // SYNC POINT WRITE: every field above. The release store of the magic publishes the
   // initialised header to attachers, which load the magic with acquire.
   h.magic.store(kRingMagic, std::memory_order_release);

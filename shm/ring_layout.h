@@ -9,16 +9,19 @@
 #include <cstring>
 
 #include "common/dtype.h"
+#include "shm/slot_hints.h"
 #include "shm/slot_state.h"
 
 namespace hsring {
 
 inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
-// 2: RingShape.content, vocab_size; 3: NCCL id; 4: TrainingProgress.acceptance_ema
-inline constexpr uint32_t kRingVersion = 4;
+// 2: RingShape.content, vocab_size; 3: NCCL id; 4: TrainingProgress.acceptance_ema;
+// 5: RingHeader.free_hints, ready_hints (claim hints, slot_hints.h)
+inline constexpr uint32_t kRingVersion = 5;
 inline constexpr uint32_t kMaxCapturedLayers = 16;
 inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
 inline constexpr uint32_t kMaxSlots = 4096;
+static_assert(kMaxSlots <= kHintWords * 64, "one hint bit per slot");
 inline constexpr uint64_t kRegionAlign = 4096;  // every payload region starts on a page
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
@@ -147,6 +150,11 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint32_t> nccl_epoch;
   uint32_t reserved1;
   std::atomic<uint64_t> nccl_id[16];  // 128 bytes: sizeof(ncclUniqueId)
+
+  // Hints of the FREE and READY slots, one bit per slot (slot_hints.h): set after the CAS
+  // that enters the phase, cleared after the CAS that leaves it; repaired by recovery.
+  SlotHintBits free_hints;
+  SlotHintBits ready_hints;
 };
 
 enum class Role : uint32_t { kNone = 0, kTarget = 1, kDrafter = 2 };
