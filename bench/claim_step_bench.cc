@@ -41,6 +41,7 @@ int main() {
                          "release_consumed"};
   double total[5] = {};
   constexpr int kRounds = 20000;
+  constexpr int kWarmupRounds = kRounds / 10;  // not timed
   SlotClaim held[64];
   uint64_t rng = 1, batch = 0;
   for (int round = 0; round < kRounds; ++round) {
@@ -58,10 +59,10 @@ int main() {
     for (uint32_t i = 0; i < 64; ++i) check(release_consumed(*ring, held[i]));
     t[5] = monotonic_ns();
     batch += 64;
-    if (round >= kRounds / 10)  // warm-up excluded
+    if (round >= kWarmupRounds)
       for (int s = 0; s < 5; ++s) total[s] += double(t[s + 1] - t[s]);
   }
-  const double per = double(kRounds - kRounds / 10) * 64;
+  const double per = double(kRounds - kWarmupRounds) * 64;
   double sum = 0;
   for (int s = 0; s < 5; ++s) {
     std::printf("%-18s %7.1f ns\n", names[s], total[s] / per);
