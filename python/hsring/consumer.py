@@ -7,12 +7,10 @@ import warnings
 import numpy as np
 
 from . import _env, _lib
+from ._endpoint import Endpoint
 from ._errors import StateError
 from ._tensors import import_torch, loaded_torch
 from ._views import address_of, view
-from .shape import from_struct
-
-_POLL_MS = 100
 
 
 class Batch:
@@ -80,9 +78,11 @@ class Batch:
             self.release()
 
 
-class Consumer:
+class Consumer(Endpoint):
     """Drafter `index` of ring `ring`. Iterating yields batches until the run stops; each
     one is released when the next is asked for (or by batch.release())."""
+
+    _ROLE = "consumer"
 
     def __init__(self, ring, index, *, device=None, noise_std=0.0, seed=0, expected_epoch=0,
                  lock_wait_ms=0):
@@ -91,12 +91,7 @@ class Consumer:
         handle = ctypes.c_void_p()
         _lib.check(_lib.lib().hs_consumer_open(ring.encode(), index, ctypes.byref(options),
                                                ctypes.byref(handle)))
-        self._handle = handle
-        self.ring, self.index = ring, index
-        s = _lib.ShapeStruct()
-        _lib.check(_lib.lib().hs_consumer_shape(handle, ctypes.byref(s)))
-        self.shape = from_struct(s)
-        self.epoch = _lib.lib().hs_consumer_epoch(handle)
+        self._attach(handle, ring, index)
         self.device = None
         if device is not None and str(device) != "cpu":
             torch = import_torch()
@@ -116,32 +111,15 @@ class Consumer:
         _env.install_stop_handlers()
         return cls(ring, index, **kwargs)
 
-    num_layers = property(lambda self: self.shape.num_layers)
-    hidden_size = property(lambda self: self.shape.hidden_size)
-    vocab_size = property(lambda self: self.shape.vocab_size)
-    max_tokens = property(lambda self: self.shape.max_tokens)
-    dtype = property(lambda self: self.shape.dtype)
-
     def next_batch(self, timeout=None):
         """The next batch, or None when the run stops. timeout (seconds): None waits."""
-        remaining = None if timeout is None else max(0, int(timeout * 1000))
-        while True:
-            if self._handle is None:
-                raise StateError("HS_ERR_STATE", "the consumer is closed")
-            wait = _POLL_MS if remaining is None else min(_POLL_MS, remaining)
-            out = _lib.BatchStruct()
-            status = _lib.check(_lib.lib().hs_consumer_next(self._handle, wait, ctypes.byref(out)))
-            if status == _lib.HS_OK:
-                batch = Batch(self, out)
-                if self.device is not None:
-                    self._to_device(batch)
-                return batch
-            if status == _lib.HS_STOPPED:
-                return None
-            if remaining is not None:
-                remaining -= wait
-                if remaining <= 0:
-                    raise TimeoutError("no batch within %s s" % timeout)
+        out = self._wait_next(_lib.lib().hs_consumer_next, _lib.BatchStruct, timeout, "batch")
+        if out is None:
+            return None
+        batch = Batch(self, out)
+        if self.device is not None:
+            self._to_device(batch)
+        return batch
 
     def _to_device(self, batch):
         # The pitched [T, K*H] assembly (and noise) of hsring's GPU drafter; the slot is
@@ -173,20 +151,3 @@ class Consumer:
                 return
             previous = batch
             yield batch
-
-    def close(self):
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            _lib.check(_lib.lib().hs_consumer_close(handle))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -5,12 +5,11 @@ import ctypes
 import os
 
 from . import _env, _lib
+from ._endpoint import Endpoint
 from ._errors import ShapeError, StateError
 from ._tensors import current_stream_handle, int32_host, layer_parts, loaded_torch
 from ._views import address_of, view
-from .shape import from_struct
 
-_POLL_MS = 100  # each wait returns this often, so Python's signal handlers run
 
 
 class Job:
@@ -140,8 +139,10 @@ def _device_name(index):
     return "cuda:%d" % index if index >= 0 else "the host"
 
 
-class Producer:
+class Producer(Endpoint):
     """Target `index` of ring `ring`. Iterating yields jobs until the run stops."""
+
+    _ROLE = "producer"
 
     def __init__(self, ring, index, *, data_dir=None, data_seed=0, read_ahead=0,
                  caller_tokens=False, expected_epoch=0, lock_wait_ms=0, nnodes=1,
@@ -155,12 +156,7 @@ class Producer:
         handle = ctypes.c_void_p()
         _lib.check(_lib.lib().hs_producer_open(ring.encode(), index, ctypes.byref(options),
                                                ctypes.byref(handle)))
-        self._handle = handle
-        self.ring, self.index = ring, index
-        s = _lib.ShapeStruct()
-        _lib.check(_lib.lib().hs_producer_shape(handle, ctypes.byref(s)))
-        self.shape = from_struct(s)
-        self.epoch = _lib.lib().hs_producer_epoch(handle)
+        self._attach(handle, ring, index)
         # What write_layers and publish use on every batch, looked up once.
         lib = _lib.lib()
         self._write_layers = lib.hs_job_write_layers
@@ -186,32 +182,15 @@ class Producer:
         _env.install_stop_handlers()
         return cls(ring, index, **kwargs)
 
-    # The ring's shape, for building the model's capture.
-    num_layers = property(lambda self: self.shape.num_layers)
-    hidden_size = property(lambda self: self.shape.hidden_size)
-    vocab_size = property(lambda self: self.shape.vocab_size)
-    max_tokens = property(lambda self: self.shape.max_tokens)
-    dtype = property(lambda self: self.shape.dtype)
+    # The captured layers' ids, for building the model's capture (the rest of the shape:
+    # Endpoint).
     layer_ids = property(lambda self: self.shape.layer_ids)
 
     def next_job(self, timeout=None):
         """The next job, or None when the run stops. timeout (seconds): None waits."""
-        remaining = None if timeout is None else max(0, int(timeout * 1000))
-        while True:
-            if self._handle is None:
-                raise StateError("HS_ERR_STATE", "the producer is closed")
-            wait = _POLL_MS if remaining is None else min(_POLL_MS, remaining)
-            out = _lib.JobStruct()
-            status = _lib.check(_lib.lib().hs_producer_next_job(self._handle, wait,
-                                                                ctypes.byref(out)))
-            if status == _lib.HS_OK:
-                return Job(self, out)
-            if status == _lib.HS_STOPPED:
-                return None
-            if remaining is not None:
-                remaining -= wait
-                if remaining <= 0:
-                    raise TimeoutError("no free slot within %s s" % timeout)
+        out = self._wait_next(_lib.lib().hs_producer_next_job, _lib.JobStruct, timeout,
+                              "free slot")
+        return None if out is None else Job(self, out)
 
     def __iter__(self):
         while True:
@@ -223,20 +202,3 @@ class Producer:
     def flush(self):
         """Waits until every published job's device copies are done and it is READY."""
         _lib.check(_lib.lib().hs_producer_flush(self._handle))
-
-    def close(self):
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            _lib.check(_lib.lib().hs_producer_close(handle))
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -107,7 +107,9 @@ def test_python_workers_log_profiles_and_count_their_stages_for_status(tmp_path)
     drafter = "%s %s" % (PYTHON, os.path.join(HERE, "synthetic_drafter.py"))
     argv = [hsring_bin(), "run", "--ring", ring, "--model", "synthetic", "--quiet",
             "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--targets", "cpu:1",
-            "--drafters", "cpu:1", "--seconds", "2", "--profile-interval", "0.3", "--keep-ring",
+            # 5 s: two profile lines need ~0.6 s of each worker's life after its Python
+            # start-up, which took most of 2 s on a loaded 2-core machine.
+            "--drafters", "cpu:1", "--seconds", "5", "--profile-interval", "0.3", "--keep-ring",
             "--log-dir", str(tmp_path / "logs"), "--target-cmd", target_cmd(),
             "--drafter-cmd", drafter]
     try:
