@@ -28,17 +28,17 @@ for flavour in "${flavours[@]}"; do
   # clang-tidy on the sources the newest commit changed (.clang-tidy's checks), once.
   [ "$flavour" = release ] && ./scripts/check-tidy.sh HEAD~1 "$dir"
   echo "=== ctest ($flavour, $dir)"
-  labels=()
+  selection=()  # ctest -LE / -E: what this flavour leaves out
   # Forked crash tests are not TSan's business (they prove crash safety, not races). The
   # sanitizer builds build no benchmarks (scripts/build.sh).
-  [ "$flavour" = tsan ] && labels=(-LE "crash|reference")
+  [ "$flavour" = tsan ] && selection=(-LE "crash|reference")
   # The reference test (tests/reference) checks the export against Python's DFlash model,
   # not hsring's memory: the release build alone (the sanitizer builds do not register it).
   # The default job's end-to-end run (200 training steps, then the eval) takes minutes
   # under ASan and runs no code the smaller training runs leave out: release only.
-  [ "$flavour" = asan ] && labels=(-LE "reference" -E "^crash[.]TrainingRunTest[.]TheDefaultJob")
+  [ "$flavour" = asan ] && selection=(-LE "reference" -E "^crash[.]TrainingRunTest[.]TheDefaultJob")
   # A failing flavour does not stop the others: one run reports every flavour's failures.
-  ctest --test-dir "$dir" --output-on-failure --timeout 900 "${labels[@]}" ||
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 "${selection[@]}" ||
     failed+=("$flavour")
   phase_done "ctest-$flavour"
 done

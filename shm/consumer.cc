@@ -31,11 +31,7 @@ uint32_t scan_ready(Ring& ring, uint32_t* indices) noexcept {
     const SlotState seen(ring.slot(i).state.load(std::memory_order_relaxed));
     if (!seen.phase_valid() || seen.phase() != SlotPhase::kReady) continue;
     indices[ready++] = i;
-    std::atomic<uint64_t>& word = ring.header().ready_hints.words[i / 64];
-    const uint64_t bit = uint64_t(1) << (i % 64);
-    // seq_cst like every hint RMW (slot_hints.h); relaxed peek first: a set bit is common.
-    if ((word.load(std::memory_order_relaxed) & bit) == 0)
-      word.fetch_or(bit, std::memory_order_seq_cst);
+    restore_hint(ring, i, SlotPhase::kReady);
   }
   return ready;
 }

@@ -45,6 +45,15 @@ void drop_stale_hint(Ring& ring, uint32_t index, SlotPhase phase) noexcept {
     bits->words[index / 64].fetch_or(bit_of(index), std::memory_order_seq_cst);
 }
 
+void restore_hint(Ring& ring, uint32_t index, SlotPhase phase) noexcept {
+  SlotHintBits* bits = hint_bits(ring, phase);
+  if (bits == nullptr) return;
+  std::atomic<uint64_t>& word = bits->words[index / 64];
+  // seq_cst like every hint RMW; the peek is relaxed, a hint orders no data.
+  if ((word.load(std::memory_order_relaxed) & bit_of(index)) == 0)
+    word.fetch_or(bit_of(index), std::memory_order_seq_cst);
+}
+
 uint32_t repair_hints(Ring& ring) noexcept {
   uint32_t changed = 0;
   for (SlotPhase phase : {SlotPhase::kFree, SlotPhase::kReady}) {
@@ -57,7 +66,7 @@ uint32_t repair_hints(Ring& ring) noexcept {
       // A set bit is added directly; a clear goes through the re-check, since a live
       // actor may move the slot into `phase` while we repair.
       if (is)
-        bits->words[i / 64].fetch_or(bit_of(i), std::memory_order_seq_cst);
+        restore_hint(ring, i, phase);
       else
         drop_stale_hint(ring, i, phase);
     }

@@ -34,6 +34,10 @@ void hint_transition(Ring& ring, uint32_t index, SlotPhase from, SlotPhase to) n
 // meanwhile, so a clear never erases a hint set by a concurrent transition.
 void drop_stale_hint(Ring& ring, uint32_t index, SlotPhase phase) noexcept;
 
+// Sets the hint of `phase` on slot `index`, found in that phase by a scan of the words
+// (a dead actor left it unset). A relaxed peek first: the bit is usually set already.
+void restore_hint(Ring& ring, uint32_t index, SlotPhase phase) noexcept;
+
 // Make every bit agree with its slot's word (one pass over the slots): the repair of
 // hints a dead actor left half updated. Returns the bits it had to change.
 uint32_t repair_hints(Ring& ring) noexcept;

@@ -221,13 +221,11 @@ def check(name, config, dump, work, docs):
     if isinstance(config, Qwen3_5Config):
         config.text_config._attn_implementation = "eager"
         model = Qwen3_5ForConditionalGeneration(config).float()
-        language = model.model.language_model
     elif isinstance(config, Qwen3_5TextConfig):
         model = Qwen3_5ForCausalLM(config).float()
-        language = model.model
     else:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        language = model.model
+    language = language_of(model)
     randomize(model, generator, zero_centred=isinstance(config, (Qwen3_5Config,
                                                                  Qwen3_5TextConfig)))
     model.eval()
