@@ -8,7 +8,12 @@
 //      running together, vs the PCIe limit (raw D2H bandwidth);
 //   4. the target's critical path per batch (compute stream idle from one forward's end
 //      to the next forward's start) with a GEMM forward longer than the copy, against the
-//      old pipeline's 585 ms of pack-and-copy (PLATFORM.md).
+//      old pipeline's 585 ms of pack-and-copy (PLATFORM.md);
+//   5. the hand-off, after-copy publish against early publish (CUDA IPC events polled by
+//      the drafter): the GPU timer from the end of each batch's D2H to the start of its
+//      H2D (stamped on both copy streams; batches paced so that the drafter waits for
+//      each one and no other kernel holds the SMs the stamps need), and delivered tokens/s
+//      transport-bound.
 // Ratios are printed last. Needs a GPU; prints why and exits 0 without one.
 #include <CLI/CLI.hpp>
 
@@ -151,6 +156,8 @@ struct SizeResult {
   double gemm_forward_ms = 0, alone_forward_ms = 0, loaded_forward_ms = 0, gap_mean_us = 0,
          gap_max_us = 0;
   double concat_d2h_ms = 0;
+  // Phase 5, [0] after-copy, [1] early: hand-off median and p90 (us), delivered tok/s.
+  double handoff_p50_us[2] = {}, handoff_p90_us[2] = {}, path_tok_s[2] = {};
   uint64_t torn = 0;
 };
 
@@ -189,7 +196,13 @@ class SizeBench {
   // Consumes `n` batches; returns wall seconds from the first claim to the last batch's
   // GPU work done.
   double consume(GpuDrafterWorker& drafter, uint32_t n);
-  std::unique_ptr<GpuTargetPipeline> make_pipeline(double gemm_flops);
+  std::unique_ptr<GpuTargetPipeline> make_pipeline(double gemm_flops, bool early = false,
+                                                   uint64_t* stamps = nullptr,
+                                                   uint64_t stamp_count = 0);
+  // Phase 5 for one path: fills r's hand-off and delivered figures at [early].
+  void measure_handoff(bool early, double period_ms, SizeResult& r);
+  // produce(), one batch every `period_ms`.
+  void produce_paced(GpuTargetPipeline& pipeline, uint32_t n, double period_ms);
   // Mean GPU time of `n` forwards (synthetic capture + GEMMs) back to back, no copies.
   double forward_alone_ms(double gemm_flops, uint32_t n);
 
@@ -234,12 +247,17 @@ void SizeBench::close() {
   Ring::remove(name_);
 }
 
-std::unique_ptr<GpuTargetPipeline> SizeBench::make_pipeline(double gemm_flops) {
+std::unique_ptr<GpuTargetPipeline> SizeBench::make_pipeline(double gemm_flops, bool early,
+                                                            uint64_t* stamps,
+                                                            uint64_t stamp_count) {
   std::unique_ptr<GpuTargetPipeline> pipeline;
   on_gpu(target_gpu_, [&] {
     GpuTargetOptions options;
     options.gpu = target_gpu_;
     options.gemm_flops_per_batch = gemm_flops;
+    options.early_publish = early;
+    options.debug_copy_end_stamps = stamps;
+    options.debug_stamp_count = stamp_count;
     pipeline = GpuTargetPipeline::create(*producer_, options);
   });
   return pipeline;
@@ -293,6 +311,69 @@ double SizeBench::consume(GpuDrafterWorker& drafter, uint32_t n) {
   if (!drafter.finish()) throw std::runtime_error("drafter failed");
   // The first claim's own time is not in [start, end]; scale to n batches.
   return double(monotonic_ns() - start) / 1e9 * double(n) / double(n - 1);
+}
+
+void SizeBench::produce_paced(GpuTargetPipeline& pipeline, uint32_t n, double period_ms) {
+  HSRING_CUDA_CHECK(cudaSetDevice(target_gpu_));
+  for (uint32_t i = 0; i < n; ++i) {
+    if (pipeline.submit(BatchJob{plan_batch(next_full_batch(), ring_->shape()), {}}) !=
+        PipelineStatus::kOk)
+      throw std::runtime_error("target pipeline failed");
+    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(period_ms * 1e3)));
+    pipeline.note_pause();
+  }
+  if (pipeline.flush() != PipelineStatus::kOk) throw std::runtime_error("target pipeline failed");
+}
+
+void SizeBench::measure_handoff(bool early, double period_ms, SizeResult& r) {
+  const uint32_t n = o_.quick ? 8 : o_.pipelined;
+  const ProcessEntry& drafter_entry = ring_->process(1);
+  // Pinned memory is mapped on every UVA system: the stamp kernels write it directly.
+  gpu::PinnedBuffer stamps = gpu::PinnedBuffer::allocate(2 * sizeof(uint64_t) * n);
+  auto* copy_end = reinterpret_cast<uint64_t*>(stamps.data());
+  uint64_t* h2d_start = copy_end + n;
+  std::memset(copy_end, 0, 2 * sizeof(uint64_t) * n);
+  std::unique_ptr<GpuDrafterWorker> drafter;
+  on_gpu(drafter_gpu_, [&] {
+    GpuDrafterOptions options;
+    options.gpu = drafter_gpu_;
+    options.noise = gpu::parse_noise_schedule("constant", 0.05);
+    options.debug_h2d_start_stamps = h2d_start;
+    options.debug_stamp_count = n;
+    drafter = GpuDrafterWorker::create(*drafter_session_, options);
+  });
+  {  // the drafter waits for every batch: hand-off latency
+    auto pipeline = make_pipeline(0, early, copy_end, n);
+    std::thread producer([&] { guarded([&] { produce_paced(*pipeline, n, period_ms); }); });
+    on_gpu(drafter_gpu_, [&] { consume(*drafter, n); });
+    producer.join();
+    on_gpu(drafter_gpu_, [&] { drafter->finish(); });
+    on_gpu(target_gpu_, [&] { pipeline.reset(); });
+  }
+  std::vector<double> handoff_us;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (copy_end[i] != 0 && h2d_start[i] >= copy_end[i])
+      handoff_us.push_back(double(h2d_start[i] - copy_end[i]) / 1e3);
+  }
+  std::sort(handoff_us.begin(), handoff_us.end());
+  if (!handoff_us.empty()) {
+    r.handoff_p50_us[early] = handoff_us[handoff_us.size() / 2];
+    r.handoff_p90_us[early] = handoff_us[handoff_us.size() * 9 / 10];
+  }
+  {  // transport-bound: delivered tokens/s
+    auto pipeline = make_pipeline(0, early);
+    const uint64_t tokens0 = drafter_entry.tokens.load();
+    const uint64_t t0 = monotonic_ns();
+    std::thread producer([&] { guarded([&] { produce(*pipeline, n); }); });
+    on_gpu(drafter_gpu_, [&] { consume(*drafter, n); });
+    producer.join();
+    r.path_tok_s[early] =
+        double(drafter_entry.tokens.load() - tokens0) / (double(monotonic_ns() - t0) / 1e9);
+    on_gpu(drafter_gpu_, [&] { drafter->finish(); });
+    on_gpu(target_gpu_, [&] { pipeline.reset(); });
+  }
+  r.torn += drafter->torn();
+  on_gpu(drafter_gpu_, [&] { drafter.reset(); });
 }
 
 SizeResult SizeBench::run() {
@@ -391,6 +472,19 @@ SizeResult SizeBench::run() {
     on_gpu(drafter_gpu_, [&] { drafter.reset(); });
     on_gpu(target_gpu_, [&] { pipeline.reset(); });
   }
+  // Phase 5: alternated, so that drift (clocks, other tenants) hits both paths alike.
+  for (int round = 0; round < 2; ++round) {
+    for (int early = 0; early < 2; ++early) {
+      SizeResult once;
+      // A batch's copy and the drafter's H2D, each ~ring_d2h_ms, fit in the period.
+      measure_handoff(early != 0, 3 * r.ring_d2h_ms, once);
+      if (round == 0) continue;  // warm-up: event pools, IPC tables
+      r.handoff_p50_us[early] = once.handoff_p50_us[early];
+      r.handoff_p90_us[early] = once.handoff_p90_us[early];
+      r.path_tok_s[early] = once.path_tok_s[early];
+      r.torn += once.torn;
+    }
+  }
   close();
 
   // The concatenated layout's D2H (pitched 2-D copies), for the record.
@@ -438,6 +532,10 @@ int main(int argc, char** argv) {
   std::printf("transport_bench: target on %s; drafter on %s; K=%u H=%u bf16, %u slots\n",
               gpu::describe_gpu(target_gpu).c_str(), gpu::describe_gpu(drafter_gpu).c_str(),
               o.layers, o.hidden, o.slots);
+  if (target_gpu != drafter_gpu)
+    std::printf(
+        "  (hand-off stamps come from two GPUs' global timers: their offset is not "
+        "corrected)\n");
   std::vector<SizeResult> results;
   try {
     for (uint32_t tokens : o.tokens) {
@@ -455,12 +553,17 @@ int main(int argc, char** argv) {
           "  delivered, target+drafter together: %.0f tok/s; PCIe limit %.0f tok/s\n"
           "  critical path with a ~%.1f ms GEMM forward: gap mean %.1f us, max < %.0f us; "
           "forward %.2f ms alone, %.2f ms under copies\n"
+          "  hand-off, D2H end -> H2D start (GPU timer): after-copy p50 %.1f us p90 %.1f us; "
+          "early p50 %.1f us p90 %.1f us\n"
+          "  delivered, transport-bound: after-copy %.0f tok/s, early %.0f tok/s\n"
           "  torn batches: %llu\n",
           r.tokens, r.gbytes, r.pin_s, r.raw_d2h_ms, r.gbytes / r.raw_d2h_ms * 1e3, r.ring_d2h_ms,
           r.gbytes / r.ring_d2h_ms * 1e3, r.concat_d2h_ms, r.raw_h2d_ms,
           r.gbytes / r.raw_h2d_ms * 1e3, r.drafter_ms, r.drafter_h2d_ms, r.drafter_h2d_staged_ms,
           r.delivered_tok_s, r.pcie_tok_s, r.gemm_forward_ms, r.gap_mean_us, r.gap_max_us,
-          r.alone_forward_ms, r.loaded_forward_ms, (unsigned long long)r.torn);
+          r.alone_forward_ms, r.loaded_forward_ms, r.handoff_p50_us[0], r.handoff_p90_us[0],
+          r.handoff_p50_us[1], r.handoff_p90_us[1], r.path_tok_s[0], r.path_tok_s[1],
+          (unsigned long long)r.torn);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
@@ -483,6 +586,10 @@ int main(int argc, char** argv) {
     // PLATFORM.md measured 585 ms at 16384 tokens; larger batches scale it linearly.
     std::printf("%-8u %-34s %10.0f %8s\n", r.tokens, "old 585ms@16K pack+copy / this",
                 585e3 * r.tokens / 16384 / std::max(r.gap_mean_us, 1e-3), "-");
+    std::printf("%-8u %-34s %10.3f %8s\n", r.tokens, "hand-off p50 early / after-copy",
+                r.handoff_p50_us[1] / std::max(r.handoff_p50_us[0], 1e-3), "-");
+    std::printf("%-8u %-34s %10.3f %8s\n", r.tokens, "delivered early / after-copy",
+                r.path_tok_s[1] / std::max(r.path_tok_s[0], 1e-3), "-");
     all_met = all_met && d2h >= 0.95 && h2d >= 0.90 && r.gap_mean_us <= 50 && r.torn == 0;
   }
   std::printf("aims %s\n", all_met ? "MET" : "NOT all met");

@@ -87,6 +87,13 @@ void mask_target_labels(const TokenBatch& batch, int32_t* labels) {
       if (batch.labels[size_t(t)] == kIgnoreLabel) labels[t] = kIgnoreLabel;
 }
 
+bool masks_any_label(const TokenBatch& batch) {
+  for (size_t d = 0; d + 1 < batch.doc_offsets.size(); ++d)
+    for (int32_t t = batch.doc_offsets[d]; t + 1 < batch.doc_offsets[d + 1]; ++t)
+      if (batch.labels[size_t(t)] == kIgnoreLabel) return true;
+  return false;
+}
+
 bool copy_to_slot_arrays(const TokenBatch& batch, uint32_t max_tokens, int32_t* tokens,
                          int32_t* positions, int32_t* doc_offsets, int32_t* labels) {
   const size_t n = batch.tokens.size();

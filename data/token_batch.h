@@ -44,6 +44,9 @@ bool copy_to_slot_arrays(const TokenBatch& batch, uint32_t max_tokens, int32_t* 
 // out. The last row of each sequence is left as it is. A batch of unmasked shards changes
 // nothing. REQUIRES: `labels` has batch.token_count() entries.
 void mask_target_labels(const TokenBatch& batch, int32_t* labels);
+// True when mask_target_labels would change some label of `batch` (its loss mask leaves a
+// next token out).
+bool masks_any_label(const TokenBatch& batch);
 
 // One read of a batch's bytes: `bytes` bytes at `file_offset` of shard `shard`.
 struct PieceRead {

@@ -43,7 +43,10 @@ GpuDrafterWorker::GpuDrafterWorker(WorkerSession& session, const GpuDrafterOptio
       hidden_(ring_.shape().hidden_size),
       elem_(dtype_size(ring_.shape().dtype)),
       model_batches_(ring_.shape().content == PayloadContent::kModel),
-      consumer_(session, options.seed) {}
+      consumer_(session, options.seed) {
+  consumer_.set_copy_poller(
+      [this](const PendingCopy& pending) { return copy_events_.poll(pending); });
+}
 
 GpuDrafterWorker::~GpuDrafterWorker() {
   (void)cudaStreamSynchronize(copy_.get());
@@ -91,6 +94,10 @@ gpu::CudaStatus GpuDrafterWorker::enqueue_h2d(BatchBuffer& b, const SlotView& ba
   const uint64_t tokens = batch.rows();
   const uint64_t row_bytes = uint64_t(hidden_) * elem_;
   const bool staged = static_cast<bool>(b.staging.size());
+  if (options_.debug_h2d_start_stamps != nullptr) {
+    HSRING_CUDA_TRY(gpu::launch_timestamp(
+        options_.debug_h2d_start_stamps + batch.batch_id() % options_.debug_stamp_count, stream));
+  }
   HSRING_CUDA_TRY(cudaEventRecord(b.h2d_start.get(), stream));
   if (staged && ring_.shape().split_layers) {
     for (uint32_t k = 0; k < layers_; ++k) {

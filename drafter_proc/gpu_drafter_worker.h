@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "gpu/copy_events.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/kernels.h"
 #include "gpu/noise_schedule.h"
@@ -37,6 +38,10 @@ struct GpuDrafterOptions {
   bool verify = true;
   double step_ms = 0;  // simulated training time per batch
   Assembly assembly = Assembly::kPitchedCopy;
+  // Benchmark probe: when set, the copy stream writes the GPU's global timer into
+  // debug_h2d_start_stamps[batch_id % debug_stamp_count] before each batch's H2D.
+  uint64_t* debug_h2d_start_stamps = nullptr;
+  uint64_t debug_stamp_count = 0;
 };
 
 class GpuDrafterWorker {
@@ -59,6 +64,8 @@ class GpuDrafterWorker {
 
   uint64_t consumed() const { return consumed_; }
   uint64_t torn() const { return consumer_.torn(); }
+  // Early-published batches whose copy was still running when claimed (shm/copy_ticket.h).
+  uint64_t copies_awaited() const { return consumer_.copies_awaited(); }
   // The last consumed batch on the GPU, [tokens, K*H], after finish(): for tests.
   const void* last_batch() const;
   uint32_t last_tokens() const;
@@ -78,7 +85,8 @@ class GpuDrafterWorker {
   Ring& ring_;
   const GpuDrafterOptions options_;
   const uint32_t layers_, hidden_, elem_;
-  const bool model_batches_;  // a model ring: check invariants, not synthetic bytes
+  const bool model_batches_;          // a model ring: check invariants, not synthetic bytes
+  gpu::CopyEventPoller copy_events_;  // early-published slots' events, polled before the H2D
   BatchConsumer consumer_;
   gpu::Stream copy_;
   gpu::Stream compute_;

@@ -5,6 +5,7 @@
 #include "drafter_proc/nccl_group.h"
 #include "drafter_proc/slot_batch.h"
 #include "drafter_proc/slot_dma.h"
+#include "gpu/copy_events.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
@@ -57,6 +58,10 @@ class GpuTrainingBackend final : public TrainingBackend {
     return "on " + gpu::describe_gpu(gpu_) + ", bf16 products on fp32 master weights";
   }
 
+  BatchConsumer::CopyPoller copy_poller() override {
+    return [this](const PendingCopy& pending) { return copy_events_.poll(pending); };
+  }
+
 #if HSRING_HAVE_NCCL
   std::unique_ptr<GradientGroup> join_group(const GroupJoin& join) override {
     return join_nccl_group(join, *trainer_);
@@ -67,8 +72,9 @@ class GpuTrainingBackend final : public TrainingBackend {
   int gpu_;
   std::unique_ptr<train::CudaDrafterTrainer> trainer_;
   std::unique_ptr<gpu::HostRegistration> pinned_;
-  gpu::DeviceBuffer features_;  // bf16 [max_tokens, K*H]
-  SlotBatch batch_;             // the token metadata
+  gpu::DeviceBuffer features_;        // bf16 [max_tokens, K*H]
+  SlotBatch batch_;                   // the token metadata
+  gpu::CopyEventPoller copy_events_;  // early-published slots' events (shm/copy_ticket.h)
 };
 
 }  // namespace

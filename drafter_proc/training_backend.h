@@ -14,6 +14,7 @@
 #include "train/dflash_trainer.h"
 #include "train/drafter_trainer.h"
 #include "train/trainer.h"
+#include "worker/batch_consumer.h"
 
 namespace hsring {
 
@@ -39,6 +40,9 @@ class TrainingBackend {
   // ring unless the backend has its own (NCCL between GPUs). Throws std::runtime_error
   // for a segment that cannot be used.
   virtual std::unique_ptr<GradientGroup> join_group(const GroupJoin& join);
+  // How this backend's consumer polls an early-published slot's CUDA event (a GPU's
+  // CopyEventPoller); empty: it reads such slots once their producer settles the ticket.
+  virtual BatchConsumer::CopyPoller copy_poller() { return {}; }
 };
 
 // Builds the backend of one drafter process for a ring; throws on bad setup.

@@ -307,6 +307,7 @@ int TrainingLoop::run() {
   session_.set_state(ProcessState::kRunning);
   ProcessEntry& entry = session_.entry();
   BatchConsumer consumer(session_, options_.seed);
+  consumer.set_copy_poller(backend_->copy_poller());
   ClaimedBatch batch;
   bool group_stopped = false;  // by another machine's run
   while (keep_running()) {

@@ -179,6 +179,12 @@ __global__ void sleep_kernel(uint64_t nanoseconds) {
   } while (now - start < nanoseconds);
 }
 
+__global__ void timestamp_kernel(uint64_t* dst) {
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  *dst = now;
+}
+
 template <class Bits>
 cudaError_t synthetic_layers_as(void* dst, uint64_t layer_stride, uint64_t batch_id,
                                 uint32_t layers, uint32_t tokens, uint32_t hidden,
@@ -271,6 +277,11 @@ cudaError_t launch_add_noise(void* data, uint64_t elements, DType dtype, float s
       return noise_as<DType::kFP32>(data, elements, std, seed, step, stream);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_timestamp(uint64_t* dst, cudaStream_t stream) {
+  timestamp_kernel<<<1, 1, 0, stream>>>(dst);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_gpu_sleep(uint32_t microseconds, cudaStream_t stream) {

@@ -42,6 +42,10 @@ cudaError_t launch_verify_assembled(const void* src, uint64_t batch_id, uint32_t
 cudaError_t launch_add_noise(void* data, uint64_t elements, DType dtype, float std, uint64_t seed,
                              uint64_t step, cudaStream_t stream);
 
+// Writes the GPU's global nanosecond timer into `*dst` (pinned host or device memory)
+// when `stream` reaches it: a benchmark's probe between two streams' work.
+cudaError_t launch_timestamp(uint64_t* dst, cudaStream_t stream);
+
 // Keeps `stream` busy for `microseconds` (one thread spinning on the global timer).
 cudaError_t launch_gpu_sleep(uint32_t microseconds, cudaStream_t stream);
 

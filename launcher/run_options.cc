@@ -164,6 +164,12 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--drafter-step-ms", o.drafter_step_ms, "Simulated drafter work per batch, ms")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--target-publish", o.target_publish,
+                 "GPU targets: publish a slot once its D2H completed (after-copy), or as soon as "
+                 "it is enqueued with a CUDA IPC event that drafters poll (early; "
+                 "docs/gpu-data-path.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"after-copy", "early"}));
   app.add_option("--target-postprocess-depth", o.target_postprocess_depth,
                  "GPU targets: batches copied and published behind the forward at once; capture "
                  "buffers = depth + 1")

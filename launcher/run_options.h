@@ -81,6 +81,7 @@ struct RunOptions {
   double drafter_step_ms = 0;
 
   // GPU workers (docs/gpu-data-path.md).
+  std::string target_publish = "after-copy";  // GPU targets: after-copy or early (IPC events)
   uint32_t target_postprocess_depth = 1;  // batches in copy/publish per target; buffers = depth + 1
   double gemm_flops_per_batch = 0;        // forward compute standing in for a model
   double noise_std = 0;

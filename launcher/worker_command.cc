@@ -94,7 +94,8 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
     argv.insert(argv.end(), {"--profile-interval", exact(options.profile_interval_s)});
   if (gpu >= 0 && target) {
     argv.insert(argv.end(),
-                {"--postprocess-depth", std::to_string(options.target_postprocess_depth)});
+                {"--postprocess-depth", std::to_string(options.target_postprocess_depth),
+                 "--publish", options.target_publish});
     if (options.gemm_flops_per_batch > 0)
       argv.insert(argv.end(), {"--gemm-flops-per-batch", exact(options.gemm_flops_per_batch)});
   }

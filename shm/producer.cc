@@ -1,5 +1,7 @@
 #include "shm/producer.h"
 
+#include <cstring>
+
 #include "common/clock.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
@@ -111,7 +113,8 @@ SlotResult adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) noe
       advance_claim(ring, claim, claim.word.next(SlotPhase::kWriting, self.index, self.epoch)));
 }
 
-SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept {
+SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info, const CopyEvent* early,
+                   uint64_t* ticket) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
   if (claim.word.phase() != SlotPhase::kWriting) return SlotResult(SlotStatus::kLost);
   const uint64_t seq = ring.header().publish_seq.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -120,6 +123,11 @@ SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept
   slot.num_docs.store(info.num_docs, std::memory_order_relaxed);
   slot.length_bucket.store(info.length_bucket, std::memory_order_relaxed);
   slot.producer.store(claim.word.owner(), std::memory_order_relaxed);
+  slot.producer_epoch.store(claim.word.epoch(), std::memory_order_relaxed);
+  if (early != nullptr) std::memcpy(slot.copy_event, early->handle, kCopyEventBytes);
+  const uint64_t copy_ticket = make_copy_ticket(seq, early != nullptr);
+  slot.copy_ticket.store(copy_ticket, std::memory_order_relaxed);
+  if (ticket != nullptr) *ticket = copy_ticket;
   // SYNC POINT WRITE: payload and metadata. The release CAS to READY publishes them;
   // consumers claim with an acquire CAS (ring-protocol.md invariant 2).
   if (!advance_claim(ring, claim,

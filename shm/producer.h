@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "shm/copy_ticket.h"
 #include "shm/ring.h"
 #include "shm/slot_claim.h"
 #include "shm/slot_result.h"
@@ -40,9 +41,13 @@ SlotResult bind_batch(Ring& ring, SlotClaim& claim, uint64_t batch_id) noexcept;
 SlotResult adopt_orphaned_write(Ring& ring, SlotClaim& claim, Identity self) noexcept;
 
 // Publishes a filled slot: WRITING -> READY, after which consumers may read it.
-// REQUIRES: the payload and `info` are completely in host memory (invariant 2).
-// kLost when the slot was recovered from us.
-SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info) noexcept;
+// REQUIRES: the payload and `info` are completely in host memory (invariant 2), or
+// `early` names the exported event recorded after the payload's copy (early publish,
+// copy_ticket.h): `info` and the token metadata are in host memory, the layers follow.
+// kLost when the slot was recovered from us. `ticket`, if given, receives the copy ticket
+// stored (for settle_copy).
+SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info,
+                   const CopyEvent* early = nullptr, uint64_t* ticket = nullptr) noexcept;
 
 // Gives back a CLAIMED slot without binding a batch (e.g. at shutdown).
 SlotResult unclaim(Ring& ring, SlotClaim& claim) noexcept;

@@ -16,8 +16,9 @@ namespace hsring {
 
 inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
 // 2: RingShape.content, vocab_size; 3: NCCL id; 4: TrainingProgress.acceptance_ema;
-// 5: RingHeader.free_hints, ready_hints (claim hints, slot_hints.h)
-inline constexpr uint32_t kRingVersion = 5;
+// 5: RingHeader.free_hints, ready_hints (claim hints, slot_hints.h); 6: SlotHeader's
+// copy ticket and event (early publish, shm/copy_ticket.h), TargetProgress.returned
+inline constexpr uint32_t kRingVersion = 6;
 inline constexpr uint32_t kMaxCapturedLayers = 16;
 inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
 inline constexpr uint32_t kMaxSlots = 4096;
@@ -218,7 +219,10 @@ struct alignas(64) TargetProgress {
   // bound and before the slot is published: see docs/ring-protocol.md, "nothing twice".
   std::atomic<uint64_t> next_seq;
   std::atomic<uint32_t> exhausted;  // 1 once every batch of the shard is published
-  uint32_t reserved;
+  // Bumped (release) by a consumer that gave one of this target's early-published slots
+  // back unread because its producer died before the copy completed (shm/copy_ticket.h);
+  // the live incarnation adopts WRITING slots of its earlier epochs when it changes.
+  std::atomic<uint32_t> returned;
 };
 
 // Accounting of one batch id, for the summary and the crash tests.
@@ -252,6 +256,15 @@ struct alignas(64) SlotHeader {
   // before READING -> FREE; lets a recoverer tell "finished, then died" from "died
   // while reading".
   std::atomic<uint64_t> consumed_word;
+  // Early publish (shm/copy_ticket.h): (publish_seq << 1) | pending. Pending: the payload
+  // is complete only once `copy_event` (the producer's exported CUDA IPC event, recorded
+  // after the slot's D2H) has completed, or once the producer settles the ticket (CAS,
+  // release) after seeing its copy end. Stored by the producer before its release CAS to
+  // READY.
+  std::atomic<uint64_t> copy_ticket;
+  std::atomic<uint32_t> producer_epoch;  // the epoch of `producer` that published it
+  uint32_t reserved;
+  unsigned char copy_event[64];  // cudaIpcEventHandle_t bytes; valid while pending
 };
 
 }  // namespace hsring

@@ -34,6 +34,9 @@ bool BatchProducer::keep_running() const {
 std::vector<BatchJob> BatchProducer::adopt_unpublished() {
   const Identity self = session_.identity();
   TargetProgress& progress = ring_.target_progress(self.index);
+  // Before the scan: a give-back after it bumps the count past what we saw (acquire pairs
+  // with give_back_unwritten's release).
+  returned_seen_ = progress.returned.load(std::memory_order_acquire);
   // Batches our previous incarnations bound but never published: ours to write again.
   std::vector<SlotClaim> adopted = adopt_previous_writes(ring_, self);
   uint64_t next_seq = progress.next_seq.load(std::memory_order_acquire);
@@ -54,6 +57,26 @@ std::vector<BatchJob> BatchProducer::adopt_unpublished() {
              " slot(s) and adopted " + std::to_string(adopted.size()) +
              " unpublished batch(es) of the previous epoch");
   }
+  return jobs;
+}
+
+std::vector<BatchJob> BatchProducer::adopt_returned() {
+  const Identity self = session_.identity();
+  // Acquire: pairs with give_back_unwritten's release, so the scan sees the WRITING word.
+  const uint32_t returned =
+      ring_.target_progress(self.index).returned.load(std::memory_order_acquire);
+  if (returned == returned_seen_) return {};
+  returned_seen_ = returned;
+  std::vector<BatchJob> jobs;
+  for (const SlotClaim& claim : adopt_previous_writes(ring_, self)) {
+    const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
+    jobs.push_back(BatchJob{planner_.plan(batch_id), claim});
+  }
+  std::sort(jobs.begin(), jobs.end(),
+            [](const BatchJob& a, const BatchJob& b) { return a.plan.batch_id < b.plan.batch_id; });
+  if (!jobs.empty())
+    log_line("adopted " + std::to_string(jobs.size()) +
+             " batch(es) a drafter gave back unread (the previous epoch died mid-copy)");
   return jobs;
 }
 
@@ -95,9 +118,10 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
   return PipelineStatus::kOk;
 }
 
-PipelineStatus BatchProducer::publish_batch(SlotClaim& claim, const BatchPlan& plan) {
+PipelineStatus BatchProducer::publish_batch(SlotClaim& claim, const BatchPlan& plan,
+                                            const CopyEvent* early, uint64_t* ticket) {
   const BatchInfo info{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket};
-  if (publish(ring_, claim, info).lost()) {
+  if (publish(ring_, claim, info, early, ticket).lost()) {
     log_line("lost ownership of slot " + std::to_string(claim.index) + "; exiting");
     return PipelineStatus::kLostSlot;
   }

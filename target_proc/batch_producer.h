@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "shm/copy_ticket.h"
 #include "shm/stage_timer.h"
 #include "shm/worker_session.h"
 #include "target_proc/hidden_state_source.h"
@@ -72,6 +73,11 @@ class BatchProducer {
   // Adopts the WRITING slots of our previous epochs and stores the shard position past
   // them. Returns their jobs, to submit before any new batch. Call once, at start.
   std::vector<BatchJob> adopt_unpublished();
+  // The WRITING slots of our previous epochs that consumers gave back unread since the
+  // last call (an early-published copy whose producer died: shm/copy_ticket.h), adopted
+  // as adopt_unpublished does; empty, after one relaxed-cost load, when none were. Call
+  // between submissions, on the thread that submits.
+  std::vector<BatchJob> adopt_returned();
   // The shard position the next fresh batch takes (after adopt_unpublished()).
   uint64_t next_seq() const { return next_seq_; }
   // The plan of batch `batch_id` (what its slot header will say).
@@ -90,8 +96,11 @@ class BatchProducer {
                                 uint64_t deadline_ns = 0);
 
   // Publishes a filled slot (WRITING -> READY) and counts the batch.
-  // REQUIRES: the slot's payload and metadata are completely in host memory.
-  PipelineStatus publish_batch(SlotClaim& claim, const BatchPlan& plan);
+  // REQUIRES: the slot's payload and metadata are completely in host memory, or `early`
+  // names the exported event recorded after the payload's copy (shm/copy_ticket.h; the
+  // metadata must be in host memory); `ticket` then receives the ticket to settle.
+  PipelineStatus publish_batch(SlotClaim& claim, const BatchPlan& plan,
+                               const CopyEvent* early = nullptr, uint64_t* ticket = nullptr);
 
  private:
   WorkerSession& session_;
@@ -100,6 +109,7 @@ class BatchProducer {
   BatchPlanner& planner_;
   BatchShard shard_;
   uint64_t next_seq_ = 0;
+  uint32_t returned_seen_ = 0;  // TargetProgress.returned at our last adoption scan
 };
 
 }  // namespace hsring

@@ -49,6 +49,10 @@ void GpuModelSource::write_metadata(uint32_t buffer, const Ring& ring, uint32_t 
   std::copy(batch.doc_offsets.begin(), batch.doc_offsets.end(), ring.doc_offsets(slot));
 }
 
+bool GpuModelSource::masks_labels(uint32_t buffer) const {
+  return data::masks_any_label(batches_[buffer]);
+}
+
 void GpuModelSource::mask_labels(uint32_t buffer, const Ring& ring, uint32_t slot) const {
   data::mask_target_labels(batches_[buffer], ring.labels(slot));
 }

@@ -45,6 +45,9 @@ class GpuModelSource final : public BatchPlanner {
   // Applies the loss mask of `buffer`'s batch to slot `slot`'s labels row on the host
   // (data::mask_target_labels). REQUIRES: the labels' D2H copy into the slot completed.
   void mask_labels(uint32_t buffer, const Ring& ring, uint32_t slot) const;
+  // True when mask_labels would change `buffer`'s labels (an early publish must then wait
+  // for the copy, since the mask goes on top of the copied labels on the host).
+  bool masks_labels(uint32_t buffer) const;
 
  private:
   std::unique_ptr<CudaTargetModel> model_;

@@ -38,10 +38,14 @@ std::unique_ptr<GpuTargetPipeline> GpuTargetPipeline::create(BatchProducer& prod
   // A gap needs the previous forward's events while up to max_in_flight_ items are
   // pending: two more sets than that are never reused too early.
   for (uint32_t t = 0; t < p->max_in_flight_ + 2; ++t) {
-    p->timings_.push_back(Timing{gpu::make_event(), gpu::make_event(), gpu::make_event(),
+    // The publisher sleeps on copy_start (early publish) and copy_end.
+    p->timings_.push_back(Timing{gpu::make_event(), gpu::make_event(),
+                                 gpu::make_event(cudaEventBlockingSync),
                                  gpu::make_event(cudaEventBlockingSync)});
   }
   if (options.gemm_flops_per_batch > 0) p->gemm_ = gpu::GemmLoad::create(p->compute_.get());
+  if (options.early_publish)
+    p->copy_events_ = std::make_unique<gpu::CopyEventPool>(p->ring_.slot_count());
   HSRING_CUDA_CHECK(cudaDeviceSynchronize());
   p->copier_ = std::thread([raw = p.get()] { raw->copier_loop(); });
   p->publisher_ = std::thread([raw = p.get()] { raw->publisher_loop(); });
@@ -172,9 +176,10 @@ gpu::CudaStatus GpuTargetPipeline::enqueue_copy(const Item& item) {
   const std::byte* capture = buffers_[item.buffer].data();
   // Our own event, in our own process: the copy starts when the forward has ended.
   HSRING_CUDA_TRY(cudaStreamWaitEvent(stream, timing.forward_end.get(), 0));
+  HSRING_CUDA_TRY(cudaEventRecord(timing.copy_start.get(), stream));
+  // A slow copy, as the tests need it: inside copy_start .. copy_end.
   if (options_.debug_copy_delay_us > 0)
     HSRING_CUDA_TRY(gpu::launch_gpu_sleep(options_.debug_copy_delay_us, stream));
-  HSRING_CUDA_TRY(cudaEventRecord(timing.copy_start.get(), stream));
   const uint64_t row_bytes = uint64_t(hidden_) * elem_;
   if (ring_.shape().split_layers) {
     // Split layout: layer k's [T, H] region, one contiguous DMA each.
@@ -195,8 +200,18 @@ gpu::CudaStatus GpuTargetPipeline::enqueue_copy(const Item& item) {
                                     options_.model->labels(item.buffer), sizeof(int32_t) * tokens,
                                     cudaMemcpyDeviceToHost, stream));
   }
+  if (options_.debug_copy_end_stamps != nullptr) {
+    HSRING_CUDA_TRY(gpu::launch_timestamp(
+        options_.debug_copy_end_stamps + item.job.plan.batch_id % options_.debug_stamp_count,
+        stream));
+  }
   HSRING_CUDA_TRY(cudaEventRecord(timing.copy_end.get(), stream));
   return {};
+}
+
+bool GpuTargetPipeline::publishes_early(const Item& item) const {
+  if (!copy_events_ || options_.debug_unsafe_early_reuse) return false;
+  return options_.model == nullptr || !options_.model->masks_labels(item.buffer);
 }
 
 void GpuTargetPipeline::copier_loop() {
@@ -243,6 +258,16 @@ void GpuTargetPipeline::copier_loop() {
     else
       fill_synthetic_metadata(ring_, item.claim.index, item.job.plan);
     item.copy_enqueued_ns = monotonic_ns();
+    if (publishes_early(item)) {
+      // Consumers poll this event, recorded after the copies, before they read the layers.
+      if (gpu::CudaStatus s = copy_events_->record(item.claim.index, copy_.get(), item.event);
+          !s.ok()) {
+        fail(PipelineStatus::kFailed, "copy event failed: " + s.message());
+        finish(item);
+        continue;
+      }
+      item.early = true;
+    }
     {
       std::lock_guard lock(mutex_);
       if (options_.debug_unsafe_early_reuse) return_buffer(item);  // the bug, on purpose
@@ -266,6 +291,28 @@ void GpuTargetPipeline::record_timings(const Item& item) {
   }
 }
 
+bool GpuTargetPipeline::publish_early(Item& item) {
+  // Published once the D2H has started, not at its enqueue: a drafter then holds the slot
+  // (polling its event) for the copy's time at most, never for the forward the copy waits
+  // for. This wake-up happens while the DMA runs, off the hand-off's path.
+  if (const cudaError_t err = cudaEventSynchronize(timings_[item.timing].copy_start.get());
+      err != cudaSuccess) {
+    fail(PipelineStatus::kFailed, std::string("copy did not start: ") + cudaGetErrorString(err));
+    finish(item);  // not published: the slot stays WRITING for our successor
+    return false;
+  }
+  const PipelineStatus s =
+      producer_.publish_batch(item.claim, item.job.plan, &item.event, &item.ticket);
+  record_stage(producer_.session().entry(), Stage::kTargetPublishWait,
+               monotonic_ns() - item.copy_enqueued_ns);
+  if (s != PipelineStatus::kOk) {
+    fail(s, "");
+    finish(item);
+    return false;
+  }
+  return true;
+}
+
 void GpuTargetPipeline::publisher_loop() {
   (void)cudaSetDevice(options_.gpu);
   while (true) {
@@ -277,12 +324,22 @@ void GpuTargetPipeline::publisher_loop() {
       item = std::move(publish_queue_.front());
       publish_queue_.pop_front();
     }
+    if (item.early && !publish_early(item)) continue;
     // Invariant 2: the slot becomes READY only after our own copy event has completed.
     const cudaError_t err = cudaEventSynchronize(timings_[item.timing].copy_end.get());
     if (err != cudaSuccess) {
       fail(PipelineStatus::kFailed,
            std::string("copy did not complete: ") + cudaGetErrorString(err));
-      finish(item);  // not published: the slot stays WRITING for our successor
+      // Not published: the slot stays WRITING for our successor; published early, its
+      // consumer finds us dead with the ticket pending and gives it back (copy_ticket.h).
+      finish(item);
+      continue;
+    }
+    if (item.early) {
+      // Consumers that did not see the event complete read once the ticket is settled.
+      (void)settle_copy(ring_, item.claim.index, item.ticket);
+      record_timings(item);
+      finish(item);
       continue;
     }
     // The D2H overwrote the slot's labels with the greedy tokens: the loss mask goes on top,

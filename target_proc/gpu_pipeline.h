@@ -12,6 +12,9 @@
 //   publisher: waits for that copy event (our own event: invariant 6 forbids waiting only
 //              on other processes' events), then publishes the slot (invariant 2) and
 //              returns the capture buffer.
+// With early_publish the copier also records the slot's exported CUDA IPC event after the
+// copies, and the publisher publishes as soon as the copy has started (shm/copy_ticket.h),
+// then settles the slot's copy ticket where it would have published.
 // A capture buffer goes back to the target thread only after its copy has completed, so
 // a forward never overwrites hidden states still being copied (docs/gpu-data-path.md,
 // capture-buffer lifetime). The target thread blocks only when every buffer is still being copied.
@@ -34,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/copy_events.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/gemm_load.h"
 #include "target_proc/batch_producer.h"
@@ -53,12 +57,23 @@ struct GpuTargetOptions {
   std::string model_spec;
   uint64_t model_seed = 0;
   TokenSourceOptions data;
+  // Early publish (shm/copy_ticket.h): a slot is published as soon as its D2H has started,
+  // with an exported CUDA IPC event recorded after it, and its ticket settled once the copy
+  // completed; consumers poll the event (invariant 6). A batch
+  // whose labels need the host's loss mask after the copy is published after it, as
+  // without this option.
+  bool early_publish = false;
   // Test hooks. Delays every copy on the GPU (a sleep kernel on the copy stream) ...
   uint32_t debug_copy_delay_us = 0;
   // ... and, for the test that proves the capture-buffer guard matters, hands a capture
   // buffer back as soon as its copy is enqueued instead of completed (the NaN bug of the
   // old pipeline). Never set outside tests.
   bool debug_unsafe_early_reuse = false;
+  // Benchmark probe: when set, the copy stream writes the GPU's global timer into
+  // debug_copy_end_stamps[batch_id % debug_stamp_count] after each batch's D2H (pinned,
+  // mapped host memory; transport_bench's hand-off latency).
+  uint64_t* debug_copy_end_stamps = nullptr;
+  uint64_t debug_stamp_count = 0;
 };
 
 class GpuTargetPipeline final : public BatchPipeline {
@@ -86,11 +101,16 @@ class GpuTargetPipeline final : public BatchPipeline {
     int32_t previous_timing = -1;  // the forward before this one, for the gap
     uint64_t copy_enqueued_ns = 0;
     bool buffer_returned = false;
+    bool early = false;   // published once its copy starts, with `event` (early publish)
+    CopyEvent event;      // early: the slot's exported event, recorded after the copies
+    uint64_t ticket = 0;  // early: the copy ticket to settle once the copy has completed
   };
 
   GpuTargetPipeline(BatchProducer& producer, const GpuTargetOptions& options);
   gpu::CudaStatus enqueue_forward(const BatchPlan& plan, uint32_t buffer, const Timing& timing);
   gpu::CudaStatus enqueue_copy(const Item& item);
+  bool publishes_early(const Item& item) const;
+  bool publish_early(Item& item);  // false when it failed (the item is finished)
   void copier_loop();
   void publisher_loop();
   void record_timings(const Item& item);
@@ -110,8 +130,9 @@ class GpuTargetPipeline final : public BatchPipeline {
   std::vector<gpu::DeviceBuffer> buffers_;
   std::vector<Timing> timings_;
   std::unique_ptr<gpu::GemmLoad> gemm_;
-  uint64_t forwards_ = 0;         // target thread only
-  int32_t previous_timing_ = -1;  // target thread only
+  std::unique_ptr<gpu::CopyEventPool> copy_events_;  // early publish only
+  uint64_t forwards_ = 0;                            // target thread only
+  int32_t previous_timing_ = -1;                     // target thread only
 
   std::mutex mutex_;
   std::condition_variable changed_;

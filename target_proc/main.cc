@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   double gemm_flops = 0;
   uint32_t copy_delay_us = 0;
   bool unsafe_early_reuse = false;
+  std::string publish = "after-copy";
   std::string model_spec;
   uint64_t model_seed = 0;
   uint32_t threads = 0;
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
          "--postprocess-depth", postprocess_depth,
          "GPU: batches in postprocess (copy + publish) at once; capture buffers = depth + 1")
       ->check(CLI::Range(1u, 16u));
+  app.add_option("--publish", publish,
+                 "GPU: publish a slot after its copy completed (after-copy), or at once with a "
+                 "CUDA IPC event the drafter polls (early)")
+      ->check(CLI::IsMember({"after-copy", "early"}));
   app.add_option("--gemm-flops-per-batch", gemm_flops,
                  "GPU: bf16 GEMM work per forward, standing in for a model (e.g. 2e13)")
       ->check(CLI::Range(0.0, 1e18));
@@ -108,6 +113,7 @@ int main(int argc, char** argv) {
     gpu_options.gemm_flops_per_batch = gemm_flops;
     gpu_options.debug_copy_delay_us = copy_delay_us;
     gpu_options.debug_unsafe_early_reuse = unsafe_early_reuse;
+    gpu_options.early_publish = publish == "early";
     return run_gpu_target(session, options, gpu_options);
 #else
     log_line("error: --gpu needs a CUDA build of hsring; this build runs CPU workers only");

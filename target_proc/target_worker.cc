@@ -72,6 +72,12 @@ int TargetWorker::run() {
   const uint64_t limit = ring_.shape().batch_limit;
   while (producer_.keep_running()) {
     session_.heartbeat();
+    // Early-published batches of our predecessor that a drafter gave back unread.
+    for (BatchJob& job : producer_.adopt_returned()) {
+      const PipelineStatus status = pipeline_.submit(std::move(job));
+      if (status != PipelineStatus::kOk && status != PipelineStatus::kStopped)
+        return exit_code_of(status);
+    }
     const uint64_t batch_id = producer_.shard().batch_id(next_seq);
     if (limit != 0 && batch_id >= limit) {
       // Exhausted means "every batch of the shard is published": wait for those in flight.

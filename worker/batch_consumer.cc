@@ -1,8 +1,12 @@
 #include "worker/batch_consumer.h"
 
+#include <thread>
+
+#include "common/clock.h"
 #include "common/log.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
+#include "shm/recovery.h"
 #include "shm/stage_timer.h"
 
 namespace hsring {
@@ -13,17 +17,76 @@ BatchConsumer::BatchConsumer(WorkerSession& session, uint64_t seed)
   rng_ = seed ^ (uint64_t(self.index) << 32) ^ self.epoch;
 }
 
+namespace {
+// Early-published copies: polled back to back (yielding the core between polls) for as
+// long as a whole batch's D2H can take, since a drafter that claims a slot whose copy is
+// still running was waiting for it and should start the moment it ends; past that, every
+// kCopyPollSleep. The producer's liveness (a lock probe, a system call) every
+// kLivenessEvery polls.
+constexpr uint64_t kCopyTightPollNs = 20'000'000;  // 0.84 GB at PCIe Gen5's ~55 GB/s: 15 ms
+constexpr auto kCopyPollSleep = std::chrono::microseconds(20);
+constexpr int kLivenessEvery = 64;
+}  // namespace
+
 SlotStatus BatchConsumer::claim(std::chrono::nanoseconds timeout, ClaimedBatch& batch) {
   if (ring_.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning))
     return SlotStatus::kStopping;
   StageTimer wait_timer(session_.entry(), Stage::kDrafterClaimWait);
-  ClaimResult claim =
-      claim_ready_slot(ring_, session_.identity(), ring_.shape().hs_min_ready, timeout, rng_);
-  if (!claim) return claim.status();
-  wait_timer.stop();
-  batch.claim = *claim;
-  batch.view = SlotView(ring_, claim->index);
-  return SlotStatus::kOk;
+  const uint64_t deadline_ns = monotonic_ns() + uint64_t(timeout.count());
+  while (true) {
+    const uint64_t now = monotonic_ns();
+    const auto left = std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0);
+    ClaimResult claim =
+        claim_ready_slot(ring_, session_.identity(), ring_.shape().hs_min_ready, left, rng_);
+    if (!claim) return claim.status();
+    SlotClaim held = *claim;
+    const SlotStatus copy = await_copy(held, deadline_ns);
+    if (copy == SlotStatus::kLost) continue;  // given back unread: claim another
+    if (copy != SlotStatus::kOk) return copy;
+    wait_timer.stop();
+    batch.claim = held;
+    batch.view = SlotView(ring_, held.index);
+    return SlotStatus::kOk;
+  }
+}
+
+SlotStatus BatchConsumer::await_copy(SlotClaim& claim, uint64_t deadline_ns) {
+  PendingCopy pending;
+  if (!read_pending_copy(ring_, claim, pending)) return SlotStatus::kOk;
+  const uint64_t tight_until = monotonic_ns() + kCopyTightPollNs;
+  for (int poll = 0;; ++poll) {
+    if (copy_settled(ring_, claim, pending)) return SlotStatus::kOk;
+    // An event that completed says the DMA is done; it is trusted only from a producer
+    // still alive after the poll (a dead exporter's event is abandoned: invariant 6).
+    const bool event_done = copy_poller_ && copy_poller_(pending);
+    const bool check_owner = event_done || poll % kLivenessEvery == kLivenessEvery - 1;
+    if (check_owner) {
+      const bool alive = owner_alive(ring_, pending.producer, pending.producer_epoch);
+      if (event_done && alive) return SlotStatus::kOk;
+      // A producer that settles and then exits is not one that died mid-copy.
+      if (!alive && copy_settled(ring_, claim, pending)) return SlotStatus::kOk;
+      if (!alive) {
+        const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
+        if (give_back_unwritten(ring_, claim, pending).ok()) {
+          ++given_back_;
+          log_line("gave batch " + std::to_string(batch_id) + " in slot " +
+                   std::to_string(claim.index) + " back unread: target " +
+                   std::to_string(pending.producer) + " died before its copy completed");
+        }
+        return SlotStatus::kLost;
+      }
+    }
+    if (poll == 0) ++copies_awaited_;  // neither settled nor polled complete at once
+    const uint64_t now = monotonic_ns();
+    if (now >= deadline_ns) {
+      (void)hsring::return_unread(ring_, claim);
+      return SlotStatus::kTimedOut;
+    }
+    if (now < tight_until)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(kCopyPollSleep);
+  }
 }
 
 void BatchConsumer::mark_torn(const ClaimedBatch& batch, const std::string& problem) {

@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "shm/copy_ticket.h"
 #include "shm/slot_claim.h"
 #include "shm/slot_result.h"
 #include "shm/slot_view.h"
@@ -37,8 +39,22 @@ class BatchConsumer {
   WorkerSession& session() const { return session_; }
   Ring& ring() const { return ring_; }
 
+  // Polls an early-published slot's event (shm/copy_ticket.h): true once it has completed.
+  // Only cudaEventQuery, never a wait (invariant 6); false for "not yet" and for an event
+  // it cannot use, which leaves the wait to the producer's settled ticket.
+  using CopyPoller = std::function<bool(const PendingCopy&)>;
+  // Installed by a consumer on a GPU; without one, early-published slots are read once
+  // their producer settles the ticket.
+  void set_copy_poller(CopyPoller poller) { copy_poller_ = std::move(poller); }
+  // Early-published slots given back unread (their producer died mid-copy).
+  uint64_t given_back() const { return given_back_; }
+  // Claims of early-published slots whose copy was still running at the claim.
+  uint64_t copies_awaited() const { return copies_awaited_; }
+
   // Claims a READY slot once hs_min_ready are (any one while the ring drains), waiting up
-  // to `timeout`; the attempt is timed into Stage::kDrafterClaimWait. kOk with `batch` set;
+  // to `timeout`, and, for an early-published slot, until its copy has completed: a slot
+  // whose producer died first goes back to that target's next incarnation unread and
+  // another is claimed. The attempt is timed into Stage::kDrafterClaimWait. kOk with `batch` set;
   // kTimedOut when none came; kStopping when the run no longer runs (no claim is tried
   // then: a drafter stops claiming when the ring drains) or has stopped during the wait.
   SlotStatus claim(std::chrono::nanoseconds timeout, ClaimedBatch& batch);
@@ -65,11 +81,17 @@ class BatchConsumer {
 
  private:
   void count_torn(uint64_t batch_id, const std::string& where, const std::string& problem);
+  // Waits for a claimed slot's pending copy: kOk once complete; kLost when it was given
+  // back (or lost); kTimedOut when `deadline_ns` passed first (the slot goes back READY).
+  SlotStatus await_copy(SlotClaim& claim, uint64_t deadline_ns);
 
   WorkerSession& session_;
   Ring& ring_;
   uint64_t rng_;
   uint64_t torn_ = 0;
+  uint64_t given_back_ = 0;
+  uint64_t copies_awaited_ = 0;
+  CopyPoller copy_poller_;
 };
 
 }  // namespace hsring

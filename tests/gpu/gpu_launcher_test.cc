@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "shm/copy_ticket.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
 #include "shm/recovery.h"
@@ -160,9 +161,11 @@ TEST_F(GpuLauncherTest, GpuModelTargetAndGpuDrafterConcatenated) {
 
 // The test plays launcher itself, so it can restart the target at once (the launcher's
 // backoff would make many kills slow) and kill it exactly while one of its copies is in
-// flight: while it holds a slot in WRITING.
-TEST(GpuCrashTest, TargetKilledMidCopyManyTimesDrafterNeverHangsNorSeesTornData) {
-  HSRING_REQUIRE_GPUS(1);
+// flight: while it holds a slot in WRITING, or (early publish) while a slot it published
+// still has its copy pending.
+// `copy_delay_us` slows each copy down on the GPU (inside the copy's own events), so that
+// kills land while a copy's event is still pending.
+void kill_target_mid_copy_many_times(const std::string& publish, uint32_t copy_delay_us) {
   const int drafter_gpu = gpu::probe_gpus().count >= 2 ? 1 : 0;
   const std::string name = crash::unique_ring_name();
   crash::TempDir dir;
@@ -180,7 +183,8 @@ TEST(GpuCrashTest, TargetKilledMidCopyManyTimesDrafterNeverHangsNorSeesTornData)
   auto spawn_target = [&](int n) {
     return std::make_unique<crash::Spawned>(
         std::vector<std::string>{bin + "/hsring-target", "--ring", name, "--index", "0", "--gpu",
-                                 "0"},
+                                 "0", "--publish", publish, "--debug-copy-delay-us",
+                                 std::to_string(copy_delay_us)},
         dir.file("target" + std::to_string(n) + ".out"), dir.file("target.err"));
   };
   crash::Spawned drafter({bin + "/hsring-drafter", "--ring", name, "--index", "0", "--gpu",
@@ -227,8 +231,12 @@ TEST(GpuCrashTest, TargetKilledMidCopyManyTimesDrafterNeverHangsNorSeesTornData)
     const uint64_t wait_writing = monotonic_ns() + 5'000'000'000ull;
     while (!writing && monotonic_ns() < wait_writing) {
       for (uint32_t i = 0; i < ring->slot_count() && !writing; ++i) {
-        const SlotState s(ring->slot(i).state.load());
-        writing = s.phase() == SlotPhase::kWriting && s.held_by(0, epoch);
+        const SlotHeader& slot = ring->slot(i);
+        const SlotState s(slot.state.load());
+        const bool pending = copy_pending(slot.copy_ticket.load()) && slot.producer.load() == 0 &&
+                             slot.producer_epoch.load() == (epoch & SlotState::kEpochMask) &&
+                             (s.phase() == SlotPhase::kReady || s.phase() == SlotPhase::kReading);
+        writing = (s.phase() == SlotPhase::kWriting && s.held_by(0, epoch)) || pending;
       }
     }
     target->signal(SIGKILL);
@@ -258,7 +266,31 @@ TEST(GpuCrashTest, TargetKilledMidCopyManyTimesDrafterNeverHangsNorSeesTornData)
   for (uint64_t id = 0; id < next_seq; ++id)
     unpublished += (ring->ledger_entry(id)->flags.load() & kLedgerPublished) == 0;
   EXPECT_EQ(unpublished, 0u);
+  // Nor is any left WRITING: given-back slots were adopted and written again.
+  uint32_t left_writing = 0;
+  for (uint32_t i = 0; i < ring->slot_count(); ++i)
+    left_writing += SlotState(ring->slot(i).state.load()).phase() == SlotPhase::kWriting;
+  EXPECT_EQ(left_writing, 0u);
+  const uint32_t given_back = ring->target_progress(0).returned.load();
+  std::cout << "[          ] publish " << publish << ": " << given_back
+            << " slot(s) given back unread by the drafter" << std::endl;
+  if (publish == "early") {
+    EXPECT_GT(given_back, 0u) << "no kill landed while a copy was pending";
+  }
   Ring::remove(name);
+}
+
+TEST(GpuCrashTest, TargetKilledMidCopyManyTimesDrafterNeverHangsNorSeesTornData) {
+  HSRING_REQUIRE_GPUS(1);
+  kill_target_mid_copy_many_times("after-copy", 0);
+}
+
+// The same kills with early publish and 30 ms copies: the drafter polls each slot's CUDA
+// IPC event, and a slot whose target died before its copy completed goes back unread to
+// the successor, which writes it again.
+TEST(GpuCrashTest, EarlyPublishTargetKilledMidCopyDrafterNeverHangsNorSeesTornData) {
+  HSRING_REQUIRE_GPUS(1);
+  kill_target_mid_copy_many_times("early", 30'000);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ struct PipelineRun {
   StageCounter* forward = nullptr;
   uint64_t copies = 0, forwards = 0, gaps = 0;
   uint64_t gap_max_ns = 0;
+  uint64_t copies_awaited = 0;  // early publish: claims made while the copy still ran
   // The drafter's last batch, copied to the host after its noise: for the noise check.
   std::vector<uint16_t> last_batch;
   uint64_t last_batch_id = 0, last_step = 0;
@@ -101,6 +102,7 @@ PipelineRun run_pipeline(const RingShape& shape, GpuTargetOptions target_options
       if (!worker->finish()) report("drafter finish failed");
       result.consumed = worker->consumed();
       result.drafter_torn = worker->torn();
+      result.copies_awaited = worker->copies_awaited();
       if (worker->consumed() > 0) {
         result.last_tokens = worker->last_tokens();
         result.last_batch_id = worker->last_batch_id();
@@ -198,6 +200,34 @@ TEST(GpuPipelineTest, CaptureBufferNeverOverwrittenWhileBeingCopied) {
   expect_every_batch_intact(r, n);
   EXPECT_GT(r.gaps, 0u);
   EXPECT_GE(r.gap_max_ns, 10'000'000u) << "the target never waited for a buffer under copy";
+}
+
+// Early publish: slots go READY as soon as their (20 ms delayed) copies are enqueued, so a
+// drafter that read before polling the CUDA IPC event complete would see torn batches.
+TEST(GpuPipelineTest, EarlyPublishDrafterReadsOnlyAfterTheCopyEvent) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint64_t n = 16;
+  GpuTargetOptions t;
+  t.debug_copy_delay_us = 20'000;
+  t.early_publish = true;
+  const PipelineRun r = run_pipeline(small_shape(n), t, {});
+  expect_every_batch_intact(r, n);
+  // Most claims find the copy running (it takes 20 ms, the rest microseconds): those reads
+  // waited for the event.
+  EXPECT_GE(r.copies_awaited, n / 2) << "slots were not published before their copies ended";
+}
+
+// The same with the split layout replaced by the concatenated one and a deeper pipeline.
+TEST(GpuPipelineTest, EarlyPublishConcatenatedDeeperPostprocess) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint64_t n = 24;
+  RingShape shape = small_shape(n);
+  shape.split_layers = 0;
+  GpuTargetOptions t;
+  t.early_publish = true;
+  t.postprocess_depth = 3;
+  t.debug_copy_delay_us = 5'000;
+  expect_every_batch_intact(run_pipeline(shape, t, {}), n);
 }
 
 // The control: the same delay with the guard turned off (buffers handed back when the
