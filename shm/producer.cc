@@ -57,18 +57,25 @@ bool claim_hinted_free(Ring& ring, Identity self, uint32_t hint, SlotClaim& out)
 }
 
 // The slow path, taken only when no hint led to a FREE slot (the ring is full, or a dead
-// actor left a FREE slot unhinted): one pass over the slot words, so an unhinted FREE
-// slot costs one slow attempt and is never missed.
+// actor left a FREE slot unhinted): one pass over every slot word, claiming the first FREE
+// slot and restoring the hints of the others it meets (as the consumer's scan does for
+// READY), so an unhinted FREE slot costs one slow attempt and is never missed.
 ClaimResult try_claim_free(Ring& ring, Identity self, uint32_t hint) noexcept {
   SlotClaim claim;
   if (claim_hinted_free(ring, self, hint, claim)) return ClaimResult(claim);
   const uint32_t n = ring.slot_count();
+  bool claimed = false;
   for (uint32_t step = 0; step < n; ++step) {
     const uint32_t index = (hint + step) % n;
     const SlotState seen(ring.slot(index).state.load(std::memory_order_relaxed));
-    if (claim_if_free(ring, self, index, seen, claim)) return ClaimResult(claim);
+    if (!seen.phase_valid() || seen.phase() != SlotPhase::kFree) continue;
+    if (!claimed && claim_if_free(ring, self, index, seen, claim)) {
+      claimed = true;
+      continue;
+    }
+    restore_hint(ring, index, SlotPhase::kFree);
   }
-  return ClaimResult::timed_out();
+  return claimed ? ClaimResult(claim) : ClaimResult::timed_out();
 }
 
 bool any_free(const Ring& ring) noexcept {

@@ -107,6 +107,17 @@ TEST_F(SlotHintsTest, DeathAfterThePublishCasBeforeItsHintLosesNothing) {
   expect_consistent();
 }
 
+TEST_F(SlotHintsTest, ProducersFullPassRestoresTheFreeHintsItMeets) {
+  // Dead actors left every FREE bit unset: the fast path finds nothing; the full pass
+  // claims the first FREE slot from the hint and restores the bits of all the others, as
+  // the consumers' pass does for READY.
+  for (uint32_t w = 0; w < kHintWords; ++w) hint_bits(*ring_, SlotPhase::kFree)->words[w].store(0);
+  ClaimResult claim = claim_free_slot(*ring_, producer_, 5, 0ms);
+  ASSERT_TRUE(claim);
+  EXPECT_EQ(claim->index, 5u);
+  expect_consistent();
+}
+
 TEST_F(SlotHintsTest, DeathAfterAClaimCasBeforeItsHintCostsOneRetry) {
   // A consumer's CAS to READING landed, its fetch_and did not: the READY bit is stale.
   SlotClaim first = produce(0, 1);
