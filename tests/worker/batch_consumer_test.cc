@@ -11,7 +11,7 @@
 #include "shm/ledger.h"
 #include "shm/producer.h"
 #include "shm/recovery.h"
-#include "tests/shm/ring_test_util.h"
+#include "tests/worker/consumer_fixture.h"
 #include "worker/synthetic_batch.h"
 
 namespace hsring {
@@ -19,34 +19,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class BatchConsumerTest : public ::testing::Test {
+class BatchConsumerTest : public test::ConsumerFixture {
  protected:
-  static constexpr uint32_t kTarget0 = 0, kDrafter0 = 2;
+  BatchConsumerTest() : ConsumerFixture("batch-consumer", 99) {}
 
-  void SetUp() override {
-    ring_ = Ring::create(name_.str(), shape_);
-    target_ = start(kTarget0);
-    drafter_ = start(kDrafter0);
-    consumer_ = std::make_unique<BatchConsumer>(*drafter_, 99);
-  }
-
-  std::unique_ptr<WorkerSession> start(uint32_t index) {
-    const Role role = index < shape_.num_targets ? Role::kTarget : Role::kDrafter;
-    return WorkerSession::start(Ring::attach(name_.str()), index, role, 0ms);
-  }
-  // Publishes synthetic batch `batch_id`; returns its slot.
-  uint32_t produce(uint64_t batch_id) {
-    ClaimResult claim = claim_free_slot(target_->ring(), target_->identity(), 0, 0ms);
-    EXPECT_TRUE(claim);
-    EXPECT_TRUE(bind_batch(target_->ring(), *claim, batch_id).ok());
-    const BatchPlan plan = plan_batch(batch_id, shape_);
-    fill_synthetic_batch(target_->ring(), claim->index, plan);
-    EXPECT_TRUE(publish(target_->ring(), *claim,
-                        BatchInfo{batch_id, plan.token_count, plan.num_docs, plan.length_bucket})
-                    .ok());
-    return claim->index;
-  }
-  SlotState word(uint32_t slot) const { return SlotState(ring_->slot(slot).state.load()); }
   ProcessEntry& entry() const { return ring_->process(kDrafter0); }
   uint64_t claim_waits() const {
     return entry().stages[uint32_t(Stage::kDrafterClaimWait)].count.load();
@@ -55,12 +31,6 @@ class BatchConsumerTest : public ::testing::Test {
     ring_->header().run_state.store(uint32_t(state), std::memory_order_release);
     SharedCondition(ring_->header().ready_futex, ring_->header().ready_waiters).notify_all();
   }
-
-  RingShape shape_ = test::tiny_shape();
-  test::ScopedRingName name_{"batch-consumer"};
-  std::unique_ptr<Ring> ring_;  // the creator's mapping: an observer and recoverer
-  std::unique_ptr<WorkerSession> target_, drafter_;
-  std::unique_ptr<BatchConsumer> consumer_;
 };
 
 TEST_F(BatchConsumerTest, ClaimHandsOutTheBatchWithItsViewAndTimesTheWait) {

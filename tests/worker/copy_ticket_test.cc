@@ -12,7 +12,7 @@
 #include "shm/ledger.h"
 #include "shm/producer.h"
 #include "shm/recovery.h"
-#include "tests/shm/ring_test_util.h"
+#include "tests/worker/consumer_fixture.h"
 #include "worker/batch_consumer.h"
 #include "worker/synthetic_batch.h"
 
@@ -21,43 +21,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class CopyTicketTest : public ::testing::Test {
+class CopyTicketTest : public test::ConsumerFixture {
  protected:
-  static constexpr uint32_t kTarget0 = 0, kDrafter0 = 2;
+  CopyTicketTest() : ConsumerFixture("copy-ticket", 7) {}
 
-  void SetUp() override {
-    ring_ = Ring::create(name_.str(), shape_);
-    target_ = start(kTarget0);
-    drafter_ = start(kDrafter0);
-    consumer_ = std::make_unique<BatchConsumer>(*drafter_, 7);
-  }
-  std::unique_ptr<WorkerSession> start(uint32_t index) {
-    const Role role = index < shape_.num_targets ? Role::kTarget : Role::kDrafter;
-    return WorkerSession::start(Ring::attach(name_.str()), index, role, 0ms);
-  }
   // Publishes synthetic batch `batch_id` with its copy pending (early): returns the slot.
   uint32_t publish_early(uint64_t batch_id) {
-    ClaimResult claim = claim_free_slot(target_->ring(), target_->identity(), 0, 0ms);
-    EXPECT_TRUE(claim);
-    EXPECT_TRUE(bind_batch(target_->ring(), *claim, batch_id).ok());
-    const BatchPlan plan = plan_batch(batch_id, shape_);
-    fill_synthetic_batch(target_->ring(), claim->index, plan);
     CopyEvent event;
     event.handle[0] = 0x5a;
-    EXPECT_TRUE(publish(target_->ring(), *claim,
-                        BatchInfo{batch_id, plan.token_count, plan.num_docs, plan.length_bucket},
-                        &event, &ticket_)
-                    .ok());
-    return claim->index;
+    return produce(batch_id, &event, &ticket_);
   }
-  SlotState word(uint32_t slot) const { return SlotState(ring_->slot(slot).state.load()); }
   uint32_t returned() const { return ring_->target_progress(kTarget0).returned.load(); }
 
-  RingShape shape_ = test::tiny_shape();
-  test::ScopedRingName name_{"copy-ticket"};
-  std::unique_ptr<Ring> ring_;
-  std::unique_ptr<WorkerSession> target_, drafter_;
-  std::unique_ptr<BatchConsumer> consumer_;
   uint64_t ticket_ = 0;
 };
 
