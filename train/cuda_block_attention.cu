@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "train/block_attention_tile.cuh"
 #include "train/cuda_block_attention.h"
 
 namespace hsring::train::cuda {
@@ -54,14 +55,6 @@ __device__ float warp_max(float value) {
   for (int offset = 16; offset > 0; offset >>= 1)
     value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
   return value;
-}
-
-// Query vector v of block b for KV head g: block row v / group, query head g * group + v %
-// group. Its index in [rows, heads] (lse, delta); times head_dim, its offset in q.
-__device__ uint64_t query_index(const BlockAttentionDims& d, uint32_t b, uint32_t g, uint32_t v) {
-  const uint32_t group = d.heads / d.kv_heads;
-  const uint64_t row = uint64_t(b) * d.block_size + v / group;
-  return row * d.heads + g * group + v % group;
 }
 
 // Key kk of block b's key list (its context rows, then its own rows) for KV head g.
@@ -122,11 +115,10 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Args a) {
   float* row_max = ps + kQueries * kScoreStride;
   float* row_sum = row_max + kQueries;
   const BlockAttentionDims& d = a.d;
-  const uint32_t b = blockIdx.x, g = blockIdx.y;
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads), v0 = blockIdx.z * kQueries;
+  const QueryTile tile = query_tile(d, a.context, kQueries);
+  const uint32_t b = tile.b, g = tile.g, nv = tile.nv, v0 = tile.v0;
+  const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   if (v0 >= nv) return;  // the whole CTA
-  const int32_t cb = a.context[2 * b], n_ctx = a.context[2 * b + 1] - cb;
-  const int32_t n_keys = n_ctx + int32_t(d.block_size);
   const uint32_t tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   load_queries<HD>(a, b, g, v0, nv, qs, nullptr, nullptr);
   if (tid < kQueries) {
@@ -219,11 +211,10 @@ __global__ void __launch_bounds__(kThreads) backward_query_kernel(Args a) {
   float* lse_s = dss + kQueries * kScoreStride;
   float* delta_s = lse_s + kQueries;
   const BlockAttentionDims& d = a.d;
-  const uint32_t b = blockIdx.x, g = blockIdx.y;
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads), v0 = blockIdx.z * kQueries;
+  const QueryTile tile = query_tile(d, a.context, kQueries);
+  const uint32_t b = tile.b, g = tile.g, nv = tile.nv, v0 = tile.v0;
+  const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   if (v0 >= nv) return;
-  const int32_t cb = a.context[2 * b], n_ctx = a.context[2 * b + 1] - cb;
-  const int32_t n_keys = n_ctx + int32_t(d.block_size);
   const uint32_t tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   load_queries<HD>(a, b, g, v0, nv, qs, a.dout, dos);
   __syncthreads();

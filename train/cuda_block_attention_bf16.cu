@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "train/block_attention_tile.cuh"
 #include "train/cuda_block_attention_bf16.h"
 
 namespace hsring::train::cuda {
@@ -111,14 +112,6 @@ struct Args {
   float *out, *lse_w, *dq, *d_ctx_k, *d_ctx_v, *d_block_k, *d_block_v, *partial;
 };
 
-// As the fp32 kernels: query vector v of block b for KV head g is block row v / group,
-// query head g * group + v % group; its index in [rows, heads].
-__device__ uint64_t query_index(const BlockAttentionDims& d, uint32_t b, uint32_t g, uint32_t v) {
-  const uint32_t group = d.heads / d.kv_heads;
-  const uint64_t row = uint64_t(b) * d.block_size + v / group;
-  return row * d.heads + g * group + v % group;
-}
-
 // rows x HD bf16 into a padded tile; row_source(i) is row i's first element or nullptr
 // (zeros).
 template <int HD, int Threads, class RowSource>
@@ -163,10 +156,9 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
   bf16* ks = qs + kRows * S;   // [2][KT][S]
   bf16* vs = ks + 2 * KT * S;  // [2][KT][S]
   const BlockAttentionDims& d = a.d;
-  const uint32_t b = blockIdx.x, g = blockIdx.y;
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads), v0 = blockIdx.z * kRows;
-  const int32_t cb = a.context[2 * b], n_ctx = a.context[2 * b + 1] - cb;
-  const int32_t n_keys = n_ctx + int32_t(d.block_size);
+  const QueryTile tile = query_tile(d, a.context, kRows);
+  const uint32_t b = tile.b, g = tile.g, nv = tile.nv, v0 = tile.v0;
+  const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int gid = lane / 4, tig = lane % 4, r0 = warp * kWarpRows;
   load_tile<HD, 128>(
@@ -278,10 +270,9 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
   bf16* ks = dos + kRows * S;  // [2][KT][S]
   bf16* vs = ks + 2 * KT * S;  // [2][KT][S]
   const BlockAttentionDims& d = a.d;
-  const uint32_t b = blockIdx.x, g = blockIdx.y;
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads), v0 = blockIdx.z * kRows;
-  const int32_t cb = a.context[2 * b], n_ctx = a.context[2 * b + 1] - cb;
-  const int32_t n_keys = n_ctx + int32_t(d.block_size);
+  const QueryTile tile = query_tile(d, a.context, kRows);
+  const uint32_t b = tile.b, g = tile.g, nv = tile.nv, v0 = tile.v0;
+  const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int gid = lane / 4, tig = lane % 4, r0 = warp * kWarpRows;
   const auto query_row = [&](const bf16* base) {

@@ -1,0 +1,42 @@
+// Device-side indexing shared by the DFlash block-attention kernels (fp32 in
+// cuda_block_attention.cu, bf16 tensor-core in cuda_block_attention_bf16.cu): which query
+// vector a row is, and which queries and keys one CTA of a query-side kernel works on.
+#pragma once
+
+#include <cstdint>
+
+#include "train/cuda_block_attention.h"
+
+namespace hsring::train::cuda {
+
+// Query vector v of block b for KV head g: block row v / group, query head g * group + v %
+// group. Its index in [rows, heads] (lse, delta); times head_dim, its offset in q.
+__device__ inline uint64_t query_index(const BlockAttentionDims& d, uint32_t b, uint32_t g,
+                                       uint32_t v) {
+  const uint32_t group = d.heads / d.kv_heads;
+  const uint64_t row = uint64_t(b) * d.block_size + v / group;
+  return row * d.heads + g * group + v % group;
+}
+
+// One CTA of a query-side kernel: block b (grid x) and KV head g (grid y), query vectors
+// [v0, v0 + rows) of the nv = B * group that share g (grid z); its keys are block b's
+// context rows [cb, cb + n_ctx) (context[2b], context[2b + 1]), then its own B rows.
+struct QueryTile {
+  uint32_t b, g, nv, v0;
+  int32_t cb, n_ctx, n_keys;
+};
+
+__device__ inline QueryTile query_tile(const BlockAttentionDims& d, const int32_t* context,
+                                       uint32_t rows) {
+  QueryTile t;
+  t.b = blockIdx.x;
+  t.g = blockIdx.y;
+  t.nv = d.block_size * (d.heads / d.kv_heads);
+  t.v0 = blockIdx.z * rows;
+  t.cb = context[2 * t.b];
+  t.n_ctx = context[2 * t.b + 1] - t.cb;
+  t.n_keys = t.n_ctx + int32_t(d.block_size);
+  return t;
+}
+
+}  // namespace hsring::train::cuda
