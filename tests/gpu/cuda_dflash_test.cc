@@ -16,11 +16,13 @@
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 #include "model/model_error.h"
+#include "param_compare.h"
 
 namespace hsring::train {
 namespace {
 
 using cuda::GemmPrecision;
+using gpu_test::expect_tensors_close;
 
 struct Case {
   const char* name;
@@ -110,33 +112,6 @@ DflashTrainerOptions options_for(const Case& k, uint64_t seed = 11) {
   o.embed = random_floats(n, 5);
   o.lm_head = random_floats(n, 6);
   return o;
-}
-
-// ||a - b|| / ||b|| over [offset, offset + size).
-double relative_error(const std::vector<float>& a, std::span<const float> b, size_t offset,
-                      size_t size) {
-  double diff = 0, norm = 0;
-  for (size_t i = offset; i < offset + size; ++i) {
-    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-    norm += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
-
-void expect_tensors_close(const ParamLayout& layout, const std::vector<float>& gpu,
-                          std::span<const float> cpu, double tolerance, const std::string& what) {
-  double worst = 0;
-  std::string worst_name;
-  for (const ParamInfo& t : layout.tensors) {
-    const double error = relative_error(gpu, cpu, t.offset, t.size);
-    EXPECT_LE(error, tolerance) << what << " of " << t.name;
-    if (error >= worst) {
-      worst = error;
-      worst_name = t.name;
-    }
-  }
-  std::printf("[ cuda     ] %s: worst relative error %.2e (%s)\n", what.c_str(), worst,
-              worst_name.c_str());
 }
 
 class CudaDflashTest : public ::testing::TestWithParam<Case> {};

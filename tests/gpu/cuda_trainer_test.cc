@@ -14,12 +14,14 @@
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 #include "model/model_error.h"
+#include "param_compare.h"
 #include "tests/train/test_batches.h"
 
 namespace hsring::train {
 namespace {
 
 using cuda::GemmPrecision;
+using gpu_test::expect_tensors_close;
 using testing::OwnedBatch;
 
 // K 3 x H 48 -> D 64, heads 4/2 x 32, inter 96, vocab 50, window 8: windows shorter than
@@ -46,33 +48,6 @@ TrainerOptions options_for(const DrafterConfig& config, uint64_t total_steps = 1
   o.seed = 11;
   o.threads = 1;
   return o;
-}
-
-// ||a - b|| / ||b|| over [offset, offset + size).
-double relative_error(const std::vector<float>& a, std::span<const float> b, size_t offset,
-                      size_t size) {
-  double diff = 0, norm = 0;
-  for (size_t i = offset; i < offset + size; ++i) {
-    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-    norm += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
-
-// Every tensor of `gpu` within `tolerance` (relative L2) of `cpu`; prints the worst.
-void expect_tensors_close(const ParamLayout& layout, const std::vector<float>& gpu,
-                          std::span<const float> cpu, double tolerance, const char* what) {
-  double worst = 0;
-  std::string worst_name;
-  for (const ParamInfo& t : layout.tensors) {
-    const double error = relative_error(gpu, cpu, t.offset, t.size);
-    EXPECT_LE(error, tolerance) << what << " of " << t.name;
-    if (error >= worst) {
-      worst = error;
-      worst_name = t.name;
-    }
-  }
-  std::printf("[ cuda     ] %s: worst relative error %.2e (%s)\n", what, worst, worst_name.c_str());
 }
 
 class CudaTrainerTest : public ::testing::TestWithParam<bool> {};  // embed_tokens
