@@ -36,7 +36,9 @@ int run_gpu_target(WorkerSession& session, const TargetOptions& options,
         }
         log_line("on " + gpu::describe_gpu(gpu_options.gpu) + "; postprocess depth " +
                  std::to_string(gpu_options.postprocess_depth) + ", " +
-                 (session.ring().shape().split_layers ? "split" : "concatenated") + " layers");
+                 (session.ring().shape().split_layers ? "split" : "concatenated") + " layers, " +
+                 (gpu_options.early_publish ? "published early (CUDA IPC events)"
+                                            : "published after the copy"));
         pinned = gpu::pin_ring_payload(session.ring());
         pipeline = GpuTargetPipeline::create(*producer, pipeline_options);
       }))

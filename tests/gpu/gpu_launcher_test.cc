@@ -107,6 +107,16 @@ TEST_F(GpuLauncherTest, OneGpuTargetAndDrafterSplitLayers) {
       run({"--targets", "0", "--drafters", "0", "--batches", "200", "--noise-std", "0.1"}), 200);
 }
 
+// hsring run with --target-publish early: slots published when their copy starts, the
+// drafter polling the target's CUDA IPC events (a separate process's, opened by handle).
+TEST_F(GpuLauncherTest, OneGpuEarlyPublishThroughTheLauncher) {
+  HSRING_REQUIRE_GPUS(1);
+  const CommandResult r = run({"--targets", "0", "--drafters", "0", "--batches", "200",
+                               "--target-publish", "early", "--gemm-flops-per-batch", "2e11"});
+  expect_intact(r, 200);
+  EXPECT_NE(r.err.find("published early (CUDA IPC events)"), std::string::npos) << r.err;
+}
+
 TEST_F(GpuLauncherTest, OneGpuConcatenatedLayersWithGemmForward) {
   HSRING_REQUIRE_GPUS(1);
   expect_intact(
