@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/bench_stats.h"
+#include "common/error.h"
 #include "common/random.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
@@ -127,8 +128,8 @@ int run(const Options& o) {
   if (o.num_layers) {
     ModelConfig cut = model_config_of(o.model);
     if (o.num_layers > cut.num_layers)
-      throw std::invalid_argument("--num-layers exceeds the model's " +
-                                  std::to_string(cut.num_layers));
+      throw Error(Errc::kUsage,
+                  "--num-layers exceeds the model's " + std::to_string(cut.num_layers));
     cut.num_layers = o.num_layers;
     if (!cut.layer_kinds.empty()) cut.layer_kinds.resize(o.num_layers);
     model = CudaTargetModel::with_random_weights(cut, o.seed, o.gpu);

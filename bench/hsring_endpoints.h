@@ -23,7 +23,7 @@ const char* to_string(WaitMode mode);
 // the session holds this process's liveness lock.
 class HsringProducer {
  public:
-  // Attaches `ring_name` and starts the session of target `target`. Throws RingError.
+  // Attaches `ring_name` and starts the session of target `target`. Throws Error.
   HsringProducer(const std::string& ring_name, uint32_t target, WaitMode mode);
 
   Ring& ring() const { return session_->ring(); }
@@ -42,7 +42,7 @@ class HsringProducer {
 // A drafter process of the ring; same rules as HsringProducer.
 class HsringConsumer {
  public:
-  // Attaches `ring_name` and starts the session of drafter `drafter`. Throws RingError.
+  // Attaches `ring_name` and starts the session of drafter `drafter`. Throws Error.
   HsringConsumer(const std::string& ring_name, uint32_t drafter, WaitMode mode);
 
   Ring& ring() const { return session_->ring(); }

@@ -19,7 +19,7 @@ struct PayloadResult {
 
 // Moves `slots_moved` slots of `max_tokens` tokens x kPayloadHidden x kPayloadLayers bf16
 // through a kPayloadRingSlots-slot ring, one producer and one consumer process, then times
-// the memcpy baseline. Throws std::runtime_error or RingError.
+// the memcpy baseline. Throws std::runtime_error or Error.
 PayloadResult measure_payload(uint32_t slots_moved, uint32_t max_tokens);
 
 }  // namespace hsring::bench

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "bench/bench_process.h"
+#include "common/error.h"
 
 namespace hsring::bench {
 
@@ -142,7 +143,7 @@ class MutexTransport : public Transport {
  public:
   explicit MutexTransport(const ChannelShape& shape) : mapping_(sizeof(MutexQueue)) {
     if (shape.capacity < 1 || shape.capacity > kMaxQueueCapacity) {
-      throw std::invalid_argument("mutex queue capacity out of range");
+      throw Error(Errc::kUsage, "mutex queue capacity out of range");
     }
     queue_ = new (mapping_.data()) MutexQueue();
     queue_->capacity = shape.capacity;
@@ -224,7 +225,7 @@ class SpinWordTransport : public Transport {
  public:
   explicit SpinWordTransport(const ChannelShape& shape) : mapping_(sizeof(Mailbox)) {
     if (shape.producers != 1 || shape.consumers != 1) {
-      throw std::invalid_argument("the polled word has one producer and one consumer");
+      throw Error(Errc::kUsage, "the polled word has one producer and one consumer");
     }
     mailbox_ = new (mapping_.data()) Mailbox();
   }

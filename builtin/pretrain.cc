@@ -11,10 +11,10 @@
 
 #include "checkpoint/safetensors_export.h"
 #include "common/crc32.h"
+#include "common/error.h"
 #include "common/random.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
-#include "model/model_error.h"
 #include "train/optimizer.h"
 
 namespace hsring::train {
@@ -26,7 +26,7 @@ namespace {
 // The longest piece a batch holds is batch_tokens; config.json says so.
 constexpr uint32_t kMaxPositions = 4096;
 
-[[noreturn]] void io_error(const std::string& what) { throw ModelError(ModelErrc::kIo, what); }
+[[noreturn]] void io_error(const std::string& what) { throw Error(Errc::kModelIo, what); }
 
 std::string number(double v) {
   char text[32];
@@ -49,7 +49,7 @@ ModelConfig pretrain_model_config(uint32_t layers) {
   c.vocab_size = kPretrainVocab;
   c.num_layers = layers;
   if (std::string why = validate_config(c); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "pretrain model: " + why);
+    throw Error(Errc::kModelBadConfig, "pretrain model: " + why);
   return c;
 }
 
@@ -73,8 +73,8 @@ CorpusBatcher::CorpusBatcher(std::vector<std::vector<int32_t>> documents, size_t
   const bool usable = std::any_of(documents_.begin(), documents_.end(),
                                   [](const std::vector<int32_t>& d) { return d.size() >= 2; });
   if (!usable || batch_tokens_ < 2)
-    throw ModelError(ModelErrc::kBadConfig,
-                     "pretrain: the corpus needs a document of two tokens and batches of two");
+    throw Error(Errc::kModelBadConfig,
+                "pretrain: the corpus needs a document of two tokens and batches of two");
   start_epoch();
 }
 
@@ -208,11 +208,10 @@ void write_pretrained_folder(const fs::path& out, const ModelConfig& config,
 
 PretrainResult run_pretrain(const PretrainOptions& o,
                             const std::function<void(const PretrainProgress&)>& progress) {
-  if (o.steps == 0) throw ModelError(ModelErrc::kBadConfig, "pretrain: --steps must be >= 1");
+  if (o.steps == 0) throw Error(Errc::kModelBadConfig, "pretrain: --steps must be >= 1");
   if (o.batch_tokens < 2 || o.batch_tokens > kMaxPositions)
-    throw ModelError(ModelErrc::kBadConfig, "pretrain: batch tokens must be in [2, 4096]");
-  if (!(o.seconds >= 0))
-    throw ModelError(ModelErrc::kBadConfig, "pretrain: --seconds must be >= 0");
+    throw Error(Errc::kModelBadConfig, "pretrain: batch tokens must be in [2, 4096]");
+  if (!(o.seconds >= 0)) throw Error(Errc::kModelBadConfig, "pretrain: --seconds must be >= 0");
   check_pretrain_out(o.out);  // refuse before spending a minute
 
   PretrainResult result;
@@ -267,8 +266,8 @@ PretrainResult run_pretrain(const PretrainOptions& o,
       report_count = 0;
     }
     if (!std::isfinite(stats.loss))
-      throw ModelError(ModelErrc::kBadConfig, "pretrain: the loss diverged at step " +
-                                                  std::to_string(step) + "; try a lower rate");
+      throw Error(Errc::kModelBadConfig, "pretrain: the loss diverged at step " +
+                                             std::to_string(step) + "; try a lower rate");
   }
   result.seconds = elapsed();
   result.tokens_per_s = result.seconds > 0 ? double(result.tokens) / result.seconds : 0;
@@ -349,7 +348,7 @@ std::string builtin_target_dir(const std::string& cache_root,
   if (::rename(o.out.c_str(), dir.c_str()) != 0) {
     fs::remove_all(o.out, ec);
     if (!holds_a_target(dir))
-      throw ModelError(ModelErrc::kIo, "cannot place the built-in target at " + dir.string());
+      throw Error(Errc::kModelIo, "cannot place the built-in target at " + dir.string());
   }
   return dir.string();
 }

@@ -106,12 +106,12 @@ struct PretrainResult {
 };
 
 // Refuses, before any work, an --out that exists and is neither an empty folder nor a
-// previous pretrain output. Throws ModelError(kIo) with the remedy.
+// previous pretrain output. Throws Error(kIo) with the remedy.
 void check_pretrain_out(const std::filesystem::path& out);
 
 // Trains and writes the folder. The folder appears complete or not at all: it is written
 // beside `out` under a temporary name and renamed into place (a previous output is moved
-// aside first and removed after). Throws ModelError (kBadConfig for bad options, kIo).
+// aside first and removed after). Throws Error (kBadConfig for bad options, kIo).
 PretrainResult run_pretrain(const PretrainOptions& options,
                             const std::function<void(const PretrainProgress&)>& progress = {});
 
@@ -129,7 +129,7 @@ inline constexpr char kBuiltinModel[] = "builtin";
 // the folder is a pure function of this binary's code and corpus, trained on first use
 // (~45 s on two cores, `progress` says how far) and reused after. Safe against concurrent
 // callers: each trains into a private folder and renames it into place; the loser of a
-// race uses the winner's. Throws ModelError.
+// race uses the winner's. Throws Error.
 std::string builtin_target_dir(const std::string& cache_root = "",
                                const std::function<void(const PretrainProgress&)>& progress = {});
 // `spec` with kBuiltinModel replaced by builtin_target_dir() (building it, saying so on

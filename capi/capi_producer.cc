@@ -3,7 +3,6 @@
 #include "capi/producer.h"
 #include "capi/shape_of.h"
 
-using hsring::capi::ApiError;
 using hsring::capi::guarded;
 using hsring::capi::Producer;
 using hsring::capi::require_pointer;

@@ -5,6 +5,7 @@
 #include "capi/capi_error.h"
 #include "capi/user_session.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "shm/slot_view.h"
@@ -57,7 +58,7 @@ Consumer::Held& Consumer::held(uint64_t ticket) {
   auto it = std::find_if(held_.begin(), held_.end(),
                          [&](const Held& h) { return h.batch.claim.word.word() == ticket; });
   if (it == held_.end())
-    throw ApiError(HS_ERR_STATE, "no batch with ticket " + std::to_string(ticket) +
+    throw Error(Errc::kApiState, "no batch with ticket " + std::to_string(ticket) +
                                      " is held: it was released already, or never claimed");
   return *it;
 }
@@ -130,7 +131,7 @@ void Consumer::copy_to_device(uint64_t ticket, void* device, uint64_t device_byt
   const uint32_t tokens = batch.rows();
   const uint64_t elements = uint64_t(tokens) * s.num_layers * s.hidden_size;
   if (device_bytes < elements * dtype_size(s.dtype))
-    throw ApiError(HS_ERR_SHAPE, "the device buffer holds " + std::to_string(device_bytes) +
+    throw Error(Errc::kApiShape, "the device buffer holds " + std::to_string(device_bytes) +
                                      " bytes; [" + std::to_string(tokens) + ", " +
                                      std::to_string(s.num_layers * s.hidden_size) + "] needs " +
                                      std::to_string(elements * dtype_size(s.dtype)));
@@ -138,23 +139,22 @@ void Consumer::copy_to_device(uint64_t ticket, void* device, uint64_t device_byt
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   StageTimer timer(session_->entry(), Stage::kDrafterH2D);
   auto check = [](const gpu::CudaStatus& status) {
-    if (!status.ok()) throw ApiError(HS_ERR_CUDA, status.message());
+    if (!status.ok()) throw Error(Errc::kCuda, status.message());
   };
   check(enqueue_slot_features(batch, static_cast<std::byte*>(device), cuda_stream));
   if (noise_std > 0) {
     const cudaError_t e =
         gpu::launch_add_noise(device, elements, s.dtype, noise_std, seed, step, cuda_stream);
-    if (e != cudaSuccess)
-      throw ApiError(HS_ERR_CUDA, std::string("noise: ") + cudaGetErrorString(e));
+    if (e != cudaSuccess) throw Error(Errc::kCuda, std::string("noise: ") + cudaGetErrorString(e));
   }
   // The slot may be released once this returns: the copy must have landed.
   if (const cudaError_t e = cudaStreamSynchronize(cuda_stream); e != cudaSuccess)
-    throw ApiError(HS_ERR_CUDA, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+    throw Error(Errc::kCuda, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
 #else
   (void)ticket, (void)device, (void)device_bytes, (void)stream, (void)noise_std, (void)seed,
       (void)step;
-  throw ApiError(HS_ERR_UNSUPPORTED,
-                 "this libhsring was built without CUDA: read the batch's host views instead");
+  throw Error(Errc::kApiUnsupported,
+              "this libhsring was built without CUDA: read the batch's host views instead");
 #endif
 }
 

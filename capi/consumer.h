@@ -26,7 +26,7 @@ namespace hsring::capi {
 
 class Consumer {
  public:
-  // Throws RingError (attach, busy index), ApiError (epoch).
+  // Throws Error (kRing...: attach, busy index, epoch).
   static std::unique_ptr<Consumer> open(const std::string& ring, uint32_t index,
                                         const hs_consumer_options& options);
   ~Consumer();

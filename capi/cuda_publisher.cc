@@ -3,6 +3,7 @@
 #include "capi/capi_error.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "gpu/cuda_check.h"
 #include "gpu/host_registration.h"
 #include "shm/stage_timer.h"
 
@@ -11,18 +12,13 @@ namespace hsring::capi {
 namespace {
 
 void check(cudaError_t e, const char* call) {
-  if (e != cudaSuccess)
-    throw ApiError(HS_ERR_CUDA, std::string(call) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw gpu::cuda_error(e, std::string(call) + ": " + cudaGetErrorString(e));
 }
 
 }  // namespace
 
 CudaPublisher::CudaPublisher(BatchProducer& producer) : producer_(producer) {
-  try {
-    pinned_ = gpu::pin_ring_payload(producer.ring());
-  } catch (const std::exception& e) {
-    throw ApiError(HS_ERR_CUDA, e.what());
-  }
+  pinned_ = gpu::pin_ring_payload(producer.ring());  // Error(kCuda): HS_ERR_CUDA
   thread_ = std::thread([this] { run(); });
 }
 

@@ -32,13 +32,13 @@ namespace hsring::capi {
 
 class CudaPublisher {
  public:
-  // Pins the ring's payloads on the current device. Throws ApiError(HS_ERR_CUDA).
+  // Pins the ring's payloads on the current device. Throws Error(kCuda).
   explicit CudaPublisher(BatchProducer& producer);
   // Publishes what was submitted, then joins the thread.
   ~CudaPublisher();
 
   // Enqueues a pitched copy of `rows` rows of `row_bytes` from `src` (device) into `dst`
-  // (the pinned slot). Throws ApiError(HS_ERR_CUDA).
+  // (the pinned slot). Throws Error(kCuda).
   void enqueue_copy(std::byte* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
                     uint64_t row_bytes, uint32_t rows, void* stream);
   // Records the job's event on `stream` and hands the job to the publisher thread.
@@ -54,7 +54,7 @@ class CudaPublisher {
     uint64_t submitted_ns = 0;
   };
   void run();
-  // A spare event, or a new one. Throws ApiError(HS_ERR_CUDA).
+  // A spare event, or a new one. Throws Error(kCuda).
   cudaEvent_t take_event();
 
   BatchProducer& producer_;

@@ -25,14 +25,14 @@ class JobTokens : public BatchPlanner {
   virtual bool fills_tokens() const = 0;
   // Writes batch `plan`'s token arrays into slot `slot`. Returns its loss mask per
   // position (1: the label at t counts; 0: the shard's mask leaves t + 1 out, so the
-  // label must be kSlotIgnoreLabel), or nothing when none is known. Throws DataError.
+  // label must be kSlotIgnoreLabel), or nothing when none is known. Throws Error.
   virtual std::vector<uint8_t> fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) = 0;
 };
 
 enum class TokenOrigin { kAuto, kCaller };
 
 // The tokens of target `target`'s batches in `ring`. kAuto: the shard reader over
-// `options.data_dir` on a model ring (throws DataError for missing or corrupt shards, or
+// `options.data_dir` on a model ring (throws Error for missing or corrupt shards, or
 // a vocabulary larger than the ring's), synthetic tokens on a synthetic ring.
 std::unique_ptr<JobTokens> make_job_tokens(TokenOrigin origin, const Ring& ring, uint32_t target,
                                            const TokenSourceOptions& options);

@@ -8,6 +8,7 @@
 #include "capi/capi_error.h"
 #include "capi/user_session.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "shm/futex.h"
@@ -23,8 +24,8 @@ namespace {
 
 constexpr auto kShardEndPoll = std::chrono::milliseconds(20);
 
-[[noreturn]] void state_error(const std::string& message) { throw ApiError(HS_ERR_STATE, message); }
-[[noreturn]] void shape_error(const std::string& message) { throw ApiError(HS_ERR_SHAPE, message); }
+[[noreturn]] void state_error(const std::string& message) { throw Error(Errc::kApiState, message); }
+[[noreturn]] void shape_error(const std::string& message) { throw Error(Errc::kApiShape, message); }
 
 }  // namespace
 
@@ -205,16 +206,15 @@ std::vector<Producer::LayerTarget>& Producer::checked_layers(const OpenJob& j, u
     const std::string which = count == 1 ? "layer " + std::to_string(first)
                                          : "layers " + std::to_string(first) + " to " +
                                                std::to_string(uint64_t(first) + count - 1);
-    throw ApiError(HS_ERR_INVALID_ARGUMENT,
-                   which + ": the ring captures " + std::to_string(s.num_layers) + " layers");
+    throw Error(Errc::kUsage,
+                which + ": the ring captures " + std::to_string(s.num_layers) + " layers");
   }
   if (!j.tokens_set) state_error("set the job's tokens before writing its layers");
   layer_targets_.clear();  // keeps its capacity: no allocation after the first job
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t layer = first + i;
     if (sources[i] == nullptr)
-      throw ApiError(HS_ERR_INVALID_ARGUMENT,
-                     "layer " + std::to_string(layer) + ": source is NULL");
+      throw Error(Errc::kUsage, "layer " + std::to_string(layer) + ": source is NULL");
     const LayerRows rows = layer_rows(ring_, j.claim.index, layer);
     const uint64_t pitch = row_pitches && row_pitches[i] ? row_pitches[i] : rows.row_bytes;
     if (pitch < rows.row_bytes)
@@ -328,9 +328,9 @@ void Producer::copy_layers_device(uint64_t ticket, uint32_t first, uint32_t coun
   }
 #else
   (void)ticket, (void)first, (void)count, (void)devices, (void)row_pitches, (void)stream;
-  throw ApiError(HS_ERR_UNSUPPORTED,
-                 "this libhsring was built without CUDA: copy the layer "
-                 "to the host and call write_layer");
+  throw Error(Errc::kApiUnsupported,
+              "this libhsring was built without CUDA: copy the layer "
+              "to the host and call write_layer");
 #endif
 }
 

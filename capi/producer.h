@@ -29,7 +29,7 @@ class CudaPublisher;
 
 class Producer {
  public:
-  // Throws RingError (attach, busy index), DataError (shards), ApiError (epoch).
+  // Throws Error (kRing...: attach, busy index, epoch; kData...: shards).
   static std::unique_ptr<Producer> open(const std::string& ring, uint32_t index,
                                         const hs_producer_options& options);
   ~Producer();
@@ -39,7 +39,7 @@ class Producer {
 
   // hs_producer_next_job.
   hs_status next_job(uint32_t timeout_ms, hs_job& out);
-  // The calls on a job; each throws ApiError (HS_ERR_STATE for an unknown ticket, ...).
+  // The calls on a job; each throws Error (kApiState for an unknown ticket, ...).
   void set_tokens(uint64_t ticket, const int32_t* tokens, const int32_t* positions, uint32_t count,
                   const int32_t* doc_offsets, uint32_t num_docs);
   // Layers first .. first + count - 1 from sources[i], row_pitches[i] apart (NULL: dense).
@@ -67,7 +67,7 @@ class Producer {
     std::vector<uint8_t> loss_mask;
   };
   // Where each of layers first .. first + count - 1 goes, its source pitch resolved;
-  // throws ApiError naming the first bad layer or pitch.
+  // throws Error(kApiShape) naming the first bad layer or pitch.
   struct LayerTarget {
     LayerRows rows;
     uint64_t source_pitch;

@@ -1,9 +1,11 @@
 #include "capi/user_session.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
-#include <stdexcept>
 
 #include "capi/capi_error.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "worker/profile_interval.h"
 #include "worker/session_duties.h"
@@ -29,12 +31,7 @@ int gpu_from_env() {
 std::unique_ptr<WorkerSession> start_user_session(const std::string& ring, Role role,
                                                   uint32_t index, uint32_t lock_wait_ms,
                                                   uint32_t expected_epoch) {
-  double profile_s = 0;
-  try {
-    profile_s = profile_interval_from_env();
-  } catch (const std::invalid_argument& e) {
-    throw ApiError(HS_ERR_INVALID_ARGUMENT, e.what());
-  }
+  const double profile_s = profile_interval_from_env();  // Error(kUsage): INVALID_ARGUMENT
   const uint32_t wait_ms = lock_wait_ms ? lock_wait_ms : kDefaultLockWaitMs;
   auto session = start_worker_session(ring, role, index, std::chrono::milliseconds(wait_ms));
   // The profile line goes to the worker's log through log_line, with the prefix set
@@ -46,11 +43,10 @@ std::unique_ptr<WorkerSession> start_user_session(const std::string& ring, Role 
   // destructor marks this one exited and lets the lock go.
   const uint32_t epoch = session->identity().epoch;
   if (expected_epoch != 0 && epoch != expected_epoch)
-    throw ApiError(HS_ERR_BUSY, "ring '" + ring + "': " + to_string(role) + " " +
-                                    std::to_string(index) + " started as epoch " +
-                                    std::to_string(epoch) + ", not the " +
-                                    std::to_string(expected_epoch) +
-                                    " HSRING_EPOCH names: another incarnation started");
+    throw Error(Errc::kRingProcessBusy,
+                fmt::format("ring '{}': {} {} started as epoch {}, not the {} HSRING_EPOCH "
+                            "names: another incarnation started",
+                            ring, to_string(role), index, epoch, expected_epoch));
   // As hsring's GPU workers store theirs: status and metrics label the worker with it.
   const int gpu = gpu_from_env();
   session->entry().gpu.store(gpu, std::memory_order_relaxed);

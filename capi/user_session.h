@@ -14,9 +14,9 @@
 
 namespace hsring::capi {
 
-// Throws RingError (attach, busy index), ApiError (HS_ERR_INVALID_ARGUMENT: a bad
-// HSRING_PROFILE_INTERVAL, before anything starts; HS_ERR_BUSY: another epoch than
-// `expected_epoch`, when nonzero).
+// Throws Error: kRing... (attach, busy index), kUsage (HS_ERR_INVALID_ARGUMENT: a bad
+// HSRING_PROFILE_INTERVAL, before anything starts), kRingProcessBusy (HS_ERR_BUSY: another
+// epoch than `expected_epoch`, when nonzero).
 std::unique_ptr<WorkerSession> start_user_session(const std::string& ring, Role role,
                                                   uint32_t index, uint32_t lock_wait_ms,
                                                   uint32_t expected_epoch);

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/write_queue.h"
+#include "common/error.h"
 
 namespace hsring::checkpoint {
 
@@ -75,15 +75,15 @@ void AtomicFile::fail(const char* call, int error, uint64_t offset) const {
                             std::string(call) + " at byte " + std::to_string(offset) +
                             "): " + std::strerror(error);
   if (!is_space_error(error))
-    throw CheckpointError(CheckpointErrc::kIo, dir_,
-                          where + ". The files already in the directory are untouched.");
+    throw Error(Errc::kCheckpointIo, dir_,
+                where + ". The files already in the directory are untouched.");
   struct statvfs fs {};
   const std::string free_text =
       ::statvfs(dir_.c_str(), &fs) == 0
           ? bytes_text(uint64_t(fs.f_bavail) * fs.f_frsize) + " are free there"
           : "the free space is unknown";
-  throw CheckpointError(
-      CheckpointErrc::kNoSpace, dir_,
+  throw Error(
+      Errc::kCheckpointNoSpace, dir_,
       where + ". The file needs " + bytes_text(size_) + "; " + free_text +
           (error == EFBIG ? " (or a file size limit, ulimit -f, is below the file's size)" : "") +
           ". Free space there or choose another directory; the files already in the directory "
@@ -109,15 +109,14 @@ void AtomicFile::commit() {
 void sync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    throw CheckpointError(
-        CheckpointErrc::kIo, dir,
-        std::string("cannot open the directory to sync it: ") + std::strerror(errno));
+    throw Error(Errc::kCheckpointIo, dir,
+                std::string("cannot open the directory to sync it: ") + std::strerror(errno));
   const int rc = ::fsync(fd);
   const int error = errno;
   ::close(fd);
   if (rc != 0)
-    throw CheckpointError(CheckpointErrc::kIo, dir,
-                          std::string("cannot sync the directory: ") + std::strerror(error));
+    throw Error(Errc::kCheckpointIo, dir,
+                std::string("cannot sync the directory: ") + std::strerror(error));
 }
 
 }  // namespace hsring::checkpoint

@@ -26,7 +26,7 @@ struct WriteOptions {
 class AtomicFile {
  public:
   // Creates `temporary` (which must be in the directory of `final_path`) for a file of
-  // `size` bytes. Throws CheckpointError: kNoSpace when the reservation fails for space,
+  // `size` bytes. Throws Error: kNoSpace when the reservation fails for space,
   // kIo otherwise; either way nothing is left behind.
   AtomicFile(std::string final_path, std::string temporary, uint64_t size,
              const WriteOptions& options);
@@ -37,11 +37,11 @@ class AtomicFile {
 
   bool uses_io_uring() const;
   // Writes `size` bytes at `offset`; bytes never written read as zeros. Throws
-  // CheckpointError (kNoSpace, kIo) on a failure seen so far.
+  // Error (kNoSpace, kIo) on a failure seen so far.
   // REQUIRES: `bytes` stays valid until commit() returns or the AtomicFile is destroyed.
   void write(const void* bytes, size_t size, uint64_t offset);
   // Waits for every write, fsyncs, renames the temporary to the final path, fsyncs the
-  // directory. Throws CheckpointError (kNoSpace, kIo); the temporary is then removed and
+  // directory. Throws Error (kNoSpace, kIo); the temporary is then removed and
   // whatever had the final name before is untouched.
   void commit();
 
@@ -58,7 +58,7 @@ class AtomicFile {
 };
 
 // fsyncs directory `dir`, so the renames and unlinks in it are durable. Throws
-// CheckpointError(kIo).
+// Error(kIo).
 void sync_directory(const std::string& dir);
 
 }  // namespace hsring::checkpoint

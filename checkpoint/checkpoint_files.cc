@@ -7,7 +7,7 @@
 #include <charconv>
 #include <filesystem>
 
-#include "checkpoint/checkpoint_error.h"
+#include "common/error.h"
 
 namespace hsring::checkpoint {
 
@@ -44,8 +44,7 @@ std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir) {
       files.push_back({*step, it->path().string()});
   }
   if (ec)
-    throw CheckpointError(CheckpointErrc::kIo, dir,
-                          "cannot list the checkpoint directory: " + ec.message());
+    throw Error(Errc::kCheckpointIo, dir, "cannot list the checkpoint directory: " + ec.message());
   // Two names can parse to one step ("step-7" and "step-000000007"): the longer name, the
   // one this writer produces, sorts last and so is tried first.
   std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {

@@ -27,7 +27,7 @@ struct CheckpointFile {
   std::string path;
 };
 // The checkpoint files of `dir`, by increasing step; temporaries and other names are
-// ignored. Throws CheckpointError(kIo) when `dir` cannot be listed (missing included).
+// ignored. Throws Error(kIo) when `dir` cannot be listed (missing included).
 std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir);
 
 // A fresh temporary name in `dir` for a file to be renamed to `final_name` there.

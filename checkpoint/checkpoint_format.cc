@@ -6,8 +6,8 @@
 #include <cstring>
 #include <set>
 
-#include "checkpoint/checkpoint_error.h"
 #include "common/crc32.h"
+#include "common/error.h"
 
 namespace hsring::checkpoint {
 
@@ -84,15 +84,14 @@ std::optional<uint64_t> element_count_of(const std::vector<int64_t>& shape) {
   return zero ? 0 : count;
 }
 
-[[noreturn]] void fail(CheckpointErrc code, const std::string& path, uint64_t offset,
+[[noreturn]] void fail(Errc code, const std::string& path, uint64_t offset,
                        const std::string& what) {
-  throw CheckpointError(code, path, offset, what);
+  throw Error(code, path, offset, what);
 }
 
 [[noreturn]] void bad_value(uint64_t step, const std::string& what) {
-  throw CheckpointError(CheckpointErrc::kBadCheckpoint,
-                        "checkpoint of step " + std::to_string(step),
-                        what + " (a bug in the caller: fix the checkpoint before writing it)");
+  throw Error(Errc::kCheckpointBadCheckpoint, "checkpoint of step " + std::to_string(step),
+              what + " (a bug in the caller: fix the checkpoint before writing it)");
 }
 
 }  // namespace
@@ -114,9 +113,9 @@ std::optional<uint64_t> Checkpoint::get_u64(const std::string& key) const {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    throw CheckpointError(CheckpointErrc::kBadTable, "checkpoint of step " + std::to_string(step),
-                          "metadata '" + printable(key) + "' is \"" + printable(text) +
-                              "\", not a uint64 in decimal");
+    throw Error(Errc::kCheckpointBadTable, "checkpoint of step " + std::to_string(step),
+                "metadata '" + printable(key) + "' is \"" + printable(text) +
+                    "\", not a uint64 in decimal");
   return value;
 }
 
@@ -264,11 +263,11 @@ CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_
   const size_t magic_bytes = std::min(available, kCheckpointMagic.size());
   for (size_t i = 0; i < magic_bytes; ++i)
     if (bytes[i] != std::byte(kCheckpointMagic[i]))
-      fail(CheckpointErrc::kForeign, path, i,
+      fail(Errc::kCheckpointForeign, path, i,
            "not an hsring checkpoint (magic \"HSRCKPNT\" expected); move the file out of the "
            "checkpoint directory");
   if (available < kHeaderSize)
-    fail(CheckpointErrc::kTruncated, path, available,
+    fail(Errc::kCheckpointTruncated, path, available,
          "file ends inside the header (" + std::to_string(kHeaderSize) +
              " bytes expected): the write of this checkpoint was cut short");
 
@@ -276,11 +275,11 @@ CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_
   h.version = load<uint32_t>(bytes + kFieldVersion);
   // Version before the CRC: another version may lay its header out differently.
   if (h.version != kCheckpointVersion)
-    fail(CheckpointErrc::kBadVersion, path, kFieldVersion,
+    fail(Errc::kCheckpointBadVersion, path, kFieldVersion,
          "format version " + std::to_string(h.version) + ", this build reads version " +
              std::to_string(kCheckpointVersion) + " (written by another hsring release?)");
   if (crc32(bytes, kFieldHeaderCrc) != load<uint32_t>(bytes + kFieldHeaderCrc))
-    fail(CheckpointErrc::kChecksum, path, kFieldHeaderCrc,
+    fail(Errc::kCheckpointChecksum, path, kFieldHeaderCrc,
          "header checksum mismatch: the header is damaged");
 
   const uint32_t header_size = load<uint32_t>(bytes + kFieldHeaderSize);
@@ -293,34 +292,34 @@ CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_
   h.file_size = load<uint64_t>(bytes + kFieldFileSize);
 
   if (header_size != kHeaderSize)
-    fail(CheckpointErrc::kBadHeader, path, kFieldHeaderSize,
+    fail(Errc::kCheckpointBadHeader, path, kFieldHeaderSize,
          "header size " + std::to_string(header_size) + ", version 1 has 64");
   if (h.flags != 0)
-    fail(CheckpointErrc::kBadHeader, path, kFieldFlags,
+    fail(Errc::kCheckpointBadHeader, path, kFieldFlags,
          "flags " + std::to_string(h.flags) + ": version 1 defines none");
   if (h.metadata_count > kMaxEntries)
-    fail(CheckpointErrc::kBadHeader, path, kFieldMetadataCount, "impossible metadata count");
+    fail(Errc::kCheckpointBadHeader, path, kFieldMetadataCount, "impossible metadata count");
   if (h.tensor_count > kMaxEntries)
-    fail(CheckpointErrc::kBadHeader, path, kFieldTensorCount, "impossible tensor count");
+    fail(Errc::kCheckpointBadHeader, path, kFieldTensorCount, "impossible tensor count");
   if (h.table_size > kMaxTableBytes ||
       h.table_size < kMetadataEntryFixed * h.metadata_count + kTensorEntryFixed * h.tensor_count)
-    fail(CheckpointErrc::kBadHeader, path, kFieldTableSize,
+    fail(Errc::kCheckpointBadHeader, path, kFieldTableSize,
          "table size " + std::to_string(h.table_size) + " impossible for " +
              std::to_string(h.metadata_count) + " metadata and " + std::to_string(h.tensor_count) +
              " tensor entries");
   if (h.file_size > kMaxFileBytes || h.file_size < h.data_offset() + kFooterSize ||
       (h.file_size - kFooterSize) % kDataAlignment != 0)
-    fail(CheckpointErrc::kBadHeader, path, kFieldFileSize,
+    fail(Errc::kCheckpointBadHeader, path, kFieldFileSize,
          "impossible file size " + std::to_string(h.file_size));
   if (load<uint32_t>(bytes + kFieldReserved) != 0)
-    fail(CheckpointErrc::kBadHeader, path, kFieldReserved, "reserved bytes not zero");
+    fail(Errc::kCheckpointBadHeader, path, kFieldReserved, "reserved bytes not zero");
 
   if (file_size < h.file_size)
-    fail(CheckpointErrc::kTruncated, path, file_size,
+    fail(Errc::kCheckpointTruncated, path, file_size,
          "file ends early: the header says it has " + std::to_string(h.file_size) +
              " bytes (the write of this checkpoint was cut short)");
   if (file_size > h.file_size)
-    fail(CheckpointErrc::kTrailingBytes, path, h.file_size,
+    fail(Errc::kCheckpointTrailingBytes, path, h.file_size,
          "file has " + std::to_string(file_size - h.file_size) +
              " bytes past the end the header gives");
   return h;
@@ -330,14 +329,14 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
                              const std::string& path) {
   const uint64_t base = h.table_offset();
   if (crc32(bytes, h.table_size) != h.table_crc)
-    fail(CheckpointErrc::kChecksum, path, base,
+    fail(Errc::kCheckpointChecksum, path, base,
          "entry table checksum mismatch: the table is damaged");
   CheckpointTable table;
   uint64_t at = 0;  // position inside the table
   // Every variable-size read is bounds-checked against the table size first.
   const auto need = [&](uint64_t size, const std::string& what) {
     if (size > h.table_size - at)
-      fail(CheckpointErrc::kBadTable, path, base + at,
+      fail(Errc::kCheckpointBadTable, path, base + at,
            what + " runs past the end of the table (" + std::to_string(h.table_size) + " bytes)");
   };
   const auto text = [&](uint64_t size) {
@@ -353,11 +352,11 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     const uint32_t key_size = load<uint32_t>(bytes + at);
     const uint32_t value_size = load<uint32_t>(bytes + at + 4);
     if (key_size == 0 || key_size > kMaxNameBytes)
-      fail(CheckpointErrc::kBadTable, path, base + at,
+      fail(Errc::kCheckpointBadTable, path, base + at,
            what + ": key of " + std::to_string(key_size) + " bytes (1 to " +
                std::to_string(kMaxNameBytes) + " allowed)");
     if (value_size > kMaxValueBytes)
-      fail(CheckpointErrc::kBadTable, path, base + at + 4,
+      fail(Errc::kCheckpointBadTable, path, base + at + 4,
            what + ": value of " + std::to_string(value_size) + " bytes (at most " +
                std::to_string(kMaxValueBytes) + ")");
     at += kMetadataEntryFixed;
@@ -366,7 +365,7 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     std::string value = text(value_size);
     // Strictly increasing keys make the encoding canonical and the keys unique.
     if (!table.metadata.empty() && !(table.metadata.rbegin()->first < key))
-      fail(CheckpointErrc::kBadTable, path, base + entry,
+      fail(Errc::kCheckpointBadTable, path, base + entry,
            what + ": key '" + printable(key) + "' is not after '" +
                printable(table.metadata.rbegin()->first) +
                "' (keys are unique, in increasing byte order)");
@@ -387,17 +386,17 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     t.offset = load<uint64_t>(bytes + at + 16);
     t.element_count = load<uint64_t>(bytes + at + 24);
     if (name_size == 0 || name_size > kMaxNameBytes)
-      fail(CheckpointErrc::kBadTable, path, entry,
+      fail(Errc::kCheckpointBadTable, path, entry,
            what + ": name of " + std::to_string(name_size) + " bytes (1 to " +
                std::to_string(kMaxNameBytes) + " allowed)");
     if (dtype != kDtypeF32)
-      fail(CheckpointErrc::kBadTable, path, entry + 4,
+      fail(Errc::kCheckpointBadTable, path, entry + 4,
            what + ": dtype " + std::to_string(dtype) + " (version 1 has only 1, fp32)");
     if (rank > kMaxRank)
-      fail(CheckpointErrc::kBadTable, path, entry + 8,
+      fail(Errc::kCheckpointBadTable, path, entry + 8,
            what + ": rank " + std::to_string(rank) + ", at most " + std::to_string(kMaxRank));
     if (reserved != 0)
-      fail(CheckpointErrc::kBadTable, path, entry + 12, what + ": reserved bytes not zero");
+      fail(Errc::kCheckpointBadTable, path, entry + 12, what + ": reserved bytes not zero");
     at += kTensorEntryFixed;
     need(8ull * rank + name_size, what);
     for (uint32_t d = 0; d < rank; ++d) {
@@ -407,19 +406,19 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     t.name = text(name_size);
     what += " '" + printable(t.name) + "'";
     if (!names.insert(t.name).second)
-      fail(CheckpointErrc::kBadTable, path, entry, what + ": the name appears twice");
+      fail(Errc::kCheckpointBadTable, path, entry, what + ": the name appears twice");
     const std::optional<uint64_t> count = element_count_of(t.shape);
     if (!count || *count != t.element_count)
-      fail(CheckpointErrc::kBadTable, path, entry + 24,
+      fail(Errc::kCheckpointBadTable, path, entry + 24,
            what + ": element count " + std::to_string(t.element_count) +
                " does not match its shape " + shape_text(t.shape));
     // Tensors lie back to back in table order, each at the next 64-byte boundary.
     if (t.offset != align_data(end))
-      fail(CheckpointErrc::kBadTable, path, entry + 16,
+      fail(Errc::kCheckpointBadTable, path, entry + 16,
            what + ": data offset " + std::to_string(t.offset) + ", expected " +
                std::to_string(align_data(end)));
     if (t.byte_size() > h.footer_offset() - t.offset)
-      fail(CheckpointErrc::kBadTable, path, entry + 24,
+      fail(Errc::kCheckpointBadTable, path, entry + 24,
            what + ": its " + std::to_string(t.byte_size()) + " bytes at " +
                std::to_string(t.offset) + " run past the footer at " +
                std::to_string(h.footer_offset()));
@@ -427,10 +426,10 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     table.tensors.push_back(std::move(t));
   }
   if (at != h.table_size)
-    fail(CheckpointErrc::kBadTable, path, base + at,
+    fail(Errc::kCheckpointBadTable, path, base + at,
          std::to_string(h.table_size - at) + " table bytes after the last entry");
   if (align_data(end) != h.footer_offset())
-    fail(CheckpointErrc::kBadHeader, path, kFieldFileSize,
+    fail(Errc::kCheckpointBadHeader, path, kFieldFileSize,
          "file size " + std::to_string(h.file_size) + " does not match the tensors, which end at " +
              std::to_string(end));
   return table;
@@ -440,7 +439,7 @@ void check_padding(const std::byte* bytes, uint64_t size, uint64_t offset,
                    const std::string& path) {
   for (uint64_t i = 0; i < size; ++i)
     if (bytes[i] != std::byte{0})
-      fail(CheckpointErrc::kBadTable, path, offset + i, "padding byte not zero");
+      fail(Errc::kCheckpointBadTable, path, offset + i, "padding byte not zero");
 }
 
 void check_footer(const std::byte* footer, uint32_t crc_before_footer, const CheckpointHeader& h,
@@ -449,14 +448,14 @@ void check_footer(const std::byte* footer, uint32_t crc_before_footer, const Che
   // The CRC first: a damaged footer is as likely as damage anywhere else.
   const uint32_t crc = crc32_update(crc_before_footer, footer, 12);
   if (crc != load<uint32_t>(footer + 12))
-    fail(CheckpointErrc::kChecksum, path, at + 12,
+    fail(Errc::kCheckpointChecksum, path, at + 12,
          "file checksum mismatch: some byte of the file is damaged (disk or memory corruption, "
          "or a write that never reached the disk)");
   for (size_t i = 0; i < kFooterMagic.size(); ++i)
     if (footer[i] != std::byte(kFooterMagic[i]))
-      fail(CheckpointErrc::kBadHeader, path, at + i, "footer magic \"HSRCKEND\" expected");
+      fail(Errc::kCheckpointBadHeader, path, at + i, "footer magic \"HSRCKEND\" expected");
   if (load<uint32_t>(footer + 8) != 0)
-    fail(CheckpointErrc::kBadHeader, path, at + 8, "reserved footer bytes not zero");
+    fail(Errc::kCheckpointBadHeader, path, at + 8, "reserved footer bytes not zero");
 }
 
 Checkpoint decode_checkpoint(std::span<const std::byte> file, const std::string& path) {

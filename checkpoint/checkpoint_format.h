@@ -1,7 +1,7 @@
 // The checkpoint file format, byte for byte (docs/checkpoint-format.md): a 64-byte header,
 // a table of metadata and tensor entries, 64-byte-aligned fp32 tensor data, and a 16-byte
 // footer whose CRC-32 covers every byte before it. Decoding is pure: it checks the bytes
-// handed to it and throws CheckpointError naming the file, the field and the byte, so it
+// handed to it and throws Error naming the file, the field and the byte, so it
 // is safe on any input. The format is canonical: a Checkpoint has exactly one encoding.
 #pragma once
 
@@ -36,7 +36,7 @@ struct Checkpoint {
   // nullptr when no tensor has that name.
   const Tensor* find(std::string_view name) const;
   // Metadata holding a uint64 as decimal text. get_u64 returns nullopt when the key is
-  // absent and throws CheckpointError(kBadTable) when the value is not such a number.
+  // absent and throws Error(kBadTable) when the value is not such a number.
   void set_u64(const std::string& key, uint64_t value);
   std::optional<uint64_t> get_u64(const std::string& key) const;
 };
@@ -106,12 +106,12 @@ struct CheckpointTable {
   std::vector<TensorEntry> tensors;  // in file order
 };
 
-// A whole checkpoint in memory. Throws CheckpointError(kBadCheckpoint) for a value that
+// A whole checkpoint in memory. Throws Error(kBadCheckpoint) for a value that
 // cannot be written: empty, long or duplicate names, data that does not fill the shape,
 // bounds above.
 std::vector<std::byte> encode_checkpoint(const Checkpoint& checkpoint);
 
-// Decodes and checks a whole checkpoint file `path` held in `file`. Throws CheckpointError
+// Decodes and checks a whole checkpoint file `path` held in `file`. Throws Error
 // (kForeign, kBadVersion, kBadHeader, kTruncated, kTrailingBytes, kChecksum, kBadTable).
 Checkpoint decode_checkpoint(std::span<const std::byte> file, const std::string& path);
 
@@ -126,7 +126,7 @@ struct CheckpointPlan {
   std::vector<uint64_t> tensor_offsets;
   uint64_t file_size = 0;
 };
-// Checks `checkpoint` as encode_checkpoint does; throws CheckpointError(kBadCheckpoint).
+// Checks `checkpoint` as encode_checkpoint does; throws Error(kBadCheckpoint).
 CheckpointPlan plan_checkpoint(const Checkpoint& checkpoint);
 // The footer, given the CRC-32 (continued from 0) of every byte before it.
 std::array<std::byte, kFooterSize> encode_footer(uint32_t crc_before_footer);

@@ -11,7 +11,7 @@
 
 #include "checkpoint/checkpoint_files.h"
 #include "common/crc32.h"
-#include "data/data_error.h"
+#include "common/error.h"
 #include "data/read_queue.h"
 
 namespace hsring::checkpoint {
@@ -25,8 +25,7 @@ class ReadOnlyFile {
     if (fd_ < 0) fail_io("open", errno, 0);
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail_io("fstat", errno, 0);
-    if (!S_ISREG(st.st_mode))
-      throw CheckpointError(CheckpointErrc::kIo, path_, "not a regular file");
+    if (!S_ISREG(st.st_mode)) throw Error(Errc::kCheckpointIo, path_, "not a regular file");
     size_ = uint64_t(st.st_size);
   }
   ~ReadOnlyFile() {
@@ -53,12 +52,12 @@ class ReadOnlyFile {
   }
 
   [[noreturn]] void fail_io(const char* call, int error, uint64_t offset) const {
-    throw CheckpointError(CheckpointErrc::kIo, path_, offset,
-                          std::string(call) + ": " + std::strerror(error));
+    throw Error(Errc::kCheckpointIo, path_, offset,
+                std::string(call) + ": " + std::strerror(error));
   }
   [[noreturn]] void fail_shrank(uint64_t offset) const {
-    throw CheckpointError(CheckpointErrc::kTruncated, path_, offset,
-                          "file ended while being read (something is shrinking it)");
+    throw Error(Errc::kCheckpointTruncated, path_, offset,
+                "file ended while being read (something is shrinking it)");
   }
 
  private:
@@ -100,8 +99,10 @@ void read_regions(const ReadOnlyFile& file, const std::vector<Region>& regions,
     }
     queue.submit();
     while (queue.pending() > 0) reap(true);
-  } catch (const data::DataError& e) {  // the ring itself failed (io_uring_submit)
-    throw CheckpointError(CheckpointErrc::kIo, file.path(), e.what());
+  } catch (const Error& e) {
+    // The data layer's ReadQueue failed (io_uring_submit): an i/o error of this file.
+    if (e.layer() != ErrorClass::kData) throw;
+    throw Error(Errc::kCheckpointIo, file.path(), e.what());
   }
 }
 
@@ -114,10 +115,9 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
   const CheckpointHeader h = decode_header(head.data(), got, file.size(), path);
   if (const auto step = parse_checkpoint_file_name(std::filesystem::path(path).filename().string());
       step && *step != h.step)
-    throw CheckpointError(CheckpointErrc::kBadHeader, path, kFieldStep,
-                          "the header says step " + std::to_string(h.step) +
-                              " but the file name says step " + std::to_string(*step) +
-                              " (renamed by hand?)");
+    throw Error(Errc::kCheckpointBadHeader, path, kFieldStep,
+                "the header says step " + std::to_string(h.step) + " but the file name says step " +
+                    std::to_string(*step) + " (renamed by hand?)");
 
   head.resize(kHeaderSize + h.table_size);
   if (file.read_some(head.data() + kHeaderSize, h.table_size, kHeaderSize) != h.table_size)
@@ -167,11 +167,11 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
 std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOptions& options) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
-    throw CheckpointError(CheckpointErrc::kIo, dir,
-                          errno == ENOENT ? std::string("the checkpoint directory does not exist")
-                                          : "cannot read the checkpoint directory: " +
-                                                std::string(std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) throw CheckpointError(CheckpointErrc::kIo, dir, "not a directory");
+    throw Error(Errc::kCheckpointIo, dir,
+                errno == ENOENT
+                    ? std::string("the checkpoint directory does not exist")
+                    : "cannot read the checkpoint directory: " + std::string(std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) throw Error(Errc::kCheckpointIo, dir, "not a directory");
   const std::vector<CheckpointFile> files = list_checkpoint_files(dir);
   if (files.empty()) return std::nullopt;
   LoadedCheckpoint result;
@@ -180,7 +180,8 @@ std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOp
       result.checkpoint = load_checkpoint(it->path, options);
       result.path = it->path;
       return result;
-    } catch (const CheckpointError& e) {
+    } catch (const Error& e) {
+      if (e.layer() != ErrorClass::kCheckpoint) throw;
       result.rejected.push_back({it->path, e.code(), e.what()});
     }
   }
@@ -189,11 +190,11 @@ std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOp
   const std::string verdict = files.size() == 1 ? "the one checkpoint file is not valid"
                                                 : "none of the " + std::to_string(files.size()) +
                                                       " checkpoint files is valid";
-  throw CheckpointError(CheckpointErrc::kNoValidCheckpoint, dir,
-                        verdict +
-                            "; refusing to start over from step 0. Repair them, or move them "
-                            "away to start a fresh run:" +
-                            reasons);
+  throw Error(Errc::kCheckpointNoValidCheckpoint, dir,
+              verdict +
+                  "; refusing to start over from step 0. Repair them, or move them "
+                  "away to start a fresh run:" +
+                  reasons);
 }
 
 }  // namespace hsring::checkpoint

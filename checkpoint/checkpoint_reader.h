@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_format.h"
+#include "common/error.h"
 
 namespace hsring::checkpoint {
 
@@ -19,14 +19,14 @@ struct ReadOptions {
 };
 
 // Reads and checks checkpoint file `path`. When its name is `step-<N>.hsckpt`, the step
-// in its header must be N. Throws CheckpointError (kIo, and every decoding error of
+// in its header must be N. Throws Error (kIo, and every decoding error of
 // decode_checkpoint) naming the file, the byte and what is wrong.
 Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options = {});
 
 struct RejectedCheckpoint {
   std::string path;
-  CheckpointErrc code = CheckpointErrc::kIo;
-  std::string reason;  // the CheckpointError's message
+  Errc code = Errc::kCheckpointIo;
+  std::string reason;  // the Error's message
 };
 
 struct LoadedCheckpoint {
@@ -39,7 +39,7 @@ struct LoadedCheckpoint {
 // The newest checkpoint of `dir` that is valid, trying its step files from the highest
 // step down; temporaries and other files are ignored (and never removed: a writer may be
 // writing them). Returns nullopt when `dir` holds no checkpoint file.
-// Throws CheckpointError: kNoValidCheckpoint when checkpoint files exist and none is valid
+// Throws Error: kNoValidCheckpoint when checkpoint files exist and none is valid
 // (the message lists each with its reason), kIo when `dir` is missing or unreadable.
 std::optional<LoadedCheckpoint> load_latest(const std::string& dir,
                                             const ReadOptions& options = {});

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_files.h"
 #include "common/crc32.h"
+#include "common/error.h"
 
 namespace hsring::checkpoint {
 
@@ -36,15 +36,15 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
     created.push_back(p);
   if (!ec) fs::create_directories(dir_, ec);
   if (ec)
-    throw CheckpointError(CheckpointErrc::kIo, dir_,
-                          "cannot create the checkpoint directory: " + ec.message());
+    throw Error(Errc::kCheckpointIo, dir_,
+                "cannot create the checkpoint directory: " + ec.message());
   for (auto it = created.rbegin(); it != created.rend(); ++it)
     sync_directory(it->parent_path().string());
   const std::string lock_path = (fs::path(dir_) / kLockFileName).string();
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0)
-    throw CheckpointError(CheckpointErrc::kIo, lock_path,
-                          std::string("cannot open the lock file: ") + std::strerror(errno));
+    throw Error(Errc::kCheckpointIo, lock_path,
+                std::string("cannot open the lock file: ") + std::strerror(errno));
   // flock, not fcntl locks: it belongs to this open file, so a second writer in this same
   // process is refused too, and the kernel drops it when the process dies however it dies.
   int rc;
@@ -55,11 +55,11 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
     const int error = errno;
     ::close(lock_fd_);
     if (error == EWOULDBLOCK)
-      throw CheckpointError(CheckpointErrc::kLocked, dir_,
-                            "another writer (a run still alive?) holds " + lock_path +
-                                "; two runs must not share a checkpoint directory");
-    throw CheckpointError(CheckpointErrc::kIo, lock_path,
-                          std::string("cannot lock: ") + std::strerror(error));
+      throw Error(Errc::kCheckpointLocked, dir_,
+                  "another writer (a run still alive?) holds " + lock_path +
+                      "; two runs must not share a checkpoint directory");
+    throw Error(Errc::kCheckpointIo, lock_path,
+                std::string("cannot lock: ") + std::strerror(error));
   }
   // Holding the lock, every temporary here is a dead writer's.
   remove_temporary_files(dir_);
@@ -126,10 +126,10 @@ void CheckpointWriter::remove_old(uint64_t newest_step) {
   if (doomed.empty()) return;
   for (const CheckpointFile* f : doomed)
     if (::unlink(f->path.c_str()) != 0 && errno != ENOENT)
-      throw CheckpointError(CheckpointErrc::kIo, f->path,
-                            std::string("cannot remove an old checkpoint: ") +
-                                std::strerror(errno) + " (the new checkpoint of step " +
-                                std::to_string(newest_step) + " is written)");
+      throw Error(Errc::kCheckpointIo, f->path,
+                  std::string("cannot remove an old checkpoint: ") + std::strerror(errno) +
+                      " (the new checkpoint of step " + std::to_string(newest_step) +
+                      " is written)");
   sync_directory(dir_);
 }
 

@@ -13,9 +13,9 @@
 #include <set>
 #include <sstream>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/safetensors_export.h"
+#include "common/error.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
 
@@ -28,7 +28,7 @@ using train::DflashConfig;
 using train::ParamLayout;
 
 [[noreturn]] void bad_export(const std::string& dir, const std::string& what) {
-  throw CheckpointError(CheckpointErrc::kBadCheckpoint, dir, what);
+  throw Error(Errc::kCheckpointBadCheckpoint, dir, what);
 }
 
 bool same_layout(const ParamLayout& a, const ParamLayout& b) {
@@ -103,17 +103,16 @@ void install_folder(const fs::path& from, const fs::path& to) {
   if (::rename(from.c_str(), to.c_str()) == 0) return;
   const int first = errno;
   if (first != EEXIST && first != ENOTEMPTY)
-    throw CheckpointError(
-        CheckpointErrc::kIo, to.string(),
-        std::string("rename from ") + from.string() + ": " + std::strerror(first));
+    throw Error(Errc::kCheckpointIo, to.string(),
+                std::string("rename from ") + from.string() + ": " + std::strerror(first));
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
     remove_quietly(from);  // now the old export
     return;
   }
   const fs::path aside = temporary_folder(to);
   if (::rename(to.c_str(), aside.c_str()) != 0 || ::rename(from.c_str(), to.c_str()) != 0)
-    throw CheckpointError(CheckpointErrc::kIo, to.string(),
-                          std::string("cannot replace the folder: ") + std::strerror(errno));
+    throw Error(Errc::kCheckpointIo, to.string(),
+                std::string("cannot replace the folder: ") + std::strerror(errno));
   remove_quietly(aside);
 }
 
@@ -123,9 +122,8 @@ class ConfigReader {
  public:
   ConfigReader(const json& j, std::string file) : j_(j), file_(std::move(file)) {}
 
-  [[noreturn]] void fail(const std::string& what,
-                         CheckpointErrc code = CheckpointErrc::kBadHeader) const {
-    throw CheckpointError(code, file_, what);
+  [[noreturn]] void fail(const std::string& what, Errc code = Errc::kCheckpointBadHeader) const {
+    throw Error(code, file_, what);
   }
   const json& at(const json& obj, const std::string& key, const std::string& where = "") const {
     if (!obj.is_object() || !obj.contains(key)) fail("missing key '" + where + key + "'");
@@ -180,11 +178,10 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   const fs::path parent = final_dir.parent_path();
   std::error_code ec;
   fs::create_directories(parent, ec);
-  if (ec)
-    throw CheckpointError(CheckpointErrc::kIo, parent.string(), "cannot create: " + ec.message());
+  if (ec) throw Error(Errc::kCheckpointIo, parent.string(), "cannot create: " + ec.message());
   const fs::path tmp = temporary_folder(final_dir);
   if (!fs::create_directory(tmp, ec) || ec)
-    throw CheckpointError(CheckpointErrc::kIo, tmp.string(), "cannot create: " + ec.message());
+    throw Error(Errc::kCheckpointIo, tmp.string(), "cannot create: " + ec.message());
   try {
     write_text_file(tmp / kDflashConfigFile, config_json(config, layer_ids, options).dump(2) + "\n",
                     options.io);
@@ -205,19 +202,18 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
 DflashExport read_dflash_export(const std::string& dir) {
   const fs::path folder(dir);
   if (!fs::is_directory(folder))
-    throw CheckpointError(
-        CheckpointErrc::kIo, dir,
-        "no such folder: a DFlash export holds config.json and model.safetensors");
+    throw Error(Errc::kCheckpointIo, dir,
+                "no such folder: a DFlash export holds config.json and model.safetensors");
   const std::string file = (folder / kDflashConfigFile).string();
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw CheckpointError(CheckpointErrc::kIo, file, "missing or unreadable");
+  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
   std::stringstream text;
   text << in.rdbuf();
   json j;
   try {
     j = json::parse(text.str());
   } catch (const json::exception& e) {
-    throw CheckpointError(CheckpointErrc::kBadHeader, file, std::string("not JSON: ") + e.what());
+    throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
   }
   const ConfigReader r(j, file);
   if (!j.is_object()) r.fail("not a JSON object");
@@ -226,7 +222,7 @@ DflashExport read_dflash_export(const std::string& dir) {
   if (arch != json::array({kDflashArchitecture}))
     r.fail("architectures is " + arch.dump() + ", not [\"" + kDflashArchitecture +
                "\"]: not a DFlash drafter",
-           CheckpointErrc::kForeign);
+           Errc::kCheckpointForeign);
   if (const json& type = r.at(j, "model_type"); type != "qwen3")
     r.fail("model_type is " + type.dump() + ", not \"qwen3\"");
 
@@ -309,23 +305,22 @@ DflashExport read_dflash_export(const std::string& dir) {
   for (const train::ParamInfo& p : out.layout.tensors) {
     expected.insert(p.name);
     const TensorInfo* t = weights->find(p.name);
-    if (!t)
-      throw CheckpointError(CheckpointErrc::kBadTable, weights_file, "missing tensor " + p.name);
+    if (!t) throw Error(Errc::kCheckpointBadTable, weights_file, "missing tensor " + p.name);
     if (t->shape != p.shape)
-      throw CheckpointError(CheckpointErrc::kBadTable, weights_file,
-                            "tensor " + p.name + " has shape " + shape_string(t->shape) +
-                                ", config.json implies " + shape_string(p.shape));
+      throw Error(Errc::kCheckpointBadTable, weights_file,
+                  "tensor " + p.name + " has shape " + shape_string(t->shape) +
+                      ", config.json implies " + shape_string(p.shape));
     if (t->dtype != "BF16" && t->dtype != "F16" && t->dtype != "F32")
-      throw CheckpointError(CheckpointErrc::kBadTable, weights_file,
-                            "tensor " + p.name + " has dtype " + t->dtype + ", not a float one");
+      throw Error(Errc::kCheckpointBadTable, weights_file,
+                  "tensor " + p.name + " has dtype " + t->dtype + ", not a float one");
     weights->read_as_float(p.name, p.shape, std::span<float>(out.params).subspan(p.offset, p.size));
   }
   for (const TensorInfo& t : weights->tensors())
     if (!expected.count(t.name))
-      throw CheckpointError(CheckpointErrc::kBadTable, weights_file,
-                            "unexpected tensor " + t.name +
-                                " (a DFlash export holds the drafter's weights only: no "
-                                "embedding, no LM head)");
+      throw Error(Errc::kCheckpointBadTable, weights_file,
+                  "unexpected tensor " + t.name +
+                      " (a DFlash export holds the drafter's weights only: no "
+                      "embedding, no LM head)");
   return out;
 }
 

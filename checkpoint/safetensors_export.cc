@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_files.h"
+#include "common/error.h"
 #include "model/float_convert.h"
 
 namespace hsring::checkpoint {
@@ -13,8 +13,8 @@ namespace hsring::checkpoint {
 namespace {
 
 [[noreturn]] void bad_export(const std::string& path, const std::string& what) {
-  throw CheckpointError(CheckpointErrc::kBadCheckpoint, path,
-                        "cannot export: " + what + " (nothing was written)");
+  throw Error(Errc::kCheckpointBadCheckpoint, path,
+              "cannot export: " + what + " (nothing was written)");
 }
 
 // Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF), which JSON and

@@ -5,9 +5,9 @@
 #include <map>
 #include <numeric>
 
+#include "common/error.h"
 #include "common/random.h"
 #include "data/corpus.h"
-#include "data/data_error.h"
 #include "data/permutation.h"
 
 namespace hsring::data {
@@ -33,9 +33,9 @@ BatchIndex::BatchIndex(const std::vector<std::vector<uint64_t>>& doc_offsets,
                        const PackOptions& options)
     : options_(options) {
   if (options.max_tokens == 0 || options.max_tokens > kMaxBatchTokens)
-    throw DataError(DataErrc::kBadOptions,
-                    "max tokens per batch must be in [1, " + std::to_string(kMaxBatchTokens) + "]");
-  if (options.window == 0) throw DataError(DataErrc::kBadOptions, "packing window must be > 0");
+    throw Error(Errc::kDataBadOptions,
+                "max tokens per batch must be in [1, " + std::to_string(kMaxBatchTokens) + "]");
+  if (options.window == 0) throw Error(Errc::kDataBadOptions, "packing window must be > 0");
   // Documents longer than the budget become consecutive pieces of at most max_tokens;
   // empty documents have nothing to train on and are dropped.
   std::vector<Piece> pieces;
@@ -49,9 +49,9 @@ BatchIndex::BatchIndex(const std::vector<std::vector<uint64_t>>& doc_offsets,
       }
     }
   }
-  if (pieces.empty()) throw DataError(DataErrc::kEmptyCorpus, "the corpus has no token to pack");
+  if (pieces.empty()) throw Error(Errc::kDataEmptyCorpus, "the corpus has no token to pack");
   if (pieces.size() >= UINT32_MAX)  // packing indexes pieces with uint32
-    throw DataError(DataErrc::kBadOptions, "too many pieces: raise max tokens per batch");
+    throw Error(Errc::kDataBadOptions, "too many pieces: raise max tokens per batch");
   // One seeded Fisher-Yates shuffle, so a batch mixes documents from across the corpus.
   uint64_t rng = mix64(options.seed ^ kShuffleSalt);
   for (size_t i = pieces.size() - 1; i > 0; --i)

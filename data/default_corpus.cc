@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "common/crc32.h"
+#include "common/error.h"
 #include "data/corpus.h"
-#include "data/data_error.h"
 #include "data/text_pack.h"
 
 namespace hsring::data {
@@ -40,7 +40,7 @@ bool opens_cleanly(const std::string& dir) {
   try {
     Corpus::open(dir);
     return true;
-  } catch (const DataError&) {
+  } catch (const Error&) {
     return false;
   }
 }
@@ -93,7 +93,7 @@ std::string packed_dir(const std::string& cache_root, BuiltinSplit split) {
     if (fs::exists(dir) && opens_cleanly(dir.string())) return dir.string();
     if (pack_into(root, dir, split)) return dir.string();
   }
-  throw DataError(DataErrc::kIo, dir.string(), 0, "cannot pack the default corpus here");
+  throw Error(Errc::kDataIo, dir.string(), 0, "cannot pack the default corpus here");
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ std::string default_cache_root();
 // The folder of the packed default corpus under `cache_root` ("" for the default root),
 // packing it first if it is missing or does not open cleanly. Safe against concurrent
 // callers: each packs into a private folder and renames it into place; the loser of a
-// race uses the winner's. Throws DataError.
+// race uses the winner's. Throws Error.
 std::string default_corpus_dir(const std::string& cache_root = "");
 // The same for the held-out documents (BuiltinSplit::kHeldOut).
 std::string default_heldout_dir(const std::string& cache_root = "");
@@ -44,7 +44,7 @@ class Corpus;
 // Headers and offset tables are checked now; with `verify_tokens` also every token (both
 // checksums and the vocabulary: CorpusOptions), else token values as each batch is
 // built. The default corpus is always checked in full (default_corpus_dir). Throws
-// DataError.
+// Error.
 Corpus open_token_data(const std::string& dir, bool verify_tokens = false);
 
 }  // namespace hsring::data

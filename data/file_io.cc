@@ -8,14 +8,14 @@
 #include <cstring>
 #include <utility>
 
-#include "data/data_error.h"
+#include "common/error.h"
 
 namespace hsring::data {
 
 namespace {
 
 [[noreturn]] void io_error(const std::string& path, uint64_t offset, const char* call, int err) {
-  throw DataError(DataErrc::kIo, path, offset, std::string(call) + ": " + std::strerror(err));
+  throw Error(Errc::kDataIo, path, offset, std::string(call) + ": " + std::strerror(err));
 }
 
 }  // namespace
@@ -70,8 +70,8 @@ size_t File::read_some(void* out, size_t size, uint64_t offset) const {
 void File::read_exact(void* out, size_t size, uint64_t offset) const {
   const size_t got = read_some(out, size, offset);
   if (got < size)
-    throw DataError(DataErrc::kTruncated, path_, offset + got,
-                    "file ends early (" + std::to_string(size - got) + " more bytes expected)");
+    throw Error(Errc::kDataTruncated, path_, offset + got,
+                "file ends early (" + std::to_string(size - got) + " more bytes expected)");
 }
 
 void File::write_all(const void* bytes, size_t size, uint64_t offset) const {

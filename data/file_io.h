@@ -1,5 +1,5 @@
 // A file descriptor that closes itself, with the few blocking calls the data layer needs,
-// each turning failure into a DataError that names the file and the byte.
+// each turning failure into an Error that names the file and the byte.
 #pragma once
 
 #include <cstddef>
@@ -10,8 +10,8 @@ namespace hsring::data {
 
 class File {
  public:
-  static File open_read(const std::string& path);   // throws DataError(kIo)
-  static File create_new(const std::string& path);  // O_EXCL, 0644; throws DataError(kIo)
+  static File open_read(const std::string& path);   // throws Error(kIo)
+  static File create_new(const std::string& path);  // O_EXCL, 0644; throws Error(kIo)
 
   File() = default;
   File(File&& other) noexcept;
@@ -22,10 +22,10 @@ class File {
 
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
-  uint64_t size() const;  // fstat; throws DataError(kIo)
+  uint64_t size() const;  // fstat; throws Error(kIo)
 
-  // Reads exactly `size` bytes at `offset`. Throws DataError(kTruncated) naming the byte
-  // where the file ended, or DataError(kIo).
+  // Reads exactly `size` bytes at `offset`. Throws Error(kTruncated) naming the byte
+  // where the file ended, or Error(kIo).
   void read_exact(void* out, size_t size, uint64_t offset) const;
   // Reads up to `size` bytes at `offset`; returns how many (fewer only at end of file).
   size_t read_some(void* out, size_t size, uint64_t offset) const;

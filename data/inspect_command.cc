@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/error.h"
 #include "data/corpus.h"
 #include "data/data_commands.h"
-#include "data/data_error.h"
 #include "data/shard_file.h"
 
 namespace hsring::data {
@@ -24,7 +24,7 @@ int run_data_inspect(const std::string& path) {
   try {
     shards = std::filesystem::is_directory(path) ? Corpus::list_shards(path)
                                                  : std::vector<std::string>{path};
-  } catch (const DataError& e) {
+  } catch (const Error& e) {
     std::cerr << "hsring data inspect: error: " << e.what() << "\n";
     return 1;
   }
@@ -51,7 +51,7 @@ int run_data_inspect(const std::string& path) {
       documents += h.doc_count;
       counted += check.counted_tokens;
       masked += h.has_mask() ? 1 : 0;
-    } catch (const DataError& e) {
+    } catch (const Error& e) {
       std::printf("%-24s BAD (%s)\n", name.c_str(), to_string(e.code()));
       std::fflush(stdout);
       std::cerr << "hsring data inspect: error: " << e.what() << "\n";

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/error.h"
 #include "data/data_commands.h"
-#include "data/data_error.h"
 #include "data/text_pack.h"
 
 namespace hsring::data {

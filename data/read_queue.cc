@@ -5,12 +5,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "data/data_error.h"
+#include "common/error.h"
 
 namespace hsring::data {
 
 ReadQueue::ReadQueue(uint32_t capacity) {
-  if (capacity == 0) throw DataError(DataErrc::kBadOptions, "read queue capacity must be > 0");
+  if (capacity == 0) throw Error(Errc::kDataBadOptions, "read queue capacity must be > 0");
   requests_.resize(capacity);
   for (uint32_t i = capacity; i-- > 0;) free_.push_back(i);
   // The SQ holds `capacity` entries and the CQ twice that, so the requests in the kernel
@@ -24,7 +24,7 @@ ReadQueue::~ReadQueue() {
   // the ring goes, since io_uring_queue_exit does not wait for them.
   try {
     while (free_.size() < requests_.size()) reap(true);
-  } catch (const DataError&) {
+  } catch (const Error&) {
     // A failing submit leaves nothing more we can wait for.
   }
   io_uring_queue_exit(&ring_);
@@ -79,7 +79,7 @@ void ReadQueue::submit() {
   do {
     rc = io_uring_submit(&ring_);
   } while (rc == -EINTR);
-  if (rc < 0) throw DataError(DataErrc::kIo, std::string("io_uring_submit: ") + std::strerror(-rc));
+  if (rc < 0) throw Error(Errc::kDataIo, std::string("io_uring_submit: ") + std::strerror(-rc));
   unsubmitted_ = 0;
 }
 
@@ -103,8 +103,7 @@ void ReadQueue::reap(bool wait) {
     do {
       rc = io_uring_wait_cqe(&ring_, &cqe);
     } while (rc == -EINTR);
-    if (rc < 0)
-      throw DataError(DataErrc::kIo, std::string("io_uring_wait_cqe: ") + std::strerror(-rc));
+    if (rc < 0) throw Error(Errc::kDataIo, std::string("io_uring_wait_cqe: ") + std::strerror(-rc));
   }
   while (io_uring_peek_cqe(&ring_, &cqe) == 0 && cqe != nullptr) {
     const auto index = uint32_t(io_uring_cqe_get_data64(cqe));

@@ -19,7 +19,7 @@ struct ShardInfo {
 };
 
 // Reads and checks the header, the file size and the offset table of `path`; the tokens
-// are not read. Throws DataError naming the file and byte.
+// are not read. Throws Error naming the file and byte.
 ShardInfo read_shard_info(const std::string& path);
 
 // What the full check of a shard counted.
@@ -29,7 +29,7 @@ struct ShardCheck {
 
 // Reads every token of `shard` (io_uring, `options.depth` chunks in flight), checks the
 // token CRC and that each token is in the vocabulary, then the loss mask's CRC and that its
-// padding bits are zero. Throws DataError (kChecksum, kBadToken naming the token's byte,
+// padding bits are zero. Throws Error (kChecksum, kBadToken naming the token's byte,
 // kBadMask naming the mask byte, kTruncated, kIo).
 ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options = {});
 

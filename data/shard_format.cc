@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "common/crc32.h"
-#include "data/data_error.h"
+#include "common/error.h"
 
 namespace hsring::data {
 
@@ -25,9 +25,9 @@ void store(std::byte* at, T value) {
   std::memcpy(at, &value, sizeof value);
 }
 
-[[noreturn]] void fail(DataErrc code, const std::string& path, uint64_t offset,
+[[noreturn]] void fail(Errc code, const std::string& path, uint64_t offset,
                        const std::string& what) {
-  throw DataError(code, path, offset, what);
+  throw Error(code, path, offset, what);
 }
 
 }  // namespace
@@ -58,21 +58,21 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
   const size_t magic_bytes = std::min(available, kShardMagic.size());
   for (size_t i = 0; i < magic_bytes; ++i)
     if (bytes[i] != std::byte(kShardMagic[i]))
-      fail(DataErrc::kForeign, path, i, "not an hsring token shard (magic \"HSRTOKNS\" expected)");
+      fail(Errc::kDataForeign, path, i, "not an hsring token shard (magic \"HSRTOKNS\" expected)");
   if (available < kShardHeaderSize)
-    fail(DataErrc::kTruncated, path, available,
+    fail(Errc::kDataTruncated, path, available,
          "file ends inside the header (" + std::to_string(kShardHeaderSize) + " bytes expected)");
 
   ShardHeader h;
   h.version = load<uint32_t>(bytes + kFieldVersion);
   // Version before the CRC: another version may lay its header out differently.
   if (h.version != kShardVersionNoMask && h.version != kShardVersion)
-    fail(DataErrc::kBadVersion, path, kFieldVersion,
+    fail(Errc::kDataBadVersion, path, kFieldVersion,
          "format version " + std::to_string(h.version) + ", this build reads versions 1 and " +
              std::to_string(kShardVersion));
   const uint32_t stored_crc = load<uint32_t>(bytes + kFieldHeaderCrc);
   if (crc32(bytes, kFieldHeaderCrc) != stored_crc)
-    fail(DataErrc::kChecksum, path, kFieldHeaderCrc, "header checksum mismatch");
+    fail(Errc::kDataChecksum, path, kFieldHeaderCrc, "header checksum mismatch");
 
   h.header_size = load<uint32_t>(bytes + kFieldHeaderSize);
   h.token_bytes = load<uint32_t>(bytes + kFieldTokenBytes);
@@ -83,40 +83,40 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
   h.offsets_crc = load<uint32_t>(bytes + kFieldOffsetsCrc);
 
   if (h.header_size != kShardHeaderSize)
-    fail(DataErrc::kBadHeader, path, kFieldHeaderSize,
+    fail(Errc::kDataBadHeader, path, kFieldHeaderSize,
          "header size " + std::to_string(h.header_size) + ", versions 1 and 2 have 64");
   if (h.token_bytes != 1 && h.token_bytes != 2 && h.token_bytes != 4)
-    fail(DataErrc::kBadHeader, path, kFieldTokenBytes,
+    fail(Errc::kDataBadHeader, path, kFieldTokenBytes,
          "token width " + std::to_string(h.token_bytes) + " bytes (1, 2 or 4 expected)");
   // Tokens become int32 in a batch: a vocabulary must fit the width and int32.
   const uint64_t width_limit = h.token_bytes == 4 ? (1ull << 31) : (1ull << (8 * h.token_bytes));
   if (h.vocab_size > width_limit)
-    fail(DataErrc::kBadHeader, path, kFieldVocabSize,
+    fail(Errc::kDataBadHeader, path, kFieldVocabSize,
          "vocabulary of " + std::to_string(h.vocab_size) + " does not fit " +
              std::to_string(h.token_bytes) + "-byte tokens and int32");
   if (h.token_count > kMaxShardTokens)
-    fail(DataErrc::kBadHeader, path, kFieldTokenCount, "impossible token count");
+    fail(Errc::kDataBadHeader, path, kFieldTokenCount, "impossible token count");
   if (h.doc_count > kMaxShardDocs)
-    fail(DataErrc::kBadHeader, path, kFieldDocCount, "impossible document count");
+    fail(Errc::kDataBadHeader, path, kFieldDocCount, "impossible document count");
   if (h.version >= 2) {
     h.flags = load<uint32_t>(bytes + kFieldFlags);
     h.mask_crc = load<uint32_t>(bytes + kFieldMaskCrc);
     if ((h.flags & ~kKnownFlags) != 0)
-      fail(DataErrc::kBadHeader, path, kFieldFlags,
+      fail(Errc::kDataBadHeader, path, kFieldFlags,
            "unknown flag bits " + std::to_string(h.flags & ~kKnownFlags) +
                " (this build knows bit 0, the loss mask)");
     if (!h.has_mask() && h.mask_crc != 0)
-      fail(DataErrc::kBadHeader, path, kFieldMaskCrc, "mask checksum set without a loss mask");
+      fail(Errc::kDataBadHeader, path, kFieldMaskCrc, "mask checksum set without a loss mask");
   }
   const uint32_t reserved_from = h.version >= 2 ? kFieldReserved2 : kFieldReserved;
   for (uint32_t i = reserved_from; i < kFieldHeaderCrc; ++i)
-    if (bytes[i] != std::byte{0}) fail(DataErrc::kBadHeader, path, i, "reserved byte not zero");
+    if (bytes[i] != std::byte{0}) fail(Errc::kDataBadHeader, path, i, "reserved byte not zero");
 
   if (file_size < h.file_size())
-    fail(DataErrc::kTruncated, path, file_size,
+    fail(Errc::kDataTruncated, path, file_size,
          "file ends early: the header says it has " + std::to_string(h.file_size()) + " bytes");
   if (file_size > h.file_size())
-    fail(DataErrc::kTrailingBytes, path, h.file_size(),
+    fail(Errc::kDataTrailingBytes, path, h.file_size(),
          "file has " + std::to_string(file_size - h.file_size()) +
              " bytes past the end the header gives");
   return h;
@@ -126,18 +126,18 @@ std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& 
                                      const std::string& path) {
   const uint64_t base = h.offsets_offset();
   if (crc32(bytes, h.offsets_size()) != h.offsets_crc)
-    fail(DataErrc::kChecksum, path, base, "document offset table checksum mismatch");
+    fail(Errc::kDataChecksum, path, base, "document offset table checksum mismatch");
   std::vector<uint64_t> offsets(h.doc_count + 1);
   for (uint64_t i = 0; i <= h.doc_count; ++i) {
     offsets[i] = load<uint64_t>(bytes + 8 * i);
     const bool ok = i == 0 ? offsets[0] == 0 : offsets[i] >= offsets[i - 1];
     if (!ok || offsets[i] > h.token_count)
-      fail(DataErrc::kBadOffsets, path, base + 8 * i,
+      fail(Errc::kDataBadOffsets, path, base + 8 * i,
            "document offset " + std::to_string(i) + " is " + std::to_string(offsets[i]) +
                " (offsets run from 0, never decrease, end at the token count)");
   }
   if (offsets.back() != h.token_count)
-    fail(DataErrc::kBadOffsets, path, base + 8 * h.doc_count,
+    fail(Errc::kDataBadOffsets, path, base + 8 * h.doc_count,
          "last document offset " + std::to_string(offsets.back()) + " is not the token count " +
              std::to_string(h.token_count));
   return offsets;
@@ -154,7 +154,7 @@ uint64_t check_mask_bytes(const std::byte* bytes, size_t size, uint64_t first_by
         token_count > first_token ? std::min<uint64_t>(8, token_count - first_token) : 0;
     const unsigned pad = real == 8 ? 0u : (0xFFu << real) & 0xFFu;
     if ((byte & pad) != 0)
-      fail(DataErrc::kBadMask, path, file_offset + i,
+      fail(Errc::kDataBadMask, path, file_offset + i,
            "loss mask bits past the last token (" + std::to_string(token_count) +
                " tokens) are not zero");
     counted += uint64_t(std::popcount(byte));

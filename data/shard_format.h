@@ -1,6 +1,6 @@
 // The token shard file format, byte for byte (docs/data-format.md): a 64-byte header, the
 // tokens, the document offsets, then (version 2, when its flag is set) the loss mask, one
-// bit per token. Decoding here is pure: it checks bytes handed to it and throws DataError
+// bit per token. Decoding here is pure: it checks bytes handed to it and throws Error
 // naming the file and the byte, so it is safe on any input.
 #pragma once
 
@@ -74,19 +74,19 @@ std::array<std::byte, kShardHeaderSize> encode_header(const ShardHeader& header)
 
 // Decodes the first `available` bytes of `path`, a file of `file_size` bytes, and checks
 // that the header is valid and that the file has exactly the size it implies.
-// Throws DataError (kForeign, kBadVersion, kChecksum, kBadHeader, kTruncated,
+// Throws Error (kForeign, kBadVersion, kChecksum, kBadHeader, kTruncated,
 // kTrailingBytes). Reads versions 1 and 2.
 ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
                           const std::string& path);
 
 // Decodes the offset table of `header` (its offsets_size() bytes): checks its CRC, that
-// it starts at 0, never decreases and ends at token_count. Throws DataError.
+// it starts at 0, never decreases and ends at token_count. Throws Error.
 std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& header,
                                      const std::string& path);
 
 // Checks `size` bytes of the mask that start at mask byte `first_byte` of a mask of
 // `token_count` bits: the bits past the last token must be zero. Returns the number of set
-// bits among them. Throws DataError(kBadMask) naming the byte at `file_offset + i`.
+// bits among them. Throws Error(kBadMask) naming the byte at `file_offset + i`.
 uint64_t check_mask_bytes(const std::byte* bytes, size_t size, uint64_t first_byte,
                           uint64_t token_count, uint64_t file_offset, const std::string& path);
 

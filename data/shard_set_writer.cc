@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/error.h"
 #include "data/corpus.h"
-#include "data/data_error.h"
 
 namespace hsring::data {
 
@@ -30,13 +30,13 @@ ShardSetWriter::ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t v
       token_bytes_(token_bytes),
       vocab_size_(vocab_size),
       shard_tokens_(shard_tokens) {
-  if (shard_tokens == 0) throw DataError(DataErrc::kBadOptions, "tokens per shard must be > 0");
+  if (shard_tokens == 0) throw Error(Errc::kDataBadOptions, "tokens per shard must be > 0");
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec) throw DataError(DataErrc::kIo, dir_, 0, "cannot create the folder: " + ec.message());
+  if (ec) throw Error(Errc::kDataIo, dir_, 0, "cannot create the folder: " + ec.message());
   if (!Corpus::list_shards(dir_).empty())
-    throw DataError(DataErrc::kBadOptions,
-                    dir_ + " already holds shards; write into an empty or new folder");
+    throw Error(Errc::kDataBadOptions,
+                dir_ + " already holds shards; write into an empty or new folder");
 }
 
 ShardWriter& ShardSetWriter::writer_for(uint64_t tokens) {

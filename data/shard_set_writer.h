@@ -25,7 +25,7 @@ struct ShardSetSummary {
 
 class ShardSetWriter {
  public:
-  // Creates `dir` if needed. Throws DataError(kBadOptions) if it already holds shards, so
+  // Creates `dir` if needed. Throws Error(kBadOptions) if it already holds shards, so
   // two writers never mix into one corpus, or if shard_tokens is 0; kIo.
   // REQUIRES: token_bytes and vocab_size as ShardWriter takes them.
   ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t vocab_size,

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/crc32.h"
-#include "data/data_error.h"
+#include "common/error.h"
 
 namespace hsring::data {
 
@@ -15,14 +15,14 @@ constexpr size_t kFlushBytes = 1 << 20;
 ShardWriter::ShardWriter(std::string path, uint32_t token_bytes, uint32_t vocab_size)
     : path_(std::move(path)), temp_path_(path_ + ".tmp") {
   if (token_bytes != 1 && token_bytes != 2 && token_bytes != 4)
-    throw DataError(DataErrc::kBadOptions, "token width must be 1, 2 or 4 bytes");
+    throw Error(Errc::kDataBadOptions, "token width must be 1, 2 or 4 bytes");
   header_.token_bytes = token_bytes;
   header_.vocab_size = vocab_size;
   const uint64_t width_limit = token_bytes == 4 ? (1ull << 31) : (1ull << (8 * token_bytes));
   if (vocab_size > width_limit)
-    throw DataError(DataErrc::kBadOptions, "a vocabulary of " + std::to_string(vocab_size) +
-                                               " does not fit " + std::to_string(token_bytes) +
-                                               "-byte tokens");
+    throw Error(Errc::kDataBadOptions, "a vocabulary of " + std::to_string(vocab_size) +
+                                           " does not fit " + std::to_string(token_bytes) +
+                                           "-byte tokens");
   token_limit_ = vocab_size ? vocab_size : width_limit;
   std::remove(temp_path_.c_str());  // a leftover of an earlier crash
   file_ = File::create_new(temp_path_);
@@ -35,8 +35,8 @@ ShardWriter::~ShardWriter() {
 
 void ShardWriter::check_token(uint32_t token) const {
   if (token >= token_limit_)
-    throw DataError(
-        DataErrc::kBadToken, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
+    throw Error(
+        Errc::kDataBadToken, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
         "token " + std::to_string(token) + " does not fit below " + std::to_string(token_limit_));
 }
 
@@ -61,9 +61,9 @@ void ShardWriter::append_mask(std::span<const uint8_t> counted, uint64_t tokens)
 
 void ShardWriter::add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted) {
   if (!counted.empty() && counted.size() != tokens.size())
-    throw DataError(DataErrc::kBadOptions, path_ + ": a loss mask of " +
-                                               std::to_string(counted.size()) + " flags for " +
-                                               std::to_string(tokens.size()) + " tokens");
+    throw Error(Errc::kDataBadOptions, path_ + ": a loss mask of " +
+                                           std::to_string(counted.size()) + " flags for " +
+                                           std::to_string(tokens.size()) + " tokens");
   // Checked first so that a refused document leaves the shard as it was.
   for (uint32_t token : tokens) check_token(token);
   for (uint32_t token : tokens) append_token(token);
@@ -102,7 +102,7 @@ void ShardWriter::finish() {
   file_.write_all(header.data(), header.size(), 0);
   file_.sync();
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0)
-    throw DataError(DataErrc::kIo, path_, 0, std::string("rename: ") + std::strerror(errno));
+    throw Error(Errc::kDataIo, path_, 0, std::string("rename: ") + std::strerror(errno));
   finished_ = true;
 }
 

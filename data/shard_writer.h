@@ -24,7 +24,7 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // Appends one document. `counted` is its loss mask, one flag per token (nonzero: the
-  // token is a training target), or empty: every token counts. Throws DataError(kBadToken)
+  // token is a training target), or empty: every token counts. Throws Error(kBadToken)
   // for a token that does not fit the width or the vocabulary, kBadOptions for a mask of
   // another length; nothing is appended then.
   void add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted = {});

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
+#include "common/error.h"
 #include "data/corpus.h"
-#include "data/data_error.h"
 #include "data/file_io.h"
 #include "data/token_codec.h"
 
@@ -60,9 +60,9 @@ TokenBatch assemble_batch(const Corpus& corpus, const BatchRef& ref, const std::
     if (good < piece.length) {
       uint32_t token = 0;
       std::memcpy(&token, raw + good * width, width);
-      throw DataError(DataErrc::kBadToken, shard.path, offset + uint64_t(good) * width,
-                      "token " + std::to_string(token) + " is outside the vocabulary of " +
-                          std::to_string(max_token_of(shard.header) + 1));
+      throw Error(Errc::kDataBadToken, shard.path, offset + uint64_t(good) * width,
+                  "token " + std::to_string(token) + " is outside the vocabulary of " +
+                      std::to_string(max_token_of(shard.header) + 1));
     }
     raw += uint64_t(piece.length) * width;
     for (uint32_t i = 0; i < piece.length; ++i) batch.positions[at + i] = int32_t(i);

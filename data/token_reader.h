@@ -44,12 +44,12 @@ struct ReaderStats {
 class TokenReader {
  public:
   // `corpus` and `index` must outlive the reader. Opens every shard file; throws
-  // DataError (kIo, kBadOptions for depth 0).
+  // Error (kIo, kBadOptions for depth 0).
   TokenReader(const Corpus& corpus, const BatchIndex& index, BatchIdSource ids,
               const ReaderOptions& options = {});
   ~TokenReader();
 
-  // The next batch of the id source, or nullopt once it is exhausted. Throws DataError
+  // The next batch of the id source, or nullopt once it is exhausted. Throws Error
   // naming the shard file and byte for a failed or short read or a bad token.
   std::optional<TokenBatch> next();
 

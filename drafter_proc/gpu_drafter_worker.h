@@ -47,7 +47,7 @@ struct GpuDrafterOptions {
 class GpuDrafterWorker {
  public:
   // Allocates the batch buffers on options.gpu, the calling thread's current device.
-  // REQUIRES: the ring's payload is pinned in this process. Throws CudaError.
+  // REQUIRES: the ring's payload is pinned in this process. Throws Error(kCuda).
   static std::unique_ptr<GpuDrafterWorker> create(WorkerSession& session,
                                                   const GpuDrafterOptions& options);
   ~GpuDrafterWorker();

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "common/error.h"
 #include "drafter_proc/nccl_group.h"
 #include "drafter_proc/slot_batch.h"
 #include "drafter_proc/slot_dma.h"
@@ -24,9 +25,9 @@ class GpuTrainingBackend final : public TrainingBackend {
       : gpu_(gpu), trainer_(std::move(trainer)) {
     const RingShape& s = ring.shape();
     if (s.dtype != DType::kBF16)
-      throw std::invalid_argument(std::string("GPU training reads bf16 hidden states; this ring "
-                                              "carries ") +
-                                  to_string(s.dtype) + ": run with --dtype bf16");
+      throw Error(Errc::kUsage, std::string("GPU training reads bf16 hidden states; this ring "
+                                            "carries ") +
+                                    to_string(s.dtype) + ": run with --dtype bf16");
     pinned_ = gpu::pin_ring_payload(ring);
     features_ = gpu::DeviceBuffer::allocate(uint64_t(s.max_tokens) * s.num_layers * s.hidden_size *
                                             sizeof(uint16_t));
@@ -43,7 +44,7 @@ class GpuTrainingBackend final : public TrainingBackend {
     batch_.copy_metadata(batch);
     cudaStream_t stream = trainer_->stream();
     if (gpu::CudaStatus s = enqueue_slot_features(batch, features_.data(), stream); !s.ok())
-      throw gpu::CudaError(s.code, s.message());
+      throw gpu::cuda_error(s.code, s.message());
     // The step reads the copy on the same stream; the wait is for the slot's release.
     HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
   }

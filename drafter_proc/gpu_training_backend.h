@@ -11,9 +11,9 @@
 
 namespace hsring {
 
-// Uses GPU `gpu` (made current). Throws std::invalid_argument when the ring's dtype is not
-// bf16, std::runtime_error for a too-low memlock limit, gpu::CudaError for a GPU that does
-// not exist or lacks the memory, ModelError for a drafter shape the kernels do not take.
+// Uses GPU `gpu` (made current). Throws Error(kUsage) when the ring's dtype is not
+// bf16, Error(kCuda) for a too-low memlock limit or a GPU that does
+// not exist or lacks the memory, Error for a drafter shape the kernels do not take.
 std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
                                                            Ring& ring, int gpu);
 // The same for the DFlash objective.

@@ -1,5 +1,7 @@
 #include "drafter_proc/grad_exchange.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,8 +14,8 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "shm/futex.h"
-#include "shm/ring_error.h"
 #include "shm/segment_file.h"
 #include "shm/slot_state.h"
 
@@ -92,8 +94,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
                                                  uint64_t ring_stamp) {
   const std::string what = "gradient exchange '" + name + "'";
   if (members < 1 || rank >= members || length < 1 || length > (1ull << 34))
-    throw std::runtime_error(what + ": bad request (rank " + std::to_string(rank) + " of " +
-                             std::to_string(members) + ", " + std::to_string(length) + " floats)");
+    throw Error(Errc::kGroupRendezvous, fmt::format("{}: bad request (rank {} of {}, {} floats)",
+                                                    what, rank, members, length));
   const uint64_t buffer_bytes = align_up(length * sizeof(float));
   const uint64_t stride = align_up(sizeof(MemberSlot)) + 2 * buffer_bytes;
   const uint64_t total = segment_size(members, length);
@@ -108,8 +110,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
     // Reserved now: tmpfs would otherwise SIGBUS on first touch of a full /dev/shm.
     if (int err = ::posix_fallocate(fd, 0, off_t(total)); err != 0) {
       remove(name);
-      throw std::runtime_error("cannot reserve " + std::to_string(total >> 20) + " MiB for " +
-                               what + ": " + std::strerror(err));
+      throw Error(Errc::kGroupRendezvous, fmt::format("cannot reserve {} MiB for {}: {}",
+                                                      total >> 20, what, std::strerror(err)));
     }
   } else {
     // The creator reserves the whole size before it stores the magic.
@@ -119,16 +121,16 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (uint64_t(st.st_size) != total)
-      throw std::runtime_error(what + " has " + std::to_string(st.st_size) + " bytes, not the " +
-                               std::to_string(total) + " that " + std::to_string(members) +
-                               " members of " + std::to_string(length) +
-                               " floats need: it was made for another group or drafter; "
-                               "remove it (`hsring ring remove`) when no drafter runs");
+      throw Error(Errc::kGroupRendezvous,
+                  fmt::format("{} has {} bytes, not the {} that {} members of {} floats need: "
+                              "it was made for another group or drafter; remove it (`hsring "
+                              "ring remove`) when no drafter runs",
+                              what, st.st_size, total, members, length));
   }
   auto segment = std::make_unique<Segment>(Segment{std::move(file), SegmentMapping()});
   try {
     segment->mapping = SegmentMapping(fd, total, true, what);
-  } catch (const RingError&) {
+  } catch (const Error&) {
     if (created) remove(name);
     throw;
   }
@@ -150,22 +152,22 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
   const auto deadline = std::chrono::steady_clock::now() + kOpenWait;
   while (h.magic.load(std::memory_order_acquire) != kMagic) {
     if (std::chrono::steady_clock::now() >= deadline)
-      throw std::runtime_error(what +
-                               " was never initialised (its creator died?): remove it "
-                               "(`hsring ring remove`) when no drafter runs");
+      throw Error(Errc::kGroupRendezvous, what +
+                                              " was never initialised (its creator died?): "
+                                              "remove it (`hsring ring remove`) when no "
+                                              "drafter runs");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (h.version != kVersion || h.members != members || h.length != length ||
       h.slot_stride != stride || h.total_size != total)
-    throw std::runtime_error(what + " is version " + std::to_string(h.version) + " for " +
-                             std::to_string(h.members) + " members of " + std::to_string(h.length) +
-                             " floats; this drafter needs version " + std::to_string(kVersion) +
-                             ", " + std::to_string(members) + " members of " +
-                             std::to_string(length) + " floats");
+    throw Error(Errc::kGroupRendezvous,
+                fmt::format("{} is version {} for {} members of {} floats; this drafter needs "
+                            "version {}, {} members of {} floats",
+                            what, h.version, h.members, h.length, kVersion, members, length));
   if (h.ring_stamp != ring_stamp)
-    throw std::runtime_error(what +
-                             " belongs to an earlier ring of that name: remove it "
-                             "(`hsring ring remove`) when no drafter runs");
+    throw Error(Errc::kGroupRendezvous, what +
+                                            " belongs to an earlier ring of that name: remove "
+                                            "it (`hsring ring remove`) when no drafter runs");
   return exchange;
 }
 

@@ -1,10 +1,13 @@
 #include "drafter_proc/group_files.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "common/crc32.h"
+#include "common/error.h"
 #include "common/text_file.h"
 
 namespace hsring {
@@ -37,9 +40,11 @@ void seal(std::string& out) { put<uint32_t>(out, crc32(out.data(), out.size()));
 void check_sealed(std::string_view bytes, size_t size, const char (&magic)[8], const char* what,
                   const std::string& path) {
   const auto fail = [&](const std::string& problem) {
-    throw GroupFileError(path + ": " + problem + "; it is not a " + what +
-                         " of an hsring drafter group. Give the group a folder of its own "
-                         "(--rendezvous-dir), or remove the file if no run uses it");
+    throw Error(Errc::kGroupFile, path,
+                fmt::format("{}; it is not a {} of an hsring drafter group. Give the group a "
+                            "folder of its own (--rendezvous-dir), or remove the file if no "
+                            "run uses it",
+                            problem, what));
   };
   if (bytes.size() < sizeof magic || std::memcmp(bytes.data(), magic, sizeof magic) != 0)
     fail("unknown format (magic)");
@@ -64,17 +69,19 @@ std::string encode_group_record(const GroupRecord& record) {
 GroupRecord decode_group_record(std::string_view bytes, const std::string& path) {
   check_sealed(bytes, kGroupBytes, kGroupMagic, "group record", path);
   if (const uint32_t version = get<uint32_t>(bytes, 8); version != kGroupVersion)
-    throw GroupFileError(path + ": group record version " + std::to_string(version) +
-                         ", this hsring reads version " + std::to_string(kGroupVersion) +
-                         ": every machine of a run must run the same hsring");
+    throw Error(Errc::kGroupFile, path,
+                fmt::format("group record version {}, this hsring reads version {}: every "
+                            "machine of a run must run the same hsring",
+                            version, kGroupVersion));
   GroupRecord record;
   record.members = get<uint32_t>(bytes, 12);
   record.generation = get<uint64_t>(bytes, 16);
   std::memcpy(record.id.data(), bytes.data() + 24, kGroupIdBytes);
   if (record.members < 2 || record.generation == 0)
-    throw GroupFileError(path + ": a group record of " + std::to_string(record.members) +
-                         " members, generation " + std::to_string(record.generation) +
-                         " (a group has 2 or more members and generations from 1)");
+    throw Error(Errc::kGroupFile, path,
+                fmt::format("a group record of {} members, generation {} (a group has 2 or "
+                            "more members and generations from 1)",
+                            record.members, record.generation));
   return record;
 }
 
@@ -95,8 +102,9 @@ GroupFiles::GroupFiles(std::string dir, uint32_t members, uint32_t rank)
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec)
-    throw std::runtime_error("cannot create the drafter group's rendezvous folder " + dir_ + ": " +
-                             ec.message());
+    throw Error(Errc::kGroupRendezvous,
+                fmt::format("cannot create the drafter group's rendezvous folder {}: {}", dir_,
+                            ec.message()));
 }
 
 std::string GroupFiles::path(const std::string& name) const {

@@ -26,9 +26,10 @@
 #include <array>
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "common/error.h"
 
 namespace hsring {
 
@@ -41,17 +42,11 @@ struct GroupRecord {
   GroupId id{};
 };
 
-// A rendezvous file that is not one (foreign, truncated, damaged, another format version).
-class GroupFileError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // The file formats (docs/drafter-training.md): little-endian, CRC-32 (zlib's) last.
 //   group:     "HSRGRP01" u32 version u32 members u64 generation u8[128] id u32 crc
 //   member-R:  "HSRGEN01" u64 generation u32 crc
 std::string encode_group_record(const GroupRecord& record);
-// Throws GroupFileError naming `path` and the problem.
+// Throws Error naming `path` and the problem.
 GroupRecord decode_group_record(std::string_view bytes, const std::string& path);
 std::string encode_generation(uint64_t generation);
 uint64_t decode_generation(std::string_view bytes, const std::string& path);
@@ -59,7 +54,7 @@ uint64_t decode_generation(std::string_view bytes, const std::string& path);
 class GroupFiles {
  public:
   // Member `rank` of a group of `members` in `dir` (created when missing). Throws
-  // std::runtime_error when the folder cannot be made.
+  // Error(kGroupRendezvous) when the folder cannot be made.
   GroupFiles(std::string dir, uint32_t members, uint32_t rank);
 
   // The leader: publishes a new generation with `id`; returns its number.

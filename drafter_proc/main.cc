@@ -136,12 +136,8 @@ int main(int argc, char** argv) {
     gpu_options.verify = !no_verify;
     gpu_options.assembly = assembly == "staged" ? GpuDrafterOptions::Assembly::kStagedCopy
                                                 : GpuDrafterOptions::Assembly::kPitchedCopy;
-    try {
-      gpu_options.noise = gpu::parse_noise_schedule(noise_schedule, noise_std);
-    } catch (const std::invalid_argument& e) {
-      log_line(std::string("error: ") + e.what());
-      return int(kExitUsage);
-    }
+    // Error(kUsage) for a bad schedule: worker_main logs it and exits kExitUsage.
+    gpu_options.noise = gpu::parse_noise_schedule(noise_schedule, noise_std);
     return run_gpu_drafter(session, gpu_options);
 #else
     log_line("error: --gpu needs a CUDA build of hsring; this build runs CPU workers only");

@@ -29,7 +29,7 @@ class CudaDrafterTrainer;
 
 // Joins the group described by `join` on the current device. Never throws for a group
 // problem (a dead peer, an NCCL failure): the first all_reduce then gives kGroupRestart
-// with the reason. Throws gpu::CudaError for a device failure.
+// with the reason. Throws Error(kCuda) for a device failure.
 std::unique_ptr<GradientGroup> join_nccl_group(const GroupJoin& join,
                                                train::CudaDrafterTrainer& trainer);
 

@@ -1,5 +1,6 @@
 #include "drafter_proc/training_backend.h"
 
+#include "common/error.h"
 #include "drafter_proc/slot_batch.h"
 #include "shm/ring.h"
 
@@ -36,10 +37,10 @@ class CpuTrainingBackend final : public TrainingBackend {
 
 std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join) {
   if (join.spans_machines())
-    throw std::runtime_error(
-        "drafters on several machines all-reduce with NCCL, which this "
-        "drafter cannot use (CPU mode, or a build without NCCL): run GPU "
-        "drafters from a CUDA build with NCCL, or train on one machine");
+    throw Error(Errc::kGroupRendezvous,
+                "drafters on several machines all-reduce with NCCL, which this "
+                "drafter cannot use (CPU mode, or a build without NCCL): run GPU "
+                "drafters from a CUDA build with NCCL, or train on one machine");
   return open_shared_memory_group(join, trainer());
 }
 

@@ -1,6 +1,6 @@
 #include "drafter_proc/training_checkpoint.h"
 
-#include "checkpoint/checkpoint_error.h"
+#include "common/error.h"
 
 namespace hsring {
 
@@ -17,8 +17,7 @@ checkpoint::Tensor tensor_of(const std::string& name, const train::ParamInfo& in
 }
 
 [[noreturn]] void refuse(const std::string& why) {
-  throw checkpoint::CheckpointError(checkpoint::CheckpointErrc::kBadCheckpoint, "checkpoint",
-                                    "cannot resume from it: " + why);
+  throw Error(Errc::kCheckpointBadCheckpoint, "checkpoint", "cannot resume from it: " + why);
 }
 
 void copy_into(const checkpoint::Checkpoint& saved, const std::string& name,

@@ -1,5 +1,7 @@
 #include "drafter_proc/training_drafter.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -7,19 +9,18 @@
 #include <filesystem>
 #include <optional>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
 #include "checkpoint/dflash_export.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "drafter_proc/drafter_worker.h"
 #include "drafter_proc/grad_exchange.h"
 #include "drafter_proc/training_backend.h"
 #include "drafter_proc/training_checkpoint.h"
-#include "model/model_error.h"
 #include "model/target_head.h"
 #include "model/target_model.h"
 #include "shm/recovery.h"
@@ -96,11 +97,11 @@ void TrainingLoop::set_up() {
   const RingShape& s = ring_.shape();
   const ModelConfig target = model_config_of(options_.target_model);
   if (target.hidden_size != s.hidden_size || target.vocab_size != s.vocab_size)
-    throw std::invalid_argument(
-        "--model " + options_.target_model + " (hidden " + std::to_string(target.hidden_size) +
-        ", vocab " + std::to_string(target.vocab_size) +
-        ") is not the model this ring was made for (hidden " + std::to_string(s.hidden_size) +
-        ", vocab " + std::to_string(s.vocab_size) + ")");
+    throw Error(Errc::kUsage,
+                fmt::format("--model {} (hidden {}, vocab {}) is not the model this ring was "
+                            "made for (hidden {}, vocab {})",
+                            options_.target_model, target.hidden_size, target.vocab_size,
+                            s.hidden_size, s.vocab_size));
   if (options_.objective == DrafterObjective::kDflash) {
     backend_ = options_.make_dflash_backend
                    ? options_.make_dflash_backend(dflash_options(target), ring_)
@@ -118,8 +119,8 @@ void TrainingLoop::set_up() {
   rank_ = options_.node_rank * s.num_drafters + local_rank_;
   check_node_topology({options_.nnodes, options_.node_rank, "flags"});
   if (options_.nnodes > 1 && options_.rendezvous_dir.empty())
-    throw std::invalid_argument("--nnodes " + std::to_string(options_.nnodes) +
-                                " needs --rendezvous-dir: a folder every node sees");
+    throw Error(Errc::kUsage, "--nnodes " + std::to_string(options_.nnodes) +
+                                  " needs --rendezvous-dir: a folder every node sees");
   log_line("training drafter " + trainer().describe() + " " + backend_->describe() + "; lr " +
            std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
            std::to_string(options_.optimizer.schedule.warmup_steps) + ", cosine to step " +
@@ -159,9 +160,9 @@ train::DflashTrainerOptions TrainingLoop::dflash_options(const ModelConfig& targ
   o.model.loss_gamma = c.loss_gamma > 0 ? c.loss_gamma : train::default_loss_gamma(c.block_size);
   if (c.mask_token_id >= 0) {
     if (c.mask_token_id >= int64_t(target.vocab_size))
-      throw std::invalid_argument("--mask-token-id " + std::to_string(c.mask_token_id) +
-                                  " is outside the target's vocabulary of " +
-                                  std::to_string(target.vocab_size));
+      throw Error(Errc::kUsage, "--mask-token-id " + std::to_string(c.mask_token_id) +
+                                    " is outside the target's vocabulary of " +
+                                    std::to_string(target.vocab_size));
     o.model.mask_token_id = uint32_t(c.mask_token_id);
   }
   train::check_dflash_config(o.model);
@@ -184,14 +185,11 @@ void TrainingLoop::join_group() {
   // (a skipped update does not advance its step): equal on members that loaded the same
   // checkpoint, which is what the exchange compares.
   exchange_step_ = trainer().optimizer_step() + 1;
-  try {
-    exchange_ = backend_->join_group(
-        GroupJoin{ring_, members, rank_, local_members, options_.node_rank * local_members,
-                  session_.identity().epoch, exchange_step_, options_.rendezvous_dir, peer_watch(),
-                  keep_waiting()});
-  } catch (const std::runtime_error& e) {
-    throw RingError(RingErrc::kSystem, e.what());
-  }
+  // A group that cannot form throws Error(kGroupRendezvous) or Error(kCuda): exit 4.
+  exchange_ = backend_->join_group(
+      GroupJoin{ring_, members, rank_, local_members, options_.node_rank * local_members,
+                session_.identity().epoch, exchange_step_, options_.rendezvous_dir, peer_watch(),
+                keep_waiting()});
   log_line("drafter " + std::to_string(rank_) + " of a group of " + std::to_string(members) + ": " +
            exchange_->describe() + " from step " + std::to_string(exchange_step_));
 }
@@ -404,24 +402,16 @@ const char* to_string(DrafterObjective objective) {
 DrafterObjective parse_drafter_objective(const std::string& text) {
   if (text == "dflash") return DrafterObjective::kDflash;
   if (text == "same-position") return DrafterObjective::kSamePosition;
-  throw std::invalid_argument("--objective " + text +
-                              ": expected dflash (block drafting, the default) or "
-                              "same-position (the target's own next token; it does not draft)");
+  throw Error(Errc::kUsage, "--objective " + text +
+                                ": expected dflash (block drafting, the default) or "
+                                "same-position (the target's own next token; it does not draft)");
 }
 
 int run_training_drafter(WorkerSession& session, const TrainingDrafterOptions& options) {
   TrainingLoop loop(session, options);
-  if (auto code = run_worker_setup([&] {
-        try {
-          loop.set_up();
-        } catch (const ModelError& e) {
-          throw std::invalid_argument(e.what());
-        } catch (const checkpoint::CheckpointError& e) {
-          // A damaged or locked checkpoint directory: never a silent start from zero.
-          throw std::invalid_argument(e.what());
-        }
-      }))
-    return *code;
+  // A bad model or a damaged or locked checkpoint directory (never a silent start from
+  // zero) is a usage error by its class: exit_code_of gives kExitUsage.
+  if (auto code = run_worker_setup([&] { loop.set_up(); })) return *code;
   return loop.run();
 }
 

@@ -33,7 +33,7 @@ enum class DrafterObjective {
   kSamePosition,  // the target's own next token at the position it reads (does not draft)
 };
 const char* to_string(DrafterObjective objective);
-// "dflash" / "same-position"; throws std::invalid_argument naming the choices.
+// "dflash" / "same-position"; throws Error(kUsage) naming the choices.
 DrafterObjective parse_drafter_objective(const std::string& text);
 
 // The DFlash drafter's choices (train/dflash_config.h, train/dflash_trainer.h); 0: the

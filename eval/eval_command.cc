@@ -8,19 +8,16 @@
 #include <sstream>
 
 #include "builtin/pretrain.h"
-#include "data/data_error.h"
+#include "common/error.h"
 #include "data/default_corpus.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
-#include "model/model_error.h"
 #include "train/dflash_params.h"
 
 namespace hsring::eval {
 namespace {
 
-[[noreturn]] void bad_input(const std::string& what) {
-  throw ModelError(ModelErrc::kBadInput, what);
-}
+[[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModelBadInput, what); }
 
 // The drafter must read the very target it was trained against: its width, vocabulary and
 // layer numbering.
@@ -85,9 +82,8 @@ std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, u
     }
   }
   if (prompts.empty())
-    throw data::DataError(data::DataErrc::kEmptyCorpus,
-                          "corpus " + corpus.dir() + " has no document of at least " +
-                              std::to_string(prompt_tokens) + " tokens for a prompt");
+    throw Error(Errc::kDataEmptyCorpus, "corpus " + corpus.dir() + " has no document of at least " +
+                                            std::to_string(prompt_tokens) + " tokens for a prompt");
   return prompts;
 }
 
@@ -197,7 +193,7 @@ TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uin
 }
 
 int run_eval(const EvalOptions& options) {
-  if (options.drafter.empty()) throw std::invalid_argument("eval needs --drafter EXPORT_DIR");
+  if (options.drafter.empty()) throw Error(Errc::kUsage, "eval needs --drafter EXPORT_DIR");
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
   const std::string model = train::resolve_model_spec(options.model);
   // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
@@ -209,7 +205,7 @@ int run_eval(const EvalOptions& options) {
   if (const std::string problem =
           data::vocabulary_problem(corpus, target->config().vocab_size, options.model);
       !problem.empty())
-    throw data::DataError(data::DataErrc::kBadOptions, problem);
+    throw Error(Errc::kDataBadOptions, problem);
   const auto prompts = held_out_prompts(corpus, options.prompts, options.prompt_tokens);
   std::cout << "eval: drafter " << options.drafter << " (" << train::describe(drafter.config)
             << ") against " << target->config().name << ", " << prompts.size() << " prompts of "

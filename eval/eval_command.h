@@ -59,12 +59,12 @@ struct EvalReport {
 // The evaluation prompts: the first `prompt_tokens` tokens of each of the last `count`
 // documents of `corpus` (shard order, then document order) that hold at least that many,
 // last document first. These documents are the held-out set (docs/drafter-training.md).
-// Throws DataError when no document is long enough or a read fails.
+// Throws Error when no document is long enough or a read fails.
 std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, uint32_t count,
                                                    uint32_t prompt_tokens);
 
 // Decodes every prompt speculatively with `drafter` (its embedding and LM head: the
-// target's) and plainly, and sums up. Throws ModelError(kBadInput) when the drafter does
+// target's) and plainly, and sums up. Throws Error(kBadInput) when the drafter does
 // not fit the target (width, vocabulary, layer count) or a prompt does.
 EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
                     std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,

@@ -5,10 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "data/data_error.h"
+#include "common/error.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
-#include "model/model_error.h"
 
 namespace hsring::eval {
 
@@ -24,10 +23,10 @@ std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_
   uint64_t length = end - begin;
   if (limit != 0 && length > limit) length = limit;
   if (length > UINT32_MAX)
-    throw data::DataError(data::DataErrc::kBadOptions, shard.path,
-                          shard.header.tokens_offset() + begin * shard.header.token_bytes,
-                          "a document of " + std::to_string(length) +
-                              " tokens is too long for a prompt; cap it with --prompt-tokens");
+    throw Error(Errc::kDataBadOptions, shard.path,
+                shard.header.tokens_offset() + begin * shard.header.token_bytes,
+                "a document of " + std::to_string(length) +
+                    " tokens is too long for a prompt; cap it with --prompt-tokens");
   const data::Piece piece{s, uint32_t(length), begin};
   data::BatchRef ref;
   ref.pieces = std::span<const data::Piece>(&piece, 1);
@@ -45,14 +44,14 @@ void add_eos_ids(const fs::path& file, std::vector<int32_t>& out) {
   try {
     j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
-    throw ModelError(ModelErrc::kBadJson, file.string() + ": " + e.what());
+    throw Error(Errc::kModelBadJson, file.string() + ": " + e.what());
   }
   if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
   const nlohmann::json& eos = j["eos_token_id"];
   const auto take = [&](const nlohmann::json& v) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      throw ModelError(ModelErrc::kBadConfig,
-                       file.string() + ": eos_token_id must be a token id or a list of them");
+      throw Error(Errc::kModelBadConfig,
+                  file.string() + ": eos_token_id must be a token id or a list of them");
     const auto id = int32_t(v.get<int64_t>());
     if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
   };

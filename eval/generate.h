@@ -47,16 +47,16 @@ struct GenerateSummary {
 // Continues every document of `prompts` (shard order, then document order) with
 // greedy_decode(target, prompt, max_new_tokens, stop_tokens) and adds prompt +
 // continuation to `out`, the prompt masked out, then finishes `out`. `progress(done,
-// total)` is called after each prompt document. Throws ModelError, DataError.
+// total)` is called after each prompt document. Throws Error (kData..., kModel...).
 GenerateSummary generate_continuations(
     TargetModel& target, const data::Corpus& prompts, const GenerateOptions& options,
     data::ShardSetWriter& out, const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 // The stop tokens a model folder declares: eos_token_id (a number or a list) of its
-// config.json and generation_config.json; none for a preset. Throws ModelError(kBadJson).
+// config.json and generation_config.json; none for a preset. Throws Error(kBadJson).
 std::vector<int32_t> model_stop_tokens(const std::string& spec);
 
-// Checks the options (naming the flag at fault; std::invalid_argument), loads the model and
+// Checks the options (naming the flag at fault; Error(kUsage)), loads the model and
 // the prompts, generates, prints progress and a summary. Returns 0; throws on errors.
 int run_data_generate(const GenerateOptions& options);
 

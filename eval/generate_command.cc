@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "builtin/pretrain.h"
+#include "common/error.h"
 #include "eval/generate.h"
 #include "model/cpu_target_model.h"
 
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void usage(const std::string& what) {
-  throw std::invalid_argument("data generate: " + what);
+  throw Error(Errc::kUsage, "data generate: " + what);
 }
 
 // Before any weight is read: a wrong flag should not cost a model load.

@@ -26,7 +26,7 @@ struct SpeculativeResult {
 
 // Plain greedy decoding: max_new_tokens tokens, each from a full forward over the prompt
 // and the tokens so far (no cache), or fewer when a token of `stop_tokens` comes first (it
-// is the last token returned). Throws ModelError(kBadInput) for an empty prompt.
+// is the last token returned). Throws Error(kBadInput) for an empty prompt.
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
                                    uint32_t max_new_tokens,
                                    std::span<const int32_t> stop_tokens = {});
@@ -38,7 +38,7 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
 // prompt + max_new_tokens - s)), accepts the drafts equal to the target's greedy tokens up
 // to the first mismatch, and appends the target's token after the last accepted row (the
 // bonus), the next anchor. The full forward is recomputed each step (no KV cache): slower,
-// the same tokens. Throws ModelError(kBadInput) when the prompt is empty, the drafter's
+// the same tokens. Throws Error(kBadInput) when the prompt is empty, the drafter's
 // width or vocabulary is not the target's, or `layer_ids` does not fit both.
 SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
                                      std::span<const int32_t> layer_ids,
@@ -46,7 +46,7 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
 
 // The first block speculative_decode drafts for `prompt`, with its logits: for
 // `hsring eval --dump-block`, which the reference test (tests/reference) compares with the
-// reference DFlashDraftModel. Throws ModelError(kBadInput) like speculative_decode, or when
+// reference DFlashDraftModel. Throws Error(kBadInput) like speculative_decode, or when
 // `lm_head` is not [V, H].
 struct DraftedBlock {
   uint32_t context_length = 0;  // context rows: the prompt; the anchor stands at this row

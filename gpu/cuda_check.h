@@ -1,25 +1,26 @@
 // One way to report CUDA errors per layer. At setup, HSRING_CUDA_CHECK turns a failed call
-// into a CudaError exception naming the call, file:line and CUDA's own words; main catches
-// it once. On hot paths, HSRING_CUDA_TRY returns a CudaStatus from the enclosing function
-// instead, and the caller decides (a pipeline thread records it and stops).
+// into an Error(kCuda) naming the call, file:line and CUDA's own words, with the cudaError_t
+// as its detail(); main catches it once. On hot paths, HSRING_CUDA_TRY returns a CudaStatus from
+// the enclosing function instead, and the caller decides (a pipeline thread records it and stops).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <stdexcept>
 #include <string>
+#include <string_view>
+
+#include "common/error.h"
 
 namespace hsring::gpu {
 
-class CudaError : public std::runtime_error {
- public:
-  CudaError(cudaError_t code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
-  cudaError_t code() const { return code_; }
-
- private:
-  cudaError_t code_;
-};
+// The Error of a failed CUDA (or cuBLAS) call: code kCuda, `code` as its detail().
+inline Error cuda_error(cudaError_t code, std::string_view message) {
+  return Error(Errc::kCuda, message, int64_t(code));
+}
+// The cudaError_t of a cuda_error (cudaSuccess for an Error of another layer).
+inline cudaError_t cuda_code(const Error& e) {
+  return e.code() == Errc::kCuda ? cudaError_t(e.detail()) : cudaSuccess;
+}
 
 // "cudaMalloc(&p, n) failed at gpu/x.cc:12: out of memory (cudaErrorMemoryAllocation)"
 std::string describe_cuda_error(cudaError_t code, const char* call, const char* file, int line);

@@ -1,5 +1,5 @@
 // Owning handles for CUDA objects: device memory, pinned host memory, streams and events.
-// Each is created by a factory that throws CudaError, so an invalid handle never exists,
+// Each is created by a factory that throws Error(kCuda), so an invalid handle never exists,
 // and freed in its destructor (errors there are ignored: nothing can be done about them).
 #pragma once
 

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
@@ -46,7 +47,7 @@ std::string gpu_problem(int id, const GpuInventory& inventory) {
 }
 
 void use_gpu(int id) {
-  if (std::string problem = gpu_problem(id); !problem.empty()) throw std::invalid_argument(problem);
+  if (std::string problem = gpu_problem(id); !problem.empty()) throw Error(Errc::kUsage, problem);
   HSRING_CUDA_CHECK(cudaSetDevice(id));
 }
 

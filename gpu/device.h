@@ -21,7 +21,7 @@ GpuInventory probe_gpus();
 std::string gpu_problem(int id);
 std::string gpu_problem(int id, const GpuInventory& inventory);
 
-// Checks `id` (throws std::invalid_argument with gpu_problem's message) and makes it the
+// Checks `id` (throws Error(kUsage) with gpu_problem's message) and makes it the
 // calling thread's current device.
 void use_gpu(int id);
 

@@ -22,8 +22,8 @@ namespace {
 
 void check_cublas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw CudaError(cudaErrorUnknown,
-                    std::string(call) + " failed: " + cublasGetStatusString(status));
+    throw cuda_error(cudaErrorUnknown,
+                     std::string(call) + " failed: " + cublasGetStatusString(status));
 }
 
 }  // namespace

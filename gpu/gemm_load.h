@@ -15,7 +15,7 @@ namespace hsring::gpu {
 class GemmLoad {
  public:
   // Allocates three n x n bf16 matrices on the current device, fills the inputs with
-  // non-zero values, and binds a cuBLAS handle to `stream`. Throws CudaError.
+  // non-zero values, and binds a cuBLAS handle to `stream`. Throws Error(kCuda).
   static std::unique_ptr<GemmLoad> create(cudaStream_t stream, uint32_t n = 8192);
   ~GemmLoad();
   GemmLoad(const GemmLoad&) = delete;

@@ -1,11 +1,14 @@
 #include "gpu/host_registration.h"
 
+#include <fmt/format.h>
+
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <stdexcept>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "gpu/cuda_check.h"
 #include "gpu/memlock.h"
@@ -16,7 +19,7 @@ namespace hsring::gpu {
 std::unique_ptr<HostRegistration> HostRegistration::pin(void* base, size_t bytes,
                                                         const std::string& what) {
   if (std::string problem = memlock_problem(bytes, what); !problem.empty())
-    throw std::runtime_error(problem);
+    throw Error(Errc::kCuda, problem);  // pinning for the GPU: the C API says HS_ERR_CUDA
   const uint64_t start = monotonic_ns();
   // Portable: registered for every CUDA context of this process, whichever device is current.
   const cudaError_t err = cudaHostRegister(base, bytes, cudaHostRegisterPortable);
@@ -24,11 +27,11 @@ std::unique_ptr<HostRegistration> HostRegistration::pin(void* base, size_t bytes
     (void)cudaGetLastError();
     int device = -1;
     (void)cudaGetDevice(&device);
-    throw CudaError(err, "cannot pin " + what + " (" + human_bytes(bytes) + ") on GPU " +
-                             std::to_string(device) + " with cudaHostRegister: " +
-                             cudaGetErrorString(err) + " (" + cudaGetErrorName(err) +
-                             "); this GPU or driver cannot register shared host memory, or "
-                             "the machine is short of lockable memory");
+    throw cuda_error(err, fmt::format("cannot pin {} ({}) on GPU {} with cudaHostRegister: {} "
+                                      "({}); this GPU or driver cannot register shared host "
+                                      "memory, or the machine is short of lockable memory",
+                                      what, human_bytes(bytes), device, cudaGetErrorString(err),
+                                      cudaGetErrorName(err)));
   }
   const double seconds = double(monotonic_ns() - start) / 1e9;
   return std::unique_ptr<HostRegistration>(new HostRegistration(base, bytes, seconds));

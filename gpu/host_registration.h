@@ -17,7 +17,7 @@ namespace hsring::gpu {
 class HostRegistration {
  public:
   // Checks RLIMIT_MEMLOCK first, then registers [base, base + bytes) as portable pinned
-  // memory. Throws std::runtime_error (memlock) or CudaError with a message naming `what`.
+  // memory. Throws Error(kCuda) (memlock, or CUDA) with a message naming `what`.
   static std::unique_ptr<HostRegistration> pin(void* base, size_t bytes, const std::string& what);
   ~HostRegistration();  // cudaHostUnregister
   HostRegistration(const HostRegistration&) = delete;

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "common/error.h"
+
 namespace hsring::gpu {
 
 namespace {
@@ -35,30 +37,30 @@ std::string NoiseSchedule::describe() const {
 NoiseSchedule parse_noise_schedule(const std::string& text, double noise_std) {
   NoiseSchedule schedule;
   if (!std::isfinite(noise_std) || noise_std < 0)
-    throw std::invalid_argument("--noise-std " + std::to_string(noise_std) +
-                                ": must be a finite value >= 0");
+    throw Error(Errc::kUsage,
+                "--noise-std " + std::to_string(noise_std) + ": must be a finite value >= 0");
   if (text == "constant") {
     schedule.start = noise_std;
     return schedule;
   }
   const std::string_view view(text);
   if (view.substr(0, 7) != "linear:")
-    throw std::invalid_argument("--noise-schedule '" + text + "': unknown schedule" + kForms);
+    throw Error(Errc::kUsage, "--noise-schedule '" + text + "': unknown schedule" + kForms);
   const std::string_view args = view.substr(7);
   const size_t comma1 = args.find(',');
   const size_t comma2 = comma1 == std::string_view::npos ? comma1 : args.find(',', comma1 + 1);
   if (comma2 == std::string_view::npos || args.find(',', comma2 + 1) != std::string_view::npos)
-    throw std::invalid_argument("--noise-schedule '" + text + "': expected three values" + kForms);
+    throw Error(Errc::kUsage, "--noise-schedule '" + text + "': expected three values" + kForms);
   schedule.kind = NoiseSchedule::Kind::kLinear;
   const std::string_view steps = args.substr(comma2 + 1);
   auto [end, ec] = std::from_chars(steps.data(), steps.data() + steps.size(), schedule.steps);
   if (!parse_std(args.substr(0, comma1), schedule.start) ||
       !parse_std(args.substr(comma1 + 1, comma2 - comma1 - 1), schedule.end) || ec != std::errc() ||
       end != steps.data() + steps.size() || schedule.steps == 0)
-    throw std::invalid_argument("--noise-schedule '" + text +
-                                "': START and END must be stds >= 0 and STEPS a whole number "
-                                ">= 1" +
-                                kForms);
+    throw Error(Errc::kUsage, "--noise-schedule '" + text +
+                                  "': START and END must be stds >= 0 and STEPS a whole number "
+                                  ">= 1" +
+                                  kForms);
   return schedule;
 }
 

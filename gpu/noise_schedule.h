@@ -25,7 +25,7 @@ struct NoiseSchedule {
 
 // Parses --noise-schedule: "constant" (std = `noise_std` at every step) or
 // "linear:START,END,STEPS" (std from START to END over STEPS steps, then END; --noise-std
-// is then unused). Throws std::invalid_argument naming the flag and the accepted forms.
+// is then unused). Throws Error(kUsage) naming the flag and the accepted forms.
 NoiseSchedule parse_noise_schedule(const std::string& text, double noise_std);
 
 }  // namespace hsring::gpu

@@ -10,7 +10,7 @@ namespace hsring {
 
 // Does nothing for synthetic runs. Packs the built-in corpus into its cache on first use
 // (so targets started together do not all pack it). Unless --no-verify-data, reads every
-// token of --data once. Throws std::invalid_argument naming the shard and what to do: a
+// token of --data once. Throws Error(kUsage) naming the shard and what to do: a
 // missing folder, no shards, a corrupt header or offset table, a vocabulary larger than
 // the model's, a token checksum that does not match, a token outside the shard's
 // vocabulary (with its value and byte).

@@ -14,6 +14,7 @@
 
 #include "builtin/pretrain.h"
 #include "common/cli_checks.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "data/data_commands.h"
 #include "eval/eval_command.h"
@@ -339,15 +340,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*install) return install_systemd_units(install_options, run_options, default_config(*run));
-  } catch (const RingError& e) {
+  } catch (const Error& e) {
     std::cerr << "hsring: error: " << e.what() << "\n";
-    return kRunSetupError;
-  } catch (const std::invalid_argument& e) {
+    return exit_code_of(e.layer());    // the one table (common/error.h)
+  } catch (const std::exception& e) {  // not hsring's own: class system
     std::cerr << "hsring: error: " << e.what() << "\n";
-    return kRunUsage;
-  } catch (const std::exception& e) {
-    std::cerr << "hsring: error: " << e.what() << "\n";
-    return kRunSetupError;
+    return exit_code_of(ErrorClass::kSystem);
   }
   return 0;
 }

@@ -1,4 +1,5 @@
 #include "launcher/preflight.h"
+#include "common/error.h"
 #include "launcher/training_plan.h"
 
 #include "model/model_config.h"
@@ -150,9 +151,9 @@ uint32_t gpu_worker_count(const WorkerSpec& targets, const WorkerSpec& drafters)
 
 void check_cuda_build(const SystemFacts& facts) {
   if (facts.cuda_build) return;
-  throw std::invalid_argument(
-      "GPU workers (--targets/--drafters with GPU ids) need a CUDA build of hsring; this "
-      "build runs CPU workers only: use cpu:N");
+  throw Error(Errc::kUsage,
+              "GPU workers (--targets/--drafters with GPU ids) need a CUDA build of hsring; this "
+              "build runs CPU workers only: use cpu:N");
 }
 
 // What the run puts in /dev/shm: the ring, and the gradient exchange beside it.
@@ -204,9 +205,9 @@ void check_gpus(const WorkerSpec& targets, const WorkerSpec& drafters, const Sys
       if (!seen.insert(id).second) continue;
       if (std::string missing = gpu::missing_gpu_problem(id, facts.gpu_count, facts.gpu_why_none);
           !missing.empty())
-        throw std::invalid_argument(missing);
+        throw Error(Errc::kUsage, missing);
       if (auto problem = facts.gpu_problems.find(id); problem != facts.gpu_problems.end())
-        throw std::invalid_argument(problem->second);
+        throw Error(Errc::kUsage, problem->second);
     }
   }
 }
@@ -217,13 +218,14 @@ void check_slots(const RunOptions& options, const WorkerSpec& targets, const Rin
   const uint64_t per_target = targets.cpu ? 1 : uint64_t(options.target_postprocess_depth) + 1;
   const uint64_t needed = uint64_t(shape.hs_min_ready) + shape.num_targets * per_target;
   if (needed <= shape.slot_count) return;
-  throw std::invalid_argument(
-      "--hs-min-ready " + std::to_string(shape.hs_min_ready) + " with " +
-      std::to_string(shape.num_targets) + " target(s) that each keep up to " +
-      std::to_string(per_target) + " slot(s) in flight (--target-postprocess-depth " +
-      std::to_string(options.target_postprocess_depth) + " + 1) needs " + std::to_string(needed) +
-      " slots, but the ring has " + std::to_string(shape.slot_count) +
-      ": raise --slots or lower --hs-min-ready or --target-postprocess-depth");
+  throw Error(Errc::kUsage,
+              "--hs-min-ready " + std::to_string(shape.hs_min_ready) + " with " +
+                  std::to_string(shape.num_targets) + " target(s) that each keep up to " +
+                  std::to_string(per_target) + " slot(s) in flight (--target-postprocess-depth " +
+                  std::to_string(options.target_postprocess_depth) + " + 1) needs " +
+                  std::to_string(needed) + " slots, but the ring has " +
+                  std::to_string(shape.slot_count) +
+                  ": raise --slots or lower --hs-min-ready or --target-postprocess-depth");
 }
 
 // More workers than CPUs still runs (they time-share; the CPU tests run three workers on

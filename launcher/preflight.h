@@ -39,7 +39,7 @@ struct SystemFacts {
 SystemFacts measure_system_facts(const WorkerSpec& targets, const WorkerSpec& drafters);
 
 // Checks a run request against `facts`. Returns warnings (a request that works, but
-// worse than it could); throws std::invalid_argument for a bad request (a GPU that does
+// worse than it could); throws Error(kUsage) for a bad request (a GPU that does
 // not exist, too few slots, a bad noise schedule) and std::runtime_error for a machine
 // that cannot serve it (/dev/shm, memory, memlock, CPUs for GPU workers).
 std::vector<std::string> check_run_request(const RunOptions& options, const WorkerSpec& targets,

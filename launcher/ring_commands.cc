@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/error.h"
 #include "drafter_proc/grad_exchange.h"
 #include "shm/liveness.h"
 #include "shm/ring.h"
@@ -65,7 +66,7 @@ int stop_ring(const std::string& name) {
 
 int remove_ring(const std::string& name, bool force) {
   if (std::string why = ring_name_problem(name); !why.empty())
-    throw RingError(RingErrc::kBadName, "bad ring name: " + why);
+    throw Error(Errc::kRingBadName, "bad ring name: " + why);
   const std::string path = Ring::path_of(name);
   {
     // Judged from the file, not from its contents: the owner first (a foreign file is never
@@ -100,7 +101,7 @@ int remove_ring(const std::string& name, bool force) {
       // Stale and ours: a damaged header is worth a note, not a refusal.
       try {
         Ring::attach(name, Ring::Access::kReadOnly);
-      } catch (const RingError& e) {
+      } catch (const Error& e) {
         std::cerr << "hsring ring remove: note: " << e.what() << "\n";
       }
     }
@@ -111,8 +112,8 @@ int remove_ring(const std::string& name, bool force) {
     SegmentFile::open(grads, "gradient exchange '" + grads + "'", SegmentFile::Open::kExisting,
                       SegmentFile::Access::kReadOnly, SegmentFile::Check::kOwnerOnly);
     GradExchange::remove(grads);
-  } catch (const RingError& e) {
-    if (e.code() != RingErrc::kNotFound)
+  } catch (const Error& e) {
+    if (e.code() != Errc::kRingNotFound)
       std::cerr << "hsring ring remove: note: left " << Ring::path_of(grads) << ": " << e.what()
                 << "\n";
   }
@@ -133,7 +134,7 @@ int gc_rings(bool dry_run) {
     try {
       auto ring = Ring::attach(name, Ring::Access::kReadOnly);
       if (any_liveness_lock_held_elsewhere(ring->fd())) continue;
-    } catch (const RingError&) {
+    } catch (const Error&) {
       continue;  // not an hsring ring, or not ours: never touch it
     }
     std::cerr << (dry_run ? "would remove" : "removing") << " stale ring '" << name << "'\n";

@@ -11,7 +11,7 @@ namespace hsring {
 int stop_ring(const std::string& name);
 // Unlinks a segment; refuses, unless `force`, while any liveness lock on the file is held
 // (whatever its header says) and when the file is not an hsring segment (no magic). A
-// file of another user is never removed (RingError kForeignOwner).
+// file of another user is never removed (Error kForeignOwner).
 int remove_ring(const std::string& name, bool force);
 // Removes every hsring segment in /dev/shm whose processes are all dead. Segments that
 // are not hsring rings, or belong to other users, are left alone.

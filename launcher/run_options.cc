@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/cli_checks.h"
+#include "common/error.h"
 #include "model/model_config.h"
-#include "model/model_error.h"
 #include "model/target_model.h"
 #include "shm/ring.h"
 #include "worker/node_topology.h"
@@ -235,11 +235,11 @@ std::vector<int32_t> parse_layer_list(const std::string& text) {
       used = 0;
     }
     if (used != item.size() || value < 0 || value > (1 << 20))
-      throw std::invalid_argument("--layers: '" + item +
-                                  "' is not a layer id: give comma-separated ids like 1,16,31");
+      throw Error(Errc::kUsage, "--layers: '" + item +
+                                    "' is not a layer id: give comma-separated ids like 1,16,31");
     ids.push_back(int32_t(value));
   }
-  if (ids.empty()) throw std::invalid_argument("--layers names no layer: give ids like 1,16,31");
+  if (ids.empty()) throw Error(Errc::kUsage, "--layers names no layer: give ids like 1,16,31");
   return ids;
 }
 
@@ -248,20 +248,22 @@ void apply_model(const RunOptions& o, RingShape& s) {
   ModelConfig config;
   try {
     config = model_config_of(o.model);
-  } catch (const ModelError& e) {
-    throw std::invalid_argument(std::string("--model: ") + e.what());
+  } catch (Error& e) {
+    // A model error keeps its code and class (exit 2); a usage error names the flag itself.
+    if (e.layer() == ErrorClass::kModel) e.prepend("--model: ");
+    throw;
   }
   if (o.hidden_size != 0 && o.hidden_size != config.hidden_size)
-    throw std::invalid_argument("--hidden-size " + std::to_string(o.hidden_size) +
-                                " differs from the model's " + std::to_string(config.hidden_size) +
-                                ": leave it out");
+    throw Error(Errc::kUsage, "--hidden-size " + std::to_string(o.hidden_size) +
+                                  " differs from the model's " +
+                                  std::to_string(config.hidden_size) + ": leave it out");
   std::vector<int32_t> ids;
   if (!o.layers.empty()) {
     ids = parse_layer_list(o.layers);
     if (o.num_layers != 0 && o.num_layers != ids.size())
-      throw std::invalid_argument("--num-layers " + std::to_string(o.num_layers) +
-                                  " but --layers names " + std::to_string(ids.size()) +
-                                  ": give one of them");
+      throw Error(Errc::kUsage, "--num-layers " + std::to_string(o.num_layers) +
+                                    " but --layers names " + std::to_string(ids.size()) +
+                                    ": give one of them");
   } else {
     // Unasked, as many as the model has below its last layer, up to the default (a small
     // model has fewer; default_capture_layers says why not the last).
@@ -269,21 +271,22 @@ void apply_model(const RunOptions& o, RingShape& s) {
                            ? o.num_layers
                            : std::min(kDefaultCapturedLayers, std::max(config.num_layers, 2u) - 1);
     if (k > config.num_layers)
-      throw std::invalid_argument("--num-layers " + std::to_string(k) + " exceeds the model's " +
-                                  std::to_string(config.num_layers) + " layers");
+      throw Error(Errc::kUsage, "--num-layers " + std::to_string(k) + " exceeds the model's " +
+                                    std::to_string(config.num_layers) + " layers");
     ids = capture_layers_for(config, k);  // full-attention layers of a hybrid model
   }
   if (ids.size() > kMaxCapturedLayers)
-    throw std::invalid_argument("--layers names " + std::to_string(ids.size()) +
-                                " layers; a ring holds at most " +
-                                std::to_string(kMaxCapturedLayers));
+    throw Error(Errc::kUsage, "--layers names " + std::to_string(ids.size()) +
+                                  " layers; a ring holds at most " +
+                                  std::to_string(kMaxCapturedLayers));
   for (size_t i = 0; i < ids.size(); ++i) {
     if (uint32_t(ids[i]) >= config.num_layers)
-      throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) +
-                                  " is outside the model's " + std::to_string(config.num_layers) +
-                                  " layers (ids 0.." + std::to_string(config.num_layers - 1) + ")");
+      throw Error(Errc::kUsage, "--layers: layer " + std::to_string(ids[i]) +
+                                    " is outside the model's " + std::to_string(config.num_layers) +
+                                    " layers (ids 0.." + std::to_string(config.num_layers - 1) +
+                                    ")");
     if (std::find(ids.begin(), ids.begin() + i, ids[i]) != ids.begin() + i)
-      throw std::invalid_argument("--layers: layer " + std::to_string(ids[i]) + " is named twice");
+      throw Error(Errc::kUsage, "--layers: layer " + std::to_string(ids[i]) + " is named twice");
     s.layer_ids[i] = ids[i];
   }
   s.num_layers = uint32_t(ids.size());
@@ -302,7 +305,8 @@ RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets,
   s.hidden_size = o.hidden_size ? o.hidden_size : kSyntheticHiddenSize;
   s.num_layers = o.num_layers ? o.num_layers : kDefaultCapturedLayers;
   if (!runs_model(o) && !o.layers.empty())
-    throw std::invalid_argument(
+    throw Error(
+        Errc::kUsage,
         "--layers needs a model (--model tiny, ...); synthetic batches number their layers 0..K-1");
   s.dtype = o.dtype == "fp32" ? DType::kFP32 : o.dtype == "fp16" ? DType::kFP16 : DType::kBF16;
   s.split_layers = o.split_layers ? 1 : 0;

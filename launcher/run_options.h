@@ -132,7 +132,7 @@ inline bool runs_model(const RunOptions& options) { return options.model != "syn
 
 // The ring shape the options ask for, given the parsed worker specs; a model's shape comes
 // from its config (a preset, or the config.json of a Hugging Face folder).
-// Throws std::invalid_argument for values no ring can have (naming the flag to change).
+// Throws Error(kUsage) for values no ring can have (naming the flag to change).
 RingShape ring_shape_of(const RunOptions& options, const WorkerSpec& targets,
                         const WorkerSpec& drafters);
 RestartLimits restart_limits_of(const RunOptions& options);

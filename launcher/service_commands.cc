@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/error.h"
 #include "launcher/data_preflight.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
@@ -39,8 +40,8 @@ namespace {
     auto ring = Ring::attach(options.ring, Ring::Access::kReadOnly);
     const uint32_t row = role == Role::kTarget ? index : ring->shape().num_targets + index;
     if (row >= ring->process_count())
-      throw std::invalid_argument("ring '" + options.ring + "' has no " + to_string(role) + " " +
-                                  std::to_string(index) + ": its shape differs from the config");
+      throw Error(Errc::kUsage, "ring '" + options.ring + "' has no " + to_string(role) + " " +
+                                    std::to_string(index) + ": its shape differs from the config");
     // Relaxed: a plain reading; the worker's own start checks it (HS_ERR_BUSY otherwise).
     epoch = ring->process(row).epoch.load(std::memory_order_relaxed);
   }
@@ -64,18 +65,18 @@ int create_ring_only(const RunOptions& options) {
   RingShape shape = ring_shape_of(options, targets, drafters);
   shape.batch_limit = options.batches;  // a service runs until stopped unless told
   if (std::string why = validate_shape(shape); !why.empty())
-    throw std::invalid_argument("cannot create this ring: " + why);
+    throw Error(Errc::kUsage, "cannot create this ring: " + why);
   try {
     auto ring = Ring::attach(options.ring);
     if (!same_shape(ring->shape(), shape)) {
-      throw std::invalid_argument("ring '" + options.ring + "' exists with another shape; " +
-                                  "stop its workers and `hsring ring remove " + options.ring +
-                                  "` to recreate it with the configured one");
+      throw Error(Errc::kUsage, "ring '" + options.ring + "' exists with another shape; " +
+                                    "stop its workers and `hsring ring remove " + options.ring +
+                                    "` to recreate it with the configured one");
     }
     std::cerr << "reusing existing ring '" << options.ring << "' (same shape)\n";
     return 0;
-  } catch (const RingError& e) {
-    if (e.code() != RingErrc::kNotFound) throw;
+  } catch (const Error& e) {
+    if (e.code() != Errc::kRingNotFound) throw;
   }
   // The same checks as `hsring run`, so a unit fails at once with the reason, not as a
   // crash loop of its workers.
@@ -96,8 +97,8 @@ int create_ring_only(const RunOptions& options) {
 int remove_ring_only(const RunOptions& options) {
   try {
     return remove_ring(options.ring, /*force=*/true);
-  } catch (const RingError& e) {
-    if (e.code() == RingErrc::kNotFound) return 0;  // already gone: stopping is done
+  } catch (const Error& e) {
+    if (e.code() == Errc::kRingNotFound) return 0;  // already gone: stopping is done
     throw;
   }
 }
@@ -107,7 +108,7 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
   const size_t colon = role_instance.find(':');
   const std::string role_name = role_instance.substr(0, colon);
   if (colon == std::string::npos || (role_name != "target" && role_name != "drafter"))
-    throw std::invalid_argument("--exec-worker '" + role_instance + "': use target:I or drafter:I");
+    throw Error(Errc::kUsage, "--exec-worker '" + role_instance + "': use target:I or drafter:I");
   const bool target = role_name == "target";
   const WorkerSpec spec = parse_worker_spec(target ? options.targets : options.drafters,
                                             target ? "--targets" : "--drafters");
@@ -115,7 +116,7 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
   try {
     instance = uint32_t(std::stoul(role_instance.substr(colon + 1)));
   } catch (const std::exception&) {
-    throw std::invalid_argument("--exec-worker '" + role_instance + "': instance is not a number");
+    throw Error(Errc::kUsage, "--exec-worker '" + role_instance + "': instance is not a number");
   }
   int gpu = -1;
   uint32_t index = instance;
@@ -128,13 +129,14 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
       }
     }
     if (matches != 1)
-      throw std::invalid_argument("--exec-worker " + role_instance + ": GPU " +
-                                  std::to_string(instance) + " appears " + std::to_string(matches) +
-                                  " times in the configured " + role_name + "s");
+      throw Error(Errc::kUsage, "--exec-worker " + role_instance + ": GPU " +
+                                    std::to_string(instance) + " appears " +
+                                    std::to_string(matches) + " times in the configured " +
+                                    role_name + "s");
     gpu = int(instance);
   } else if (instance >= spec.count) {
-    throw std::invalid_argument("--exec-worker " + role_instance + ": the config has " +
-                                std::to_string(spec.count) + " " + role_name + "s");
+    throw Error(Errc::kUsage, "--exec-worker " + role_instance + ": the config has " +
+                                  std::to_string(spec.count) + " " + role_name + "s");
   }
   RunOptions resolved = options;
   // Before the per-machine default run folder could hide a missing shared one.

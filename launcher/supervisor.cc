@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "drafter_proc/grad_exchange.h"
 #include "eval/eval_command.h"
@@ -74,7 +75,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   const WorkerSpec drafters = parse_worker_spec(options_.drafters, "--drafters");
   RingShape shape = ring_shape_of(options_, targets, drafters);
   if (std::string why = validate_shape(shape); !why.empty())
-    throw std::invalid_argument("cannot run this ring: " + why);
+    throw Error(Errc::kUsage, "cannot run this ring: " + why);
   // Before the ring exists and any worker starts: CUDA build, /dev/shm, memlock, GPU ids,
   // slot budget of GPU targets, noise schedule, token data.
   preflight_run(options_, targets, drafters, shape);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "launcher/child_process.h"
 #include "launcher/restart_policy.h"
 #include "launcher/run_options.h"
@@ -17,13 +18,14 @@
 
 namespace hsring {
 
-// Exit codes of `hsring run`.
+// Exit codes of `hsring run`. An Error ends hsring with its class's code from the one table,
+// exit_code_of (common/error.h).
 enum RunExit : int {
   kRunOk = 0,
-  kRunDataError = 1,  // a batch was torn, lost or duplicated
-  kRunUsage = 2,
+  kRunDataError = 1,                             // a batch was torn, lost or duplicated
+  kRunUsage = exit_code_of(ErrorClass::kUsage),  // 2: also data, model, checkpoint
   kRunCrashLoop = 3,
-  kRunSetupError = 4,
+  kRunSetupError = exit_code_of(ErrorClass::kRing),  // 4: also cuda, group, system
   kRunNothingConsumed = 5,  // the run ended without its drafters consuming a single batch
   kRunNonFinite = 6,        // a drafter's training met a loss that is not finite
   // Another process changed the ring's header or truncated it while the run was live:

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_reader.h"
+#include "common/error.h"
 #include "launcher/worker_spec.h"
 
 namespace hsring {
@@ -55,9 +55,9 @@ std::string drafter_objective(const RunOptions& options, bool /*gpu*/) {
 
 TrainingPlan training_plan(const RunOptions& options) {
   if (!options.resume.empty() && !options.checkpoint_dir.empty())
-    throw std::invalid_argument(
-        "give --resume or --checkpoint-dir, not both: a resumed run "
-        "continues in the folder it resumes from");
+    throw Error(Errc::kUsage,
+                "give --resume or --checkpoint-dir, not both: a resumed run "
+                "continues in the folder it resumes from");
   TrainingPlan plan;
   if (!options.resume.empty())
     plan.checkpoint_dir = options.resume;
@@ -78,16 +78,16 @@ void check_multi_node(const RunOptions& options, const WorkerSpec& drafters) {
   if (options.nnodes <= 1) return;
   const std::string what = "a run over " + std::to_string(options.nnodes) + " machines";
   if (!runs_model(options))
-    throw std::invalid_argument(what + " trains a drafter: give a --model (not synthetic)");
+    throw Error(Errc::kUsage, what + " trains a drafter: give a --model (not synthetic)");
   if (options.run_dir.empty() && options.resume.empty())
-    throw std::invalid_argument(what +
-                                " needs --run-dir on storage every machine sees (the "
-                                "same on each): the checkpoints and the group's "
-                                "rendezvous live there");
+    throw Error(Errc::kUsage, what +
+                                  " needs --run-dir on storage every machine sees (the "
+                                  "same on each): the checkpoints and the group's "
+                                  "rendezvous live there");
   if (drafters.cpu)
-    throw std::invalid_argument(what +
-                                " all-reduces with NCCL: give GPU drafters (--drafters "
-                                "with GPU ids); CPU drafters train on one machine only");
+    throw Error(Errc::kUsage, what +
+                                  " all-reduces with NCCL: give GPU drafters (--drafters "
+                                  "with GPU ids); CPU drafters train on one machine only");
 }
 
 TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape) {
@@ -97,23 +97,27 @@ TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape)
   try {
     std::error_code ec;
     if (fs::exists(plan.checkpoint_dir, ec)) loaded = checkpoint::load_latest(plan.checkpoint_dir);
-  } catch (const checkpoint::CheckpointError& e) {
-    throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir + ": " + e.what());
+  } catch (Error& e) {
+    // It keeps its code and class: a damaged or locked folder is the user's to fix (exit 2).
+    if (e.layer() == ErrorClass::kCheckpoint)
+      e.prepend("checkpoint folder " + plan.checkpoint_dir + ": ");
+    throw;
   }
   if (options.resume.empty()) {
     if (loaded && options.node_rank == 0)
-      throw std::invalid_argument("checkpoint folder " + plan.checkpoint_dir +
-                                  " already holds checkpoints of an earlier run: continue it with "
-                                  "--resume " +
-                                  plan.checkpoint_dir +
-                                  ", or give another --run-dir or --checkpoint-dir");
+      throw Error(Errc::kUsage,
+                  "checkpoint folder " + plan.checkpoint_dir +
+                      " already holds checkpoints of an earlier run: continue it with "
+                      "--resume " +
+                      plan.checkpoint_dir + ", or give another --run-dir or --checkpoint-dir");
     plan.total_steps = steps;
     return plan;
   }
   if (!loaded)
-    throw std::invalid_argument("--resume " + options.resume +
-                                ": no checkpoint there; give the checkpoints folder of an earlier "
-                                "run (RUN_DIR/checkpoints)");
+    throw Error(Errc::kUsage,
+                "--resume " + options.resume +
+                    ": no checkpoint there; give the checkpoints folder of an earlier "
+                    "run (RUN_DIR/checkpoints)");
   plan.resume_step = loaded->checkpoint.step;
   plan.total_steps = steps == 0 ? 0 : plan.resume_step + steps;
   plan.next_data_batch = loaded->checkpoint.get_u64("data.next_batch").value_or(0);

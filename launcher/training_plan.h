@@ -35,12 +35,12 @@ std::string drafter_objective(const RunOptions& options, bool gpu);
 void resolve_run_dir(RunOptions& options, bool service = false);
 
 // REQUIRES: options.run_dir is set (resolve_run_dir) or options.resume is. Throws
-// std::invalid_argument for --resume with --checkpoint-dir.
+// Error(kUsage) for --resume with --checkpoint-dir.
 TrainingPlan training_plan(const RunOptions& options);
 
 // A run over several machines (--nnodes > 1) trains GPU drafters on a model, and names
 // its run folder (or --resume) on storage every machine sees: each machine's default run
-// folder would be its own. Throws std::invalid_argument saying what to give.
+// folder would be its own. Throws Error(kUsage) saying what to give.
 void check_multi_node(const RunOptions& options, const WorkerSpec& drafters);
 
 // Checks, before a fresh run creates anything, that its checkpoint folder holds no
@@ -48,7 +48,7 @@ void check_multi_node(const RunOptions& options, const WorkerSpec& drafters);
 // machines node 0's drafter may have written one before another node's launcher starts),
 // and for --resume that
 // the folder holds a valid one; reads the data position to continue from. Throws
-// std::invalid_argument saying what to do.
+// Error(kUsage) saying what to do.
 TrainingPlan prepare_training(const RunOptions& options, const RingShape& shape);
 
 }  // namespace hsring

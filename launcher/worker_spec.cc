@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "shm/ring_layout.h"
 
 namespace hsring {
@@ -27,7 +28,7 @@ WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
   std::string_view view(text);
   if (view.substr(0, 4) == "cpu:") {
     if (!parse_number(view.substr(4), kMaxProcesses - 1, spec.count) || spec.count == 0)
-      throw std::invalid_argument(flag + " '" + text + "': bad worker count" + forms);
+      throw Error(Errc::kUsage, flag + " '" + text + "': bad worker count" + forms);
     return spec;
   }
   spec.cpu = false;
@@ -38,14 +39,14 @@ WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
         start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     uint32_t gpu = 0;
     if (!parse_number(item, 1023, gpu))
-      throw std::invalid_argument(flag + " '" + text + "': '" + std::string(item) +
-                                  "' is not a GPU id" + forms);
+      throw Error(Errc::kUsage,
+                  flag + " '" + text + "': '" + std::string(item) + "' is not a GPU id" + forms);
     spec.gpus.push_back(int(gpu));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
   if (spec.gpus.size() >= kMaxProcesses)
-    throw std::invalid_argument(flag + " '" + text + "': too many workers" + forms);
+    throw Error(Errc::kUsage, flag + " '" + text + "': too many workers" + forms);
   spec.count = uint32_t(spec.gpus.size());
   return spec;
 }

@@ -15,7 +15,7 @@ struct WorkerSpec {
   std::vector<int> gpus;  // one entry per worker when !cpu; ids may repeat
 };
 
-// Throws std::invalid_argument whose message names `flag`, the bad text, and the forms
+// Throws Error(kUsage) whose message names `flag`, the bad text, and the forms
 // that are accepted.
 WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag);
 

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/error.h"
 #include "model/cpu_delta_net.h"
 #include "model/cpu_kernels.h"
 #include "model/hf_checkpoint.h"
-#include "model/model_error.h"
 #include "model/parallel.h"
 #include "model/rope.h"
 
@@ -30,10 +30,9 @@ CpuTargetModel::CpuTargetModel(ModelConfig config, ModelWeights weights, CpuMode
       weights_(std::move(weights)),
       threads_(resolve_threads(options.threads)) {
   if (std::string why = validate_config(config_); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "model '" + config_.name + "': " + why);
+    throw Error(Errc::kModelBadConfig, "model '" + config_.name + "': " + why);
   if (std::string why = check_weights(config_, weights_); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig,
-                     "weights do not fit model '" + config_.name + "': " + why);
+    throw Error(Errc::kModelBadConfig, "weights do not fit model '" + config_.name + "': " + why);
 }
 
 void CpuTargetModel::forward(const PackedBatch& batch, const ForwardRequest& request,
@@ -204,7 +203,7 @@ ModelConfig model_config_of(const std::string& spec) {
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) return load_hf_checkpoint_config(spec);
   if (spec.find('/') != std::string::npos)
-    throw ModelError(ModelErrc::kIo, "model folder '" + spec + "' does not exist");
+    throw Error(Errc::kModelIo, "model folder '" + spec + "' does not exist");
   return named_model_config(spec);
 }
 

@@ -21,7 +21,7 @@ struct CpuModelOptions {
 
 class CpuTargetModel final : public TargetModel {
  public:
-  // Throws ModelError(kBadConfig) when the config is invalid or the weights do not fit it.
+  // Throws Error(kBadConfig) when the config is invalid or the weights do not fit it.
   CpuTargetModel(ModelConfig config, ModelWeights weights, CpuModelOptions options = {});
 
   const ModelConfig& config() const override { return config_; }
@@ -49,7 +49,7 @@ class CpuTargetModel final : public TargetModel {
 
 // A CPU model from `spec`: a preset name ("tiny", "qwen3-8b", ...) with random weights
 // drawn from `seed`, or a path to a Hugging Face model folder (config.json +
-// safetensors). Throws ModelError.
+// safetensors). Throws Error.
 std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t seed = 0,
                                                CpuModelOptions options = {});
 

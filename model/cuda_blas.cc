@@ -13,8 +13,8 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
 void check(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw gpu::CudaError(cudaErrorUnknown,
-                         std::string(call) + " failed: " + cublasGetStatusString(status));
+    throw gpu::cuda_error(cudaErrorUnknown,
+                          std::string(call) + " failed: " + cublasGetStatusString(status));
 }
 
 }  // namespace

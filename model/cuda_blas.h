@@ -15,7 +15,7 @@ namespace hsring::cuda_ops {
 
 class Blas {
  public:
-  // A handle on the current device. Throws gpu::CudaError.
+  // A handle on the current device. Throws Error(kCuda).
   Blas();
   ~Blas();
   Blas(const Blas&) = delete;
@@ -28,7 +28,7 @@ class Blas {
 
   // y[r, o] = beta * y[r, o] + sum_i x[r, i] w[o, i]: x bf16 [rows, in], w bf16 [out, in]
   // (HF Linear layout), y fp32 or bf16 with row stride ldy >= out. beta is 0 or 1 (1: add
-  // into an fp32 residual). Throws gpu::CudaError naming cuBLAS's status.
+  // into an fp32 residual). Throws Error(kCuda) naming cuBLAS's status.
   void linear(const Bf16* x, uint32_t rows, uint32_t in, const Bf16* w, uint32_t out, void* y,
               bool y_fp32, uint64_t ldy, float beta = 0.0f);
 

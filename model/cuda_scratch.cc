@@ -1,8 +1,11 @@
 #include "model/cuda_scratch.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <string>
 
+#include "common/error.h"
 #include "gpu/device.h"
 #include "gpu/memlock.h"
 
@@ -65,17 +68,18 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   try {
     for (const Want& w : wants)
       if (w.bytes) *w.buffer = gpu::DeviceBuffer::allocate(w.bytes);
-  } catch (const gpu::CudaError& e) {
-    if (e.code() != cudaErrorMemoryAllocation) throw;
+  } catch (const Error& e) {
+    if (gpu::cuda_code(e) != cudaErrorMemoryAllocation) throw;
     for (const Want& w : wants) *w.buffer = gpu::DeviceBuffer();
     (void)cudaGetLastError();
     size_t free = 0, all = 0;
     (void)cudaMemGetInfo(&free, &all);
-    throw gpu::CudaError(cudaErrorMemoryAllocation,
-                         "model '" + c.name + "' needs " + gpu::human_bytes(total) +
-                             " of GPU memory for the activations of a forward over " +
-                             std::to_string(tokens) + " tokens, but " + gpu::describe_gpu(gpu) +
-                             " has " + gpu::human_bytes(free) + " free besides the weights");
+    throw gpu::cuda_error(cudaErrorMemoryAllocation,
+                          fmt::format("model '{}' needs {} of GPU memory for the activations of a "
+                                      "forward over {} tokens, but {} has {} free besides the "
+                                      "weights",
+                                      c.name, gpu::human_bytes(total), tokens,
+                                      gpu::describe_gpu(gpu), gpu::human_bytes(free)));
   }
   capacity = tokens;
 }

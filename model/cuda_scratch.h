@@ -37,7 +37,7 @@ struct ForwardActivations {
   gpu::DeviceBuffer delta_out;      // fp32 [T, V]: the delta rule's output
   gpu::DeviceBuffer delta_normed;   // bf16 [T, V]: after the gated norm, a GEMM input
 
-  // Reallocates every buffer for `tokens` tokens when it holds fewer. Throws gpu::CudaError;
+  // Reallocates every buffer for `tokens` tokens when it holds fewer. Throws Error(kCuda);
   // out of memory names the model, the bytes and the GPU. REQUIRES: no forward is using the
   // buffers (the caller synchronised their stream).
   void grow(const ModelConfig& config, uint32_t tokens, int gpu);
@@ -72,7 +72,7 @@ class InputStaging {
   // Copies tokens, positions, tiles, rope_bases (empty, or one per token) and the delta
   // rule's inputs into the next
   // pinned block and enqueues its upload into `device` (BatchInputs layout) on `stream`.
-  // Throws gpu::CudaError.
+  // Throws Error(kCuda).
   void upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
               std::span<const cuda_ops::AttentionTile> tiles, std::span<const double> rope_bases,
               const DeltaInputs& delta, void* device, cudaStream_t stream);

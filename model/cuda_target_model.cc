@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
@@ -13,7 +14,6 @@
 #include "model/cuda_scratch.h"
 #include "model/cuda_weights.h"
 #include "model/hf_checkpoint.h"
-#include "model/model_error.h"
 #include "model/rope.h"
 
 namespace hsring {
@@ -33,8 +33,8 @@ uint32_t head_chunk_rows(uint32_t vocab) {
 void select_gpu(int gpu, const std::string& model) {
   const gpu::GpuInventory inventory = gpu::probe_gpus();
   if (gpu < 0 || gpu >= inventory.count)
-    throw gpu::CudaError(cudaErrorInvalidDevice,
-                         "model '" + model + "': " + gpu::gpu_problem(gpu, inventory));
+    throw gpu::cuda_error(cudaErrorInvalidDevice,
+                          "model '" + model + "': " + gpu::gpu_problem(gpu, inventory));
   HSRING_CUDA_CHECK(cudaSetDevice(gpu));
 }
 
@@ -45,22 +45,22 @@ cuda_ops::DeltaShape delta_shape(const ModelConfig& c) {
 
 void check_config(const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "model '" + config.name + "': " + why);
+    throw Error(Errc::kModelBadConfig, "model '" + config.name + "': " + why);
   if (!cuda_ops::attention_supports(config.head_dim))
-    throw ModelError(ModelErrc::kBadConfig,
-                     "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
-                         " is not supported by the CUDA forward (32, 64, 128 or 256)");
+    throw Error(Errc::kModelBadConfig,
+                "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
+                    " is not supported by the CUDA forward (32, 64, 128 or 256)");
   const DeltaNetShape& d = config.delta_net;
   if (config.hybrid() && !cuda_ops::delta_net_supports(d.qk_head_dim, d.v_head_dim))
-    throw ModelError(ModelErrc::kBadConfig,
-                     "model '" + config.name + "': DeltaNet head dims " +
-                         std::to_string(d.qk_head_dim) + " / " + std::to_string(d.v_head_dim) +
-                         " are not supported by the CUDA forward (q/k a multiple of 8, v of 4, "
-                         "both at most 128)");
+    throw Error(Errc::kModelBadConfig,
+                "model '" + config.name + "': DeltaNet head dims " + std::to_string(d.qk_head_dim) +
+                    " / " + std::to_string(d.v_head_dim) +
+                    " are not supported by the CUDA forward (q/k a multiple of 8, v of 4, "
+                    "both at most 128)");
 }
 
 [[noreturn]] void bad_capture(const std::string& what) {
-  throw ModelError(ModelErrc::kBadInput, "bad device capture: " + what);
+  throw Error(Errc::kModelBadInput, "bad device capture: " + what);
 }
 
 }  // namespace
@@ -244,8 +244,8 @@ void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bo
 CudaTargetModel::CudaTargetModel(ModelConfig config, const ModelWeights& weights, int gpu)
     : impl_(std::make_unique<Impl>(std::move(config), gpu)) {
   if (std::string why = check_weights(impl_->config, weights); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig,
-                     "weights do not fit model '" + impl_->config.name + "': " + why);
+    throw Error(Errc::kModelBadConfig,
+                "weights do not fit model '" + impl_->config.name + "': " + why);
   impl_->weights.upload(impl_->config, weights, impl_->stream.get());
 }
 

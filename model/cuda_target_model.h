@@ -42,9 +42,9 @@ struct DeviceCapture {
 class CudaTargetModel final : public TargetModel {
  public:
   // Uploads `weights` (fp32, HF layout) to GPU `gpu`, rounded to bf16. Throws
-  // ModelError(kBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
+  // Error(kBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
   // 128, 256; DeltaNet head dims outside cuda_ops::delta_net_supports) or weights that do
-  // not fit it, gpu::CudaError for CUDA failures (out of memory: a message naming the
+  // not fit it, Error(kCuda) for CUDA failures (out of memory: a message naming the
   // model, the bytes needed and the GPU).
   CudaTargetModel(ModelConfig config, const ModelWeights& weights, int gpu = 0);
   // Random weights drawn on the GPU (seconds even for qwen3-8b): the bf16 rounding of
@@ -62,11 +62,11 @@ class CudaTargetModel final : public TargetModel {
   // Allocates the scratch of a forward over up to `max_tokens` tokens now (a few GB for
   // qwen3-8b at 16384), so that forwards never allocate. Without it the first forward over
   // more tokens than ever before waits for the previous forward and reallocates. Throws
-  // CudaError.
+  // Error(kCuda).
   void reserve(uint32_t max_tokens);
 
   // The host interface: runs forward_device on the model's own stream and copies the fp32
-  // results back. Throws ModelError(kBadInput) on bad input, CudaError on CUDA failure.
+  // results back. Throws Error(kBadInput) on bad input, Error(kCuda) on CUDA failure.
   void forward(const PackedBatch& batch, const ForwardRequest& request,
                ForwardOutput& out) override;
 
@@ -76,9 +76,9 @@ class CudaTargetModel final : public TargetModel {
   // out.dtype, and the greedy labels / logits when requested. Every launch goes to
   // `stream`; nothing synchronises the device. The host may wait only for the staging of the
   // forward two calls back, and for the previous forward when scratch must grow (reserve).
-  // Makes gpu() the calling thread's current device. Throws ModelError(kBadInput) for a bad
+  // Makes gpu() the calling thread's current device. Throws Error(kBadInput) for a bad
   // batch, request or capture (missing pointers, a row pitch under H elements, an unknown
-  // dtype), gpu::CudaError when CUDA or cuBLAS fail.
+  // dtype), Error(kCuda) when CUDA or cuBLAS fail.
   void forward_device(const PackedBatch& batch, const ForwardRequest& request, cudaStream_t stream,
                       const DeviceCapture& out);
 
@@ -94,7 +94,7 @@ class CudaTargetModel final : public TargetModel {
 // A CUDA model from `spec` on GPU `gpu`: a preset name ("tiny", "qwen3-8b", ...) with
 // random weights drawn on the GPU from `seed` (the same values as open_cpu_model's, rounded
 // to bf16), or a Hugging Face model folder, loaded on the host (model/hf_checkpoint.h) and
-// uploaded. Throws ModelError or gpu::CudaError.
+// uploaded. Throws Error (kModel..., kCuda).
 std::unique_ptr<CudaTargetModel> open_cuda_model(const std::string& spec, uint64_t seed = 0,
                                                  int gpu = 0);
 

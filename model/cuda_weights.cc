@@ -1,13 +1,15 @@
 #include "model/cuda_weights.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 
+#include "common/error.h"
 #include "gpu/device.h"
 #include "gpu/memlock.h"
 #include "model/float_convert.h"
-#include "model/model_error.h"
 
 namespace hsring {
 
@@ -53,11 +55,12 @@ class Layout {
     free_text = gpu::human_bytes(free);
   else
     (void)cudaGetLastError();
-  throw gpu::CudaError(cudaErrorMemoryAllocation,
-                       "model '" + config.name + "' needs " + gpu::human_bytes(bytes) +
-                           " of GPU memory for its weights (" + billions(parameter_count(config)) +
-                           " parameters in bf16), but " + gpu::describe_gpu(gpu) + " has " +
-                           free_text + " free" + cause);
+  throw gpu::cuda_error(
+      cudaErrorMemoryAllocation,
+      fmt::format("model '{}' needs {} of GPU memory for its weights ({} "
+                  "parameters in bf16), but {} has {} free{}",
+                  config.name, gpu::human_bytes(bytes), billions(parameter_count(config)),
+                  gpu::describe_gpu(gpu), free_text, cause));
 }
 
 }  // namespace
@@ -203,8 +206,8 @@ DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
       if (field == "mlp.down_proj.weight") return {l.down, false};
     }
   }
-  throw ModelError(ModelErrc::kBadConfig,
-                   "the GPU weight layout has no place for tensor '" + name + "'");
+  throw Error(Errc::kModelBadConfig,
+              "the GPU weight layout has no place for tensor '" + name + "'");
 }
 
 void DeviceWeights::upload(const ModelConfig& config, const ModelWeights& host,

@@ -43,7 +43,7 @@ class DeviceWeights {
  public:
   DeviceWeights() = default;
   // Room for every tensor of `config` on the current device (GPU `gpu`), contents undefined.
-  // Throws gpu::CudaError; out of memory is a message naming the model, the bytes it needs
+  // Throws Error(kCuda); out of memory is a message naming the model, the bytes it needs
   // and the GPU with its free memory.
   static DeviceWeights allocate(const ModelConfig& config, int gpu);
 
@@ -66,7 +66,7 @@ class DeviceWeights {
     void* data = nullptr;
     bool fp32 = false;  // norm vector (fp32) or matrix (bf16)
   };
-  // Where the tensor with this HF name lives. Throws ModelError(kBadConfig) for a name the
+  // Where the tensor with this HF name lives. Throws Error(kBadConfig) for a name the
   // layout does not know (a model_weights.cc change not followed here).
   Place place(const std::string& name) const;
 

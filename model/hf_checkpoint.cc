@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "model/json.h"
-#include "model/model_error.h"
 #include "model/safetensors.h"
 #include "model/text_file.h"
 
@@ -21,7 +21,7 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
   const std::string source = index_path.string();
   const JsonValue index = parse_json(read_text_file(index_path), source);
   const auto bad = [&source](const std::string& what) {
-    return ModelError(ModelErrc::kBadFile, "shard index '" + source + "': " + what);
+    return Error(Errc::kModelBadFile, "shard index '" + source + "': " + what);
   };
   const JsonValue* map = index.find("weight_map");
   if (!map || !map->is_object()) throw bad("no \"weight_map\" object");
@@ -62,13 +62,13 @@ ModelConfig load_hf_checkpoint_config(const std::filesystem::path& folder) {
 
 ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "cannot load weights for an invalid config: " + why);
+    throw Error(Errc::kModelBadConfig, "cannot load weights for an invalid config: " + why);
   std::error_code ec;
   const std::filesystem::path index_path = folder / kIndexFile;
   const bool sharded = std::filesystem::exists(index_path, ec);
   if (!sharded && !std::filesystem::exists(folder / kSingleFile, ec))
-    throw ModelError(ModelErrc::kIo, "no " + std::string(kSingleFile) + " or " + kIndexFile +
-                                         " in '" + folder.string() + "'");
+    throw Error(Errc::kModelIo, "no " + std::string(kSingleFile) + " or " + kIndexFile + " in '" +
+                                    folder.string() + "'");
   std::map<std::string, std::string> shard_of;
   if (sharded) shard_of = read_index(index_path);
 
@@ -79,9 +79,8 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
     if (sharded) {
       const auto it = shard_of.find(t.name);
       if (it == shard_of.end())
-        throw ModelError(ModelErrc::kMissingTensor, "tensor '" + t.name + "' is missing: '" +
-                                                        index_path.string() +
-                                                        "' names no shard for it");
+        throw Error(Errc::kModelMissingTensor, "tensor '" + t.name + "' is missing: '" +
+                                                   index_path.string() + "' names no shard for it");
       file = it->second;
     }
     shards.get(file).read_as_float(t.name, t.shape, *t.data);

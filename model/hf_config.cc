@@ -6,9 +6,9 @@
 #include <limits>
 #include <optional>
 
+#include "common/error.h"
 #include "model/json.h"
 #include "model/model_config.h"
-#include "model/model_error.h"
 #include "model/text_file.h"
 
 namespace hsring {
@@ -21,7 +21,7 @@ class ConfigReader {
   ConfigReader(const JsonValue& root, const std::string& source) : root_(root), source_(source) {}
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw ModelError(ModelErrc::kBadConfig, source_ + ": " + what);
+    throw Error(Errc::kModelBadConfig, source_ + ": " + what);
   }
 
   // Absent and null read the same: HF writes `"head_dim": null` for "derive it".
@@ -307,7 +307,7 @@ void read_qwen35(const ConfigReader& r, ModelConfig& c) {
 
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source) {
   const JsonValue root = parse_json(json_text, source);
-  if (!root.is_object()) throw ModelError(ModelErrc::kBadConfig, source + ": not a JSON object");
+  if (!root.is_object()) throw Error(Errc::kModelBadConfig, source + ": not a JSON object");
   const ConfigReader top(root, source);
   ModelConfig c;
   c.name = source;

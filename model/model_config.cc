@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring {
 
@@ -153,15 +153,15 @@ ModelConfig named_model_config(std::string_view name) {
   if (name == "qwen3-dense-27b") return dense_27b_config();
   std::string known;
   for (const std::string& n : named_model_configs()) known += (known.empty() ? "" : ", ") + n;
-  throw ModelError(ModelErrc::kBadConfig,
-                   "unknown model shape '" + std::string(name) + "' (known: " + known + ")");
+  throw Error(Errc::kModelBadConfig,
+              "unknown model shape '" + std::string(name) + "' (known: " + known + ")");
 }
 
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k) {
   if (k == 0 || k > num_layers)
-    throw ModelError(ModelErrc::kBadConfig, "cannot capture " + std::to_string(k) +
-                                                " distinct layers of a " +
-                                                std::to_string(num_layers) + "-layer model");
+    throw Error(Errc::kModelBadConfig, "cannot capture " + std::to_string(k) +
+                                           " distinct layers of a " + std::to_string(num_layers) +
+                                           "-layer model");
   // Never the last layer unless every layer is asked for: HF's hidden_states[L] is that
   // layer after the final norm, while a capture is before it, so a drafter trained on our
   // last layer would be fed another tensor by the engines that serve it.

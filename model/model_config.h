@@ -71,7 +71,7 @@ std::string validate_config(const ModelConfig& config);
 
 // Presets (docs/target-model.md): "tiny", "qwen3-8b", "qwen3.6-27b" (the Qwen3.5 / 3.6 hybrid
 // shape), "qwen3-dense-27b" (a dense stand-in of that size). Throws
-// ModelError(kBadConfig) listing the known names.
+// Error(kBadConfig) listing the known names.
 ModelConfig named_model_config(std::string_view name);
 std::vector<std::string> named_model_configs();
 
@@ -79,9 +79,9 @@ std::vector<std::string> named_model_configs();
 // cannot honour (other RoPE types, o/MLP biases, sliding windows, other activations or model
 // types). Reads the fields of transformers 4 (rope_theta, rope_scaling, torch_dtype) and 5
 // (rope_parameters, dtype) alike.
-// Throws ModelError(kBadJson) or ModelError(kBadConfig) naming `source` and the field.
+// Throws Error(kBadJson) or Error(kBadConfig) naming `source` and the field.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source);
-// Same, from a file. Throws ModelError(kIo) when it cannot be read.
+// Same, from a file. Throws Error(kIo) when it cannot be read.
 ModelConfig load_hf_config(const std::filesystem::path& config_json);
 
 // Which decoder layers' outputs feed the drafter: the DFlash rule, k ids spread evenly over
@@ -90,7 +90,7 @@ ModelConfig load_hf_config(const std::filesystem::path& config_json);
 // layer only when k is the layer count; k == 1 takes the middle layer, never the last. The
 // last layer is avoided because HF's hidden_states[num_layers] is it after the final norm
 // (a capture is before it): a drafter trained on it would not match what engines feed it.
-// Throws ModelError(kBadConfig) when k is 0 or exceeds num_layers.
+// Throws Error(kBadConfig) when k is 0 or exceeds num_layers.
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k);
 
 // The layers a run captures by default for `config`: default_capture_layers for dense

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <limits>
 
+#include "common/error.h"
 #include "model/float_convert.h"
 #include "model/json.h"
-#include "model/model_error.h"
 
 namespace hsring {
 
@@ -54,29 +54,28 @@ std::string shape_string(std::span<const int64_t> shape) {
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    throw ModelError(ModelErrc::kIo,
-                     "cannot open safetensors file '" + path.string() + "': " + errno_text());
+    throw Error(Errc::kModelIo,
+                "cannot open safetensors file '" + path.string() + "': " + errno_text());
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const std::string why = S_ISREG(st.st_mode) ? errno_text() : "not a regular file";
     ::close(fd);
-    throw ModelError(ModelErrc::kIo,
-                     "cannot read safetensors file '" + path.string() + "': " + why);
+    throw Error(Errc::kModelIo, "cannot read safetensors file '" + path.string() + "': " + why);
   }
   const auto size = size_t(st.st_size);
   if (size < 8) {
     ::close(fd);
-    throw ModelError(ModelErrc::kBadFile,
-                     "safetensors file '" + path.string() + "' is " + std::to_string(size) +
-                         " bytes, too short for its 8-byte header length (truncated?)");
+    throw Error(Errc::kModelBadFile,
+                "safetensors file '" + path.string() + "' is " + std::to_string(size) +
+                    " bytes, too short for its 8-byte header length (truncated?)");
   }
   // MAP_PRIVATE read-only: the weights are copied out once; nothing writes the file.
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const std::string map_error = map == MAP_FAILED ? errno_text() : "";
   ::close(fd);  // the mapping keeps the file
   if (map == MAP_FAILED)
-    throw ModelError(ModelErrc::kIo,
-                     "cannot mmap safetensors file '" + path.string() + "': " + map_error);
+    throw Error(Errc::kModelIo,
+                "cannot mmap safetensors file '" + path.string() + "': " + map_error);
   std::unique_ptr<SafetensorsFile> file(
       new SafetensorsFile(path, static_cast<const std::byte*>(map), size));
   file->parse_header();
@@ -89,7 +88,7 @@ SafetensorsFile::SafetensorsFile(std::filesystem::path path, const std::byte* ma
 SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(map_), size_); }
 
 void SafetensorsFile::fail(const std::string& what) const {
-  throw ModelError(ModelErrc::kBadFile, "safetensors file '" + path_.string() + "': " + what);
+  throw Error(Errc::kModelBadFile, "safetensors file '" + path_.string() + "': " + what);
 }
 
 void SafetensorsFile::parse_header() {
@@ -108,7 +107,7 @@ void SafetensorsFile::parse_header() {
   JsonValue header;
   try {
     header = parse_json(text, "header");
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     fail(std::string("garbage header: ") + e.what());
   }
   if (!header.is_object())
@@ -212,15 +211,15 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
                                     std::span<float> out) const {
   const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
   const TensorInfo* t = find(name);
-  if (!t) throw ModelError(ModelErrc::kMissingTensor, where + " is missing");
+  if (!t) throw Error(Errc::kModelMissingTensor, where + " is missing");
   if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
-    throw ModelError(ModelErrc::kBadTensor, where + " has shape " + shape_string(t->shape) +
-                                                ", expected " + shape_string(expected_shape));
+    throw Error(Errc::kModelBadTensor, where + " has shape " + shape_string(t->shape) +
+                                           ", expected " + shape_string(expected_shape));
   const std::span<const std::byte> data = bytes(*t);
   const size_t count = data.size() / t->element_size;
   if (count != out.size())  // the shape matched, so only a caller's bad buffer gets here
-    throw ModelError(ModelErrc::kBadTensor, where + ": output holds " + std::to_string(out.size()) +
-                                                " elements, not " + std::to_string(count));
+    throw Error(Errc::kModelBadTensor, where + ": output holds " + std::to_string(out.size()) +
+                                           " elements, not " + std::to_string(count));
   // memcpy per element: tensors need not be aligned inside the file.
   if (t->dtype == "F32") {
     if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());  // empty: null data()
@@ -232,8 +231,8 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
       out[i] = bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
     }
   } else {
-    throw ModelError(ModelErrc::kBadTensor,
-                     where + " has dtype " + t->dtype + "; weights must be BF16, F16 or F32");
+    throw Error(Errc::kModelBadTensor,
+                where + " has dtype " + t->dtype + "; weights must be BF16, F16 or F32");
   }
 }
 

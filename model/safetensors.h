@@ -30,7 +30,7 @@ class SafetensorsFile {
   // Maps and validates `path`: header length within the file, header strict JSON, each
   // entry a known dtype with a shape whose byte size matches its offsets, offsets inside
   // the data section, tensors tiling the data with no overlap and no gap. Throws
-  // ModelError: kIo (missing or unreadable file), kBadFile (anything else), naming the file.
+  // Error: kIo (missing or unreadable file), kBadFile (anything else), naming the file.
   static std::unique_ptr<SafetensorsFile> open(const std::filesystem::path& path);
 
   ~SafetensorsFile();
@@ -45,7 +45,7 @@ class SafetensorsFile {
   std::span<const std::byte> bytes(const TensorInfo& tensor) const;
 
   // Converts tensor `name` (BF16, F16 or F32) to fp32 into `out`, which holds the element
-  // count of `expected_shape`. Throws ModelError: kMissingTensor when absent, kBadTensor when
+  // count of `expected_shape`. Throws Error: kMissingTensor when absent, kBadTensor when
   // its shape differs from `expected_shape` or its dtype is not a float one.
   void read_as_float(std::string_view name, std::span<const int64_t> expected_shape,
                      std::span<float> out) const;

@@ -37,14 +37,14 @@ struct ForwardOutput {
   std::vector<int32_t> greedy;               // [T] when requested, else empty
 };
 
-// Throws ModelError(kBadInput) naming the first problem: mismatched lengths, an empty
+// Throws Error(kBadInput) naming the first problem: mismatched lengths, an empty
 // batch, bad document offsets, a token outside the vocabulary, a negative position.
 void validate_batch(const PackedBatch& batch, const ModelConfig& config);
-// Throws ModelError(kBadInput) when a layer id is outside [0, num_layers).
+// Throws Error(kBadInput) when a layer id is outside [0, num_layers).
 void validate_request(const ForwardRequest& request, const ModelConfig& config);
 
 // The config of model `spec`: a preset name ("tiny", "qwen3-8b", ...) or a Hugging Face
-// model folder (its config.json; the weights are not read). Throws ModelError naming the
+// model folder (its config.json; the weights are not read). Throws Error naming the
 // spec: an unknown preset (listing the known ones), a missing folder, a bad config.
 ModelConfig model_config_of(const std::string& spec);
 
@@ -55,7 +55,7 @@ class TargetModel {
   virtual const ModelConfig& config() const = 0;
   // Runs the forward over `batch` and fills `out` (fp32, on the host). A pure function of
   // the weights and the batch: the same batch always gives the same bits, so a batch
-  // produced again after a crash is identical. Throws ModelError(kBadInput) on bad input.
+  // produced again after a crash is identical. Throws Error(kBadInput) on bad input.
   virtual void forward(const PackedBatch& batch, const ForwardRequest& request,
                        ForwardOutput& out) = 0;
 };

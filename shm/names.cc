@@ -2,8 +2,8 @@
 #include <climits>
 #include <cstdio>
 
+#include "common/error.h"
 #include "shm/ring.h"
-#include "shm/ring_error.h"
 #include "shm/ring_layout.h"
 #include "shm/slot_result.h"
 
@@ -148,40 +148,6 @@ const char* to_string(Stage stage) {
       return "drafter.step";
     case Stage::kCount:
       break;
-  }
-  return "invalid";
-}
-
-const char* to_string(RingErrc code) {
-  switch (code) {
-    case RingErrc::kNotFound:
-      return "not-found";
-    case RingErrc::kExists:
-      return "exists";
-    case RingErrc::kForeignOwner:
-      return "foreign-owner";
-    case RingErrc::kPermission:
-      return "permission";
-    case RingErrc::kBadMagic:
-      return "bad-magic";
-    case RingErrc::kBadVersion:
-      return "bad-version";
-    case RingErrc::kBadLayout:
-      return "bad-layout";
-    case RingErrc::kTruncated:
-      return "truncated";
-    case RingErrc::kBadShape:
-      return "bad-shape";
-    case RingErrc::kNoSpace:
-      return "no-space";
-    case RingErrc::kProcessBusy:
-      return "process-busy";
-    case RingErrc::kSystem:
-      return "system";
-    case RingErrc::kBadName:
-      return "bad-name";
-    case RingErrc::kUnsafeMode:
-      return "unsafe-mode";
   }
   return "invalid";
 }

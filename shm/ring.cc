@@ -1,5 +1,7 @@
 #include "shm/ring.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "shm/bus_guard.h"
 #include "shm/segment_file.h"
 
@@ -26,15 +29,17 @@ constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 
 // The file-level errors of SegmentFile, with the advice that fits a ring.
-[[noreturn]] void rethrow_for_ring(const RingError& e, const std::string& name) {
-  if (e.code() == RingErrc::kNotFound)
-    throw RingError(RingErrc::kNotFound,
-                    "ring '" + name + "' does not exist (no " + Ring::path_of(name) +
-                        "): start it with `hsring run --ring " + name + "` or check the name");
-  if (e.code() == RingErrc::kExists)
-    throw RingError(RingErrc::kExists, "ring '" + name + "' already exists: `hsring ring inspect " +
-                                           name + "` shows it, `hsring ring remove " + name +
-                                           "` removes a stale one");
+[[noreturn]] void rethrow_for_ring(const Error& e, const std::string& name) {
+  if (e.code() == Errc::kRingNotFound)
+    throw Error(Errc::kRingNotFound,
+                fmt::format("ring '{0}' does not exist (no {1}): start it with `hsring run "
+                            "--ring {0}` or check the name",
+                            name, Ring::path_of(name)));
+  if (e.code() == Errc::kRingExists)
+    throw Error(Errc::kRingExists,
+                fmt::format("ring '{0}' already exists: `hsring ring inspect {0}` shows it, "
+                            "`hsring ring remove {0}` removes a stale one",
+                            name));
   throw;
 }
 
@@ -51,7 +56,7 @@ namespace {
 
 void check_ring_name(const std::string& name) {
   if (std::string why = ring_name_problem(name); !why.empty())
-    throw RingError(RingErrc::kBadName, "bad ring name: " + why);
+    throw Error(Errc::kRingBadName, "bad ring name: " + why);
 }
 
 }  // namespace
@@ -139,10 +144,10 @@ RingLayout compute_layout(const RingShape& s) {
 RingGeometry validate_segment(const std::byte* base, size_t size, const std::string& name) {
   const std::string ring = "ring '" + name + "'";
   if (size < sizeof(RingHeader)) {
-    throw RingError(RingErrc::kTruncated, ring + " is truncated: " + std::to_string(size) +
-                                              " bytes, smaller than its header; remove it with "
-                                              "`hsring ring remove " +
-                                              name + "`");
+    throw Error(Errc::kRingTruncated, ring + " is truncated: " + std::to_string(size) +
+                                          " bytes, smaller than its header; remove it with "
+                                          "`hsring ring remove " +
+                                          name + "`");
   }
   // The header is plain bytes until validated: copy it out rather than trusting its atomics.
   alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
@@ -151,35 +156,34 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
   uint64_t magic;
   std::memcpy(&magic, copy, sizeof magic);
   if (magic != kRingMagic) {
-    throw RingError(RingErrc::kBadMagic, ring +
-                                             " is not an hsring segment (wrong magic); "
-                                             "another program owns " +
-                                             Ring::path_of(name) + " or it was never initialised");
+    throw Error(Errc::kRingBadMagic, ring +
+                                         " is not an hsring segment (wrong magic); "
+                                         "another program owns " +
+                                         Ring::path_of(name) + " or it was never initialised");
   }
   if (h.version != kRingVersion) {
-    throw RingError(RingErrc::kBadVersion,
-                    ring + " uses protocol version " + std::to_string(h.version) +
-                        ", this build speaks version " + std::to_string(kRingVersion) +
-                        ": stop the run that made it, or use the hsring that created it");
+    throw Error(Errc::kRingBadVersion,
+                ring + " uses protocol version " + std::to_string(h.version) +
+                    ", this build speaks version " + std::to_string(kRingVersion) +
+                    ": stop the run that made it, or use the hsring that created it");
   }
   if (h.header_size != sizeof(RingHeader)) {
-    throw RingError(RingErrc::kBadLayout, ring + " has a header of " +
-                                              std::to_string(h.header_size) + " bytes, expected " +
-                                              std::to_string(sizeof(RingHeader)));
+    throw Error(Errc::kRingBadLayout, ring + " has a header of " + std::to_string(h.header_size) +
+                                          " bytes, expected " + std::to_string(sizeof(RingHeader)));
   }
   if (std::string why = validate_shape(h.shape); !why.empty()) {
-    throw RingError(RingErrc::kBadLayout, ring + " has an invalid shape: " + why);
+    throw Error(Errc::kRingBadLayout, ring + " has an invalid shape: " + why);
   }
   const RingLayout expected = compute_layout(h.shape);
   if (std::memcmp(&expected, &h.layout, sizeof(RingLayout)) != 0) {
-    throw RingError(RingErrc::kBadLayout,
-                    ring + " has a layout that does not follow from its shape (corrupt header)");
+    throw Error(Errc::kRingBadLayout,
+                ring + " has a layout that does not follow from its shape (corrupt header)");
   }
   if (expected.total_size > size) {
-    throw RingError(RingErrc::kTruncated, ring + " is truncated: its layout needs " +
-                                              std::to_string(expected.total_size) +
-                                              " bytes, the segment has " + std::to_string(size) +
-                                              "; remove it with `hsring ring remove " + name + "`");
+    throw Error(Errc::kRingTruncated, ring + " is truncated: its layout needs " +
+                                          std::to_string(expected.total_size) +
+                                          " bytes, the segment has " + std::to_string(size) +
+                                          "; remove it with `hsring ring remove " + name + "`");
   }
   return RingGeometry{h.shape, h.layout, h.creator_uid};
 }
@@ -287,7 +291,7 @@ Ring::~Ring() { unguard_mapping(base_); }
 std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& shape) {
   check_ring_name(name);
   if (std::string why = validate_shape(shape); !why.empty()) {
-    throw RingError(RingErrc::kBadShape, "cannot create ring '" + name + "': " + why);
+    throw Error(Errc::kRingBadShape, "cannot create ring '" + name + "': " + why);
   }
   const RingLayout layout = compute_layout(shape);
   const std::string what = "ring '" + name + "'";
@@ -296,7 +300,7 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
     segment.reset(new Segment{
         SegmentFile::open(name, what, SegmentFile::Open::kCreate, SegmentFile::Access::kReadWrite),
         SegmentMapping()});
-  } catch (const RingError& e) {
+  } catch (const Error& e) {
     rethrow_for_ring(e, name);
   }
   const int fd = segment->file.fd();
@@ -308,17 +312,18 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
                                  : "unknown free space";
     Ring::remove(name);
     if (err == ENOSPC) {
-      throw RingError(RingErrc::kNoSpace, "ring '" + name + "' needs " + mib(layout.total_size) +
-                                              " but /dev/shm has " + free_space +
-                                              ": remove stale rings (`hsring ring gc`), use fewer "
-                                              "--slots or --max-tokens, or enlarge /dev/shm");
+      throw Error(Errc::kRingNoSpace,
+                  fmt::format("ring '{}' needs {} but /dev/shm has {}: remove stale rings "
+                              "(`hsring ring gc`), use fewer --slots or --max-tokens, or "
+                              "enlarge /dev/shm",
+                              name, mib(layout.total_size), free_space));
     }
-    throw RingError(RingErrc::kSystem, "cannot reserve " + mib(layout.total_size) + " for ring '" +
-                                           name + "': " + std::strerror(err));
+    throw Error(Errc::kRingSystem, fmt::format("cannot reserve {} for ring '{}': {}",
+                                               mib(layout.total_size), name, std::strerror(err)));
   }
   try {
     segment->mapping = SegmentMapping(fd, layout.total_size, true, what);
-  } catch (const RingError&) {
+  } catch (const Error&) {
     Ring::remove(name);
     throw;
   }
@@ -359,7 +364,7 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
                                                 writable ? SegmentFile::Access::kReadWrite
                                                          : SegmentFile::Access::kReadOnly),
                               SegmentMapping()});
-  } catch (const RingError& e) {
+  } catch (const Error& e) {
     rethrow_for_ring(e, name);
   }
   const size_t size = size_t(segment->file.size_at_open());

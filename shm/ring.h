@@ -1,5 +1,5 @@
 // A mapped ring segment: creation, validated attachment and removal, and typed access to
-// its regions. Construction goes through factories that throw RingError, so an invalid
+// its regions. Construction goes through factories that throw Error, so an invalid
 // Ring never exists (docs/ring-protocol.md, invariant 7: nothing in the segment is trusted).
 //
 // The immutable header fields (shape, layout, creator) are validated once, at attach, and
@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "common/contract.h"
-#include "shm/ring_error.h"
+#include "common/error.h"
 #include "shm/ring_layout.h"
 
 namespace hsring {
@@ -42,7 +42,7 @@ struct RingGeometry {
   uint32_t creator_uid = 0;
 };
 
-// Checks the bytes of a would-be segment of `size` bytes; throws RingError naming the
+// Checks the bytes of a would-be segment of `size` bytes; throws Error naming the
 // first problem. Reads only what it has checked it may read, from one copy of the header,
 // and returns what it validated in that copy.
 RingGeometry validate_segment(const std::byte* base, size_t size, const std::string& name);
@@ -52,10 +52,10 @@ class Ring {
   enum class Access { kReadWrite, kReadOnly };
 
   // Creates the segment `name` (mode 0600) with its space reserved, so a full /dev/shm
-  // fails here and not with SIGBUS later. Throws RingError (kBadName: see
+  // fails here and not with SIGBUS later. Throws Error (kBadName: see
   // ring_name_problem; create and attach both check the name first).
   static std::unique_ptr<Ring> create(const std::string& name, const RingShape& shape);
-  // Opens and validates an existing segment. Throws RingError.
+  // Opens and validates an existing segment. Throws Error.
   static std::unique_ptr<Ring> attach(const std::string& name, Access access = Access::kReadWrite);
   // Unlinks the segment; false when there was none (or `name` cannot name a ring). Mapped
   // users keep their mapping.

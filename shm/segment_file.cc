@@ -10,7 +10,7 @@
 #include <cstring>
 #include <utility>
 
-#include "shm/ring_error.h"
+#include "common/error.h"
 
 namespace hsring {
 
@@ -32,23 +32,23 @@ std::string reason_of(const bip::interprocess_exception& e) {
   return e.get_native_error() != 0 ? std::strerror(e.get_native_error()) : e.what();
 }
 
-// Boost reports errors as interprocess_exception; turn them into RingError.
+// Boost reports errors as interprocess_exception; turn them into Error.
 [[noreturn]] void rethrow_boost(const bip::interprocess_exception& e, const std::string& what,
                                 const std::string& name, const char* action) {
   switch (e.get_error_code()) {
     case bip::not_found_error:
-      throw RingError(RingErrc::kNotFound, what + " does not exist (no " + path_of(name) + ")");
+      throw Error(Errc::kRingNotFound, what + " does not exist (no " + path_of(name) + ")");
     case bip::already_exists_error:
-      throw RingError(RingErrc::kExists, what + " already exists (" + path_of(name) + ")");
+      throw Error(Errc::kRingExists, what + " already exists (" + path_of(name) + ")");
     default:
       // Boost files EACCES under security_error and EPERM under other_error: both are a
       // permission refusal.
       if (e.get_error_code() == bip::security_error || e.get_native_error() == EPERM)
-        throw RingError(RingErrc::kPermission, std::string("cannot ") + action + " " + what +
-                                                   ": permission denied; " + path_of(name) +
-                                                   " may belong to another user");
-      throw RingError(RingErrc::kSystem,
-                      std::string("cannot ") + action + " " + what + ": " + reason_of(e));
+        throw Error(Errc::kRingPermission, std::string("cannot ") + action + " " + what +
+                                               ": permission denied; " + path_of(name) +
+                                               " may belong to another user");
+      throw Error(Errc::kRingSystem,
+                  std::string("cannot ") + action + " " + what + ": " + reason_of(e));
   }
 }
 
@@ -92,34 +92,33 @@ SegmentFile SegmentFile::open(const std::string& name, const std::string& what, 
   // hold its liveness locks alive after we die, and could write a segment they never opened.
   const int flags = ::fcntl(fd, F_GETFD);
   if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
-    throw RingError(RingErrc::kSystem,
-                    "fcntl(FD_CLOEXEC) on " + what + ": " + std::strerror(errno));
+    throw Error(Errc::kRingSystem, "fcntl(FD_CLOEXEC) on " + what + ": " + std::strerror(errno));
   // The umask can only narrow the mode of a new file, and Boost does not check its own
   // fchmod; make it exact.
   if (created && ::fchmod(fd, 0600) != 0) {
     const int err = errno;
     bip::shared_memory_object::remove(name.c_str());
-    throw RingError(RingErrc::kSystem, "fchmod of " + what + ": " + std::strerror(err));
+    throw Error(Errc::kRingSystem, "fchmod of " + what + ": " + std::strerror(err));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0)
-    throw RingError(RingErrc::kSystem, "fstat of " + what + ": " + std::strerror(errno));
+    throw Error(Errc::kRingSystem, "fstat of " + what + ": " + std::strerror(errno));
   // A file of another user, or one that others may write, could be rewritten under us at
   // any time: refuse it before it is mapped, whatever it holds.
   if (st.st_uid != ::geteuid()) {
-    throw RingError(RingErrc::kForeignOwner,
-                    what + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " +
-                        std::to_string(::geteuid()) +
-                        "); hsring never opens another user's "
-                        "segment: pick another --ring, or have its owner (or root) remove " +
-                        path_of(name));
+    throw Error(Errc::kRingForeignOwner,
+                what + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " +
+                    std::to_string(::geteuid()) +
+                    "); hsring never opens another user's "
+                    "segment: pick another --ring, or have its owner (or root) remove " +
+                    path_of(name));
   }
   if (check == Check::kOwnerAndMode && (st.st_mode & 07777) != 0600) {
-    throw RingError(RingErrc::kUnsafeMode,
-                    what + " has mode " + octal_mode(st.st_mode) +
-                        ", not 0600: other users may be able to write it, so hsring will not "
-                        "map it; if nobody else should have made it, remove " +
-                        path_of(name) + " (`hsring ring remove --force`) and find out who did");
+    throw Error(Errc::kRingUnsafeMode,
+                what + " has mode " + octal_mode(st.st_mode) +
+                    ", not 0600: other users may be able to write it, so hsring will not "
+                    "map it; if nobody else should have made it, remove " +
+                    path_of(name) + " (`hsring ring remove --force`) and find out who did");
   }
   return SegmentFile(std::move(shm), created, uint64_t(st.st_size));
 }
@@ -142,8 +141,8 @@ struct MappableFd {
 
 SegmentMapping::SegmentMapping(int fd, size_t size, bool writable, const std::string& what) {
   auto failed = [&](const std::string& reason) {
-    return RingError(RingErrc::kSystem,
-                     "cannot map " + std::to_string(size) + " bytes of " + what + ": " + reason);
+    return Error(Errc::kRingSystem,
+                 "cannot map " + std::to_string(size) + " bytes of " + what + ": " + reason);
   };
   // mapped_region reads a size of 0 as "the whole file"; mmap refuses it, and so do we.
   if (size == 0) throw failed(std::strerror(EINVAL));

@@ -3,7 +3,7 @@
 // must belong to this user with mode 0600, or it is refused before anything maps it
 // (docs/ring-protocol.md, "Untrusted memory"). It stands on Boost.Interprocess, the project's
 // package for shared memory: SegmentFile holds a boost::interprocess::shared_memory_object,
-// SegmentMapping a boost::interprocess::mapped_region, and Boost's errors become RingError.
+// SegmentMapping a boost::interprocess::mapped_region, and Boost's errors become Error.
 #pragma once
 
 #include <sys/types.h>
@@ -19,8 +19,8 @@ namespace hsring {
 class SegmentFile {
  public:
   enum class Open {
-    kCreate,        // a new segment; RingError kExists when there is one
-    kExisting,      // an existing one; RingError kNotFound when there is none
+    kCreate,        // a new segment; Error kExists when there is one
+    kExisting,      // an existing one; Error kNotFound when there is none
     kCreateOrOpen,  // a new one, or the one already there
   };
   enum class Access { kReadWrite, kReadOnly };
@@ -29,7 +29,7 @@ class SegmentFile {
   enum class Check { kOwnerAndMode, kOwnerOnly };
 
   // Opens /dev/shm/<name>; `what` names it in errors ("ring 'x'", "gradient exchange
-  // 'x-grads'"). A created file gets mode 0600 exactly. Throws RingError: kNotFound,
+  // 'x-grads'"). A created file gets mode 0600 exactly. Throws Error: kNotFound,
   // kExists, kPermission, kSystem, kForeignOwner (another uid owns it), kUnsafeMode (its
   // mode is not 0600: another user could write it). REQUIRES: `name` passed ring_name_problem (or
   // is a ring's name plus a suffix).
@@ -57,7 +57,7 @@ class SegmentFile {
 };
 
 // A shared mapping of a segment's first `size` bytes, unmapped on destruction. Throws
-// RingError (kSystem) naming `what` when mmap fails.
+// Error (kSystem) naming `what` when mmap fails.
 class SegmentMapping {
  public:
   SegmentMapping() = default;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/error.h"
 #include "shm/liveness.h"
 
 namespace hsring {
@@ -17,26 +18,26 @@ std::unique_ptr<WorkerSession> WorkerSession::start(std::unique_ptr<Ring> ring, 
                                                     std::chrono::milliseconds lock_wait) {
   const std::string where = "ring '" + ring->name() + "'";
   if (index >= ring->process_count()) {
-    throw RingError(RingErrc::kBadShape, where + " has " + std::to_string(ring->process_count()) +
-                                             " worker slots; index " + std::to_string(index) +
-                                             " does not exist");
+    throw Error(Errc::kRingBadShape, where + " has " + std::to_string(ring->process_count()) +
+                                         " worker slots; index " + std::to_string(index) +
+                                         " does not exist");
   }
   ProcessEntry& entry = ring->process(index);
   const auto actual = Role(entry.role.load(std::memory_order_relaxed));
   if (actual != role) {
-    throw RingError(RingErrc::kBadShape, where + ": worker " + std::to_string(index) + " is a " +
-                                             to_string(actual) + ", not a " + to_string(role));
+    throw Error(Errc::kRingBadShape, where + ": worker " + std::to_string(index) + " is a " +
+                                         to_string(actual) + ", not a " + to_string(role));
   }
   // A predecessor that is being killed releases its lock as its files close; give it a
   // moment rather than failing a restart that races its death.
   const auto deadline = std::chrono::steady_clock::now() + lock_wait;
   while (!try_hold_liveness_lock(ring->fd(), index)) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw RingError(RingErrc::kProcessBusy,
-                      where + ": " + to_string(role) + " " + std::to_string(index) +
-                          " is already running (pid " +
-                          std::to_string(entry.pid.load(std::memory_order_relaxed)) +
-                          "); stop it first, or pick another index");
+      throw Error(Errc::kRingProcessBusy,
+                  where + ": " + to_string(role) + " " + std::to_string(index) +
+                      " is already running (pid " +
+                      std::to_string(entry.pid.load(std::memory_order_relaxed)) +
+                      "); stop it first, or pick another index");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -19,7 +19,7 @@ namespace hsring {
 
 class WorkerSession {
  public:
-  // Throws RingError (kProcessBusy) when another live process holds `index` after
+  // Throws Error (kProcessBusy) when another live process holds `index` after
   // `lock_wait`, or when `index` is not of `role` in this ring.
   static std::unique_ptr<WorkerSession> start(std::unique_ptr<Ring> ring, uint32_t index, Role role,
                                               std::chrono::milliseconds lock_wait);

@@ -27,7 +27,7 @@ class Ring;
 class GpuModelSource final : public BatchPlanner {
  public:
   // Reserves the model's scratch for a full slot and a labels array per capture buffer.
-  // REQUIRES: model's GPU is the current device. Throws DataError, ModelError, CudaError.
+  // REQUIRES: model's GPU is the current device. Throws Error (data, model, cuda).
   GpuModelSource(std::unique_ptr<CudaTargetModel> model, const Ring& ring, uint32_t target,
                  const TokenSourceOptions& options, uint32_t capture_buffers);
 

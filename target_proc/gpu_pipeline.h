@@ -79,7 +79,7 @@ struct GpuTargetOptions {
 class GpuTargetPipeline final : public BatchPipeline {
  public:
   // Allocates the capture buffers and streams on options.gpu (which must be the calling
-  // thread's current device) and starts the postprocess threads. Throws CudaError.
+  // thread's current device) and starts the postprocess threads. Throws Error(kCuda).
   // REQUIRES: the ring's payload is pinned in this process (gpu::pin_ring_payload).
   static std::unique_ptr<GpuTargetPipeline> create(BatchProducer& producer,
                                                    const GpuTargetOptions& options);

@@ -73,12 +73,8 @@ int main(int argc, char** argv) {
     const RingShape& shape = session.ring().shape();
     const bool model_ring = shape.content == PayloadContent::kModel;
     data.data_offset = shape.data_offset;
-    try {
-      check_node_topology({data.nnodes, data.node_rank, "flags"});
-    } catch (const std::invalid_argument& e) {
-      log_line(std::string("error: ") + e.what());
-      return int(kExitUsage);
-    }
+    // Error(kUsage) for a bad pair: worker_main logs it and exits kExitUsage.
+    check_node_topology({data.nnodes, data.node_rank, "flags"});
     if (model_ring == model_spec.empty()) {
       log_line(model_ring ? "error: this ring carries model batches: give --model (the "
                             "launcher passes its own --model)"

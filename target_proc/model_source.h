@@ -27,7 +27,7 @@ class ModelSource final : public HiddenStateSource {
 
   BatchPlan plan(uint64_t batch_id) override { return tokens_.plan(batch_id); }
   // Reads batch plan.batch_id's tokens, runs the forward and fills the slot. Throws
-  // DataError (a shard turned unreadable) or ModelError.
+  // Error (a shard turned unreadable) or Error.
   void produce(const BatchPlan& plan, const Ring& ring, uint32_t slot) override;
 
   const data::ReaderStats* reader_stats() const { return tokens_.reader_stats(); }

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "common/error.h"
 #include "common/log.h"
 #include "data/default_corpus.h"
-#include "model/model_error.h"
 
 namespace hsring {
 
@@ -17,7 +17,7 @@ TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& m
       num_targets_(num_targets) {
   if (std::string problem = data::vocabulary_problem(corpus_, model.vocab_size, model.name);
       !problem.empty())
-    throw ModelError(ModelErrc::kBadInput, problem);
+    throw Error(Errc::kModelBadInput, problem);
   log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
            std::to_string(corpus_.doc_count()) + " documents, " +
            std::to_string(index_.batches_per_epoch()) + " batches of up to " +

@@ -33,7 +33,7 @@ class TokenSource {
  public:
   // Opens the corpus (headers and offset tables) and plans batches of up to `max_tokens`.
   // Target `target` of `num_targets` reads ahead along its own shard of batch ids. Throws
-  // DataError for a missing or corrupt corpus, ModelError when a shard's vocabulary
+  // Error for a missing or corrupt corpus, Error when a shard's vocabulary
   // exceeds `model`'s.
   TokenSource(const TokenSourceOptions& options, const ModelConfig& model, uint32_t max_tokens,
               uint32_t target, uint32_t num_targets);
@@ -41,7 +41,7 @@ class TokenSource {
 
   BatchPlan plan(uint64_t batch_id) const;
   // Batch `batch_id`'s tokens: from the read-ahead when it is this target's next one, else
-  // by a direct read (an adopted batch). The same bytes either way. Throws DataError.
+  // by a direct read (an adopted batch). The same bytes either way. Throws Error.
   data::TokenBatch fetch(uint64_t batch_id);
 
   const data::ReaderStats* reader_stats() const;

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/model_error.h"
+#include "common/error.h"
 #include "model/parallel.h"
 
 namespace hsring::train {
@@ -45,7 +45,7 @@ void axpy(double a, const Real* x, double* acc, size_t n) {
 
 void check_shape(const BlockAttentionShape& s, std::span<const ContextRange> context) {
   const auto bad = [](const std::string& what) {
-    throw ModelError(ModelErrc::kBadInput, "block attention: " + what);
+    throw Error(Errc::kModelBadInput, "block attention: " + what);
   };
   if (s.kv_heads == 0 || s.heads % s.kv_heads != 0)
     bad("heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "common/contract.h"
-#include "model/model_error.h"
+#include "common/error.h"
 #include "model/parallel.h"
 #include "train/layers.h"
 
@@ -25,7 +25,7 @@ void ensure(std::vector<T>& buffer, size_t size) {
 }
 
 [[noreturn]] void bad_batch(const std::string& what) {
-  throw ModelError(ModelErrc::kBadInput, "causal LM batch: " + what);
+  throw Error(Errc::kModelBadInput, "causal LM batch: " + what);
 }
 
 std::string layer_name(size_t i, const char* rest) {
@@ -98,16 +98,16 @@ ParamLayout causal_lm_layout(const ModelConfig& c) {
 ModelWeights causal_lm_weights(const ModelConfig& config, const ParamLayout& layout,
                                std::span<const float> params) {
   if (params.size() != layout.total)
-    throw ModelError(ModelErrc::kBadTensor,
-                     "causal LM parameters: " + std::to_string(params.size()) + " values, " +
-                         std::to_string(layout.total) + " expected");
+    throw Error(Errc::kModelBadTensor, "causal LM parameters: " + std::to_string(params.size()) +
+                                           " values, " + std::to_string(layout.total) +
+                                           " expected");
   ModelWeights weights;
   for (const WeightTensor& t : weight_tensors(config, weights)) {
     const ParamInfo& p = layout.at(t.name);
     if (p.size != t.data->size())
-      throw ModelError(ModelErrc::kBadTensor, "tensor '" + t.name + "' has " +
-                                                  std::to_string(p.size) + " values, the model " +
-                                                  std::to_string(t.data->size()));
+      throw Error(Errc::kModelBadTensor, "tensor '" + t.name + "' has " + std::to_string(p.size) +
+                                             " values, the model " +
+                                             std::to_string(t.data->size()));
     std::copy_n(params.begin() + std::ptrdiff_t(p.offset), p.size, t.data->begin());
   }
   return weights;
@@ -117,7 +117,7 @@ template <class Real>
 BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t threads)
     : ParamStore<Real>(threads), config_(std::move(config)) {
   if (std::string why = validate_config(config_); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "causal LM '" + config_.name + "': " + why);
+    throw Error(Errc::kModelBadConfig, "causal LM '" + config_.name + "': " + why);
   this->allocate(causal_lm_layout(config_));
   const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
   embed_ = offset("model.embed_tokens.weight");
@@ -158,7 +158,7 @@ BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t t
 template <class Real>
 std::span<const Real> BasicCausalLm<Real>::layer_output(size_t layer) const {
   if (layer >= config_.num_layers)
-    throw ModelError(ModelErrc::kBadInput, "causal LM: no layer " + std::to_string(layer));
+    throw Error(Errc::kModelBadInput, "causal LM: no layer " + std::to_string(layer));
   return std::span<const Real>(residual_[layer + 1]).first(rows_ * config_.hidden_size);
 }
 

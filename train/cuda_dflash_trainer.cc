@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <string>
 
+#include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "model/cpu_kernels.h"
 #include "model/cuda_kernels.h"
-#include "model/model_error.h"
 #include "train/cuda_block_attention.h"
 #include "train/cuda_block_attention_bf16.h"
 #include "train/cuda_drafter_kernels.h"
@@ -90,20 +90,20 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
     : options_(without_target(options)), config_(options.model) {
   check_dflash_config(config_);
   if (!cuda::block_attention_supported(config_.head_dim))
-    throw ModelError(ModelErrc::kBadConfig,
-                     "dflash head_dim " + std::to_string(config_.head_dim) +
-                         " is not supported on the GPU (a multiple of 32 up to 256); train "
-                         "this drafter on the CPU");
+    throw Error(Errc::kModelBadConfig,
+                "dflash head_dim " + std::to_string(config_.head_dim) +
+                    " is not supported on the GPU (a multiple of 32 up to 256); train "
+                    "this drafter on the CPU");
   const size_t want = size_t(config_.vocab_size) * config_.width();
   const bool tied = options.lm_head.empty();
   for (const auto& [values, name] :
        {std::pair{&options.embed, "embedding"}, {tied ? &options.embed : &options.lm_head, "head"}})
     if (values->size() != want)
-      throw ModelError(ModelErrc::kBadTensor,
-                       std::string("dflash: the target's ") + name + " holds " +
-                           std::to_string(values->size()) + " values, [" +
-                           std::to_string(config_.vocab_size) + ", " +
-                           std::to_string(config_.width()) + "] needs " + std::to_string(want));
+      throw Error(Errc::kModelBadTensor, std::string("dflash: the target's ") + name + " holds " +
+                                             std::to_string(values->size()) + " values, [" +
+                                             std::to_string(config_.vocab_size) + ", " +
+                                             std::to_string(config_.width()) + "] needs " +
+                                             std::to_string(want));
   layout_ = dflash_param_layout(config_);
   std::vector<float> host(layout_.total, 0.0f);
   init_dflash_params<float>(layout_, options.seed, host);

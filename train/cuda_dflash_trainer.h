@@ -30,9 +30,9 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
  public:
   // On the current device; options as DflashTrainer's (threads is not used; the target
   // weights are uploaded, options' copies may be freed after). Throws
-  // ModelError(kBadConfig) for an invalid model or optimizer config or a head_dim the
-  // kernel does not take (a multiple of 32 up to 256), ModelError(kBadTensor) for target
-  // weights of the wrong size, gpu::CudaError when device memory does not suffice.
+  // Error(kBadConfig) for an invalid model or optimizer config or a head_dim the
+  // kernel does not take (a multiple of 32 up to 256), Error(kBadTensor) for target
+  // weights of the wrong size, Error(kCuda) when device memory does not suffice.
   explicit CudaDflashTrainer(const DflashTrainerOptions& options,
                              cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);
   ~CudaDflashTrainer() override;

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "common/error.h"
 #include "gpu/cuda_check.h"
-#include "model/model_error.h"
 #include "train/cuda_drafter_kernels.h"
 
 namespace hsring::train::cuda {
@@ -25,11 +25,10 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
                      std::span<const float> initial, cudaStream_t stream)
     : layout_(layout), optimizer_(optimizer), stream_(stream), total_(layout.total) {
   if (std::string why = validate_adamw_options(optimizer_); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "optimizer: " + why);
+    throw Error(Errc::kModelBadConfig, "optimizer: " + why);
   if (initial.size() != total_)
-    throw ModelError(ModelErrc::kBadTensor, "initial weights hold " +
-                                                std::to_string(initial.size()) + " values, not " +
-                                                std::to_string(total_));
+    throw Error(Errc::kModelBadTensor, "initial weights hold " + std::to_string(initial.size()) +
+                                           " values, not " + std::to_string(total_));
   const size_t bytes = total_ * sizeof(float);
   params_ = gpu::DeviceBuffer::allocate(bytes);
   grads_ = gpu::DeviceBuffer::allocate(bytes);

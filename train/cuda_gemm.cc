@@ -16,14 +16,14 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;  // cuBLAS's advice for Hop
 
 void check(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw gpu::CudaError(cudaErrorUnknown,
-                         std::string(call) + " failed: " + cublasGetStatusString(status));
+    throw gpu::cuda_error(cudaErrorUnknown,
+                          std::string(call) + " failed: " + cublasGetStatusString(status));
 }
 
 int dim(size_t n) {
   if (n > size_t(std::numeric_limits<int>::max()))
-    throw gpu::CudaError(cudaErrorInvalidValue,
-                         "a matrix dimension of " + std::to_string(n) + " exceeds cuBLAS's int");
+    throw gpu::cuda_error(cudaErrorInvalidValue,
+                          "a matrix dimension of " + std::to_string(n) + " exceeds cuBLAS's int");
   return int(n);
 }
 

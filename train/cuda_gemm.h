@@ -21,7 +21,7 @@ enum class GemmPrecision { kBf16, kFp32 };
 
 class Gemm {
  public:
-  // A cuBLAS handle on the current device with its own workspace. Throws gpu::CudaError.
+  // A cuBLAS handle on the current device with its own workspace. Throws Error(kCuda).
   explicit Gemm(GemmPrecision precision);
   ~Gemm();
   Gemm(const Gemm&) = delete;

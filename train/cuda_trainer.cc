@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "model/cpu_kernels.h"
 #include "model/cuda_kernels.h"
-#include "model/model_error.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_flat_state.h"
 
@@ -47,10 +47,10 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision prec
     : config_(options.model), optimizer_(options.optimizer) {
   check_drafter_config(config_);
   if (!cuda::attention_head_dim_supported(config_.head_dim))
-    throw ModelError(ModelErrc::kBadConfig,
-                     "drafter head_dim " + std::to_string(config_.head_dim) +
-                         " is not supported on the GPU (a multiple of 32 up to 256); train "
-                         "this drafter on the CPU");
+    throw Error(Errc::kModelBadConfig,
+                "drafter head_dim " + std::to_string(config_.head_dim) +
+                    " is not supported on the GPU (a multiple of 32 up to 256); train "
+                    "this drafter on the CPU");
   layout_ = drafter_param_layout(config_);
   std::vector<float> host(layout_.total, 0.0f);
   init_drafter_params<float>(config_, layout_, DrafterInit{options.seed, options.lm_head_init},

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "common/error.h"
 #include "common/random.h"
-#include "model/model_error.h"
 
 namespace hsring::train {
 
@@ -12,7 +12,7 @@ namespace {
 
 void check_documents(std::span<const int32_t> doc_offsets, size_t rows, uint32_t block_size) {
   const auto bad = [](const std::string& what) {
-    throw ModelError(ModelErrc::kBadInput, "dflash anchors: " + what);
+    throw Error(Errc::kModelBadInput, "dflash anchors: " + what);
   };
   if (block_size < 2) bad("block_size must be at least 2");
   if (doc_offsets.size() < 2 || doc_offsets.front() != 0 || size_t(doc_offsets.back()) != rows)

@@ -25,7 +25,7 @@ constexpr bool anchor_fits(int64_t a, int64_t s, int64_t e, uint32_t block_size)
 
 // The rows that can anchor a block, ascending: anchor_fits, and at least one counted label
 // (>= 0) among the rows that score it, dflash_label_row(a, 1 .. B - 1) = a .. a + B - 2. A
-// loss mask is expressed as ignored (negative) labels. Throws ModelError(kBadInput) when
+// loss mask is expressed as ignored (negative) labels. Throws Error(kBadInput) when
 // doc_offsets is not 0 = o_0 < ... < o_D = labels.size() or block_size < 2.
 std::vector<int32_t> anchor_candidates(std::span<const int32_t> doc_offsets,
                                        std::span<const int32_t> labels, uint32_t block_size);

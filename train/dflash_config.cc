@@ -5,7 +5,7 @@
 #include <limits>
 #include <utility>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring::train {
 
@@ -62,7 +62,7 @@ std::string validate_dflash_config(const DflashConfig& c) {
 
 void check_dflash_config(const DflashConfig& config) {
   if (std::string why = validate_dflash_config(config); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "dflash config: " + why);
+    throw Error(Errc::kModelBadConfig, "dflash config: " + why);
 }
 
 uint32_t default_draft_layers(const ModelConfig& target) {
@@ -74,7 +74,7 @@ double default_loss_gamma(uint32_t block_size) { return 7.0 * double(block_size)
 DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captured,
                                    uint32_t num_layers) {
   if (std::string why = validate_config(target); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "target model '" + target.name + "': " + why);
+    throw Error(Errc::kModelBadConfig, "target model '" + target.name + "': " + why);
   DflashConfig c;
   c.num_captured = num_captured;
   c.target_hidden = target.hidden_size;

@@ -60,7 +60,7 @@ struct DflashStats {
   std::vector<uint64_t> accepted_at;
 };
 
-// Throws ModelError(kBadInput) naming the first problem: mismatched lengths, bad document
+// Throws Error(kBadInput) naming the first problem: mismatched lengths, bad document
 // offsets, a negative position, a token outside the vocabulary, a label >= vocab, an
 // anchor outside the batch or one that does not fit its document (anchor_fits).
 void validate_dflash_batch(const DflashBatch& batch, const DflashConfig& config);
@@ -91,16 +91,16 @@ class BasicDflashModel : public ParamStore<Real> {
  public:
   // Parameters from init_dflash_params(seed). The float model reads `target` in place (it
   // must outlive the model or the next set_target_weights); the double one copies it.
-  // Throws ModelError(kBadConfig) for an invalid config, ModelError(kBadTensor) when the
+  // Throws Error(kBadConfig) for an invalid config, Error(kBadTensor) when the
   // embedding or the head is not V * D values. threads 0: every hardware thread.
   BasicDflashModel(DflashConfig config, DflashTargetWeights target, uint64_t seed = 0,
                    uint32_t threads = 1);
 
   const DflashConfig& config() const { return config_; }
-  // Throws ModelError(kBadTensor) like the constructor.
+  // Throws Error(kBadTensor) like the constructor.
   void set_target_weights(DflashTargetWeights target);
 
-  // Loss and statistics only. Throws ModelError(kBadInput) via validate_dflash_batch.
+  // Loss and statistics only. Throws Error(kBadInput) via validate_dflash_batch.
   DflashStats forward(const DflashBatch& batch);
   // The same, and adds d(loss)/d(params) to grads() (zero_grads() first for the gradient
   // of this batch alone). Nothing flows to the features, the embedding or the head.

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "common/random.h"
-#include "model/model_error.h"
 #include "train/dflash_blocks.h"
 
 namespace hsring::train {
@@ -16,9 +16,9 @@ const char* to_string(DflashLabels labels) {
 DflashLabels parse_dflash_labels(const std::string& text) {
   if (text == "data") return DflashLabels::kData;
   if (text == "target") return DflashLabels::kTarget;
-  throw std::invalid_argument("--labels " + text +
-                              ": expected data (the data's next token) or target (the "
-                              "target's greedy next token)");
+  throw Error(Errc::kUsage, "--labels " + text +
+                                ": expected data (the data's next token) or target (the "
+                                "target's greedy next token)");
 }
 
 DflashTrainer::DflashTrainer(DflashTrainerOptions options)

@@ -23,7 +23,7 @@ enum class DflashLabels {
   kTarget,  // the target's greedy next token the slot carries (self-distillation)
 };
 
-// "data" / "target"; parse_dflash_labels throws std::invalid_argument naming the choices.
+// "data" / "target"; parse_dflash_labels throws Error(kUsage) naming the choices.
 const char* to_string(DflashLabels labels);
 DflashLabels parse_dflash_labels(const std::string& text);
 
@@ -55,8 +55,8 @@ LossStats dflash_loss_stats(const DflashStats& stats, size_t tokens);
 // Thread safety: none; a trainer is driven by one thread (it uses others inside a step).
 class DflashTrainer final : public DrafterTrainer {
  public:
-  // Throws ModelError(kBadConfig) for an invalid model or optimizer config,
-  // ModelError(kBadTensor) for target weights of the wrong size.
+  // Throws Error(kBadConfig) for an invalid model or optimizer config,
+  // Error(kBadTensor) for target weights of the wrong size.
   explicit DflashTrainer(DflashTrainerOptions options);
   // The model reads the target weights that options_ owns: neither copied nor moved.
   DflashTrainer(const DflashTrainer&) = delete;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring::train {
 
@@ -46,13 +46,13 @@ std::string validate_drafter_config(const DrafterConfig& c) {
 
 void check_drafter_config(const DrafterConfig& config) {
   if (std::string why = validate_drafter_config(config); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "drafter config: " + why);
+    throw Error(Errc::kModelBadConfig, "drafter config: " + why);
 }
 
 DrafterConfig default_drafter_config(const ModelConfig& target, uint32_t num_captured,
                                      uint32_t window) {
   if (std::string why = validate_config(target); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "target model '" + target.name + "': " + why);
+    throw Error(Errc::kModelBadConfig, "target model '" + target.name + "': " + why);
   DrafterConfig c;
   c.num_captured = num_captured;
   c.target_hidden = target.hidden_size;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "model/model_error.h"
+#include "common/error.h"
 #include "model/parallel.h"
 #include "train/layers.h"
 
@@ -21,7 +21,7 @@ void ensure(std::vector<T>& buffer, size_t size) {
 }
 
 [[noreturn]] void bad_batch(const std::string& what) {
-  throw ModelError(ModelErrc::kBadInput, "drafter batch: " + what);
+  throw Error(Errc::kModelBadInput, "drafter batch: " + what);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "common/contract.h"
+#include "common/error.h"
 #include "common/random.h"
-#include "model/model_error.h"
 
 namespace hsring::train {
 
@@ -32,8 +32,8 @@ const ParamInfo* ParamLayout::find(std::string_view name) const {
 
 const ParamInfo& ParamLayout::at(std::string_view name) const {
   if (const ParamInfo* t = find(name)) return *t;
-  throw ModelError(ModelErrc::kMissingTensor,
-                   "the drafter has no parameter '" + std::string(name) + "'");
+  throw Error(Errc::kModelMissingTensor,
+              "the drafter has no parameter '" + std::string(name) + "'");
 }
 
 ParamLayout drafter_param_layout(const DrafterConfig& c) {
@@ -79,11 +79,10 @@ void init_drafter_params(const DrafterConfig& config, const ParamLayout& layout,
     uint64_t state = mix64(init.seed ^ fnv1a(t.name));
     if (t.name == "lm_head.weight" && !init.lm_head.empty()) {
       if (init.lm_head.size() != t.size)
-        throw ModelError(ModelErrc::kBadTensor,
-                         "lm_head init holds " + std::to_string(init.lm_head.size()) +
-                             " values, the drafter's [" + std::to_string(config.vocab_size) + ", " +
-                             std::to_string(config.width) + "] head needs " +
-                             std::to_string(t.size));
+        throw Error(Errc::kModelBadTensor,
+                    "lm_head init holds " + std::to_string(init.lm_head.size()) +
+                        " values, the drafter's [" + std::to_string(config.vocab_size) + ", " +
+                        std::to_string(config.width) + "] head needs " + std::to_string(t.size));
       std::copy(init.lm_head.begin(), init.lm_head.end(), data);
     } else if (t.name == "embed_tokens.weight") {
       for (size_t i = 0; i < t.size; ++i) data[i] = Real(1.7320508f * unit_uniform(state));

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring::train {
 
@@ -51,12 +51,11 @@ double clip_global_norm(std::span<float> grads, double max_norm) {
 AdamW::AdamW(AdamWOptions options, const ParamLayout& layout)
     : options_(options), total_(layout.total) {
   if (std::string why = validate_adamw_options(options_); !why.empty())
-    throw ModelError(ModelErrc::kBadConfig, "optimizer: " + why);
+    throw Error(Errc::kModelBadConfig, "optimizer: " + why);
   for (const ParamInfo& t : layout.tensors) {
     if (t.offset + t.size > total_)
-      throw ModelError(
-          ModelErrc::kBadConfig,
-          "optimizer: tensor '" + t.name + "' ends past the buffer of " + std::to_string(total_));
+      throw Error(Errc::kModelBadConfig, "optimizer: tensor '" + t.name +
+                                             "' ends past the buffer of " + std::to_string(total_));
     ranges_.push_back({t.offset, t.size, t.weight_decay});
   }
   m_.assign(total_, 0.0f);
@@ -71,10 +70,9 @@ void AdamW::reset() {
 
 UpdateStats AdamW::update(std::span<float> params, std::span<const float> grads) {
   if (params.size() != total_ || grads.size() != total_)
-    throw ModelError(ModelErrc::kBadInput, "optimizer: buffers of " +
-                                               std::to_string(params.size()) + " and " +
-                                               std::to_string(grads.size()) +
-                                               " values, the layout has " + std::to_string(total_));
+    throw Error(Errc::kModelBadInput, "optimizer: buffers of " + std::to_string(params.size()) +
+                                          " and " + std::to_string(grads.size()) +
+                                          " values, the layout has " + std::to_string(total_));
   const AdamWOptions& o = options_;
   UpdateStats stats;
   stats.grad_norm = global_norm(grads);

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring::train {
 
@@ -76,9 +76,9 @@ void check_state_sizes(const TrainerState& state, size_t total) {
   for (const std::vector<float>* buffer :
        {&state.params, &state.first_moment, &state.second_moment}) {
     if (buffer->size() != total)
-      throw ModelError(ModelErrc::kBadTensor,
-                       "trainer state: a buffer of " + std::to_string(buffer->size()) +
-                           " values, the drafter's layout has " + std::to_string(total));
+      throw Error(Errc::kModelBadTensor,
+                  "trainer state: a buffer of " + std::to_string(buffer->size()) +
+                      " values, the drafter's layout has " + std::to_string(total));
   }
 }
 

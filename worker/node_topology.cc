@@ -3,6 +3,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "common/error.h"
+
 namespace hsring {
 
 namespace {
@@ -15,9 +17,9 @@ std::optional<uint32_t> env_number(const EnvLookup& env, const char* name) {
   uint32_t number = 0;
   const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
   if (value.empty() || error != std::errc() || end != value.data() + value.size())
-    throw std::invalid_argument(std::string(name) + "='" + value +
-                                "' is not a count: fix the environment, or give --nnodes and "
-                                "--node-rank");
+    throw Error(Errc::kUsage, std::string(name) + "='" + value +
+                                  "' is not a count: fix the environment, or give --nnodes and "
+                                  "--node-rank");
   return number;
 }
 
@@ -25,21 +27,22 @@ std::optional<uint32_t> env_number(const EnvLookup& env, const char* name) {
 std::optional<NodeTopology> from_environment(const EnvLookup& env) {
   if (const auto nodes = env_number(env, "GROUP_WORLD_SIZE")) {
     const auto rank = env_number(env, "GROUP_RANK");
-    if (!rank) throw std::invalid_argument("GROUP_WORLD_SIZE is set but GROUP_RANK is not");
+    if (!rank) throw Error(Errc::kUsage, "GROUP_WORLD_SIZE is set but GROUP_RANK is not");
     if (const auto local = env_number(env, "LOCAL_WORLD_SIZE"); local && *local != 1)
-      throw std::invalid_argument(
-          "torchrun started " + std::to_string(*local) +
-          " hsring launchers on this machine (LOCAL_WORLD_SIZE): run one per machine "
-          "(torchrun --nproc-per-node 1); hsring starts a worker per GPU itself");
+      throw Error(Errc::kUsage,
+                  "torchrun started " + std::to_string(*local) +
+                      " hsring launchers on this machine (LOCAL_WORLD_SIZE): run one per machine "
+                      "(torchrun --nproc-per-node 1); hsring starts a worker per GPU itself");
     return NodeTopology{*nodes, *rank, "torchrun"};
   }
   if (const auto nodes = env_number(env, "SLURM_NNODES")) {
     const auto rank = env_number(env, "SLURM_NODEID");
-    if (!rank) throw std::invalid_argument("SLURM_NNODES is set but SLURM_NODEID is not");
+    if (!rank) throw Error(Errc::kUsage, "SLURM_NNODES is set but SLURM_NODEID is not");
     if (const auto tasks = env_number(env, "SLURM_NTASKS"); tasks && *tasks != *nodes)
-      throw std::invalid_argument(
+      throw Error(
+          Errc::kUsage,
           "Slurm runs " + std::to_string(*tasks) + " tasks on " + std::to_string(*nodes) +
-          " nodes (SLURM_NTASKS): run one hsring launcher per node (srun --ntasks-per-node 1)");
+              " nodes (SLURM_NTASKS): run one hsring launcher per node (srun --ntasks-per-node 1)");
     return NodeTopology{*nodes, *rank, "Slurm"};
   }
   return std::nullopt;
@@ -58,12 +61,12 @@ NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
     if (node_rank_flag) t.node_rank = *node_rank_flag;
   } else if (nnodes_flag) {
     if (*nnodes_flag > 1)
-      throw std::invalid_argument("--nnodes " + std::to_string(*nnodes_flag) +
-                                  " needs --node-rank (this machine's rank, 0 to " +
-                                  std::to_string(*nnodes_flag - 1) + ")");
+      throw Error(Errc::kUsage, "--nnodes " + std::to_string(*nnodes_flag) +
+                                    " needs --node-rank (this machine's rank, 0 to " +
+                                    std::to_string(*nnodes_flag - 1) + ")");
     t = NodeTopology{1, 0, "flags"};
   } else if (node_rank_flag) {
-    throw std::invalid_argument("--node-rank needs --nnodes (the number of machines)");
+    throw Error(Errc::kUsage, "--node-rank needs --nnodes (the number of machines)");
   } else {
     return t;  // one machine
   }
@@ -73,12 +76,12 @@ NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
 
 void check_node_topology(const NodeTopology& t) {
   if (t.nnodes < 1 || t.nnodes > kMaxNodes)
-    throw std::invalid_argument("the run has " + std::to_string(t.nnodes) + " nodes (" + t.source +
-                                "): give 1 to " + std::to_string(kMaxNodes));
+    throw Error(Errc::kUsage, "the run has " + std::to_string(t.nnodes) + " nodes (" + t.source +
+                                  "): give 1 to " + std::to_string(kMaxNodes));
   if (t.node_rank >= t.nnodes)
-    throw std::invalid_argument("node rank " + std::to_string(t.node_rank) + " (" + t.source +
-                                ") is not below the " + std::to_string(t.nnodes) +
-                                " nodes: ranks go from 0 to " + std::to_string(t.nnodes - 1));
+    throw Error(Errc::kUsage, "node rank " + std::to_string(t.node_rank) + " (" + t.source +
+                                  ") is not below the " + std::to_string(t.nnodes) +
+                                  " nodes: ranks go from 0 to " + std::to_string(t.nnodes - 1));
 }
 
 }  // namespace hsring

@@ -25,11 +25,11 @@ using EnvLookup = std::function<const char*(const char*)>;
 //   torchrun (torch.distributed.run, one launcher per node: --nproc-per-node 1):
 //     GROUP_WORLD_SIZE nodes, GROUP_RANK this one's; LOCAL_WORLD_SIZE must be 1
 //   Slurm (srun, one task per node): SLURM_NNODES, SLURM_NODEID; SLURM_NTASKS = SLURM_NNODES
-// Throws std::invalid_argument naming the flag or variable and what to give instead.
+// Throws Error(kUsage) naming the flag or variable and what to give instead.
 NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
                                    std::optional<uint32_t> node_rank_flag, const EnvLookup& env);
 
-// Throws std::invalid_argument unless 1 <= nnodes <= kMaxNodes and node_rank < nnodes
+// Throws Error(kUsage) unless 1 <= nnodes <= kMaxNodes and node_rank < nnodes
 // (`source` names where they came from: "flags", "torchrun", ...). For the launcher's
 // resolved topology and the workers' own flags alike.
 void check_node_topology(const NodeTopology& topology);

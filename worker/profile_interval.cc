@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "common/error.h"
+
 namespace hsring {
 
 namespace {
@@ -27,7 +29,7 @@ std::string interval_problem(const std::string& text, double& seconds) {
 double parse_profile_interval(const std::string& text, const std::string& source) {
   double seconds = 0;
   if (std::string why = interval_problem(text, seconds); !why.empty())
-    throw std::invalid_argument(source + " " + why);
+    throw Error(Errc::kUsage, source + " " + why);
   return seconds;
 }
 

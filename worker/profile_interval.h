@@ -14,7 +14,7 @@ inline constexpr double kMinProfileIntervalS = 0.1;
 inline constexpr double kMaxProfileIntervalS = 86400;
 
 // Seconds from `text`: 0 (off) or a number in [kMinProfileIntervalS, kMaxProfileIntervalS].
-// Throws std::invalid_argument naming `source` (the flag or the variable) otherwise.
+// Throws Error(kUsage) naming `source` (the flag or the variable) otherwise.
 double parse_profile_interval(const std::string& text, const std::string& source);
 
 // HSRING_PROFILE_INTERVAL's seconds; 0 when it is unset or empty. Throws like

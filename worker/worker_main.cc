@@ -1,15 +1,16 @@
 #include "worker/worker_main.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <stdexcept>
 #include <vector>
 
 #include "common/cli_checks.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
 #include "worker/profile_interval.h"
@@ -21,12 +22,12 @@ std::optional<int> run_worker_setup(const std::function<void()>& setup) {
   try {
     setup();
     return std::nullopt;
-  } catch (const std::invalid_argument& e) {
+  } catch (const Error& e) {
     log_line(std::string("error: ") + e.what());
-    return kExitUsage;
+    return exit_code_of(e.layer());
   } catch (const std::exception& e) {
     log_line(std::string("error: ") + e.what());
-    return kExitRingError;
+    return exit_code_of(ErrorClass::kSystem);
   }
 }
 
@@ -44,9 +45,8 @@ std::unique_ptr<WorkerSession> start_worker_session(const std::string& ring_name
   const RingShape& shape = ring->shape();
   const uint32_t count = role == Role::kTarget ? shape.num_targets : shape.num_drafters;
   if (index >= count) {
-    throw RingError(RingErrc::kBadShape, "ring '" + ring_name + "' has " + std::to_string(count) +
-                                             " " + to_string(role) + "s; --index " +
-                                             std::to_string(index) + " does not exist");
+    throw Error(Errc::kRingBadShape, fmt::format("ring '{}' has {} {}s; --index {} does not exist",
+                                                 ring_name, count, to_string(role), index));
   }
   const uint32_t process_index = role == Role::kTarget ? index : shape.num_targets + index;
   return WorkerSession::start(std::move(ring), process_index, role, lock_wait);
@@ -104,9 +104,9 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
   set_log_prefix(worker_log_prefix(role, flags.index, gpu, 0));
   try {
     if (profile_flag->count() == 0) flags.profile_interval_s = profile_interval_from_env();
-  } catch (const std::invalid_argument& e) {
+  } catch (const Error& e) {
     log_line(std::string("error: ") + e.what());
-    return kExitUsage;
+    return exit_code_of(e.layer());
   }
   try {
     auto session = start_worker_session(flags.ring, role, flags.index,
@@ -121,10 +121,10 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
     });
     const int code = body(*session);
     return session->ring_damaged() ? int(kExitRingError) : code;
-  } catch (const RingError& e) {
+  } catch (const Error& e) {
     log_line(std::string("error: ") + e.what());
-    return kExitRingError;
-  } catch (const std::exception& e) {
+    return exit_code_of(e.layer());
+  } catch (const std::exception& e) {  // not hsring's own: a bug
     log_line(std::string("internal error: ") + e.what());
     return kExitInternal;
   }

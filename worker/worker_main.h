@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "common/error.h"
 #include "shm/worker_session.h"
 
 namespace hsring {
@@ -28,12 +29,13 @@ struct WorkerFlags {
 // (gpu < 0); without "epoch N" before it has one (epoch 0).
 std::string worker_log_prefix(Role role, uint32_t index, int gpu, uint32_t epoch);
 
-// Exit codes of worker processes (the launcher reports them by name).
+// Exit codes of worker processes (the launcher reports them by name). An Error ends a
+// worker with its class's code from the one table, exit_code_of (common/error.h).
 enum WorkerExit : int {
   kExitOk = 0,
-  kExitUsage = 2,
+  kExitUsage = exit_code_of(ErrorClass::kUsage),  // 2: also data, model, checkpoint
   kExitLostSlot = 3,
-  kExitRingError = 4,
+  kExitRingError = exit_code_of(ErrorClass::kRing),  // 4: also cuda, group, system
   kExitTorn = 5,
   // A CPU drafter left its gradient-exchange group (a peer died, restarted, or started
   // from a newer checkpoint): the launcher restarts it at once without counting a crash,
@@ -49,13 +51,14 @@ enum WorkerExit : int {
   kExitInternal = 70,
 };
 
-// Runs a worker's device setup (GPU, pinning, pipelines). A std::invalid_argument (a bad
-// request, such as a GPU that does not exist) is logged and gives kExitUsage, any other
-// exception kExitRingError; nullopt when the setup succeeded.
+// Runs a worker's setup (model, GPU, pinning, pipelines, checkpoint). An Error is logged and
+// gives its class's exit code (exit_code_of: kExitUsage for a bad request such as a GPU
+// that does not exist, a bad model or checkpoint folder), any other exception kExitRingError
+// (class system); nullopt when the setup succeeded.
 std::optional<int> run_worker_setup(const std::function<void()>& setup);
 
 // Attaches to `ring_name` and starts worker `index` of `role` (an index within the role:
-// target t, drafter d), refusing an index the ring does not have. Throws RingError. What
+// target t, drafter d), refusing an index the ring does not have. Throws Error. What
 // worker_main does for hsring's own workers, and the C API (capi/) for user workers.
 std::unique_ptr<WorkerSession> start_worker_session(const std::string& ring_name, Role role,
                                                     uint32_t index,

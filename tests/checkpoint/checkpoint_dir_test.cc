@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <random>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "common/error.h"
 #include "test_checkpoints.h"
 
 namespace hsring::checkpoint {
@@ -109,8 +109,8 @@ TEST(CheckpointDirTest, TruncatedAtEveryOffsetFallsBackToThePrevious) {
     try {
       load_checkpoint(second_path);
       ADD_FAILURE() << "a checkpoint cut at byte " << cut << " loaded";
-    } catch (const CheckpointError& e) {
-      ASSERT_EQ(e.code(), CheckpointErrc::kTruncated) << e.what();
+    } catch (const Error& e) {
+      ASSERT_EQ(e.code(), Errc::kCheckpointTruncated) << e.what();
       ASSERT_EQ(e.offset(), cut) << e.what();
       ASSERT_NE(std::string(e.what()).find(second_path + ": byte " + std::to_string(cut)),
                 std::string::npos)
@@ -121,7 +121,7 @@ TEST(CheckpointDirTest, TruncatedAtEveryOffsetFallsBackToThePrevious) {
     ASSERT_EQ(loaded->checkpoint.step, 1u) << cut;
     ASSERT_EQ(loaded->rejected.size(), 1u) << cut;
     ASSERT_EQ(loaded->rejected[0].path, second_path);
-    ASSERT_EQ(loaded->rejected[0].code, CheckpointErrc::kTruncated);
+    ASSERT_EQ(loaded->rejected[0].code, Errc::kCheckpointTruncated);
     if (cut % 512 == 0) {
       ASSERT_TRUE(bit_identical(loaded->checkpoint, first));
     }
@@ -169,8 +169,8 @@ TEST(CheckpointDirTest, NoValidCheckpointIsAnErrorNotAFreshStart) {
   try {
     load_latest(dir.path());
     FAIL() << "loaded from a directory of damaged checkpoints";
-  } catch (const CheckpointError& e) {
-    EXPECT_EQ(e.code(), CheckpointErrc::kNoValidCheckpoint);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointNoValidCheckpoint);
     const std::string what = e.what();
     EXPECT_NE(what.find("step-000000001.hsckpt: byte 0: not an hsring checkpoint"),
               std::string::npos)
@@ -186,8 +186,8 @@ TEST(CheckpointDirTest, EmptyMissingAndForeignDirectories) {
   try {
     load_latest(dir.file("missing"));
     FAIL();
-  } catch (const CheckpointError& e) {
-    EXPECT_EQ(e.code(), CheckpointErrc::kIo);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointIo);
     EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos);
   }
   // Temporaries and other names are not checkpoints.
@@ -209,7 +209,7 @@ TEST(CheckpointDirTest, StepMustMatchTheFileName) {
   ASSERT_TRUE(loaded);
   EXPECT_EQ(loaded->checkpoint.step, 2u);
   ASSERT_EQ(loaded->rejected.size(), 1u);
-  EXPECT_EQ(loaded->rejected[0].code, CheckpointErrc::kBadHeader);
+  EXPECT_EQ(loaded->rejected[0].code, Errc::kCheckpointBadHeader);
   EXPECT_NE(loaded->rejected[0].reason.find("file name says step 3"), std::string::npos);
   // Under any other name the file loads.
   fs::rename(dir.file("step-000000003.hsckpt"), dir.file("copy.hsckpt"));
@@ -261,8 +261,8 @@ TEST(CheckpointDirTest, OneWriterPerDirectory) {
   try {
     CheckpointWriter second(dir.path());
     FAIL() << "two writers in one directory";
-  } catch (const CheckpointError& e) {
-    EXPECT_EQ(e.code(), CheckpointErrc::kLocked);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointLocked);
     EXPECT_NE(std::string(e.what()).find(dir.path()), std::string::npos);
   }
   first.reset();
@@ -316,8 +316,8 @@ TEST_P(CheckpointWriterTest, FullDiskKeepsThePreviousCheckpoint) {
     FileSizeLimit limit(256 << 10);
     writer.write(big);
     FAIL() << "wrote past the file size limit";
-  } catch (const CheckpointError& e) {
-    EXPECT_EQ(e.code(), CheckpointErrc::kNoSpace) << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointNoSpace) << e.what();
     const std::string what = e.what();
     EXPECT_EQ(e.path(), dir.path());
     EXPECT_NE(what.find("File too large"), std::string::npos) << what;

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <random>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_format.h"
+#include "common/error.h"
 #include "test_checkpoints.h"
 
 namespace hsring::checkpoint {
@@ -20,11 +20,11 @@ T field(const std::vector<std::byte>& f, uint64_t at) {
   return v;
 }
 
-// Decodes `bytes` expecting a CheckpointError; returns it (and checks it names the file).
-CheckpointError decode_error(const std::vector<std::byte>& bytes, const std::string& path = "x") {
+// Decodes `bytes` expecting an Error; returns it (and checks it names the file).
+Error decode_error(const std::vector<std::byte>& bytes, const std::string& path = "x") {
   try {
     decode_checkpoint(bytes, path);
-  } catch (const CheckpointError& e) {
+  } catch (const Error& e) {
     EXPECT_EQ(e.path(), path);
     EXPECT_NE(std::string(e.what()).find(path + ": byte " + std::to_string(e.offset()) + ": "),
               std::string::npos)
@@ -32,7 +32,7 @@ CheckpointError decode_error(const std::vector<std::byte>& bytes, const std::str
     return e;
   }
   ADD_FAILURE() << "decoded";
-  return CheckpointError(CheckpointErrc::kIo, "", "");
+  return Error(Errc::kCheckpointIo, "", "");
 }
 
 TEST(CheckpointFormatTest, RoundTripIsBitExact) {
@@ -91,8 +91,8 @@ TEST(CheckpointFormatTest, EncoderRefusesInvalidValues) {
     try {
       encode_checkpoint(c);
       ADD_FAILURE() << "encoded: " << message;
-    } catch (const CheckpointError& e) {
-      EXPECT_EQ(e.code(), CheckpointErrc::kBadCheckpoint);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kCheckpointBadCheckpoint);
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
@@ -134,7 +134,7 @@ TEST(CheckpointFormatTest, U64Metadata) {
   EXPECT_EQ(c.get_u64("absent"), std::nullopt);
   for (const char* bad : {"", "12x", "-1", "18446744073709551616", " 1"}) {
     c.metadata["bad"] = bad;
-    EXPECT_THROW(c.get_u64("bad"), CheckpointError) << bad;
+    EXPECT_THROW(c.get_u64("bad"), Error) << bad;
   }
 }
 
@@ -144,45 +144,45 @@ TEST(CheckpointFormatTest, ErrorsNameTheFieldAndByte) {
 
   std::vector<std::byte> f = valid;
   f[3] = std::byte{'x'};
-  CheckpointError e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kForeign);
+  Error e = decode_error(f);
+  EXPECT_EQ(e.code(), Errc::kCheckpointForeign);
   EXPECT_EQ(e.offset(), 3u);
 
   f = valid;
   f[kFieldVersion] = std::byte{2};
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kBadVersion);
+  EXPECT_EQ(e.code(), Errc::kCheckpointBadVersion);
   EXPECT_EQ(e.offset(), uint64_t(kFieldVersion));
 
   f = valid;
   f[kFieldStep] ^= std::byte{1};
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kChecksum);
+  EXPECT_EQ(e.code(), Errc::kCheckpointChecksum);
   EXPECT_EQ(e.offset(), uint64_t(kFieldHeaderCrc));
 
   f = valid;
   f[kFieldFlags] = std::byte{1};
   test::reseal(f);
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kBadHeader);
+  EXPECT_EQ(e.code(), Errc::kCheckpointBadHeader);
   EXPECT_EQ(e.offset(), uint64_t(kFieldFlags));
 
   f = valid;
   f.push_back(std::byte{0});
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kTrailingBytes);
+  EXPECT_EQ(e.code(), Errc::kCheckpointTrailingBytes);
   EXPECT_EQ(e.offset(), valid.size());
 
   f = valid;
   f[kHeaderSize + 2] ^= std::byte{0x10};  // inside the table
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kChecksum);
+  EXPECT_EQ(e.code(), Errc::kCheckpointChecksum);
   EXPECT_EQ(e.offset(), uint64_t(kHeaderSize));
 
   f = valid;
   f[valid.size() - kFooterSize - 1] ^= std::byte{0x80};  // data or padding
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kChecksum);
+  EXPECT_EQ(e.code(), Errc::kCheckpointChecksum);
   EXPECT_EQ(e.offset(), valid.size() - 4);
 
   Checkpoint small;
@@ -191,7 +191,7 @@ TEST(CheckpointFormatTest, ErrorsNameTheFieldAndByte) {
   f[f.size() - kFooterSize - 1] = std::byte{1};  // nonzero padding under a valid CRC
   test::reseal(f);
   e = decode_error(f);
-  EXPECT_EQ(e.code(), CheckpointErrc::kBadTable);
+  EXPECT_EQ(e.code(), Errc::kCheckpointBadTable);
   EXPECT_EQ(e.offset(), f.size() - kFooterSize - 1);
 }
 
@@ -208,7 +208,7 @@ TEST(CheckpointFormatTest, EverySingleBitFlipIsRejected) {
       try {
         decode_checkpoint(f, "flip");
         ADD_FAILURE() << "bit " << bit << " of byte " << byte << " flipped, still decoded";
-      } catch (const CheckpointError& e) {
+      } catch (const Error& e) {
         EXPECT_LT(e.offset(), valid.size());
       }
       f[byte] = valid[byte];

@@ -1,15 +1,15 @@
 // Fuzzing the decoder: random bytes, valid checkpoints mutated and resealed (so the checks
 // behind the CRCs are reached), and headers of random fields over random tables. Every
-// input is either a CheckpointError or a checkpoint that encodes back to exactly the same
+// input is either an Error or a checkpoint that encodes back to exactly the same
 // bytes; never a crash or an out-of-bounds read (these run under ASan too).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/checkpoint_format.h"
 #include "common/crc32.h"
+#include "common/error.h"
 #include "test_checkpoints.h"
 
 namespace hsring::checkpoint {
@@ -21,7 +21,7 @@ bool decodes_canonically(const std::vector<std::byte>& bytes) {
     const Checkpoint c = decode_checkpoint(bytes, "fuzz");
     EXPECT_EQ(encode_checkpoint(c), bytes) << "a decoded file that is not canonical";
     return true;
-  } catch (const CheckpointError& e) {
+  } catch (const Error& e) {
     EXPECT_EQ(e.path(), "fuzz");
     EXPECT_LE(e.offset(), bytes.size()) << e.what();
     return false;

@@ -8,8 +8,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/checkpoint_error.h"
 #include "checkpoint/safetensors_export.h"
+#include "common/error.h"
 #include "model/float_convert.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
@@ -76,11 +76,11 @@ class DflashExportTest : public ::testing::Test {
     export_safetensors((dir_ / "model.safetensors").string(), tensors, o);
   }
   // read_dflash_export must throw `code` with a message holding `what` and the file's name.
-  void expect_refused(CheckpointErrc code, const std::string& what, const std::string& file) const {
+  void expect_refused(Errc code, const std::string& what, const std::string& file) const {
     try {
       read_dflash_export(dir_.string());
       FAIL() << "accepted; expected: " << what;
-    } catch (const CheckpointError& e) {
+    } catch (const Error& e) {
       EXPECT_EQ(e.code(), code) << e.what();
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
@@ -167,7 +167,7 @@ TEST_F(DflashExportTest, WriterRefusesInconsistentInput) {
   const auto refused = [&](const Drafter& x, uint32_t layers) {
     EXPECT_THROW(write_dflash_export(dir_.string(), x.config, x.layer_ids, x.layout, x.params,
                                      {.num_target_layers = layers}),
-                 CheckpointError);
+                 Error);
     EXPECT_FALSE(fs::exists(dir_));
   };
   refused(d, 4);  // layer id 4 outside 4 layers
@@ -183,12 +183,12 @@ TEST_F(DflashExportTest, WriterRefusesInconsistentInput) {
 }
 
 TEST_F(DflashExportTest, ReaderRefusesMissingFiles) {
-  expect_refused(CheckpointErrc::kIo, "no such folder", dir_.string());
+  expect_refused(Errc::kCheckpointIo, "no such folder", dir_.string());
   write(small_drafter());
   fs::remove(dir_ / "model.safetensors");
   EXPECT_THROW(read_dflash_export(dir_.string()), std::exception);
   fs::remove(dir_ / "config.json");
-  expect_refused(CheckpointErrc::kIo, "missing", "config.json");
+  expect_refused(Errc::kCheckpointIo, "missing", "config.json");
 }
 
 TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {
@@ -200,51 +200,51 @@ TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {
     set_config(j);
   };
   set_config(json::parse("[1]"));
-  expect_refused(CheckpointErrc::kBadHeader, "not a JSON object", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "not a JSON object", "config.json");
   { std::ofstream(dir_ / "config.json", std::ios::trunc) << "{\"architectures\": ["; }
-  expect_refused(CheckpointErrc::kBadHeader, "not JSON", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "not JSON", "config.json");
   with([](json& j) { j["architectures"] = {"Qwen3ForCausalLM"}; });
-  expect_refused(CheckpointErrc::kForeign, "not a DFlash drafter", "config.json");
+  expect_refused(Errc::kCheckpointForeign, "not a DFlash drafter", "config.json");
   with([](json& j) { j.erase("architectures"); });
-  expect_refused(CheckpointErrc::kBadHeader, "missing key 'architectures'", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "missing key 'architectures'", "config.json");
   for (const char* key : {"hidden_size", "vocab_size", "num_hidden_layers", "num_attention_heads",
                           "num_key_value_heads", "intermediate_size", "rms_norm_eps",
                           "num_target_layers", "max_position_embeddings", "dflash_config"}) {
     with([&](json& j) { j.erase(key); });
-    expect_refused(CheckpointErrc::kBadHeader, std::string("missing key '") + key + "'",
+    expect_refused(Errc::kCheckpointBadHeader, std::string("missing key '") + key + "'",
                    "config.json");
   }
   for (const char* key : {"target_layer_ids", "mask_token_id", "block_size"}) {
     with([&](json& j) { j["dflash_config"].erase(key); });
-    expect_refused(CheckpointErrc::kBadHeader, std::string("missing key 'dflash_config.") + key,
+    expect_refused(Errc::kCheckpointBadHeader, std::string("missing key 'dflash_config.") + key,
                    "config.json");
   }
   with([](json& j) {
     j.erase("rope_theta");
     j.erase("rope_parameters");
   });
-  expect_refused(CheckpointErrc::kBadHeader, "rope_theta", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "rope_theta", "config.json");
   with([](json& j) { j["hidden_size"] = "128"; });
-  expect_refused(CheckpointErrc::kBadHeader, "not a non-negative integer", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "not a non-negative integer", "config.json");
   with([](json& j) { j["model_type"] = "llama"; });
-  expect_refused(CheckpointErrc::kBadHeader, "model_type", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "model_type", "config.json");
   with([](json& j) { j["dflash_config"]["target_layer_ids"] = {1, 6}; });
-  expect_refused(CheckpointErrc::kBadHeader, "num_target_layers", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "num_target_layers", "config.json");
   with([](json& j) { j["block_size"] = 8; });
-  expect_refused(CheckpointErrc::kBadHeader, "differ", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "differ", "config.json");
   with([](json& j) { j["rope_parameters"]["rope_theta"] = 1.0; });
-  expect_refused(CheckpointErrc::kBadHeader, "differ", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "differ", "config.json");
   with([](json& j) { j["rope_parameters"]["rope_type"] = "yarn"; });
-  expect_refused(CheckpointErrc::kBadHeader, "rope_type", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "rope_type", "config.json");
   with([](json& j) { j["is_causal"] = true; });
-  expect_refused(CheckpointErrc::kBadHeader, "is_causal", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "is_causal", "config.json");
   with([](json& j) { j["layer_types"] = {"sliding_attention", "full_attention"}; });
-  expect_refused(CheckpointErrc::kBadHeader, "layer_types", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "layer_types", "config.json");
   with([](json& j) { j["dflash_config"]["mask_token_id"] = 256; });
-  expect_refused(CheckpointErrc::kBadHeader, "not a usable DFlash drafter", "config.json");
+  expect_refused(Errc::kCheckpointBadHeader, "not a usable DFlash drafter", "config.json");
   // A changed shape no longer matches the tensors.
   with([](json& j) { j["intermediate_size"] = 256; });
-  expect_refused(CheckpointErrc::kBadTable, "mlp.gate_proj.weight has shape", "model.safetensors");
+  expect_refused(Errc::kCheckpointBadTable, "mlp.gate_proj.weight has shape", "model.safetensors");
 }
 
 TEST_F(DflashExportTest, ReaderRefusesMissingExtraAndMisshapenTensors) {
@@ -252,20 +252,20 @@ TEST_F(DflashExportTest, ReaderRefusesMissingExtraAndMisshapenTensors) {
   edit_tensors([](std::vector<Tensor>& t) {
     std::erase_if(t, [](const Tensor& x) { return x.name == "layers.1.self_attn.k_norm.weight"; });
   });
-  expect_refused(CheckpointErrc::kBadTable, "missing tensor layers.1.self_attn.k_norm.weight",
+  expect_refused(Errc::kCheckpointBadTable, "missing tensor layers.1.self_attn.k_norm.weight",
                  "model.safetensors");
   write(small_drafter());
   edit_tensors([](std::vector<Tensor>& t) {
     t.push_back({"embed_tokens.weight", {256, 128}, std::vector<float>(256 * 128, 0.0f)});
   });
-  expect_refused(CheckpointErrc::kBadTable, "unexpected tensor embed_tokens.weight",
+  expect_refused(Errc::kCheckpointBadTable, "unexpected tensor embed_tokens.weight",
                  "model.safetensors");
   write(small_drafter());
   edit_tensors([](std::vector<Tensor>& t) {
     for (Tensor& x : t)
       if (x.name == "fc.weight") x.shape = {256, 128};
   });
-  expect_refused(CheckpointErrc::kBadTable, "fc.weight has shape [256, 128]", "model.safetensors");
+  expect_refused(Errc::kCheckpointBadTable, "fc.weight has shape [256, 128]", "model.safetensors");
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <random>
 
-#include "checkpoint/checkpoint_error.h"
+#include "common/error.h"
 #include "model/float_convert.h"
 #include "model/safetensors.h"
 #include "test_checkpoints.h"
@@ -110,8 +110,8 @@ TEST(SafetensorsExportTest, RefusesWhatCannotBeWritten) {
     try {
       export_safetensors(path, tensors, options);
       ADD_FAILURE() << "exported";
-    } catch (const CheckpointError& e) {
-      EXPECT_EQ(e.code(), CheckpointErrc::kBadCheckpoint);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kCheckpointBadCheckpoint);
       EXPECT_EQ(e.path(), path);
     }
     EXPECT_TRUE(test::list_names(dir.path()).empty()) << "nothing is written";

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "shm/ring.h"
 #include "tests/crash/process_util.h"
 
@@ -131,7 +132,7 @@ class LauncherTest : public ::testing::Test {
         for (uint32_t i = ring->shape().num_targets; i < ring->process_count(); ++i)
           consumed += ring->process(i).batches.load(std::memory_order_relaxed);
         if (consumed >= batches) return true;
-      } catch (const RingError&) {
+      } catch (const Error&) {
         // Not created (or not initialised) yet.
       }
       std::this_thread::sleep_for(Millis(20));

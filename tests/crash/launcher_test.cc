@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/error.h"
 #include "shm/liveness.h"
 #include "tests/crash/launcher_fixture.h"
 
@@ -302,7 +303,7 @@ TEST_F(LauncherTest, KillsEvery200MsForAWholeRunLoseNothing) {
     std::unique_ptr<Ring> ring;
     try {
       ring = Ring::attach(ring_, Ring::Access::kReadOnly);
-    } catch (const RingError&) {
+    } catch (const Error&) {
       continue;  // not created yet, or already removed at the end
     }
     for (int role = 0; role < 2; ++role) {

@@ -5,8 +5,8 @@
 #include <random>
 #include <set>
 
+#include "common/error.h"
 #include "data/batch_index.h"
-#include "data/data_error.h"
 #include "data/permutation.h"
 
 namespace hsring::data {
@@ -135,9 +135,9 @@ TEST(BatchIndexTest, LengthBuckets) {
 
 TEST(BatchIndexTest, BadOptionsAndEmptyCorpora) {
   const DocTables tables{{0, 10}};
-  EXPECT_THROW(BatchIndex(tables, PackOptions{0, 0, 16}), DataError);
-  EXPECT_THROW(BatchIndex(tables, PackOptions{16, 0, 0}), DataError);
-  EXPECT_THROW(BatchIndex(DocTables{{0, 0, 0}}, PackOptions{}), DataError);
+  EXPECT_THROW(BatchIndex(tables, PackOptions{0, 0, 16}), Error);
+  EXPECT_THROW(BatchIndex(tables, PackOptions{16, 0, 0}), Error);
+  EXPECT_THROW(BatchIndex(DocTables{{0, 0, 0}}, PackOptions{}), Error);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "common/crc32.h"
-#include "data/data_error.h"
+#include "common/error.h"
 #include "data/file_io.h"
 #include "data/shard_file.h"
 #include "test_corpus.h"
@@ -24,14 +24,14 @@ void spit(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
 }
 
-DataErrc error_of(const std::function<void()>& f) {
+Errc error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const DataError& e) {
+  } catch (const Error& e) {
     return e.code();
   }
-  ADD_FAILURE() << "no DataError thrown";
-  return DataErrc::kIo;
+  ADD_FAILURE() << "no Error thrown";
+  return Errc::kDataIo;
 }
 
 TEST(Crc32Test, MatchesZlibCheckValue) {
@@ -90,9 +90,9 @@ TEST(ShardFormatTest, WriterRefusesTokensOutsideTheVocabulary) {
   const std::vector<uint32_t> ok = {1, 999};
   const std::vector<uint32_t> bad = {1000};
   writer.add_document(ok);
-  EXPECT_EQ(error_of([&] { writer.add_document(bad); }), DataErrc::kBadToken);
-  EXPECT_EQ(error_of([&] { ShardWriter(dir.file("x.hstok"), 1, 257); }), DataErrc::kBadOptions);
-  EXPECT_EQ(error_of([&] { ShardWriter(dir.file("y.hstok"), 3, 0); }), DataErrc::kBadOptions);
+  EXPECT_EQ(error_of([&] { writer.add_document(bad); }), Errc::kDataBadToken);
+  EXPECT_EQ(error_of([&] { ShardWriter(dir.file("x.hstok"), 1, 257); }), Errc::kDataBadOptions);
+  EXPECT_EQ(error_of([&] { ShardWriter(dir.file("y.hstok"), 3, 0); }), Errc::kDataBadOptions);
 }
 
 TEST(ShardFormatTest, UnfinishedWriterLeavesNothing) {
@@ -217,12 +217,12 @@ TEST(ShardMaskTest, WriterRefusesAMaskOfAnotherLengthAndKeepsTheShard) {
   EXPECT_EQ(error_of([&] {
               writer.add_document(doc, std::vector<uint8_t>{1, 1});
             }),
-            DataErrc::kBadOptions);
+            Errc::kDataBadOptions);
   const std::vector<uint32_t> bad = {1, 200};
   EXPECT_EQ(error_of([&] {
               writer.add_document(bad, std::vector<uint8_t>{1, 0});
             }),
-            DataErrc::kBadToken);
+            Errc::kDataBadToken);
   writer.finish();
   const ShardInfo info = read_shard_info(dir.file("w.hstok"));
   EXPECT_EQ(info.header.token_count, 3u);
@@ -237,18 +237,18 @@ class CorruptShardTest : public ::testing::Test {
     content_ = testing::write_random_shard(dir_.file("c.hstok"), rng, 20, 100, 2, 30000);
     bytes_ = slurp(content_.path);
   }
-  DataError error_after(const std::function<void(std::vector<char>&)>& edit) {
+  Error error_after(const std::function<void(std::vector<char>&)>& edit) {
     std::vector<char> bytes = bytes_;
     edit(bytes);
     spit(content_.path, bytes);
     try {
       verify_shard_tokens(read_shard_info(content_.path));
-    } catch (const DataError& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(content_.path), std::string::npos) << e.what();
       return e;
     }
     ADD_FAILURE() << "the edit went unnoticed";
-    return DataError(DataErrc::kIo, "none");
+    return Error(Errc::kDataIo, "none");
   }
   TempDir dir_;
   testing::ShardContent content_;
@@ -256,45 +256,45 @@ class CorruptShardTest : public ::testing::Test {
 };
 
 TEST_F(CorruptShardTest, ForeignFile) {
-  const DataError e = error_after([](auto& b) { b[2] = 'X'; });
-  EXPECT_EQ(e.code(), DataErrc::kForeign);
+  const Error e = error_after([](auto& b) { b[2] = 'X'; });
+  EXPECT_EQ(e.code(), Errc::kDataForeign);
   EXPECT_EQ(e.offset(), 2u);
 }
 
 TEST_F(CorruptShardTest, OtherVersion) {
-  const DataError e = error_after([](auto& b) { b[kFieldVersion] = 3; });
-  EXPECT_EQ(e.code(), DataErrc::kBadVersion);
+  const Error e = error_after([](auto& b) { b[kFieldVersion] = 3; });
+  EXPECT_EQ(e.code(), Errc::kDataBadVersion);
   EXPECT_EQ(e.offset(), kFieldVersion);
 }
 
 TEST_F(CorruptShardTest, HeaderBitFlip) {
-  const DataError e = error_after([](auto& b) { b[kFieldTokenCount] ^= 1; });
-  EXPECT_EQ(e.code(), DataErrc::kChecksum);
+  const Error e = error_after([](auto& b) { b[kFieldTokenCount] ^= 1; });
+  EXPECT_EQ(e.code(), Errc::kDataChecksum);
   EXPECT_EQ(e.offset(), kFieldHeaderCrc);
 }
 
 TEST_F(CorruptShardTest, TokenBitFlip) {
-  const DataError e = error_after([](auto& b) { b[kShardHeaderSize + 5] ^= 0x10; });
-  EXPECT_EQ(e.code(), DataErrc::kChecksum);
+  const Error e = error_after([](auto& b) { b[kShardHeaderSize + 5] ^= 0x10; });
+  EXPECT_EQ(e.code(), Errc::kDataChecksum);
   EXPECT_EQ(e.offset(), kShardHeaderSize);
 }
 
 TEST_F(CorruptShardTest, OffsetTableBitFlip) {
   const uint64_t table = kShardHeaderSize + content_.tokens.size() * 2;
-  const DataError e = error_after([&](auto& b) { b[table + 9] ^= 1; });
-  EXPECT_EQ(e.code(), DataErrc::kChecksum);
+  const Error e = error_after([&](auto& b) { b[table + 9] ^= 1; });
+  EXPECT_EQ(e.code(), Errc::kDataChecksum);
   EXPECT_EQ(e.offset(), table);
 }
 
 TEST_F(CorruptShardTest, TrailingBytes) {
-  const DataError e = error_after([](auto& b) { b.push_back(0); });
-  EXPECT_EQ(e.code(), DataErrc::kTrailingBytes);
+  const Error e = error_after([](auto& b) { b.push_back(0); });
+  EXPECT_EQ(e.code(), Errc::kDataTrailingBytes);
   EXPECT_EQ(e.offset(), bytes_.size());
 }
 
 TEST_F(CorruptShardTest, TokenOutsideVocabularyWithValidChecksum) {
   // A writer bug, not corruption: the CRC matches, the value does not fit the vocabulary.
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     const uint16_t big = 40000;
     std::memcpy(b.data() + kShardHeaderSize + 2 * 3, &big, 2);
     const uint32_t crc = crc32(b.data() + kShardHeaderSize, content_.tokens.size() * 2);
@@ -302,13 +302,13 @@ TEST_F(CorruptShardTest, TokenOutsideVocabularyWithValidChecksum) {
     const uint32_t header_crc = crc32(b.data(), kFieldHeaderCrc);
     std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
   });
-  EXPECT_EQ(e.code(), DataErrc::kBadToken);
+  EXPECT_EQ(e.code(), Errc::kDataBadToken);
   EXPECT_EQ(e.offset(), kShardHeaderSize + 2 * 3);
 }
 
 TEST_F(CorruptShardTest, DecreasingOffsetsWithValidChecksum) {
   const uint64_t table = kShardHeaderSize + content_.tokens.size() * 2;
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     const uint64_t back = 0;
     std::memcpy(b.data() + table + 8 * 5, &back, 8);
     const uint32_t crc = crc32(b.data() + table, b.size() - table);
@@ -317,7 +317,7 @@ TEST_F(CorruptShardTest, DecreasingOffsetsWithValidChecksum) {
     std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
   });
   // Offset 5 going back to 0 is fine only if 1..4 are 0 too; the first decrease is named.
-  EXPECT_EQ(e.code(), DataErrc::kBadOffsets);
+  EXPECT_EQ(e.code(), Errc::kDataBadOffsets);
   EXPECT_GE(e.offset(), table);
   EXPECT_LE(e.offset(), table + 8 * 6);
 }
@@ -352,58 +352,58 @@ class CorruptMaskTest : public CorruptShardTest {
 
 TEST_F(CorruptMaskTest, MaskBitFlip) {
   const uint64_t at = info_.header.mask_offset();
-  const DataError e = error_after([&](auto& b) { b[at + 3] ^= 4; });
-  EXPECT_EQ(e.code(), DataErrc::kChecksum);
+  const Error e = error_after([&](auto& b) { b[at + 3] ^= 4; });
+  EXPECT_EQ(e.code(), Errc::kDataChecksum);
   EXPECT_EQ(e.offset(), at);
 }
 
 TEST_F(CorruptMaskTest, PaddingBitSetWithValidChecksum) {
   const uint64_t last = bytes_.size() - 1;
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     b[last] = char(b[last] | 0x80);
     reseal(b);
   });
-  EXPECT_EQ(e.code(), DataErrc::kBadMask);
+  EXPECT_EQ(e.code(), Errc::kDataBadMask);
   EXPECT_EQ(e.offset(), last);
 }
 
 TEST_F(CorruptMaskTest, UnknownFlag) {
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     b[kFieldFlags] |= 2;
     reseal(b);
   });
-  EXPECT_EQ(e.code(), DataErrc::kBadHeader);
+  EXPECT_EQ(e.code(), Errc::kDataBadHeader);
   EXPECT_EQ(e.offset(), kFieldFlags);
 }
 
 TEST_F(CorruptMaskTest, FlagClearedLeavesTrailingBytes) {
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     b[kFieldFlags] = 0;
     std::memset(b.data() + kFieldMaskCrc, 0, 4);
     const uint32_t header_crc = crc32(b.data(), kFieldHeaderCrc);
     std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
   });
-  EXPECT_EQ(e.code(), DataErrc::kTrailingBytes);
+  EXPECT_EQ(e.code(), Errc::kDataTrailingBytes);
   EXPECT_EQ(e.offset(), info_.header.mask_offset());
 }
 
 TEST_F(CorruptMaskTest, MaskChecksumWithoutTheFlag) {
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     b[kFieldFlags] = 0;
     b.resize(info_.header.mask_offset());
     const uint32_t header_crc = crc32(b.data(), kFieldHeaderCrc);
     std::memcpy(b.data() + kFieldHeaderCrc, &header_crc, 4);
   });
-  EXPECT_EQ(e.code(), DataErrc::kBadHeader);
+  EXPECT_EQ(e.code(), Errc::kDataBadHeader);
   EXPECT_EQ(e.offset(), kFieldMaskCrc);
 }
 
 TEST_F(CorruptMaskTest, ReservedByteOfVersionTwo) {
-  const DataError e = error_after([&](auto& b) {
+  const Error e = error_after([&](auto& b) {
     b[kFieldReserved2 + 1] = 1;
     reseal(b);
   });
-  EXPECT_EQ(e.code(), DataErrc::kBadHeader);
+  EXPECT_EQ(e.code(), Errc::kDataBadHeader);
   EXPECT_EQ(e.offset(), kFieldReserved2 + 1);
 }
 
@@ -415,8 +415,8 @@ TEST(CheckMaskBytesTest, CountsBitsAndRefusesPadding) {
   try {
     check_mask_bytes(pad, 1, 1, 11, 101, "p");
     FAIL() << "padding bit 11 accepted";
-  } catch (const DataError& e) {
-    EXPECT_EQ(e.code(), DataErrc::kBadMask);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kDataBadMask);
     EXPECT_EQ(e.offset(), 101u);
   }
   EXPECT_EQ(check_mask_bytes(full, 2, 0, 16, 0, "p"), 11u);  // no padding at 16 tokens

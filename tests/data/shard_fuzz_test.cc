@@ -1,4 +1,4 @@
-// Fuzzed and truncated shards: every input is either a valid parse or a DataError that
+// Fuzzed and truncated shards: every input is either a valid parse or an Error that
 // names the file and byte, never a crash or an out-of-bounds read (these run under ASan).
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <random>
 
 #include "common/crc32.h"
+#include "common/error.h"
 #include "data/corpus.h"
-#include "data/data_error.h"
 #include "data/shard_file.h"
 #include "data/token_batch.h"
 #include "test_corpus.h"
@@ -27,12 +27,12 @@ void spit(const std::string& path, const char* bytes, size_t size) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes, std::streamsize(size));
 }
 
-// Opens and fully verifies `path`; true if valid, false on a DataError naming the file.
+// Opens and fully verifies `path`; true if valid, false on an Error naming the file.
 bool check_file(const std::string& path) {
   try {
     verify_shard_tokens(read_shard_info(path), StreamOptions{256, 2});
     return true;
-  } catch (const DataError& e) {
+  } catch (const Error& e) {
     EXPECT_EQ(e.path(), path);
     EXPECT_NE(std::string(e.what()).find(path + ": byte " + std::to_string(e.offset())),
               std::string::npos)
@@ -56,7 +56,7 @@ TEST(ShardFuzzTest, RandomBytesAreRejectedCleanly) {
       const ShardHeader h = decode_header(bytes.data(), bytes.size(), rng() % 100000, "fuzz");
       // A header that parses (rare) must describe a consistent, bounded file.
       EXPECT_LE(h.token_count, kMaxShardTokens);
-    } catch (const DataError& e) {
+    } catch (const Error& e) {
       EXPECT_EQ(e.path(), "fuzz");
     }
   }
@@ -119,8 +119,8 @@ void expect_every_cut_named(const testing::ShardContent& content, const std::str
     try {
       read_shard_info(path);
       ADD_FAILURE() << "a shard cut at byte " << cut << " was accepted";
-    } catch (const DataError& e) {
-      EXPECT_EQ(e.code(), DataErrc::kTruncated) << cut << ": " << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kDataTruncated) << cut << ": " << e.what();
       EXPECT_EQ(e.offset(), cut) << e.what();
       EXPECT_NE(std::string(e.what()).find(path + ": byte " + std::to_string(cut)),
                 std::string::npos)
@@ -182,8 +182,8 @@ TEST(ShardFuzzTest, BadShardInACorpusFailsTheOpen) {
   try {
     Corpus::open(dir.path());
     FAIL() << "a corpus with a truncated shard opened";
-  } catch (const DataError& e) {
-    EXPECT_EQ(e.code(), DataErrc::kTruncated);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kDataTruncated);
     EXPECT_EQ(e.path(), dir.file("s001.hstok"));
     EXPECT_EQ(e.offset(), 6u);
   }

@@ -4,9 +4,9 @@
 #include <fstream>
 #include <thread>
 
+#include "common/error.h"
 #include "data/corpus.h"
 #include "data/data_commands.h"
-#include "data/data_error.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
 #include "data/token_batch.h"
@@ -61,7 +61,7 @@ TEST(TextPackTest, PacksBytesAsTokensAcrossShards) {
     back += bytes;
   }
   EXPECT_EQ(back, all);
-  EXPECT_THROW(TextPacker(out, TextPackOptions{}), DataError);  // never mixes two packs
+  EXPECT_THROW(TextPacker(out, TextPackOptions{}), Error);  // never mixes two packs
 }
 
 TEST(DataCommandsTest, PackThenInspect) {

@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "data/data_error.h"
+#include "common/error.h"
 #include "data/token_reader.h"
 #include "test_corpus.h"
 
@@ -147,8 +147,8 @@ TEST_F(TokenReaderTest, FileTruncatedAfterOpenIsAnErrorNamingIt) {
     while (reader.next()) {
     }
     FAIL() << "reading a truncated shard succeeded";
-  } catch (const DataError& e) {
-    EXPECT_EQ(e.code(), DataErrc::kTruncated);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kDataTruncated);
     EXPECT_EQ(e.path(), victim);
     EXPECT_NE(std::string(e.what()).find(victim + ": byte "), std::string::npos) << e.what();
   }
@@ -168,14 +168,14 @@ TEST_F(TokenReaderTest, CorpusWithoutTokenVerificationStillRangeChecksTokens) {
   CorpusOptions options;
   options.verify_tokens = false;
   const Corpus corpus = Corpus::open(dir_.path(), options);
-  EXPECT_THROW(Corpus::open(dir_.path()), DataError);  // the verifying open sees it
+  EXPECT_THROW(Corpus::open(dir_.path()), Error);  // the verifying open sees it
   const BatchIndex index(corpus, index_->options());
   bool thrown = false;
   try {
     for (uint64_t id = 0; id < index.batches_per_epoch(); ++id) read_batch(corpus, index, id);
-  } catch (const DataError& e) {
+  } catch (const Error& e) {
     thrown = true;
-    EXPECT_EQ(e.code(), DataErrc::kBadToken);
+    EXPECT_EQ(e.code(), Errc::kDataBadToken);
     EXPECT_EQ(e.path(), shard.path);
     EXPECT_EQ(e.offset(), shard.header.tokens_offset());
   }
@@ -222,7 +222,7 @@ TEST(TokenReaderOptionsTest, ZeroDepthIsRefused) {
   testing::write_random_corpus(dir.path(), rng, 1, 5, 20);
   const Corpus corpus = Corpus::open(dir.path());
   const BatchIndex index(corpus, PackOptions{});
-  EXPECT_THROW(TokenReader(corpus, index, strided_ids(0, 1), ReaderOptions{0, 4}), DataError);
+  EXPECT_THROW(TokenReader(corpus, index, strided_ids(0, 1), ReaderOptions{0, 4}), Error);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "shm/ring_error.h"
+#include "common/error.h"
 
 namespace hsring {
 namespace {
@@ -128,8 +128,8 @@ TEST_F(GradExchangeTest, ASegmentOthersMayWriteIsRefused) {
   try {
     GradExchange::open(name_, 2, 0, 16, kStamp);
     FAIL() << "a segment of mode 0666 was accepted";
-  } catch (const RingError& e) {
-    EXPECT_EQ(e.code(), RingErrc::kUnsafeMode) << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kRingUnsafeMode) << e.what();
     const std::string what = e.what();
     EXPECT_NE(what.find("gradient exchange '" + name_ + "'"), std::string::npos) << what;
     EXPECT_NE(what.find("mode 0666"), std::string::npos) << what;
@@ -147,8 +147,8 @@ TEST_F(GradExchangeTest, ASegmentOfAnotherUserIsRefused) {
   try {
     GradExchange::open(name_, 2, 0, 16, kStamp);
     FAIL() << "a segment of uid 65534 was accepted";
-  } catch (const RingError& e) {
-    EXPECT_EQ(e.code(), RingErrc::kForeignOwner) << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kRingForeignOwner) << e.what();
     const std::string what = e.what();
     EXPECT_NE(what.find("gradient exchange '" + name_ + "' belongs to uid 65534"),
               std::string::npos)

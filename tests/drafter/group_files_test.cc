@@ -3,6 +3,7 @@
 // GroupFiles, as separate processes hold them), refusal of every damaged or foreign file,
 // and a writer SIGKILLed at random moments never leaving a file a reader half sees.
 #include "drafter_proc/group_files.h"
+#include "common/error.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -119,7 +120,7 @@ TEST(GroupFilesTest, ForeignOrDamagedFilesAreRefusedWithThePathNamed) {
   try {
     member.joinable();
     FAIL() << "a foreign group file was accepted";
-  } catch (const GroupFileError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(dir.file("group")), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--rendezvous-dir"), std::string::npos) << e.what();
   }
@@ -137,19 +138,19 @@ TEST(GroupFilesTest, EveryTruncationAndBitFlipOfARecordIsRefused) {
     EXPECT_EQ(back.members, record.members);
     EXPECT_EQ(back.id, record.id);
     for (size_t cut = 0; cut < bytes.size(); ++cut)
-      EXPECT_THROW(decode_group_record(bytes.substr(0, cut), "group"), GroupFileError) << cut;
-    EXPECT_THROW(decode_group_record(bytes + "x", "group"), GroupFileError);
+      EXPECT_THROW(decode_group_record(bytes.substr(0, cut), "group"), Error) << cut;
+    EXPECT_THROW(decode_group_record(bytes + "x", "group"), Error);
     for (size_t bit = 0; bit < bytes.size() * 8; ++bit) {
       std::string flipped = bytes;
       flipped[bit / 8] = char(flipped[bit / 8] ^ (1 << (bit % 8)));
-      EXPECT_THROW(decode_group_record(flipped, "group"), GroupFileError) << "bit " << bit;
+      EXPECT_THROW(decode_group_record(flipped, "group"), Error) << "bit " << bit;
     }
   }
   const std::string generation = encode_generation(42);
   EXPECT_EQ(decode_generation(generation, "member-1"), 42u);
   for (size_t cut = 0; cut < generation.size(); ++cut)
-    EXPECT_THROW(decode_generation(generation.substr(0, cut), "member-1"), GroupFileError);
-  EXPECT_THROW(decode_generation(encode_group_record({1, 2, {}}), "member-1"), GroupFileError);
+    EXPECT_THROW(decode_generation(generation.substr(0, cut), "member-1"), Error);
+  EXPECT_THROW(decode_generation(encode_group_record({1, 2, {}}), "member-1"), Error);
 }
 
 // Random bytes (and random bytes behind a valid magic) never decode and never crash.
@@ -160,7 +161,7 @@ TEST(GroupFilesTest, RandomBytesAreRefused) {
     std::string bytes(rng() % 200, '\0');
     for (char& c : bytes) c = char(rng());
     if (i % 2 == 0 && bytes.size() >= 8) std::copy(valid.begin(), valid.begin() + 8, bytes.begin());
-    EXPECT_THROW(decode_group_record(bytes, "group"), GroupFileError);
+    EXPECT_THROW(decode_group_record(bytes, "group"), Error);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/dflash_export.h"
+#include "common/error.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/default_corpus.h"
@@ -15,7 +16,6 @@
 #include "eval/eval_command.h"
 #include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
-#include "model/model_error.h"
 #include "train/dflash_blocks.h"
 #include "train/optimizer.h"
 
@@ -90,7 +90,7 @@ TEST(SpeculativeDecodeTest, ADrafterThatDoesNotFitTheTargetIsRefused) {
   std::vector<float> embed(size_t(c.vocab_size) * 64, 0.0f);
   train::DflashModel narrow(c, {embed, embed});
   const std::vector<int32_t> prompt = {1, 2, 3};
-  EXPECT_THROW(speculative_decode(*f.target, narrow, f.layers, prompt, 4), ModelError);
+  EXPECT_THROW(speculative_decode(*f.target, narrow, f.layers, prompt, 4), Error);
 
   train::DflashModel drafter(f.config, f.target_weights());
   checkpoint::DflashExport e = export_and_read(drafter, fresh_dir("fit"));
@@ -98,7 +98,7 @@ TEST(SpeculativeDecodeTest, ADrafterThatDoesNotFitTheTargetIsRefused) {
   try {
     evaluate(*f.target, e, prompts(1, 16), 4);
     FAIL() << "a drafter for a 5-layer target was accepted";
-  } catch (const ModelError& error) {
+  } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("num_target_layers"), std::string::npos)
         << error.what();
   }

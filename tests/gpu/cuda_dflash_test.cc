@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/random.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
-#include "model/model_error.h"
 #include "param_compare.h"
 
 namespace hsring::train {
@@ -249,18 +249,18 @@ TEST(CudaDflashDeviceTest, BadShapesBatchesAndStatesAreRefused) {
   try {
     CudaDflashTrainer trainer(options_for(odd));
     ADD_FAILURE() << "head_dim 16 was accepted";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
   }
   const Case k = cases()[0];
   CudaDflashTrainer trainer(options_for(k));
   OwnedBatch batch = random_batch(k.config, k.doc_offsets, 1);
   batch.tokens[3] = int32_t(k.config.vocab_size);
-  EXPECT_THROW(trainer.compute_gradients(batch.view()), ModelError);
+  EXPECT_THROW(trainer.compute_gradients(batch.view()), Error);
   TrainerState wrong = trainer.state();
   wrong.second_moment.pop_back();
-  EXPECT_THROW(trainer.load_state(wrong), ModelError);
+  EXPECT_THROW(trainer.load_state(wrong), Error);
   EXPECT_EQ(trainer.optimizer_step(), 0u) << "a refused state changes nothing";
 }
 

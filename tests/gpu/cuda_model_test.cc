@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/random.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
@@ -19,7 +20,6 @@
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
 #include "model/float_convert.h"
-#include "model/model_error.h"
 
 namespace hsring {
 namespace {
@@ -477,8 +477,8 @@ TEST(CudaModelDeviceTest, BadInputIsRefused) {
     r.capture_layers = layers;
     try {
       model.forward({tokens, positions, offsets}, r, out);
-    } catch (const ModelError& e) {
-      EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelBadInput);
       return std::string(e.what());
     }
     ADD_FAILURE() << "accepted";
@@ -502,8 +502,8 @@ TEST(CudaModelDeviceTest, BadInputIsRefused) {
   const auto device_error = [&](const DeviceCapture& capture) {
     try {
       model.forward_device({tokens, positions, offsets}, r, stream.get(), capture);
-    } catch (const ModelError& e) {
-      EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelBadInput);
       return std::string(e.what());
     }
     ADD_FAILURE() << "accepted";
@@ -528,8 +528,8 @@ TEST(CudaModelDeviceTest, UnsupportedDeltaNetShapesAreRefusedNamingTheDims) {
   try {
     CudaTargetModel::with_random_weights(c, 1, 0);
     FAIL() << "DeltaNet q/k heads of 12 were accepted";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("DeltaNet head dims 12 / 16"), std::string::npos)
         << e.what();
   }
@@ -636,9 +636,10 @@ TEST(CudaModelDeviceTest, SetupErrorsAreClear) {
   try {
     CudaTargetModel::with_random_weights(huge, 0, 0);
     FAIL() << "a 400 GB model was accepted";
-  } catch (const gpu::CudaError& e) {
+  } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_EQ(e.code(), cudaErrorMemoryAllocation);
+    EXPECT_EQ(e.code(), Errc::kCuda);
+    EXPECT_EQ(gpu::cuda_code(e), cudaErrorMemoryAllocation);
     EXPECT_NE(what.find("model 'qwen3-8b' needs"), std::string::npos) << what;
     EXPECT_NE(what.find("GiB"), std::string::npos) << what;
     EXPECT_NE(what.find("GPU 0"), std::string::npos) << what;
@@ -648,12 +649,12 @@ TEST(CudaModelDeviceTest, SetupErrorsAreClear) {
   try {
     CudaTargetModel::with_random_weights(odd, 0, 0);
     FAIL() << "head_dim 48 was accepted";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("head_dim 48"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(open_cuda_model("tiny", 0, 4096), gpu::CudaError);
-  EXPECT_THROW(open_cuda_model("no-such-shape"), ModelError);
+  EXPECT_THROW(open_cuda_model("tiny", 0, 4096), Error);
+  EXPECT_THROW(open_cuda_model("no-such-shape"), Error);
 }
 
 }  // namespace

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
-#include "model/model_error.h"
 #include "param_compare.h"
 #include "tests/train/test_batches.h"
 
@@ -188,8 +188,8 @@ TEST(CudaTrainerDeviceTest, BadShapesBatchesAndStatesAreRefused) {
   try {
     CudaTrainer trainer(options_for(odd));
     ADD_FAILURE() << "head_dim 16 was accepted";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
   }
 
@@ -200,13 +200,13 @@ TEST(CudaTrainerDeviceTest, BadShapesBatchesAndStatesAreRefused) {
   try {
     trainer.compute_gradients(batch.view());
     ADD_FAILURE() << "a label outside the vocabulary was accepted";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadInput);
     EXPECT_NE(std::string(e.what()).find("label 50"), std::string::npos) << e.what();
   }
   TrainerState wrong = trainer.state();
   wrong.second_moment.pop_back();
-  EXPECT_THROW(trainer.load_state(wrong), ModelError);
+  EXPECT_THROW(trainer.load_state(wrong), Error);
   EXPECT_EQ(trainer.optimizer_step(), 0u) << "a refused state changes nothing";
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "gpu/memlock.h"
 #include "gpu/noise_schedule.h"
 #include "gpu/philox.h"
@@ -39,13 +40,13 @@ TEST(NoiseScheduleTest, RejectsMalformedSchedulesNamingTheForms) {
     try {
       parse_noise_schedule(bad, 0.1);
       ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const std::invalid_argument& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("linear:START,END,STEPS"), std::string::npos)
           << e.what();
     }
   }
-  EXPECT_THROW(parse_noise_schedule("constant", -1), std::invalid_argument);
-  EXPECT_THROW(parse_noise_schedule("constant", NAN), std::invalid_argument);
+  EXPECT_THROW(parse_noise_schedule("constant", -1), Error);
+  EXPECT_THROW(parse_noise_schedule("constant", NAN), Error);
 }
 
 TEST(MemlockTest, ProblemNamesTheLimitAndHowToRaiseIt) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "launcher/worker_spec.h"
 #include "shm/ring_layout.h"
 
@@ -36,12 +37,12 @@ void expect_well_formed(const WorkerSpec& spec, const std::string& text) {
 }
 
 // Parses `text`: either a well-formed spec that survives format -> parse unchanged, or
-// std::invalid_argument naming the flag. Anything else fails the test.
+// Error naming the flag. Anything else fails the test.
 bool parse_checked(const std::string& text) {
   WorkerSpec spec;
   try {
     spec = parse_worker_spec(text, "--targets");
-  } catch (const std::invalid_argument& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--targets"), std::string::npos) << e.what();
     return false;
   }

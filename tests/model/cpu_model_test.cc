@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "common/error.h"
 #include "model/cpu_kernels.h"
-#include "model/model_error.h"
 #include "reference_forward.h"
 
 namespace hsring {
@@ -260,8 +260,8 @@ TEST(CpuModelInputTest, BadBatchesAndRequestsAreClearErrors) {
     r.capture_layers = layers;
     try {
       model.forward({tokens, positions, offsets}, r, out);
-    } catch (const ModelError& e) {
-      EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelBadInput);
       return std::string(e.what());
     }
     ADD_FAILURE() << "accepted";
@@ -287,11 +287,11 @@ TEST(CpuModelInputTest, WeightsThatDoNotFitTheConfigAreRejected) {
   try {
     CpuTargetModel model(c, std::move(w));
     FAIL();
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers.2.mlp.up_proj.weight"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(open_cpu_model("no-such-shape"), ModelError);
+  EXPECT_THROW(open_cpu_model("no-such-shape"), Error);
   EXPECT_EQ(open_cpu_model("tiny", 3, {1})->config().name, "tiny");
 }
 

@@ -6,9 +6,9 @@
 #include <iterator>
 #include <string>
 
+#include "common/error.h"
 #include "model/cpu_target_model.h"
 #include "model/float_convert.h"
-#include "model/model_error.h"
 #include "test_files.h"
 
 namespace hsring {
@@ -60,14 +60,14 @@ float same(float v) { return v; }
 float via_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
 float via_fp16(float v) { return fp16_to_float(float_to_fp16(v)); }
 
-ModelError load_error(const std::filesystem::path& folder, const ModelConfig& config) {
+Error load_error(const std::filesystem::path& folder, const ModelConfig& config) {
   try {
     load_hf_weights(folder, config);
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     return e;
   }
   ADD_FAILURE() << "loaded " << folder;
-  return ModelError(ModelErrc::kIo, "");
+  return Error(Errc::kModelIo, "");
 }
 
 TEST(HfCheckpointTest, LoadsSingleFileInEachDtype) {
@@ -124,8 +124,8 @@ TEST(HfCheckpointTest, TiedHeadIgnoresLmHeadAndUntiedNeedsIt) {
   // One written tied lacks lm_head.weight: loading it untied names the tensor.
   test::TempDir dir2;
   test::write_model_folder(dir2.path(), tied, random_weights(tied, 1), "F32");
-  const ModelError e = load_error(dir2.path(), untied);
-  EXPECT_EQ(e.code(), ModelErrc::kMissingTensor);
+  const Error e = load_error(dir2.path(), untied);
+  EXPECT_EQ(e.code(), Errc::kModelMissingTensor);
   EXPECT_NE(std::string(e.what()).find("'lm_head.weight'"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
 }
@@ -136,8 +136,8 @@ TEST(HfCheckpointTest, ShapeMismatchNamesTensorAndFile) {
   test::write_model_folder(dir.path(), c, random_weights(c, 1), "BF16");
   ModelConfig wider = c;
   wider.intermediate_size = 64;
-  const ModelError e = load_error(dir.path(), wider);
-  EXPECT_EQ(e.code(), ModelErrc::kBadTensor);
+  const Error e = load_error(dir.path(), wider);
+  EXPECT_EQ(e.code(), Errc::kModelBadTensor);
   EXPECT_NE(std::string(e.what()).find("'model.layers.0.mlp.gate_proj.weight'"), std::string::npos)
       << e.what();
   EXPECT_NE(std::string(e.what()).find("expected [64, 32]"), std::string::npos) << e.what();
@@ -181,8 +181,8 @@ TEST(HfCheckpointTest, Qwen35WrapperLoadsWithItsNormsShifted) {
     if (t.name == "model.language_model.layers.0.linear_attn.conv1d.weight")
       t = test::make_tensor(t.name, "F32", {40, 1, 3}, std::vector<float>(120, 0.5f));
   test::write_safetensors(dir / "model.safetensors", tensors);
-  const ModelError e = load_error(dir.path(), c);
-  EXPECT_EQ(e.code(), ModelErrc::kBadTensor);
+  const Error e = load_error(dir.path(), c);
+  EXPECT_EQ(e.code(), Errc::kModelBadTensor);
   EXPECT_NE(std::string(e.what()).find("'model.language_model.layers.0.linear_attn.conv1d.weight'"),
             std::string::npos)
       << e.what();
@@ -205,37 +205,37 @@ TEST(HfCheckpointTest, BrokenIndexes) {
   };
   // A tensor the index does not list.
   replace("\"model.norm.weight\"", "\"model.norm.unused\"");
-  ModelError e = load_error(dir.path(), c);
-  EXPECT_EQ(e.code(), ModelErrc::kMissingTensor);
+  Error e = load_error(dir.path(), c);
+  EXPECT_EQ(e.code(), Errc::kModelMissingTensor);
   EXPECT_NE(std::string(e.what()).find("'model.norm.weight'"), std::string::npos) << e.what();
   // A shard that does not exist.
   replace("model-00002-of-00002", "model-00003-of-00002");
   e = load_error(dir.path(), c);
-  EXPECT_EQ(e.code(), ModelErrc::kIo);
+  EXPECT_EQ(e.code(), Errc::kModelIo);
   EXPECT_NE(std::string(e.what()).find("model-00003-of-00002.safetensors"), std::string::npos);
   // An index pointing to a tensor its shard lacks.
   replace("\"model.norm.weight\":\"model-00002-of-00002.safetensors\"",
           "\"model.norm.weight\":\"model-00001-of-00002.safetensors\"");
   e = load_error(dir.path(), c);
-  EXPECT_EQ(e.code(), ModelErrc::kMissingTensor);
+  EXPECT_EQ(e.code(), Errc::kModelMissingTensor);
   EXPECT_NE(std::string(e.what()).find("model-00001-of-00002.safetensors"), std::string::npos);
   // A shard path leaving the folder.
   replace("model-00002-of-00002", "../model-00002-of-00002");
-  EXPECT_EQ(load_error(dir.path(), c).code(), ModelErrc::kBadFile);
+  EXPECT_EQ(load_error(dir.path(), c).code(), Errc::kModelBadFile);
   // Not JSON, and no weight_map.
   test::write_text(index, "{\"weight_map\": {");
-  EXPECT_EQ(load_error(dir.path(), c).code(), ModelErrc::kBadJson);
+  EXPECT_EQ(load_error(dir.path(), c).code(), Errc::kModelBadJson);
   test::write_text(index, "{\"metadata\": {}}");
-  EXPECT_EQ(load_error(dir.path(), c).code(), ModelErrc::kBadFile);
+  EXPECT_EQ(load_error(dir.path(), c).code(), Errc::kModelBadFile);
 }
 
 TEST(HfCheckpointTest, EmptyFolderAndMissingConfig) {
   test::TempDir dir;
-  const ModelError e = load_error(dir.path(), llama_config());
-  EXPECT_EQ(e.code(), ModelErrc::kIo);
+  const Error e = load_error(dir.path(), llama_config());
+  EXPECT_EQ(e.code(), Errc::kModelIo);
   EXPECT_NE(std::string(e.what()).find("no model.safetensors"), std::string::npos);
-  EXPECT_THROW(load_hf_checkpoint_config(dir.path()), ModelError);
-  EXPECT_THROW(open_cpu_model((dir / "absent").string()), ModelError);
+  EXPECT_THROW(load_hf_checkpoint_config(dir.path()), Error);
+  EXPECT_THROW(open_cpu_model((dir / "absent").string()), Error);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring {
 namespace {
@@ -12,8 +12,8 @@ namespace {
 std::string parse_error(const std::string& text) {
   try {
     parse_json(text, "doc.json");
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadJson);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadJson);
     return e.what();
   }
   ADD_FAILURE() << "parsed: " << text;

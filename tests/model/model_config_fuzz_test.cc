@@ -1,5 +1,5 @@
 // Property and fuzz tests of parse_hf_config: whatever the bytes, it returns a valid config
-// or throws ModelError (kBadJson / kBadConfig) naming the source; the same model written by
+// or throws Error (kBadJson / kBadConfig) naming the source; the same model written by
 // transformers 4 and 5 reads the same; member order never matters.
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "common/random.h"
 #include "model/model_config.h"
-#include "model/model_error.h"
 
 namespace hsring {
 namespace {
@@ -148,8 +148,8 @@ TEST(ModelConfigFuzzTest, Qwen36ConfigReadsAsThePreset) {
     try {
       parse_hf_config(text, "q/config.json");
       ADD_FAILURE() << "parsed, expected: " << message;
-    } catch (const ModelError& e) {
-      EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelBadConfig);
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("q/config.json: text_config"), std::string::npos)
           << e.what();
@@ -162,7 +162,7 @@ TEST(ModelConfigFuzzTest, Qwen35FieldsAreCheckedAndOtherModelsKeepTheirRules) {
   const auto error_of = [](const std::string& text) {
     try {
       parse_hf_config(text, "q/config.json");
-    } catch (const ModelError& e) {
+    } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string("parsed");
@@ -194,7 +194,7 @@ TEST(ModelConfigFuzzTest, Qwen35FieldsAreCheckedAndOtherModelsKeepTheirRules) {
             std::string::npos);
 }
 
-// parse_hf_config's whole contract on one input: a valid config, or a ModelError of the
+// parse_hf_config's whole contract on one input: a valid config, or an Error of the
 // two parse codes whose message starts with the source. Returns whether it parsed.
 bool parses_or_fails_cleanly(const std::string& text) {
   try {
@@ -202,11 +202,11 @@ bool parses_or_fails_cleanly(const std::string& text) {
     EXPECT_EQ(validate_config(c), "") << text;
     EXPECT_EQ(c.name, "fuzz/config.json");
     return true;
-  } catch (const ModelError& e) {
-    EXPECT_TRUE(e.code() == ModelErrc::kBadJson || e.code() == ModelErrc::kBadConfig) << text;
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.code() == Errc::kModelBadJson || e.code() == Errc::kModelBadConfig) << text;
     EXPECT_EQ(std::string(e.what()).rfind("fuzz/config.json", 0), 0u) << e.what();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "not a ModelError: " << e.what() << "\n" << text;
+    ADD_FAILURE() << "not an Error: " << e.what() << "\n" << text;
   }
   return false;
 }
@@ -303,7 +303,7 @@ TEST(ModelConfigFuzzTest, Transformers4And5WritingsReadTheSame) {
 }
 
 // Random values in place of, or instead of, each member of published configs, and random
-// byte edits: never anything but a valid config or a clean ModelError.
+// byte edits: never anything but a valid config or a clean Error.
 TEST(ModelConfigFuzzTest, MutatedConfigsParseOrFailCleanly) {
   const std::vector<std::string> values = {
       "null",

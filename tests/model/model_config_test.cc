@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "model/model_error.h"
+#include "common/error.h"
 #include "test_files.h"
 
 namespace hsring {
@@ -48,14 +48,14 @@ constexpr char kLlamaMinimal[] = R"({
   "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": true
 })";
 
-ModelError config_error(const std::string& text) {
+Error config_error(const std::string& text) {
   try {
     parse_hf_config(text, "cfg/config.json");
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     return e;
   }
   ADD_FAILURE() << "parsed: " << text;
-  return ModelError(ModelErrc::kIo, "");
+  return Error(Errc::kModelIo, "");
 }
 
 // kQwen3_8B with one field replaced (or removed when `value` is empty).
@@ -115,14 +115,14 @@ TEST(ModelConfigTest, ReadsRopeParametersOfNewerTransformers) {
   EXPECT_DOUBLE_EQ(c.rope_theta, 5e6);
   EXPECT_EQ(c.rope.type, RopeType::kDefault);
   EXPECT_EQ(config_error(qwen_with("rope_parameters", "{\"rope_type\": \"longrope\"}")).code(),
-            ModelErrc::kBadConfig);
+            Errc::kModelBadConfig);
 }
 
 TEST(ModelConfigTest, BadJsonIsAClearError) {
-  const ModelError e = config_error("{\"hidden_size\": 4096,,}");
-  EXPECT_EQ(e.code(), ModelErrc::kBadJson);
+  const Error e = config_error("{\"hidden_size\": 4096,,}");
+  EXPECT_EQ(e.code(), Errc::kModelBadJson);
   EXPECT_NE(std::string(e.what()).find("cfg/config.json: line 1"), std::string::npos) << e.what();
-  EXPECT_EQ(config_error("[1, 2]").code(), ModelErrc::kBadConfig);
+  EXPECT_EQ(config_error("[1, 2]").code(), Errc::kModelBadConfig);
 }
 
 TEST(ModelConfigTest, MissingOrMistypedFieldsNameTheField) {
@@ -157,8 +157,8 @@ TEST(ModelConfigTest, MissingOrMistypedFieldsNameTheField) {
       {"layer_types", "[\"full_attention\", \"linear_attention\"]", "\"linear_attention\""},
   };
   for (const Case& c : cases) {
-    const ModelError e = config_error(qwen_with(c.key, c.value));
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig) << c.key;
+    const Error e = config_error(qwen_with(c.key, c.value));
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig) << c.key;
     EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("cfg/config.json"), std::string::npos) << e.what();
   }
@@ -171,8 +171,8 @@ TEST(ModelConfigTest, LoadsFromFileAndReportsMissingFile) {
   try {
     load_hf_config(dir / "nope.json");
     FAIL();
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kIo);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelIo);
     EXPECT_NE(std::string(e.what()).find("nope.json"), std::string::npos);
   }
 }
@@ -210,7 +210,7 @@ TEST(ModelConfigTest, NamedShapesAreValidAndDocumented) {
   try {
     named_model_config("gpt-5");
     FAIL();
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("known: tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b"),
               std::string::npos);
   }
@@ -255,8 +255,8 @@ TEST(ModelConfigTest, DefaultCaptureLayersFollowDFlash) {
       }
     }
   }
-  EXPECT_THROW(default_capture_layers(4, 5), ModelError);
-  EXPECT_THROW(default_capture_layers(36, 0), ModelError);
+  EXPECT_THROW(default_capture_layers(4, 5), Error);
+  EXPECT_THROW(default_capture_layers(36, 0), Error);
 }
 
 }  // namespace

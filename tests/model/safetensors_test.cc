@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "model/float_convert.h"
-#include "model/model_error.h"
 #include "test_files.h"
 
 namespace hsring {
@@ -20,23 +20,23 @@ class SafetensorsTest : public ::testing::Test {
   std::filesystem::path path(const std::string& name = "w.safetensors") { return dir_ / name; }
 
   // Opens `file` expecting failure; returns the error (and checks it names the file).
-  ModelError open_error(const std::filesystem::path& file) {
+  Error open_error(const std::filesystem::path& file) {
     try {
       SafetensorsFile::open(file);
-    } catch (const ModelError& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
       return e;
     }
     ADD_FAILURE() << "opened " << file;
-    return ModelError(ModelErrc::kIo, "");
+    return Error(Errc::kModelIo, "");
   }
 
   // Writes `header` and `data_bytes` zero bytes, then expects a kBadFile error mentioning
   // `message`.
   void expect_bad_header(const std::string& header, size_t data_bytes, const std::string& message) {
     test::write_raw(path(), header, std::vector<uint8_t>(data_bytes, 0));
-    const ModelError e = open_error(path());
-    EXPECT_EQ(e.code(), ModelErrc::kBadFile) << header;
+    const Error e = open_error(path());
+    EXPECT_EQ(e.code(), Errc::kModelBadFile) << header;
     EXPECT_NE(std::string(e.what()).find(message), std::string::npos)
         << "header: " << header << "\nerror: " << e.what();
   }
@@ -83,25 +83,25 @@ TEST_F(SafetensorsTest, WrongShapeDtypeOrMissingTensorNamesTensorAndFile) {
       file->read_as_float(
           name, shape,
           std::span<float>(out.data(), size_t(shape[0] * (shape.size() > 1 ? shape[1] : 1))));
-    } catch (const ModelError& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("'" + name + "'"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(path().string()), std::string::npos) << e.what();
       return e;
     }
     ADD_FAILURE() << name;
-    return ModelError(ModelErrc::kIo, "");
+    return Error(Errc::kModelIo, "");
   };
-  const ModelError shape = error("w", {4, 1});
-  EXPECT_EQ(shape.code(), ModelErrc::kBadTensor);
+  const Error shape = error("w", {4, 1});
+  EXPECT_EQ(shape.code(), Errc::kModelBadTensor);
   EXPECT_NE(std::string(shape.what()).find("has shape [2, 2], expected [4, 1]"), std::string::npos);
-  const ModelError dtype = error("ids", {1});
-  EXPECT_EQ(dtype.code(), ModelErrc::kBadTensor);
+  const Error dtype = error("ids", {1});
+  EXPECT_EQ(dtype.code(), Errc::kModelBadTensor);
   EXPECT_NE(std::string(dtype.what()).find("dtype I64"), std::string::npos);
-  EXPECT_EQ(error("absent", {1}).code(), ModelErrc::kMissingTensor);
+  EXPECT_EQ(error("absent", {1}).code(), Errc::kModelMissingTensor);
 }
 
 TEST_F(SafetensorsTest, MissingFile) {
-  EXPECT_EQ(open_error(path("absent.safetensors")).code(), ModelErrc::kIo);
+  EXPECT_EQ(open_error(path("absent.safetensors")).code(), Errc::kModelIo);
 }
 
 TEST_F(SafetensorsTest, TruncatedFiles) {
@@ -111,8 +111,8 @@ TEST_F(SafetensorsTest, TruncatedFiles) {
   // Cut inside the data, inside the header, inside the length prefix, and empty.
   for (const uint64_t keep : {full - 1, uint64_t(20), uint64_t(5), uint64_t(0)}) {
     std::filesystem::resize_file(path(), keep);
-    const ModelError e = open_error(path());
-    EXPECT_EQ(e.code(), ModelErrc::kBadFile) << keep;
+    const Error e = open_error(path());
+    EXPECT_EQ(e.code(), Errc::kModelBadFile) << keep;
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
     test::write_safetensors(path(), tensors);
   }

@@ -1,4 +1,5 @@
 #include "test_files.h"
+#include "common/error.h"
 
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ std::vector<uint8_t> encode(const std::vector<float>& values, const std::string&
       out.push_back(uint8_t(bits & 0xFF));
       out.push_back(uint8_t(bits >> 8));
     } else {
-      throw std::invalid_argument("encode: dtype " + dtype);
+      throw Error(Errc::kUsage, "encode: dtype " + dtype);
     }
   }
   return out;

@@ -17,6 +17,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/error.h"
 #include "drafter_proc/grad_exchange.h"
 #include "launcher/metrics.h"
 #include "launcher/run_summary.h"
@@ -371,7 +372,7 @@ TEST(RingNames, NamesThatCannotBeASegmentAreRefusedWithTheReason) {
   for (const auto& b : bad) {
     const std::string why = ring_name_problem(b.name);
     EXPECT_NE(why.find(b.reason), std::string::npos) << "'" << b.name << "': " << why;
-    EXPECT_THROW(Ring::attach(b.name, Ring::Access::kReadOnly), RingError) << b.name;
+    EXPECT_THROW(Ring::attach(b.name, Ring::Access::kReadOnly), Error) << b.name;
     EXPECT_FALSE(Ring::remove(b.name)) << b.name;
   }
   for (const std::string& good :

@@ -9,7 +9,9 @@
 
 #include <functional>
 #include <stdexcept>
+#include <type_traits>
 
+#include "common/error.h"
 #include "shm/ring.h"
 
 namespace hsring {
@@ -51,7 +53,8 @@ std::vector<std::string> check(const Request& r, const SystemFacts& facts) {
                            ring_shape_of(r.options, targets, drafters), facts);
 }
 
-// The message of the refusal, which must be of type E and one line long.
+// The message of the refusal, which must be of type E and one line long: Error is a bad
+// request (Errc::kUsage), std::runtime_error a machine that cannot run it (no usage error).
 template <typename E>
 std::string refusal(const Request& r, const SystemFacts& facts) {
   try {
@@ -59,6 +62,9 @@ std::string refusal(const Request& r, const SystemFacts& facts) {
   } catch (const E& e) {
     const std::string message = e.what();
     EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+    const auto* error = dynamic_cast<const Error*>(&e);
+    EXPECT_EQ(error != nullptr && error->code() == Errc::kUsage, (std::is_same_v<E, Error>))
+        << "refused with the wrong class: " << message;
     return message;
   } catch (const std::exception& e) {
     ADD_FAILURE() << "refused with the wrong exception type: " << e.what();
@@ -205,7 +211,7 @@ TEST(PreflightTest, MemlockTooLowForGpuWorkers) {
 TEST(PreflightTest, NonexistentGpu) {
   SystemFacts facts = roomy_machine();
   facts.gpu_count = 2;
-  const std::string m = refusal<std::invalid_argument>(gpu_request(), facts);
+  const std::string m = refusal<Error>(gpu_request(), facts);
   EXPECT_EQ(m, "GPU 2 does not exist: this machine has 2 GPUs (0-1)");
 }
 
@@ -213,7 +219,7 @@ TEST(PreflightTest, NoGpuAtAll) {
   SystemFacts facts = roomy_machine();
   facts.gpu_count = 0;
   facts.gpu_why_none = "no CUDA-capable device is detected (cudaErrorNoDevice)";
-  const std::string m = refusal<std::invalid_argument>(gpu_request(), facts);
+  const std::string m = refusal<Error>(gpu_request(), facts);
   EXPECT_NE(m.find("GPU 0 does not exist: this machine has no usable GPU (no CUDA-capable"),
             std::string::npos)
       << m;
@@ -223,13 +229,13 @@ TEST(PreflightTest, NoGpuAtAll) {
 TEST(PreflightTest, GpuThatCannotPinHostMemory) {
   SystemFacts facts = roomy_machine();
   facts.gpu_problems[1] = "GPU 1 (X) cannot register host memory; run its worker on another GPU";
-  EXPECT_EQ(refusal<std::invalid_argument>(gpu_request(), facts), facts.gpu_problems[1]);
+  EXPECT_EQ(refusal<Error>(gpu_request(), facts), facts.gpu_problems[1]);
 }
 
 TEST(PreflightTest, GpuWorkersNeedACudaBuild) {
   SystemFacts facts = roomy_machine();
   facts.cuda_build = false;
-  const std::string m = refusal<std::invalid_argument>(gpu_request(), facts);
+  const std::string m = refusal<Error>(gpu_request(), facts);
   EXPECT_NE(m.find("need a CUDA build"), std::string::npos) << m;
   EXPECT_NE(m.find("use cpu:N"), std::string::npos) << m;
 }
@@ -239,7 +245,7 @@ TEST(PreflightTest, TooFewSlotsForInFlightGpuBatches) {
   r.options.slots = 4;
   r.options.hs_min_ready = 2;
   r.options.target_postprocess_depth = 2;
-  const std::string m = refusal<std::invalid_argument>(r, roomy_machine());
+  const std::string m = refusal<Error>(r, roomy_machine());
   EXPECT_NE(m.find("--hs-min-ready 2 with 2 target(s)"), std::string::npos) << m;
   EXPECT_NE(m.find("needs 8 slots, but the ring has 4: raise --slots"), std::string::npos) << m;
 }
@@ -247,7 +253,7 @@ TEST(PreflightTest, TooFewSlotsForInFlightGpuBatches) {
 TEST(PreflightTest, BadNoiseSchedule) {
   Request r = gpu_request();
   r.options.noise_schedule = "cubic";
-  const std::string m = refusal<std::invalid_argument>(r, roomy_machine());
+  const std::string m = refusal<Error>(r, roomy_machine());
   EXPECT_NE(m.find("--noise-schedule 'cubic'"), std::string::npos) << m;
 }
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "model/cpu_target_model.h"
-#include "model/model_error.h"
 #ifdef HSRING_HAVE_CUDA
 #include "gpu/cuda_check.h"
 #include "gpu/device.h"
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
       std::cerr << "cannot write " << argv[4] << "\n";
       return 1;
     }
-  } catch (const std::exception& e) {  // ModelError, gpu::CudaError
+  } catch (const std::exception& e) {  // Error: model or CUDA
     std::cerr << e.what() << "\n";
     return 1;
   }

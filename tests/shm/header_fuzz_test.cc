@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "shm/ring.h"
 #include "tests/shm/ring_test_util.h"
 
@@ -87,16 +88,16 @@ Verdict actual_verdict(const std::byte* buffer, size_t size) {
   try {
     validate_segment(buffer, size, kName);
     return Verdict::kPass;
-  } catch (const RingError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'" + kName + "'"), std::string::npos) << e.what();
     switch (e.code()) {
-      case RingErrc::kBadMagic:
+      case Errc::kRingBadMagic:
         return Verdict::kBadMagic;
-      case RingErrc::kBadVersion:
+      case Errc::kRingBadVersion:
         return Verdict::kBadVersion;
-      case RingErrc::kBadLayout:
+      case Errc::kRingBadLayout:
         return Verdict::kBadLayout;
-      case RingErrc::kTruncated:
+      case Errc::kRingTruncated:
         return Verdict::kTruncated;
       default:
         ADD_FAILURE() << "unexpected code " << hsring::to_string(e.code()) << ": " << e.what();

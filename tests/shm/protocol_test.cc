@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/error.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
 #include "shm/producer.h"
@@ -224,14 +225,14 @@ TEST_F(ProtocolTest, SessionStartRules) {
   try {
     start(kTarget0);
     ADD_FAILURE() << "a second live incarnation of one index was allowed";
-  } catch (const RingError& e) {
-    EXPECT_EQ(e.code(), RingErrc::kProcessBusy) << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kRingProcessBusy) << e.what();
     EXPECT_NE(std::string(e.what()).find(name_.str()), std::string::npos) << e.what();
   }
   EXPECT_THROW(WorkerSession::start(Ring::attach(name_.str()), kDrafter0, Role::kTarget, 0ms),
-               RingError)
+               Error)
       << "index 2 is a drafter";
-  EXPECT_THROW(WorkerSession::start(Ring::attach(name_.str()), 4, Role::kDrafter, 0ms), RingError)
+  EXPECT_THROW(WorkerSession::start(Ring::attach(name_.str()), 4, Role::kDrafter, 0ms), Error)
       << "only 4 workers";
 
   target.reset();  // dies: its lock goes with its descriptor

@@ -1,5 +1,5 @@
 // Creating, attaching and removing ring segments: every way an attach or a create can be
-// refused has its own RingErrc and a message that names the ring (ring-protocol.md invariant 7).
+// refused has its own Errc and a message that names the ring (ring-protocol.md invariant 7).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -12,6 +12,7 @@
 #include <functional>
 #include <random>
 
+#include "common/error.h"
 #include "shm/ring.h"
 #include "tests/shm/ring_test_util.h"
 
@@ -21,19 +22,19 @@ namespace {
 using test::ScopedRingName;
 using test::tiny_shape;
 
-// Runs `action`, which must throw RingError `code` with a message naming `ring`; returns
+// Runs `action`, which must throw Error `code` with a message naming `ring`; returns
 // the message for further checks.
-std::string expect_ring_error(const std::function<void()>& action, RingErrc code,
+std::string expect_ring_error(const std::function<void()>& action, Errc code,
                               const std::string& ring) {
   try {
     action();
-  } catch (const RingError& e) {
+  } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << "got " << to_string(e.code()) << ": " << e.what();
     EXPECT_NE(std::string(e.what()).find("'" + ring + "'"), std::string::npos)
         << "the message must name the ring: " << e.what();
     return e.what();
   }
-  ADD_FAILURE() << "expected RingError " << to_string(code) << ", nothing was thrown";
+  ADD_FAILURE() << "expected Error " << to_string(code) << ", nothing was thrown";
   return "";
 }
 
@@ -45,7 +46,7 @@ bool path_exists(const std::string& path) {
 class RingAttachTest : public ::testing::Test {
  protected:
   std::unique_ptr<Ring> create() { return Ring::create(name_.str(), tiny_shape()); }
-  void expect_attach_error(RingErrc code) {
+  void expect_attach_error(Errc code) {
     expect_ring_error([&] { Ring::attach(name_.str()); }, code, name_.str());
   }
 
@@ -98,14 +99,14 @@ TEST_F(RingAttachTest, CreatedSegmentIsMode0600WhateverTheUmask) {
 
 TEST_F(RingAttachTest, AttachToAMissingNameIsNotFound) {
   const std::string message =
-      expect_ring_error([&] { Ring::attach(name_.str()); }, RingErrc::kNotFound, name_.str());
+      expect_ring_error([&] { Ring::attach(name_.str()); }, Errc::kRingNotFound, name_.str());
   EXPECT_NE(message.find(name_.path()), std::string::npos) << message;
 }
 
 TEST_F(RingAttachTest, CreateOnAnExistingNameIsExistsAndLeavesItAlone) {
   auto first = create();
   first->slot(0).batch_id.store(7);
-  expect_ring_error([&] { create(); }, RingErrc::kExists, name_.str());
+  expect_ring_error([&] { create(); }, Errc::kRingExists, name_.str());
   auto attached = Ring::attach(name_.str());
   EXPECT_EQ(attached->slot(0).batch_id.load(), 7u) << "a failed create must not reset the ring";
 }
@@ -114,14 +115,14 @@ TEST_F(RingAttachTest, GarbageOverTheHeaderIsBadMagic) {
   auto ring = create();
   std::mt19937_64 rng(12345);
   for (size_t i = 0; i < sizeof(RingHeader); ++i) ring->base()[i] = std::byte(rng());
-  expect_attach_error(RingErrc::kBadMagic);
+  expect_attach_error(Errc::kRingBadMagic);
 }
 
 TEST_F(RingAttachTest, NeverInitialisedHeaderIsBadMagic) {
   // A creator that died before its release store of the magic leaves zeros.
   auto ring = create();
   ring->header().magic.store(0);
-  expect_attach_error(RingErrc::kBadMagic);
+  expect_attach_error(Errc::kRingBadMagic);
 }
 
 TEST_F(RingAttachTest, OtherProtocolVersionIsBadVersion) {
@@ -130,8 +131,8 @@ TEST_F(RingAttachTest, OtherProtocolVersionIsBadVersion) {
   const std::string message = [&] {
     try {
       Ring::attach(name_.str());
-    } catch (const RingError& e) {
-      EXPECT_EQ(e.code(), RingErrc::kBadVersion) << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kRingBadVersion) << e.what();
       return std::string(e.what());
     }
     return std::string();
@@ -143,32 +144,32 @@ TEST_F(RingAttachTest, OtherProtocolVersionIsBadVersion) {
 TEST_F(RingAttachTest, CorruptLayoutFieldIsBadLayout) {
   auto ring = create();
   ring->header().layout.slot.tokens_offset += 64;
-  expect_attach_error(RingErrc::kBadLayout);
+  expect_attach_error(Errc::kRingBadLayout);
 }
 
 TEST_F(RingAttachTest, CorruptTotalSizeIsBadLayout) {
   auto ring = create();
   ring->header().layout.total_size -= kRegionAlign;
-  expect_attach_error(RingErrc::kBadLayout);
+  expect_attach_error(Errc::kRingBadLayout);
 }
 
 TEST_F(RingAttachTest, WrongHeaderSizeIsBadLayout) {
   auto ring = create();
   ring->header().header_size = sizeof(RingHeader) + 8;
-  expect_attach_error(RingErrc::kBadLayout);
+  expect_attach_error(Errc::kRingBadLayout);
 }
 
 TEST_F(RingAttachTest, ImpossibleShapeInTheHeaderIsBadLayout) {
   auto ring = create();
   ring->header().shape.num_layers = kMaxCapturedLayers + 1;
-  expect_attach_error(RingErrc::kBadLayout);
+  expect_attach_error(Errc::kRingBadLayout);
 }
 
 TEST_F(RingAttachTest, ShapeChangedWithoutItsLayoutIsBadLayout) {
   // Still a valid shape, but the stored layout no longer follows from it.
   auto ring = create();
   ring->header().shape.max_tokens += 1;
-  expect_attach_error(RingErrc::kBadLayout);
+  expect_attach_error(Errc::kRingBadLayout);
 }
 
 TEST_F(RingAttachTest, SegmentShorterThanItsLayoutIsTruncated) {
@@ -177,8 +178,8 @@ TEST_F(RingAttachTest, SegmentShorterThanItsLayoutIsTruncated) {
   const std::string message = [&] {
     try {
       Ring::attach(name_.str());
-    } catch (const RingError& e) {
-      EXPECT_EQ(e.code(), RingErrc::kTruncated) << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kRingTruncated) << e.what();
       return std::string(e.what());
     }
     ADD_FAILURE() << "attach accepted a truncated segment";
@@ -190,7 +191,7 @@ TEST_F(RingAttachTest, SegmentShorterThanItsLayoutIsTruncated) {
 TEST_F(RingAttachTest, SegmentShorterThanTheHeaderIsTruncated) {
   auto ring = create();
   ASSERT_EQ(::truncate(name_.path().c_str(), off_t(sizeof(RingHeader) - 1)), 0);
-  expect_attach_error(RingErrc::kTruncated);
+  expect_attach_error(Errc::kRingTruncated);
 }
 
 TEST_F(RingAttachTest, TinyAndEmptyFilesAreTruncated) {
@@ -198,9 +199,9 @@ TEST_F(RingAttachTest, TinyAndEmptyFilesAreTruncated) {
   const int fd = ::open(name_.path().c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   ASSERT_EQ(::write(fd, "HSRING", 6), 6);
-  expect_attach_error(RingErrc::kTruncated);
+  expect_attach_error(Errc::kRingTruncated);
   ASSERT_EQ(::ftruncate(fd, 0), 0);
-  expect_attach_error(RingErrc::kTruncated);
+  expect_attach_error(Errc::kRingTruncated);
   ::close(fd);
 }
 
@@ -211,8 +212,8 @@ TEST_F(RingAttachTest, SegmentOfAnotherUserIsForeignOwner) {
   const std::string message = [&] {
     try {
       Ring::attach(name_.str());
-    } catch (const RingError& e) {
-      EXPECT_EQ(e.code(), RingErrc::kForeignOwner) << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kRingForeignOwner) << e.what();
       return std::string(e.what());
     }
     ADD_FAILURE() << "attach accepted another user's segment";
@@ -229,8 +230,8 @@ TEST_F(RingAttachTest, SegmentOthersMayWriteIsRefused) {
   try {
     Ring::attach(name_.str());
     ADD_FAILURE() << "attach accepted a segment of mode 0666";
-  } catch (const RingError& e) {
-    EXPECT_EQ(e.code(), RingErrc::kUnsafeMode) << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kRingUnsafeMode) << e.what();
     EXPECT_NE(std::string(e.what()).find("mode 0666"), std::string::npos) << e.what();
   }
 }
@@ -241,7 +242,7 @@ TEST_F(RingAttachTest, RemoveUnlinksButKeepsExistingMappings) {
   EXPECT_FALSE(path_exists(name_.path()));
   EXPECT_FALSE(Ring::remove(name_.str())) << "a second remove finds nothing";
   EXPECT_EQ(ring->header().magic.load(), kRingMagic) << "the mapping outlives the name";
-  expect_attach_error(RingErrc::kNotFound);
+  expect_attach_error(Errc::kRingNotFound);
 }
 
 // Each impossible shape is refused before anything is created.
@@ -287,7 +288,7 @@ TEST_F(RingAttachTest, InvalidShapesAreBadShapeAndLeaveNothingBehind) {
     RingShape shape = tiny_shape();
     c.mutate(shape);
     EXPECT_FALSE(validate_shape(shape).empty());
-    expect_ring_error([&] { Ring::create(name_.str(), shape); }, RingErrc::kBadShape, name_.str());
+    expect_ring_error([&] { Ring::create(name_.str(), shape); }, Errc::kRingBadShape, name_.str());
     EXPECT_FALSE(path_exists(name_.path()));
     Ring::remove(name_.str());  // after a wrongly accepted shape, keep the next case clean
   }
@@ -326,7 +327,7 @@ TEST_F(RingAttachTest, FullDevShmIsNoSpaceAndLeavesNothingBehind) {
   ASSERT_EQ(validate_shape(shape), "");
   ASSERT_GT(compute_layout(shape).total_size, uint64_t(fs.f_bavail) * fs.f_frsize);
   const std::string message =
-      expect_ring_error([&] { Ring::create(name_.str(), shape); }, RingErrc::kNoSpace, name_.str());
+      expect_ring_error([&] { Ring::create(name_.str(), shape); }, Errc::kRingNoSpace, name_.str());
   EXPECT_NE(message.find("/dev/shm"), std::string::npos) << message;
   EXPECT_FALSE(path_exists(name_.path())) << "a failed create must remove its segment";
 }

@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 
+#include "common/error.h"
 #include "shm/bus_guard.h"
 #include "shm/ring.h"
 #include "tests/shm/ring_test_util.h"
@@ -75,7 +76,7 @@ TEST(RingTamperTest, RewrittenHeaderFieldsNeitherMoveTheViewNorGoUnnoticed) {
   }
   // A new attach sees the damaged header and refuses it.
   overwrite(*creator, offsetof(RingHeader, shape.slot_count), uint32_t(994));
-  EXPECT_THROW(Ring::attach(name.str()), RingError);
+  EXPECT_THROW(Ring::attach(name.str()), Error);
 }
 
 // Every byte of the immutable part of the header, flipped at random: check_intact never

@@ -13,11 +13,11 @@
 #include <set>
 
 #include "../data/test_corpus.h"
+#include "common/error.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/token_batch.h"
 #include "model/cpu_target_model.h"
-#include "model/model_error.h"
 #include "shm/ring.h"
 #include "worker/model_batch_check.h"
 
@@ -204,7 +204,7 @@ TEST(ModelSourceErrors, RefusesAVocabularyLargerThanTheModels) {
   try {
     make_source(*ring, dir.path(), 0);
     FAIL() << "a 50000-token vocabulary fed a 256-token model";
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("wide.hstok"), std::string::npos) << message;
     EXPECT_NE(message.find("50000"), std::string::npos) << message;

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include "common/error.h"
 #include "model/cpu_target_model.h"
 #include "model/float_convert.h"
-#include "model/model_error.h"
 #include "shm/ring.h"
 
 namespace hsring {
@@ -138,20 +138,20 @@ TEST(SlotWriterShapeTest, RejectsRingsThatDoNotFitTheModel) {
   try {
     ModelSlotWriter writer(tiny_model(), shape);
     FAIL();
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadInput);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadInput);
     EXPECT_NE(std::string(e.what()).find("ring hidden size 256, model hidden size 128"),
               std::string::npos);
   }
   shape = tiny_ring_shape(DType::kBF16, true);
   shape.layer_ids[3] = 6;
-  EXPECT_THROW(ModelSlotWriter(tiny_model(), shape), ModelError);
+  EXPECT_THROW(ModelSlotWriter(tiny_model(), shape), Error);
   shape = tiny_ring_shape(DType::kBF16, true);
   std::fill(shape.layer_ids, shape.layer_ids + kMaxCapturedLayers, 0);  // left unset
   try {
     ModelSlotWriter writer(tiny_model(), shape);
     FAIL();
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("repeat layer 0"), std::string::npos) << e.what();
   }
 }
@@ -164,10 +164,10 @@ TEST(SlotWriterShapeTest, RejectsBatchesLongerThanASlot) {
   b.tokens.assign(49, 1);
   b.positions.resize(49);
   b.offsets = {0, 49};
-  EXPECT_THROW(writer.produce(b.view(), *ring, 0), ModelError);
-  EXPECT_THROW(writer.produce(two_documents().view(), *ring, 4), ModelError);  // no slot 4
+  EXPECT_THROW(writer.produce(b.view(), *ring, 0), Error);
+  EXPECT_THROW(writer.produce(two_documents().view(), *ring, 4), Error);  // no slot 4
   ScopedRing other(tiny_ring_shape(DType::kFP32, true));
-  EXPECT_THROW(writer.produce(two_documents().view(), *other, 0), ModelError);
+  EXPECT_THROW(writer.produce(two_documents().view(), *other, 0), Error);
   EXPECT_NO_THROW(writer.produce(two_documents().view(), *ring, 3));
 }
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "builtin/pretrain.h"
+#include "common/error.h"
 #include "grad_check.h"
 #include "model/cpu_target_model.h"
-#include "model/model_error.h"
 #include "train/optimizer.h"
 
 namespace hsring::train {
@@ -71,14 +71,14 @@ fs::path scratch_dir(const std::string& name) {
 }
 
 template <class Fn>
-ModelErrc error_code(Fn&& fn) {
+Errc error_code(Fn&& fn) {
   try {
     fn();
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     return e.code();
   }
-  ADD_FAILURE() << "no ModelError thrown";
-  return ModelErrc::kBadInput;
+  ADD_FAILURE() << "no Error thrown";
+  return Errc::kModelBadInput;
 }
 
 TEST(CausalLmLayoutTest, HuggingFaceNamesInCheckpointOrder) {
@@ -127,10 +127,10 @@ TEST(CausalLmTest, RejectsBadBatches) {
   CausalLm model(small_lm_config(true, true), 1);
   OwnedLmBatch b = random_lm_batch({4}, 11, 2);
   b.tokens[1] = 11;
-  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), ModelErrc::kBadInput);
+  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModelBadInput);
   b = random_lm_batch({4}, 11, 2);
   b.offsets = {0, 2};
-  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), ModelErrc::kBadInput);
+  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModelBadInput);
 }
 
 // A few updates, then the folder: open_cpu_model's forward gives the same greedy tokens and
@@ -223,21 +223,21 @@ TEST(PretrainTest, RefusesAnOutThatIsNotAPreviousOutput) {
   fs::create_directories(dir);
   check_pretrain_out(dir);  // an empty folder is fine
   std::ofstream(dir / "notes.txt") << "keep me";
-  EXPECT_EQ(error_code([&] { check_pretrain_out(dir); }), ModelErrc::kIo);
+  EXPECT_EQ(error_code([&] { check_pretrain_out(dir); }), Errc::kModelIo);
   PretrainOptions o;
   o.out = dir;
   o.steps = 1;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), ModelErrc::kIo);
+  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelIo);
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   EXPECT_FALSE(fs::exists(dir / "config.json"));
 
   const fs::path file = dir / "notes.txt";
-  EXPECT_EQ(error_code([&] { check_pretrain_out(file); }), ModelErrc::kIo);
+  EXPECT_EQ(error_code([&] { check_pretrain_out(file); }), Errc::kModelIo);
   o.out = file;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), ModelErrc::kIo);
+  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelIo);
   o.out = dir / "fresh";
   o.steps = 0;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), ModelErrc::kBadConfig);
+  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelBadConfig);
   fs::remove_all(dir);
 }
 

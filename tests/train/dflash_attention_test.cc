@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/error.h"
 #include "grad_check.h"
-#include "model/model_error.h"
 #include "train/block_attention.h"
 
 namespace hsring::train {
@@ -157,15 +157,15 @@ TEST(BlockAttentionTest, RejectsBadRanges) {
     try {
       block_attention_forward(in.q.data(), in.ctx_k.data(), in.ctx_v.data(), in.block_k.data(),
                               in.block_v.data(), shape, context, out.data(), lse.data(), 1);
-    } catch (const ModelError& e) {
+    } catch (const Error& e) {
       return e.code();
     }
-    return ModelErrc::kIo;  // nothing thrown
+    return Errc::kModelIo;  // nothing thrown
   };
-  EXPECT_EQ(code({{0, 2}, {1, 4}}), ModelErrc::kIo);
-  EXPECT_EQ(code({{0, 2}, {1, 5}}), ModelErrc::kBadInput);
-  EXPECT_EQ(code({{2, 1}, {1, 4}}), ModelErrc::kBadInput);
-  EXPECT_EQ(code({{0, 2}}), ModelErrc::kBadInput);
+  EXPECT_EQ(code({{0, 2}, {1, 4}}), Errc::kModelIo);
+  EXPECT_EQ(code({{0, 2}, {1, 5}}), Errc::kModelBadInput);
+  EXPECT_EQ(code({{2, 1}, {1, 4}}), Errc::kModelBadInput);
+  EXPECT_EQ(code({{0, 2}}), Errc::kModelBadInput);
 }
 
 }  // namespace

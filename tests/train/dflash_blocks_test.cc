@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "dflash_batches.h"
 #include "model/model_config.h"
-#include "model/model_error.h"
 #include "train/dflash_blocks.h"
 #include "train/dflash_config.h"
 #include "train/dflash_params.h"
@@ -40,8 +40,8 @@ TEST(DflashConfigTest, DefaultCopiesTheTarget) {
   EXPECT_EQ(describe(c),
             "dflash K 5 x H 128, 2 layers, heads 4/2 x 32, inter 384, vocab 256, block 16, mask "
             "255, gamma 7");
-  EXPECT_THROW(default_dflash_config(tiny, 0, 1), ModelError);
-  EXPECT_THROW(default_dflash_config(tiny, 5, 0), ModelError);
+  EXPECT_THROW(default_dflash_config(tiny, 0, 1), Error);
+  EXPECT_THROW(default_dflash_config(tiny, 5, 0), Error);
 }
 
 TEST(DflashConfigTest, ValidateNamesTheFirstProblem) {
@@ -63,7 +63,7 @@ TEST(DflashConfigTest, ValidateNamesTheFirstProblem) {
   EXPECT_NE(why([](DflashConfig& c) { c.loss_gamma = 0; }).find("loss_gamma"), std::string::npos);
   EXPECT_NE(why([](DflashConfig& c) { c.loss_gamma = NAN; }).find("loss_gamma"), std::string::npos);
   EXPECT_NE(why([](DflashConfig& c) { c.rope_theta = 1; }).find("rope_theta"), std::string::npos);
-  EXPECT_THROW(check_dflash_config(DflashConfig{}), ModelError);
+  EXPECT_THROW(check_dflash_config(DflashConfig{}), Error);
 }
 
 TEST(DflashLayoutTest, NamesShapesOffsets) {
@@ -206,9 +206,9 @@ TEST(DflashAnchorsTest, NoCandidatesAndBadInput) {
   EXPECT_TRUE(anchor_candidates(std::vector<int32_t>{0, 4, 8, 10}, counted, 4).empty());
   EXPECT_EQ(anchor_candidates(std::vector<int32_t>{0, 5, 10}, counted, 4),
             (std::vector<int32_t>{1, 6}));
-  EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 9}, counted, 4), ModelError);
-  EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 5, 5, 10}, counted, 4), ModelError);
-  EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 10}, counted, 1), ModelError);
+  EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 9}, counted, 4), Error);
+  EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 5, 5, 10}, counted, 4), Error);
+  EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 10}, counted, 1), Error);
 }
 
 TEST(DflashAnchorsTest, DefaultCount) {

@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/error.h"
 #include "dflash_batches.h"
 #include "grad_check.h"
-#include "model/model_error.h"
 #include "train/dflash_blocks.h"
 #include "train/optimizer.h"
 
@@ -36,13 +36,13 @@ void jitter(BasicDflashModel<Real>& model, uint64_t seed) {
 }
 
 template <class Fn>
-ModelErrc error_code(Fn&& fn) {
+Errc error_code(Fn&& fn) {
   try {
     fn();
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     return e.code();
   }
-  return ModelErrc::kIo;  // nothing thrown
+  return Errc::kModelIo;  // nothing thrown
 }
 
 TEST(DflashModelGradientTest, EveryTensorWithSeveralLayersDocumentsAndBlocks) {
@@ -232,34 +232,34 @@ TEST(DflashModelTest, RejectsBadBatchesAndWeights) {
     edit(b);
     return error_code([&] { model.forward(b.view()); });
   };
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.features.pop_back(); }), ModelErrc::kBadInput);
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.labels.pop_back(); }), ModelErrc::kBadInput);
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.tokens[3] = 13; }), ModelErrc::kBadInput);
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.labels[3] = 13; }), ModelErrc::kBadInput);
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.positions[3] = -1; }), ModelErrc::kBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.features.pop_back(); }), Errc::kModelBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.labels.pop_back(); }), Errc::kModelBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.tokens[3] = 13; }), Errc::kModelBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.labels[3] = 13; }), Errc::kModelBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.positions[3] = -1; }), Errc::kModelBadInput);
   EXPECT_EQ(code([](OwnedDflashBatch& b) {
               b.doc_offsets = {0, 10, 10, 20};
             }),
-            ModelErrc::kBadInput);
+            Errc::kModelBadInput);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {0}; }),
-            ModelErrc::kBadInput);  // no context
+            Errc::kModelBadInput);  // no context
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {10}; }),
-            ModelErrc::kBadInput);  // no context
+            Errc::kModelBadInput);  // no context
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {7}; }),
-            ModelErrc::kBadInput);  // 7 + 3 = 10
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {20}; }), ModelErrc::kBadInput);
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {6, -1}; }), ModelErrc::kBadInput);
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {6}; }), ModelErrc::kIo);
+            Errc::kModelBadInput);  // 7 + 3 = 10
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {20}; }), Errc::kModelBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {6, -1}; }), Errc::kModelBadInput);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {6}; }), Errc::kModelIo);
   // The target's weights must be V x D.
   std::vector<float> short_head(target.lm_head.begin(), target.lm_head.end() - 1);
-  EXPECT_EQ(error_code([&] { DflashModel(c, {target.embed, short_head}); }), ModelErrc::kBadTensor);
+  EXPECT_EQ(error_code([&] { DflashModel(c, {target.embed, short_head}); }), Errc::kModelBadTensor);
   EXPECT_EQ(error_code([&] {
               model.set_target_weights({short_head, target.lm_head});
             }),
-            ModelErrc::kBadTensor);
+            Errc::kModelBadTensor);
   DflashConfig bad = c;
   bad.mask_token_id = 13;
-  EXPECT_EQ(error_code([&] { DflashModel(bad, target.view()); }), ModelErrc::kBadConfig);
+  EXPECT_EQ(error_code([&] { DflashModel(bad, target.view()); }), Errc::kModelBadConfig);
 
   // No anchors, or nothing counted: loss 0 and no gradient.
   OwnedDflashBatch none = good;

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring::train {
 namespace {
@@ -55,12 +55,12 @@ TEST(DrafterConfigTest, ValidationNamesTheProblem) {
   try {
     check_drafter_config(bad);
     FAIL() << "accepted 0 heads";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_STREQ(e.what(), "drafter config: num_heads must be positive");
   }
   // A capture count of 0 fails in the derived config, naming it.
-  EXPECT_THROW(default_drafter_config(named_model_config("tiny"), 0), ModelError);
+  EXPECT_THROW(default_drafter_config(named_model_config("tiny"), 0), Error);
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/error.h"
 #include "grad_check.h"
-#include "model/model_error.h"
 #include "test_batches.h"
 
 namespace hsring::train {
@@ -18,14 +18,14 @@ using testing::random_batch;
 using testing::small_config;
 
 template <class Fn>
-ModelErrc error_code(Fn&& fn) {
+Errc error_code(Fn&& fn) {
   try {
     fn();
-  } catch (const ModelError& e) {
+  } catch (const Error& e) {
     return e.code();
   }
-  ADD_FAILURE() << "no ModelError thrown";
-  return ModelErrc::kIo;
+  ADD_FAILURE() << "no Error thrown";
+  return Errc::kModelIo;
 }
 
 TEST(DrafterLayoutTest, NamesShapesOffsets) {
@@ -55,7 +55,7 @@ TEST(DrafterLayoutTest, NamesShapesOffsets) {
   EXPECT_EQ(layout.total % kParamAlignment, 0u);
   EXPECT_GE(layout.total, end);
   EXPECT_EQ(layout.find("embed_tokens.weight"), nullptr);
-  EXPECT_EQ(error_code([&] { layout.at("nope"); }), ModelErrc::kMissingTensor);
+  EXPECT_EQ(error_code([&] { layout.at("nope"); }), Errc::kModelMissingTensor);
 
   const ParamLayout embed = drafter_param_layout(small_config(true));
   EXPECT_EQ(embed.tensors.front().name, "embed_tokens.weight");
@@ -94,7 +94,7 @@ TEST(DrafterModelTest, LmHeadInitFromTarget) {
   DrafterModel model(c, DrafterInit{1, head});
   EXPECT_TRUE(std::ranges::equal(model.param("lm_head.weight"), head));
   const std::vector<float> wrong(head.size() - 1);
-  EXPECT_EQ(error_code([&] { DrafterModel(c, DrafterInit{1, wrong}); }), ModelErrc::kBadTensor);
+  EXPECT_EQ(error_code([&] { DrafterModel(c, DrafterInit{1, wrong}); }), Errc::kModelBadTensor);
 }
 
 TEST(DrafterModelTest, RejectsBadBatches) {
@@ -107,8 +107,8 @@ TEST(DrafterModelTest, RejectsBadBatches) {
     edit(b);
     try {
       model.forward(b.view());
-    } catch (const ModelError& e) {
-      EXPECT_EQ(e.code(), ModelErrc::kBadInput) << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelBadInput) << e.what();
       return true;
     }
     return false;

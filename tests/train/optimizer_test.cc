@@ -7,7 +7,7 @@
 #include <numbers>
 #include <vector>
 
-#include "model/model_error.h"
+#include "common/error.h"
 
 namespace hsring::train {
 namespace {
@@ -175,8 +175,8 @@ TEST(AdamWTest, RejectsBadOptions) {
   try {
     AdamW adam(bad, scalar_layout());
     FAIL() << "accepted beta1 = 2";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.code(), ModelErrc::kBadConfig);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("beta1"), std::string::npos) << e.what();
   }
 }

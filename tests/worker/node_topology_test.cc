@@ -1,6 +1,7 @@
 // Which machine a launcher is: flags first, then torchrun's or Slurm's environment. Every
 // refusal names the flag or variable at fault.
 #include "worker/node_topology.h"
+#include "common/error.h"
 
 #include <gtest/gtest.h>
 
@@ -23,12 +24,12 @@ NodeTopology resolve(std::optional<uint32_t> nnodes, std::optional<uint32_t> ran
   return resolve_node_topology(nnodes, rank, lookup(env));
 }
 
-// The message of the std::invalid_argument `body` throws; fails the test when none.
+// The message of the Error `body` throws; fails the test when none.
 template <typename Body>
 std::string refusal(Body&& body) {
   try {
     body();
-  } catch (const std::invalid_argument& e) {
+  } catch (const Error& e) {
     return e.what();
   }
   ADD_FAILURE() << "no refusal";
@@ -124,7 +125,7 @@ TEST(NodeTopologyTest, EnvironmentValuesAreParsedStrictly) {
     if (n >= 1 && n <= kMaxNodes) {
       EXPECT_EQ(resolve(std::nullopt, std::nullopt, env).nnodes, n) << value;
     } else {
-      EXPECT_THROW(resolve(std::nullopt, std::nullopt, env), std::invalid_argument) << value;
+      EXPECT_THROW(resolve(std::nullopt, std::nullopt, env), Error) << value;
     }
   }
 }
