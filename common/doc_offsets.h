@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 
 namespace hsring {
 
@@ -16,6 +18,27 @@ inline bool is_doc_partition(std::span<const int32_t> offsets, size_t rows) {
   for (size_t d = 1; d < offsets.size(); ++d)
     if (offsets[d] <= offsets[d - 1]) return false;
   return true;
+}
+
+// What is wrong with `offsets` as a batch's partition of `rows` into one or more documents
+// (`rows` named `rows_name` in the message, "token count" by default), or "" when they are
+// one: the message of every batch check. "" exactly when is_doc_partition holds and there
+// is a document.
+inline std::string doc_partition_problem(std::span<const int32_t> offsets, size_t rows,
+                                         std::string_view rows_name = "token count") {
+  if (offsets.size() < 2 || offsets.front() != 0 || offsets.back() < 0 ||
+      size_t(offsets.back()) != rows) {
+    std::string problem =
+        "doc_offsets must run from 0 to the " + std::string(rows_name) + " " + std::to_string(rows);
+    if (offsets.empty()) return problem + " (none given)";
+    return problem + " (they run from " + std::to_string(offsets.front()) + " to " +
+           std::to_string(offsets.back()) + ")";
+  }
+  for (size_t d = 1; d < offsets.size(); ++d)
+    if (offsets[d] <= offsets[d - 1])
+      return "doc_offsets must increase strictly (entry " + std::to_string(d) + " is " +
+             std::to_string(offsets[d]) + " after " + std::to_string(offsets[d - 1]) + ")";
+  return "";
 }
 
 }  // namespace hsring

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/doc_offsets.h"
 #include "common/error.h"
 
 namespace hsring {
@@ -21,16 +22,8 @@ void validate_batch(const PackedBatch& b, const ModelConfig& config) {
   if (b.positions.size() != t)
     bad_input(std::to_string(t) + " tokens but " + std::to_string(b.positions.size()) +
               " positions");
-  if (b.doc_offsets.size() < 2) bad_input("document offsets need at least [0, T]");
-  if (b.doc_offsets.front() != 0) bad_input("document offsets must start at 0");
-  if (size_t(b.doc_offsets.back()) != t || b.doc_offsets.back() < 0)
-    bad_input("document offsets end at " + std::to_string(b.doc_offsets.back()) +
-              ", not at the token count " + std::to_string(t));
-  for (size_t d = 1; d < b.doc_offsets.size(); ++d)
-    if (b.doc_offsets[d] <= b.doc_offsets[d - 1])
-      bad_input("document offsets must increase: offset " + std::to_string(d) + " is " +
-                std::to_string(b.doc_offsets[d]) + " after " +
-                std::to_string(b.doc_offsets[d - 1]));
+  if (const std::string problem = doc_partition_problem(b.doc_offsets, t); !problem.empty())
+    bad_input(problem);
   for (size_t i = 0; i < t; ++i) {
     if (b.tokens[i] < 0 || uint32_t(b.tokens[i]) >= config.vocab_size)
       bad_input("token " + std::to_string(i) + " is " + std::to_string(b.tokens[i]) +

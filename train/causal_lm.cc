@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/contract.h"
+#include "common/doc_offsets.h"
 #include "common/error.h"
 #include "model/parallel.h"
 #include "train/layers.h"
@@ -40,12 +41,8 @@ void validate_causal_lm_batch(const CausalLmBatch& b, const ModelConfig& c) {
   if (b.positions.size() != rows || b.labels.size() != rows)
     bad_batch(std::to_string(b.positions.size()) + " positions and " +
               std::to_string(b.labels.size()) + " labels for " + std::to_string(rows) + " tokens");
-  if (b.doc_offsets.size() < 2 || b.doc_offsets.front() != 0 ||
-      size_t(b.doc_offsets.back()) != rows)
-    bad_batch("doc_offsets must run from 0 to the token count " + std::to_string(rows));
-  for (size_t d = 1; d < b.doc_offsets.size(); ++d)
-    if (b.doc_offsets[d] <= b.doc_offsets[d - 1])
-      bad_batch("doc_offsets must increase strictly (entry " + std::to_string(d) + ")");
+  if (const std::string problem = doc_partition_problem(b.doc_offsets, rows); !problem.empty())
+    bad_batch(problem);
   const int64_t vocab = c.vocab_size;
   for (size_t t = 0; t < rows; ++t) {
     if (b.positions[t] < 0) bad_batch("position of token " + std::to_string(t) + " is negative");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/doc_offsets.h"
 #include "common/error.h"
 #include "common/random.h"
 
@@ -15,12 +16,9 @@ void check_documents(std::span<const int32_t> doc_offsets, size_t rows, uint32_t
     throw Error(Errc::kModelBadInput, "dflash anchors: " + what);
   };
   if (block_size < 2) bad("block_size must be at least 2");
-  if (doc_offsets.size() < 2 || doc_offsets.front() != 0 || size_t(doc_offsets.back()) != rows)
-    bad("doc_offsets must run from 0 to the label count " + std::to_string(rows));
-  for (size_t d = 1; d < doc_offsets.size(); ++d)
-    if (doc_offsets[d] <= doc_offsets[d - 1])
-      bad("doc_offsets must increase strictly (entry " + std::to_string(d) + " is " +
-          std::to_string(doc_offsets[d]) + ")");
+  if (const std::string problem = doc_partition_problem(doc_offsets, rows, "label count");
+      !problem.empty())
+    bad(problem);
 }
 
 }  // namespace

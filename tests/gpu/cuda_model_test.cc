@@ -486,7 +486,9 @@ TEST(CudaModelDeviceTest, BadInputIsRefused) {
   };
   EXPECT_NE(error({}, {}, {0}).find("no tokens"), std::string::npos);
   EXPECT_NE(error({1, 2}, {0}, {0, 2}).find("2 tokens but 1 positions"), std::string::npos);
-  EXPECT_NE(error({1, 2}, {0, 1}, {0, 1}).find("not at the token count 2"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, 1}, {0, 1})
+                .find("must run from 0 to the token count 2 (they run from 0 to 1)"),
+            std::string::npos);
   EXPECT_NE(error({1, 2}, {0, 1}, {0, 1, 1, 2}).find("must increase"), std::string::npos);
   EXPECT_NE(error({1, 256}, {0, 1}, {0, 2}).find("outside the vocabulary"), std::string::npos);
   EXPECT_NE(error({1, 2}, {0, -1}, {0, 2}).find("negative"), std::string::npos);

@@ -269,8 +269,12 @@ TEST(CpuModelInputTest, BadBatchesAndRequestsAreClearErrors) {
   };
   EXPECT_NE(error({}, {}, {0}).find("no tokens"), std::string::npos);
   EXPECT_NE(error({1, 2}, {0}, {0, 2}).find("2 tokens but 1 positions"), std::string::npos);
-  EXPECT_NE(error({1, 2}, {0, 1}, {0, 1}).find("not at the token count 2"), std::string::npos);
-  EXPECT_NE(error({1, 2}, {0, 1}, {1, 2}).find("must start at 0"), std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, 1}, {0, 1})
+                .find("must run from 0 to the token count 2 (they run from 0 to 1)"),
+            std::string::npos);
+  EXPECT_NE(error({1, 2}, {0, 1}, {1, 2})
+                .find("must run from 0 to the token count 2 (they run from 1 to 2)"),
+            std::string::npos);
   EXPECT_NE(error({1, 2}, {0, 1}, {0, 1, 1, 2}).find("must increase"), std::string::npos);
   EXPECT_NE(error({1, 256}, {0, 1}, {0, 2}).find("token 1 is 256, outside the vocabulary"),
             std::string::npos);
