@@ -28,6 +28,7 @@ class StageTimer {
   StageTimer(ProcessEntry& entry, Stage stage)
       : entry_(entry), stage_(stage), start_(monotonic_ns()) {}
   ~StageTimer() { stop(); }
+  uint64_t start_ns() const { return start_; }  // CLOCK_MONOTONIC at construction
   void stop() {
     if (stopped_) return;
     stopped_ = true;

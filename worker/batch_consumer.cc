@@ -32,16 +32,19 @@ SlotStatus BatchConsumer::claim(std::chrono::nanoseconds timeout, ClaimedBatch& 
   if (ring_.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning))
     return SlotStatus::kStopping;
   StageTimer wait_timer(session_.entry(), Stage::kDrafterClaimWait);
-  const uint64_t deadline_ns = monotonic_ns() + uint64_t(timeout.count());
-  while (true) {
-    const uint64_t now = monotonic_ns();
-    const auto left = std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0);
+  // The timer's own start: the common claim (no pending copy) reads no clock of its own.
+  const uint64_t deadline_ns = wait_timer.start_ns() + uint64_t(timeout.count());
+  for (auto left = timeout;;) {
     ClaimResult claim =
         claim_ready_slot(ring_, session_.identity(), ring_.shape().hs_min_ready, left, rng_);
     if (!claim) return claim.status();
     SlotClaim held = *claim;
     const SlotStatus copy = await_copy(held, deadline_ns);
-    if (copy == SlotStatus::kLost) continue;  // given back unread: claim another
+    if (copy == SlotStatus::kLost) {  // given back unread: claim another
+      const uint64_t now = monotonic_ns();
+      left = std::chrono::nanoseconds(deadline_ns > now ? deadline_ns - now : 0);
+      continue;
+    }
     if (copy != SlotStatus::kOk) return copy;
     wait_timer.stop();
     batch.claim = held;
