@@ -192,7 +192,8 @@ class SizeBench {
   void open(bool split);
   void close();
   // Submits `n` batches to the target pipeline (on the target GPU's thread).
-  void produce(GpuTargetPipeline& pipeline, uint32_t n);
+  // Submits n batches, back to back or one every `period_ms`, then flushes.
+  void produce(GpuTargetPipeline& pipeline, uint32_t n, double period_ms = 0);
   // Consumes `n` batches; returns wall seconds from the first claim to the last batch's
   // GPU work done.
   double consume(GpuDrafterWorker& drafter, uint32_t n);
@@ -201,8 +202,6 @@ class SizeBench {
                                                    uint64_t stamp_count = 0);
   // Phase 5 for one path: fills r's hand-off and delivered figures at [early].
   void measure_handoff(bool early, double period_ms, SizeResult& r);
-  // produce(), one batch every `period_ms`.
-  void produce_paced(GpuTargetPipeline& pipeline, uint32_t n, double period_ms);
   // Mean GPU time of `n` forwards (synthetic capture + GEMMs) back to back, no copies.
   double forward_alone_ms(double gemm_flops, uint32_t n);
 
@@ -288,12 +287,16 @@ double SizeBench::forward_alone_ms(double gemm_flops, uint32_t n) {
   return result;
 }
 
-void SizeBench::produce(GpuTargetPipeline& pipeline, uint32_t n) {
+void SizeBench::produce(GpuTargetPipeline& pipeline, uint32_t n, double period_ms) {
   HSRING_CUDA_CHECK(cudaSetDevice(target_gpu_));
   for (uint32_t i = 0; i < n; ++i) {
     if (pipeline.submit(BatchJob{plan_batch(next_full_batch(), ring_->shape()), {}}) !=
         PipelineStatus::kOk)
       throw std::runtime_error("target pipeline failed");
+    if (period_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(int64_t(period_ms * 1e3)));
+      pipeline.note_pause();
+    }
   }
   if (pipeline.flush() != PipelineStatus::kOk) throw std::runtime_error("target pipeline failed");
 }
@@ -311,18 +314,6 @@ double SizeBench::consume(GpuDrafterWorker& drafter, uint32_t n) {
   if (!drafter.finish()) throw std::runtime_error("drafter failed");
   // The first claim's own time is not in [start, end]; scale to n batches.
   return double(monotonic_ns() - start) / 1e9 * double(n) / double(n - 1);
-}
-
-void SizeBench::produce_paced(GpuTargetPipeline& pipeline, uint32_t n, double period_ms) {
-  HSRING_CUDA_CHECK(cudaSetDevice(target_gpu_));
-  for (uint32_t i = 0; i < n; ++i) {
-    if (pipeline.submit(BatchJob{plan_batch(next_full_batch(), ring_->shape()), {}}) !=
-        PipelineStatus::kOk)
-      throw std::runtime_error("target pipeline failed");
-    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(period_ms * 1e3)));
-    pipeline.note_pause();
-  }
-  if (pipeline.flush() != PipelineStatus::kOk) throw std::runtime_error("target pipeline failed");
 }
 
 void SizeBench::measure_handoff(bool early, double period_ms, SizeResult& r) {
@@ -344,7 +335,7 @@ void SizeBench::measure_handoff(bool early, double period_ms, SizeResult& r) {
   });
   {  // the drafter waits for every batch: hand-off latency
     auto pipeline = make_pipeline(0, early, copy_end, n);
-    std::thread producer([&] { guarded([&] { produce_paced(*pipeline, n, period_ms); }); });
+    std::thread producer([&] { guarded([&] { produce(*pipeline, n, period_ms); }); });
     on_gpu(drafter_gpu_, [&] { consume(*drafter, n); });
     producer.join();
     on_gpu(drafter_gpu_, [&] { drafter->finish(); });

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace hsring {
@@ -32,26 +33,8 @@ void Error::prepend(std::string_view context) {
 }
 
 ErrorClass layer_of(Errc code) {
-  switch (int(code) / 100) {
-    case 0:
-      return ErrorClass::kUsage;
-    case 1:
-      return ErrorClass::kRing;
-    case 2:
-      return ErrorClass::kData;
-    case 3:
-      return ErrorClass::kModel;
-    case 4:
-      return ErrorClass::kCheckpoint;
-    case 5:
-      return ErrorClass::kCuda;
-    case 6:
-      return ErrorClass::kGroup;
-    case 7:
-      return ErrorClass::kApi;
-    default:
-      return ErrorClass::kSystem;
-  }
+  // ErrorClass values are the hundreds digits of their codes' ranges; 8 and up: system.
+  return ErrorClass(std::min(int(code) / 100, int(ErrorClass::kSystem)));
 }
 
 const char* to_string(ErrorClass layer) {

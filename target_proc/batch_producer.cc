@@ -31,6 +31,18 @@ bool BatchProducer::keep_running() const {
          ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
 }
 
+std::vector<BatchJob> BatchProducer::jobs_of(const std::vector<SlotClaim>& adopted) const {
+  std::vector<BatchJob> jobs;
+  for (const SlotClaim& claim : adopted) {
+    const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
+    jobs.push_back(BatchJob{planner_.plan(batch_id), claim});
+  }
+  // Produce them in shard order, as they were first bound.
+  std::sort(jobs.begin(), jobs.end(),
+            [](const BatchJob& a, const BatchJob& b) { return a.plan.batch_id < b.plan.batch_id; });
+  return jobs;
+}
+
 std::vector<BatchJob> BatchProducer::adopt_unpublished() {
   const Identity self = session_.identity();
   TargetProgress& progress = ring_.target_progress(self.index);
@@ -39,17 +51,11 @@ std::vector<BatchJob> BatchProducer::adopt_unpublished() {
   returned_seen_ = progress.returned.load(std::memory_order_acquire);
   // Batches our previous incarnations bound but never published: ours to write again.
   std::vector<SlotClaim> adopted = adopt_previous_writes(ring_, self);
+  std::vector<BatchJob> jobs = jobs_of(adopted);
   uint64_t next_seq = progress.next_seq.load(std::memory_order_acquire);
-  std::vector<BatchJob> jobs;
-  for (const SlotClaim& claim : adopted) {
-    const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
-    // A crash between binding and storing next_seq leaves the bound batch at next_seq.
-    next_seq = std::max(next_seq, shard_.seq_of(batch_id) + 1);
-    jobs.push_back(BatchJob{planner_.plan(batch_id), claim});
-  }
-  // Produce them in shard order, as they were first bound.
-  std::sort(jobs.begin(), jobs.end(),
-            [](const BatchJob& a, const BatchJob& b) { return a.plan.batch_id < b.plan.batch_id; });
+  // A crash between binding and storing next_seq leaves the bound batch at next_seq.
+  for (const BatchJob& job : jobs)
+    next_seq = std::max(next_seq, shard_.seq_of(job.plan.batch_id) + 1);
   progress.next_seq.store(next_seq, std::memory_order_release);
   next_seq_ = next_seq;
   if (!adopted.empty() || session_.recovered_at_start().total() > 0) {
@@ -67,13 +73,7 @@ std::vector<BatchJob> BatchProducer::adopt_returned() {
       ring_.target_progress(self.index).returned.load(std::memory_order_acquire);
   if (returned == returned_seen_) return {};
   returned_seen_ = returned;
-  std::vector<BatchJob> jobs;
-  for (const SlotClaim& claim : adopt_previous_writes(ring_, self)) {
-    const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
-    jobs.push_back(BatchJob{planner_.plan(batch_id), claim});
-  }
-  std::sort(jobs.begin(), jobs.end(),
-            [](const BatchJob& a, const BatchJob& b) { return a.plan.batch_id < b.plan.batch_id; });
+  std::vector<BatchJob> jobs = jobs_of(adopt_previous_writes(ring_, self));
   if (!jobs.empty())
     log_line("adopted " + std::to_string(jobs.size()) +
              " batch(es) a drafter gave back unread (the previous epoch died mid-copy)");

@@ -103,6 +103,9 @@ class BatchProducer {
                                const CopyEvent* early = nullptr, uint64_t* ticket = nullptr);
 
  private:
+  // The jobs of slots adopted from our previous epochs, in shard order.
+  std::vector<BatchJob> jobs_of(const std::vector<SlotClaim>& adopted) const;
+
   WorkerSession& session_;
   Ring& ring_;
   std::unique_ptr<SyntheticPlanner> own_planner_;  // when constructed without a planner
