@@ -58,41 +58,48 @@ CudaStatus CopyEventPool::record(uint32_t slot, cudaStream_t stream, CopyEvent& 
 CopyEventPoller::~CopyEventPoller() { clear(); }
 
 void CopyEventPoller::clear() {
-  // cudaEventDestroy of a dead exporter's event succeeds (../shared/PLATFORM.md).
-  for (auto& [key, opened] : opened_) {
-    if (opened.imported) (void)cudaEventDestroy(opened.event);
+  // cudaEventDestroy of a dead exporter's event succeeds (measured: docs/gpu-data-path.md).
+  for (auto& [key, event] : opened_) {
+    if (event != nullptr) (void)cudaEventDestroy(event);
   }
   opened_.clear();
 }
 
+namespace {
+
+// True when `event` has completed; false while it runs or when CUDA cannot say.
+bool completed(cudaEvent_t event) {
+  if (cudaEventQuery(event) == cudaSuccess) return true;
+  (void)cudaGetLastError();  // cudaErrorNotReady is recorded as the last error
+  return false;
+}
+
+}  // namespace
+
 bool CopyEventPoller::poll(const PendingCopy& pending) {
   const Key key = key_of(pending.event);
+  {
+    // This process's own export (a one-process pipeline): looked up on every poll, never
+    // cached, and queried under the table's lock, since its pool may destroy it (and
+    // CUDA reuse its handle) at any time.
+    LocalExports& exports = local_exports();
+    std::lock_guard lock(exports.mutex);
+    if (auto local = exports.events.find(key); local != exports.events.end())
+      return completed(local->second);
+  }
   auto it = opened_.find(key);
   if (it == opened_.end()) {
     if (opened_.size() >= kMaxOpened) clear();
-    Opened opened;
-    {
-      LocalExports& exports = local_exports();
-      std::lock_guard lock(exports.mutex);
-      if (auto local = exports.events.find(key); local != exports.events.end())
-        opened.event = local->second;
+    cudaIpcEventHandle_t handle;
+    std::memcpy(&handle, pending.event.handle, kCopyEventBytes);
+    cudaEvent_t event = nullptr;
+    if (cudaIpcOpenEventHandle(&event, handle) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: clear it for the next call's check
+      event = nullptr;
     }
-    if (opened.event == nullptr) {
-      cudaIpcEventHandle_t handle;
-      std::memcpy(&handle, pending.event.handle, kCopyEventBytes);
-      if (cudaIpcOpenEventHandle(&opened.event, handle) != cudaSuccess) {
-        (void)cudaGetLastError();  // not sticky: clear it for the next call's check
-        opened.event = nullptr;
-      }
-      opened.imported = opened.event != nullptr;
-    }
-    it = opened_.emplace(key, opened).first;  // a handle that failed stays failed
+    it = opened_.emplace(key, event).first;  // a handle that failed stays failed
   }
-  if (it->second.event == nullptr) return false;
-  const cudaError_t state = cudaEventQuery(it->second.event);
-  if (state == cudaSuccess) return true;
-  (void)cudaGetLastError();  // cudaErrorNotReady is recorded as the last error
-  return false;
+  return it->second != nullptr && completed(it->second);
 }
 
 }  // namespace hsring::gpu

@@ -51,18 +51,12 @@ class CopyEventPoller {
   // handle that cannot be opened or queried (bytes from the segment are untrusted; the
   // consumer then waits for the producer's settled ticket).
   bool poll(const PendingCopy& pending);
-  // Imported events opened so far (a statistic for tests).
-  size_t opened() const { return opened_.size(); }
 
  private:
   using Key = std::array<unsigned char, kCopyEventBytes>;
   static constexpr size_t kMaxOpened = 4096;  // dead epochs' events are dropped past this
-  struct Opened {
-    cudaEvent_t event = nullptr;
-    bool imported = false;  // opened here (destroyed here), or this process's own
-  };
-  void clear();
-  std::map<Key, Opened> opened_;
+  void clear();                               // destroys every imported event
+  std::map<Key, cudaEvent_t> opened_;         // imported events; nullptr: cannot be opened
 };
 
 }  // namespace hsring::gpu
