@@ -198,6 +198,10 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
                                  b_->state->step());
   b_->state->zero_gradients();
+  // The weights change only in apply_gradients: one bf16 copy serves every product of the
+  // step (each weight is read by a forward and a backward_input product).
+  b_->gemm.release_holds();
+  b_->gemm.hold_bf16(b_->state->params(), layout_.total);
   if (anchors_.empty()) {
     last_ = DflashStats{};
     HSRING_CUDA_CHECK(cudaStreamSynchronize(b_->stream.get()));
@@ -215,6 +219,7 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   run_forward();
   run_head();
   if (b_->backward) run_backward();
+  b_->gemm.release_holds();  // the holds' arrays change in the next step
   last_ = gather_stats();
   mark("stats");
   return dflash_loss_stats(last_, batch.rows());
@@ -317,8 +322,13 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   copy(b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile));
   copy(b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(cuda::BlockKeyWork));
   copy(b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(cuda::BlockKeySum));
+  // The features feed two products (fc and its weight gradient), nothing else.
   if (source == Features::kHostFp32) {
     copy(b.features.get(), features, t * fd * sizeof(float));
+    b.gemm.hold_bf16(b.features.get(), t * fd);
+  } else if (b.gemm.precision() == cuda::GemmPrecision::kBf16) {
+    // The ring's bf16 are the products' operands as they stand: never widened.
+    b.gemm.hold_bf16(b.features.get(), t * fd, static_cast<const uint16_t*>(features));
   } else {
     HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
                                                  b.features.get(), s));
@@ -373,6 +383,7 @@ void CudaDflashTrainer::run_forward() {
   // The context: every captured row, projected and normalised once for all layers.
   b.gemm.forward(b.features.get(), t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
   ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx.get());
+  b.gemm.hold_bf16(b.ctx.get(), t * d);  // read by 4 products in every layer
   mark("fwd context fc + norm");
   // The blocks: the anchor's embedding, then the mask token's.
   float* x0 = b.acts[0].x_in.get();
@@ -398,6 +409,9 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
 
   // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm).
   ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h.get());
+  // Each activation below is read by its forward product(s) and again by the backward's
+  // weight gradients: held until the step ends.
+  gemm.hold_bf16(a.h.get(), rows * d);
   gemm.forward(a.h.get(), rows, d, b.p(o.q), qd, a.q_raw.get());
   ops.norm(a.q_raw.get(), b.p(o.q_norm), rows * heads, hd, a.q.get());
   ops.rope(a.q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), false);
@@ -423,14 +437,17 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
         dims, a.attn.get(), a.lse.get(), ops.s));
   mark("fwd block attention");
+  gemm.hold_bf16(a.attn.get(), rows * qd);
   ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
   gemm.forward(a.attn.get(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
 
   ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m.get());
+  gemm.hold_bf16(a.m.get(), rows * d);
   gemm.forward(a.m.get(), rows, d, b.p(o.gate), inter, a.gate.get());
   gemm.forward(a.m.get(), rows, d, b.p(o.up), inter, a.up.get());
   HSRING_CUDA_CHECK(
       cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s));
+  gemm.hold_bf16(a.act.get(), rows * inter);
   ops.copy(x_out, a.x_mid.get(), rows * d);
   gemm.forward(a.act.get(), rows, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
@@ -496,11 +513,16 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const Buffers::LayerActivations& a = b.acts[layer];
   float* d_x = b.d_x.get();
 
+  // Every gradient below feeds two products (the input's and the weight's), so each is held
+  // once it is complete; d_x again after each norm adds to it.
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
+  gemm.hold_bf16(d_x, rows * d);
   gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.get());
   gemm.backward_weight(d_x, rows, d, a.act.get(), inter, b.g(o.down));
   HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(
       a.gate.get(), a.up.get(), b.d_act.get(), rows * inter, b.d_gate.get(), b.d_up.get(), ops.s));
+  gemm.hold_bf16(b.d_gate.get(), rows * inter);
+  gemm.hold_bf16(b.d_up.get(), rows * inter);
   gemm.backward_input(b.d_gate.get(), rows, inter, b.p(o.gate), d, b.d_m.get());
   gemm.backward_input(b.d_up.get(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
   gemm.backward_weight(b.d_gate.get(), rows, inter, a.m.get(), d, b.g(o.gate));
@@ -511,6 +533,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
 
   // Attention block: x_mid = x_in + attn Wo^T.
   float* d_attn = b.d_act.get();
+  gemm.hold_bf16(d_x, rows * d);
   gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
   gemm.backward_weight(d_x, rows, d, a.attn.get(), qd, b.g(o.o));
   mark("bwd o_proj");
@@ -541,6 +564,9 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
                     b.d_ctx_k_raw.get(), false, b.g(o.k_norm));
 
   // Projections of the block rows (into h) and of the context (into d_ctx).
+  gemm.hold_bf16(b.d_q_raw.get(), rows * qd);
+  for (float* grad : {b.d_block_k_raw.get(), b.d_block_v.get()}) gemm.hold_bf16(grad, rows * kvd);
+  for (float* grad : {b.d_ctx_k_raw.get(), b.d_ctx_v.get()}) gemm.hold_bf16(grad, t * kvd);
   gemm.backward_input(b.d_q_raw.get(), rows, qd, b.p(o.q), d, b.d_h.get());
   gemm.backward_input(b.d_block_k_raw.get(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
   gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);

@@ -214,14 +214,54 @@ __global__ void scale_kernel(float* __restrict__ x, uint64_t n, float factor) {
   GRID_STRIDE(i, n) x[i] *= factor;
 }
 
-// One block per row: max and first argmax, then the sum of exponentials, then the gradient.
+// A row's running softmax statistics: the largest logit, its first index and the sum of
+// exp(logit - max) over the logits seen.
+struct SoftmaxStats {
+  float max;
+  uint32_t argmax;
+  float sum;
+};
+
+__device__ void absorb(SoftmaxStats& s, float x, uint32_t i) {
+  if (x > s.max) {  // NaN never wins; the first of equal maxima stays (indices rise)
+    s.sum = s.sum * __expf(s.max - x) + 1.0f;
+    s.max = x;
+    s.argmax = i;
+  } else if (x != -INFINITY) {  // adds nothing, and would form exp(-inf - -inf) at the start
+    s.sum += __expf(x - s.max);
+  }
+}
+
+__device__ SoftmaxStats merge(SoftmaxStats a, SoftmaxStats b) {
+  const bool b_wins = b.max > a.max || (b.max == a.max && b.argmax < a.argmax);
+  const SoftmaxStats& top = b_wins ? b : a;
+  const SoftmaxStats& other = b_wins ? a : b;
+  // An empty side (max -inf, sum 0) adds nothing, and exp(-inf - -inf) is never formed.
+  const float other_sum = other.sum == 0.0f ? 0.0f : other.sum * __expf(other.max - top.max);
+  return {top.max, top.argmax, top.sum + other_sum};
+}
+
+__device__ SoftmaxStats warp_merge(SoftmaxStats s) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const SoftmaxStats other{__shfl_xor_sync(0xFFFFFFFFu, s.max, offset),
+                             __shfl_xor_sync(0xFFFFFFFFu, s.argmax, offset),
+                             __shfl_xor_sync(0xFFFFFFFFu, s.sum, offset)};
+    s = merge(s, other);
+  }
+  return s;
+}
+
+// One block per row, two passes over its logits: the max, first argmax and sum of
+// exponentials together (online, as flash attention's softmax), then the gradient.
+// Bandwidth-bound, so four logits a thread per load where the rows are 16-byte aligned.
 __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* __restrict__ labels,
                                      uint32_t rows, uint32_t vocab, float grad_scale, bool backward,
                                      float* __restrict__ row_loss, int32_t* __restrict__ row_agreed,
                                      const float* __restrict__ row_weight) {
-  __shared__ float best_value[kThreads];
-  __shared__ uint32_t best_index[kThreads];
-  __shared__ float partials[kWarps];
+  __shared__ SoftmaxStats warp_stats[kWarps];
+  __shared__ float row_lse;
+  const bool vector = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0;
+  const uint32_t quads = vector ? vocab / 4 : 0;
   for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
     float* x = logits + uint64_t(r) * vocab;
     const int32_t label = labels[r];
@@ -234,49 +274,43 @@ __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* 
       }
       continue;
     }
-    float value = -INFINITY;
-    uint32_t index = 0xFFFFFFFFu;
-    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-      if (x[i] > value) {  // NaN never wins; a thread's first maximum is its lowest index
-        value = x[i];
-        index = i;
-      }
+    SoftmaxStats stats{-INFINITY, 0xFFFFFFFFu, 0.0f};
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+      const float4 v = x4[q];
+      absorb(stats, v.x, 4 * q);
+      absorb(stats, v.y, 4 * q + 1);
+      absorb(stats, v.z, 4 * q + 2);
+      absorb(stats, v.w, 4 * q + 3);
     }
-    best_value[threadIdx.x] = value;
-    best_index[threadIdx.x] = index;
+    for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) absorb(stats, x[i], i);
+    stats = warp_merge(stats);
+    if (threadIdx.x % 32 == 0) warp_stats[threadIdx.x / 32] = stats;
     __syncthreads();
-    for (uint32_t stride = blockDim.x / 2; stride > 0; stride /= 2) {
-      if (threadIdx.x < stride) {
-        const float other = best_value[threadIdx.x + stride];
-        const uint32_t other_index = best_index[threadIdx.x + stride];
-        if (other > best_value[threadIdx.x] ||
-            (other == best_value[threadIdx.x] && other_index < best_index[threadIdx.x])) {
-          best_value[threadIdx.x] = other;
-          best_index[threadIdx.x] = other_index;
-        }
-      }
-      __syncthreads();
-    }
-    const float max_logit = best_value[0];
-    const uint32_t argmax = best_index[0];
-    float total = 0;
-    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) total += __expf(x[i] - max_logit);
-    total = block_sum(total, partials);
-    const float lse = max_logit + logf(total);
-    const float label_logit = x[label];
-    __syncthreads();  // every thread has read x[label] before the gradient overwrites it
     if (threadIdx.x == 0) {
-      row_loss[r] = lse - label_logit;
-      row_agreed[r] = argmax == uint32_t(label) ? 1 : 0;
+      SoftmaxStats total = warp_stats[0];
+      for (int w = 1; w < kWarps; ++w) total = merge(total, warp_stats[w]);
+      const float lse = total.max + logf(total.sum);
+      row_lse = lse;
+      row_loss[r] = lse - x[label];
+      row_agreed[r] = total.argmax == uint32_t(label) ? 1 : 0;
     }
+    __syncthreads();  // row_lse is known, and x[label] was read before the gradient overwrites it
     if (backward) {
+      const float lse = row_lse;
       const float scale = row_weight ? grad_scale * row_weight[r] : grad_scale;
-      for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-        const float p = __expf(x[i] - lse);
-        x[i] = scale * (i == uint32_t(label) ? p - 1.0f : p);
+      float4* out4 = reinterpret_cast<float4*>(x);
+      for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+        const float4 v = out4[q];
+        out4[q] = float4{scale * __expf(v.x - lse), scale * __expf(v.y - lse),
+                         scale * __expf(v.z - lse), scale * __expf(v.w - lse)};
       }
+      for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x)
+        x[i] = scale * __expf(x[i] - lse);
+      __syncthreads();  // the label's element is written by whichever thread wrote it above
+      if (threadIdx.x == 0) x[label] -= scale;
     }
-    __syncthreads();  // best_value is reused by the next row
+    __syncthreads();  // warp_stats and row_lse are reused by the next row
   }
 }
 

@@ -57,7 +57,49 @@ void Gemm::keep_bf16_copy(const float* matrix, size_t count) {
   copies_.push_back(std::move(copy));
 }
 
+Gemm::Hold& Gemm::free_hold(const float* source, size_t count) {
+  // The source's own hold first (held again), then any idle hold whose buffer fits.
+  for (Hold& hold : holds_)
+    if (hold.active && hold.source == source) return hold;
+  Hold* fits = nullptr;
+  for (Hold& hold : holds_)
+    if (!hold.active && hold.buffer.size() >= count * sizeof(uint16_t) &&
+        (!fits || fits->buffer.size() > hold.buffer.size()))
+      fits = &hold;
+  if (fits) return *fits;
+  return holds_.emplace_back();
+}
+
+void Gemm::hold_bf16(const float* source, size_t count, const uint16_t* rounded) {
+  if (precision_ != GemmPrecision::kBf16 || count == 0) return;
+  Hold& hold = free_hold(source, count);
+  hold.source = source;
+  hold.count = count;
+  hold.active = true;
+  if (rounded) {
+    hold.values = rounded;
+    return;
+  }
+  if (hold.buffer.size() < count * sizeof(uint16_t)) {
+    // A held source that grew: its old copy may still be read by an enqueued product.
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    hold.buffer = gpu::DeviceBuffer{};
+    hold.buffer = gpu::DeviceBuffer::allocate(count * sizeof(uint16_t));
+  }
+  hold.values = hold.buffer.as<uint16_t>();
+  HSRING_CUDA_CHECK(launch_float_to_bf16(source, count, hold.buffer.as<uint16_t>(), stream_));
+}
+
+void Gemm::release_holds() {
+  // Products already enqueued keep reading the buffers; the next holds write them in stream
+  // order after those products.
+  for (Hold& hold : holds_) hold.active = false;
+}
+
 const void* Gemm::bf16_operand(const float* source, size_t count, gpu::DeviceBuffer& scratch) {
+  for (const Hold& hold : holds_)
+    if (hold.active && source >= hold.source && source + count <= hold.source + hold.count)
+      return hold.values + (source - hold.source);
   for (const Bf16Copy& copy : copies_)
     if (source >= copy.source && source + count <= copy.source + copy.count)
       return copy.values.as<uint16_t>() + (source - copy.source);

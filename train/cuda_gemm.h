@@ -36,6 +36,16 @@ class Gemm {
   // REQUIRES: the matrix does not change, nor is freed, while this Gemm lives.
   void keep_bf16_copy(const float* matrix, size_t count);
 
+  // kBf16: until release_holds(), products reading any of source[0, count) read one bf16
+  // copy instead of rounding the array at each product: rounded now on the bound stream, or
+  // `rounded` when the caller has the same values in bf16 already (it must then outlive the
+  // hold). For arrays that several products read; holding a held source again rounds it
+  // again, so hold after every change of the array. No effect for kFp32.
+  // REQUIRES: source does not change while held, except just before it is held again.
+  void hold_bf16(const float* source, size_t count, const uint16_t* rounded = nullptr);
+  // Ends every hold; their buffers are kept for the next ones.
+  void release_holds();
+
   // y [rows, out] = x [rows, in] w^T, added to y with `accumulate`.
   void forward(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
                bool accumulate = false);
@@ -66,6 +76,15 @@ class Gemm {
   cudaStream_t stream_ = nullptr;
   gpu::DeviceBuffer scratch_a_, scratch_b_;  // kBf16: the operands rounded for one product
   std::vector<Bf16Copy> copies_;
+  struct Hold {
+    const float* source = nullptr;
+    size_t count = 0;
+    const uint16_t* values = nullptr;  // `buffer`'s, or the caller's
+    gpu::DeviceBuffer buffer;
+    bool active = false;
+  };
+  Hold& free_hold(const float* source, size_t count);
+  std::vector<Hold> holds_;
 };
 
 }  // namespace hsring::train::cuda

@@ -1,0 +1,188 @@
+// Two pieces of the drafter steps checked on their own: the cross-entropy kernel (one online
+// pass for max, argmax and the sum of exponentials, then the gradient) against a host
+// computation in double, and the bf16 Gemm's held operands against products that round
+// their operands each time.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "gpu/cuda_check.h"
+#include "gpu/cuda_handles.h"
+#include "gpu_test_util.h"
+#include "train/cuda_drafter_kernels.h"
+#include "train/cuda_gemm.h"
+
+namespace hsring::train::cuda {
+namespace {
+
+uint64_t next(uint64_t& state) {
+  state += 0x9E3779B97F4A7C15ull;
+  uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+float uniform(uint64_t& state, float scale) {
+  return scale * (float(next(state) >> 40) / float(1 << 24) * 2.0f - 1.0f);
+}
+
+template <class T>
+gpu::DeviceBuffer to_device(const std::vector<T>& host) {
+  gpu::DeviceBuffer buffer =
+      gpu::DeviceBuffer::allocate(std::max<size_t>(1, host.size()) * sizeof(T));
+  HSRING_CUDA_CHECK(
+      cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+template <class T>
+std::vector<T> to_host(const gpu::DeviceBuffer& buffer, size_t count) {
+  std::vector<T> host(count);
+  HSRING_CUDA_CHECK(
+      cudaMemcpy(host.data(), buffer.data(), count * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
+}
+
+struct CrossEntropyCase {
+  const char* name;
+  uint32_t vocab;  // a multiple of 4 takes the four-a-load path, others the scalar one
+};
+
+class CrossEntropyKernelTest : public ::testing::TestWithParam<CrossEntropyCase> {};
+
+TEST_P(CrossEntropyKernelTest, LossArgmaxAndGradientMatchDoublePrecision) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint32_t vocab = GetParam().vocab, rows = 37;
+  uint64_t state = vocab;
+  std::vector<float> logits(size_t(rows) * vocab), weight(rows);
+  std::vector<int32_t> labels(rows);
+  for (float& x : logits) x = uniform(state, 12.0f);
+  for (uint32_t r = 0; r < rows; ++r) {
+    labels[r] = r % 7 == 3 ? -100 : int32_t(next(state) % vocab);
+    weight[r] = 0.25f + float(r) / rows;
+  }
+  // Ties: row 1's maximum twice (the first index must win), row 2's maximum is its label,
+  // row 4's maximum is in the tail a four-wide load does not cover, row 5 holds -inf.
+  float* row1 = logits.data() + vocab;
+  row1[vocab - 2] = row1[5] = 40.0f;
+  labels[2] = int32_t(vocab / 2);
+  logits[2 * size_t(vocab) + vocab / 2] = 50.0f;
+  logits[4 * size_t(vocab) + vocab - 1] = 45.0f;
+  for (uint32_t i = 0; i < vocab; i += 3) logits[5 * size_t(vocab) + i] = -INFINITY;
+  labels[5] = 1;  // a finite logit: the loss is finite
+
+  gpu::DeviceBuffer d_logits = to_device(logits), d_labels = to_device(labels),
+                    d_weight = to_device(weight);
+  gpu::DeviceBuffer d_loss = gpu::DeviceBuffer::allocate(rows * sizeof(float));
+  gpu::DeviceBuffer d_agreed = gpu::DeviceBuffer::allocate(rows * sizeof(int32_t));
+  const float grad_scale = 0.5f;
+  ASSERT_EQ(launch_cross_entropy(d_logits.as<float>(), d_labels.as<int32_t>(), rows, vocab,
+                                 grad_scale, true, d_loss.as<float>(), d_agreed.as<int32_t>(),
+                                 nullptr, d_weight.as<float>()),
+            cudaSuccess);
+  const std::vector<float> grads = to_host<float>(d_logits, logits.size());
+  const std::vector<float> loss = to_host<float>(d_loss, rows);
+  const std::vector<int32_t> agreed = to_host<int32_t>(d_agreed, rows);
+
+  double worst_grad = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* x = logits.data() + size_t(r) * vocab;
+    const float* g = grads.data() + size_t(r) * vocab;
+    if (labels[r] < 0) {
+      EXPECT_EQ(loss[r], 0.0f) << "row " << r;
+      EXPECT_EQ(agreed[r], 0) << "row " << r;
+      for (uint32_t i = 0; i < vocab; ++i) ASSERT_EQ(g[i], 0.0f) << "row " << r << " at " << i;
+      continue;
+    }
+    uint32_t argmax = 0;
+    for (uint32_t i = 1; i < vocab; ++i)
+      if (x[i] > x[argmax]) argmax = i;
+    double sum = 0;
+    for (uint32_t i = 0; i < vocab; ++i) sum += std::exp(double(x[i]) - double(x[argmax]));
+    const double lse = double(x[argmax]) + std::log(sum);
+    EXPECT_NEAR(loss[r], lse - double(x[labels[r]]), 1e-4 * std::max(1.0, lse)) << "row " << r;
+    EXPECT_EQ(agreed[r], argmax == uint32_t(labels[r]) ? 1 : 0) << "row " << r;
+    const double scale = double(grad_scale) * weight[r];
+    for (uint32_t i = 0; i < vocab; ++i) {
+      const double want = scale * (std::exp(double(x[i]) - lse) - (i == uint32_t(labels[r])));
+      worst_grad = std::max(worst_grad, std::abs(double(g[i]) - want));
+    }
+  }
+  EXPECT_LT(worst_grad, 1e-5);
+  EXPECT_EQ(agreed[2], 1);  // its label is its maximum
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, CrossEntropyKernelTest,
+                         ::testing::Values(CrossEntropyCase{"four_a_load", 1000},
+                                           CrossEntropyCase{"scalar", 1001},
+                                           CrossEntropyCase{"small", 50}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// y = x w^T through a Gemm, into host memory.
+std::vector<float> forward(Gemm& gemm, const gpu::DeviceBuffer& x, size_t rows, size_t in,
+                           const gpu::DeviceBuffer& w, size_t out) {
+  gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(rows * out * sizeof(float));
+  gemm.forward(x.as<float>(), rows, in, w.as<float>(), out, y.as<float>());
+  HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+  return to_host<float>(y, rows * out);
+}
+
+TEST(GemmHoldTest, HeldOperandsGiveTheSameProductsUntilReleased) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t rows = 96, in = 80, out = 72;
+  uint64_t state = 5;
+  std::vector<float> x(rows * in), w(out * in);
+  for (float& v : x) v = uniform(state, 1.0f);
+  for (float& v : w) v = uniform(state, 1.0f);
+  gpu::DeviceBuffer dx = to_device(x), dw = to_device(w);
+  gpu::Stream stream = gpu::make_stream();
+  Gemm gemm(GemmPrecision::kBf16);
+  gemm.bind(stream.get());
+  const std::vector<float> plain = forward(gemm, dx, rows, in, dw, out);
+
+  // Held (the weight, and the input inside a larger held range): the same rounding, once.
+  gemm.hold_bf16(dw.as<float>(), w.size());
+  gemm.hold_bf16(dx.as<float>(), x.size());
+  EXPECT_EQ(forward(gemm, dx, rows, in, dw, out), plain);
+
+  // A change to a held array is not seen until it is held again (the REQUIRES), then it is.
+  std::vector<float> x2 = x;
+  for (float& v : x2) v *= -2.0f;
+  HSRING_CUDA_CHECK(
+      cudaMemcpy(dx.data(), x2.data(), x2.size() * sizeof(float), cudaMemcpyHostToDevice));
+  EXPECT_EQ(forward(gemm, dx, rows, in, dw, out), plain);
+  gemm.hold_bf16(dx.as<float>(), x2.size());
+  const std::vector<float> doubled = forward(gemm, dx, rows, in, dw, out);
+  ASSERT_EQ(doubled.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(doubled[i], -2.0f * plain[i]) << i;
+
+  // The caller's own bf16 of the same values: the products are the same.
+  std::vector<uint16_t> x16(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x16[i] = gpu_test::float_to_bf16(x[i]);
+  gpu::DeviceBuffer dx16 = to_device(x16);
+  gemm.hold_bf16(dx.as<float>(), x.size(), dx16.as<uint16_t>());
+  EXPECT_EQ(forward(gemm, dx, rows, in, dw, out), plain);
+
+  // Released: the products round the arrays as they are now (x2 again).
+  gemm.release_holds();
+  EXPECT_EQ(forward(gemm, dx, rows, in, dw, out), doubled);
+}
+
+TEST(GemmHoldTest, Fp32GemmIgnoresHolds) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t rows = 8, in = 16, out = 8;
+  std::vector<float> x(rows * in, 1.0f), w(out * in, 0.5f);
+  gpu::DeviceBuffer dx = to_device(x), dw = to_device(w);
+  Gemm gemm(GemmPrecision::kFp32);
+  gemm.hold_bf16(dx.as<float>(), x.size());
+  for (float& v : x) v = 3.0f;
+  HSRING_CUDA_CHECK(
+      cudaMemcpy(dx.data(), x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  for (float v : forward(gemm, dx, rows, in, dw, out)) EXPECT_EQ(v, 3.0f * 0.5f * in);
+}
+
+}  // namespace
+}  // namespace hsring::train::cuda
