@@ -131,6 +131,55 @@ __global__ void rms_norm_backward_kernel(const float* __restrict__ x, const floa
   }
 }
 
+// The per-head norms (QK-norm: dim = head_dim, hundreds of thousands of rows) with one warp
+// a row instead of a 256-thread block: a block of barriers for 128 values made these
+// passes cost more than the products around them.
+constexpr uint32_t kWarpRowDim = 256;
+
+#define WARP_ROWS(r, rows)                                                              \
+  for (uint64_t r = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < (rows); \
+       r += uint64_t(gridDim.x) * blockDim.x / 32)
+
+__global__ void rms_norm_forward_warp_kernel(const float* __restrict__ x,
+                                             const float* __restrict__ w, uint32_t rows,
+                                             uint32_t dim, float eps, float* __restrict__ y) {
+  const uint32_t lane = threadIdx.x % 32;
+  WARP_ROWS(r, rows) {
+    const float* xr = x + r * dim;
+    float squares = 0;
+    for (uint32_t i = lane; i < dim; i += 32) squares += xr[i] * xr[i];
+    const float scale = rsqrtf(warp_sum(squares) / float(dim) + eps);
+    float* yr = y + r * dim;
+    for (uint32_t i = lane; i < dim; i += 32) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+// rms_norm_backward_kernel's maths, one warp a row.
+__global__ void rms_norm_backward_warp_kernel(const float* __restrict__ x,
+                                              const float* __restrict__ w,
+                                              const float* __restrict__ dy, uint32_t rows,
+                                              uint32_t dim, float eps, float* __restrict__ dx,
+                                              bool accumulate, float* __restrict__ inv_rms) {
+  const uint32_t lane = threadIdx.x % 32;
+  WARP_ROWS(r, rows) {
+    const float* xr = x + r * dim;
+    const float* dyr = dy + r * dim;
+    float squares = 0, projection = 0;
+    for (uint32_t i = lane; i < dim; i += 32) {
+      squares += xr[i] * xr[i];
+      projection += w[i] * dyr[i] * xr[i];
+    }
+    const float s = rsqrtf(warp_sum(squares) / float(dim) + eps);
+    const float mean_projection = s * warp_sum(projection) / float(dim);
+    float* dxr = dx + r * dim;
+    for (uint32_t i = lane; i < dim; i += 32) {
+      const float d = s * (w[i] * dyr[i] - xr[i] * s * mean_projection);
+      dxr[i] = accumulate ? dxr[i] + d : d;
+    }
+    if (lane == 0) inv_rms[r] = s;
+  }
+}
+
 // Rows in chunks of kWeightGradRows (grid.y), columns across threads (grid.x): each thread
 // sums its column over its chunk in double and adds the chunk's total with one atomic.
 constexpr uint32_t kWeightGradRows = 128;
@@ -365,15 +414,23 @@ cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_
 
 cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
                                     uint32_t dim, float eps, float* y, cudaStream_t stream) {
-  rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y);
+  if (dim <= kWarpRowDim)
+    rms_norm_forward_warp_kernel<<<grid_for(uint64_t(rows) * 32), kThreads, 0, stream>>>(
+        x, weight, rows, dim, eps, y);
+  else
+    rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
                                      uint32_t rows, uint32_t dim, float eps, float* dx,
                                      bool accumulate, float* inv_rms, cudaStream_t stream) {
-  rms_norm_backward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, dy, rows, dim, eps,
-                                                                    dx, accumulate, inv_rms);
+  if (dim <= kWarpRowDim)
+    rms_norm_backward_warp_kernel<<<grid_for(uint64_t(rows) * 32), kThreads, 0, stream>>>(
+        x, weight, dy, rows, dim, eps, dx, accumulate, inv_rms);
+  else
+    rms_norm_backward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, dy, rows, dim, eps,
+                                                                      dx, accumulate, inv_rms);
   return cudaGetLastError();
 }
 
