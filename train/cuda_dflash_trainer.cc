@@ -198,8 +198,9 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
                                  b_->state->step());
   b_->state->zero_gradients();
-  // The weights change only in apply_gradients: one bf16 copy serves every product of the
-  // step (each weight is read by a forward and a backward_input product).
+  // Holds live for one step, and only this step's products read them: the last step's end
+  // here. The weights change only in apply_gradients: one bf16 copy serves every product
+  // of the step (each weight is read by a forward and a backward_input product).
   b_->gemm.release_holds();
   b_->gemm.hold_bf16(b_->state->params(), layout_.total);
   if (anchors_.empty()) {
@@ -219,7 +220,6 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   run_forward();
   run_head();
   if (b_->backward) run_backward();
-  b_->gemm.release_holds();  // the holds' arrays change in the next step
   last_ = gather_stats();
   mark("stats");
   return dflash_loss_stats(last_, batch.rows());
