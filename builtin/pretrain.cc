@@ -241,7 +241,8 @@ PretrainResult run_pretrain(const PretrainOptions& o,
   double tail_sum = 0, report_sum = 0;
   uint64_t tail_count = 0, report_count = 0;
   for (uint64_t step = 0; step < o.steps; ++step) {
-    if (o.seconds > 0 && elapsed() >= o.seconds) {
+    // Checked from the second step on: a capped run still makes one update.
+    if (step > 0 && o.seconds > 0 && elapsed() >= o.seconds) {
       result.stopped_by_time = true;
       break;
     }

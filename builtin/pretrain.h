@@ -66,7 +66,8 @@ struct PretrainOptions {
   // 140 x 512 tokens: about 45 s on two idle cores, two passes over the corpus.
   uint64_t steps = 140;
   // A wall-clock cap on training (keeps a busy machine within a minute); 0: none. A run that
-  // ends by its step count is deterministic in the seed; one cut short is not.
+  // ends by its step count is deterministic in the seed; one cut short is not. The first
+  // update is always made.
   double seconds = 50;
   uint64_t seed = 0;
   uint32_t threads = 0;  // 0: every hardware thread

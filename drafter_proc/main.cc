@@ -3,6 +3,7 @@
 // synthetic ring it verifies every batch it consumes: on the host in CPU mode, on its GPU
 // with --gpu N (gpu_drafter_worker.h). Built twice, like hsring-target: hsring-drafter
 // (CPU only) and hsring-drafter-gpu (CUDA builds), exec'd by the former for --gpu.
+#include <CLI/CLI.hpp>
 #include <stdexcept>
 
 #include "common/log.h"

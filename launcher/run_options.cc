@@ -1,5 +1,6 @@
 #include "launcher/run_options.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>

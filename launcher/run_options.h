@@ -2,13 +2,19 @@
 // flags (and config-file keys, through CLI11's --config).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
 #include "launcher/restart_policy.h"
 #include "launcher/worker_spec.h"
 #include "shm/ring_layout.h"
+
+// CLI11 is declared, not included: its header costs seconds of compile time in every
+// file that includes it, and only the files that build a command line use it.
+namespace CLI {
+class App;
+class Validator;
+}  // namespace CLI
 
 namespace hsring {
 

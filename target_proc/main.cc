@@ -4,6 +4,7 @@
 // into its slot; with --gpu N it runs the GPU pipeline (target_proc/gpu_pipeline.h).
 // Built twice: hsring-target (CPU only, no CUDA library loaded) and, in CUDA builds,
 // hsring-target-gpu, which the CPU build execs when --gpu is given.
+#include <CLI/CLI.hpp>
 #include <stdexcept>
 
 #include "common/log.h"

@@ -1,5 +1,6 @@
 #include "worker/profile_interval.h"
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -3,8 +3,14 @@
 // both, so a bad value gets the same clear error wherever it is given.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
+
+// CLI11 is declared, not included: its header costs seconds of compile time in every
+// file that includes it, and only the files that build a command line use it.
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace hsring {
 

@@ -3,13 +3,18 @@
 // exceptions become exit codes.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
 #include <optional>
 #include <string>
 
 #include "common/error.h"
 #include "shm/worker_session.h"
+
+// CLI11 is declared, not included: its header costs seconds of compile time in every
+// file that includes it, and only the files that build a command line use it.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace hsring {
 

@@ -205,8 +205,10 @@ TEST(PretrainTest, ShortRunLowersTheLossAndWritesALoadableFolder) {
   o.batch_tokens = 256;
   o.warmup_steps = 4;
   o.threads = 2;
+  o.seconds = 0;  // no wall-clock cap: the step count is what is checked (TSan runs ~30x slower)
   const PretrainResult r = run_pretrain(o);
   EXPECT_EQ(r.steps, 24u);
+  EXPECT_FALSE(r.stopped_by_time);
   EXPECT_NEAR(r.eval_loss_start, std::log(257.0), 0.25);  // nearly uniform logits
   EXPECT_LT(r.eval_loss_end, r.eval_loss_start - 1.0);
   EXPECT_LT(r.last_loss, r.first_loss - 1.0);
@@ -215,6 +217,23 @@ TEST(PretrainTest, ShortRunLowersTheLossAndWritesALoadableFolder) {
   // A second run may replace a previous output.
   o.steps = 2;
   EXPECT_NO_THROW(run_pretrain(o));
+  fs::remove_all(o.out);
+}
+
+TEST(PretrainTest, TheTimeCapEndsARunEarlyAndStillWritesTheFolder) {
+  PretrainOptions o;
+  o.out = scratch_dir("capped");
+  o.layers = 1;
+  o.steps = 1'000'000;  // far more than 0.2 s holds on any machine
+  o.batch_tokens = 64;
+  o.threads = 2;
+  o.seconds = 0.2;
+  const PretrainResult r = run_pretrain(o);
+  EXPECT_TRUE(r.stopped_by_time);
+  EXPECT_GE(r.steps, 1u);  // a capped run still makes one update
+  EXPECT_LT(r.steps, o.steps);
+  EXPECT_TRUE(fs::exists(o.out / kPretrainMarker));
+  EXPECT_NO_THROW(open_cpu_model(o.out.string()));
   fs::remove_all(o.out);
 }
 
