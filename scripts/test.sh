@@ -25,8 +25,15 @@ for flavour in "${flavours[@]}"; do
   # The built-in trained target, once per machine (cached; ~25 s on two cores), so no test
   # pays for it inside its timeout.
   "$dir/bin/hsring" model builtin > /dev/null
-  # clang-tidy on the sources the newest commit changed (.clang-tidy's checks), once.
-  [ "$flavour" = release ] && ./scripts/check-tidy.sh HEAD~1 "$dir"
+  # clang-tidy on the sources the newest commit changed (.clang-tidy's checks), once. And
+  # the reference tests' Python packages (tests/reference/setup_venv.sh: torch, transformers,
+  # dflash; ~3 GB, cached per machine), installed before the tests that share them start
+  # in parallel; without a network those tests skip, saying why.
+  if [ "$flavour" = release ]; then
+    ./scripts/check-tidy.sh HEAD~1 "$dir"
+    tests/reference/setup_venv.sh > /dev/null || echo "=== no reference venv: its tests will skip"
+    phase_done "tidy+venv"
+  fi
   echo "=== ctest ($flavour, $dir)"
   selection=()  # ctest -LE / -E: what this flavour leaves out
   # Forked crash tests are not TSan's business (they prove crash safety, not races). Nor are

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_python_tests.sh BIN_DIR WORK_DIR: pytest of python/hsring and the mixed pipelines,
-# in the reference venv (tests/reference/setup_venv.sh: numpy, torch CPU, transformers),
-# with pytest added to it. Prints "[  SKIPPED ]" and exits 0 when the venv or pytest
+# in the reference venv (tests/reference/setup_venv.sh: numpy, torch CPU, transformers,
+# pytest). Prints "[  SKIPPED ]" and exits 0 when the venv or pytest
 # cannot be had (no network), as ctest's SKIP_REGULAR_EXPRESSION expects.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,9 +10,8 @@ if ! python=$("$here/../reference/setup_venv.sh"); then
   echo "[  SKIPPED ] capi_python: the reference venv (numpy, torch) cannot be installed"
   exit 0
 fi
-if ! "$python" -c "import pytest" 2>/dev/null &&
-   ! "$(dirname "$python")/pip" install -q --disable-pip-version-check pytest >/dev/null 2>&1; then
-  echo "[  SKIPPED ] capi_python: pytest cannot be installed into $(dirname "$python")/.."
+if ! "$python" -c "import pytest" 2>/dev/null; then
+  echo "[  SKIPPED ] capi_python: the reference venv has no pytest"
   exit 0
 fi
 mkdir -p "$work"

@@ -10,9 +10,14 @@ set -uo pipefail
 venv=${HSRING_REFERENCE_VENV:-$HOME/.cache/hsring/pytest-venv}
 # Pinned to what dflash 0.1.0's "local" extra names.
 torch_pin=torch==2.13.0
-rest=(transformers==5.15.0 safetensors numpy
+rest=(transformers==5.15.0 safetensors numpy pytest
       filelock typing-extensions sympy networkx jinja2 fsspec)
-stamp="$venv/.hsring-ready-1"
+stamp="$venv/.hsring-ready-2"
+# One installer at a time: ctest runs the tests that need the venv in parallel, and
+# scripts/test.sh prepares it before them. The others wait here, then find it ready.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ]; then
   echo "$venv/bin/python"
   exit 0
