@@ -29,7 +29,7 @@ std::vector<uint8_t> loss_mask_of(const data::TokenBatch& batch) {
   std::vector<int32_t> probe(batch.token_count(), 0);
   data::mask_target_labels(batch, probe.data());
   std::vector<uint8_t> counts(probe.size());
-  for (size_t t = 0; t < probe.size(); ++t) counts[t] = probe[t] == data::kIgnoreLabel ? 0 : 1;
+  for (size_t t = 0; t < probe.size(); ++t) counts[t] = probe[t] == kIgnoreLabel ? 0 : 1;
   return counts;
 }
 

@@ -25,7 +25,7 @@ class JobTokens : public BatchPlanner {
   virtual bool fills_tokens() const = 0;
   // Writes batch `plan`'s token arrays into slot `slot`. Returns its loss mask per
   // position (1: the label at t counts; 0: the shard's mask leaves t + 1 out, so the
-  // label must be kSlotIgnoreLabel), or nothing when none is known. Throws Error.
+  // label must be kIgnoreLabel), or nothing when none is known. Throws Error.
   virtual std::vector<uint8_t> fill(const BatchPlan& plan, const Ring& ring, uint32_t slot) = 0;
 };
 

@@ -253,7 +253,7 @@ void Producer::write_labels(uint64_t ticket, const int32_t* labels, uint32_t cou
     shape_error(std::to_string(count) + " labels for a batch of " +
                 std::to_string(j.plan.token_count) + " tokens");
   for (uint32_t t = 0; t < count; ++t) {
-    if (s.content == PayloadContent::kModel && labels[t] != kSlotIgnoreLabel &&
+    if (s.content == PayloadContent::kModel && labels[t] != kIgnoreLabel &&
         (labels[t] < 0 || uint32_t(labels[t]) >= s.vocab_size))
       shape_error("labels[" + std::to_string(t) + "] = " + std::to_string(labels[t]) +
                   " is outside the vocabulary [0, " + std::to_string(s.vocab_size) +
@@ -265,7 +265,7 @@ void Producer::write_labels(uint64_t ticket, const int32_t* labels, uint32_t cou
   // caller's model predicted where the next token does not count is not trained on.
   if (!j.loss_mask.empty()) {
     for (uint32_t t = 0; t < count; ++t)
-      if (j.loss_mask[t] == 0) slot_labels[t] = kSlotIgnoreLabel;
+      if (j.loss_mask[t] == 0) slot_labels[t] = kIgnoreLabel;
   }
   j.labels_written = true;
 }

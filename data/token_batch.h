@@ -8,13 +8,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/ignore_label.h"
 #include "data/batch_index.h"
 
 namespace hsring::data {
 
 class Corpus;
-
-inline constexpr int32_t kIgnoreLabel = -100;
 
 struct TokenBatch {
   uint64_t batch_id = 0;

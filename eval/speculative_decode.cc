@@ -41,7 +41,7 @@ void draft_block(train::DflashModel& drafter, const ForwardOutput& out,
   d.tokens.resize(rows, dc.mask_token_id);
   d.positions.resize(rows);
   for (size_t i = 0; i < rows; ++i) d.positions[i] = int32_t(i);
-  d.labels.assign(rows, data::kIgnoreLabel);
+  d.labels.assign(rows, kIgnoreLabel);
   d.offsets = {0, int32_t(rows)};
   d.anchors = {int32_t(s)};
   drafter.forward({d.features, d.tokens, d.positions, d.offsets, d.labels, d.anchors});

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/dtype.h"
+#include "common/ignore_label.h"
 #include "shm/slot_hints.h"
 #include "shm/slot_state.h"
 
@@ -46,7 +47,7 @@ struct RingShape {
   uint32_t num_drafters = 1;
   uint32_t hs_min_ready = 1;
   PayloadContent content = PayloadContent::kSynthetic;
-  // kModel: every token lies in [0, vocab_size), every label too or is kSlotIgnoreLabel
+  // kModel: every token lies in [0, vocab_size), every label too or is kIgnoreLabel
   uint32_t vocab_size = 0;
   uint32_t reserved = 0;
   int32_t layer_ids[kMaxCapturedLayers] = {};
@@ -57,11 +58,6 @@ struct RingShape {
   // multiple of num_targets, so each target keeps its own residue of data batches.
   uint64_t data_offset = 0;
 };
-
-// A label row entry that is not a training target: the next token is masked out by the
-// data's loss mask (docs/data-format.md, "The loss mask on the ring"). The data layer's
-// data::kIgnoreLabel has the same value.
-inline constexpr int32_t kSlotIgnoreLabel = -100;
 
 // Offsets of the regions inside one slot's payload, from the payload's start.
 struct SlotLayout {

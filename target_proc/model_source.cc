@@ -4,8 +4,6 @@
 
 namespace hsring {
 
-static_assert(data::kIgnoreLabel == kSlotIgnoreLabel, "the slot and the data agree on -100");
-
 ModelSource::ModelSource(std::unique_ptr<ModelSlotWriter> writer, const Ring& ring, uint32_t target,
                          const ModelSourceOptions& options)
     : writer_(std::move(writer)),

@@ -13,15 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ignore_label.h"
 #include "train/drafter_config.h"
 #include "train/drafter_params.h"
 #include "train/param_store.h"
 
 namespace hsring::train {
-
-// The label of a position that counts neither in the loss nor in the agreement: the Hugging
-// Face convention. Every negative label is ignored the same way.
-inline constexpr int32_t kIgnoreLabel = -100;
 
 // One packed batch of documents; views, not owned.
 struct DrafterBatch {

@@ -66,7 +66,7 @@ std::string check_model_metadata(const SlotView& batch) {
   for (uint32_t t = 0; t < tokens; ++t) {
     if (ids[t] < 0 || ids[t] >= vocab)
       return at("tokens", t) + " = " + std::to_string(ids[t]) + " is outside the vocabulary";
-    const bool label_ok = (labels[t] >= 0 && labels[t] < vocab) || labels[t] == kSlotIgnoreLabel;
+    const bool label_ok = (labels[t] >= 0 && labels[t] < vocab) || labels[t] == kIgnoreLabel;
     if (!label_ok)
       return at("labels", t) + " = " + std::to_string(labels[t]) + " is outside the vocabulary";
   }

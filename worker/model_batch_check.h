@@ -1,6 +1,6 @@
 // What a drafter can check of a model batch it did not compute: the invariants every
 // batch of a model ring keeps (documents tile the tokens, positions restart per document,
-// tokens and labels are in the vocabulary or, for labels, kSlotIgnoreLabel (masked out),
+// tokens and labels are in the vocabulary or, for labels, kIgnoreLabel (masked out),
 // hidden states are finite). A torn or stale slot
 // breaks them with high probability; a model batch has no reference to compare bytes with.
 #pragma once

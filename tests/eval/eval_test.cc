@@ -129,8 +129,7 @@ std::vector<TrainingBatch> target_batches(size_t count, uint32_t tokens) {
       for (size_t l = 0; l < kCaptured; ++l)
         std::copy_n(o.captured[l].data() + r * h, h, t.features.data() + (r * kCaptured + l) * h);
     // The last row of each document has no next token in the data.
-    for (size_t d = 1; d < b.doc_offsets.size(); ++d)
-      t.labels[b.doc_offsets[d] - 1] = data::kIgnoreLabel;
+    for (size_t d = 1; d < b.doc_offsets.size(); ++d) t.labels[b.doc_offsets[d] - 1] = kIgnoreLabel;
     out.push_back(std::move(t));
   }
   return out;

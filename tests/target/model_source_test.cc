@@ -253,8 +253,8 @@ TEST(ModelSourceMaskTest, SlotLabelsAreGreedyExceptBeforeMaskedTokens) {
     for (uint32_t d = 0; d < batch.num_docs(); ++d) {
       for (int32_t t = batch.doc_offsets[d]; t < batch.doc_offsets[d + 1]; ++t) {
         const bool last = t + 1 == batch.doc_offsets[d + 1];
-        const bool next_masked = !last && batch.labels[size_t(t)] == data::kIgnoreLabel;
-        ASSERT_EQ(labels[t], next_masked ? kSlotIgnoreLabel : greedy[t]) << "row " << t;
+        const bool next_masked = !last && batch.labels[size_t(t)] == kIgnoreLabel;
+        ASSERT_EQ(labels[t], next_masked ? kIgnoreLabel : greedy[t]) << "row " << t;
         ignored += next_masked;
       }
     }
@@ -295,7 +295,7 @@ TEST(ModelBatchCheck, CatchesEachBrokenInvariant) {
   expect_caught("label past vocab", [&] { r.labels(0)[0] = 256; });
   // A masked-out row's label is the ignore label, a value the check accepts.
   fresh();
-  r.labels(0)[0] = kSlotIgnoreLabel;
+  r.labels(0)[0] = kIgnoreLabel;
   EXPECT_EQ(check_model_batch(r, 0), "");
   expect_caught("NaN hidden state", [&] {
     const uint16_t nan = 0x7FC0;

@@ -6,18 +6,6 @@
 
 namespace hsring::train::testing {
 
-namespace {
-
-void fill_positions(OwnedDflashBatch& b) {
-  const auto rows = size_t(b.doc_offsets.back());
-  b.positions.resize(rows);
-  for (size_t d = 0; d + 1 < b.doc_offsets.size(); ++d)
-    for (int32_t t = b.doc_offsets[d]; t < b.doc_offsets[d + 1]; ++t)
-      b.positions[size_t(t)] = t - b.doc_offsets[d];
-}
-
-}  // namespace
-
 DflashConfig small_dflash_config(uint32_t layers) {
   DflashConfig c;
   c.num_captured = 2;
@@ -43,19 +31,8 @@ OwnedTargetWeights random_target(const DflashConfig& c, uint64_t seed) {
 
 OwnedDflashBatch random_dflash_batch(const DflashConfig& c, std::vector<int32_t> doc_offsets,
                                      size_t anchors, uint64_t seed, size_t ignore_every) {
-  OwnedDflashBatch b;
-  b.doc_offsets = std::move(doc_offsets);
-  const auto rows = size_t(b.doc_offsets.back());
-  b.features = random_floats(rows * c.feature_dim(), seed);
-  uint64_t state = mix64(seed ^ 0x5EED);
-  b.tokens.resize(rows);
-  b.labels.resize(rows);
-  for (size_t t = 0; t < rows; ++t) {
-    b.tokens[t] = int32_t(splitmix64(state) % c.vocab_size);
-    b.labels[t] = int32_t(splitmix64(state) % c.vocab_size);
-    if (ignore_every && t % ignore_every == 1) b.labels[t] = -100;
-  }
-  fill_positions(b);
+  OwnedDflashBatch b{
+      random_rows(c.feature_dim(), c.vocab_size, std::move(doc_offsets), seed, ignore_every)};
   b.anchors = sample_anchors(b.doc_offsets, b.labels, c.block_size, anchors, seed);
   return b;
 }
@@ -79,7 +56,7 @@ OwnedDflashBatch synthetic_dflash_batch(const DflashConfig& c, std::vector<int32
     for (auto t = size_t(b.doc_offsets[d]); t < size_t(b.doc_offsets[d + 1]); ++t) {
       const uint32_t next = (token * 5 + 3) % v;
       b.tokens[t] = int32_t(token);
-      b.labels[t] = t + 1 < size_t(b.doc_offsets[d + 1]) ? int32_t(next) : -100;
+      b.labels[t] = t + 1 < size_t(b.doc_offsets[d + 1]) ? int32_t(next) : kIgnoreLabel;
       for (size_t i = 0; i < fd; ++i)
         b.features[t * fd + i] = code[token * fd + i] + noise[t * fd + i];
       token = next;

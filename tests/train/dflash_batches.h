@@ -5,14 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "test_batches.h"
 #include "train/dflash_config.h"
 #include "train/dflash_model.h"
 
 namespace hsring::train::testing {
 
-struct OwnedDflashBatch {
-  std::vector<float> features;
-  std::vector<int32_t> tokens, positions, doc_offsets, labels, anchors;
+// The rows of a drafter batch (test_batches.h) and the blocks' anchors.
+struct OwnedDflashBatch : OwnedBatch {
+  std::vector<int32_t> anchors;
 
   DflashBatch view() const { return {features, tokens, positions, doc_offsets, labels, anchors}; }
 };

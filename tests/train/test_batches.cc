@@ -5,8 +5,6 @@
 
 namespace hsring::train::testing {
 
-namespace {
-
 void fill_positions(OwnedBatch& b) {
   const auto rows = size_t(b.doc_offsets.back());
   b.positions.resize(rows);
@@ -15,24 +13,27 @@ void fill_positions(OwnedBatch& b) {
       b.positions[size_t(t)] = t - b.doc_offsets[d];
 }
 
-}  // namespace
-
-OwnedBatch random_batch(const DrafterConfig& c, std::vector<int32_t> doc_offsets, uint64_t seed,
-                        size_t ignore_every) {
+OwnedBatch random_rows(size_t feature_dim, uint32_t vocab_size, std::vector<int32_t> doc_offsets,
+                       uint64_t seed, size_t ignore_every) {
   OwnedBatch b;
   b.doc_offsets = std::move(doc_offsets);
   const auto rows = size_t(b.doc_offsets.back());
-  b.features = random_floats(rows * c.feature_dim(), seed);
+  b.features = random_floats(rows * feature_dim, seed);
   uint64_t state = mix64(seed ^ 0x5EED);
   b.tokens.resize(rows);
   b.labels.resize(rows);
   for (size_t t = 0; t < rows; ++t) {
-    b.tokens[t] = int32_t(splitmix64(state) % c.vocab_size);
-    b.labels[t] = int32_t(splitmix64(state) % c.vocab_size);
+    b.tokens[t] = int32_t(splitmix64(state) % vocab_size);
+    b.labels[t] = int32_t(splitmix64(state) % vocab_size);
     if (ignore_every && t % ignore_every == 1) b.labels[t] = kIgnoreLabel;
   }
   fill_positions(b);
   return b;
+}
+
+OwnedBatch random_batch(const DrafterConfig& c, std::vector<int32_t> doc_offsets, uint64_t seed,
+                        size_t ignore_every) {
+  return random_rows(c.feature_dim(), c.vocab_size, std::move(doc_offsets), seed, ignore_every);
 }
 
 OwnedBatch synthetic_batch(const DrafterConfig& c, std::vector<int32_t> doc_offsets,

@@ -19,6 +19,14 @@ struct OwnedBatch {
 
 // Random features in [-1, 1), tokens and labels uniform over the vocabulary, positions
 // restarting at 0 in each document, every `ignore_every`-th label (from index 1) ignored.
+// Random features, tokens and labels for the documents `doc_offsets` delimits (each label
+// at a row r with r % ignore_every == 1 ignored; 0: none), positions counted from each
+// document's start. The rows of both drafters' random batches.
+OwnedBatch random_rows(size_t feature_dim, uint32_t vocab_size, std::vector<int32_t> doc_offsets,
+                       uint64_t seed, size_t ignore_every);
+// Sets b.positions from b.doc_offsets: 0, 1, ... within each document.
+void fill_positions(OwnedBatch& b);
+
 OwnedBatch random_batch(const DrafterConfig& config, std::vector<int32_t> doc_offsets,
                         uint64_t seed, size_t ignore_every = 5);
 
