@@ -97,13 +97,22 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
 
   DraftScratch scratch;
   std::vector<int32_t> block;
+  // The last blocks are cut to the v rows left before max_length (v >= 2: a token is left
+  // to produce), drafted and verified at that length, as the reference's dflash_generate
+  // does; the drafter's own block size is restored whatever happens.
+  struct RestoreBlockSize {
+    train::DflashModel& drafter;
+    uint32_t block_size;
+    ~RestoreBlockSize() { drafter.set_block_size(block_size); }
+  } restore{drafter, uint32_t(bs)};
   while (seq.size() < max_length) {
     const size_t s = seq.size() - 1;  // the anchor's row
-    draft_block(drafter, out, seq, k, hidden, scratch);
-    const auto drafts = drafter.predictions();  // [B]: position j's argmax at index j
-
-    // Verify the anchor and v - 1 drafts in one forward over everything so far.
     const size_t v = std::min(bs, max_length - s);
+    if (v != drafter.config().block_size) drafter.set_block_size(uint32_t(v));
+    draft_block(drafter, out, seq, k, hidden, scratch);
+    const auto drafts = drafter.predictions();  // [v]: position j's argmax at index j
+
+    // Verify the anchor and its v - 1 drafts in one forward over everything so far.
     block.assign(seq.begin(), seq.end());
     for (size_t j = 1; j < v; ++j) block.push_back(drafts[j]);
     run_target(target, block, request, out);

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "data/data_commands.h"
+#include "eval/builtin_data.h"
 #include "eval/eval_command.h"
 #include "eval/generate.h"
 #include "launcher/metrics.h"
@@ -283,6 +284,10 @@ int main(int argc, char** argv) {
   // `data generate` needs the target model, which the data layer does not link.
   const hsring::eval::GenerateCommand generate_command =
       hsring::eval::add_generate_command(*app.get_subcommand("data"));
+  CLI::App* data_builtin = app.get_subcommand("data")->add_subcommand(
+      "builtin",
+      "Print the built-in data's folder (the built-in target's continuations of the built-in "
+      "corpus: the default job's data), generating it first if missing");
   const hsring::eval::EvalCommand eval_command = hsring::eval::add_eval_command(app);
 
   // Every floating-point flag of every command is finite (nan, inf: refused, named).
@@ -303,9 +308,15 @@ int main(int argc, char** argv) {
     if (eval_command.selected()) return eval_command.run();
     if (*run) {
       // Once, here: the workers get the folder, never the name (one training at most).
+      const std::string model_spec = run_options.model;
       run_options.model = train::resolve_model_spec(run_options.model);
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);
+      // The built-in target learns from its own continuations unless --data says otherwise;
+      // generated once, here, like the target.
+      const eval::RunData data = eval::resolve_run_data(run_options.data, model_spec);
+      run_options.data = data.dir;
+      run_options.data_is_builtin = data.builtin;
       // Neither flag nor config: every GPU of the machine, when it has any.
       if (run->get_option("--targets")->count() == 0 && run->get_option("--drafters")->count() == 0)
         apply_default_gpu_split(run_options);
@@ -337,6 +348,11 @@ int main(int argc, char** argv) {
     if (*pretrain) return pretrain_model(pretrain_options, pretrain_out);
     if (*builtin) {
       std::cout << train::resolve_model_spec(train::kBuiltinModel) << "\n";
+      return 0;
+    }
+    if (*data_builtin) {
+      (void)train::resolve_model_spec(train::kBuiltinModel);  // saying so when it is trained
+      std::cout << eval::resolve_builtin_data() << "\n";
       return 0;
     }
     if (*install) return install_systemd_units(install_options, run_options, default_config(*run));

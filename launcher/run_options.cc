@@ -45,7 +45,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--model-seed", o.model_seed, "Seed of a preset model's random weights")
       ->capture_default_str();
   app.add_option("--data", o.data,
-                 "Folder of token shards (hsring data pack); default: the built-in corpus");
+                 "Folder of token shards (hsring data pack), or builtin: the built-in target's "
+                 "continuations of the built-in corpus; default: builtin with --model builtin, "
+                 "else the built-in corpus");
   app.add_flag("!--no-verify-data", o.verify_data,
                "Skip reading every token of --data before the run (its checksums and vocabulary; "
                "headers and offsets are still checked, token values as batches are built)");

@@ -36,11 +36,14 @@ struct RunOptions {
   // (builtin/pretrain.h); presets (tiny, qwen3-8b, ...) have random weights.
   std::string model = "builtin";
   uint64_t model_seed = 0;  // a preset's random weights
-  std::string data;         // token shards; "" = the built-in corpus
-  bool verify_data = true;  // preflight reads every token: both checksums, the vocabulary
-  uint64_t data_seed = 0;   // batch packing and epoch order
-  std::string layers;       // captured layer ids "1,16,31"; "" = the DFlash rule
-  uint32_t read_ahead = 4;  // batches a target reads ahead of its forward
+  // Token shards. "" = with the built-in target, its continuations of the built-in corpus
+  // (eval/builtin_data.h), else the built-in corpus; "builtin" = those continuations.
+  std::string data;
+  bool data_is_builtin = false;  // data was resolved to the built-in data's folder
+  bool verify_data = true;       // preflight reads every token: both checksums, the vocabulary
+  uint64_t data_seed = 0;        // batch packing and epoch order
+  std::string layers;            // captured layer ids "1,16,31"; "" = the DFlash rule
+  uint32_t read_ahead = 4;       // batches a target reads ahead of its forward
 
   // Drafter training (model runs; docs/drafter-training.md, docs/checkpoint-format.md).
   std::string run_dir;  // checkpoints and the exported drafter; "" = hsring-runs/<ring>-<time>

@@ -394,8 +394,10 @@ void Supervisor::write_metrics() {
 }
 
 void Supervisor::evaluate_export(RunSummary& summary) {
-  // The built-in corpus's held-out prompts; with --data, `hsring eval --data` chooses.
-  if (!runs_model(options_) || !options_.data.empty() || interrupted_ || crash_loop_ ||
+  // The built-in corpus's held-out prompts, for the built-in corpus or the built-in data;
+  // with the user's --data, `hsring eval --data` chooses.
+  const bool builtin_text = options_.data.empty() || options_.data_is_builtin;
+  if (!runs_model(options_) || !builtin_text || interrupted_ || crash_loop_ ||
       options_.node_rank != 0)
     return;
   const Worker* drafter0 = nullptr;

@@ -22,9 +22,10 @@ failed=()
 for flavour in "${flavours[@]}"; do
   dir=$(./scripts/build.sh "$flavour" | tail -n 1)
   phase_done "build-$flavour"
-  # The built-in trained target, once per machine (cached; ~25 s on two cores), so no test
-  # pays for it inside its timeout.
-  "$dir/bin/hsring" model builtin > /dev/null
+  # The built-in trained target and its continuations of the built-in corpus (the default
+  # job's data), once per machine (cached; ~25 s and ~40 s on two cores), so no test pays
+  # for them inside its timeout.
+  "$dir/bin/hsring" data builtin > /dev/null
   # clang-tidy on the sources the newest commit changed (.clang-tidy's checks), once. And
   # the reference tests' Python packages (tests/reference/setup_venv.sh: torch, transformers,
   # dflash; ~3 GB, cached per machine), installed before the tests that share them start

@@ -117,6 +117,14 @@ BasicDflashModel<Real>::BasicDflashModel(DflashConfig config, DflashTargetWeight
 }
 
 template <class Real>
+void BasicDflashModel<Real>::set_block_size(uint32_t block_size) {
+  DflashConfig c = config_;
+  c.block_size = block_size;
+  check_dflash_config(c);
+  config_ = c;
+}
+
+template <class Real>
 void BasicDflashModel<Real>::set_target_weights(DflashTargetWeights target) {
   const size_t want = size_t(config_.vocab_size) * config_.width();
   for (const auto& [span, name] : {std::pair{target.embed, "embedding"}, {target.lm_head, "head"}})

@@ -99,6 +99,12 @@ class BasicDflashModel : public ParamStore<Real> {
   const DflashConfig& config() const { return config_; }
   // Throws Error(kBadTensor) like the constructor.
   void set_target_weights(DflashTargetWeights target);
+  // Later forwards use blocks of `block_size` rows: the anchor and block_size - 1 mask rows.
+  // For drafting a block cut short by a length limit, as the reference's dflash_generate
+  // drafts only the rows it will verify (the block attends to all its rows, so the cut
+  // changes every draft); the parameters do not depend on it. Throws Error(kBadConfig)
+  // for a size validate_dflash_config refuses; then nothing changes.
+  void set_block_size(uint32_t block_size);
 
   // Loss and statistics only. Throws Error(kBadInput) via validate_dflash_batch.
   DflashStats forward(const DflashBatch& batch);

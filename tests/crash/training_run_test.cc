@@ -43,11 +43,12 @@ class TrainingRunTest : public LauncherTest {
   std::string checkpoints() const { return run_dir() + "/checkpoints"; }
 };
 
-// The README's main job as it is: the built-in trained target, a DFlash drafter trained on
-// the CPU for its default 200 batches, exported as a DFlash folder, then decoded
-// speculatively on held-out prompts. It must draft: a clear margin over the untrained
-// drafter's acceptance length (1 token per target forward), with output identical to
-// greedy decoding.
+// The README's main job as it is: the built-in trained target over its own continuations of
+// the built-in corpus (the built-in data), a DFlash drafter trained on the CPU for its
+// default 200 batches, exported as a DFlash folder, then decoded speculatively on held-out
+// prompts. It must draft: well past the untrained drafter's acceptance length (1 token per
+// target forward; 2.9 - 3.2 measured on two cores, 2026-12-03), output identical to greedy
+// decoding.
 TEST_F(TrainingRunTest, TheDefaultJobTrainsADrafterThatDrafts) {
   const std::vector<std::string> argv = {hsring(),    "run",     "--ring",         ring_,
                                          "--run-dir", run_dir(), "--summary-json", summary_path(),
@@ -63,7 +64,7 @@ TEST_F(TrainingRunTest, TheDefaultJobTrainsADrafterThatDrafts) {
             << " untrained; teacher-forced " << summary("acceptance_length_teacher_forced")
             << ", loss " << summary("initial_loss") << " -> " << summary("final_loss") << std::endl;
   EXPECT_LT(untrained, 1.1);
-  EXPECT_GT(trained, untrained + 0.25) << launcher_->stderr_text();
+  EXPECT_GT(trained, 2.0) << launcher_->stderr_text();
   EXPECT_NE(crash::read_file(summary_path()).find("\"matches_greedy\": true"), std::string::npos)
       << crash::read_file(summary_path());
   const std::string config = crash::read_file(run_dir() + "/export/config.json");
@@ -77,7 +78,9 @@ TEST_F(TrainingRunTest, TheDefaultJobTrainsADrafterThatDrafts) {
   const std::optional<double> tau =
       crash::json_number(crash::read_file(dir_.file("eval.json")), "acceptance_length");
   ASSERT_TRUE(tau.has_value()) << crash::read_file(dir_.file("eval.json"));
-  EXPECT_NEAR(*tau, trained, 1e-9) << "eval measured another drafter than the run reported";
+  // The summary writes 6 significant digits; another drafter would differ far more.
+  EXPECT_NEAR(*tau, trained, 5e-6 * trained)
+      << "eval measured another drafter than the run reported";
   expect_cleaned_up();
 }
 

@@ -71,6 +71,7 @@ TEST(SpeculativeDecodeTest, OutputIsPlainGreedyDecodingTokenForToken) {
   train::DflashModel drafter(f.config, f.target_weights(), 7, 2);
   for (const auto& prompt : prompts(2, 24)) {
     const SpeculativeResult r = speculative_decode(*f.target, drafter, f.layers, prompt, 20);
+    EXPECT_EQ(drafter.config().block_size, kBlock);  // the last blocks' cut is undone
     EXPECT_EQ(r.tokens, greedy_decode(*f.target, prompt, 20));
     ASSERT_EQ(r.tokens.size(), 20u);
     uint32_t produced = 1;  // the prefill's token

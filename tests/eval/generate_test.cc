@@ -1,7 +1,8 @@
 // `hsring data generate` end to end on the built-in target: each written document is its
 // prompt followed by the target's own greedy decoding of it, the loss mask counts exactly
 // the generated tokens, the output does not depend on --threads, and bad flags are refused
-// with a message naming the flag.
+// with a message naming the flag. And the default job's data, the built-in target's
+// continuations of the built-in corpus (eval/builtin_data.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +12,10 @@
 #include "../data/test_corpus.h"
 #include "builtin/pretrain.h"
 #include "data/corpus.h"
+#include "data/default_corpus.h"
+#include "data/shard_file.h"
 #include "data/token_batch.h"
+#include "eval/builtin_data.h"
 #include "eval/generate.h"
 #include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
@@ -188,6 +192,63 @@ TEST(GenerateTest, StopsAfterAStopTokenAndReadsTheModelsEos) {
   std::ofstream(model + "/generation_config.json") << R"({"eos_token_id": [7, 9]})";
   EXPECT_EQ(model_stop_tokens(model), (std::vector<int32_t>{7, 9}));
   EXPECT_TRUE(model_stop_tokens("tiny").empty());
+}
+
+// The built-in data is what its header says: every training document of the built-in
+// corpus cut to its first kBuiltinPromptTokens tokens, then the built-in target's greedy
+// decoding of that prompt for kBuiltinNewTokens tokens, only those counted by the mask. It
+// is cached (scripts/test.sh generates it before the tests), found again under the same
+// name, and printed by `hsring data builtin`.
+TEST(BuiltinDataTest, EachDocumentIsAPromptAndTheBuiltinTargetsContinuation) {
+  const std::string dir = builtin_data_dir();
+  EXPECT_EQ(builtin_data_dir(), dir);
+  EXPECT_NE(fs::path(dir).filename().string().find("builtin-data-"), std::string::npos) << dir;
+  const auto listed = crash::run_command({hsring_bin(), "data", "builtin"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.out << listed.err;
+  EXPECT_EQ(listed.out, dir + "\n");
+
+  const data::Corpus corpus = data::Corpus::open(dir);
+  const auto docs = documents_of(corpus);
+  const auto sources = documents_of(data::Corpus::open(data::default_corpus_dir()));
+  ASSERT_EQ(docs.size(), sources.size());
+  uint64_t counted = 0, expected_counted = 0;
+  for (const data::ShardInfo& shard : corpus.shards()) {
+    ASSERT_TRUE(shard.header.has_mask());
+    counted += data::verify_shard_tokens(shard).counted_tokens;
+  }
+  for (size_t d = 0; d < docs.size(); ++d) {
+    const size_t prompt = std::min<size_t>(sources[d].size(), kBuiltinPromptTokens);
+    ASSERT_EQ(docs[d].size(), prompt + kBuiltinNewTokens) << "document " << d;
+    EXPECT_TRUE(std::equal(docs[d].begin(), docs[d].begin() + long(prompt), sources[d].begin()))
+        << "document " << d << " does not start with its corpus document";
+    expected_counted += kBuiltinNewTokens;
+  }
+  EXPECT_EQ(counted, expected_counted);
+  // The continuations are the built-in target's own (two documents: a decode is seconds).
+  const auto target = open_cpu_model(train::resolve_model_spec("builtin"), 0, {2});
+  for (const size_t d : {size_t(0), docs.size() - 1}) {
+    const size_t prompt = docs[d].size() - kBuiltinNewTokens;
+    const std::vector<int32_t> head(docs[d].begin(), docs[d].begin() + long(prompt));
+    const std::vector<int32_t> greedy = greedy_decode(*target, head, kBuiltinNewTokens);
+    EXPECT_TRUE(std::equal(greedy.begin(), greedy.end(), docs[d].begin() + long(prompt)))
+        << "document " << d << " is not the target's continuation";
+  }
+}
+
+TEST(BuiltinDataTest, TheBuiltinTargetTrainsOnItUnlessDataIsGiven) {
+  const std::string dir = builtin_data_dir();
+  const RunData by_default = resolve_run_data("", train::kBuiltinModel);
+  EXPECT_EQ(by_default.dir, dir);
+  EXPECT_TRUE(by_default.builtin);
+  const RunData named = resolve_run_data(kBuiltinData, "tiny");
+  EXPECT_EQ(named.dir, dir);
+  EXPECT_TRUE(named.builtin);
+  const RunData given = resolve_run_data("/my/shards", train::kBuiltinModel);
+  EXPECT_EQ(given.dir, "/my/shards");
+  EXPECT_FALSE(given.builtin);
+  const RunData preset = resolve_run_data("", "tiny");  // the built-in corpus
+  EXPECT_EQ(preset.dir, "");
+  EXPECT_FALSE(preset.builtin);
 }
 
 }  // namespace

@@ -44,7 +44,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hsring", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--batches", type=int, default=60)
+    # The default job's length: its drafter gets most of a block accepted on the built-in
+    # data (tau ~3), so the decoding comparison covers deep positions and the cut blocks at
+    # the length limit, not only the first draft.
+    ap.add_argument("--batches", type=int, default=200)
     # "" : the run's default layers, which never include the target's last decoder layer:
     # HF's hidden_states[L], which the reference reads for layer id L - 1, is after the final
     # norm, while hsring captures that layer's output before it (docs/dflash-export.md,

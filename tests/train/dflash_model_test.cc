@@ -94,6 +94,32 @@ TEST(DflashModelTest, FloatModelMatchesDouble) {
   }
 }
 
+// A block cut short for drafting (set_block_size) is the block of a drafter built with that
+// size and the same parameters: the same hidden states and drafts, row for row.
+TEST(DflashModelTest, ACutBlockDraftsAsADrafterBuiltWithItsSize) {
+  DflashConfig c = small_dflash_config(2);
+  c.block_size = 6;
+  const OwnedTargetWeights target = random_target(c, 31);
+  DflashModel full(c, target.view(), 32);
+  DflashConfig cut = c;
+  cut.block_size = 3;
+  DflashModel built(cut, target.view(), 32);
+  ASSERT_TRUE(std::ranges::equal(full.params(), built.params()));
+  full.set_block_size(3);
+  EXPECT_EQ(full.config().block_size, 3u);
+  const OwnedDflashBatch batch = random_dflash_batch(cut, {0, 20, 41}, 5, 33);
+  full.forward(batch.view());
+  built.forward(batch.view());
+  EXPECT_TRUE(std::ranges::equal(full.predictions(), built.predictions()));
+  EXPECT_TRUE(std::ranges::equal(full.block_hidden(), built.block_hidden()));
+  ASSERT_EQ(full.predictions().size(), 5u * 3u);
+  // A size the config refuses changes nothing.
+  EXPECT_THROW(full.set_block_size(1), Error);
+  EXPECT_EQ(full.config().block_size, 3u);
+  full.set_block_size(6);
+  EXPECT_EQ(full.config().block_size, 6u);
+}
+
 // Block b (anchor a in document [s, e)) reads context rows [s, a), its anchor's token and
 // its positions; nothing else may change one bit of its output.
 TEST(DflashModelTest, BlockSeesOnlyItsContextAndItsOwnInputs) {
