@@ -3,13 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "checkpoint/safetensors_export.h"
+#include "common/cached_folder.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/random.h"
@@ -337,21 +337,14 @@ std::string builtin_target_dir(const std::string& cache_root,
   o.log_every = 20;
   const fs::path root = cache_root.empty() ? data::default_cache_root() : cache_root;
   const fs::path dir = root / ("builtin-target-" + builtin_tag(o));
-  if (holds_a_target(dir)) return dir.string();
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  static std::atomic<uint32_t> builds{0};
-  o.out = root / (".builtin-target-" + std::to_string(::getpid()) + "-" +
-                  std::to_string(builds.fetch_add(1)) + ".tmp");
-  fs::remove_all(o.out, ec);
-  run_pretrain(o, progress);
-  // rename() of a folder onto a non-empty one fails: of racing builders one wins.
-  if (::rename(o.out.c_str(), dir.c_str()) != 0) {
-    fs::remove_all(o.out, ec);
-    if (!holds_a_target(dir))
-      throw Error(Errc::kModelIo, "cannot place the built-in target at " + dir.string());
-  }
-  return dir.string();
+  return cached_folder(
+             dir, holds_a_target,
+             [&](const fs::path& staging) {
+               o.out = staging;
+               run_pretrain(o, progress);
+             },
+             Errc::kModelIo)
+      .string();
 }
 
 std::string resolve_model_spec(const std::string& spec) {

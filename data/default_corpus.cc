@@ -1,13 +1,11 @@
 #include "data/default_corpus.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string_view>
 
+#include "common/cached_folder.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "data/corpus.h"
@@ -45,31 +43,14 @@ bool opens_cleanly(const std::string& dir) {
   }
 }
 
-// Packs one part of the corpus into a private folder and renames it to `dir`. False when
-// `dir` is there but broken (removed now, for the caller to retry).
-bool pack_into(const fs::path& root, const fs::path& dir, BuiltinSplit split) {
-  static std::atomic<uint32_t> packs{0};  // two threads of one process stage apart too
-  const fs::path staging = root / (".default-corpus-" + std::to_string(::getpid()) + "-" +
-                                   std::to_string(packs.fetch_add(1)) + ".tmp");
-  std::error_code ec;
-  fs::remove_all(staging, ec);
+// Packs one part of the corpus into `staging`.
+void pack_into(const fs::path& staging, BuiltinSplit split) {
   TextPackOptions options;
   options.shard_tokens = kDefaultCorpusShardTokens;
   options.split_blank_lines = true;
   TextPacker packer(staging.string(), options);
   for (std::string_view document : builtin_documents(split)) packer.add_text(document);
   packer.finish();
-
-  // rename() of a folder onto a non-empty one fails, so of racing packers one wins; a
-  // broken folder left by someone else is replaced.
-  if (::rename(staging.c_str(), dir.c_str()) != 0) {
-    fs::remove_all(staging, ec);
-    if (!opens_cleanly(dir.string())) {
-      fs::remove_all(dir, ec);
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -88,12 +69,13 @@ namespace {
 std::string packed_dir(const std::string& cache_root, BuiltinSplit split) {
   const fs::path root = cache_root.empty() ? default_cache_root() : cache_root;
   const char* part = split == BuiltinSplit::kTraining ? "default-corpus-" : "default-heldout-";
-  const fs::path dir = root / (part + corpus_tag());
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (fs::exists(dir) && opens_cleanly(dir.string())) return dir.string();
-    if (pack_into(root, dir, split)) return dir.string();
-  }
-  throw Error(Errc::kDataIo, dir.string(), 0, "cannot pack the default corpus here");
+  return cached_folder(
+             root / (part + corpus_tag()),
+             [](const fs::path& dir) {
+               return fs::is_directory(dir) && opens_cleanly(dir.string());
+             },
+             [split](const fs::path& staging) { pack_into(staging, split); }, Errc::kDataIo)
+      .string();
 }
 
 }  // namespace

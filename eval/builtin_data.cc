@@ -1,12 +1,10 @@
 #include "eval/builtin_data.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 
 #include "builtin/pretrain.h"
+#include "common/cached_folder.h"
 #include "common/crc32.h"
 #include "common/error.h"
 #include "data/corpus.h"
@@ -50,35 +48,23 @@ std::string builtin_data_dir(const std::string& cache_root,
   const fs::path root = cache_root.empty() ? data::default_cache_root() : cache_root;
   const fs::path target_dir = train::builtin_target_dir(root.string());
   const fs::path dir = root / ("builtin-data-" + data_tag(target_dir));
-  if (holds_shards(dir)) return dir.string();
-
-  const data::Corpus prompts = data::Corpus::open(data::default_corpus_dir(root.string()));
-  GenerateOptions options;
-  options.model = target_dir.string();
-  options.prompt_tokens = kBuiltinPromptTokens;
-  options.max_new_tokens = kBuiltinNewTokens;  // byte-level: no end-of-text token to stop at
-  const auto target = open_cpu_model(options.model, 0, {options.threads});
-  static std::atomic<uint32_t> builds{0};
-  const fs::path staging = root / (".builtin-data-" + std::to_string(::getpid()) + "-" +
-                                   std::to_string(builds.fetch_add(1)) + ".tmp");
-  std::error_code ec;
-  fs::remove_all(staging, ec);
-  try {
-    const uint32_t vocab = target->config().vocab_size;
-    data::ShardSetWriter out(staging.string(), data::token_bytes_for(vocab), vocab,
-                             options.shard_tokens);
-    generate_continuations(*target, prompts, options, out, progress);
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
-  // rename() of a folder onto a non-empty one fails: of racing builders one wins.
-  if (::rename(staging.c_str(), dir.c_str()) != 0) {
-    fs::remove_all(staging, ec);
-    if (!holds_shards(dir))
-      throw Error(Errc::kDataIo, "cannot place the built-in data at " + dir.string());
-  }
-  return dir.string();
+  return cached_folder(
+             dir, holds_shards,
+             [&](const fs::path& staging) {
+               const data::Corpus prompts =
+                   data::Corpus::open(data::default_corpus_dir(root.string()));
+               GenerateOptions options;
+               options.model = target_dir.string();
+               options.prompt_tokens = kBuiltinPromptTokens;
+               options.max_new_tokens = kBuiltinNewTokens;  // byte-level: no end-of-text token
+               const auto target = open_cpu_model(options.model, 0, {options.threads});
+               const uint32_t vocab = target->config().vocab_size;
+               data::ShardSetWriter out(staging.string(), data::token_bytes_for(vocab), vocab,
+                                        options.shard_tokens);
+               generate_continuations(*target, prompts, options, out, progress);
+             },
+             Errc::kDataIo)
+      .string();
 }
 
 std::string resolve_builtin_data() {
