@@ -12,6 +12,7 @@
 #include "train/cuda_block_attention_bf16.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_flat_state.h"
+#include "train/cuda_qk_norm_rope.h"
 #include "train/dflash_params.h"
 
 namespace hsring::train {
@@ -43,6 +44,7 @@ struct CudaDflashTrainer::Buffers {
   struct LayerActivations {
     Scratch<float> x_in, h, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
         lse, x_mid, m, gate, up, act;
+    Scratch<uint16_t> act_bf16;  // bf16 mode: the SwiGLU's output as the products read it
   };
 
   gpu::Stream stream;
@@ -74,6 +76,11 @@ struct CudaDflashTrainer::Buffers {
   Scratch<float> d_final, d_x, d_h, d_m, d_act, d_gate, d_up, d_q, d_q_raw, d_block_k,
       d_block_k_raw, d_block_v, d_ctx_k, d_ctx_k_raw, d_ctx_v, d_ctx, d_ctx_pre, d_head, inv_rms,
       delta;
+  // bf16 mode: gradients written in bf16 by the kernels that make them, each the operand of
+  // its products (held under the fp32 array's name, which is then not written).
+  Scratch<uint16_t> d_gate_bf16, d_up_bf16, d_logits_bf16, d_q_raw_bf16, d_block_k_raw_bf16,
+      d_ctx_k_raw_bf16;
+  bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
 
   // Phase timing: events[0] opens the step, events[i] closes phase names[i].
   bool timing = false;
@@ -114,6 +121,7 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
                      cuda::block_attention_bf16_supported(config_.head_dim);
   cudaStream_t s = b.stream.get();
   b.state = std::make_unique<cuda::FlatState>(layout_, options.optimizer, host, s);
+  if (precision == cuda::GemmPrecision::kBf16) b.state->keep_bf16_params();
   const auto upload = [s](gpu::DeviceBuffer& dst, const void* src, size_t bytes) {
     dst = gpu::DeviceBuffer::allocate(bytes);
     HSRING_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, s));
@@ -199,10 +207,11 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
                                  b_->state->step());
   b_->state->zero_gradients();
   // Holds live for one step, and only this step's products read them: the last step's end
-  // here. The weights change only in apply_gradients: one bf16 copy serves every product
-  // of the step (each weight is read by a forward and a backward_input product).
+  // here. The weights change only in apply_gradients, which also writes their bf16 copy:
+  // it serves every product of the step (each weight is read by a forward and a
+  // backward_input product).
   b_->gemm.release_holds();
-  b_->gemm.hold_bf16(b_->state->params(), layout_.total);
+  b_->gemm.hold_bf16(b_->state->params(), layout_.total, b_->state->params_bf16());
   if (anchors_.empty()) {
     last_ = DflashStats{};
     HSRING_CUDA_CHECK(cudaStreamSynchronize(b_->stream.get()));
@@ -294,9 +303,17 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
     for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) buffer->ensure(rows * kvd);
     for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) buffer->ensure(t * kvd);
     for (auto* buffer : {&a.gate, &a.up, &a.act}) buffer->ensure(rows * inter);
+    if (b.bf16()) a.act_bf16.ensure(rows * inter);
     a.lse.ensure(rows * heads);
   }
   for (auto* buffer : {&b.d_gate, &b.d_up}) buffer->ensure(rows * inter);
+  if (b.bf16()) {
+    for (auto* buffer : {&b.d_gate_bf16, &b.d_up_bf16}) buffer->ensure(rows * inter);
+    b.d_logits_bf16.ensure(b.head_rows * c.vocab_size);
+    b.d_q_raw_bf16.ensure(rows * qd);
+    b.d_block_k_raw_bf16.ensure(rows * kvd);
+    b.d_ctx_k_raw_bf16.ensure(t * kvd);
+  }
   b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
   for (auto* buffer : {&b.d_q, &b.d_q_raw}) buffer->ensure(rows * qd);
   for (auto* buffer : {&b.d_block_k, &b.d_block_k_raw, &b.d_block_v}) buffer->ensure(rows * kvd);
@@ -361,10 +378,20 @@ struct Ops {
     HSRING_CUDA_CHECK(
         cuda::launch_rms_norm_weight_grad(x, dy, inv_rms, uint32_t(rows), uint32_t(dim), dw, s));
   }
-  void rope(float* x, size_t rows, uint32_t heads, uint32_t head_dim, const float* cos,
-            const float* sin, bool inverse) const {
+  // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd].
+  void qk_norm_rope(const float* x, const float* w, size_t rows, uint32_t heads, uint32_t hd,
+                    const float* cos, const float* sin, float* y) const {
     HSRING_CUDA_CHECK(
-        cuda::launch_rope_apply(x, uint32_t(rows), heads, head_dim, cos, sin, inverse, s));
+        cuda::launch_qk_norm_rope_forward(x, w, uint32_t(rows), heads, hd, eps, cos, sin, y, s));
+  }
+  // Its backward from dy: dx in fp32, or in bf16 only (dx_bf16) where just the products read
+  // it; the weight's gradient added to dw.
+  void qk_norm_rope_backward(const float* x, const float* w, const float* dy, size_t rows,
+                             uint32_t heads, uint32_t hd, const float* cos, const float* sin,
+                             float* dx, uint16_t* dx_bf16, float* dw) const {
+    HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_backward(x, w, dy, uint32_t(rows), heads, hd, eps,
+                                                         cos, sin, dx_bf16 ? nullptr : dx, dx_bf16,
+                                                         dw, s));
   }
   void copy(float* dst, const float* src, size_t count) const {
     HSRING_CUDA_CHECK(
@@ -413,17 +440,17 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // weight gradients: held until the step ends.
   gemm.hold_bf16(a.h.get(), rows * d);
   gemm.forward(a.h.get(), rows, d, b.p(o.q), qd, a.q_raw.get());
-  ops.norm(a.q_raw.get(), b.p(o.q_norm), rows * heads, hd, a.q.get());
-  ops.rope(a.q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), false);
+  ops.qk_norm_rope(a.q_raw.get(), b.p(o.q_norm), rows, heads, hd, b.block_cos.get(),
+                   b.block_sin.get(), a.q.get());
   // Keys and values of [context ; block] with the same projections and k_norm; the context
   // is the normalised projection itself, not passed through input_layernorm.
   gemm.forward(a.h.get(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
-  ops.norm(a.block_k_raw.get(), b.p(o.k_norm), rows * kv, hd, a.block_k.get());
-  ops.rope(a.block_k.get(), rows, kv, hd, b.block_cos.get(), b.block_sin.get(), false);
+  ops.qk_norm_rope(a.block_k_raw.get(), b.p(o.k_norm), rows, kv, hd, b.block_cos.get(),
+                   b.block_sin.get(), a.block_k.get());
   gemm.forward(a.h.get(), rows, d, b.p(o.v), kvd, a.block_v.get());
   gemm.forward(b.ctx.get(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
-  ops.norm(a.ctx_k_raw.get(), b.p(o.k_norm), t * kv, hd, a.ctx_k.get());
-  ops.rope(a.ctx_k.get(), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(), false);
+  ops.qk_norm_rope(a.ctx_k_raw.get(), b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
+                   a.ctx_k.get());
   gemm.forward(b.ctx.get(), t, d, b.p(o.v), kvd, a.ctx_v.get());
   mark("fwd q/k/v (block + context)");
 
@@ -445,9 +472,14 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   gemm.hold_bf16(a.m.get(), rows * d);
   gemm.forward(a.m.get(), rows, d, b.p(o.gate), inter, a.gate.get());
   gemm.forward(a.m.get(), rows, d, b.p(o.up), inter, a.up.get());
-  HSRING_CUDA_CHECK(
-      cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s));
-  gemm.hold_bf16(a.act.get(), rows * inter);
+  if (b.bf16()) {
+    HSRING_CUDA_CHECK(cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, nullptr,
+                                                  ops.s, a.act_bf16.get()));
+    gemm.hold_bf16(a.act.get(), rows * inter, a.act_bf16.get());
+  } else {
+    HSRING_CUDA_CHECK(
+        cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s));
+  }
   ops.copy(x_out, a.x_mid.get(), rows * d);
   gemm.forward(a.act.get(), rows, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
@@ -467,12 +499,17 @@ void CudaDflashTrainer::run_head() {
                                                      ops.s));
     b.gemm.forward(b.head_in.get(), n, d, b.head, vocab, b.logits.get());
     mark("head logits");
-    HSRING_CUDA_CHECK(cuda::launch_cross_entropy(
-        b.logits.get(), b.scored_labels.get() + s0, uint32_t(n), uint32_t(vocab), 1.0f, b.backward,
-        b.row_loss.get() + s0, b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0));
+    // bf16 mode: d(loss)/d(logits) goes straight to the bf16 operand of the product below.
+    uint16_t* d_logits_bf16 = b.bf16() && b.backward ? b.d_logits_bf16.get() : nullptr;
+    HSRING_CUDA_CHECK(cuda::launch_cross_entropy(b.logits.get(), b.scored_labels.get() + s0,
+                                                 uint32_t(n), uint32_t(vocab), 1.0f, b.backward,
+                                                 b.row_loss.get() + s0, b.row_agreed.get() + s0,
+                                                 ops.s, b.row_weight.get() + s0, d_logits_bf16));
     mark("head cross-entropy");
     if (!b.backward) continue;
-    // The logits now hold d(loss)/d(logits) of these rows; the head itself is frozen.
+    // The logits now stand for d(loss)/d(logits) of these rows (in place, or held in bf16);
+    // the head itself is frozen.
+    if (d_logits_bf16) b.gemm.hold_bf16(b.logits.get(), n * vocab, d_logits_bf16);
     b.gemm.backward_input(b.logits.get(), n, vocab, b.head, d, b.d_head.get());
     // Scattered back to their block rows (distinct rows: the atomics never meet).
     HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
@@ -519,10 +556,17 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.hold_bf16(d_x, rows * d);
   gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.get());
   gemm.backward_weight(d_x, rows, d, a.act.get(), inter, b.g(o.down));
-  HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(
-      a.gate.get(), a.up.get(), b.d_act.get(), rows * inter, b.d_gate.get(), b.d_up.get(), ops.s));
-  gemm.hold_bf16(b.d_gate.get(), rows * inter);
-  gemm.hold_bf16(b.d_up.get(), rows * inter);
+  if (b.bf16()) {
+    HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(a.gate.get(), a.up.get(), b.d_act.get(),
+                                                   rows * inter, nullptr, nullptr, ops.s,
+                                                   b.d_gate_bf16.get(), b.d_up_bf16.get()));
+    gemm.hold_bf16(b.d_gate.get(), rows * inter, b.d_gate_bf16.get());
+    gemm.hold_bf16(b.d_up.get(), rows * inter, b.d_up_bf16.get());
+  } else {
+    HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(a.gate.get(), a.up.get(), b.d_act.get(),
+                                                   rows * inter, b.d_gate.get(), b.d_up.get(),
+                                                   ops.s));
+  }
   gemm.backward_input(b.d_gate.get(), rows, inter, b.p(o.gate), d, b.d_m.get());
   gemm.backward_input(b.d_up.get(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
   gemm.backward_weight(b.d_gate.get(), rows, inter, a.m.get(), d, b.g(o.gate));
@@ -552,21 +596,25 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
         b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
         b.d_block_v.get(), ops.s));
   mark("bwd block attention");
-  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
-  ops.rope(b.d_q.get(), rows, heads, hd, b.block_cos.get(), b.block_sin.get(), true);
-  ops.norm_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows * heads, hd, b.d_q_raw.get(),
-                    false, b.g(o.q_norm));
-  ops.rope(b.d_block_k.get(), rows, kv, hd, b.block_cos.get(), b.block_sin.get(), true);
-  ops.norm_backward(a.block_k_raw.get(), b.p(o.k_norm), b.d_block_k.get(), rows * kv, hd,
-                    b.d_block_k_raw.get(), false, b.g(o.k_norm));
-  ops.rope(b.d_ctx_k.get(), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(), true);
-  ops.norm_backward(a.ctx_k_raw.get(), b.p(o.k_norm), b.d_ctx_k.get(), t * kv, hd,
-                    b.d_ctx_k_raw.get(), false, b.g(o.k_norm));
+  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets). In
+  // bf16 mode their gradients are written in bf16 only, the operands of the products below.
+  const bool bf16 = b.bf16();
+  ops.qk_norm_rope_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows, heads, hd,
+                            b.block_cos.get(), b.block_sin.get(), b.d_q_raw.get(),
+                            bf16 ? b.d_q_raw_bf16.get() : nullptr, b.g(o.q_norm));
+  ops.qk_norm_rope_backward(a.block_k_raw.get(), b.p(o.k_norm), b.d_block_k.get(), rows, kv, hd,
+                            b.block_cos.get(), b.block_sin.get(), b.d_block_k_raw.get(),
+                            bf16 ? b.d_block_k_raw_bf16.get() : nullptr, b.g(o.k_norm));
+  ops.qk_norm_rope_backward(a.ctx_k_raw.get(), b.p(o.k_norm), b.d_ctx_k.get(), t, kv, hd,
+                            b.ctx_cos.get(), b.ctx_sin.get(), b.d_ctx_k_raw.get(),
+                            bf16 ? b.d_ctx_k_raw_bf16.get() : nullptr, b.g(o.k_norm));
 
   // Projections of the block rows (into h) and of the context (into d_ctx).
-  gemm.hold_bf16(b.d_q_raw.get(), rows * qd);
-  for (float* grad : {b.d_block_k_raw.get(), b.d_block_v.get()}) gemm.hold_bf16(grad, rows * kvd);
-  for (float* grad : {b.d_ctx_k_raw.get(), b.d_ctx_v.get()}) gemm.hold_bf16(grad, t * kvd);
+  gemm.hold_bf16(b.d_q_raw.get(), rows * qd, b.d_q_raw_bf16.get());
+  gemm.hold_bf16(b.d_block_k_raw.get(), rows * kvd, b.d_block_k_raw_bf16.get());
+  gemm.hold_bf16(b.d_ctx_k_raw.get(), t * kvd, b.d_ctx_k_raw_bf16.get());
+  gemm.hold_bf16(b.d_block_v.get(), rows * kvd);
+  gemm.hold_bf16(b.d_ctx_v.get(), t * kvd);
   gemm.backward_input(b.d_q_raw.get(), rows, qd, b.p(o.q), d, b.d_h.get());
   gemm.backward_input(b.d_block_k_raw.get(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
   gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);

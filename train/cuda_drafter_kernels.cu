@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/launch_grid.h"
+#include "train/bf16_round.cuh"
 #include "train/cuda_drafter_kernels.h"
 
 namespace hsring::train::cuda {
@@ -51,12 +52,6 @@ __device__ float block_sum(float value, float* partials) {
 __global__ void bf16_to_float_kernel(const uint16_t* __restrict__ in, uint64_t n,
                                      float* __restrict__ out) {
   GRID_STRIDE(i, n) out[i] = __uint_as_float(uint32_t(in[i]) << 16);
-}
-
-__device__ uint16_t round_to_bf16(float value) {
-  const uint32_t bits = __float_as_uint(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40u);  // quiet NaN
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
 // Four values a thread when both arrays allow it: the conversion is bandwidth-bound.
@@ -221,19 +216,28 @@ __global__ void rope_apply_kernel(float* __restrict__ x, uint32_t rows, uint32_t
 
 __device__ float sigmoid(float g) { return 1.0f / (1.0f + __expf(-g)); }
 
+// Stores value i of an output written in fp32 (out), in bf16 (out_bf16), or both.
+__device__ void store(float* out, uint16_t* out_bf16, uint64_t i, float value) {
+  if (out) out[i] = value;
+  if (out_bf16) out_bf16[i] = round_to_bf16(value);
+}
+
 __global__ void swiglu_forward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
-                                      uint64_t n, float* __restrict__ out) {
-  GRID_STRIDE(i, n) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+                                      uint64_t n, float* __restrict__ out,
+                                      uint16_t* __restrict__ out_bf16) {
+  GRID_STRIDE(i, n) store(out, out_bf16, i, gate[i] * sigmoid(gate[i]) * up[i]);
 }
 
 // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
 __global__ void swiglu_backward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
                                        const float* __restrict__ dout, uint64_t n,
-                                       float* __restrict__ dgate, float* __restrict__ dup) {
+                                       float* __restrict__ dgate, float* __restrict__ dup,
+                                       uint16_t* __restrict__ dgate_bf16,
+                                       uint16_t* __restrict__ dup_bf16) {
   GRID_STRIDE(i, n) {
     const float g = gate[i], sig = sigmoid(g), d = dout[i];
-    dgate[i] = d * up[i] * sig * (1.0f + g * (1.0f - sig));
-    dup[i] = d * g * sig;
+    store(dgate, dgate_bf16, i, d * up[i] * sig * (1.0f + g * (1.0f - sig)));
+    store(dup, dup_bf16, i, d * g * sig);
   }
 }
 
@@ -306,16 +310,21 @@ __device__ SoftmaxStats warp_merge(SoftmaxStats s) {
 __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* __restrict__ labels,
                                      uint32_t rows, uint32_t vocab, float grad_scale, bool backward,
                                      float* __restrict__ row_loss, int32_t* __restrict__ row_agreed,
-                                     const float* __restrict__ row_weight) {
+                                     const float* __restrict__ row_weight,
+                                     uint16_t* __restrict__ grad_bf16) {
   __shared__ SoftmaxStats warp_stats[kWarps];
   __shared__ float row_lse;
-  const bool vector = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0;
+  const bool vector = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(grad_bf16) % 8 == 0;
   const uint32_t quads = vector ? vocab / 4 : 0;
   for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
     float* x = logits + uint64_t(r) * vocab;
     const int32_t label = labels[r];
     if (label < 0) {
-      if (backward)
+      if (backward && grad_bf16)
+        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x)
+          grad_bf16[uint64_t(r) * vocab + i] = 0;
+      else if (backward)
         for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) x[i] = 0.0f;
       if (threadIdx.x == 0) {
         row_loss[r] = 0.0f;
@@ -345,7 +354,24 @@ __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* 
       row_agreed[r] = total.argmax == uint32_t(label) ? 1 : 0;
     }
     __syncthreads();  // row_lse is known, and x[label] was read before the gradient overwrites it
-    if (backward) {
+    if (backward && grad_bf16) {
+      // The same fp32 values as the in-place gradient below (the label's subtraction kept
+      // apart from the product, as there), rounded once: the d(final) product's operand.
+      const float lse = row_lse;
+      const float scale = row_weight ? grad_scale * row_weight[r] : grad_scale;
+      const auto grad = [&](float logit, uint32_t i) {
+        const float p = scale * __expf(logit - lse);
+        return round_to_bf16(i == uint32_t(label) ? __fsub_rn(p, scale) : p);
+      };
+      uint16_t* g = grad_bf16 + uint64_t(r) * vocab;
+      for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+        const float4 v = x4[q];
+        reinterpret_cast<uint2*>(g)[q] =
+            uint2{uint32_t(grad(v.x, 4 * q)) | (uint32_t(grad(v.y, 4 * q + 1)) << 16),
+                  uint32_t(grad(v.z, 4 * q + 2)) | (uint32_t(grad(v.w, 4 * q + 3)) << 16)};
+      }
+      for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) g[i] = grad(x[i], i);
+    } else if (backward) {
       const float lse = row_lse;
       const float scale = row_weight ? grad_scale * row_weight[r] : grad_scale;
       float4* out4 = reinterpret_cast<float4*>(x);
@@ -380,17 +406,48 @@ __global__ void sum_squares_kernel(const float* __restrict__ x, uint64_t n,
 
 // In float: double arithmetic (division and sqrt above all) made this kernel compute-bound
 // at 109 ms for 900 M parameters on an H200; in float it streams at memory speed.
+__device__ float adamw_update(float& p, float& m, float& v, float grad, const AdamWFactors& f) {
+  const float g = grad * f.clip;
+  m = f.beta1 * m + f.one_minus_beta1 * g;
+  v = f.beta2 * v + f.one_minus_beta2 * g * g;
+  const float update = (m * f.inv_correction1) / (sqrtf(v * f.inv_correction2) + f.eps);
+  p = p * f.keep - f.lr * update;
+  return p;
+}
+
+// Four parameters a thread where the arrays allow it (the update moves 28 bytes a parameter
+// and is bandwidth-bound); with params_bf16, the new weights' bf16 copy is written in the
+// same pass instead of a rounding pass of its own before the next step's products.
 __global__ void adamw_kernel(float* __restrict__ params, const float* __restrict__ grads,
                              float* __restrict__ m, float* __restrict__ v, uint64_t n,
-                             AdamWFactors f) {
-  GRID_STRIDE(i, n) {
-    const float g = grads[i] * f.clip;
-    const float mi = f.beta1 * m[i] + f.one_minus_beta1 * g;
-    const float vi = f.beta2 * v[i] + f.one_minus_beta2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float update = (mi * f.inv_correction1) / (sqrtf(vi * f.inv_correction2) + f.eps);
-    params[i] = params[i] * f.keep - f.lr * update;
+                             AdamWFactors f, uint16_t* __restrict__ params_bf16) {
+  const bool vector = (reinterpret_cast<uintptr_t>(params) | reinterpret_cast<uintptr_t>(grads) |
+                       reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v)) %
+                              16 ==
+                          0 &&
+                      reinterpret_cast<uintptr_t>(params_bf16) % 8 == 0;
+  const uint64_t quads = vector ? n / 4 : 0;
+  GRID_STRIDE(q, quads) {
+    float4 p = reinterpret_cast<float4*>(params)[q];
+    float4 mi = reinterpret_cast<float4*>(m)[q];
+    float4 vi = reinterpret_cast<float4*>(v)[q];
+    const float4 g = reinterpret_cast<const float4*>(grads)[q];
+    adamw_update(p.x, mi.x, vi.x, g.x, f);
+    adamw_update(p.y, mi.y, vi.y, g.y, f);
+    adamw_update(p.z, mi.z, vi.z, g.z, f);
+    adamw_update(p.w, mi.w, vi.w, g.w, f);
+    reinterpret_cast<float4*>(params)[q] = p;
+    reinterpret_cast<float4*>(m)[q] = mi;
+    reinterpret_cast<float4*>(v)[q] = vi;
+    if (params_bf16)
+      reinterpret_cast<uint2*>(params_bf16)[q] =
+          uint2{uint32_t(round_to_bf16(p.x)) | (uint32_t(round_to_bf16(p.y)) << 16),
+                uint32_t(round_to_bf16(p.z)) | (uint32_t(round_to_bf16(p.w)) << 16)};
+  }
+  GRID_STRIDE(j, n - 4 * quads) {
+    const uint64_t i = 4 * quads + j;
+    const float p = adamw_update(params[i], m[i], v[i], grads[i], f);
+    if (params_bf16) params_bf16[i] = round_to_bf16(p);
   }
 }
 
@@ -454,14 +511,16 @@ cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t 
 }
 
 cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
-                                  cudaStream_t stream) {
-  swiglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
+                                  cudaStream_t stream, uint16_t* out_bf16) {
+  swiglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out, out_bf16);
   return cudaGetLastError();
 }
 
 cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
-                                   float* dgate, float* dup, cudaStream_t stream) {
-  swiglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, dout, n, dgate, dup);
+                                   float* dgate, float* dup, cudaStream_t stream,
+                                   uint16_t* dgate_bf16, uint16_t* dup_bf16) {
+  swiglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, dout, n, dgate, dup,
+                                                               dgate_bf16, dup_bf16);
   return cudaGetLastError();
 }
 
@@ -491,10 +550,11 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream) 
 
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
-                                 int32_t* row_agreed, cudaStream_t stream,
-                                 const float* row_weight) {
-  cross_entropy_kernel<<<row_grid(rows), kThreads, 0, stream>>>(
-      logits, labels, rows, vocab, grad_scale, backward, row_loss, row_agreed, row_weight);
+                                 int32_t* row_agreed, cudaStream_t stream, const float* row_weight,
+                                 uint16_t* grad_bf16) {
+  cross_entropy_kernel<<<row_grid(rows), kThreads, 0, stream>>>(logits, labels, rows, vocab,
+                                                                grad_scale, backward, row_loss,
+                                                                row_agreed, row_weight, grad_bf16);
   return cudaGetLastError();
 }
 
@@ -505,7 +565,7 @@ cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaS
 }
 
 cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
-                         AdamWStep step, cudaStream_t stream) {
+                         AdamWStep step, cudaStream_t stream, uint16_t* params_bf16) {
   const AdamWFactors factors{float(step.lr),
                              float(step.beta1),
                              float(1.0 - step.beta1),
@@ -516,7 +576,8 @@ cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, 
                              float(step.clip),
                              float(1.0 / step.correction1),
                              float(1.0 / step.correction2)};
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, factors);
+  adamw_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(params, grads, m, v, n, factors,
+                                                             params_bf16);
   return cudaGetLastError();
 }
 

@@ -44,11 +44,14 @@ cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t 
                               const float* cos, const float* sin, bool inverse,
                               cudaStream_t stream);
 
-// out = silu(gate) * up, and its backward (dgate, dup written).
+// out = silu(gate) * up, and its backward (dgate, dup written). Each output goes to its fp32
+// array, to its bf16 one (rounded as launch_float_to_bf16 rounds: the bf16 products'
+// operand without a rounding pass), or both; a null array is not written.
 cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, uint16_t* out_bf16 = nullptr);
 cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
-                                   float* dgate, float* dup, cudaStream_t stream);
+                                   float* dgate, float* dup, cudaStream_t stream,
+                                   uint16_t* dgate_bf16 = nullptr, uint16_t* dup_bf16 = nullptr);
 
 // y[r] += table[tokens[r]] ([rows, dim]); dtable[tokens[r]] += dy[r] (atomics: rows that
 // share a token add in any order).
@@ -66,11 +69,13 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream);
 // row_loss[r] = logsumexp - logit[label] (0 when ignored); row_agreed[r] = 1 when the
 // argmax (first on ties) is the label. With backward, the logits are overwritten by
 // grad_scale * (softmax - onehot), zero on ignored rows; with row_weight [rows] (DFlash's
-// per-position decay) row r's gradient is scaled by row_weight[r] too.
+// per-position decay) row r's gradient is scaled by row_weight[r] too. With grad_bf16
+// [rows, vocab], the gradient goes there instead, rounded to bf16 (the bits
+// launch_float_to_bf16 gives of the in-place gradient), and the logits are left as they are.
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
                                  int32_t* row_agreed, cudaStream_t stream,
-                                 const float* row_weight = nullptr);
+                                 const float* row_weight = nullptr, uint16_t* grad_bf16 = nullptr);
 
 struct AttentionDims {
   uint32_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
@@ -102,8 +107,10 @@ struct AdamWStep {
   double correction2 = 1;  // 1 - beta2^t
 };
 // One AdamW update of n parameters (train/optimizer.h has the formula), in float per
-// element (the CPU reference computes in double: within 1e-6 of it).
+// element (the CPU reference computes in double: within 1e-6 of it). With params_bf16 [n],
+// the updated weights are also written there rounded to bf16 (the bits launch_float_to_bf16
+// gives).
 cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
-                         AdamWStep step, cudaStream_t stream);
+                         AdamWStep step, cudaStream_t stream, uint16_t* params_bf16 = nullptr);
 
 }  // namespace hsring::train::cuda

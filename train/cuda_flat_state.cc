@@ -1,5 +1,6 @@
 #include "train/cuda_flat_state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -44,6 +45,12 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `initial` may go out of scope
 }
 
+void FlatState::keep_bf16_params() {
+  if (params_bf16_.size() == 0)
+    params_bf16_ = gpu::DeviceBuffer::allocate(std::max<size_t>(1, total_) * sizeof(uint16_t));
+  HSRING_CUDA_CHECK(launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
+}
+
 void FlatState::zero_gradients() {
   HSRING_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.size(), stream_));
 }
@@ -82,9 +89,10 @@ UpdateStats FlatState::apply_gradients() {
   update.correction2 = 1.0 - std::pow(o.beta2, t);
   for (const ParamInfo& tensor : layout_.tensors) {
     update.keep = tensor.weight_decay ? 1.0 - update.lr * o.weight_decay : 1.0;
-    HSRING_CUDA_CHECK(launch_adamw(params(tensor.offset), grads(tensor.offset),
-                                   m_.as<float>() + tensor.offset, v_.as<float>() + tensor.offset,
-                                   tensor.size, update, stream_));
+    HSRING_CUDA_CHECK(
+        launch_adamw(params(tensor.offset), grads(tensor.offset), m_.as<float>() + tensor.offset,
+                     v_.as<float>() + tensor.offset, tensor.size, update, stream_,
+                     params_bf16_.size() ? params_bf16_.as<uint16_t>() + tensor.offset : nullptr));
   }
   stats.lr = update.lr;
   stats.step = ++step_;
@@ -118,6 +126,8 @@ void FlatState::load_state(const TrainerState& state) {
                                     cudaMemcpyHostToDevice, stream_));
   HSRING_CUDA_CHECK(cudaMemcpyAsync(v_.data(), state.second_moment.data(), v_.size(),
                                     cudaMemcpyHostToDevice, stream_));
+  if (params_bf16_.size())
+    HSRING_CUDA_CHECK(launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
   step_ = state.step;
 }

@@ -44,6 +44,11 @@ class FlatState {
             std::span<const float> initial, cudaStream_t stream);
 
   float* params(size_t offset = 0) const { return params_.as<float>() + offset; }
+  // From now on, a bf16 copy of the weights (rounded to nearest even) kept up to date by
+  // every update and load_state: the bf16 products' operand, written by the update itself
+  // rather than rounded in a pass of its own at each step's start.
+  void keep_bf16_params();
+  const uint16_t* params_bf16() const { return params_bf16_.as<uint16_t>(); }  // or nullptr
   float* grads(size_t offset = 0) const { return grads_.as<float>() + offset; }
   size_t size() const { return total_; }
 
@@ -69,6 +74,7 @@ class FlatState {
   cudaStream_t stream_;
   size_t total_;
   gpu::DeviceBuffer params_, grads_, m_, v_;
+  gpu::DeviceBuffer params_bf16_;  // empty unless keep_bf16_params()
   gpu::DeviceBuffer norm_partials_;
   gpu::PinnedBuffer norm_partials_host_;
   uint64_t step_ = 0;

@@ -1,9 +1,12 @@
-// Two pieces of the drafter steps checked on their own: the cross-entropy kernel (one online
+// Pieces of the drafter steps checked on their own: the cross-entropy kernel (one online
 // pass for max, argmax and the sum of exponentials, then the gradient) against a host
-// computation in double, and the bf16 Gemm's held operands against products that round
-// their operands each time.
+// computation in double, the bf16 Gemm's held operands against products that round their
+// operands each time, and the kernels that write their output in bf16 for those holds
+// (cross-entropy, SwiGLU, AdamW) against launch_float_to_bf16 of their fp32 output, bit for
+// bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -115,11 +118,136 @@ TEST_P(CrossEntropyKernelTest, LossArgmaxAndGradientMatchDoublePrecision) {
   EXPECT_EQ(agreed[2], 1);  // its label is its maximum
 }
 
+// The bits launch_float_to_bf16 makes of fp32 values on the device.
+std::vector<uint16_t> rounded_on_device(const std::vector<float>& values) {
+  gpu::DeviceBuffer in = to_device(values);
+  gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(std::max<size_t>(1, values.size()) * 2);
+  EXPECT_EQ(launch_float_to_bf16(in.as<float>(), values.size(), out.as<uint16_t>(), nullptr),
+            cudaSuccess);
+  return to_host<uint16_t>(out, values.size());
+}
+
+TEST_P(CrossEntropyKernelTest, Bf16GradientIsTheInPlaceGradientRounded) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint32_t vocab = GetParam().vocab, rows = 23;
+  uint64_t state = vocab + 1;
+  std::vector<float> logits(size_t(rows) * vocab), weight(rows);
+  std::vector<int32_t> labels(rows);
+  for (float& x : logits) x = uniform(state, 12.0f);
+  for (uint32_t r = 0; r < rows; ++r) {
+    labels[r] = r % 5 == 2 ? -100 : int32_t(next(state) % vocab);
+    weight[r] = 0.5f + float(r) / rows;
+  }
+  labels[1] = int32_t(vocab - 1);  // a label in the tail a four-wide load does not cover
+  gpu::DeviceBuffer in_place = to_device(logits), kept = to_device(logits),
+                    d_labels = to_device(labels), d_weight = to_device(weight);
+  gpu::DeviceBuffer loss = gpu::DeviceBuffer::allocate(rows * 4),
+                    loss16 = gpu::DeviceBuffer::allocate(rows * 4),
+                    agreed = gpu::DeviceBuffer::allocate(rows * 4),
+                    agreed16 = gpu::DeviceBuffer::allocate(rows * 4);
+  gpu::DeviceBuffer grad16 = gpu::DeviceBuffer::allocate(logits.size() * 2);
+  ASSERT_EQ(
+      launch_cross_entropy(in_place.as<float>(), d_labels.as<int32_t>(), rows, vocab, 0.5f, true,
+                           loss.as<float>(), agreed.as<int32_t>(), nullptr, d_weight.as<float>()),
+      cudaSuccess);
+  ASSERT_EQ(launch_cross_entropy(kept.as<float>(), d_labels.as<int32_t>(), rows, vocab, 0.5f, true,
+                                 loss16.as<float>(), agreed16.as<int32_t>(), nullptr,
+                                 d_weight.as<float>(), grad16.as<uint16_t>()),
+            cudaSuccess);
+  EXPECT_EQ(to_host<float>(kept, logits.size()), logits) << "the logits are left as they are";
+  EXPECT_EQ(to_host<float>(loss16, rows), to_host<float>(loss, rows));
+  EXPECT_EQ(to_host<int32_t>(agreed16, rows), to_host<int32_t>(agreed, rows));
+  EXPECT_EQ(to_host<uint16_t>(grad16, logits.size()),
+            rounded_on_device(to_host<float>(in_place, logits.size())));
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, CrossEntropyKernelTest,
                          ::testing::Values(CrossEntropyCase{"four_a_load", 1000},
                                            CrossEntropyCase{"scalar", 1001},
                                            CrossEntropyCase{"small", 50}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Bf16OutputTest, SwigluWritesItsOutputsRoundedOrBoth) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t n = 1001;
+  uint64_t state = 11;
+  std::vector<float> gate(n), up(n), dout(n);
+  for (size_t i = 0; i < n; ++i) {
+    gate[i] = uniform(state, 6.0f);
+    up[i] = uniform(state, 2.0f);
+    dout[i] = uniform(state, 1.0f);
+  }
+  gpu::DeviceBuffer g = to_device(gate), u = to_device(up), d = to_device(dout);
+  const auto floats = [n] { return gpu::DeviceBuffer::allocate(n * 4); };
+  const auto halves = [n] { return gpu::DeviceBuffer::allocate(n * 2); };
+  gpu::DeviceBuffer out = floats(), out16 = halves(), both = floats(), both16 = halves();
+  ASSERT_EQ(launch_swiglu_forward(g.as<float>(), u.as<float>(), n, out.as<float>(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(launch_swiglu_forward(g.as<float>(), u.as<float>(), n, nullptr, nullptr,
+                                  out16.as<uint16_t>()),
+            cudaSuccess);
+  ASSERT_EQ(launch_swiglu_forward(g.as<float>(), u.as<float>(), n, both.as<float>(), nullptr,
+                                  both16.as<uint16_t>()),
+            cudaSuccess);
+  const std::vector<float> want = to_host<float>(out, n);
+  EXPECT_EQ(to_host<uint16_t>(out16, n), rounded_on_device(want));
+  EXPECT_EQ(to_host<float>(both, n), want);
+  EXPECT_EQ(to_host<uint16_t>(both16, n), rounded_on_device(want));
+
+  gpu::DeviceBuffer dg = floats(), du = floats(), dg16 = halves(), du16 = halves();
+  ASSERT_EQ(launch_swiglu_backward(g.as<float>(), u.as<float>(), d.as<float>(), n, dg.as<float>(),
+                                   du.as<float>(), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(launch_swiglu_backward(g.as<float>(), u.as<float>(), d.as<float>(), n, nullptr, nullptr,
+                                   nullptr, dg16.as<uint16_t>(), du16.as<uint16_t>()),
+            cudaSuccess);
+  EXPECT_EQ(to_host<uint16_t>(dg16, n), rounded_on_device(to_host<float>(dg, n)));
+  EXPECT_EQ(to_host<uint16_t>(du16, n), rounded_on_device(to_host<float>(du, n)));
+}
+
+TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t n = 1027;  // a tail past the last four-wide update
+  uint64_t state = 13;
+  std::vector<float> w(n + 1), g(n + 1), m(n + 1), v(n + 1);
+  for (size_t i = 0; i <= n; ++i) {
+    w[i] = uniform(state, 1.0f);
+    g[i] = uniform(state, 0.1f);
+    m[i] = uniform(state, 0.01f);
+    v[i] = std::abs(uniform(state, 1e-4f));
+  }
+  AdamWStep step;
+  step.lr = 1e-3;
+  step.beta1 = 0.9;
+  step.beta2 = 0.95;
+  step.eps = 1e-8;
+  step.keep = 1 - 1e-3 * 0.1;
+  step.clip = 0.5;
+  step.correction1 = 1 - 0.9 * 0.9;
+  step.correction2 = 1 - 0.95 * 0.95;
+  // Offset 0 takes the four-wide path, offset 1 (misaligned) the scalar one.
+  for (size_t offset : {size_t(0), size_t(1)}) {
+    gpu::DeviceBuffer w1 = to_device(w), m1 = to_device(m), v1 = to_device(v);
+    gpu::DeviceBuffer w2 = to_device(w), m2 = to_device(m), v2 = to_device(v), dg = to_device(g);
+    gpu::DeviceBuffer w16 = gpu::DeviceBuffer::allocate((n + 1) * 2);
+    ASSERT_EQ(launch_adamw(w1.as<float>() + offset, dg.as<float>() + offset,
+                           m1.as<float>() + offset, v1.as<float>() + offset, n, step, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(
+        launch_adamw(w2.as<float>() + offset, dg.as<float>() + offset, m2.as<float>() + offset,
+                     v2.as<float>() + offset, n, step, nullptr, w16.as<uint16_t>() + offset),
+        cudaSuccess);
+    const std::vector<float> updated = to_host<float>(w1, n + 1);
+    EXPECT_NE(updated, w) << "offset " << offset;
+    EXPECT_EQ(to_host<float>(w2, n + 1), updated) << "offset " << offset;
+    EXPECT_EQ(to_host<float>(m2, n + 1), to_host<float>(m1, n + 1)) << "offset " << offset;
+    EXPECT_EQ(to_host<float>(v2, n + 1), to_host<float>(v1, n + 1)) << "offset " << offset;
+    const std::vector<uint16_t> rounded = rounded_on_device(updated);
+    const std::vector<uint16_t> mirror = to_host<uint16_t>(w16, n + 1);
+    for (size_t i = offset; i < offset + n; ++i)
+      ASSERT_EQ(mirror[i], rounded[i]) << "offset " << offset << " at " << i;
+  }
+}
 
 // y = x w^T through a Gemm, into host memory.
 std::vector<float> forward(Gemm& gemm, const gpu::DeviceBuffer& x, size_t rows, size_t in,
