@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "device_arrays.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
@@ -21,35 +22,10 @@ namespace {
 
 constexpr float kEps = 1e-6f;
 
-uint64_t next(uint64_t& state) {
-  state += 0x9E3779B97F4A7C15ull;
-  uint64_t z = state;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [-scale, scale).
-float uniform(uint64_t& state, float scale) {
-  return scale * (float(next(state) >> 40) / float(1 << 24) * 2.0f - 1.0f);
-}
-
-template <class T>
-gpu::DeviceBuffer to_device(const std::vector<T>& host) {
-  gpu::DeviceBuffer buffer =
-      gpu::DeviceBuffer::allocate(std::max<size_t>(1, host.size()) * sizeof(T));
-  HSRING_CUDA_CHECK(
-      cudaMemcpy(buffer.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return buffer;
-}
-
-template <class T>
-std::vector<T> to_host(const gpu::DeviceBuffer& buffer, size_t count) {
-  std::vector<T> host(count);
-  HSRING_CUDA_CHECK(
-      cudaMemcpy(host.data(), buffer.data(), count * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
+using gpu_test::next;
+using gpu_test::to_device;
+using gpu_test::to_host;
+using gpu_test::uniform;
 
 // The largest |got - want| / max(1, |want|) (a NaN counts as failing) is at most `tolerance`.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
