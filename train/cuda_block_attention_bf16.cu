@@ -641,10 +641,10 @@ Layout layout_of(const BlockAttentionDims& d, size_t slots) {
   return l;
 }
 
-// Converts q (and, for the backward, nothing else here) and the four key arrays.
+// Rounds q and the four key arrays into the workspace: the bf16 inputs of the calls below.
 cudaError_t stage_inputs(const float* q, const float* ctx_k, const float* ctx_v,
                          const float* block_k, const float* block_v, const BlockAttentionDims& d,
-                         unsigned char* ws, bool with_q, Tensors& t, cudaStream_t stream) {
+                         unsigned char* ws, BlockAttentionBf16Inputs& staged, cudaStream_t stream) {
   const Layout l = layout_of(d, 0);
   const uint64_t rows = uint64_t(d.blocks) * d.block_size;
   const uint64_t ctx_count = uint64_t(d.context_rows) * d.kv_heads * d.head_dim;
@@ -656,15 +656,26 @@ cudaError_t stage_inputs(const float* q, const float* ctx_k, const float* ctx_v,
   auto* cv = reinterpret_cast<bf16*>(ws + l.ctx + ctx_bytes);
   auto* bk = reinterpret_cast<bf16*>(ws + l.block);
   auto* bv = reinterpret_cast<bf16*>(ws + l.block + block_bytes);
-  t = {qb, reinterpret_cast<bf16*>(ws + l.dout), ck, cv, bk, bv};
+  const auto bits = [](const bf16* p) { return reinterpret_cast<const uint16_t*>(p); };
+  staged = {bits(qb), bits(ck), bits(cv), bits(bk), bits(bv)};
   ConvertJobs keys{{{ctx_k, ck, ctx_count},
                     {ctx_v, cv, ctx_count},
                     {block_k, bk, block_count},
                     {block_v, bv, block_count}}};
   if (cudaError_t e = convert(keys, 4, stream); e != cudaSuccess) return e;
-  if (!with_q) return cudaSuccess;
   ConvertJobs queries{{{q, qb, rows * d.heads * d.head_dim}}};
   return convert(queries, 1, stream);
+}
+
+// The kernels' tensors: the inputs, and the workspace's dout.
+Tensors tensors_of(const BlockAttentionBf16Inputs& in, const BlockAttentionDims& d, void* ws) {
+  const auto values = [](const uint16_t* p) { return reinterpret_cast<const bf16*>(p); };
+  return {values(in.q),
+          reinterpret_cast<const bf16*>(static_cast<unsigned char*>(ws) + layout_of(d, 0).dout),
+          values(in.ctx_k),
+          values(in.ctx_v),
+          values(in.block_k),
+          values(in.block_v)};
 }
 
 template <class Kernel>
@@ -784,11 +795,21 @@ cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx
                                                 BlockAttentionDims dims, void* workspace,
                                                 float* out, float* lse, cudaStream_t stream) {
   if (!valid_dims(dims)) return cudaErrorInvalidValue;
-  Args a{};
+  BlockAttentionBf16Inputs staged{};
   if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
-                                   static_cast<unsigned char*>(workspace), true, a.t, stream);
+                                   static_cast<unsigned char*>(workspace), staged, stream);
       e != cudaSuccess)
     return e;
+  return launch_block_attention_forward_bf16(staged, context, dims, workspace, out, lse, stream);
+}
+
+cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
+                                                const int32_t* context, BlockAttentionDims dims,
+                                                void* workspace, float* out, float* lse,
+                                                cudaStream_t stream) {
+  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+  Args a{};
+  a.t = tensors_of(in, dims, workspace);
   a.context = context;
   a.d = dims;
   a.out = out;
@@ -812,11 +833,25 @@ cudaError_t launch_block_attention_backward_bf16(
     uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
   if (!valid_dims(dims)) return cudaErrorInvalidValue;
-  auto* ws = static_cast<unsigned char*>(workspace);
-  Args a{};
-  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims, ws, true, a.t, stream);
+  BlockAttentionBf16Inputs staged{};
+  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
+                                   static_cast<unsigned char*>(workspace), staged, stream);
       e != cudaSuccess)
     return e;
+  return launch_block_attention_backward_bf16(staged, out, dout, lse, context, work, work_count,
+                                              sums, sum_count, dims, workspace, delta, dq, d_ctx_k,
+                                              d_ctx_v, d_block_k, d_block_v, stream);
+}
+
+cudaError_t launch_block_attention_backward_bf16(
+    const BlockAttentionBf16Inputs& in, const float* out, const float* dout, const float* lse,
+    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
+    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
+  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+  auto* ws = static_cast<unsigned char*>(workspace);
+  Args a{};
+  a.t = tensors_of(in, dims, workspace);
   const uint64_t vectors = uint64_t(dims.blocks) * dims.block_size * dims.heads;
   if (vectors > 0) {
     const auto grid = uint32_t((vectors * 32 + 255) / 256);

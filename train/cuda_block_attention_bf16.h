@@ -1,9 +1,9 @@
 // The DFlash block attention (train/cuda_block_attention.h has the rule) on the bf16 tensor
-// cores, for the trainer's bf16 mode: the fp32 inputs are rounded to bf16 once per call into
-// a workspace, the products run as mma.sync m16n8k16 with fp32 accumulation, and the softmax
-// statistics, lse, delta and every output stay fp32. Tiles are loaded with cp.async, double
-// buffered. The key-side backward splits each key tile's range of blocks into chunks of
-// work (so a tile at a long document's start does not serialise one SM); chunks write
+// cores, for the trainer's bf16 mode: the inputs come in bf16, or fp32 ones are rounded to
+// bf16 once per call into a workspace; the products run as mma.sync m16n8k16 with fp32
+// accumulation, and the softmax statistics, lse, delta and every output stay fp32. Tiles are loaded
+// with cp.async, double buffered. The key-side backward splits each key tile's range of blocks into
+// chunks of work (so a tile at a long document's start does not serialise one SM); chunks write
 // partial sums to the workspace and a second pass adds them in chunk order: no atomics, the
 // same bits every run. Plain host functions (no CUDA syntax here), launching on `stream`.
 #pragma once
@@ -60,6 +60,13 @@ BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionDims& di
 // `partial_slots` slots (0 for the forward).
 size_t block_attention_bf16_workspace_bytes(const BlockAttentionDims& dims, size_t partial_slots);
 
+// The inputs already in bf16 (each laid out as its fp32 array: q [rows, heads * head_dim],
+// the keys and values [rows, kv_heads * head_dim]), as the trainer's kernels write them: the
+// calls that take them skip the staging pass that rounds the fp32 ones into the workspace.
+struct BlockAttentionBf16Inputs {
+  const uint16_t *q, *ctx_k, *ctx_v, *block_k, *block_v;
+};
+
 // As launch_block_attention_forward; workspace: block_attention_bf16_workspace_bytes(dims,
 // 0) bytes. Every array here and below 16-byte aligned (vector loads and stores).
 cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx_k,
@@ -73,6 +80,18 @@ cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx
 cudaError_t launch_block_attention_backward_bf16(
     const float* q, const float* ctx_k, const float* ctx_v, const float* block_k,
     const float* block_v, const float* out, const float* dout, const float* lse,
+    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
+    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream);
+
+// The same two from bf16 inputs: the fp32 calls' results, bit for bit, for inputs that are
+// their fp32 ones rounded to nearest even.
+cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
+                                                const int32_t* context, BlockAttentionDims dims,
+                                                void* workspace, float* out, float* lse,
+                                                cudaStream_t stream);
+cudaError_t launch_block_attention_backward_bf16(
+    const BlockAttentionBf16Inputs& in, const float* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
     uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream);

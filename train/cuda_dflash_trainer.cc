@@ -45,6 +45,14 @@ struct CudaDflashTrainer::Buffers {
     Scratch<float> x_in, h, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
         lse, x_mid, m, gate, up, act;
     Scratch<uint16_t> act_bf16;  // bf16 mode: the SwiGLU's output as the products read it
+    // The block attention's inputs: fp32 (q ... ctx_v above) for the fp32 kernels, or bf16,
+    // written so by the kernels and products that make them, for the tensor-core ones. Only
+    // the mode's set is allocated; the other's pointers are null.
+    Scratch<uint16_t> q_bf16, block_k_bf16, block_v_bf16, ctx_k_bf16, ctx_v_bf16;
+    cuda::BlockAttentionBf16Inputs attention_bf16() const {
+      return {q_bf16.get(), ctx_k_bf16.get(), ctx_v_bf16.get(), block_k_bf16.get(),
+              block_v_bf16.get()};
+    }
   };
 
   gpu::Stream stream;
@@ -299,9 +307,18 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
     buffer->ensure(rows * d);
   for (auto& a : b.acts) {
     for (auto* buffer : {&a.x_in, &a.h, &a.x_mid, &a.m}) buffer->ensure(rows * d);
-    for (auto* buffer : {&a.q_raw, &a.q, &a.attn}) buffer->ensure(rows * qd);
-    for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) buffer->ensure(rows * kvd);
-    for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) buffer->ensure(t * kvd);
+    for (auto* buffer : {&a.q_raw, &a.attn}) buffer->ensure(rows * qd);
+    a.block_k_raw.ensure(rows * kvd);
+    a.ctx_k_raw.ensure(t * kvd);
+    if (b.bf16_attention) {
+      a.q_bf16.ensure(rows * qd);
+      for (auto* buffer : {&a.block_k_bf16, &a.block_v_bf16}) buffer->ensure(rows * kvd);
+      for (auto* buffer : {&a.ctx_k_bf16, &a.ctx_v_bf16}) buffer->ensure(t * kvd);
+    } else {
+      a.q.ensure(rows * qd);
+      for (auto* buffer : {&a.block_k, &a.block_v}) buffer->ensure(rows * kvd);
+      for (auto* buffer : {&a.ctx_k, &a.ctx_v}) buffer->ensure(t * kvd);
+    }
     for (auto* buffer : {&a.gate, &a.up, &a.act}) buffer->ensure(rows * inter);
     if (b.bf16()) a.act_bf16.ensure(rows * inter);
     a.lse.ensure(rows * heads);
@@ -378,11 +395,12 @@ struct Ops {
     HSRING_CUDA_CHECK(
         cuda::launch_rms_norm_weight_grad(x, dy, inv_rms, uint32_t(rows), uint32_t(dim), dw, s));
   }
-  // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd].
+  // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd],
+  // into y (fp32) or y_bf16, whichever is not null.
   void qk_norm_rope(const float* x, const float* w, size_t rows, uint32_t heads, uint32_t hd,
-                    const float* cos, const float* sin, float* y) const {
-    HSRING_CUDA_CHECK(
-        cuda::launch_qk_norm_rope_forward(x, w, uint32_t(rows), heads, hd, eps, cos, sin, y, s));
+                    const float* cos, const float* sin, float* y, uint16_t* y_bf16) const {
+    HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_forward(x, w, uint32_t(rows), heads, hd, eps, cos,
+                                                        sin, y, s, y_bf16));
   }
   // Its backward from dy: dx in fp32, or in bf16 only (dx_bf16) where just the products read
   // it; the weight's gradient added to dw.
@@ -440,25 +458,32 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // weight gradients: held until the step ends.
   gemm.hold_bf16(a.h.get(), rows * d);
   gemm.forward(a.h.get(), rows, d, b.p(o.q), qd, a.q_raw.get());
+  // The attention's inputs go to its fp32 arrays or its bf16 ones (LayerActivations).
   ops.qk_norm_rope(a.q_raw.get(), b.p(o.q_norm), rows, heads, hd, b.block_cos.get(),
-                   b.block_sin.get(), a.q.get());
+                   b.block_sin.get(), a.q.get(), a.q_bf16.get());
   // Keys and values of [context ; block] with the same projections and k_norm; the context
   // is the normalised projection itself, not passed through input_layernorm.
+  const auto values = [&](const float* x, size_t n, float* v, uint16_t* v_bf16) {
+    if (v_bf16)
+      gemm.forward(x, n, d, b.p(o.v), kvd, v_bf16);
+    else
+      gemm.forward(x, n, d, b.p(o.v), kvd, v);
+  };
   gemm.forward(a.h.get(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
   ops.qk_norm_rope(a.block_k_raw.get(), b.p(o.k_norm), rows, kv, hd, b.block_cos.get(),
-                   b.block_sin.get(), a.block_k.get());
-  gemm.forward(a.h.get(), rows, d, b.p(o.v), kvd, a.block_v.get());
+                   b.block_sin.get(), a.block_k.get(), a.block_k_bf16.get());
+  values(a.h.get(), rows, a.block_v.get(), a.block_v_bf16.get());
   gemm.forward(b.ctx.get(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
   ops.qk_norm_rope(a.ctx_k_raw.get(), b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
-                   a.ctx_k.get());
-  gemm.forward(b.ctx.get(), t, d, b.p(o.v), kvd, a.ctx_v.get());
+                   a.ctx_k.get(), a.ctx_k_bf16.get());
+  values(b.ctx.get(), t, a.ctx_v.get(), a.ctx_v_bf16.get());
   mark("fwd q/k/v (block + context)");
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
-    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
-        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
-        dims, b.attention_workspace.get(), a.attn.get(), a.lse.get(), ops.s));
+    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(a.attention_bf16(), b.context.get(),
+                                                                dims, b.attention_workspace.get(),
+                                                                a.attn.get(), a.lse.get(), ops.s));
   else
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
@@ -584,11 +609,10 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward_bf16(
-        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),
-        d_attn, a.lse.get(), b.context.get(), b.key_work.get(), uint32_t(b.key_work_count),
-        b.key_sums.get(), uint32_t(b.key_sum_count), dims, b.attention_workspace.get(),
-        b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
-        b.d_block_v.get(), ops.s));
+        a.attention_bf16(), a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.key_work.get(),
+        uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count), dims,
+        b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(),
+        b.d_block_k.get(), b.d_block_v.get(), ops.s));
   else
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),

@@ -114,17 +114,21 @@ const void* Gemm::bf16_operand(const float* source, size_t count, gpu::DeviceBuf
 }
 
 void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
-                size_t lda, const float* b, size_t ldb, float* c, size_t ldc, bool accumulate) {
+                size_t lda, const float* b, size_t ldb, void* c, size_t ldc, bool accumulate,
+                bool c_bf16) {
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
+  if (c_bf16 && precision_ != GemmPrecision::kBf16)
+    throw gpu::cuda_error(cudaErrorInvalidValue, "a bf16 product output needs the bf16 Gemm");
   if (precision_ == GemmPrecision::kBf16) {
     // Column-major extents: op(A) [m, k] is A [m, k] or A [k, m] with leading dimension lda.
     const void* a16 = bf16_operand(a, lda * (transpose_a ? m : k), scratch_a_);
     const void* b16 = bf16_operand(b, ldb * (transpose_b ? k : n), scratch_b_);
     check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                        transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha, a16,
-                       CUDA_R_16BF, dim(lda), b16, CUDA_R_16BF, dim(ldb), &beta, c, CUDA_R_32F,
-                       dim(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       CUDA_R_16BF, dim(lda), b16, CUDA_R_16BF, dim(ldb), &beta, c,
+                       c_bf16 ? CUDA_R_16BF : CUDA_R_32F, dim(ldc), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
     return;
   }
@@ -144,6 +148,11 @@ void Gemm::forward(const float* x, size_t rows, size_t in, const float* w, size_
                    bool accumulate) {
   // y^T [out, rows] = (w^T)^T [out, in] x^T [in, rows].
   gemm(true, false, out, rows, in, w, in, x, in, y, out, accumulate);
+}
+
+void Gemm::forward(const float* x, size_t rows, size_t in, const float* w, size_t out,
+                   uint16_t* y) {
+  gemm(true, false, out, rows, in, w, in, x, in, y, out, false, true);
 }
 
 void Gemm::backward_input(const float* dy, size_t rows, size_t out, const float* w, size_t in,

@@ -49,6 +49,9 @@ class Gemm {
   // y [rows, out] = x [rows, in] w^T, added to y with `accumulate`.
   void forward(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
                bool accumulate = false);
+  // kBf16 only (else Error(kCuda)): y [rows, out] = x [rows, in] w^T written in bf16, the
+  // fp32 accumulator rounded to nearest even, for an output only products read.
+  void forward(const float* x, size_t rows, size_t in, const float* w, size_t out, uint16_t* y);
   // dx [rows, in] = dy [rows, out] w, added to dx with `accumulate`.
   void backward_input(const float* dy, size_t rows, size_t out, const float* w, size_t in,
                       float* dx, bool accumulate = false);
@@ -59,8 +62,10 @@ class Gemm {
  private:
   struct Handle;
   // C [m, n] column-major = op(A) op(B) (+ C); the three products above are its cases.
+  // c is fp32, or bf16 with c_bf16 (kBf16 only).
   void gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
-            size_t lda, const float* b, size_t ldb, float* c, size_t ldc, bool accumulate);
+            size_t lda, const float* b, size_t ldb, void* c, size_t ldc, bool accumulate,
+            bool c_bf16 = false);
 
   struct Bf16Copy {
     const float* source;

@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads)
     qk_norm_rope_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                 uint64_t norm_rows, uint32_t heads, uint32_t head_dim, float eps,
                                 const float* __restrict__ cos, const float* __restrict__ sin,
-                                float* __restrict__ y) {
+                                float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
   const uint32_t lane = threadIdx.x % 32, half = head_dim / 2;
   float w_lo[kPairs], w_hi[kPairs];
 #pragma unroll
@@ -67,15 +67,23 @@ __global__ void __launch_bounds__(kThreads)
     const float scale = rsqrtf(warp_sum(squares) / float(head_dim) + eps);
 
     const uint64_t angles = (r / heads) * half;  // the token's cos/sin row
-    float* yr = y + r * head_dim;
+    float* yr = y ? y + r * head_dim : nullptr;
+    uint16_t* yr_bf16 = y_bf16 ? y_bf16 + r * head_dim : nullptr;
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
       const uint32_t i = lane + 32 * k;
       if (i >= half) continue;
       const float a = lo[k] * scale * w_lo[k], b = hi[k] * scale * w_hi[k];
       const float c = cos[angles + i], s = sin[angles + i];
-      yr[i] = a * c - b * s;
-      yr[i + half] = b * c + a * s;
+      const float y_lo = a * c - b * s, y_hi = b * c + a * s;
+      if (yr) {
+        yr[i] = y_lo;
+        yr[i + half] = y_hi;
+      }
+      if (yr_bf16) {
+        yr_bf16[i] = round_to_bf16(y_lo);
+        yr_bf16[i + half] = round_to_bf16(y_hi);
+      }
     }
   }
 }
@@ -182,8 +190,9 @@ bool head_dim_supported(uint32_t head_dim) {
 cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t rows,
                                         uint32_t heads, uint32_t head_dim, float eps,
                                         const float* cos, const float* sin, float* y,
-                                        cudaStream_t stream) {
-  if (!head_dim_supported(head_dim)) return cudaErrorInvalidValue;
+                                        cudaStream_t stream, uint16_t* y_bf16) {
+  if (!head_dim_supported(head_dim) || (y == nullptr && y_bf16 == nullptr))
+    return cudaErrorInvalidValue;
   const uint64_t norm_rows = uint64_t(rows) * heads;
   if (norm_rows == 0) return cudaSuccess;
   const uint32_t half = head_dim / 2;
@@ -191,7 +200,7 @@ cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t
                  : half <= 64 ? qk_norm_rope_forward_kernel<2>
                               : qk_norm_rope_forward_kernel<4>;
   kernel<<<grid_for_norm_rows(norm_rows), kThreads, 0, stream>>>(x, w, norm_rows, heads, head_dim,
-                                                                 eps, cos, sin, y);
+                                                                 eps, cos, sin, y, y_bf16);
   return cudaGetLastError();
 }
 

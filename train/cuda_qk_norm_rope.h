@@ -14,11 +14,13 @@ namespace hsring::train::cuda {
 
 // y = RoPE(RMSNorm(x) * w) for every head of x [rows, heads * head_dim]: the norm over each
 // head's head_dim values (eps), weight w [head_dim], then RoPE pairing i with i + head_dim/2
-// (HF rotate_half), cos/sin [rows, head_dim/2]. y may not alias x.
+// (HF rotate_half), cos/sin [rows, head_dim/2]. y is written in fp32 when y != nullptr
+// and/or rounded to bf16 into y_bf16 when that is given (at least one, else
+// cudaErrorInvalidValue). y may not alias x.
 cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t rows,
                                         uint32_t heads, uint32_t head_dim, float eps,
                                         const float* cos, const float* sin, float* y,
-                                        cudaStream_t stream);
+                                        cudaStream_t stream, uint16_t* y_bf16 = nullptr);
 
 // From dy = d(loss)/d(y): dx = d(loss)/d(x), written to dx (fp32) when dx != nullptr and/or
 // rounded to bf16 into dx_bf16 when dx_bf16 != nullptr (at least one non-null, else

@@ -1,8 +1,8 @@
 // The tensor-core block attention (train/cuda_block_attention_bf16.h) against the fp32
 // kernels (train/cuda_block_attention.h, themselves checked against the CPU model by
 // cuda_dflash_test) on random inputs: forward and backward within bf16 rounding, every
-// output element written, context rows no block sees with zero gradients, and the same
-// bits on a second run. The key-side plan is checked on the host.
+// output element written, context rows no block sees with zero gradients, the same bits on
+// a second run and from inputs given in bf16. The key-side plan is checked on the host.
 #include "train/cuda_block_attention_bf16.h"
 
 #include <gtest/gtest.h>
@@ -117,7 +117,17 @@ struct Results {
   std::vector<float> out, lse, dq, d_ctx_k, d_ctx_v, d_block_k, d_block_v;
 };
 
-Results run(const Problem& p, bool bf16) {
+// kBf16Inputs: the tensor-core kernels given q, k and v already in bf16 (rounded here).
+enum class Kernels { kFp32, kBf16, kBf16Inputs };
+
+gpu::DeviceBuffer upload_rounded(const std::vector<float>& v) {
+  std::vector<uint16_t> rounded(v.size());
+  for (size_t i = 0; i < v.size(); ++i) rounded[i] = gpu_test::float_to_bf16(v[i]);
+  return upload(rounded);
+}
+
+Results run(const Problem& p, Kernels kernels) {
+  const bool bf16 = kernels != Kernels::kFp32;
   const BlockAttentionDims& d = p.dims;
   const size_t rows = size_t(d.blocks) * d.block_size, hd = d.head_dim;
   const size_t q_floats = rows * d.heads * hd,
@@ -136,18 +146,36 @@ Results run(const Problem& p, bool bf16) {
     gpu::DeviceBuffer work = upload(plan.work), sums = upload(plan.sums);
     gpu::DeviceBuffer workspace =
         gpu::DeviceBuffer::allocate(block_attention_bf16_workspace_bytes(d, plan.partial_slots));
-    HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
-        q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
-        block_v.as<float>(), context.as<int32_t>(), d, workspace.data(), out.as<float>(),
-        lse.as<float>(), s));
-    HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
-        q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
-        block_v.as<float>(), out.as<float>(), dout.as<float>(), lse.as<float>(),
-        context.as<int32_t>(), work.as<BlockKeyWork>(), uint32_t(plan.work.size()),
-        sums.as<BlockKeySum>(), uint32_t(plan.sums.size()), d, workspace.data(), delta.as<float>(),
-        dq.as<float>(), d_ctx_k.as<float>(), d_ctx_v.as<float>(), d_block_k.as<float>(),
-        d_block_v.as<float>(), s));
-    HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+    if (kernels == Kernels::kBf16Inputs) {
+      gpu::DeviceBuffer q16 = upload_rounded(p.q), ctx_k16 = upload_rounded(p.ctx_k),
+                        ctx_v16 = upload_rounded(p.ctx_v), block_k16 = upload_rounded(p.block_k),
+                        block_v16 = upload_rounded(p.block_v);
+      const BlockAttentionBf16Inputs in{q16.as<uint16_t>(), ctx_k16.as<uint16_t>(),
+                                        ctx_v16.as<uint16_t>(), block_k16.as<uint16_t>(),
+                                        block_v16.as<uint16_t>()};
+      HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
+          in, context.as<int32_t>(), d, workspace.data(), out.as<float>(), lse.as<float>(), s));
+      HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
+          in, out.as<float>(), dout.as<float>(), lse.as<float>(), context.as<int32_t>(),
+          work.as<BlockKeyWork>(), uint32_t(plan.work.size()), sums.as<BlockKeySum>(),
+          uint32_t(plan.sums.size()), d, workspace.data(), delta.as<float>(), dq.as<float>(),
+          d_ctx_k.as<float>(), d_ctx_v.as<float>(), d_block_k.as<float>(), d_block_v.as<float>(),
+          s));
+      HSRING_CUDA_CHECK(cudaDeviceSynchronize());  // before the bf16 inputs are freed
+    } else {
+      HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
+          q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
+          block_v.as<float>(), context.as<int32_t>(), d, workspace.data(), out.as<float>(),
+          lse.as<float>(), s));
+      HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
+          q.as<float>(), ctx_k.as<float>(), ctx_v.as<float>(), block_k.as<float>(),
+          block_v.as<float>(), out.as<float>(), dout.as<float>(), lse.as<float>(),
+          context.as<int32_t>(), work.as<BlockKeyWork>(), uint32_t(plan.work.size()),
+          sums.as<BlockKeySum>(), uint32_t(plan.sums.size()), d, workspace.data(),
+          delta.as<float>(), dq.as<float>(), d_ctx_k.as<float>(), d_ctx_v.as<float>(),
+          d_block_k.as<float>(), d_block_v.as<float>(), s));
+      HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+    }
   } else {
     const std::vector<BlockKeyTile> tiles = block_key_tiles(p.context.data(), d);
     gpu::DeviceBuffer tiles_d = upload(tiles);
@@ -168,6 +196,10 @@ Results run(const Problem& p, bool bf16) {
           download(d_block_v, block_floats)};
 }
 
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
 class CudaBlockAttentionBf16Test : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(CudaBlockAttentionBf16Test, MatchesTheFp32KernelWithinBf16Rounding) {
@@ -175,7 +207,7 @@ TEST_P(CudaBlockAttentionBf16Test, MatchesTheFp32KernelWithinBf16Rounding) {
   const Shape& shape = GetParam();
   ASSERT_TRUE(block_attention_bf16_supported(shape.head_dim));
   const Problem p = make_problem(shape, 42);
-  const Results want = run(p, false), got = run(p, true);
+  const Results want = run(p, Kernels::kFp32), got = run(p, Kernels::kBf16);
   const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>>
       outputs[] = {{"out", {&got.out, &want.out}},
                    {"dq", {&got.dq, &want.dq}},
@@ -216,10 +248,7 @@ TEST_P(CudaBlockAttentionBf16Test, MatchesTheFp32KernelWithinBf16Rounding) {
 TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
   HSRING_REQUIRE_GPUS(1);
   const Problem p = make_problem(GetParam(), 7);
-  const Results first = run(p, true), second = run(p, true);
-  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-  };
+  const Results first = run(p, Kernels::kBf16), second = run(p, Kernels::kBf16);
   EXPECT_TRUE(same_bits(first.out, second.out));
   EXPECT_TRUE(same_bits(first.lse, second.lse));
   EXPECT_TRUE(same_bits(first.dq, second.dq));
@@ -227,6 +256,19 @@ TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
   EXPECT_TRUE(same_bits(first.d_ctx_v, second.d_ctx_v));
   EXPECT_TRUE(same_bits(first.d_block_k, second.d_block_k));
   EXPECT_TRUE(same_bits(first.d_block_v, second.d_block_v));
+}
+
+TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
+  HSRING_REQUIRE_GPUS(1);
+  const Problem p = make_problem(GetParam(), 11);
+  const Results staged = run(p, Kernels::kBf16), given = run(p, Kernels::kBf16Inputs);
+  EXPECT_TRUE(same_bits(given.out, staged.out));
+  EXPECT_TRUE(same_bits(given.lse, staged.lse));
+  EXPECT_TRUE(same_bits(given.dq, staged.dq));
+  EXPECT_TRUE(same_bits(given.d_ctx_k, staged.d_ctx_k));
+  EXPECT_TRUE(same_bits(given.d_ctx_v, staged.d_ctx_v));
+  EXPECT_TRUE(same_bits(given.d_block_k, staged.d_block_k));
+  EXPECT_TRUE(same_bits(given.d_block_v, staged.d_block_v));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBlockAttentionBf16Test, ::testing::ValuesIn(shapes()),

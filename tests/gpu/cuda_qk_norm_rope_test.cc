@@ -206,6 +206,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QkNormRopeTest,
                                            Shape{"dim256", 33, 2, 256}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST_P(QkNormRopeTest, Bf16OutputHasTheBitsOfTheRoundedFp32One) {
+  HSRING_REQUIRE_GPUS(1);
+  const Shape shape = GetParam();
+  const Inputs in = make_inputs(shape);
+  const DeviceInputs d(in);
+  const size_t n = shape.values();
+  auto forward = [&](float* y, uint16_t* y_bf16) {
+    return launch_qk_norm_rope_forward(d.x.as<float>(), d.w.as<float>(), shape.rows, shape.heads,
+                                       shape.head_dim, kEps, d.cos.as<float>(), d.sin.as<float>(),
+                                       y, nullptr, y_bf16);
+  };
+  const auto halves = [n] {
+    return gpu::DeviceBuffer::allocate(std::max<size_t>(1, n) * sizeof(uint16_t));
+  };
+  gpu::DeviceBuffer y = floats(n), both = halves(), alone = halves(), rounded = halves();
+  ASSERT_EQ(forward(y.as<float>(), both.as<uint16_t>()), cudaSuccess);
+  ASSERT_EQ(forward(nullptr, alone.as<uint16_t>()), cudaSuccess);
+  ASSERT_EQ(launch_float_to_bf16(y.as<float>(), n, rounded.as<uint16_t>(), nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint16_t> want = to_host<uint16_t>(rounded, n);
+  EXPECT_EQ(to_host<uint16_t>(both, n), want);
+  EXPECT_EQ(to_host<uint16_t>(alone, n), want);
+  EXPECT_EQ(forward(nullptr, nullptr), cudaErrorInvalidValue);
+}
+
 TEST(QkNormRopeEdgeTest, NoRowsLaunchesNothing) {
   HSRING_REQUIRE_GPUS(1);
   const uint32_t heads = 4, head_dim = 128, values = heads * head_dim;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error.h"
 #include "device_arrays.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
@@ -274,6 +275,31 @@ TEST(GemmHoldTest, HeldOperandsGiveTheSameProductsUntilReleased) {
   // Released: the products round the arrays as they are now (x2 again).
   gemm.release_holds();
   EXPECT_EQ(forward(gemm, dx, rows, in, dw, out), doubled);
+}
+
+TEST(GemmHoldTest, ABf16OutputIsTheFp32ProductRounded) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t rows = 96, in = 80, out = 72;
+  uint64_t state = 9;
+  std::vector<float> x(rows * in), w(out * in);
+  for (float& v : x) v = uniform(state, 1.0f);
+  for (float& v : w) v = uniform(state, 1.0f);
+  gpu::DeviceBuffer dx = to_device(x), dw = to_device(w);
+  Gemm gemm(GemmPrecision::kBf16);
+  const std::vector<float> want = forward(gemm, dx, rows, in, dw, out);
+  gpu::DeviceBuffer y16 = gpu::DeviceBuffer::allocate(rows * out * sizeof(uint16_t));
+  gemm.forward(dx.as<float>(), rows, in, dw.as<float>(), out, y16.as<uint16_t>());
+  HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> got = to_host<uint16_t>(y16, rows * out);
+  // cuBLAS may sum in another order for a bf16 output: within one bf16 ulp of the rounded
+  // fp32 product, not necessarily its bits.
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_LE(std::abs(gpu_test::bf16_to_float(got[i]) - want[i]),
+              std::ldexp(std::abs(want[i]), -7) + 1e-6f)
+        << i;
+  Gemm fp32(GemmPrecision::kFp32);
+  EXPECT_THROW(fp32.forward(dx.as<float>(), rows, in, dw.as<float>(), out, y16.as<uint16_t>()),
+               Error);
 }
 
 TEST(GemmHoldTest, Fp32GemmIgnoresHolds) {
