@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstddef>
 
+#include "common/tsan_liburing.h"
+
 namespace hsring::checkpoint {
 
 namespace {

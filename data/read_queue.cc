@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/tsan_liburing.h"
 
 namespace hsring::data {
 
