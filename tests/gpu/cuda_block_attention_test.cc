@@ -200,6 +200,17 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
+// Every output of `got` has the bits of `want`'s.
+void expect_same_bits(const Results& got, const Results& want) {
+  EXPECT_TRUE(same_bits(got.out, want.out)) << "out";
+  EXPECT_TRUE(same_bits(got.lse, want.lse)) << "lse";
+  EXPECT_TRUE(same_bits(got.dq, want.dq)) << "dq";
+  EXPECT_TRUE(same_bits(got.d_ctx_k, want.d_ctx_k)) << "d_ctx_k";
+  EXPECT_TRUE(same_bits(got.d_ctx_v, want.d_ctx_v)) << "d_ctx_v";
+  EXPECT_TRUE(same_bits(got.d_block_k, want.d_block_k)) << "d_block_k";
+  EXPECT_TRUE(same_bits(got.d_block_v, want.d_block_v)) << "d_block_v";
+}
+
 class CudaBlockAttentionBf16Test : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(CudaBlockAttentionBf16Test, MatchesTheFp32KernelWithinBf16Rounding) {
@@ -248,27 +259,13 @@ TEST_P(CudaBlockAttentionBf16Test, MatchesTheFp32KernelWithinBf16Rounding) {
 TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
   HSRING_REQUIRE_GPUS(1);
   const Problem p = make_problem(GetParam(), 7);
-  const Results first = run(p, Kernels::kBf16), second = run(p, Kernels::kBf16);
-  EXPECT_TRUE(same_bits(first.out, second.out));
-  EXPECT_TRUE(same_bits(first.lse, second.lse));
-  EXPECT_TRUE(same_bits(first.dq, second.dq));
-  EXPECT_TRUE(same_bits(first.d_ctx_k, second.d_ctx_k));
-  EXPECT_TRUE(same_bits(first.d_ctx_v, second.d_ctx_v));
-  EXPECT_TRUE(same_bits(first.d_block_k, second.d_block_k));
-  EXPECT_TRUE(same_bits(first.d_block_v, second.d_block_v));
+  expect_same_bits(run(p, Kernels::kBf16), run(p, Kernels::kBf16));
 }
 
 TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
   HSRING_REQUIRE_GPUS(1);
   const Problem p = make_problem(GetParam(), 11);
-  const Results staged = run(p, Kernels::kBf16), given = run(p, Kernels::kBf16Inputs);
-  EXPECT_TRUE(same_bits(given.out, staged.out));
-  EXPECT_TRUE(same_bits(given.lse, staged.lse));
-  EXPECT_TRUE(same_bits(given.dq, staged.dq));
-  EXPECT_TRUE(same_bits(given.d_ctx_k, staged.d_ctx_k));
-  EXPECT_TRUE(same_bits(given.d_ctx_v, staged.d_ctx_v));
-  EXPECT_TRUE(same_bits(given.d_block_k, staged.d_block_k));
-  EXPECT_TRUE(same_bits(given.d_block_v, staged.d_block_v));
+  expect_same_bits(run(p, Kernels::kBf16Inputs), run(p, Kernels::kBf16));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBlockAttentionBf16Test, ::testing::ValuesIn(shapes()),
