@@ -695,10 +695,16 @@ uint32_t query_chunks(const BlockAttentionDims& d) {
   return (nv + kRows - 1) / kRows;
 }
 
-// Key (forward, dq) or query (dk, dv) tile rows: smaller at head_dim 256 to keep two
-// tiles of each in shared memory.
+// Key tile rows of the forward and dq kernels: 32, so that three CTAs fit an SM's shared
+// memory (their registers allow three; with 64-key tiles two fitted).
 template <int HD>
-constexpr int stream_rows() {
+constexpr int key_tile_rows() {
+  return 32;
+}
+// Query tile rows of the dk, dv kernel (its registers allow two CTAs an SM whatever the
+// tile): smaller at head_dim 256 to keep two tiles in shared memory.
+template <int HD>
+constexpr int query_tile_rows() {
   return HD <= 128 ? 64 : 32;
 }
 template <int HD>
@@ -708,7 +714,7 @@ constexpr size_t row_bytes() {
 
 template <int HD>
 cudaError_t forward(const Args& a, cudaStream_t stream) {
-  constexpr int KT = stream_rows<HD>();
+  constexpr int KT = key_tile_rows<HD>();
   constexpr size_t smem = (kRows + 4 * KT) * row_bytes<HD>();
   return launch(forward_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)), 128,
                 smem, a, stream);
@@ -716,15 +722,15 @@ cudaError_t forward(const Args& a, cudaStream_t stream) {
 
 template <int HD>
 cudaError_t backward(const Args& a, uint32_t work_count, cudaStream_t stream) {
-  constexpr int T = stream_rows<HD>(), Split = HD > 128 ? 2 : 1;
-  constexpr size_t query_smem = (2 * kRows + 4 * T) * row_bytes<HD>();
-  constexpr size_t key_smem = (2 * kRows + 4 * T) * row_bytes<HD>() + 4 * T * sizeof(float);
+  constexpr int KT = key_tile_rows<HD>(), QT = query_tile_rows<HD>(), Split = HD > 128 ? 2 : 1;
+  constexpr size_t query_smem = (2 * kRows + 4 * KT) * row_bytes<HD>();
+  constexpr size_t key_smem = (2 * kRows + 4 * QT) * row_bytes<HD>() + 4 * QT * sizeof(float);
   if (cudaError_t e =
-          launch(backward_query_kernel<HD, T>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)),
+          launch(backward_query_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)),
                  128, query_smem, a, stream);
       e != cudaSuccess)
     return e;
-  return launch(backward_key_kernel<HD, T, Split>, dim3(work_count, a.d.kv_heads, 1), 128 * Split,
+  return launch(backward_key_kernel<HD, QT, Split>, dim3(work_count, a.d.kv_heads, 1), 128 * Split,
                 key_smem, a, stream);
 }
 
