@@ -695,12 +695,10 @@ uint32_t query_chunks(const BlockAttentionDims& d) {
   return (nv + kRows - 1) / kRows;
 }
 
-// Key tile rows of the forward and dq kernels: 32, so that three CTAs fit an SM's shared
-// memory (their registers allow three; with 64-key tiles two fitted).
-template <int HD>
-constexpr int key_tile_rows() {
-  return 32;
-}
+// Key tile rows of the forward and dq kernels: 32, so that an SM's shared memory holds as
+// many CTAs as their registers allow (four and three at head_dim 128; 64-key tiles fitted
+// two).
+constexpr int kKeyTileRows = 32;
 // Query tile rows of the dk, dv kernel (its registers allow two CTAs an SM whatever the
 // tile): smaller at head_dim 256 to keep two tiles in shared memory.
 template <int HD>
@@ -714,7 +712,7 @@ constexpr size_t row_bytes() {
 
 template <int HD>
 cudaError_t forward(const Args& a, cudaStream_t stream) {
-  constexpr int KT = key_tile_rows<HD>();
+  constexpr int KT = kKeyTileRows;
   constexpr size_t smem = (kRows + 4 * KT) * row_bytes<HD>();
   return launch(forward_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)), 128,
                 smem, a, stream);
@@ -722,7 +720,7 @@ cudaError_t forward(const Args& a, cudaStream_t stream) {
 
 template <int HD>
 cudaError_t backward(const Args& a, uint32_t work_count, cudaStream_t stream) {
-  constexpr int KT = key_tile_rows<HD>(), QT = query_tile_rows<HD>(), Split = HD > 128 ? 2 : 1;
+  constexpr int KT = kKeyTileRows, QT = query_tile_rows<HD>(), Split = HD > 128 ? 2 : 1;
   constexpr size_t query_smem = (2 * kRows + 4 * KT) * row_bytes<HD>();
   constexpr size_t key_smem = (2 * kRows + 4 * QT) * row_bytes<HD>() + 4 * QT * sizeof(float);
   if (cudaError_t e =
