@@ -13,4 +13,11 @@ __device__ inline uint16_t round_to_bf16(float value) {
   return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
+// Stores value i of an output written in fp32 (out), in bf16 (out_bf16), or both: a null
+// array is not written.
+__device__ inline void store(float* out, uint16_t* out_bf16, uint64_t i, float value) {
+  if (out) out[i] = value;
+  if (out_bf16) out_bf16[i] = round_to_bf16(value);
+}
+
 }  // namespace hsring::train::cuda

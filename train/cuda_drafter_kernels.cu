@@ -216,12 +216,6 @@ __global__ void rope_apply_kernel(float* __restrict__ x, uint32_t rows, uint32_t
 
 __device__ float sigmoid(float g) { return 1.0f / (1.0f + __expf(-g)); }
 
-// Stores value i of an output written in fp32 (out), in bf16 (out_bf16), or both.
-__device__ void store(float* out, uint16_t* out_bf16, uint64_t i, float value) {
-  if (out) out[i] = value;
-  if (out_bf16) out_bf16[i] = round_to_bf16(value);
-}
-
 __global__ void swiglu_forward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
                                       uint64_t n, float* __restrict__ out,
                                       uint16_t* __restrict__ out_bf16) {

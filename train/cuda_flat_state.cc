@@ -126,8 +126,7 @@ void FlatState::load_state(const TrainerState& state) {
                                     cudaMemcpyHostToDevice, stream_));
   HSRING_CUDA_CHECK(cudaMemcpyAsync(v_.data(), state.second_moment.data(), v_.size(),
                                     cudaMemcpyHostToDevice, stream_));
-  if (params_bf16_.size())
-    HSRING_CUDA_CHECK(launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
+  if (params_bf16_.size()) keep_bf16_params();  // the copy follows the loaded weights
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
   step_ = state.step;
 }

@@ -67,8 +67,6 @@ __global__ void __launch_bounds__(kThreads)
     const float scale = rsqrtf(warp_sum(squares) / float(head_dim) + eps);
 
     const uint64_t angles = (r / heads) * half;  // the token's cos/sin row
-    float* yr = y ? y + r * head_dim : nullptr;
-    uint16_t* yr_bf16 = y_bf16 ? y_bf16 + r * head_dim : nullptr;
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
       const uint32_t i = lane + 32 * k;
@@ -76,14 +74,8 @@ __global__ void __launch_bounds__(kThreads)
       const float a = lo[k] * scale * w_lo[k], b = hi[k] * scale * w_hi[k];
       const float c = cos[angles + i], s = sin[angles + i];
       const float y_lo = a * c - b * s, y_hi = b * c + a * s;
-      if (yr) {
-        yr[i] = y_lo;
-        yr[i + half] = y_hi;
-      }
-      if (yr_bf16) {
-        yr_bf16[i] = round_to_bf16(y_lo);
-        yr_bf16[i + half] = round_to_bf16(y_hi);
-      }
+      store(y, y_bf16, r * head_dim + i, y_lo);
+      store(y, y_bf16, r * head_dim + i + half, y_hi);
     }
   }
 }
@@ -144,22 +136,14 @@ __global__ void __launch_bounds__(kThreads)
     const float s = rsqrtf(warp_sum(squares) / float(head_dim) + eps);
     const float mean_projection = s * warp_sum(projection) / float(head_dim);
 
-    float* dxr = dx ? dx + r * head_dim : nullptr;
-    uint16_t* dxr_bf16 = dx_bf16 ? dx_bf16 + r * head_dim : nullptr;
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
       const uint32_t i = lane + 32 * k;
       if (i >= half) continue;
       const float d_lo = s * (w_lo[k] * g_lo[k] - x_lo[k] * s * mean_projection);
       const float d_hi = s * (w_hi[k] * g_hi[k] - x_hi[k] * s * mean_projection);
-      if (dxr) {
-        dxr[i] = d_lo;
-        dxr[i + half] = d_hi;
-      }
-      if (dxr_bf16) {
-        dxr_bf16[i] = round_to_bf16(d_lo);
-        dxr_bf16[i + half] = round_to_bf16(d_hi);
-      }
+      store(dx, dx_bf16, r * head_dim + i, d_lo);
+      store(dx, dx_bf16, r * head_dim + i + half, d_hi);
       dw_lo[k] += double(g_lo[k]) * double(x_lo[k]) * double(s);
       dw_hi[k] += double(g_hi[k]) * double(x_hi[k]) * double(s);
     }

@@ -26,6 +26,7 @@ using gpu_test::next;
 using gpu_test::to_device;
 using gpu_test::to_host;
 using gpu_test::uniform;
+using gpu_test::uniform_values;
 
 struct CrossEntropyCase {
   const char* name;
@@ -240,9 +241,8 @@ TEST(GemmHoldTest, HeldOperandsGiveTheSameProductsUntilReleased) {
   HSRING_REQUIRE_GPUS(1);
   const size_t rows = 96, in = 80, out = 72;
   uint64_t state = 5;
-  std::vector<float> x(rows * in), w(out * in);
-  for (float& v : x) v = uniform(state, 1.0f);
-  for (float& v : w) v = uniform(state, 1.0f);
+  const std::vector<float> x = uniform_values(rows * in, state, 1.0f);
+  const std::vector<float> w = uniform_values(out * in, state, 1.0f);
   gpu::DeviceBuffer dx = to_device(x), dw = to_device(w);
   gpu::Stream stream = gpu::make_stream();
   Gemm gemm(GemmPrecision::kBf16);
@@ -281,9 +281,8 @@ TEST(GemmHoldTest, ABf16OutputIsTheFp32ProductRounded) {
   HSRING_REQUIRE_GPUS(1);
   const size_t rows = 96, in = 80, out = 72;
   uint64_t state = 9;
-  std::vector<float> x(rows * in), w(out * in);
-  for (float& v : x) v = uniform(state, 1.0f);
-  for (float& v : w) v = uniform(state, 1.0f);
+  const std::vector<float> x = uniform_values(rows * in, state, 1.0f);
+  const std::vector<float> w = uniform_values(out * in, state, 1.0f);
   gpu::DeviceBuffer dx = to_device(x), dw = to_device(w);
   Gemm gemm(GemmPrecision::kBf16);
   const std::vector<float> want = forward(gemm, dx, rows, in, dw, out);

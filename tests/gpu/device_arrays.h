@@ -27,6 +27,13 @@ inline float uniform(uint64_t& state, float scale) {
   return scale * (float(next(state) >> 40) / float(1 << 24) * 2.0f - 1.0f);
 }
 
+// n values uniform in [-scale, scale), drawn in order from `state`.
+inline std::vector<float> uniform_values(size_t n, uint64_t& state, float scale) {
+  std::vector<float> values(n);
+  for (float& v : values) v = uniform(state, scale);
+  return values;
+}
+
 template <class T>
 gpu::DeviceBuffer to_device(const std::vector<T>& host) {
   gpu::DeviceBuffer buffer =
