@@ -8,7 +8,8 @@
 // and the block attention at 4 + 14 x head_dim per (query head, key) pair and layer. --batch-out
 // writes the batch's documents and anchors for bench/dflash_step_torch.py. --phases adds one
 // more step timed by cudaEvents between its phases (CudaDflashTrainer::set_phase_timing),
-// printed as phase_ms:<phase>=<ms>, summed over the layers.
+// printed as phase_ms:<phase>=<ms>, summed over the layers; --profile one more step between
+// cudaProfilerStart and cudaProfilerStop, the one bench/ncu_dflash_step.sh profiles.
 // --objective same-position times train/cuda_trainer.h:
 //   1. the default drafter of --model fed by 5 captured layers (qwen3-8b: K 5 x H 4096 ->
 //      D 4096, vocab 151936), T tokens packed as documents of 256..4096 tokens, features
@@ -20,6 +21,7 @@
 //   3. one large GEMM through the trainer's own cuBLAS call (fp32 arrays, bf16 tensor-core
 //      compute), the ceiling the step's products can reach.
 // Prints one `key=value` line per figure. Needs a GPU.
+#include <cuda_profiler_api.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -58,7 +60,8 @@ struct Options {
   uint32_t warmup = 2;
   int gpu = 0;
   uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
-  bool phases = false;  // dflash: one more step with per-phase device times
+  bool phases = false;   // dflash: one more step with per-phase device times
+  bool profile = false;  // dflash: one more step between cudaProfilerStart and Stop
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -233,6 +236,15 @@ int run_dflash(const Options& o) {
     }
     print("phase_ms_total", sum, "%.1f");
   }
+  if (o.profile) {
+    // Only this step's kernels for `ncu --profile-from-start off` (bench/ncu_dflash_step.sh).
+    trainer.set_phase_timing(false);
+    HSRING_CUDA_CHECK(cudaProfilerStart());
+    (void)trainer.compute_gradients_bf16(device.as<uint16_t>(), view);
+    trainer.apply_gradients();
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(trainer.stream()));
+    HSRING_CUDA_CHECK(cudaProfilerStop());
+  }
   return 0;
 }
 
@@ -334,6 +346,9 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", o.iterations, "Timed steps")->capture_default_str();
   app.add_option("--gpu", o.gpu, "GPU id")->capture_default_str();
   app.add_flag("--phases", o.phases, "DFlash: one more step timed phase by phase");
+  app.add_flag("--profile", o.profile,
+               "DFlash: one more step between cudaProfilerStart and cudaProfilerStop");
+  app.add_option("--warmup", o.warmup, "Untimed steps first")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return hsring::run(o);

@@ -21,6 +21,22 @@ namespace {
 
 using cuda::Scratch;
 
+// An array that only products read: fp32 for the fp32 Gemm, or bf16, written so by the
+// kernel that makes it, for the bf16 one. Only the mode's array is allocated.
+struct ProductInput {
+  Scratch<float> fp32;
+  Scratch<uint16_t> bf16;
+  void ensure(size_t count, bool in_bf16) {
+    if (in_bf16)
+      bf16.ensure(count);
+    else
+      fp32.ensure(count);
+  }
+  cuda::Operand operand() const {
+    return bf16.get() ? cuda::Operand(bf16.get()) : cuda::Operand(fp32.get());
+  }
+};
+
 // The options without the target's weights, which would otherwise be kept twice.
 DflashTrainerOptions without_target(const DflashTrainerOptions& o) {
   DflashTrainerOptions copy;
@@ -43,8 +59,8 @@ struct CudaDflashTrainer::Buffers {
   // What one layer's backward needs of its forward; x_in is the layer's residual input.
   struct LayerActivations {
     Scratch<float> x_in, h, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
-        lse, x_mid, m, gate, up, act;
-    Scratch<uint16_t> act_bf16;  // bf16 mode: the SwiGLU's output as the products read it
+        lse, x_mid, m, gate, up;
+    ProductInput act;  // the SwiGLU's output
     // The block attention's inputs: fp32 (q ... ctx_v above) for the fp32 kernels, or bf16,
     // written so by the kernels and products that make them, for the tensor-core ones. Only
     // the mode's set is allocated; the other's pointers are null.
@@ -78,16 +94,18 @@ struct CudaDflashTrainer::Buffers {
   Scratch<cuda::BlockKeyWork> key_work;
   Scratch<cuda::BlockKeySum> key_sums;
   Scratch<unsigned char> attention_workspace;
+  // The features as fc and its weight gradient read them: `features` (fp32, from the host or
+  // widened from the ring's bf16), or the ring's bf16 themselves in bf16 mode.
+  cuda::Operand feature_operand{static_cast<const float*>(nullptr)};
   Scratch<float> features, ctx_pre, ctx, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_,
       head_in, logits, row_loss, row_weight;
   std::vector<LayerActivations> acts;
-  Scratch<float> d_final, d_x, d_h, d_m, d_act, d_gate, d_up, d_q, d_q_raw, d_block_k,
-      d_block_k_raw, d_block_v, d_ctx_k, d_ctx_k_raw, d_ctx_v, d_ctx, d_ctx_pre, d_head, inv_rms,
-      delta;
-  // bf16 mode: gradients written in bf16 by the kernels that make them, each the operand of
-  // its products (held under the fp32 array's name, which is then not written).
-  Scratch<uint16_t> d_gate_bf16, d_up_bf16, d_logits_bf16, d_q_raw_bf16, d_block_k_raw_bf16,
-      d_ctx_k_raw_bf16;
+  Scratch<float> d_final, d_x, d_h, d_m, d_act, d_q, d_block_k, d_block_v, d_ctx_k, d_ctx_v, d_ctx,
+      d_ctx_pre, d_head, inv_rms, delta;
+  // Gradients that only their products read (in bf16 mode d(logits) is one, beside the
+  // logits it overwrites in fp32 mode).
+  ProductInput d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw;
+  Scratch<uint16_t> d_logits_bf16;
   bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
 
   // Phase timing: events[0] opens the step, events[i] closes phase names[i].
@@ -299,7 +317,6 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
   b.tiles.ensure(std::max<size_t>(1, tiles.size()));
-  b.features.ensure(t * fd);
   for (auto* buffer : {&b.ctx_pre, &b.ctx, &b.d_ctx, &b.d_ctx_pre}) buffer->ensure(t * d);
   for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
   for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
@@ -319,22 +336,19 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
       for (auto* buffer : {&a.block_k, &a.block_v}) buffer->ensure(rows * kvd);
       for (auto* buffer : {&a.ctx_k, &a.ctx_v}) buffer->ensure(t * kvd);
     }
-    for (auto* buffer : {&a.gate, &a.up, &a.act}) buffer->ensure(rows * inter);
-    if (b.bf16()) a.act_bf16.ensure(rows * inter);
+    for (auto* buffer : {&a.gate, &a.up}) buffer->ensure(rows * inter);
+    a.act.ensure(rows * inter, b.bf16());
     a.lse.ensure(rows * heads);
   }
-  for (auto* buffer : {&b.d_gate, &b.d_up}) buffer->ensure(rows * inter);
-  if (b.bf16()) {
-    for (auto* buffer : {&b.d_gate_bf16, &b.d_up_bf16}) buffer->ensure(rows * inter);
-    b.d_logits_bf16.ensure(b.head_rows * c.vocab_size);
-    b.d_q_raw_bf16.ensure(rows * qd);
-    b.d_block_k_raw_bf16.ensure(rows * kvd);
-    b.d_ctx_k_raw_bf16.ensure(t * kvd);
-  }
+  for (auto* buffer : {&b.d_gate, &b.d_up}) buffer->ensure(rows * inter, b.bf16());
+  b.d_q_raw.ensure(rows * qd, b.bf16());
+  b.d_block_k_raw.ensure(rows * kvd, b.bf16());
+  b.d_ctx_k_raw.ensure(t * kvd, b.bf16());
+  if (b.bf16()) b.d_logits_bf16.ensure(b.head_rows * c.vocab_size);
   b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
-  for (auto* buffer : {&b.d_q, &b.d_q_raw}) buffer->ensure(rows * qd);
-  for (auto* buffer : {&b.d_block_k, &b.d_block_k_raw, &b.d_block_v}) buffer->ensure(rows * kvd);
-  for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_k_raw, &b.d_ctx_v}) buffer->ensure(t * kvd);
+  b.d_q.ensure(rows * qd);
+  for (auto* buffer : {&b.d_block_k, &b.d_block_v}) buffer->ensure(rows * kvd);
+  for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_v}) buffer->ensure(t * kvd);
   b.inv_rms.ensure(std::max({rows * heads, t * c.num_kv_heads, rows, t}));
   b.delta.ensure(rows * heads);
   b.head_in.ensure(b.head_rows * d);
@@ -358,14 +372,18 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   copy(b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(cuda::BlockKeySum));
   // The features feed two products (fc and its weight gradient), nothing else.
   if (source == Features::kHostFp32) {
+    b.features.ensure(t * fd);
     copy(b.features.get(), features, t * fd * sizeof(float));
     b.gemm.hold_bf16(b.features.get(), t * fd);
-  } else if (b.gemm.precision() == cuda::GemmPrecision::kBf16) {
+    b.feature_operand = b.features.get();
+  } else if (b.bf16()) {
     // The ring's bf16 are the products' operands as they stand: never widened.
-    b.gemm.hold_bf16(b.features.get(), t * fd, static_cast<const uint16_t*>(features));
+    b.feature_operand = static_cast<const uint16_t*>(features);
   } else {
+    b.features.ensure(t * fd);
     HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
                                                  b.features.get(), s));
+    b.feature_operand = b.features.get();
   }
   HSRING_CUDA_CHECK(
       cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
@@ -402,14 +420,13 @@ struct Ops {
     HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_forward(x, w, uint32_t(rows), heads, hd, eps, cos,
                                                         sin, y, s, y_bf16));
   }
-  // Its backward from dy: dx in fp32, or in bf16 only (dx_bf16) where just the products read
-  // it; the weight's gradient added to dw.
+  // Its backward from dy: dx into whichever of dx (fp32) and dx_bf16 is not null; the
+  // weight's gradient added to dw.
   void qk_norm_rope_backward(const float* x, const float* w, const float* dy, size_t rows,
                              uint32_t heads, uint32_t hd, const float* cos, const float* sin,
                              float* dx, uint16_t* dx_bf16, float* dw) const {
     HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_backward(x, w, dy, uint32_t(rows), heads, hd, eps,
-                                                         cos, sin, dx_bf16 ? nullptr : dx, dx_bf16,
-                                                         dw, s));
+                                                         cos, sin, dx, dx_bf16, dw, s));
   }
   void copy(float* dst, const float* src, size_t count) const {
     HSRING_CUDA_CHECK(
@@ -426,7 +443,7 @@ void CudaDflashTrainer::run_forward() {
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
   // The context: every captured row, projected and normalised once for all layers.
-  b.gemm.forward(b.features.get(), t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
+  b.gemm.forward(b.feature_operand, t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
   ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx.get());
   b.gemm.hold_bf16(b.ctx.get(), t * d);  // read by 4 products in every layer
   mark("fwd context fc + norm");
@@ -497,16 +514,10 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   gemm.hold_bf16(a.m.get(), rows * d);
   gemm.forward(a.m.get(), rows, d, b.p(o.gate), inter, a.gate.get());
   gemm.forward(a.m.get(), rows, d, b.p(o.up), inter, a.up.get());
-  if (b.bf16()) {
-    HSRING_CUDA_CHECK(cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, nullptr,
-                                                  ops.s, a.act_bf16.get()));
-    gemm.hold_bf16(a.act.get(), rows * inter, a.act_bf16.get());
-  } else {
-    HSRING_CUDA_CHECK(
-        cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter, a.act.get(), ops.s));
-  }
+  HSRING_CUDA_CHECK(cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter,
+                                                a.act.fp32.get(), ops.s, a.act.bf16.get()));
   ops.copy(x_out, a.x_mid.get(), rows * d);
-  gemm.forward(a.act.get(), rows, inter, b.p(o.down), d, x_out, true);
+  gemm.forward(a.act.operand(), rows, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
 }
 
@@ -532,10 +543,11 @@ void CudaDflashTrainer::run_head() {
                                                  ops.s, b.row_weight.get() + s0, d_logits_bf16));
     mark("head cross-entropy");
     if (!b.backward) continue;
-    // The logits now stand for d(loss)/d(logits) of these rows (in place, or held in bf16);
-    // the head itself is frozen.
-    if (d_logits_bf16) b.gemm.hold_bf16(b.logits.get(), n * vocab, d_logits_bf16);
-    b.gemm.backward_input(b.logits.get(), n, vocab, b.head, d, b.d_head.get());
+    // d(loss)/d(logits) of these rows (in bf16, or in place of the logits); the head itself
+    // is frozen.
+    const cuda::Operand d_logits =
+        d_logits_bf16 ? cuda::Operand(d_logits_bf16) : cuda::Operand(b.logits.get());
+    b.gemm.backward_input(d_logits, n, vocab, b.head, d, b.d_head.get());
     // Scattered back to their block rows (distinct rows: the atomics never meet).
     HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
                                                       uint32_t(n), uint32_t(d), b.d_final.get(),
@@ -559,7 +571,7 @@ void CudaDflashTrainer::run_backward() {
   // both frozen. Only the context projection remains.
   ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d, b.d_ctx_pre.get(),
                     false, b.g(b.hidden_norm));
-  b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.features.get(), c.feature_dim(), b.g(b.fc));
+  b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.feature_operand, c.feature_dim(), b.g(b.fc));
   mark("bwd context norm + fc");
 }
 
@@ -580,22 +592,14 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
   gemm.hold_bf16(d_x, rows * d);
   gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.get());
-  gemm.backward_weight(d_x, rows, d, a.act.get(), inter, b.g(o.down));
-  if (b.bf16()) {
-    HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(a.gate.get(), a.up.get(), b.d_act.get(),
-                                                   rows * inter, nullptr, nullptr, ops.s,
-                                                   b.d_gate_bf16.get(), b.d_up_bf16.get()));
-    gemm.hold_bf16(b.d_gate.get(), rows * inter, b.d_gate_bf16.get());
-    gemm.hold_bf16(b.d_up.get(), rows * inter, b.d_up_bf16.get());
-  } else {
-    HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(a.gate.get(), a.up.get(), b.d_act.get(),
-                                                   rows * inter, b.d_gate.get(), b.d_up.get(),
-                                                   ops.s));
-  }
-  gemm.backward_input(b.d_gate.get(), rows, inter, b.p(o.gate), d, b.d_m.get());
-  gemm.backward_input(b.d_up.get(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
-  gemm.backward_weight(b.d_gate.get(), rows, inter, a.m.get(), d, b.g(o.gate));
-  gemm.backward_weight(b.d_up.get(), rows, inter, a.m.get(), d, b.g(o.up));
+  gemm.backward_weight(d_x, rows, d, a.act.operand(), inter, b.g(o.down));
+  HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(
+      a.gate.get(), a.up.get(), b.d_act.get(), rows * inter, b.d_gate.fp32.get(), b.d_up.fp32.get(),
+      ops.s, b.d_gate.bf16.get(), b.d_up.bf16.get()));
+  gemm.backward_input(b.d_gate.operand(), rows, inter, b.p(o.gate), d, b.d_m.get());
+  gemm.backward_input(b.d_up.operand(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
+  gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.get(), d, b.g(o.gate));
+  gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.get(), d, b.g(o.up));
   ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
                     b.g(o.post_norm));
   mark("bwd mlp");
@@ -620,34 +624,30 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
         b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
         b.d_block_v.get(), ops.s));
   mark("bwd block attention");
-  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets). In
-  // bf16 mode their gradients are written in bf16 only, the operands of the products below.
-  const bool bf16 = b.bf16();
+  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets), into
+  // the gradients' fp32 or bf16 arrays (ProductInput).
   ops.qk_norm_rope_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows, heads, hd,
-                            b.block_cos.get(), b.block_sin.get(), b.d_q_raw.get(),
-                            bf16 ? b.d_q_raw_bf16.get() : nullptr, b.g(o.q_norm));
+                            b.block_cos.get(), b.block_sin.get(), b.d_q_raw.fp32.get(),
+                            b.d_q_raw.bf16.get(), b.g(o.q_norm));
   ops.qk_norm_rope_backward(a.block_k_raw.get(), b.p(o.k_norm), b.d_block_k.get(), rows, kv, hd,
-                            b.block_cos.get(), b.block_sin.get(), b.d_block_k_raw.get(),
-                            bf16 ? b.d_block_k_raw_bf16.get() : nullptr, b.g(o.k_norm));
+                            b.block_cos.get(), b.block_sin.get(), b.d_block_k_raw.fp32.get(),
+                            b.d_block_k_raw.bf16.get(), b.g(o.k_norm));
   ops.qk_norm_rope_backward(a.ctx_k_raw.get(), b.p(o.k_norm), b.d_ctx_k.get(), t, kv, hd,
-                            b.ctx_cos.get(), b.ctx_sin.get(), b.d_ctx_k_raw.get(),
-                            bf16 ? b.d_ctx_k_raw_bf16.get() : nullptr, b.g(o.k_norm));
+                            b.ctx_cos.get(), b.ctx_sin.get(), b.d_ctx_k_raw.fp32.get(),
+                            b.d_ctx_k_raw.bf16.get(), b.g(o.k_norm));
 
   // Projections of the block rows (into h) and of the context (into d_ctx).
-  gemm.hold_bf16(b.d_q_raw.get(), rows * qd, b.d_q_raw_bf16.get());
-  gemm.hold_bf16(b.d_block_k_raw.get(), rows * kvd, b.d_block_k_raw_bf16.get());
-  gemm.hold_bf16(b.d_ctx_k_raw.get(), t * kvd, b.d_ctx_k_raw_bf16.get());
   gemm.hold_bf16(b.d_block_v.get(), rows * kvd);
   gemm.hold_bf16(b.d_ctx_v.get(), t * kvd);
-  gemm.backward_input(b.d_q_raw.get(), rows, qd, b.p(o.q), d, b.d_h.get());
-  gemm.backward_input(b.d_block_k_raw.get(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
+  gemm.backward_input(b.d_q_raw.operand(), rows, qd, b.p(o.q), d, b.d_h.get());
+  gemm.backward_input(b.d_block_k_raw.operand(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
   gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);
-  gemm.backward_weight(b.d_q_raw.get(), rows, qd, a.h.get(), d, b.g(o.q));
-  gemm.backward_weight(b.d_block_k_raw.get(), rows, kvd, a.h.get(), d, b.g(o.k));
-  gemm.backward_weight(b.d_ctx_k_raw.get(), t, kvd, b.ctx.get(), d, b.g(o.k));
+  gemm.backward_weight(b.d_q_raw.operand(), rows, qd, a.h.get(), d, b.g(o.q));
+  gemm.backward_weight(b.d_block_k_raw.operand(), rows, kvd, a.h.get(), d, b.g(o.k));
+  gemm.backward_weight(b.d_ctx_k_raw.operand(), t, kvd, b.ctx.get(), d, b.g(o.k));
   gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.get(), d, b.g(o.v));
   gemm.backward_weight(b.d_ctx_v.get(), t, kvd, b.ctx.get(), d, b.g(o.v));
-  gemm.backward_input(b.d_ctx_k_raw.get(), t, kvd, b.p(o.k), d, b.d_ctx.get(), true);
+  gemm.backward_input(b.d_ctx_k_raw.operand(), t, kvd, b.p(o.k), d, b.d_ctx.get(), true);
   gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
   ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
                     b.g(o.input_norm));

@@ -96,7 +96,9 @@ void Gemm::release_holds() {
   for (Hold& hold : holds_) hold.active = false;
 }
 
-const void* Gemm::bf16_operand(const float* source, size_t count, gpu::DeviceBuffer& scratch) {
+const void* Gemm::bf16_operand(Operand operand, size_t count, gpu::DeviceBuffer& scratch) {
+  if (operand.bf16()) return operand.bf16();
+  const float* source = operand.fp32();
   for (const Hold& hold : holds_)
     if (hold.active && source >= hold.source && source + count <= hold.source + hold.count)
       return hold.values + (source - hold.source);
@@ -113,13 +115,13 @@ const void* Gemm::bf16_operand(const float* source, size_t count, gpu::DeviceBuf
   return scratch.data();
 }
 
-void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
-                size_t lda, const float* b, size_t ldb, void* c, size_t ldc, bool accumulate,
+void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, Operand a,
+                size_t lda, Operand b, size_t ldb, void* c, size_t ldc, bool accumulate,
                 bool c_bf16) {
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
-  if (c_bf16 && precision_ != GemmPrecision::kBf16)
-    throw gpu::cuda_error(cudaErrorInvalidValue, "a bf16 product output needs the bf16 Gemm");
+  if (precision_ != GemmPrecision::kBf16 && (c_bf16 || a.bf16() || b.bf16()))
+    throw gpu::cuda_error(cudaErrorInvalidValue, "a bf16 product operand needs the bf16 Gemm");
   if (precision_ == GemmPrecision::kBf16) {
     // Column-major extents: op(A) [m, k] is A [m, k] or A [k, m] with leading dimension lda.
     const void* a16 = bf16_operand(a, lda * (transpose_a ? m : k), scratch_a_);
@@ -132,37 +134,33 @@ void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k
           "cublasGemmEx");
     return;
   }
-  const cublasComputeType_t compute =
-      precision_ == GemmPrecision::kBf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
   check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                     transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha, a,
-                     CUDA_R_32F, dim(lda), b, CUDA_R_32F, dim(ldb), &beta, c, CUDA_R_32F, dim(ldc),
-                     compute, CUBLAS_GEMM_DEFAULT),
+                     transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha,
+                     a.fp32(), CUDA_R_32F, dim(lda), b.fp32(), CUDA_R_32F, dim(ldb), &beta, c,
+                     CUDA_R_32F, dim(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx");
 }
 
 // A row-major [r, c] array is column-major [c, r]: each product below is written for the
 // transposed (column-major) views.
 
-void Gemm::forward(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
+void Gemm::forward(Operand x, size_t rows, size_t in, Operand w, size_t out, float* y,
                    bool accumulate) {
   // y^T [out, rows] = (w^T)^T [out, in] x^T [in, rows].
   gemm(true, false, out, rows, in, w, in, x, in, y, out, accumulate);
 }
 
-void Gemm::forward(const float* x, size_t rows, size_t in, const float* w, size_t out,
-                   uint16_t* y) {
+void Gemm::forward(Operand x, size_t rows, size_t in, Operand w, size_t out, uint16_t* y) {
   gemm(true, false, out, rows, in, w, in, x, in, y, out, false, true);
 }
 
-void Gemm::backward_input(const float* dy, size_t rows, size_t out, const float* w, size_t in,
-                          float* dx, bool accumulate) {
+void Gemm::backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, float* dx,
+                          bool accumulate) {
   // dx^T [in, rows] = w^T [in, out] dy^T [out, rows].
   gemm(false, false, in, rows, out, w, in, dy, out, dx, in, accumulate);
 }
 
-void Gemm::backward_weight(const float* dy, size_t rows, size_t out, const float* x, size_t in,
-                           float* dw) {
+void Gemm::backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw) {
   // dw^T [in, out] += x^T [in, rows] (dy^T)^T [rows, out].
   gemm(false, true, in, out, rows, x, in, dy, out, dw, in, true);
 }

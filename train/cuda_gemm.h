@@ -1,9 +1,9 @@
-// The three products of a linear layer's training step on cuBLAS, on fp32 row-major arrays
-// with HF-layout weights w [out, in]. kBf16 multiplies in bf16 on the tensor cores with fp32
-// accumulation: both operands are rounded to bf16 (to nearest even) into the Gemm's own
-// scratch and multiplied as native bf16 (cuBLAS's bf16 kernels run at about twice the rate of
-// CUBLAS_COMPUTE_32F_FAST_16BF on fp32 arrays); the master weights and activations stay
-// fp32, and frozen matrices may keep a bf16 copy (keep_bf16_copy). kFp32 multiplies in full
+// The three products of a linear layer's training step on cuBLAS, on row-major arrays with
+// HF-layout weights w [out, in]. kBf16 multiplies in bf16 on the tensor cores with fp32
+// accumulation (cuBLAS's native bf16 kernels run at about twice the rate of
+// CUBLAS_COMPUTE_32F_FAST_16BF on fp32 arrays): an fp32 operand is rounded to bf16 (to
+// nearest even) into the Gemm's own scratch, unless held or kept in bf16 already, and a bf16
+// operand (Operand) is read as it is. The master weights stay fp32. kFp32 multiplies in full
 // fp32, which the tests use to check the step's maths against the CPU reference to ~1e-5.
 #pragma once
 
@@ -18,6 +18,21 @@
 namespace hsring::train::cuda {
 
 enum class GemmPrecision { kBf16, kFp32 };
+
+// A product's input matrix: fp32 values (rounded to bf16 by the kBf16 Gemm, unless held or
+// kept), or bf16 values that the kernel making them wrote so, read as they are (kBf16
+// only). Converts implicitly from either pointer, as the array it names.
+class Operand {
+ public:
+  Operand(const float* values) : fp32_(values) {}     // NOLINT(google-explicit-constructor)
+  Operand(const uint16_t* values) : bf16_(values) {}  // NOLINT(google-explicit-constructor)
+  const float* fp32() const { return fp32_; }         // null for a bf16 operand
+  const uint16_t* bf16() const { return bf16_; }      // null for an fp32 operand
+
+ private:
+  const float* fp32_ = nullptr;
+  const uint16_t* bf16_ = nullptr;
+};
 
 class Gemm {
  public:
@@ -46,34 +61,34 @@ class Gemm {
   // Ends every hold; their buffers are kept for the next ones.
   void release_holds();
 
+  // The products below throw Error(kCuda) for a bf16 operand or output on the kFp32 Gemm.
   // y [rows, out] = x [rows, in] w^T, added to y with `accumulate`.
-  void forward(const float* x, size_t rows, size_t in, const float* w, size_t out, float* y,
+  void forward(Operand x, size_t rows, size_t in, Operand w, size_t out, float* y,
                bool accumulate = false);
-  // kBf16 only (else Error(kCuda)): y [rows, out] = x [rows, in] w^T written in bf16, the
-  // fp32 accumulator rounded to nearest even, for an output only products read.
-  void forward(const float* x, size_t rows, size_t in, const float* w, size_t out, uint16_t* y);
+  // y [rows, out] = x [rows, in] w^T written in bf16, the fp32 accumulator rounded to
+  // nearest even, for an output only products read.
+  void forward(Operand x, size_t rows, size_t in, Operand w, size_t out, uint16_t* y);
   // dx [rows, in] = dy [rows, out] w, added to dx with `accumulate`.
-  void backward_input(const float* dy, size_t rows, size_t out, const float* w, size_t in,
-                      float* dx, bool accumulate = false);
+  void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, float* dx,
+                      bool accumulate = false);
   // dw [out, in] += dy^T x.
-  void backward_weight(const float* dy, size_t rows, size_t out, const float* x, size_t in,
-                       float* dw);
+  void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw);
 
  private:
   struct Handle;
   // C [m, n] column-major = op(A) op(B) (+ C); the three products above are its cases.
   // c is fp32, or bf16 with c_bf16 (kBf16 only).
-  void gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, const float* a,
-            size_t lda, const float* b, size_t ldb, void* c, size_t ldc, bool accumulate,
-            bool c_bf16 = false);
+  void gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, Operand a, size_t lda,
+            Operand b, size_t ldb, void* c, size_t ldc, bool accumulate, bool c_bf16 = false);
 
   struct Bf16Copy {
     const float* source;
     size_t count;
     gpu::DeviceBuffer values;
   };
-  // The bf16 operand for `source` [count]: a kept copy, or `scratch` (grown) rounded now.
-  const void* bf16_operand(const float* source, size_t count, gpu::DeviceBuffer& scratch);
+  // The bf16 values of `source` [count]: its own, a held or kept copy, or `scratch` (grown)
+  // rounded now.
+  const void* bf16_operand(Operand source, size_t count, gpu::DeviceBuffer& scratch);
 
   GemmPrecision precision_;
   std::unique_ptr<Handle> handle_;

@@ -1,7 +1,7 @@
 // Pieces of the drafter steps checked on their own: the cross-entropy kernel (one online
 // pass for max, argmax and the sum of exponentials, then the gradient) against a host
-// computation in double, the bf16 Gemm's held operands against products that round their
-// operands each time, and the kernels that write their output in bf16 for those holds
+// computation in double, the bf16 Gemm's held and bf16 operands against products that round
+// their operands each time, and the kernels that write their output in bf16 for those holds
 // (cross-entropy, SwiGLU, AdamW) against launch_float_to_bf16 of their fp32 output, bit for
 // bit.
 #include <gtest/gtest.h>
@@ -298,6 +298,55 @@ TEST(GemmHoldTest, ABf16OutputIsTheFp32ProductRounded) {
         << i;
   Gemm fp32(GemmPrecision::kFp32);
   EXPECT_THROW(fp32.forward(dx.as<float>(), rows, in, dw.as<float>(), out, y16.as<uint16_t>()),
+               Error);
+}
+
+// The three products with bf16 operands read as they are give the products of the fp32
+// arrays they round, bit for bit; the fp32 Gemm refuses them.
+TEST(GemmOperandTest, Bf16OperandsGiveTheProductsOfTheArraysTheyRound) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t rows = 96, in = 80, out = 72;
+  uint64_t state = 13;
+  const std::vector<float> x = uniform_values(rows * in, state, 1.0f);
+  const std::vector<float> w = uniform_values(out * in, state, 1.0f);
+  const std::vector<float> dy = uniform_values(rows * out, state, 1.0f);
+  const auto rounded = [](const std::vector<float>& v) {
+    std::vector<uint16_t> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = gpu_test::float_to_bf16(v[i]);
+    return to_device(r);
+  };
+  gpu::DeviceBuffer x32 = to_device(x), w32 = to_device(w), dy32 = to_device(dy);
+  gpu::DeviceBuffer x16 = rounded(x), w16 = rounded(w), dy16 = rounded(dy);
+  Gemm gemm(GemmPrecision::kBf16);
+  // Each product once from the fp32 arrays and once from their bf16; dw is accumulated into
+  // zeros, so both start alike.
+  const auto products = [&](Operand xs, Operand ws, Operand dys) {
+    gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(rows * out * sizeof(float));
+    gpu::DeviceBuffer dx = gpu::DeviceBuffer::allocate(rows * in * sizeof(float));
+    gpu::DeviceBuffer dw = to_device(std::vector<float>(out * in, 0.0f));
+    gemm.forward(xs, rows, in, ws, out, y.as<float>());
+    gemm.backward_input(dys, rows, out, ws, in, dx.as<float>());
+    gemm.backward_weight(dys, rows, out, xs, in, dw.as<float>());
+    HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+    return std::vector<std::vector<float>>{
+        to_host<float>(y, rows * out), to_host<float>(dx, rows * in), to_host<float>(dw, out * in)};
+  };
+  const auto from_fp32 = products(x32.as<float>(), w32.as<float>(), dy32.as<float>());
+  const auto from_bf16 = products(x16.as<uint16_t>(), w16.as<uint16_t>(), dy16.as<uint16_t>());
+  const char* names[] = {"y", "dx", "dw"};
+  for (size_t p = 0; p < 3; ++p) {
+    ASSERT_EQ(from_bf16[p].size(), from_fp32[p].size());
+    for (size_t i = 0; i < from_fp32[p].size(); ++i)
+      ASSERT_EQ(from_bf16[p][i], from_fp32[p][i]) << names[p] << " at " << i;
+  }
+  // Mixed: a bf16 input with the fp32 weight.
+  EXPECT_EQ(products(x16.as<uint16_t>(), w32.as<float>(), dy16.as<uint16_t>()), from_fp32);
+
+  Gemm fp32(GemmPrecision::kFp32);
+  gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(rows * out * sizeof(float));
+  EXPECT_THROW(fp32.forward(x16.as<uint16_t>(), rows, in, w32.as<float>(), out, y.as<float>()),
+               Error);
+  EXPECT_THROW(fp32.forward(x32.as<float>(), rows, in, w16.as<uint16_t>(), out, y.as<float>()),
                Error);
 }
 
