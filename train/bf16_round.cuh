@@ -20,4 +20,32 @@ __device__ inline void store(float* out, uint16_t* out_bf16, uint64_t i, float v
   if (out_bf16) out_bf16[i] = round_to_bf16(value);
 }
 
+__device__ inline float widen(uint32_t bf16) { return __uint_as_float(bf16 << 16); }
+
+// Value i of an input held in fp32 or in bf16, as a float.
+__device__ inline float load(const float* in, uint64_t i) { return in[i]; }
+__device__ inline float load(const uint16_t* in, uint64_t i) { return widen(in[i]); }
+
+// Values 4q .. 4q + 3 (the array 16-byte aligned for fp32, 8-byte for bf16).
+__device__ inline float4 load4(const float* in, uint64_t q) {
+  return reinterpret_cast<const float4*>(in)[q];
+}
+__device__ inline float4 load4(const uint16_t* in, uint64_t q) {
+  const uint2 v = reinterpret_cast<const uint2*>(in)[q];
+  return {widen(v.x & 0xffffu), widen(v.x >> 16), widen(v.y & 0xffffu), widen(v.y >> 16)};
+}
+// store() of values 4q .. 4q + 3, aligned as load4 needs.
+__device__ inline void store4(float* out, uint16_t* out_bf16, uint64_t q, float4 v) {
+  if (out) reinterpret_cast<float4*>(out)[q] = v;
+  if (out_bf16)
+    reinterpret_cast<uint2*>(out_bf16)[q] = {
+        uint32_t(round_to_bf16(v.x)) | (uint32_t(round_to_bf16(v.y)) << 16),
+        uint32_t(round_to_bf16(v.z)) | (uint32_t(round_to_bf16(v.w)) << 16)};
+}
+// Whether every array given (null ones aside) allows load4 / store4.
+template <class... T>
+__device__ inline bool four_aligned(const T*... arrays) {
+  return ((reinterpret_cast<uintptr_t>(arrays) % (4 * sizeof(T)) == 0) && ...);
+}
+
 }  // namespace hsring::train::cuda

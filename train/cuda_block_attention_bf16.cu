@@ -110,6 +110,7 @@ struct Args {
   const BlockKeyWork* work;
   BlockAttentionDims d;
   float *out, *lse_w, *dq, *d_ctx_k, *d_ctx_v, *d_block_k, *d_block_v, *partial;
+  bf16* out_bf16;  // forward: out rounded too, when not null
 };
 
 // rows x HD bf16 into a padded tile; row_source(i) is row i's first element or nullptr
@@ -252,9 +253,12 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
     float* dst = a.out + index * HD;
     const float inv = 1.0f / l[r];
 #pragma unroll
-    for (int n = 0; n < HD / 8; ++n)
-      *reinterpret_cast<float2*>(dst + n * 8 + tig * 2) =
-          make_float2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    for (int n = 0; n < HD / 8; ++n) {
+      const float lo = o[n][2 * r] * inv, hi = o[n][2 * r + 1] * inv;
+      *reinterpret_cast<float2*>(dst + n * 8 + tig * 2) = make_float2(lo, hi);
+      if (a.out_bf16)
+        *reinterpret_cast<uint32_t*>(a.out_bf16 + index * HD + n * 8 + tig * 2) = pack_bf16(lo, hi);
+    }
     if (tig == 0) a.lse_w[index] = m[r] * kLn2 + logf(l[r]);
   }
 }
@@ -810,7 +814,7 @@ cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
                                                 const int32_t* context, BlockAttentionDims dims,
                                                 void* workspace, float* out, float* lse,
-                                                cudaStream_t stream) {
+                                                cudaStream_t stream, uint16_t* out_bf16) {
   if (!valid_dims(dims)) return cudaErrorInvalidValue;
   Args a{};
   a.t = tensors_of(in, dims, workspace);
@@ -818,6 +822,7 @@ cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& 
   a.d = dims;
   a.out = out;
   a.lse_w = lse;
+  a.out_bf16 = reinterpret_cast<bf16*>(out_bf16);
   switch (dims.head_dim) {
     case 32:
       return forward<32>(a, stream);

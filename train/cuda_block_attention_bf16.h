@@ -85,11 +85,12 @@ cudaError_t launch_block_attention_backward_bf16(
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream);
 
 // The same two from bf16 inputs: the fp32 calls' results, bit for bit, for inputs that are
-// their fp32 ones rounded to nearest even.
+// their fp32 ones rounded to nearest even. With out_bf16, the forward also writes out there
+// rounded to nearest even (the output projection's operand).
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
                                                 const int32_t* context, BlockAttentionDims dims,
                                                 void* workspace, float* out, float* lse,
-                                                cudaStream_t stream);
+                                                cudaStream_t stream, uint16_t* out_bf16 = nullptr);
 cudaError_t launch_block_attention_backward_bf16(
     const BlockAttentionBf16Inputs& in, const float* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,

@@ -21,9 +21,10 @@ namespace {
 
 using cuda::Scratch;
 
-// An array that only products read: fp32 for the fp32 Gemm, or bf16, written so by the
-// kernel that makes it, for the bf16 one. Only the mode's array is allocated.
-struct ProductInput {
+// An array that only products and the element-wise kernels read: fp32 for the fp32 Gemm,
+// or bf16, written so by the kernel or product that makes it, for the bf16 one. Only the
+// mode's array is allocated.
+struct Fp32OrBf16 {
   Scratch<float> fp32;
   Scratch<uint16_t> bf16;
   void ensure(size_t count, bool in_bf16) {
@@ -36,6 +37,15 @@ struct ProductInput {
     return bf16.get() ? cuda::Operand(bf16.get()) : cuda::Operand(fp32.get());
   }
 };
+
+// y [rows, out] = x [rows, in] w^T into y's array.
+void forward_into(cuda::Gemm& gemm, cuda::Operand x, size_t rows, size_t in, const float* w,
+                  size_t out, Fp32OrBf16& y) {
+  if (y.bf16.get())
+    gemm.forward(x, rows, in, w, out, y.bf16.get());
+  else
+    gemm.forward(x, rows, in, w, out, y.fp32.get());
+}
 
 // The options without the target's weights, which would otherwise be kept twice.
 DflashTrainerOptions without_target(const DflashTrainerOptions& o) {
@@ -58,9 +68,10 @@ struct CudaDflashTrainer::Buffers {
 
   // What one layer's backward needs of its forward; x_in is the layer's residual input.
   struct LayerActivations {
-    Scratch<float> x_in, h, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
-        lse, x_mid, m, gate, up;
-    ProductInput act;  // the SwiGLU's output
+    Scratch<float> x_in, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
+        lse, x_mid;
+    Scratch<uint16_t> attn_bf16;     // bf16 attention: attn as the output projection reads it
+    Fp32OrBf16 h, m, gate, up, act;  // the norms' outputs, the MLP's
     // The block attention's inputs: fp32 (q ... ctx_v above) for the fp32 kernels, or bf16,
     // written so by the kernels and products that make them, for the tensor-core ones. Only
     // the mode's set is allocated; the other's pointers are null.
@@ -68,6 +79,9 @@ struct CudaDflashTrainer::Buffers {
     cuda::BlockAttentionBf16Inputs attention_bf16() const {
       return {q_bf16.get(), ctx_k_bf16.get(), ctx_v_bf16.get(), block_k_bf16.get(),
               block_v_bf16.get()};
+    }
+    cuda::Operand attention_output() const {
+      return attn_bf16.get() ? cuda::Operand(attn_bf16.get()) : cuda::Operand(attn.get());
     }
   };
 
@@ -97,14 +111,15 @@ struct CudaDflashTrainer::Buffers {
   // The features as fc and its weight gradient read them: `features` (fp32, from the host or
   // widened from the ring's bf16), or the ring's bf16 themselves in bf16 mode.
   cuda::Operand feature_operand{static_cast<const float*>(nullptr)};
-  Scratch<float> features, ctx_pre, ctx, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_,
-      head_in, logits, row_loss, row_weight;
+  Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_, logits,
+      row_loss, row_weight;
+  Fp32OrBf16 ctx, head_in;  // the normalised context, the scored rows of final_
   std::vector<LayerActivations> acts;
-  Scratch<float> d_final, d_x, d_h, d_m, d_act, d_q, d_block_k, d_block_v, d_ctx_k, d_ctx_v, d_ctx,
+  Scratch<float> d_final, d_x, d_h, d_m, d_attn, d_q, d_block_k, d_block_v, d_ctx_k, d_ctx_v, d_ctx,
       d_ctx_pre, d_head, inv_rms, delta;
   // Gradients that only their products read (in bf16 mode d(logits) is one, beside the
   // logits it overwrites in fp32 mode).
-  ProductInput d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw;
+  Fp32OrBf16 d_act, d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw;
   Scratch<uint16_t> d_logits_bf16;
   bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
 
@@ -317,14 +332,17 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
   b.tiles.ensure(std::max<size_t>(1, tiles.size()));
-  for (auto* buffer : {&b.ctx_pre, &b.ctx, &b.d_ctx, &b.d_ctx_pre}) buffer->ensure(t * d);
+  for (auto* buffer : {&b.ctx_pre, &b.d_ctx, &b.d_ctx_pre}) buffer->ensure(t * d);
+  b.ctx.ensure(t * d, b.bf16());
   for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
   for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
   for (auto* buffer : {&b.x_final, &b.final_, &b.d_final, &b.d_x, &b.d_h, &b.d_m})
     buffer->ensure(rows * d);
   for (auto& a : b.acts) {
-    for (auto* buffer : {&a.x_in, &a.h, &a.x_mid, &a.m}) buffer->ensure(rows * d);
+    for (auto* buffer : {&a.x_in, &a.x_mid}) buffer->ensure(rows * d);
+    for (auto* buffer : {&a.h, &a.m}) buffer->ensure(rows * d, b.bf16());
     for (auto* buffer : {&a.q_raw, &a.attn}) buffer->ensure(rows * qd);
+    if (b.bf16_attention) a.attn_bf16.ensure(rows * qd);
     a.block_k_raw.ensure(rows * kvd);
     a.ctx_k_raw.ensure(t * kvd);
     if (b.bf16_attention) {
@@ -336,8 +354,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
       for (auto* buffer : {&a.block_k, &a.block_v}) buffer->ensure(rows * kvd);
       for (auto* buffer : {&a.ctx_k, &a.ctx_v}) buffer->ensure(t * kvd);
     }
-    for (auto* buffer : {&a.gate, &a.up}) buffer->ensure(rows * inter);
-    a.act.ensure(rows * inter, b.bf16());
+    for (auto* buffer : {&a.gate, &a.up, &a.act}) buffer->ensure(rows * inter, b.bf16());
     a.lse.ensure(rows * heads);
   }
   for (auto* buffer : {&b.d_gate, &b.d_up}) buffer->ensure(rows * inter, b.bf16());
@@ -345,13 +362,13 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.d_block_k_raw.ensure(rows * kvd, b.bf16());
   b.d_ctx_k_raw.ensure(t * kvd, b.bf16());
   if (b.bf16()) b.d_logits_bf16.ensure(b.head_rows * c.vocab_size);
-  b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
-  b.d_q.ensure(rows * qd);
+  b.d_act.ensure(rows * inter, b.bf16());
+  for (auto* buffer : {&b.d_attn, &b.d_q}) buffer->ensure(rows * qd);
   for (auto* buffer : {&b.d_block_k, &b.d_block_v}) buffer->ensure(rows * kvd);
   for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_v}) buffer->ensure(t * kvd);
   b.inv_rms.ensure(std::max({rows * heads, t * c.num_kv_heads, rows, t}));
   b.delta.ensure(rows * heads);
-  b.head_in.ensure(b.head_rows * d);
+  b.head_in.ensure(b.head_rows * d, b.bf16());
   b.d_head.ensure(b.head_rows * d);
   b.logits.ensure(b.head_rows * c.vocab_size);
 
@@ -405,6 +422,26 @@ struct Ops {
     HSRING_CUDA_CHECK(
         cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
   }
+  void norm(const float* x, const float* w, size_t rows, size_t dim, Fp32OrBf16& y) const {
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps,
+                                                    y.fp32.get(), s, y.bf16.get()));
+  }
+  // SwiGLU and its backward on the mode's arrays (fp32 or bf16).
+  void swiglu(const Fp32OrBf16& gate, const Fp32OrBf16& up, size_t n, Fp32OrBf16& act) const {
+    HSRING_CUDA_CHECK(gate.bf16.get() ? cuda::launch_swiglu_forward(gate.bf16.get(), up.bf16.get(),
+                                                                    n, nullptr, s, act.bf16.get())
+                                      : cuda::launch_swiglu_forward(gate.fp32.get(), up.fp32.get(),
+                                                                    n, act.fp32.get(), s));
+  }
+  void swiglu_backward(const Fp32OrBf16& gate, const Fp32OrBf16& up, const Fp32OrBf16& d_act,
+                       size_t n, Fp32OrBf16& d_gate, Fp32OrBf16& d_up) const {
+    HSRING_CUDA_CHECK(
+        gate.bf16.get()
+            ? cuda::launch_swiglu_backward(gate.bf16.get(), up.bf16.get(), d_act.bf16.get(), n,
+                                           nullptr, nullptr, s, d_gate.bf16.get(), d_up.bf16.get())
+            : cuda::launch_swiglu_backward(gate.fp32.get(), up.fp32.get(), d_act.fp32.get(), n,
+                                           d_gate.fp32.get(), d_up.fp32.get(), s));
+  }
   // dx of RMSNorm(x) from dy, written or added; the weight's gradient added to dw.
   void norm_backward(const float* x, const float* w, const float* dy, size_t rows, size_t dim,
                      float* dx, bool accumulate, float* dw) const {
@@ -444,14 +481,12 @@ void CudaDflashTrainer::run_forward() {
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
   // The context: every captured row, projected and normalised once for all layers.
   b.gemm.forward(b.feature_operand, t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
-  ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx.get());
-  b.gemm.hold_bf16(b.ctx.get(), t * d);  // read by 4 products in every layer
+  ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx);  // read by 4 products a layer
   mark("fwd context fc + norm");
   // The blocks: the anchor's embedding, then the mask token's.
-  float* x0 = b.acts[0].x_in.get();
-  ops.zero(x0, rows * d * sizeof(float));
-  HSRING_CUDA_CHECK(cuda::launch_embedding_forward(b.embed.as<float>(), b.block_tokens.get(),
-                                                   uint32_t(rows), uint32_t(d), x0, ops.s));
+  HSRING_CUDA_CHECK(cuda::launch_gather_rows(b.embed.as<float>(), b.block_tokens.get(),
+                                             uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),
+                                             ops.s));
   for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
   ops.norm(b.x_final.get(), b.p(b.norm), rows, d, b.final_.get());
   mark("fwd o_proj + mlp");
@@ -469,53 +504,53 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   Buffers::LayerActivations& a = b.acts[layer];
   float* x_out = layer + 1 < c.num_layers ? b.acts[layer + 1].x_in.get() : b.x_final.get();
 
-  // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm).
-  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h.get());
-  // Each activation below is read by its forward product(s) and again by the backward's
-  // weight gradients: held until the step ends.
-  gemm.hold_bf16(a.h.get(), rows * d);
-  gemm.forward(a.h.get(), rows, d, b.p(o.q), qd, a.q_raw.get());
+  // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm). The norms'
+  // outputs are read by their forward products and again by the backward's weight
+  // gradients, in bf16 in bf16 mode (Fp32OrBf16).
+  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h);
+  gemm.forward(a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw.get());
   // The attention's inputs go to its fp32 arrays or its bf16 ones (LayerActivations).
   ops.qk_norm_rope(a.q_raw.get(), b.p(o.q_norm), rows, heads, hd, b.block_cos.get(),
                    b.block_sin.get(), a.q.get(), a.q_bf16.get());
   // Keys and values of [context ; block] with the same projections and k_norm; the context
   // is the normalised projection itself, not passed through input_layernorm.
-  const auto values = [&](const float* x, size_t n, float* v, uint16_t* v_bf16) {
+  const auto values = [&](cuda::Operand x, size_t n, float* v, uint16_t* v_bf16) {
     if (v_bf16)
       gemm.forward(x, n, d, b.p(o.v), kvd, v_bf16);
     else
       gemm.forward(x, n, d, b.p(o.v), kvd, v);
   };
-  gemm.forward(a.h.get(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
+  gemm.forward(a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
   ops.qk_norm_rope(a.block_k_raw.get(), b.p(o.k_norm), rows, kv, hd, b.block_cos.get(),
                    b.block_sin.get(), a.block_k.get(), a.block_k_bf16.get());
-  values(a.h.get(), rows, a.block_v.get(), a.block_v_bf16.get());
-  gemm.forward(b.ctx.get(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
+  values(a.h.operand(), rows, a.block_v.get(), a.block_v_bf16.get());
+  gemm.forward(b.ctx.operand(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
   ops.qk_norm_rope(a.ctx_k_raw.get(), b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
                    a.ctx_k.get(), a.ctx_k_bf16.get());
-  values(b.ctx.get(), t, a.ctx_v.get(), a.ctx_v_bf16.get());
+  values(b.ctx.operand(), t, a.ctx_v.get(), a.ctx_v_bf16.get());
   mark("fwd q/k/v (block + context)");
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
-  if (b.bf16_attention)
-    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(a.attention_bf16(), b.context.get(),
-                                                                dims, b.attention_workspace.get(),
-                                                                a.attn.get(), a.lse.get(), ops.s));
-  else
+  // attn is read by the output projection and its weight gradient: the bf16 attention
+  // writes their bf16 operand too, the fp32 one's is held.
+  if (b.bf16_attention) {
+    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
+        a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), a.attn.get(),
+        a.lse.get(), ops.s, a.attn_bf16.get()));
+  } else {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
         dims, a.attn.get(), a.lse.get(), ops.s));
+    gemm.hold_bf16(a.attn.get(), rows * qd);
+  }
   mark("fwd block attention");
-  gemm.hold_bf16(a.attn.get(), rows * qd);
   ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
-  gemm.forward(a.attn.get(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
+  gemm.forward(a.attention_output(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
 
-  ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m.get());
-  gemm.hold_bf16(a.m.get(), rows * d);
-  gemm.forward(a.m.get(), rows, d, b.p(o.gate), inter, a.gate.get());
-  gemm.forward(a.m.get(), rows, d, b.p(o.up), inter, a.up.get());
-  HSRING_CUDA_CHECK(cuda::launch_swiglu_forward(a.gate.get(), a.up.get(), rows * inter,
-                                                a.act.fp32.get(), ops.s, a.act.bf16.get()));
+  ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m);
+  forward_into(gemm, a.m.operand(), rows, d, b.p(o.gate), inter, a.gate);
+  forward_into(gemm, a.m.operand(), rows, d, b.p(o.up), inter, a.up);
+  ops.swiglu(a.gate, a.up, rows * inter, a.act);
   ops.copy(x_out, a.x_mid.get(), rows * d);
   gemm.forward(a.act.operand(), rows, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
@@ -528,12 +563,11 @@ void CudaDflashTrainer::run_head() {
   if (b.backward) ops.zero(b.d_final.get(), b.rows * d * sizeof(float));
   for (size_t s0 = 0; s0 < b.scored; s0 += b.head_rows) {
     const size_t n = std::min(b.head_rows, b.scored - s0);
-    // Gather the scored rows (an embedding lookup in the final hidden states).
-    ops.zero(b.head_in.get(), n * d * sizeof(float));
-    HSRING_CUDA_CHECK(cuda::launch_embedding_forward(b.final_.get(), b.scored_rows.get() + s0,
-                                                     uint32_t(n), uint32_t(d), b.head_in.get(),
-                                                     ops.s));
-    b.gemm.forward(b.head_in.get(), n, d, b.head, vocab, b.logits.get());
+    // Gather the scored rows of the final hidden states, as the head's operand.
+    HSRING_CUDA_CHECK(cuda::launch_gather_rows(b.final_.get(), b.scored_rows.get() + s0,
+                                               uint32_t(n), uint32_t(d), b.head_in.fp32.get(),
+                                               ops.s, b.head_in.bf16.get()));
+    b.gemm.forward(b.head_in.operand(), n, d, b.head, vocab, b.logits.get());
     mark("head logits");
     // bf16 mode: d(loss)/d(logits) goes straight to the bf16 operand of the product below.
     uint16_t* d_logits_bf16 = b.bf16() && b.backward ? b.d_logits_bf16.get() : nullptr;
@@ -591,24 +625,25 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   // once it is complete; d_x again after each norm adds to it.
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
   gemm.hold_bf16(d_x, rows * d);
-  gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.get());
+  if (b.d_act.bf16.get())
+    gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.bf16.get());
+  else
+    gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.fp32.get());
   gemm.backward_weight(d_x, rows, d, a.act.operand(), inter, b.g(o.down));
-  HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(
-      a.gate.get(), a.up.get(), b.d_act.get(), rows * inter, b.d_gate.fp32.get(), b.d_up.fp32.get(),
-      ops.s, b.d_gate.bf16.get(), b.d_up.bf16.get()));
+  ops.swiglu_backward(a.gate, a.up, b.d_act, rows * inter, b.d_gate, b.d_up);
   gemm.backward_input(b.d_gate.operand(), rows, inter, b.p(o.gate), d, b.d_m.get());
   gemm.backward_input(b.d_up.operand(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
-  gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.get(), d, b.g(o.gate));
-  gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.get(), d, b.g(o.up));
+  gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.operand(), d, b.g(o.gate));
+  gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.operand(), d, b.g(o.up));
   ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
                     b.g(o.post_norm));
   mark("bwd mlp");
 
   // Attention block: x_mid = x_in + attn Wo^T.
-  float* d_attn = b.d_act.get();
+  float* d_attn = b.d_attn.get();
   gemm.hold_bf16(d_x, rows * d);
   gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
-  gemm.backward_weight(d_x, rows, d, a.attn.get(), qd, b.g(o.o));
+  gemm.backward_weight(d_x, rows, d, a.attention_output(), qd, b.g(o.o));
   mark("bwd o_proj");
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
@@ -625,7 +660,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
         b.d_block_v.get(), ops.s));
   mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets), into
-  // the gradients' fp32 or bf16 arrays (ProductInput).
+  // the gradients' fp32 or bf16 arrays (Fp32OrBf16).
   ops.qk_norm_rope_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows, heads, hd,
                             b.block_cos.get(), b.block_sin.get(), b.d_q_raw.fp32.get(),
                             b.d_q_raw.bf16.get(), b.g(o.q_norm));
@@ -642,11 +677,11 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_input(b.d_q_raw.operand(), rows, qd, b.p(o.q), d, b.d_h.get());
   gemm.backward_input(b.d_block_k_raw.operand(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
   gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);
-  gemm.backward_weight(b.d_q_raw.operand(), rows, qd, a.h.get(), d, b.g(o.q));
-  gemm.backward_weight(b.d_block_k_raw.operand(), rows, kvd, a.h.get(), d, b.g(o.k));
-  gemm.backward_weight(b.d_ctx_k_raw.operand(), t, kvd, b.ctx.get(), d, b.g(o.k));
-  gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.get(), d, b.g(o.v));
-  gemm.backward_weight(b.d_ctx_v.get(), t, kvd, b.ctx.get(), d, b.g(o.v));
+  gemm.backward_weight(b.d_q_raw.operand(), rows, qd, a.h.operand(), d, b.g(o.q));
+  gemm.backward_weight(b.d_block_k_raw.operand(), rows, kvd, a.h.operand(), d, b.g(o.k));
+  gemm.backward_weight(b.d_ctx_k_raw.operand(), t, kvd, b.ctx.operand(), d, b.g(o.k));
+  gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.operand(), d, b.g(o.v));
+  gemm.backward_weight(b.d_ctx_v.get(), t, kvd, b.ctx.operand(), d, b.g(o.v));
   gemm.backward_input(b.d_ctx_k_raw.operand(), t, kvd, b.p(o.k), d, b.d_ctx.get(), true);
   gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
   ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,

@@ -49,24 +49,25 @@ __device__ float block_sum(float value, float* partials) {
   return total;
 }
 
-__global__ void bf16_to_float_kernel(const uint16_t* __restrict__ in, uint64_t n,
-                                     float* __restrict__ out) {
-  GRID_STRIDE(i, n) out[i] = __uint_as_float(uint32_t(in[i]) << 16);
+// Element-wise kernels are bandwidth-bound: four values a thread where the arrays allow it
+// (quad(q) for values 4q .. 4q + 3), one at a time for the rest (one(i)).
+template <class Quad, class One>
+__device__ void quads_then_rest(uint64_t n, bool aligned, Quad quad, One one) {
+  const uint64_t quads = aligned ? n / 4 : 0;
+  GRID_STRIDE(q, quads) quad(q);
+  GRID_STRIDE(r, n - 4 * quads) one(4 * quads + r);
 }
 
-// Four values a thread when both arrays allow it: the conversion is bandwidth-bound.
+__global__ void bf16_to_float_kernel(const uint16_t* __restrict__ in, uint64_t n,
+                                     float* __restrict__ out) {
+  GRID_STRIDE(i, n) out[i] = widen(in[i]);
+}
+
 __global__ void float_to_bf16_kernel(const float* __restrict__ in, uint64_t n,
                                      uint16_t* __restrict__ out) {
-  const bool vector =
-      (reinterpret_cast<uintptr_t>(in) % 16 == 0) && (reinterpret_cast<uintptr_t>(out) % 8 == 0);
-  const uint64_t quads = vector ? n / 4 : 0;
-  GRID_STRIDE(i, quads) {
-    const float4 v = reinterpret_cast<const float4*>(in)[i];
-    const uint2 packed{uint32_t(round_to_bf16(v.x)) | (uint32_t(round_to_bf16(v.y)) << 16),
-                       uint32_t(round_to_bf16(v.z)) | (uint32_t(round_to_bf16(v.w)) << 16)};
-    reinterpret_cast<uint2*>(out)[i] = packed;
-  }
-  GRID_STRIDE(j, n - 4 * quads) out[4 * quads + j] = round_to_bf16(in[4 * quads + j]);
+  quads_then_rest(
+      n, four_aligned(in, out), [&](uint64_t q) { store4(nullptr, out, q, load4(in, q)); },
+      [&](uint64_t i) { out[i] = round_to_bf16(in[i]); });
 }
 
 __global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t docs, uint32_t rows,
@@ -88,15 +89,15 @@ __global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t 
 
 __global__ void rms_norm_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                         uint32_t rows, uint32_t dim, float eps,
-                                        float* __restrict__ y) {
+                                        float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
   __shared__ float partials[kWarps];
   for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + uint64_t(r) * dim;
     float squares = 0;
     for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) squares += xr[i] * xr[i];
     const float scale = rsqrtf(block_sum(squares, partials) / float(dim) + eps);
-    float* yr = y + uint64_t(r) * dim;
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x)
+      store(y, y_bf16, uint64_t(r) * dim + i, xr[i] * scale * w[i]);
   }
 }
 
@@ -137,15 +138,15 @@ constexpr uint32_t kWarpRowDim = 256;
 
 __global__ void rms_norm_forward_warp_kernel(const float* __restrict__ x,
                                              const float* __restrict__ w, uint32_t rows,
-                                             uint32_t dim, float eps, float* __restrict__ y) {
+                                             uint32_t dim, float eps, float* __restrict__ y,
+                                             uint16_t* __restrict__ y_bf16) {
   const uint32_t lane = threadIdx.x % 32;
   WARP_ROWS(r, rows) {
     const float* xr = x + r * dim;
     float squares = 0;
     for (uint32_t i = lane; i < dim; i += 32) squares += xr[i] * xr[i];
     const float scale = rsqrtf(warp_sum(squares) / float(dim) + eps);
-    float* yr = y + r * dim;
-    for (uint32_t i = lane; i < dim; i += 32) yr[i] = xr[i] * scale * w[i];
+    for (uint32_t i = lane; i < dim; i += 32) store(y, y_bf16, r * dim + i, xr[i] * scale * w[i]);
   }
 }
 
@@ -216,23 +217,49 @@ __global__ void rope_apply_kernel(float* __restrict__ x, uint32_t rows, uint32_t
 
 __device__ float sigmoid(float g) { return 1.0f / (1.0f + __expf(-g)); }
 
-__global__ void swiglu_forward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
-                                      uint64_t n, float* __restrict__ out,
-                                      uint16_t* __restrict__ out_bf16) {
-  GRID_STRIDE(i, n) store(out, out_bf16, i, gate[i] * sigmoid(gate[i]) * up[i]);
+__device__ float silu_times(float g, float u) { return g * sigmoid(g) * u; }
+// d(silu(g) u)/dg and /du times d: silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
+__device__ float2 silu_times_backward(float g, float u, float d) {
+  const float sig = sigmoid(g);
+  return {d * u * sig * (1.0f + g * (1.0f - sig)), d * g * sig};
 }
 
-// silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
-__global__ void swiglu_backward_kernel(const float* __restrict__ gate, const float* __restrict__ up,
-                                       const float* __restrict__ dout, uint64_t n,
+// Inputs T: float, or uint16_t holding bf16.
+template <class T>
+__global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up,
+                                      uint64_t n, float* __restrict__ out,
+                                      uint16_t* __restrict__ out_bf16) {
+  quads_then_rest(
+      n, four_aligned(gate, up, out, out_bf16),
+      [&](uint64_t q) {
+        const float4 g = load4(gate, q), u = load4(up, q);
+        store4(out, out_bf16, q,
+               {silu_times(g.x, u.x), silu_times(g.y, u.y), silu_times(g.z, u.z),
+                silu_times(g.w, u.w)});
+      },
+      [&](uint64_t i) { store(out, out_bf16, i, silu_times(load(gate, i), load(up, i))); });
+}
+
+template <class T>
+__global__ void swiglu_backward_kernel(const T* __restrict__ gate, const T* __restrict__ up,
+                                       const T* __restrict__ dout, uint64_t n,
                                        float* __restrict__ dgate, float* __restrict__ dup,
                                        uint16_t* __restrict__ dgate_bf16,
                                        uint16_t* __restrict__ dup_bf16) {
-  GRID_STRIDE(i, n) {
-    const float g = gate[i], sig = sigmoid(g), d = dout[i];
-    store(dgate, dgate_bf16, i, d * up[i] * sig * (1.0f + g * (1.0f - sig)));
-    store(dup, dup_bf16, i, d * g * sig);
-  }
+  quads_then_rest(
+      n, four_aligned(gate, up, dout, dgate, dup, dgate_bf16, dup_bf16),
+      [&](uint64_t q) {
+        const float4 g = load4(gate, q), u = load4(up, q), d = load4(dout, q);
+        const float2 x = silu_times_backward(g.x, u.x, d.x), y = silu_times_backward(g.y, u.y, d.y),
+                     z = silu_times_backward(g.z, u.z, d.z), w = silu_times_backward(g.w, u.w, d.w);
+        store4(dgate, dgate_bf16, q, {x.x, y.x, z.x, w.x});
+        store4(dup, dup_bf16, q, {x.y, y.y, z.y, w.y});
+      },
+      [&](uint64_t i) {
+        const float2 grads = silu_times_backward(load(gate, i), load(up, i), load(dout, i));
+        store(dgate, dgate_bf16, i, grads.x);
+        store(dup, dup_bf16, i, grads.y);
+      });
 }
 
 __global__ void embedding_forward_kernel(const float* __restrict__ table,
@@ -241,6 +268,15 @@ __global__ void embedding_forward_kernel(const float* __restrict__ table,
   GRID_STRIDE(e, uint64_t(rows) * dim) {
     const uint64_t r = e / dim;
     y[e] += table[uint64_t(tokens[r]) * dim + (e - r * dim)];
+  }
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ table,
+                                   const int32_t* __restrict__ index, uint32_t rows, uint32_t dim,
+                                   float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
+  GRID_STRIDE(e, uint64_t(rows) * dim) {
+    const uint64_t r = e / dim;
+    store(y, y_bf16, e, table[uint64_t(index[r]) * dim + (e - r * dim)]);
   }
 }
 
@@ -464,12 +500,14 @@ cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_
 }
 
 cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
-                                    uint32_t dim, float eps, float* y, cudaStream_t stream) {
+                                    uint32_t dim, float eps, float* y, cudaStream_t stream,
+                                    uint16_t* y_bf16) {
   if (dim <= kWarpRowDim)
     rms_norm_forward_warp_kernel<<<grid_for(uint64_t(rows) * 32), kThreads, 0, stream>>>(
-        x, weight, rows, dim, eps, y);
+        x, weight, rows, dim, eps, y, y_bf16);
   else
-    rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y);
+    rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y,
+                                                                     y_bf16);
   return cudaGetLastError();
 }
 
@@ -506,15 +544,27 @@ cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t 
 
 cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
                                   cudaStream_t stream, uint16_t* out_bf16) {
-  swiglu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out, out_bf16);
+  swiglu_forward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, n, out, out_bf16);
+  return cudaGetLastError();
+}
+cudaError_t launch_swiglu_forward(const uint16_t* gate, const uint16_t* up, size_t n, float* out,
+                                  cudaStream_t stream, uint16_t* out_bf16) {
+  swiglu_forward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, n, out, out_bf16);
   return cudaGetLastError();
 }
 
 cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
                                    float* dgate, float* dup, cudaStream_t stream,
                                    uint16_t* dgate_bf16, uint16_t* dup_bf16) {
-  swiglu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, dout, n, dgate, dup,
-                                                               dgate_bf16, dup_bf16);
+  swiglu_backward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, dout, n, dgate,
+                                                                       dup, dgate_bf16, dup_bf16);
+  return cudaGetLastError();
+}
+cudaError_t launch_swiglu_backward(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
+                                   size_t n, float* dgate, float* dup, cudaStream_t stream,
+                                   uint16_t* dgate_bf16, uint16_t* dup_bf16) {
+  swiglu_backward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, dout, n, dgate,
+                                                                       dup, dgate_bf16, dup_bf16);
   return cudaGetLastError();
 }
 
@@ -522,6 +572,13 @@ cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, 
                                      uint32_t dim, float* y, cudaStream_t stream) {
   embedding_forward_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(table, tokens,
                                                                                     rows, dim, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
+                               uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16) {
+  gather_rows_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(table, index, rows,
+                                                                              dim, y, y_bf16);
   return cudaGetLastError();
 }
 

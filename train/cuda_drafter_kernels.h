@@ -23,9 +23,12 @@ cudaError_t launch_float_to_bf16(const float* in, size_t n, uint16_t* out, cudaS
 cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_t rows,
                               int32_t* start, int32_t* end, cudaStream_t stream);
 
-// y = x / sqrt(mean(x^2) + eps) * weight per row of [rows, dim]; y may not alias x.
+// y = x / sqrt(mean(x^2) + eps) * weight per row of [rows, dim], into y (fp32), y_bf16
+// (rounded as launch_float_to_bf16 rounds), or both; a null array is not written. y may
+// not alias x.
 cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
-                                    uint32_t dim, float eps, float* y, cudaStream_t stream);
+                                    uint32_t dim, float eps, float* y, cudaStream_t stream,
+                                    uint16_t* y_bf16 = nullptr);
 // dx (written, or added to with `accumulate`) and each row's 1/rms into inv_rms [rows];
 // then launch_rms_norm_weight_grad adds dweight from the same inv_rms.
 cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
@@ -44,19 +47,29 @@ cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t 
                               const float* cos, const float* sin, bool inverse,
                               cudaStream_t stream);
 
-// out = silu(gate) * up, and its backward (dgate, dup written). Each output goes to its fp32
-// array, to its bf16 one (rounded as launch_float_to_bf16 rounds: the bf16 products'
-// operand without a rounding pass), or both; a null array is not written.
+// out = silu(gate) * up, and its backward (dgate, dup written), computed in fp32 from
+// inputs in fp32 or (the uint16_t overloads) bf16. Each output goes to its fp32 array, to
+// its bf16 one (rounded as launch_float_to_bf16 rounds: the bf16 products' operand without
+// a rounding pass), or both; a null array is not written.
 cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
+                                  cudaStream_t stream, uint16_t* out_bf16 = nullptr);
+cudaError_t launch_swiglu_forward(const uint16_t* gate, const uint16_t* up, size_t n, float* out,
                                   cudaStream_t stream, uint16_t* out_bf16 = nullptr);
 cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
                                    float* dgate, float* dup, cudaStream_t stream,
+                                   uint16_t* dgate_bf16 = nullptr, uint16_t* dup_bf16 = nullptr);
+cudaError_t launch_swiglu_backward(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
+                                   size_t n, float* dgate, float* dup, cudaStream_t stream,
                                    uint16_t* dgate_bf16 = nullptr, uint16_t* dup_bf16 = nullptr);
 
 // y[r] += table[tokens[r]] ([rows, dim]); dtable[tokens[r]] += dy[r] (atomics: rows that
 // share a token add in any order).
 cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
                                      uint32_t dim, float* y, cudaStream_t stream);
+// y[r] = table[index[r]] ([rows, dim]), into y (fp32), y_bf16 (rounded), or both.
+cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
+                               uint32_t dim, float* y, cudaStream_t stream,
+                               uint16_t* y_bf16 = nullptr);
 cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,
                                       uint32_t dim, float* dtable, cudaStream_t stream);
 

@@ -68,9 +68,10 @@ class Gemm {
   // y [rows, out] = x [rows, in] w^T written in bf16, the fp32 accumulator rounded to
   // nearest even, for an output only products read.
   void forward(Operand x, size_t rows, size_t in, Operand w, size_t out, uint16_t* y);
-  // dx [rows, in] = dy [rows, out] w, added to dx with `accumulate`.
+  // dx [rows, in] = dy [rows, out] w, added to dx with `accumulate`, or written in bf16.
   void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, float* dx,
                       bool accumulate = false);
+  void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, uint16_t* dx);
   // dw [out, in] += dy^T x.
   void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw);
 

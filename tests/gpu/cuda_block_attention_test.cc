@@ -115,6 +115,7 @@ std::vector<float> download(const gpu::DeviceBuffer& buffer, size_t floats) {
 // Forward and backward outputs, downloaded.
 struct Results {
   std::vector<float> out, lse, dq, d_ctx_k, d_ctx_v, d_block_k, d_block_v;
+  std::vector<uint16_t> out_bf16;  // kBf16Inputs: the forward's bf16 copy of out
 };
 
 // kBf16Inputs: the tensor-core kernels given q, k and v already in bf16 (rounded here).
@@ -141,6 +142,7 @@ Results run(const Problem& p, Kernels kernels) {
   gpu::DeviceBuffer d_ctx_k = poisoned(ctx_floats), d_ctx_v = poisoned(ctx_floats);
   gpu::DeviceBuffer d_block_k = poisoned(block_floats), d_block_v = poisoned(block_floats);
   cudaStream_t s = nullptr;
+  gpu::DeviceBuffer out16 = poisoned(q_floats / 2 + 1);  // NaN pairs
   if (bf16) {
     const BlockKeyPlan plan = block_key_plan(p.context.data(), d);
     gpu::DeviceBuffer work = upload(plan.work), sums = upload(plan.sums);
@@ -154,7 +156,8 @@ Results run(const Problem& p, Kernels kernels) {
                                         ctx_v16.as<uint16_t>(), block_k16.as<uint16_t>(),
                                         block_v16.as<uint16_t>()};
       HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
-          in, context.as<int32_t>(), d, workspace.data(), out.as<float>(), lse.as<float>(), s));
+          in, context.as<int32_t>(), d, workspace.data(), out.as<float>(), lse.as<float>(), s,
+          out16.as<uint16_t>()));
       HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
           in, out.as<float>(), dout.as<float>(), lse.as<float>(), context.as<int32_t>(),
           work.as<BlockKeyWork>(), uint32_t(plan.work.size()), sums.as<BlockKeySum>(),
@@ -190,10 +193,16 @@ Results run(const Problem& p, Kernels kernels) {
         d_block_k.as<float>(), d_block_v.as<float>(), s));
     HSRING_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  return {download(out, q_floats),          download(lse, rows * d.heads),
-          download(dq, q_floats),           download(d_ctx_k, ctx_floats),
-          download(d_ctx_v, ctx_floats),    download(d_block_k, block_floats),
-          download(d_block_v, block_floats)};
+  Results results{download(out, q_floats),          download(lse, rows * d.heads),
+                  download(dq, q_floats),           download(d_ctx_k, ctx_floats),
+                  download(d_ctx_v, ctx_floats),    download(d_block_k, block_floats),
+                  download(d_block_v, block_floats)};
+  if (kernels == Kernels::kBf16Inputs) {
+    results.out_bf16.resize(q_floats);
+    HSRING_CUDA_CHECK(
+        cudaMemcpy(results.out_bf16.data(), out16.data(), q_floats * 2, cudaMemcpyDeviceToHost));
+  }
+  return results;
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -265,7 +274,12 @@ TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
 TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
   HSRING_REQUIRE_GPUS(1);
   const Problem p = make_problem(GetParam(), 11);
-  expect_same_bits(run(p, Kernels::kBf16Inputs), run(p, Kernels::kBf16));
+  const Results got = run(p, Kernels::kBf16Inputs);
+  expect_same_bits(got, run(p, Kernels::kBf16));
+  // The forward's bf16 output: out rounded to nearest even, every element written.
+  ASSERT_EQ(got.out_bf16.size(), got.out.size());
+  for (size_t i = 0; i < got.out.size(); ++i)
+    ASSERT_EQ(got.out_bf16[i], gpu_test::float_to_bf16(got.out[i])) << "out_bf16 at " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBlockAttentionBf16Test, ::testing::ValuesIn(shapes()),

@@ -184,6 +184,114 @@ TEST(Bf16OutputTest, SwigluWritesItsOutputsRoundedOrBoth) {
   EXPECT_EQ(to_host<uint16_t>(du16, n), rounded_on_device(to_host<float>(du, n)));
 }
 
+// bf16 inputs are read as the floats they hold: the results of those fp32 values, bit for
+// bit, on the four-wide path (offset 0) and the one-at-a-time one (offset 1: misaligned),
+// which agree with each other too.
+TEST(Bf16OutputTest, SwigluReadsBf16InputsAsTheFloatsTheyHold) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t n = 1001;
+  uint64_t state = 17;
+  std::vector<float> values[3];
+  std::vector<uint16_t> bits[3];
+  const float scales[3] = {6.0f, 2.0f, 1.0f};  // gate, up, dout
+  for (int k = 0; k < 3; ++k)
+    for (size_t i = 0; i < n; ++i) {
+      bits[k].push_back(gpu_test::float_to_bf16(uniform(state, scales[k])));
+      values[k].push_back(gpu_test::bf16_to_float(bits[k].back()));
+    }
+  gpu::DeviceBuffer g = to_device(values[0]), u = to_device(values[1]), d = to_device(values[2]);
+  gpu::DeviceBuffer g16 = to_device(bits[0]), u16 = to_device(bits[1]), d16 = to_device(bits[2]);
+  // The four outputs (act, d_gate, d_up in fp32; act in bf16) from fp32 or bf16 inputs.
+  struct Outputs {
+    std::vector<float> act, dgate, dup;
+    std::vector<uint16_t> act16;
+    bool operator==(const Outputs&) const = default;
+  };
+  const auto run = [&](bool bf16_inputs, size_t offset) {
+    const size_t m = n - offset;
+    gpu::DeviceBuffer act = gpu::DeviceBuffer::allocate(m * 4),
+                      act16 = gpu::DeviceBuffer::allocate(m * 2);
+    gpu::DeviceBuffer dg = gpu::DeviceBuffer::allocate(m * 4),
+                      du = gpu::DeviceBuffer::allocate(m * 4);
+    if (bf16_inputs) {
+      const uint16_t *gi = g16.as<uint16_t>() + offset, *ui = u16.as<uint16_t>() + offset,
+                     *di = d16.as<uint16_t>() + offset;
+      EXPECT_EQ(launch_swiglu_forward(gi, ui, m, act.as<float>(), nullptr, act16.as<uint16_t>()),
+                cudaSuccess);
+      EXPECT_EQ(launch_swiglu_backward(gi, ui, di, m, dg.as<float>(), du.as<float>(), nullptr),
+                cudaSuccess);
+    } else {
+      const float *gi = g.as<float>() + offset, *ui = u.as<float>() + offset,
+                  *di = d.as<float>() + offset;
+      EXPECT_EQ(launch_swiglu_forward(gi, ui, m, act.as<float>(), nullptr, act16.as<uint16_t>()),
+                cudaSuccess);
+      EXPECT_EQ(launch_swiglu_backward(gi, ui, di, m, dg.as<float>(), du.as<float>(), nullptr),
+                cudaSuccess);
+    }
+    return Outputs{to_host<float>(act, m), to_host<float>(dg, m), to_host<float>(du, m),
+                   to_host<uint16_t>(act16, m)};
+  };
+  for (size_t offset : {0, 1}) EXPECT_EQ(run(true, offset), run(false, offset)) << offset;
+  const Outputs aligned = run(true, 0), misaligned = run(true, 1);
+  const auto tail = [](const auto& v) { return std::vector(v.begin() + 1, v.end()); };
+  EXPECT_EQ(misaligned.act, tail(aligned.act));
+  EXPECT_EQ(misaligned.dgate, tail(aligned.dgate));
+  EXPECT_EQ(misaligned.dup, tail(aligned.dup));
+  EXPECT_EQ(misaligned.act16, tail(aligned.act16));
+  EXPECT_EQ(aligned.act16, rounded_on_device(aligned.act));
+}
+
+// The width norm (a block a row) and the head-sized one (a warp a row): the bf16 output is
+// the fp32 one rounded, alone or beside it.
+TEST(Bf16OutputTest, RmsNormWritesItsOutputRoundedOrBoth) {
+  HSRING_REQUIRE_GPUS(1);
+  for (uint32_t dim : {128u, 4096u}) {
+    const uint32_t rows = 37;
+    uint64_t state = dim;
+    const std::vector<float> x = uniform_values(size_t(rows) * dim, state, 3.0f);
+    const std::vector<float> w = uniform_values(dim, state, 1.0f);
+    gpu::DeviceBuffer dx = to_device(x), dw = to_device(w);
+    const size_t count = x.size();
+    gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(count * 4),
+                      both = gpu::DeviceBuffer::allocate(count * 4);
+    gpu::DeviceBuffer y16 = gpu::DeviceBuffer::allocate(count * 2),
+                      both16 = gpu::DeviceBuffer::allocate(count * 2);
+    ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
+                                      y.as<float>(), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f, nullptr,
+                                      nullptr, y16.as<uint16_t>()),
+              cudaSuccess);
+    ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
+                                      both.as<float>(), nullptr, both16.as<uint16_t>()),
+              cudaSuccess);
+    const std::vector<float> want = to_host<float>(y, count);
+    EXPECT_EQ(to_host<float>(both, count), want) << dim;
+    EXPECT_EQ(to_host<uint16_t>(y16, count), rounded_on_device(want)) << dim;
+    EXPECT_EQ(to_host<uint16_t>(both16, count), rounded_on_device(want)) << dim;
+  }
+}
+
+TEST(Bf16OutputTest, GatherRowsCopiesTheIndexedRowsRoundedOrNot) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint32_t table_rows = 50, dim = 24, rows = 70;  // rows repeat
+  uint64_t state = 23;
+  const std::vector<float> table = uniform_values(size_t(table_rows) * dim, state, 2.0f);
+  std::vector<int32_t> index(rows);
+  for (int32_t& i : index) i = int32_t(next(state) % table_rows);
+  gpu::DeviceBuffer dt = to_device(table), di = to_device(index);
+  gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(size_t(rows) * dim * 4);
+  gpu::DeviceBuffer y16 = gpu::DeviceBuffer::allocate(size_t(rows) * dim * 2);
+  ASSERT_EQ(launch_gather_rows(dt.as<float>(), di.as<int32_t>(), rows, dim, y.as<float>(), nullptr,
+                               y16.as<uint16_t>()),
+            cudaSuccess);
+  std::vector<float> want;
+  for (int32_t i : index)
+    want.insert(want.end(), table.begin() + size_t(i) * dim, table.begin() + size_t(i + 1) * dim);
+  EXPECT_EQ(to_host<float>(y, want.size()), want);
+  EXPECT_EQ(to_host<uint16_t>(y16, want.size()), rounded_on_device(want));
+}
+
 TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
   HSRING_REQUIRE_GPUS(1);
   const size_t n = 1027;  // a tail past the last four-wide update
