@@ -125,28 +125,69 @@ __device__ void load_tile(bf16* tile, int rows, RowSource row_source, const bf16
   }
 }
 
-// Keys [k0, k0 + rows) of block b's key list (its context rows, then its own rows).
-template <int HD, int Threads>
+// Keys [k0, k0 + KT) of block b's key list (its context rows, then its own rows; zeros
+// past n_keys) into a k tile and a v tile. Each thread's rows are fixed (load_tile's), and
+// each row's offset is computed once for both tiles, in 32 bits (valid_dims): the forward
+// and dq kernels load a tile per 64 products a warp, and generic 64-bit indexing of every
+// row cost them twice the products' instructions.
+template <int HD, int KT, int Threads>
 __device__ void load_keys(const Args& a, uint32_t b, uint32_t g, int32_t cb, int32_t n_ctx,
-                          int32_t n_keys, int32_t k0, int rows, bf16* ks, bf16* vs) {
-  const BlockAttentionDims& d = a.d;
-  const auto offset = [&](int i) -> int64_t {
-    const int32_t kk = k0 + i;
-    if (kk >= n_keys) return -1;
-    const uint64_t row =
-        kk < n_ctx ? uint64_t(cb + kk) : uint64_t(b) * d.block_size + uint64_t(kk - n_ctx);
-    return int64_t((row * d.kv_heads + g) * HD);
-  };
-  const auto from = [&](const bf16* ctx, const bf16* blk) {
-    return [&, ctx, blk](int i) -> const bf16* {
-      const int64_t at = offset(i);
-      return at < 0 ? nullptr : (k0 + i < n_ctx ? ctx : blk) + at;
-    };
-  };
-  load_tile<HD, Threads>(ks, rows, from(a.t.ctx_k, a.t.block_k), a.t.ctx_k);
-  load_tile<HD, Threads>(vs, rows, from(a.t.ctx_v, a.t.block_v), a.t.ctx_v);
+                          int32_t n_keys, int32_t k0, bf16* ks, bf16* vs) {
+  constexpr int S = HD + kPadElems, kChunks = HD / 8, kStep = Threads / kChunks;
+  static_assert(Threads % kChunks == 0 && KT % kStep == 0, "a thread's rows are fixed");
+  const int col = (int(threadIdx.x) % kChunks) * 8;
+  const uint32_t block_row0 = b * a.d.block_size, kv = a.d.kv_heads;
+#pragma unroll
+  for (int row = int(threadIdx.x) / kChunks; row < KT; row += kStep) {
+    const int32_t key = k0 + row;
+    const bool valid = key < n_keys, context = key < n_ctx;
+    const uint32_t key_row = context ? uint32_t(cb + key) : block_row0 + uint32_t(key - n_ctx);
+    const uint64_t at = valid ? uint64_t(key_row * kv + g) * HD + col : 0;
+    cp_async16(ks + row * S + col, (context ? a.t.ctx_k : a.t.block_k) + at, valid);
+    cp_async16(vs + row * S + col, (context ? a.t.ctx_v : a.t.block_v) + at, valid);
+  }
 }
 
+// query_index in 32 bits and without a division: v / group by one multiply-high, exact for
+// v and group below 2^16, and the index below 2^31 (valid_dims). The key side indexes every
+// row of every query tile it loads; with a division and 64-bit arithmetic that indexing
+// cost about half as many instructions as the tile's products.
+struct QueryIndexer {
+  uint32_t block_size, heads, group, magic, head0;
+  __device__ QueryIndexer(const BlockAttentionDims& d, uint32_t g)
+      : block_size(d.block_size),
+        heads(d.heads),
+        group(d.heads / d.kv_heads),
+        magic(0xFFFFFFFFu / group + 1),  // ceil(2^32 / group); 0 (unused) for group 1
+        head0(g * group) {}
+  __device__ uint32_t operator()(uint32_t b, uint32_t v) const {
+    const uint32_t row = group == 1 ? v : __umulhi(v, magic), head = v - row * group;
+    return (b * block_size + row) * heads + head0 + head;
+  }
+};
+
+// Query vectors [v0, v0 + QT) of block b (zeros past nv) into a q tile and, unless null, a
+// dout tile, each row's index computed once for both.
+template <int HD, int QT, int Threads>
+__device__ void load_query_tiles(bf16* q_tile, bf16* dout_tile, const Tensors& t,
+                                 const QueryIndexer& index_of, uint32_t b, uint32_t v0,
+                                 uint32_t nv) {
+  constexpr int S = HD + kPadElems, kChunks = HD / 8, kStep = Threads / kChunks;
+  static_assert(Threads % kChunks == 0 && QT % kStep == 0, "a thread's rows are fixed");
+  const int col = (int(threadIdx.x) % kChunks) * 8;
+#pragma unroll
+  for (int row = int(threadIdx.x) / kChunks; row < QT; row += kStep) {
+    const uint32_t v = v0 + uint32_t(row);
+    const bool valid = v < nv;
+    const uint64_t at = valid ? uint64_t(index_of(b, v)) * HD + col : 0;
+    cp_async16(q_tile + row * S + col, t.q + at, valid);
+    if (dout_tile) cp_async16(dout_tile + row * S + col, t.dout + at, valid);
+  }
+}
+
+// Warps (warp % 4) own 16 keys each; with Split 2 (head_dim 256, to keep the accumulators
+// in registers) warps w and w + 4 share those keys, each recomputing their scores and
+// accumulating half of the columns. Queries stream in tiles of QT, 32 at a time.
 // ---- Forward ----------------------------------------------------------------------------
 
 template <int HD, int KT>
@@ -162,14 +203,8 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
   const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int gid = lane / 4, tig = lane % 4, r0 = warp * kWarpRows;
-  load_tile<HD, 128>(
-      qs, kRows,
-      [&](int i) -> const bf16* {
-        const uint32_t v = v0 + uint32_t(i);
-        return v < nv ? a.t.q + query_index(d, b, g, v) * HD : nullptr;
-      },
-      a.t.q);
-  load_keys<HD, 128>(a, b, g, cb, n_ctx, n_keys, 0, KT, ks, vs);
+  load_query_tiles<HD, kRows, 128>(qs, nullptr, a.t, QueryIndexer(d, g), b, v0, nv);
+  load_keys<HD, KT, 128>(a, b, g, cb, n_ctx, n_keys, 0, ks, vs);
   cp_async_commit();
 
   const float scale_log2 = rsqrtf(float(HD)) * kLog2e;
@@ -180,8 +215,8 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
     cp_async_wait_all();
     __syncthreads();  // tile t is in; everyone is done with tile t - 1's buffer
     if (t + 1 < tiles)
-      load_keys<HD, 128>(a, b, g, cb, n_ctx, n_keys, (t + 1) * KT, KT, ks + ((t + 1) & 1) * KT * S,
-                         vs + ((t + 1) & 1) * KT * S);
+      load_keys<HD, KT, 128>(a, b, g, cb, n_ctx, n_keys, (t + 1) * KT, ks + ((t + 1) & 1) * KT * S,
+                             vs + ((t + 1) & 1) * KT * S);
     cp_async_commit();
     const bf16* kt = ks + (t & 1) * KT * S;
     const bf16* vt = vs + (t & 1) * KT * S;
@@ -279,15 +314,8 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
   const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int gid = lane / 4, tig = lane % 4, r0 = warp * kWarpRows;
-  const auto query_row = [&](const bf16* base) {
-    return [&, base](int i) -> const bf16* {
-      const uint32_t v = v0 + uint32_t(i);
-      return v < nv ? base + query_index(d, b, g, v) * HD : nullptr;
-    };
-  };
-  load_tile<HD, 128>(qs, kRows, query_row(a.t.q), a.t.q);
-  load_tile<HD, 128>(dos, kRows, query_row(a.t.dout), a.t.dout);
-  load_keys<HD, 128>(a, b, g, cb, n_ctx, n_keys, 0, KT, ks, vs);
+  load_query_tiles<HD, kRows, 128>(qs, dos, a.t, QueryIndexer(d, g), b, v0, nv);
+  load_keys<HD, KT, 128>(a, b, g, cb, n_ctx, n_keys, 0, ks, vs);
   cp_async_commit();
   float lse2[2], delta[2];  // rows gid, gid + 8; lse in log2 units
 #pragma unroll
@@ -305,8 +333,8 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
     cp_async_wait_all();
     __syncthreads();
     if (t + 1 < tiles)
-      load_keys<HD, 128>(a, b, g, cb, n_ctx, n_keys, (t + 1) * KT, KT, ks + ((t + 1) & 1) * KT * S,
-                         vs + ((t + 1) & 1) * KT * S);
+      load_keys<HD, KT, 128>(a, b, g, cb, n_ctx, n_keys, (t + 1) * KT, ks + ((t + 1) & 1) * KT * S,
+                             vs + ((t + 1) & 1) * KT * S);
     cp_async_commit();
     const bf16* kt = ks + (t & 1) * KT * S;
     const bf16* vt = vs + (t & 1) * KT * S;
@@ -365,9 +393,6 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
 
 // ---- Backward, key side: dk, dv ---------------------------------------------------------
 
-// Warps (warp % 4) own 16 keys each; with Split 2 (head_dim 256, to keep the accumulators
-// in registers) warps w and w + 4 share those keys, each recomputing their scores and
-// accumulating half of the columns. Queries stream in tiles of QT, 32 at a time.
 template <int HD, int QT, int Split>
 __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
   constexpr int S = HD + kPadElems, Threads = 128 * Split, DW = HD / Split;
@@ -404,18 +429,13 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
     while (blk < w.end_block && !sees(blk)) ++blk;
     return blk;
   };
+  const QueryIndexer query_index_of(d, g);
   const auto load_queries = [&](int buf, int32_t blk, uint32_t v0) {
-    const auto query_row = [&](const bf16* base) {
-      return [&, base](int i) -> const bf16* {
-        const uint32_t v = v0 + uint32_t(i);
-        return v < nv ? base + query_index(d, uint32_t(blk), g, v) * HD : nullptr;
-      };
-    };
-    load_tile<HD, Threads>(qs + buf * QT * S, QT, query_row(a.t.q), a.t.q);
-    load_tile<HD, Threads>(dos + buf * QT * S, QT, query_row(a.t.dout), a.t.dout);
+    load_query_tiles<HD, QT, Threads>(qs + buf * QT * S, dos + buf * QT * S, a.t, query_index_of,
+                                      uint32_t(blk), v0, nv);
     if (int(threadIdx.x) < QT) {
       const uint32_t v = v0 + threadIdx.x;
-      const uint64_t index = v < nv ? query_index(d, uint32_t(blk), g, v) : 0;
+      const uint64_t index = v < nv ? query_index_of(uint32_t(blk), v) : 0;
       lse_s[buf * QT + threadIdx.x] = v < nv ? a.lse[index] * kLog2e : 0.0f;
       delta_s[buf * QT + threadIdx.x] = v < nv ? a.delta[index] : 0.0f;
     }
@@ -738,7 +758,12 @@ cudaError_t backward(const Args& a, uint32_t work_count, cudaStream_t stream) {
 
 bool valid_dims(const BlockAttentionDims& d) {
   return block_attention_bf16_supported(d.head_dim) && d.kv_heads > 0 &&
-         d.heads % d.kv_heads == 0 && d.block_size > 0;
+         d.heads % d.kv_heads == 0 && d.block_size > 0 &&
+         // QueryIndexer's bounds,
+         uint64_t(d.block_size) * (d.heads / d.kv_heads) < (1u << 16) &&
+         uint64_t(d.blocks) * d.block_size * d.heads < (1u << 31) &&
+         // load_keys' 32-bit key rows
+         (uint64_t(d.context_rows) + uint64_t(d.blocks) * d.block_size) * d.kv_heads < (1u << 31);
 }
 
 }  // namespace
