@@ -246,7 +246,6 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   build_dflash_labels(batch, options_.labels, labels_);
   anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
                                  b_->state->step());
-  b_->state->zero_gradients();
   // Holds live for one step, and only this step's products read them: the last step's end
   // here. The weights change only in apply_gradients, which also writes their bf16 copy:
   // it serves every product of the step (each weight is read by a forward and a
@@ -254,6 +253,7 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   b_->gemm.release_holds();
   b_->gemm.hold_bf16(b_->state->params(), layout_.total, b_->state->params_bf16());
   if (anchors_.empty()) {
+    b_->state->zero_gradients();
     last_ = DflashStats{};
     HSRING_CUDA_CHECK(cudaStreamSynchronize(b_->stream.get()));
     return dflash_loss_stats(last_, batch.rows());
@@ -266,6 +266,16 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
     validate_dflash_metadata(blocks, config_);
   build_dflash_block_rows(blocks, config_, rows_);
   upload(batch, source, features);
+  // A step that trains writes each matrix's gradient with its first product (backward_weight
+  // not accumulating): only the vectors (the norms' weights), which kernels add to, start
+  // from zero. That spares a pass over all 4 bytes a parameter, and each first product's
+  // read of its output.
+  if (b_->backward) {
+    for (const ParamInfo& tensor : layout_.tensors)
+      if (tensor.shape.size() == 1) b_->state->zero_gradients(tensor.offset, tensor.size);
+  } else {
+    b_->state->zero_gradients();
+  }
   mark("upload (host labels, anchors, copies)");
   run_forward();
   run_head();
@@ -599,13 +609,13 @@ void CudaDflashTrainer::run_backward() {
   // layer's context keys and values send to the shared context.
   ops.norm_backward(b.x_final.get(), b.p(b.norm), b.d_final.get(), rows, d, b.d_x.get(), false,
                     b.g(b.norm));
-  ops.zero(b.d_ctx.get(), t * d * sizeof(float));
   for (uint32_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
   // The block input is the target's embedding and the features are the target's states:
   // both frozen. Only the context projection remains.
   ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d, b.d_ctx_pre.get(),
                     false, b.g(b.hidden_norm));
-  b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.feature_operand, c.feature_dim(), b.g(b.fc));
+  b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.feature_operand, c.feature_dim(), b.g(b.fc),
+                         false);
   mark("bwd context norm + fc");
 }
 
@@ -629,12 +639,12 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
     gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.bf16.get());
   else
     gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.fp32.get());
-  gemm.backward_weight(d_x, rows, d, a.act.operand(), inter, b.g(o.down));
+  gemm.backward_weight(d_x, rows, d, a.act.operand(), inter, b.g(o.down), false);
   ops.swiglu_backward(a.gate, a.up, b.d_act, rows * inter, b.d_gate, b.d_up);
   gemm.backward_input(b.d_gate.operand(), rows, inter, b.p(o.gate), d, b.d_m.get());
   gemm.backward_input(b.d_up.operand(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
-  gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.operand(), d, b.g(o.gate));
-  gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.operand(), d, b.g(o.up));
+  gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.operand(), d, b.g(o.gate), false);
+  gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.operand(), d, b.g(o.up), false);
   ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
                     b.g(o.post_norm));
   mark("bwd mlp");
@@ -643,7 +653,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   float* d_attn = b.d_attn.get();
   gemm.hold_bf16(d_x, rows * d);
   gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
-  gemm.backward_weight(d_x, rows, d, a.attention_output(), qd, b.g(o.o));
+  gemm.backward_weight(d_x, rows, d, a.attention_output(), qd, b.g(o.o), false);
   mark("bwd o_proj");
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
@@ -677,12 +687,15 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_input(b.d_q_raw.operand(), rows, qd, b.p(o.q), d, b.d_h.get());
   gemm.backward_input(b.d_block_k_raw.operand(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
   gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);
-  gemm.backward_weight(b.d_q_raw.operand(), rows, qd, a.h.operand(), d, b.g(o.q));
-  gemm.backward_weight(b.d_block_k_raw.operand(), rows, kvd, a.h.operand(), d, b.g(o.k));
+  // Each matrix's first weight gradient writes it, the context's adds to the block's.
+  gemm.backward_weight(b.d_q_raw.operand(), rows, qd, a.h.operand(), d, b.g(o.q), false);
+  gemm.backward_weight(b.d_block_k_raw.operand(), rows, kvd, a.h.operand(), d, b.g(o.k), false);
   gemm.backward_weight(b.d_ctx_k_raw.operand(), t, kvd, b.ctx.operand(), d, b.g(o.k));
-  gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.operand(), d, b.g(o.v));
+  gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.operand(), d, b.g(o.v), false);
   gemm.backward_weight(b.d_ctx_v.get(), t, kvd, b.ctx.operand(), d, b.g(o.v));
-  gemm.backward_input(b.d_ctx_k_raw.operand(), t, kvd, b.p(o.k), d, b.d_ctx.get(), true);
+  // d_ctx sums every layer's; the backward's first layer (the last) writes it.
+  const bool first = layer + 1 == c.num_layers;
+  gemm.backward_input(b.d_ctx_k_raw.operand(), t, kvd, b.p(o.k), d, b.d_ctx.get(), !first);
   gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
   ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
                     b.g(o.input_norm));

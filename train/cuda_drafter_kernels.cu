@@ -423,7 +423,14 @@ __global__ void sum_squares_kernel(const float* __restrict__ x, uint64_t n,
                                    double* __restrict__ partials) {
   __shared__ double warp_totals[kWarps];
   double sum = 0;
-  GRID_STRIDE(i, n) sum += double(x[i]) * double(x[i]);
+  const auto square = [](float value) { return double(value) * double(value); };
+  quads_then_rest(
+      n, four_aligned(x),
+      [&](uint64_t q) {
+        const float4 v = load4(x, q);
+        sum += (square(v.x) + square(v.y)) + (square(v.z) + square(v.w));
+      },
+      [&](uint64_t i) { sum += square(x[i]); });
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, offset);
   if (threadIdx.x % 32 == 0) warp_totals[threadIdx.x / 32] = sum;
   __syncthreads();

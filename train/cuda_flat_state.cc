@@ -55,6 +55,10 @@ void FlatState::zero_gradients() {
   HSRING_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.size(), stream_));
 }
 
+void FlatState::zero_gradients(size_t offset, size_t count) {
+  HSRING_CUDA_CHECK(cudaMemsetAsync(grads(offset), 0, count * sizeof(float), stream_));
+}
+
 void FlatState::scale_gradients(float factor) {
   HSRING_CUDA_CHECK(launch_scale(grads(), total_, factor, stream_));
 }

@@ -53,6 +53,8 @@ class FlatState {
   size_t size() const { return total_; }
 
   void zero_gradients();
+  // Only gradients [offset, offset + count).
+  void zero_gradients(size_t offset, size_t count);
   void scale_gradients(float factor);
   // Global-norm clipping and one AdamW step at the schedule's rate; a non-finite norm
   // skips the update (a host decision: synchronises once).

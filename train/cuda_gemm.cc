@@ -164,9 +164,10 @@ void Gemm::backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t
   gemm(false, false, in, rows, out, w, in, dy, out, dx, in, false, true);
 }
 
-void Gemm::backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw) {
-  // dw^T [in, out] += x^T [in, rows] (dy^T)^T [rows, out].
-  gemm(false, true, in, out, rows, x, in, dy, out, dw, in, true);
+void Gemm::backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw,
+                           bool accumulate) {
+  // dw^T [in, out] (+)= x^T [in, rows] (dy^T)^T [rows, out].
+  gemm(false, true, in, out, rows, x, in, dy, out, dw, in, accumulate);
 }
 
 }  // namespace hsring::train::cuda

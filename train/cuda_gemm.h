@@ -72,8 +72,9 @@ class Gemm {
   void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, float* dx,
                       bool accumulate = false);
   void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, uint16_t* dx);
-  // dw [out, in] += dy^T x.
-  void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw);
+  // dw [out, in] += dy^T x, or = without `accumulate`.
+  void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw,
+                       bool accumulate = true);
 
  private:
   struct Handle;

@@ -410,7 +410,8 @@ TEST(GemmHoldTest, ABf16OutputIsTheFp32ProductRounded) {
 }
 
 // The three products with bf16 operands read as they are give the products of the fp32
-// arrays they round, bit for bit; the fp32 Gemm refuses them.
+// arrays they round, bit for bit; the fp32 Gemm refuses them. A weight gradient that does
+// not accumulate overwrites its output.
 TEST(GemmOperandTest, Bf16OperandsGiveTheProductsOfTheArraysTheyRound) {
   HSRING_REQUIRE_GPUS(1);
   const size_t rows = 96, in = 80, out = 72;
@@ -449,6 +450,16 @@ TEST(GemmOperandTest, Bf16OperandsGiveTheProductsOfTheArraysTheyRound) {
   }
   // Mixed: a bf16 input with the fp32 weight.
   EXPECT_EQ(products(x16.as<uint16_t>(), w32.as<float>(), dy16.as<uint16_t>()), from_fp32);
+  // Not accumulating, the weight gradient overwrites what dw held (NaNs here).
+  gpu::DeviceBuffer dw = to_device(std::vector<float>(out * in, std::nanf("")));
+  gemm.backward_weight(dy16.as<uint16_t>(), rows, out, x16.as<uint16_t>(), in, dw.as<float>(),
+                       false);
+  HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+  // (cuBLAS may take another kernel for a product that does not read its output: the same
+  // sums, to rounding.)
+  const std::vector<float> overwritten = to_host<float>(dw, out * in);
+  for (size_t i = 0; i < overwritten.size(); ++i)
+    ASSERT_NEAR(overwritten[i], from_fp32[2][i], 1e-5f * std::abs(from_fp32[2][i]) + 1e-6f) << i;
 
   Gemm fp32(GemmPrecision::kFp32);
   gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(rows * out * sizeof(float));
