@@ -122,9 +122,7 @@ struct Results {
 enum class Kernels { kFp32, kBf16, kBf16Inputs };
 
 gpu::DeviceBuffer upload_rounded(const std::vector<float>& v) {
-  std::vector<uint16_t> rounded(v.size());
-  for (size_t i = 0; i < v.size(); ++i) rounded[i] = gpu_test::float_to_bf16(v[i]);
-  return upload(rounded);
+  return upload(gpu_test::float_to_bf16(v));
 }
 
 Results run(const Problem& p, Kernels kernels) {

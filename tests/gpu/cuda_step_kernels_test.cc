@@ -374,9 +374,7 @@ TEST(GemmHoldTest, HeldOperandsGiveTheSameProductsUntilReleased) {
   for (size_t i = 0; i < plain.size(); ++i) ASSERT_EQ(doubled[i], -2.0f * plain[i]) << i;
 
   // The caller's own bf16 of the same values: the products are the same.
-  std::vector<uint16_t> x16(x.size());
-  for (size_t i = 0; i < x.size(); ++i) x16[i] = gpu_test::float_to_bf16(x[i]);
-  gpu::DeviceBuffer dx16 = to_device(x16);
+  gpu::DeviceBuffer dx16 = to_device(gpu_test::float_to_bf16(x));
   gemm.hold_bf16(dx.as<float>(), x.size(), dx16.as<uint16_t>());
   EXPECT_EQ(forward(gemm, dx, rows, in, dw, out), plain);
 
@@ -420,9 +418,7 @@ TEST(GemmOperandTest, Bf16OperandsGiveTheProductsOfTheArraysTheyRound) {
   const std::vector<float> w = uniform_values(out * in, state, 1.0f);
   const std::vector<float> dy = uniform_values(rows * out, state, 1.0f);
   const auto rounded = [](const std::vector<float>& v) {
-    std::vector<uint16_t> r(v.size());
-    for (size_t i = 0; i < v.size(); ++i) r[i] = gpu_test::float_to_bf16(v[i]);
-    return to_device(r);
+    return to_device(gpu_test::float_to_bf16(v));
   };
   gpu::DeviceBuffer x32 = to_device(x), w32 = to_device(w), dy32 = to_device(dy);
   gpu::DeviceBuffer x16 = rounded(x), w16 = rounded(w), dy16 = rounded(dy);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpu/device.h"
 
@@ -31,6 +32,12 @@ inline float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(uint32_t
 inline uint16_t float_to_bf16(float value) {
   const uint32_t u = std::bit_cast<uint32_t>(value);
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+// Each value so rounded.
+inline std::vector<uint16_t> float_to_bf16(const std::vector<float>& values) {
+  std::vector<uint16_t> rounded(values.size());
+  for (size_t i = 0; i < values.size(); ++i) rounded[i] = float_to_bf16(values[i]);
+  return rounded;
 }
 
 // How far the GPU's bf16(clean + noise) may be from the host's: one bf16 ulp of the
