@@ -110,7 +110,7 @@ struct CudaDflashTrainer::Buffers {
   Scratch<unsigned char> attention_workspace;
   // The features as fc and its weight gradient read them: `features` (fp32, from the host or
   // widened from the ring's bf16), or the ring's bf16 themselves in bf16 mode.
-  cuda::Operand feature_operand{static_cast<const float*>(nullptr)};
+  cuda::Operand feature_operand;
   Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_, logits,
       row_loss, row_weight;
   Fp32OrBf16 ctx, head_in;  // the normalised context, the scored rows of final_

@@ -24,6 +24,7 @@ enum class GemmPrecision { kBf16, kFp32 };
 // only). Converts implicitly from either pointer, as the array it names.
 class Operand {
  public:
+  Operand() = default;                                // no array yet
   Operand(const float* values) : fp32_(values) {}     // NOLINT(google-explicit-constructor)
   Operand(const uint16_t* values) : bf16_(values) {}  // NOLINT(google-explicit-constructor)
   const float* fp32() const { return fp32_; }         // null for a bf16 operand
