@@ -185,9 +185,6 @@ __device__ void load_query_tiles(bf16* q_tile, bf16* dout_tile, const Tensors& t
   }
 }
 
-// Warps (warp % 4) own 16 keys each; with Split 2 (head_dim 256, to keep the accumulators
-// in registers) warps w and w + 4 share those keys, each recomputing their scores and
-// accumulating half of the columns. Queries stream in tiles of QT, 32 at a time.
 // ---- Forward ----------------------------------------------------------------------------
 
 template <int HD, int KT>
@@ -393,6 +390,9 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
 
 // ---- Backward, key side: dk, dv ---------------------------------------------------------
 
+// Warps (warp % 4) own 16 keys each; with Split 2 (head_dim 256, to keep the accumulators
+// in registers) warps w and w + 4 share those keys, each recomputing their scores and
+// accumulating half of the columns. Queries stream in tiles of QT, 32 at a time.
 template <int HD, int QT, int Split>
 __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
   constexpr int S = HD + kPadElems, Threads = 128 * Split, DW = HD / Split;
