@@ -38,13 +38,18 @@ struct Fp32OrBf16 {
   }
 };
 
-// y [rows, out] = x [rows, in] w^T into y's array.
+// y [rows, out] = x [rows, in] w^T into y_bf16 when given, else into y.
+void forward_into(cuda::Gemm& gemm, cuda::Operand x, size_t rows, size_t in, const float* w,
+                  size_t out, float* y, uint16_t* y_bf16) {
+  if (y_bf16)
+    gemm.forward(x, rows, in, w, out, y_bf16);
+  else
+    gemm.forward(x, rows, in, w, out, y);
+}
+// The same into y's array.
 void forward_into(cuda::Gemm& gemm, cuda::Operand x, size_t rows, size_t in, const float* w,
                   size_t out, Fp32OrBf16& y) {
-  if (y.bf16.get())
-    gemm.forward(x, rows, in, w, out, y.bf16.get());
-  else
-    gemm.forward(x, rows, in, w, out, y.fp32.get());
+  forward_into(gemm, x, rows, in, w, out, y.fp32.get(), y.bf16.get());
 }
 
 // The options without the target's weights, which would otherwise be kept twice.
@@ -524,20 +529,14 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
                    b.block_sin.get(), a.q.get(), a.q_bf16.get());
   // Keys and values of [context ; block] with the same projections and k_norm; the context
   // is the normalised projection itself, not passed through input_layernorm.
-  const auto values = [&](cuda::Operand x, size_t n, float* v, uint16_t* v_bf16) {
-    if (v_bf16)
-      gemm.forward(x, n, d, b.p(o.v), kvd, v_bf16);
-    else
-      gemm.forward(x, n, d, b.p(o.v), kvd, v);
-  };
   gemm.forward(a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
   ops.qk_norm_rope(a.block_k_raw.get(), b.p(o.k_norm), rows, kv, hd, b.block_cos.get(),
                    b.block_sin.get(), a.block_k.get(), a.block_k_bf16.get());
-  values(a.h.operand(), rows, a.block_v.get(), a.block_v_bf16.get());
+  forward_into(gemm, a.h.operand(), rows, d, b.p(o.v), kvd, a.block_v.get(), a.block_v_bf16.get());
   gemm.forward(b.ctx.operand(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
   ops.qk_norm_rope(a.ctx_k_raw.get(), b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
                    a.ctx_k.get(), a.ctx_k_bf16.get());
-  values(b.ctx.operand(), t, a.ctx_v.get(), a.ctx_v_bf16.get());
+  forward_into(gemm, b.ctx.operand(), t, d, b.p(o.v), kvd, a.ctx_v.get(), a.ctx_v_bf16.get());
   mark("fwd q/k/v (block + context)");
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};

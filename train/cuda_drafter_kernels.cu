@@ -549,30 +549,44 @@ cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t 
   return cudaGetLastError();
 }
 
-cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
-                                  cudaStream_t stream, uint16_t* out_bf16) {
+namespace {
+
+// The SwiGLU launches for inputs T (float or bf16): a thread per four values.
+template <class T>
+cudaError_t swiglu_forward(const T* gate, const T* up, size_t n, float* out, cudaStream_t stream,
+                           uint16_t* out_bf16) {
   swiglu_forward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, n, out, out_bf16);
   return cudaGetLastError();
 }
+template <class T>
+cudaError_t swiglu_backward(const T* gate, const T* up, const T* dout, size_t n, float* dgate,
+                            float* dup, cudaStream_t stream, uint16_t* dgate_bf16,
+                            uint16_t* dup_bf16) {
+  swiglu_backward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, dout, n, dgate,
+                                                                       dup, dgate_bf16, dup_bf16);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
+                                  cudaStream_t stream, uint16_t* out_bf16) {
+  return swiglu_forward(gate, up, n, out, stream, out_bf16);
+}
 cudaError_t launch_swiglu_forward(const uint16_t* gate, const uint16_t* up, size_t n, float* out,
                                   cudaStream_t stream, uint16_t* out_bf16) {
-  swiglu_forward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, n, out, out_bf16);
-  return cudaGetLastError();
+  return swiglu_forward(gate, up, n, out, stream, out_bf16);
 }
 
 cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
                                    float* dgate, float* dup, cudaStream_t stream,
                                    uint16_t* dgate_bf16, uint16_t* dup_bf16) {
-  swiglu_backward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, dout, n, dgate,
-                                                                       dup, dgate_bf16, dup_bf16);
-  return cudaGetLastError();
+  return swiglu_backward(gate, up, dout, n, dgate, dup, stream, dgate_bf16, dup_bf16);
 }
 cudaError_t launch_swiglu_backward(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
                                    size_t n, float* dgate, float* dup, cudaStream_t stream,
                                    uint16_t* dgate_bf16, uint16_t* dup_bf16) {
-  swiglu_backward_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, dout, n, dgate,
-                                                                       dup, dgate_bf16, dup_bf16);
-  return cudaGetLastError();
+  return swiglu_backward(gate, up, dout, n, dgate, dup, stream, dgate_bf16, dup_bf16);
 }
 
 cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
