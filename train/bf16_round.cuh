@@ -42,6 +42,13 @@ __device__ inline void store4(float* out, uint16_t* out_bf16, uint64_t q, float4
         uint32_t(round_to_bf16(v.x)) | (uint32_t(round_to_bf16(v.y)) << 16),
         uint32_t(round_to_bf16(v.z)) | (uint32_t(round_to_bf16(v.w)) << 16)};
 }
+// Value i, or values 4q .. 4q + 3, into an array of either precision (bf16: rounded).
+__device__ inline void store(float* out, uint64_t i, float value) { out[i] = value; }
+__device__ inline void store(uint16_t* out, uint64_t i, float value) {
+  out[i] = round_to_bf16(value);
+}
+__device__ inline void store4(float* out, uint64_t q, float4 v) { store4(out, nullptr, q, v); }
+__device__ inline void store4(uint16_t* out, uint64_t q, float4 v) { store4(nullptr, out, q, v); }
 // Whether every array given (null ones aside) allows load4 / store4.
 template <class... T>
 __device__ inline bool four_aligned(const T*... arrays) {

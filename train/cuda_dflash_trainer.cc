@@ -116,16 +116,20 @@ struct CudaDflashTrainer::Buffers {
   // The features as fc and its weight gradient read them: `features` (fp32, from the host or
   // widened from the ring's bf16), or the ring's bf16 themselves in bf16 mode.
   cuda::Operand feature_operand;
-  Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_, logits,
+  Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_,
       row_loss, row_weight;
-  Fp32OrBf16 ctx, head_in;  // the normalised context, the scored rows of final_
+  // The normalised context, the scored rows of final_, and their logits (bf16 in bf16 mode,
+  // as autocast's head product makes them; the cross-entropy overwrites them with their
+  // gradient).
+  Fp32OrBf16 ctx, head_in, logits;
   std::vector<LayerActivations> acts;
   Scratch<float> d_final, d_x, d_h, d_m, d_attn, d_q, d_block_k, d_block_v, d_ctx_k, d_ctx_v, d_ctx,
-      d_ctx_pre, d_head, inv_rms, delta;
-  // Gradients that only their products read (in bf16 mode d(logits) is one, beside the
-  // logits it overwrites in fp32 mode).
-  Fp32OrBf16 d_act, d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw;
-  Scratch<uint16_t> d_logits_bf16;
+      d_head, norm_partials, delta;
+  // bf16 mode: d_x as the norms' backward writes it beside the fp32 d_x, for the products
+  // that read it (held).
+  Scratch<uint16_t> d_x_bf16;
+  // Gradients that only their products read.
+  Fp32OrBf16 d_act, d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw, d_ctx_pre;
   bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
 
   // Phase timing: events[0] opens the step, events[i] closes phase names[i].
@@ -303,7 +307,13 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.blocks = blocks;
   b.rows = rows;
   b.scored = scored;
-  b.head_rows = std::max<size_t>(1, std::min(scored, kMaxLogitValues / c.vocab_size));
+  // The head's rows in as few chunks as kMaxLogitValues allows, of equal size rounded up to
+  // whole 128-row tiles where that still fits: no chunk runs a mostly empty last tile.
+  const size_t most_rows = std::max<size_t>(1, kMaxLogitValues / c.vocab_size);
+  const size_t chunks = std::max<size_t>(1, (scored + most_rows - 1) / most_rows);
+  const size_t even_rows = (scored + chunks - 1) / chunks,
+               tiled_rows = (even_rows + 127) / 128 * 128;
+  b.head_rows = std::max<size_t>(1, tiled_rows <= most_rows ? tiled_rows : even_rows);
 
   // Host side: the context ranges, the scored rows, their labels and loss weights.
   context_.resize(2 * blocks);
@@ -347,12 +357,14 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
   b.tiles.ensure(std::max<size_t>(1, tiles.size()));
-  for (auto* buffer : {&b.ctx_pre, &b.d_ctx, &b.d_ctx_pre}) buffer->ensure(t * d);
+  for (auto* buffer : {&b.ctx_pre, &b.d_ctx}) buffer->ensure(t * d);
+  b.d_ctx_pre.ensure(t * d, b.bf16());
   b.ctx.ensure(t * d, b.bf16());
   for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
   for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
   for (auto* buffer : {&b.x_final, &b.final_, &b.d_final, &b.d_x, &b.d_h, &b.d_m})
     buffer->ensure(rows * d);
+  if (b.bf16()) b.d_x_bf16.ensure(rows * d);
   for (auto& a : b.acts) {
     for (auto* buffer : {&a.x_in, &a.x_mid}) buffer->ensure(rows * d);
     for (auto* buffer : {&a.h, &a.m}) buffer->ensure(rows * d, b.bf16());
@@ -376,16 +388,15 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.d_q_raw.ensure(rows * qd, b.bf16());
   b.d_block_k_raw.ensure(rows * kvd, b.bf16());
   b.d_ctx_k_raw.ensure(t * kvd, b.bf16());
-  if (b.bf16()) b.d_logits_bf16.ensure(b.head_rows * c.vocab_size);
   b.d_act.ensure(rows * inter, b.bf16());
   for (auto* buffer : {&b.d_attn, &b.d_q}) buffer->ensure(rows * qd);
   for (auto* buffer : {&b.d_block_k, &b.d_block_v}) buffer->ensure(rows * kvd);
   for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_v}) buffer->ensure(t * kvd);
-  b.inv_rms.ensure(std::max({rows * heads, t * c.num_kv_heads, rows, t}));
+  b.norm_partials.ensure(size_t(cuda::kRmsNormBackwardBlocks) * d);
   b.delta.ensure(rows * heads);
   b.head_in.ensure(b.head_rows * d, b.bf16());
   b.d_head.ensure(b.head_rows * d);
-  b.logits.ensure(b.head_rows * c.vocab_size);
+  b.logits.ensure(b.head_rows * c.vocab_size, b.bf16());
 
   // Pageable sources: each copy has left the host buffer when the call returns.
   const auto copy = [s](void* dst, const void* src, size_t bytes) {
@@ -431,15 +442,17 @@ namespace {
 struct Ops {
   cudaStream_t s;
   float eps;
-  float* inv_rms;
+  float* norm_partials;  // [kRmsNormBackwardBlocks * width]
 
   void norm(const float* x, const float* w, size_t rows, size_t dim, float* y) const {
     HSRING_CUDA_CHECK(
         cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
   }
-  void norm(const float* x, const float* w, size_t rows, size_t dim, Fp32OrBf16& y) const {
+  // Into y's array; x_copy, when given, receives x (a residual, copied on the norm's pass).
+  void norm(const float* x, const float* w, size_t rows, size_t dim, Fp32OrBf16& y,
+            float* x_copy = nullptr) const {
     HSRING_CUDA_CHECK(cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps,
-                                                    y.fp32.get(), s, y.bf16.get()));
+                                                    y.fp32.get(), s, y.bf16.get(), x_copy));
   }
   // SwiGLU and its backward on the mode's arrays (fp32 or bf16).
   void swiglu(const Fp32OrBf16& gate, const Fp32OrBf16& up, size_t n, Fp32OrBf16& act) const {
@@ -457,13 +470,13 @@ struct Ops {
             : cuda::launch_swiglu_backward(gate.fp32.get(), up.fp32.get(), d_act.fp32.get(), n,
                                            d_gate.fp32.get(), d_up.fp32.get(), s));
   }
-  // dx of RMSNorm(x) from dy, written or added; the weight's gradient added to dw.
+  // dx of RMSNorm(x) from dy, written or added, into dx, dx_bf16 (for the products that
+  // read it) or both; the weight's gradient added to dw. One pass.
   void norm_backward(const float* x, const float* w, const float* dy, size_t rows, size_t dim,
-                     float* dx, bool accumulate, float* dw) const {
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward(x, w, dy, uint32_t(rows), uint32_t(dim), eps,
-                                                     dx, accumulate, inv_rms, s));
-    HSRING_CUDA_CHECK(
-        cuda::launch_rms_norm_weight_grad(x, dy, inv_rms, uint32_t(rows), uint32_t(dim), dw, s));
+                     float* dx, bool accumulate, float* dw, uint16_t* dx_bf16 = nullptr) const {
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward_rows(x, w, dy, uint32_t(rows), uint32_t(dim),
+                                                          eps, dx, accumulate, dw, norm_partials, s,
+                                                          dx_bf16));
   }
   // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd],
   // into y (fp32) or y_bf16, whichever is not null.
@@ -480,10 +493,6 @@ struct Ops {
     HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_backward(x, w, dy, uint32_t(rows), heads, hd, eps,
                                                          cos, sin, dx, dx_bf16, dw, s));
   }
-  void copy(float* dst, const float* src, size_t count) const {
-    HSRING_CUDA_CHECK(
-        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  }
   void zero(void* dst, size_t bytes) const { HSRING_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s)); }
 };
 
@@ -492,7 +501,7 @@ struct Ops {
 void CudaDflashTrainer::run_forward() {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
-  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
   // The context: every captured row, projected and normalised once for all layers.
   b.gemm.forward(b.feature_operand, t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
@@ -511,7 +520,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
   cuda::Gemm& gemm = b.gemm;
-  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
@@ -522,7 +531,8 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm). The norms'
   // outputs are read by their forward products and again by the backward's weight
   // gradients, in bf16 in bf16 mode (Fp32OrBf16).
-  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h);
+  // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to.
+  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, a.x_mid.get());
   gemm.forward(a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw.get());
   // The attention's inputs go to its fp32 arrays or its bf16 ones (LayerActivations).
   ops.qk_norm_rope(a.q_raw.get(), b.p(o.q_norm), rows, heads, hd, b.block_cos.get(),
@@ -553,21 +563,19 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
     gemm.hold_bf16(a.attn.get(), rows * qd);
   }
   mark("fwd block attention");
-  ops.copy(a.x_mid.get(), a.x_in.get(), rows * d);  // the residual, then o_proj added to it
-  gemm.forward(a.attention_output(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);
+  gemm.forward(a.attention_output(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);  // x_in + o
 
-  ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m);
+  ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m, x_out);  // x_out = x_mid, then + down
   forward_into(gemm, a.m.operand(), rows, d, b.p(o.gate), inter, a.gate);
   forward_into(gemm, a.m.operand(), rows, d, b.p(o.up), inter, a.up);
   ops.swiglu(a.gate, a.up, rows * inter, a.act);
-  ops.copy(x_out, a.x_mid.get(), rows * d);
   gemm.forward(a.act.operand(), rows, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
 }
 
 void CudaDflashTrainer::run_head() {
   Buffers& b = *b_;
-  const Ops ops{b.stream.get(), float(config_.rms_norm_eps), b.inv_rms.get()};
+  const Ops ops{b.stream.get(), float(config_.rms_norm_eps), b.norm_partials.get()};
   const size_t d = config_.width(), vocab = config_.vocab_size;
   if (b.backward) ops.zero(b.d_final.get(), b.rows * d * sizeof(float));
   for (size_t s0 = 0; s0 < b.scored; s0 += b.head_rows) {
@@ -576,21 +584,19 @@ void CudaDflashTrainer::run_head() {
     HSRING_CUDA_CHECK(cuda::launch_gather_rows(b.final_.get(), b.scored_rows.get() + s0,
                                                uint32_t(n), uint32_t(d), b.head_in.fp32.get(),
                                                ops.s, b.head_in.bf16.get()));
-    b.gemm.forward(b.head_in.operand(), n, d, b.head, vocab, b.logits.get());
+    forward_into(b.gemm, b.head_in.operand(), n, d, b.head, vocab, b.logits);
     mark("head logits");
-    // bf16 mode: d(loss)/d(logits) goes straight to the bf16 operand of the product below.
-    uint16_t* d_logits_bf16 = b.bf16() && b.backward ? b.d_logits_bf16.get() : nullptr;
-    HSRING_CUDA_CHECK(cuda::launch_cross_entropy(b.logits.get(), b.scored_labels.get() + s0,
-                                                 uint32_t(n), uint32_t(vocab), 1.0f, b.backward,
-                                                 b.row_loss.get() + s0, b.row_agreed.get() + s0,
-                                                 ops.s, b.row_weight.get() + s0, d_logits_bf16));
+    const auto cross_entropy = [&](auto* logits) {
+      return cuda::launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n),
+                                        uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,
+                                        b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0);
+    };
+    HSRING_CUDA_CHECK(b.logits.bf16.get() ? cross_entropy(b.logits.bf16.get())
+                                          : cross_entropy(b.logits.fp32.get()));
     mark("head cross-entropy");
     if (!b.backward) continue;
-    // d(loss)/d(logits) of these rows (in bf16, or in place of the logits); the head itself
-    // is frozen.
-    const cuda::Operand d_logits =
-        d_logits_bf16 ? cuda::Operand(d_logits_bf16) : cuda::Operand(b.logits.get());
-    b.gemm.backward_input(d_logits, n, vocab, b.head, d, b.d_head.get());
+    // The logits now hold d(loss)/d(logits) of these rows; the head itself is frozen.
+    b.gemm.backward_input(b.logits.operand(), n, vocab, b.head, d, b.d_head.get());
     // Scattered back to their block rows (distinct rows: the atomics never meet).
     HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
                                                       uint32_t(n), uint32_t(d), b.d_final.get(),
@@ -602,18 +608,18 @@ void CudaDflashTrainer::run_head() {
 void CudaDflashTrainer::run_backward() {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
-  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
   // d_x carries d(loss)/d(residual stream) down the layers; d_ctx collects what every
   // layer's context keys and values send to the shared context.
   ops.norm_backward(b.x_final.get(), b.p(b.norm), b.d_final.get(), rows, d, b.d_x.get(), false,
-                    b.g(b.norm));
+                    b.g(b.norm), b.d_x_bf16.get());
   for (uint32_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
   // The block input is the target's embedding and the features are the target's states:
   // both frozen. Only the context projection remains.
-  ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d, b.d_ctx_pre.get(),
-                    false, b.g(b.hidden_norm));
-  b.gemm.backward_weight(b.d_ctx_pre.get(), t, d, b.feature_operand, c.feature_dim(), b.g(b.fc),
+  ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d,
+                    b.d_ctx_pre.fp32.get(), false, b.g(b.hidden_norm), b.d_ctx_pre.bf16.get());
+  b.gemm.backward_weight(b.d_ctx_pre.operand(), t, d, b.feature_operand, c.feature_dim(), b.g(b.fc),
                          false);
   mark("bwd context norm + fc");
 }
@@ -622,18 +628,19 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
   cuda::Gemm& gemm = b.gemm;
-  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.inv_rms.get()};
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
   const DflashLayerOffsets& o = b.at[layer];
   const Buffers::LayerActivations& a = b.acts[layer];
   float* d_x = b.d_x.get();
+  uint16_t* d_x_bf16 = b.d_x_bf16.get();  // bf16 mode: d_x rounded by the norms that write it
 
   // Every gradient below feeds two products (the input's and the weight's), so each is held
   // once it is complete; d_x again after each norm adds to it.
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
-  gemm.hold_bf16(d_x, rows * d);
+  gemm.hold_bf16(d_x, rows * d, d_x_bf16);
   if (b.d_act.bf16.get())
     gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.bf16.get());
   else
@@ -645,12 +652,12 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.operand(), d, b.g(o.gate), false);
   gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.operand(), d, b.g(o.up), false);
   ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
-                    b.g(o.post_norm));
+                    b.g(o.post_norm), d_x_bf16);
   mark("bwd mlp");
 
   // Attention block: x_mid = x_in + attn Wo^T.
   float* d_attn = b.d_attn.get();
-  gemm.hold_bf16(d_x, rows * d);
+  gemm.hold_bf16(d_x, rows * d, d_x_bf16);
   gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
   gemm.backward_weight(d_x, rows, d, a.attention_output(), qd, b.g(o.o), false);
   mark("bwd o_proj");
@@ -697,7 +704,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   gemm.backward_input(b.d_ctx_k_raw.operand(), t, kvd, b.p(o.k), d, b.d_ctx.get(), !first);
   gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
   ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
-                    b.g(o.input_norm));
+                    b.g(o.input_norm), d_x_bf16);
   mark("bwd q/k/v (block + context) + norms");
 }
 

@@ -2,6 +2,8 @@
 // kernels are in cuda_drafter_attention.cu.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "gpu/launch_grid.h"
 #include "train/bf16_round.cuh"
 #include "train/cuda_drafter_kernels.h"
@@ -87,17 +89,37 @@ __global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t 
   }
 }
 
+// One block a row, four values a load where the arrays allow it. x_copy, when given,
+// receives the row as it is: the residual that the product after the norm adds to.
 __global__ void rms_norm_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                         uint32_t rows, uint32_t dim, float eps,
-                                        float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
+                                        float* __restrict__ y, uint16_t* __restrict__ y_bf16,
+                                        float* __restrict__ x_copy) {
   __shared__ float partials[kWarps];
+  const bool vector = dim % 4 == 0 && four_aligned(x, w, y, y_bf16, x_copy);
+  const uint32_t quads = vector ? dim / 4 : 0;
   for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + uint64_t(r) * dim;
+    const uint64_t row = uint64_t(r) * dim;
+    const float* xr = x + row;
     float squares = 0;
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) squares += xr[i] * xr[i];
+    for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+      const float4 v = load4(xr, q);
+      squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    for (uint32_t i = 4 * quads + threadIdx.x; i < dim; i += blockDim.x) squares += xr[i] * xr[i];
     const float scale = rsqrtf(block_sum(squares, partials) / float(dim) + eps);
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x)
-      store(y, y_bf16, uint64_t(r) * dim + i, xr[i] * scale * w[i]);
+    float* yr = y ? y + row : nullptr;
+    uint16_t* yr_bf16 = y_bf16 ? y_bf16 + row : nullptr;
+    for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+      const float4 v = load4(xr, q), g = load4(w, q);
+      if (x_copy) store4(x_copy + row, q, v);
+      store4(yr, yr_bf16, q,
+             float4{v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w});
+    }
+    for (uint32_t i = 4 * quads + threadIdx.x; i < dim; i += blockDim.x) {
+      if (x_copy) x_copy[row + i] = xr[i];
+      store(y, y_bf16, row + i, xr[i] * scale * w[i]);
+    }
   }
 }
 
@@ -139,14 +161,18 @@ constexpr uint32_t kWarpRowDim = 256;
 __global__ void rms_norm_forward_warp_kernel(const float* __restrict__ x,
                                              const float* __restrict__ w, uint32_t rows,
                                              uint32_t dim, float eps, float* __restrict__ y,
-                                             uint16_t* __restrict__ y_bf16) {
+                                             uint16_t* __restrict__ y_bf16,
+                                             float* __restrict__ x_copy) {
   const uint32_t lane = threadIdx.x % 32;
   WARP_ROWS(r, rows) {
     const float* xr = x + r * dim;
     float squares = 0;
     for (uint32_t i = lane; i < dim; i += 32) squares += xr[i] * xr[i];
     const float scale = rsqrtf(warp_sum(squares) / float(dim) + eps);
-    for (uint32_t i = lane; i < dim; i += 32) store(y, y_bf16, r * dim + i, xr[i] * scale * w[i]);
+    for (uint32_t i = lane; i < dim; i += 32) {
+      if (x_copy) x_copy[r * dim + i] = xr[i];
+      store(y, y_bf16, r * dim + i, xr[i] * scale * w[i]);
+    }
   }
 }
 
@@ -194,6 +220,85 @@ __global__ void rms_norm_weight_grad_kernel(const float* __restrict__ x,
       sum += double(dy[e]) * double(x[e]) * double(inv_rms[r]);
     }
     atomicAdd(dweight + i, float(sum));
+  }
+}
+
+// The width norms' backward in one pass over x and dy: one block a row, rows strided over
+// the grid, as rms_norm_backward_kernel for dx (into dx, dx_bf16 or both), and each block's
+// share of dweight summed in shared memory by the thread that owns the column (no atomics),
+// then written to partials [gridDim.x][dim] for rms_norm_partials_kernel.
+__global__ void rms_norm_backward_rows_kernel(const float* __restrict__ x,
+                                              const float* __restrict__ w,
+                                              const float* __restrict__ dy, uint32_t rows,
+                                              uint32_t dim, float eps, float* __restrict__ dx,
+                                              uint16_t* __restrict__ dx_bf16, bool accumulate,
+                                              float* __restrict__ partials) {
+  extern __shared__ float dw_s[];  // [dim]
+  __shared__ float sums[kWarps];
+  for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) dw_s[i] = 0;
+  __syncthreads();  // the loops below own the columns in another pattern
+  const bool vector = dim % 4 == 0 && four_aligned(x, w, dy, dx, dx_bf16);
+  const uint32_t quads = vector ? dim / 4 : 0;
+  for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const uint64_t row = uint64_t(r) * dim;
+    const float *xr = x + row, *dyr = dy + row;
+    float squares = 0, projection = 0;
+    for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+      const float4 a = load4(xr, q), g = load4(dyr, q), c = load4(w, q);
+      squares += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+      projection += c.x * g.x * a.x + c.y * g.y * a.y + c.z * g.z * a.z + c.w * g.w * a.w;
+    }
+    for (uint32_t i = 4 * quads + threadIdx.x; i < dim; i += blockDim.x) {
+      squares += xr[i] * xr[i];
+      projection += w[i] * dyr[i] * xr[i];
+    }
+    const float s = rsqrtf(block_sum(squares, sums) / float(dim) + eps);
+    const float mean_projection = s * block_sum(projection, sums) / float(dim);
+    // d(x_j) = s (w_j dy_j - x_j s mean_projection); d(w_j) += dy_j x_j s.
+    const auto d = [&](float xv, float gv, float wv) {
+      return s * (wv * gv - xv * s * mean_projection);
+    };
+    float* dxr = dx ? dx + row : nullptr;
+    uint16_t* dxr_bf16 = dx_bf16 ? dx_bf16 + row : nullptr;
+    for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
+      const float4 a = load4(xr, q), g = load4(dyr, q), c = load4(w, q);
+      float4 out{d(a.x, g.x, c.x), d(a.y, g.y, c.y), d(a.z, g.z, c.z), d(a.w, g.w, c.w)};
+      if (accumulate) {
+        const float4 old = load4(dxr, q);
+        out = {old.x + out.x, old.y + out.y, old.z + out.z, old.w + out.w};
+      }
+      store4(dxr, dxr_bf16, q, out);
+      float4& dw = reinterpret_cast<float4*>(dw_s)[q];
+      dw = {dw.x + g.x * a.x * s, dw.y + g.y * a.y * s, dw.z + g.z * a.z * s, dw.w + g.w * a.w * s};
+    }
+    for (uint32_t i = 4 * quads + threadIdx.x; i < dim; i += blockDim.x) {
+      const float out = d(xr[i], dyr[i], w[i]);
+      store(dxr, dxr_bf16, i, accumulate ? dxr[i] + out : out);
+      dw_s[i] += dyr[i] * xr[i] * s;
+    }
+  }
+  __syncthreads();  // every owner's sums are in
+  for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x)
+    partials[uint64_t(blockIdx.x) * dim + i] = dw_s[i];
+}
+
+// dweight[i] += the blocks' partials of column i in double, in a fixed order: a block takes
+// 32 columns, its warp w every kWarps-th partial from w (one column a lane), then the warps'
+// sums are added in warp order. (One thread a column looped over 512 partials serially.)
+__global__ void rms_norm_partials_kernel(const float* __restrict__ partials, uint32_t blocks,
+                                         uint32_t dim, float* __restrict__ dweight) {
+  __shared__ double warp_sums[kWarps][32];
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t i = blockIdx.x * 32 + lane;
+  double sum = 0;
+  if (i < dim)
+    for (uint32_t b = warp; b < blocks; b += kWarps) sum += partials[uint64_t(b) * dim + i];
+  warp_sums[warp][lane] = sum;
+  __syncthreads();
+  if (warp == 0 && i < dim) {
+    double total = 0;
+    for (int w = 0; w < kWarps; ++w) total += warp_sums[w][lane];
+    dweight[i] += float(total);
   }
 }
 
@@ -335,27 +440,24 @@ __device__ SoftmaxStats warp_merge(SoftmaxStats s) {
 }
 
 // One block per row, two passes over its logits: the max, first argmax and sum of
-// exponentials together (online, as flash attention's softmax), then the gradient.
-// Bandwidth-bound, so four logits a thread per load where the rows are 16-byte aligned.
-__global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* __restrict__ labels,
+// exponentials together (online, as flash attention's softmax), then the gradient, in place
+// and in the logits' own precision (fp32, or bf16 as the bf16 head product writes them).
+// Bandwidth-bound, so four logits a thread per load where the rows are aligned for it.
+template <class T>
+__global__ void cross_entropy_kernel(T* __restrict__ logits, const int32_t* __restrict__ labels,
                                      uint32_t rows, uint32_t vocab, float grad_scale, bool backward,
                                      float* __restrict__ row_loss, int32_t* __restrict__ row_agreed,
-                                     const float* __restrict__ row_weight,
-                                     uint16_t* __restrict__ grad_bf16) {
+                                     const float* __restrict__ row_weight) {
   __shared__ SoftmaxStats warp_stats[kWarps];
   __shared__ float row_lse;
-  const bool vector = vocab % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(grad_bf16) % 8 == 0;
+  const bool vector = vocab % 4 == 0 && four_aligned(logits);
   const uint32_t quads = vector ? vocab / 4 : 0;
   for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    float* x = logits + uint64_t(r) * vocab;
+    T* x = logits + uint64_t(r) * vocab;
     const int32_t label = labels[r];
     if (label < 0) {
-      if (backward && grad_bf16)
-        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x)
-          grad_bf16[uint64_t(r) * vocab + i] = 0;
-      else if (backward)
-        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) x[i] = 0.0f;
+      if (backward)
+        for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) x[i] = T(0);  // bf16 +0 too
       if (threadIdx.x == 0) {
         row_loss[r] = 0.0f;
         row_agreed[r] = 0;
@@ -363,15 +465,15 @@ __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* 
       continue;
     }
     SoftmaxStats stats{-INFINITY, 0xFFFFFFFFu, 0.0f};
-    const float4* x4 = reinterpret_cast<const float4*>(x);
     for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
-      const float4 v = x4[q];
+      const float4 v = load4(x, q);
       absorb(stats, v.x, 4 * q);
       absorb(stats, v.y, 4 * q + 1);
       absorb(stats, v.z, 4 * q + 2);
       absorb(stats, v.w, 4 * q + 3);
     }
-    for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) absorb(stats, x[i], i);
+    for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x)
+      absorb(stats, load(x, i), i);
     stats = warp_merge(stats);
     if (threadIdx.x % 32 == 0) warp_stats[threadIdx.x / 32] = stats;
     __syncthreads();
@@ -380,40 +482,27 @@ __global__ void cross_entropy_kernel(float* __restrict__ logits, const int32_t* 
       for (int w = 1; w < kWarps; ++w) total = merge(total, warp_stats[w]);
       const float lse = total.max + logf(total.sum);
       row_lse = lse;
-      row_loss[r] = lse - x[label];
+      row_loss[r] = lse - load(x, label);
       row_agreed[r] = total.argmax == uint32_t(label) ? 1 : 0;
     }
     __syncthreads();  // row_lse is known, and x[label] was read before the gradient overwrites it
-    if (backward && grad_bf16) {
-      // The same fp32 values as the in-place gradient below (the label's subtraction kept
-      // apart from the product, as there), rounded once: the d(final) product's operand.
+    if (backward) {
+      // scale * (softmax - onehot), the label's subtraction kept apart from the product so
+      // that both precisions round the same fp32 value once.
       const float lse = row_lse;
       const float scale = row_weight ? grad_scale * row_weight[r] : grad_scale;
       const auto grad = [&](float logit, uint32_t i) {
         const float p = scale * __expf(logit - lse);
-        return round_to_bf16(i == uint32_t(label) ? __fsub_rn(p, scale) : p);
+        return i == uint32_t(label) ? __fsub_rn(p, scale) : p;
       };
-      uint16_t* g = grad_bf16 + uint64_t(r) * vocab;
       for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
-        const float4 v = x4[q];
-        reinterpret_cast<uint2*>(g)[q] =
-            uint2{uint32_t(grad(v.x, 4 * q)) | (uint32_t(grad(v.y, 4 * q + 1)) << 16),
-                  uint32_t(grad(v.z, 4 * q + 2)) | (uint32_t(grad(v.w, 4 * q + 3)) << 16)};
-      }
-      for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x) g[i] = grad(x[i], i);
-    } else if (backward) {
-      const float lse = row_lse;
-      const float scale = row_weight ? grad_scale * row_weight[r] : grad_scale;
-      float4* out4 = reinterpret_cast<float4*>(x);
-      for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
-        const float4 v = out4[q];
-        out4[q] = float4{scale * __expf(v.x - lse), scale * __expf(v.y - lse),
-                         scale * __expf(v.z - lse), scale * __expf(v.w - lse)};
+        const float4 v = load4(x, q);
+        store4(x, q,
+               float4{grad(v.x, 4 * q), grad(v.y, 4 * q + 1), grad(v.z, 4 * q + 2),
+                      grad(v.w, 4 * q + 3)});
       }
       for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x)
-        x[i] = scale * __expf(x[i] - lse);
-      __syncthreads();  // the label's element is written by whichever thread wrote it above
-      if (threadIdx.x == 0) x[label] -= scale;
+        store(x, i, grad(load(x, i), i));
     }
     __syncthreads();  // warp_stats and row_lse are reused by the next row
   }
@@ -508,13 +597,13 @@ cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_
 
 cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
                                     uint32_t dim, float eps, float* y, cudaStream_t stream,
-                                    uint16_t* y_bf16) {
+                                    uint16_t* y_bf16, float* x_copy) {
   if (dim <= kWarpRowDim)
     rms_norm_forward_warp_kernel<<<grid_for(uint64_t(rows) * 32), kThreads, 0, stream>>>(
-        x, weight, rows, dim, eps, y, y_bf16);
+        x, weight, rows, dim, eps, y, y_bf16, x_copy);
   else
     rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y,
-                                                                     y_bf16);
+                                                                     y_bf16, x_copy);
   return cudaGetLastError();
 }
 
@@ -537,6 +626,27 @@ cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const f
   const dim3 grid((dim + kThreads - 1) / kThreads,
                   chunks < 65535u ? (chunks ? chunks : 1) : 65535u);
   rms_norm_weight_grad_kernel<<<grid, kThreads, 0, stream>>>(x, dy, inv_rms, rows, dim, dweight);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm_backward_rows(const float* x, const float* weight, const float* dy,
+                                          uint32_t rows, uint32_t dim, float eps, float* dx,
+                                          bool accumulate, float* dweight, float* partials,
+                                          cudaStream_t stream, uint16_t* dx_bf16) {
+  if (rows == 0 || dim == 0) return cudaSuccess;
+  if ((accumulate && !dx) || (!dx && !dx_bf16)) return cudaErrorInvalidValue;
+  const size_t smem = size_t(dim) * sizeof(float);
+  if (smem > 48 * 1024)
+    if (cudaError_t e = cudaFuncSetAttribute(
+            rms_norm_backward_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        e != cudaSuccess)
+      return e;
+  const uint32_t blocks = std::min(rows, kRmsNormBackwardBlocks);
+  rms_norm_backward_rows_kernel<<<blocks, kThreads, smem, stream>>>(
+      x, weight, dy, rows, dim, eps, dx, dx_bf16, accumulate, partials);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  rms_norm_partials_kernel<<<(dim + 31) / 32, kThreads, 0, stream>>>(partials, blocks, dim,
+                                                                     dweight);
   return cudaGetLastError();
 }
 
@@ -620,14 +730,32 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
+namespace {
+template <class T>
+cudaError_t cross_entropy_launch(T* logits, const int32_t* labels, uint32_t rows, uint32_t vocab,
+                                 float grad_scale, bool backward, float* row_loss,
+                                 int32_t* row_agreed, cudaStream_t stream,
+                                 const float* row_weight) {
+  cross_entropy_kernel<<<row_grid(rows), kThreads, 0, stream>>>(
+      logits, labels, rows, vocab, grad_scale, backward, row_loss, row_agreed, row_weight);
+  return cudaGetLastError();
+}
+}  // namespace
+
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
-                                 int32_t* row_agreed, cudaStream_t stream, const float* row_weight,
-                                 uint16_t* grad_bf16) {
-  cross_entropy_kernel<<<row_grid(rows), kThreads, 0, stream>>>(logits, labels, rows, vocab,
-                                                                grad_scale, backward, row_loss,
-                                                                row_agreed, row_weight, grad_bf16);
-  return cudaGetLastError();
+                                 int32_t* row_agreed, cudaStream_t stream,
+                                 const float* row_weight) {
+  return cross_entropy_launch(logits, labels, rows, vocab, grad_scale, backward, row_loss,
+                              row_agreed, stream, row_weight);
+}
+
+cudaError_t launch_cross_entropy(uint16_t* logits, const int32_t* labels, uint32_t rows,
+                                 uint32_t vocab, float grad_scale, bool backward, float* row_loss,
+                                 int32_t* row_agreed, cudaStream_t stream,
+                                 const float* row_weight) {
+  return cross_entropy_launch(logits, labels, rows, vocab, grad_scale, backward, row_loss,
+                              row_agreed, stream, row_weight);
 }
 
 cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream) {

@@ -24,11 +24,12 @@ cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_
                               int32_t* start, int32_t* end, cudaStream_t stream);
 
 // y = x / sqrt(mean(x^2) + eps) * weight per row of [rows, dim], into y (fp32), y_bf16
-// (rounded as launch_float_to_bf16 rounds), or both; a null array is not written. y may
-// not alias x.
+// (rounded as launch_float_to_bf16 rounds), or both; a null array is not written. x_copy,
+// when given, receives x as it is (a residual's copy, on the pass that reads it anyway).
+// y and x_copy may not alias x.
 cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
                                     uint32_t dim, float eps, float* y, cudaStream_t stream,
-                                    uint16_t* y_bf16 = nullptr);
+                                    uint16_t* y_bf16 = nullptr, float* x_copy = nullptr);
 // dx (written, or added to with `accumulate`) and each row's 1/rms into inv_rms [rows];
 // then launch_rms_norm_weight_grad adds dweight from the same inv_rms.
 cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
@@ -39,6 +40,18 @@ cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const 
 cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const float* inv_rms,
                                         uint32_t rows, uint32_t dim, float* dweight,
                                         cudaStream_t stream);
+
+// The same backward in one pass over x and dy, for the width norms: dx into dx (written,
+// or added to with `accumulate`, which needs dx), dx_bf16 (rounded as launch_float_to_bf16
+// rounds the fp32 dx) or both, and dweight += sum over rows of dy * x / rms(x). Each of up to
+// kRmsNormBackwardBlocks blocks sums its rows' share of dweight into partials
+// [kRmsNormBackwardBlocks * dim], which are then added in block order, in double: no
+// atomics, the same bits on every run.
+inline constexpr uint32_t kRmsNormBackwardBlocks = 512;
+cudaError_t launch_rms_norm_backward_rows(const float* x, const float* weight, const float* dy,
+                                          uint32_t rows, uint32_t dim, float eps, float* dx,
+                                          bool accumulate, float* dweight, float* partials,
+                                          cudaStream_t stream, uint16_t* dx_bf16 = nullptr);
 
 // RoPE on every head of x [rows, heads * head_dim] in place, pairing i with i + head_dim / 2
 // (HF rotate_half); cos and sin [rows, head_dim / 2]. inverse: the transpose rotation,
@@ -82,13 +95,17 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream);
 // row_loss[r] = logsumexp - logit[label] (0 when ignored); row_agreed[r] = 1 when the
 // argmax (first on ties) is the label. With backward, the logits are overwritten by
 // grad_scale * (softmax - onehot), zero on ignored rows; with row_weight [rows] (DFlash's
-// per-position decay) row r's gradient is scaled by row_weight[r] too. With grad_bf16
-// [rows, vocab], the gradient goes there instead, rounded to bf16 (the bits
-// launch_float_to_bf16 gives of the in-place gradient), and the logits are left as they are.
+// per-position decay) row r's gradient is scaled by row_weight[r] too. bf16 logits (as the
+// bf16 head product writes them) are read as the floats they hold, and their gradient is
+// the same fp32 value rounded as launch_float_to_bf16 rounds.
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
                                  int32_t* row_agreed, cudaStream_t stream,
-                                 const float* row_weight = nullptr, uint16_t* grad_bf16 = nullptr);
+                                 const float* row_weight = nullptr);
+cudaError_t launch_cross_entropy(uint16_t* logits, const int32_t* labels, uint32_t rows,
+                                 uint32_t vocab, float grad_scale, bool backward, float* row_loss,
+                                 int32_t* row_agreed, cudaStream_t stream,
+                                 const float* row_weight = nullptr);
 
 struct AttentionDims {
   uint32_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;

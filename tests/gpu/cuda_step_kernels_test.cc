@@ -2,8 +2,8 @@
 // pass for max, argmax and the sum of exponentials, then the gradient) against a host
 // computation in double, the bf16 Gemm's held and bf16 operands against products that round
 // their operands each time, and the kernels that write their output in bf16 for those holds
-// (cross-entropy, SwiGLU, AdamW) against launch_float_to_bf16 of their fp32 output, bit for
-// bit.
+// (cross-entropy on bf16 logits, SwiGLU, AdamW) against launch_float_to_bf16 of their fp32
+// output, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -106,7 +106,9 @@ std::vector<uint16_t> rounded_on_device(const std::vector<float>& values) {
   return to_host<uint16_t>(out, values.size());
 }
 
-TEST_P(CrossEntropyKernelTest, Bf16GradientIsTheInPlaceGradientRounded) {
+// bf16 logits (the bf16 head product's) take the same path as fp32 ones holding the same
+// values: the same loss and argmax bit for bit, and the fp32 gradient rounded in place.
+TEST_P(CrossEntropyKernelTest, Bf16LogitsGiveTheFp32ResultsWithTheGradientRounded) {
   HSRING_REQUIRE_GPUS(1);
   const uint32_t vocab = GetParam().vocab, rows = 23;
   uint64_t state = vocab + 1;
@@ -118,26 +120,28 @@ TEST_P(CrossEntropyKernelTest, Bf16GradientIsTheInPlaceGradientRounded) {
     weight[r] = 0.5f + float(r) / rows;
   }
   labels[1] = int32_t(vocab - 1);  // a label in the tail a four-wide load does not cover
-  gpu::DeviceBuffer in_place = to_device(logits), kept = to_device(logits),
+  const std::vector<uint16_t> logits16 = gpu_test::float_to_bf16(logits);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = gpu_test::bf16_to_float(logits16[i]);
+  gpu::DeviceBuffer fp32 = to_device(logits), bf16 = to_device(logits16),
                     d_labels = to_device(labels), d_weight = to_device(weight);
   gpu::DeviceBuffer loss = gpu::DeviceBuffer::allocate(rows * 4),
                     loss16 = gpu::DeviceBuffer::allocate(rows * 4),
                     agreed = gpu::DeviceBuffer::allocate(rows * 4),
                     agreed16 = gpu::DeviceBuffer::allocate(rows * 4);
-  gpu::DeviceBuffer grad16 = gpu::DeviceBuffer::allocate(logits.size() * 2);
   ASSERT_EQ(
-      launch_cross_entropy(in_place.as<float>(), d_labels.as<int32_t>(), rows, vocab, 0.5f, true,
+      launch_cross_entropy(fp32.as<float>(), d_labels.as<int32_t>(), rows, vocab, 0.5f, true,
                            loss.as<float>(), agreed.as<int32_t>(), nullptr, d_weight.as<float>()),
       cudaSuccess);
-  ASSERT_EQ(launch_cross_entropy(kept.as<float>(), d_labels.as<int32_t>(), rows, vocab, 0.5f, true,
-                                 loss16.as<float>(), agreed16.as<int32_t>(), nullptr,
-                                 d_weight.as<float>(), grad16.as<uint16_t>()),
+  ASSERT_EQ(launch_cross_entropy(bf16.as<uint16_t>(), d_labels.as<int32_t>(), rows, vocab, 0.5f,
+                                 true, loss16.as<float>(), agreed16.as<int32_t>(), nullptr,
+                                 d_weight.as<float>()),
             cudaSuccess);
-  EXPECT_EQ(to_host<float>(kept, logits.size()), logits) << "the logits are left as they are";
   EXPECT_EQ(to_host<float>(loss16, rows), to_host<float>(loss, rows));
   EXPECT_EQ(to_host<int32_t>(agreed16, rows), to_host<int32_t>(agreed, rows));
-  EXPECT_EQ(to_host<uint16_t>(grad16, logits.size()),
-            rounded_on_device(to_host<float>(in_place, logits.size())));
+  const std::vector<uint16_t> grads16 = to_host<uint16_t>(bf16, logits.size());
+  EXPECT_EQ(grads16, rounded_on_device(to_host<float>(fp32, logits.size())));
+  // Ignored rows are zeroed, as in fp32.
+  for (uint32_t i = 0; i < vocab; ++i) ASSERT_EQ(grads16[2 * size_t(vocab) + i], 0) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, CrossEntropyKernelTest,
@@ -242,7 +246,7 @@ TEST(Bf16OutputTest, SwigluReadsBf16InputsAsTheFloatsTheyHold) {
 }
 
 // The width norm (a block a row) and the head-sized one (a warp a row): the bf16 output is
-// the fp32 one rounded, alone or beside it.
+// the fp32 one rounded, alone or beside it, and x_copy receives x.
 TEST(Bf16OutputTest, RmsNormWritesItsOutputRoundedOrBoth) {
   HSRING_REQUIRE_GPUS(1);
   for (uint32_t dim : {128u, 4096u}) {
@@ -262,14 +266,91 @@ TEST(Bf16OutputTest, RmsNormWritesItsOutputRoundedOrBoth) {
     ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f, nullptr,
                                       nullptr, y16.as<uint16_t>()),
               cudaSuccess);
-    ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
-                                      both.as<float>(), nullptr, both16.as<uint16_t>()),
-              cudaSuccess);
+    gpu::DeviceBuffer copy = gpu::DeviceBuffer::allocate(count * 4);
+    ASSERT_EQ(
+        launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f, both.as<float>(),
+                                nullptr, both16.as<uint16_t>(), copy.as<float>()),
+        cudaSuccess);
     const std::vector<float> want = to_host<float>(y, count);
     EXPECT_EQ(to_host<float>(both, count), want) << dim;
+    EXPECT_EQ(to_host<float>(copy, count), x) << dim << ": x_copy is x";
     EXPECT_EQ(to_host<uint16_t>(y16, count), rounded_on_device(want)) << dim;
     EXPECT_EQ(to_host<uint16_t>(both16, count), rounded_on_device(want)) << dim;
   }
+}
+
+// The width norms' one-pass backward against the maths in double on the host: dx written
+// and added to, the weight's gradient added to from the blocks' partials; on the four-wide
+// and the one-at-a-time paths, with more rows than blocks. Its bf16 dx is its fp32 dx
+// rounded, alone or beside it, and the weight's gradient has the same bits every run.
+TEST(RmsNormBackwardRowsTest, MatchesDoublePrecisionAndIsDeterministic) {
+  HSRING_REQUIRE_GPUS(1);
+  const float eps = 1e-6f;
+  for (uint32_t dim : {64u, 1001u, 4096u}) {
+    for (uint32_t rows : {3u, kRmsNormBackwardBlocks + 188}) {
+      uint64_t state = dim * 31 + rows;
+      const std::vector<float> x = uniform_values(size_t(rows) * dim, state, 2.0f);
+      const std::vector<float> w = uniform_values(dim, state, 1.5f);
+      const std::vector<float> dy = uniform_values(size_t(rows) * dim, state, 1.0f);
+      const std::vector<float> dx0 = uniform_values(size_t(rows) * dim, state, 1.0f);
+      const std::vector<float> dw0 = uniform_values(dim, state, 1.0f);
+      const size_t count = x.size();
+      gpu::DeviceBuffer d_x = to_device(x), d_w = to_device(w), d_dy = to_device(dy);
+      gpu::DeviceBuffer partials =
+          gpu::DeviceBuffer::allocate(size_t(kRmsNormBackwardBlocks) * dim * 4);
+      struct Result {
+        std::vector<float> dx, dw;
+        std::vector<uint16_t> dx16;
+      };
+      const auto run = [&](bool accumulate, bool fp32, bool bf16) {
+        gpu::DeviceBuffer dx = to_device(dx0), dw = to_device(dw0);
+        gpu::DeviceBuffer dx16 = gpu::DeviceBuffer::allocate(count * 2);
+        EXPECT_EQ(launch_rms_norm_backward_rows(d_x.as<float>(), d_w.as<float>(), d_dy.as<float>(),
+                                                rows, dim, eps, fp32 ? dx.as<float>() : nullptr,
+                                                accumulate, dw.as<float>(), partials.as<float>(),
+                                                nullptr, bf16 ? dx16.as<uint16_t>() : nullptr),
+                  cudaSuccess);
+        return Result{to_host<float>(dx, count), to_host<float>(dw, dim),
+                      bf16 ? to_host<uint16_t>(dx16, count) : std::vector<uint16_t>{}};
+      };
+      for (bool accumulate : {false, true}) {
+        const Result got = run(accumulate, true, true);
+        std::vector<double> dw(dw0.begin(), dw0.end()), dw_scale(dim, 1.0);
+        double worst_dx = 0;
+        for (uint32_t r = 0; r < rows; ++r) {
+          const size_t row = size_t(r) * dim;
+          double squares = 0, projection = 0;
+          for (uint32_t i = 0; i < dim; ++i) {
+            squares += double(x[row + i]) * x[row + i];
+            projection += double(w[i]) * dy[row + i] * x[row + i];
+          }
+          const double s = 1.0 / std::sqrt(squares / dim + eps);
+          const double mean_projection = s * projection / dim;
+          for (uint32_t i = 0; i < dim; ++i) {
+            double want = s * (double(w[i]) * dy[row + i] - x[row + i] * s * mean_projection);
+            if (accumulate) want += dx0[row + i];
+            worst_dx = std::max(worst_dx, std::abs(got.dx[row + i] - want));
+            dw[i] += double(dy[row + i]) * x[row + i] * s;
+            dw_scale[i] += std::abs(double(dy[row + i]) * x[row + i] * s);
+          }
+        }
+        EXPECT_LT(worst_dx, 2e-5) << dim << " x " << rows << " accumulate " << accumulate;
+        for (uint32_t i = 0; i < dim; ++i)
+          ASSERT_NEAR(got.dw[i], dw[i], 2e-6 * dw_scale[i]) << dim << " x " << rows << " at " << i;
+        EXPECT_EQ(got.dx16, rounded_on_device(got.dx)) << dim << " x " << rows;
+        const Result again = run(accumulate, true, false);
+        EXPECT_EQ(again.dw, got.dw) << "the same bits every run";
+        EXPECT_EQ(again.dx, got.dx);
+      }
+      EXPECT_EQ(run(false, false, true).dx16, run(false, true, true).dx16) << "bf16 dx alone";
+    }
+  }
+  gpu::DeviceBuffer one = gpu::DeviceBuffer::allocate(4096);
+  EXPECT_EQ(launch_rms_norm_backward_rows(one.as<float>(), one.as<float>(), one.as<float>(), 1, 4,
+                                          eps, nullptr, true, one.as<float>(), one.as<float>(),
+                                          nullptr, reinterpret_cast<uint16_t*>(one.as<float>())),
+            cudaErrorInvalidValue)
+      << "adding to dx needs the fp32 dx";
 }
 
 TEST(Bf16OutputTest, GatherRowsCopiesTheIndexedRowsRoundedOrNot) {
