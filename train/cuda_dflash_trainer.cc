@@ -307,13 +307,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.blocks = blocks;
   b.rows = rows;
   b.scored = scored;
-  // The head's rows in as few chunks as kMaxLogitValues allows, of equal size rounded up to
-  // whole 128-row tiles where that still fits: no chunk runs a mostly empty last tile.
-  const size_t most_rows = std::max<size_t>(1, kMaxLogitValues / c.vocab_size);
-  const size_t chunks = std::max<size_t>(1, (scored + most_rows - 1) / most_rows);
-  const size_t even_rows = (scored + chunks - 1) / chunks,
-               tiled_rows = (even_rows + 127) / 128 * 128;
-  b.head_rows = std::max<size_t>(1, tiled_rows <= most_rows ? tiled_rows : even_rows);
+  b.head_rows = std::max<size_t>(1, std::min(scored, kMaxLogitValues / c.vocab_size));
 
   // Host side: the context ranges, the scored rows, their labels and loss weights.
   context_.resize(2 * blocks);
