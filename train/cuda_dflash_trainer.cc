@@ -73,10 +73,12 @@ struct CudaDflashTrainer::Buffers {
 
   // What one layer's backward needs of its forward; x_in is the layer's residual input.
   struct LayerActivations {
-    Scratch<float> x_in, q_raw, q, block_k_raw, block_k, block_v, ctx_k_raw, ctx_k, ctx_v, attn,
-        lse, x_mid;
+    Scratch<float> x_in, q, block_k, block_v, ctx_k, ctx_v, attn, lse, x_mid;
     Scratch<uint16_t> attn_bf16;     // bf16 attention: attn as the output projection reads it
     Fp32OrBf16 h, m, gate, up, act;  // the norms' outputs, the MLP's
+    // The q and k projections before QK-norm and RoPE, which read them forward and back
+    // (bf16 in bf16 mode, as autocast's projections write them).
+    Fp32OrBf16 q_raw, block_k_raw, ctx_k_raw;
     // The block attention's inputs: fp32 (q ... ctx_v above) for the fp32 kernels, or bf16,
     // written so by the kernels and products that make them, for the tensor-core ones. Only
     // the mode's set is allocated; the other's pointers are null.
@@ -362,10 +364,11 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   for (auto& a : b.acts) {
     for (auto* buffer : {&a.x_in, &a.x_mid}) buffer->ensure(rows * d);
     for (auto* buffer : {&a.h, &a.m}) buffer->ensure(rows * d, b.bf16());
-    for (auto* buffer : {&a.q_raw, &a.attn}) buffer->ensure(rows * qd);
+    a.attn.ensure(rows * qd);
+    a.q_raw.ensure(rows * qd, b.bf16());
     if (b.bf16_attention) a.attn_bf16.ensure(rows * qd);
-    a.block_k_raw.ensure(rows * kvd);
-    a.ctx_k_raw.ensure(t * kvd);
+    a.block_k_raw.ensure(rows * kvd, b.bf16());
+    a.ctx_k_raw.ensure(t * kvd, b.bf16());
     if (b.bf16_attention) {
       a.q_bf16.ensure(rows * qd);
       for (auto* buffer : {&a.block_k_bf16, &a.block_v_bf16}) buffer->ensure(rows * kvd);
@@ -472,20 +475,26 @@ struct Ops {
                                                           eps, dx, accumulate, dw, norm_partials, s,
                                                           dx_bf16));
   }
-  // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd],
-  // into y (fp32) or y_bf16, whichever is not null.
-  void qk_norm_rope(const float* x, const float* w, size_t rows, uint32_t heads, uint32_t hd,
+  // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd] in
+  // x's array, into y (fp32) or y_bf16, whichever is not null.
+  void qk_norm_rope(const Fp32OrBf16& x, const float* w, size_t rows, uint32_t heads, uint32_t hd,
                     const float* cos, const float* sin, float* y, uint16_t* y_bf16) const {
-    HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_forward(x, w, uint32_t(rows), heads, hd, eps, cos,
-                                                        sin, y, s, y_bf16));
+    const auto run = [&](const auto* values) {
+      return cuda::launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, hd, eps, cos, sin,
+                                               y, s, y_bf16);
+    };
+    HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
   // Its backward from dy: dx into whichever of dx (fp32) and dx_bf16 is not null; the
   // weight's gradient added to dw.
-  void qk_norm_rope_backward(const float* x, const float* w, const float* dy, size_t rows,
+  void qk_norm_rope_backward(const Fp32OrBf16& x, const float* w, const float* dy, size_t rows,
                              uint32_t heads, uint32_t hd, const float* cos, const float* sin,
                              float* dx, uint16_t* dx_bf16, float* dw) const {
-    HSRING_CUDA_CHECK(cuda::launch_qk_norm_rope_backward(x, w, dy, uint32_t(rows), heads, hd, eps,
-                                                         cos, sin, dx, dx_bf16, dw, s));
+    const auto run = [&](const auto* values) {
+      return cuda::launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, hd, eps, cos,
+                                                sin, dx, dx_bf16, dw, s);
+    };
+    HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
   void zero(void* dst, size_t bytes) const { HSRING_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s)); }
 };
@@ -527,18 +536,18 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // gradients, in bf16 in bf16 mode (Fp32OrBf16).
   // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to.
   ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, a.x_mid.get());
-  gemm.forward(a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw.get());
+  forward_into(gemm, a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw);
   // The attention's inputs go to its fp32 arrays or its bf16 ones (LayerActivations).
-  ops.qk_norm_rope(a.q_raw.get(), b.p(o.q_norm), rows, heads, hd, b.block_cos.get(),
-                   b.block_sin.get(), a.q.get(), a.q_bf16.get());
+  ops.qk_norm_rope(a.q_raw, b.p(o.q_norm), rows, heads, hd, b.block_cos.get(), b.block_sin.get(),
+                   a.q.get(), a.q_bf16.get());
   // Keys and values of [context ; block] with the same projections and k_norm; the context
   // is the normalised projection itself, not passed through input_layernorm.
-  gemm.forward(a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw.get());
-  ops.qk_norm_rope(a.block_k_raw.get(), b.p(o.k_norm), rows, kv, hd, b.block_cos.get(),
-                   b.block_sin.get(), a.block_k.get(), a.block_k_bf16.get());
+  forward_into(gemm, a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw);
+  ops.qk_norm_rope(a.block_k_raw, b.p(o.k_norm), rows, kv, hd, b.block_cos.get(), b.block_sin.get(),
+                   a.block_k.get(), a.block_k_bf16.get());
   forward_into(gemm, a.h.operand(), rows, d, b.p(o.v), kvd, a.block_v.get(), a.block_v_bf16.get());
-  gemm.forward(b.ctx.operand(), t, d, b.p(o.k), kvd, a.ctx_k_raw.get());
-  ops.qk_norm_rope(a.ctx_k_raw.get(), b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
+  forward_into(gemm, b.ctx.operand(), t, d, b.p(o.k), kvd, a.ctx_k_raw);
+  ops.qk_norm_rope(a.ctx_k_raw, b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
                    a.ctx_k.get(), a.ctx_k_bf16.get());
   forward_into(gemm, b.ctx.operand(), t, d, b.p(o.v), kvd, a.ctx_v.get(), a.ctx_v_bf16.get());
   mark("fwd q/k/v (block + context)");
@@ -671,15 +680,15 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets), into
   // the gradients' fp32 or bf16 arrays (Fp32OrBf16).
-  ops.qk_norm_rope_backward(a.q_raw.get(), b.p(o.q_norm), b.d_q.get(), rows, heads, hd,
-                            b.block_cos.get(), b.block_sin.get(), b.d_q_raw.fp32.get(),
-                            b.d_q_raw.bf16.get(), b.g(o.q_norm));
-  ops.qk_norm_rope_backward(a.block_k_raw.get(), b.p(o.k_norm), b.d_block_k.get(), rows, kv, hd,
+  ops.qk_norm_rope_backward(a.q_raw, b.p(o.q_norm), b.d_q.get(), rows, heads, hd, b.block_cos.get(),
+                            b.block_sin.get(), b.d_q_raw.fp32.get(), b.d_q_raw.bf16.get(),
+                            b.g(o.q_norm));
+  ops.qk_norm_rope_backward(a.block_k_raw, b.p(o.k_norm), b.d_block_k.get(), rows, kv, hd,
                             b.block_cos.get(), b.block_sin.get(), b.d_block_k_raw.fp32.get(),
                             b.d_block_k_raw.bf16.get(), b.g(o.k_norm));
-  ops.qk_norm_rope_backward(a.ctx_k_raw.get(), b.p(o.k_norm), b.d_ctx_k.get(), t, kv, hd,
-                            b.ctx_cos.get(), b.ctx_sin.get(), b.d_ctx_k_raw.fp32.get(),
-                            b.d_ctx_k_raw.bf16.get(), b.g(o.k_norm));
+  ops.qk_norm_rope_backward(a.ctx_k_raw, b.p(o.k_norm), b.d_ctx_k.get(), t, kv, hd, b.ctx_cos.get(),
+                            b.ctx_sin.get(), b.d_ctx_k_raw.fp32.get(), b.d_ctx_k_raw.bf16.get(),
+                            b.g(o.k_norm));
 
   // Projections of the block rows (into h) and of the context (into d_ctx).
   gemm.hold_bf16(b.d_block_v.get(), rows * kvd);

@@ -36,9 +36,9 @@ __device__ float warp_sum(float value) {
 // i = lane + 32 k with its partner i + half, present when i < half; absent ones hold 0,
 // which leaves the sums exact. Lo before hi then is each lane's columns in ascending order,
 // the warp kernels' order of summation when half is a multiple of 32.
-template <int kPairs>
+template <int kPairs, class TX>
 __global__ void __launch_bounds__(kThreads)
-    qk_norm_rope_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+    qk_norm_rope_forward_kernel(const TX* __restrict__ x, const float* __restrict__ w,
                                 uint64_t norm_rows, uint32_t heads, uint32_t head_dim, float eps,
                                 const float* __restrict__ cos, const float* __restrict__ sin,
                                 float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
@@ -51,13 +51,13 @@ __global__ void __launch_bounds__(kThreads)
     w_hi[k] = i < half ? w[i + half] : 0.0f;
   }
   NORM_ROWS(r, norm_rows) {
-    const float* xr = x + r * head_dim;
+    const TX* xr = x + r * head_dim;
     float lo[kPairs], hi[kPairs];
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
       const uint32_t i = lane + 32 * k;
-      lo[k] = i < half ? xr[i] : 0.0f;
-      hi[k] = i < half ? xr[i + half] : 0.0f;
+      lo[k] = i < half ? load(xr, i) : 0.0f;
+      hi[k] = i < half ? load(xr, i + half) : 0.0f;
     }
     float squares = 0;
 #pragma unroll
@@ -85,9 +85,9 @@ __global__ void __launch_bounds__(kThreads)
 // lane sums g x s of its columns in double over its warp's norm rows; the block's warps
 // combine theirs in shared memory, then one float atomic a column, as
 // rms_norm_weight_grad_kernel adds per chunk of rows.
-template <int kPairs>
+template <int kPairs, class TX>
 __global__ void __launch_bounds__(kThreads)
-    qk_norm_rope_backward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+    qk_norm_rope_backward_kernel(const TX* __restrict__ x, const float* __restrict__ w,
                                  const float* __restrict__ dy, uint64_t norm_rows, uint32_t heads,
                                  uint32_t head_dim, float eps, const float* __restrict__ cos,
                                  const float* __restrict__ sin, float* __restrict__ dx,
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
     dw_lo[k] = dw_hi[k] = 0.0;
   }
   NORM_ROWS(r, norm_rows) {
-    const float* xr = x + r * head_dim;
+    const TX* xr = x + r * head_dim;
     const float* dyr = dy + r * head_dim;
     const uint64_t angles = (r / heads) * half;
     float x_lo[kPairs], x_hi[kPairs], g_lo[kPairs], g_hi[kPairs];
@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t i = lane + 32 * k;
       x_lo[k] = x_hi[k] = g_lo[k] = g_hi[k] = 0.0f;
       if (i >= half) continue;
-      x_lo[k] = xr[i];
-      x_hi[k] = xr[i + half];
+      x_lo[k] = load(xr, i);
+      x_hi[k] = load(xr, i + half);
       // rope_apply_kernel's inverse (its sin negated), in its words.
       const float c = cos[angles + i], s = -sin[angles + i], a = dyr[i], b = dyr[i + half];
       g_lo[k] = a * c - b * s;
@@ -169,41 +169,69 @@ bool head_dim_supported(uint32_t head_dim) {
   return head_dim >= 2 && head_dim <= kMaxHeadDim && head_dim % 2 == 0;
 }
 
-}  // namespace
-
-cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t rows,
-                                        uint32_t heads, uint32_t head_dim, float eps,
-                                        const float* cos, const float* sin, float* y,
-                                        cudaStream_t stream, uint16_t* y_bf16) {
+template <class TX>
+cudaError_t forward(const TX* x, const float* w, uint32_t rows, uint32_t heads, uint32_t head_dim,
+                    float eps, const float* cos, const float* sin, float* y, cudaStream_t stream,
+                    uint16_t* y_bf16) {
   if (!head_dim_supported(head_dim) || (y == nullptr && y_bf16 == nullptr))
     return cudaErrorInvalidValue;
   const uint64_t norm_rows = uint64_t(rows) * heads;
   if (norm_rows == 0) return cudaSuccess;
   const uint32_t half = head_dim / 2;
-  auto* kernel = half <= 32   ? qk_norm_rope_forward_kernel<1>
-                 : half <= 64 ? qk_norm_rope_forward_kernel<2>
-                              : qk_norm_rope_forward_kernel<4>;
+  auto* kernel = half <= 32   ? qk_norm_rope_forward_kernel<1, TX>
+                 : half <= 64 ? qk_norm_rope_forward_kernel<2, TX>
+                              : qk_norm_rope_forward_kernel<4, TX>;
   kernel<<<grid_for_norm_rows(norm_rows), kThreads, 0, stream>>>(x, w, norm_rows, heads, head_dim,
                                                                  eps, cos, sin, y, y_bf16);
   return cudaGetLastError();
 }
 
-cudaError_t launch_qk_norm_rope_backward(const float* x, const float* w, const float* dy,
-                                         uint32_t rows, uint32_t heads, uint32_t head_dim,
-                                         float eps, const float* cos, const float* sin, float* dx,
-                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
+template <class TX>
+cudaError_t backward(const TX* x, const float* w, const float* dy, uint32_t rows, uint32_t heads,
+                     uint32_t head_dim, float eps, const float* cos, const float* sin, float* dx,
+                     uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
   if (!head_dim_supported(head_dim) || (dx == nullptr && dx_bf16 == nullptr))
     return cudaErrorInvalidValue;
   const uint64_t norm_rows = uint64_t(rows) * heads;
   // Not even a launch: a block with no rows would still add its zeros to dweight.
   if (norm_rows == 0) return cudaSuccess;
   const uint32_t half = head_dim / 2;
-  auto* kernel = half <= 32   ? qk_norm_rope_backward_kernel<1>
-                 : half <= 64 ? qk_norm_rope_backward_kernel<2>
-                              : qk_norm_rope_backward_kernel<4>;
+  auto* kernel = half <= 32   ? qk_norm_rope_backward_kernel<1, TX>
+                 : half <= 64 ? qk_norm_rope_backward_kernel<2, TX>
+                              : qk_norm_rope_backward_kernel<4, TX>;
   kernel<<<grid_for_norm_rows(norm_rows), kThreads, 0, stream>>>(
       x, w, dy, norm_rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t rows,
+                                        uint32_t heads, uint32_t head_dim, float eps,
+                                        const float* cos, const float* sin, float* y,
+                                        cudaStream_t stream, uint16_t* y_bf16) {
+  return forward(x, w, rows, heads, head_dim, eps, cos, sin, y, stream, y_bf16);
+}
+
+cudaError_t launch_qk_norm_rope_forward(const uint16_t* x, const float* w, uint32_t rows,
+                                        uint32_t heads, uint32_t head_dim, float eps,
+                                        const float* cos, const float* sin, float* y,
+                                        cudaStream_t stream, uint16_t* y_bf16) {
+  return forward(x, w, rows, heads, head_dim, eps, cos, sin, y, stream, y_bf16);
+}
+
+cudaError_t launch_qk_norm_rope_backward(const float* x, const float* w, const float* dy,
+                                         uint32_t rows, uint32_t heads, uint32_t head_dim,
+                                         float eps, const float* cos, const float* sin, float* dx,
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
+  return backward(x, w, dy, rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight, stream);
+}
+
+cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, const float* dy,
+                                         uint32_t rows, uint32_t heads, uint32_t head_dim,
+                                         float eps, const float* cos, const float* sin, float* dx,
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
+  return backward(x, w, dy, rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight, stream);
 }
 
 }  // namespace hsring::train::cuda

@@ -21,6 +21,11 @@ cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t
                                         uint32_t heads, uint32_t head_dim, float eps,
                                         const float* cos, const float* sin, float* y,
                                         cudaStream_t stream, uint16_t* y_bf16 = nullptr);
+// The same from x in bf16 (as the bf16 projection writes it, read as the floats it holds).
+cudaError_t launch_qk_norm_rope_forward(const uint16_t* x, const float* w, uint32_t rows,
+                                        uint32_t heads, uint32_t head_dim, float eps,
+                                        const float* cos, const float* sin, float* y,
+                                        cudaStream_t stream, uint16_t* y_bf16 = nullptr);
 
 // From dy = d(loss)/d(y): dx = d(loss)/d(x), written to dx (fp32) when dx != nullptr and/or
 // rounded to bf16 into dx_bf16 when dx_bf16 != nullptr (at least one non-null, else
@@ -28,6 +33,11 @@ cudaError_t launch_qk_norm_rope_forward(const float* x, const float* w, uint32_t
 // the order of the additions varies, so may its last bits). dy is not changed; dx may not
 // alias x or dy.
 cudaError_t launch_qk_norm_rope_backward(const float* x, const float* w, const float* dy,
+                                         uint32_t rows, uint32_t heads, uint32_t head_dim,
+                                         float eps, const float* cos, const float* sin, float* dx,
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream);
+// The same from the forward's x in bf16.
+cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, const float* dy,
                                          uint32_t rows, uint32_t heads, uint32_t head_dim,
                                          float eps, const float* cos, const float* sin, float* dx,
                                          uint16_t* dx_bf16, float* dweight, cudaStream_t stream);

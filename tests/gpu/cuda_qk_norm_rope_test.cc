@@ -231,6 +231,46 @@ TEST_P(QkNormRopeTest, Bf16OutputHasTheBitsOfTheRoundedFp32One) {
   EXPECT_EQ(forward(nullptr, nullptr), cudaErrorInvalidValue);
 }
 
+// x in bf16 (as the bf16 projections write it) is read as the floats it holds: the same
+// outputs, bit for bit, as fp32 x holding those floats, forward and back (dweight's float
+// atomics vary in order, so it is compared within their rounding).
+TEST_P(QkNormRopeTest, Bf16InputGivesTheResultsOfItsFloats) {
+  HSRING_REQUIRE_GPUS(1);
+  const Shape shape = GetParam();
+  Inputs in = make_inputs(shape);
+  const std::vector<uint16_t> x16 = gpu_test::float_to_bf16(in.x);
+  for (size_t i = 0; i < x16.size(); ++i) in.x[i] = gpu_test::bf16_to_float(x16[i]);
+  const DeviceInputs d(in);
+  gpu::DeviceBuffer d_x16 = to_device(x16);
+  const size_t n = shape.values();
+  struct Outputs {
+    std::vector<float> y, dx, dweight;
+  };
+  const auto run = [&](const auto* x) {
+    gpu::DeviceBuffer y = floats(n), dx = floats(n);
+    gpu::DeviceBuffer dweight = to_device(std::vector<float>(shape.head_dim, 0.0f));
+    EXPECT_EQ(launch_qk_norm_rope_forward(x, d.w.as<float>(), shape.rows, shape.heads,
+                                          shape.head_dim, kEps, d.cos.as<float>(),
+                                          d.sin.as<float>(), y.as<float>(), nullptr),
+              cudaSuccess);
+    EXPECT_EQ(
+        launch_qk_norm_rope_backward(x, d.w.as<float>(), d.dy.as<float>(), shape.rows, shape.heads,
+                                     shape.head_dim, kEps, d.cos.as<float>(), d.sin.as<float>(),
+                                     dx.as<float>(), nullptr, dweight.as<float>(), nullptr),
+        cudaSuccess);
+    return Outputs{to_host<float>(y, n), to_host<float>(dx, n),
+                   to_host<float>(dweight, shape.head_dim)};
+  };
+  const Outputs want = run(d.x.as<float>());
+  const Outputs got = run(d_x16.as<uint16_t>());
+  EXPECT_EQ(got.y, want.y);
+  EXPECT_EQ(got.dx, want.dx);
+  float largest = 1;
+  for (float v : want.dweight) largest = std::max(largest, std::abs(v));
+  for (uint32_t i = 0; i < shape.head_dim; ++i)
+    EXPECT_NEAR(got.dweight[i], want.dweight[i], 1e-5 * largest) << "dweight[" << i << "]";
+}
+
 TEST(QkNormRopeEdgeTest, NoRowsLaunchesNothing) {
   HSRING_REQUIRE_GPUS(1);
   const uint32_t heads = 4, head_dim = 128, values = heads * head_dim;
