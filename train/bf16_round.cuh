@@ -42,6 +42,33 @@ __device__ inline void store4(float* out, uint16_t* out_bf16, uint64_t q, float4
         uint32_t(round_to_bf16(v.x)) | (uint32_t(round_to_bf16(v.y)) << 16),
         uint32_t(round_to_bf16(v.z)) | (uint32_t(round_to_bf16(v.w)) << 16)};
 }
+// Values 8g .. 8g + 7 of an array 16-byte aligned, in fp32 (two loads) or bf16 (one), as
+// floats; and their store in the array's precision (bf16: rounded).
+__device__ inline void load8(const float* in, uint64_t g, float (&v)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(in)[2 * g];
+  const float4 b = reinterpret_cast<const float4*>(in)[2 * g + 1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ inline void load8(const uint16_t* in, uint64_t g, float (&v)[8]) {
+  const uint4 w = reinterpret_cast<const uint4*>(in)[g];
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[2 * k] = widen(words[k] & 0xffffu);
+    v[2 * k + 1] = widen(words[k] >> 16);
+  }
+}
+__device__ inline void store8(float* out, uint64_t g, const float (&v)[8]) {
+  reinterpret_cast<float4*>(out)[2 * g] = {v[0], v[1], v[2], v[3]};
+  reinterpret_cast<float4*>(out)[2 * g + 1] = {v[4], v[5], v[6], v[7]};
+}
+__device__ inline void store8(uint16_t* out, uint64_t g, const float (&v)[8]) {
+  uint32_t words[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    words[k] = uint32_t(round_to_bf16(v[2 * k])) | (uint32_t(round_to_bf16(v[2 * k + 1])) << 16);
+  reinterpret_cast<uint4*>(out)[g] = {words[0], words[1], words[2], words[3]};
+}
 // Value i, or values 4q .. 4q + 3, into an array of either precision (bf16: rounded).
 __device__ inline void store(float* out, uint64_t i, float value) { out[i] = value; }
 __device__ inline void store(uint16_t* out, uint64_t i, float value) {

@@ -442,7 +442,9 @@ __device__ SoftmaxStats warp_merge(SoftmaxStats s) {
 // One block per row, two passes over its logits: the max, first argmax and sum of
 // exponentials together (online, as flash attention's softmax), then the gradient, in place
 // and in the logits' own precision (fp32, or bf16 as the bf16 head product writes them).
-// Bandwidth-bound, so four logits a thread per load where the rows are aligned for it.
+// Bandwidth-bound: eight logits a thread per step where the rows are 16-byte aligned (one
+// 16-byte load in bf16, whose four-value loads left too few bytes in flight), the same
+// values to the same threads in both precisions, so that their sums agree bit for bit.
 template <class T>
 __global__ void cross_entropy_kernel(T* __restrict__ logits, const int32_t* __restrict__ labels,
                                      uint32_t rows, uint32_t vocab, float grad_scale, bool backward,
@@ -450,8 +452,8 @@ __global__ void cross_entropy_kernel(T* __restrict__ logits, const int32_t* __re
                                      const float* __restrict__ row_weight) {
   __shared__ SoftmaxStats warp_stats[kWarps];
   __shared__ float row_lse;
-  const bool vector = vocab % 4 == 0 && four_aligned(logits);
-  const uint32_t quads = vector ? vocab / 4 : 0;
+  const bool vector = vocab % 8 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0;
+  const uint32_t groups = vector ? vocab / 8 : 0;
   for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
     T* x = logits + uint64_t(r) * vocab;
     const int32_t label = labels[r];
@@ -465,14 +467,14 @@ __global__ void cross_entropy_kernel(T* __restrict__ logits, const int32_t* __re
       continue;
     }
     SoftmaxStats stats{-INFINITY, 0xFFFFFFFFu, 0.0f};
-    for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
-      const float4 v = load4(x, q);
-      absorb(stats, v.x, 4 * q);
-      absorb(stats, v.y, 4 * q + 1);
-      absorb(stats, v.z, 4 * q + 2);
-      absorb(stats, v.w, 4 * q + 3);
+#pragma unroll 2
+    for (uint32_t g = threadIdx.x; g < groups; g += blockDim.x) {
+      float v[8];
+      load8(x, g, v);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) absorb(stats, v[k], 8 * g + k);
     }
-    for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x)
+    for (uint32_t i = 8 * groups + threadIdx.x; i < vocab; i += blockDim.x)
       absorb(stats, load(x, i), i);
     stats = warp_merge(stats);
     if (threadIdx.x % 32 == 0) warp_stats[threadIdx.x / 32] = stats;
@@ -495,13 +497,15 @@ __global__ void cross_entropy_kernel(T* __restrict__ logits, const int32_t* __re
         const float p = scale * __expf(logit - lse);
         return i == uint32_t(label) ? __fsub_rn(p, scale) : p;
       };
-      for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
-        const float4 v = load4(x, q);
-        store4(x, q,
-               float4{grad(v.x, 4 * q), grad(v.y, 4 * q + 1), grad(v.z, 4 * q + 2),
-                      grad(v.w, 4 * q + 3)});
+#pragma unroll 2
+      for (uint32_t g = threadIdx.x; g < groups; g += blockDim.x) {
+        float v[8];
+        load8(x, g, v);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = grad(v[k], 8 * g + k);
+        store8(x, g, v);
       }
-      for (uint32_t i = 4 * quads + threadIdx.x; i < vocab; i += blockDim.x)
+      for (uint32_t i = 8 * groups + threadIdx.x; i < vocab; i += blockDim.x)
         store(x, i, grad(load(x, i), i));
     }
     __syncthreads();  // warp_stats and row_lse are reused by the next row

@@ -30,7 +30,7 @@ using gpu_test::uniform_values;
 
 struct CrossEntropyCase {
   const char* name;
-  uint32_t vocab;  // a multiple of 4 takes the four-a-load path, others the scalar one
+  uint32_t vocab;  // a multiple of 8 takes the eight-a-step path, others the scalar one
 };
 
 class CrossEntropyKernelTest : public ::testing::TestWithParam<CrossEntropyCase> {};
@@ -47,7 +47,7 @@ TEST_P(CrossEntropyKernelTest, LossArgmaxAndGradientMatchDoublePrecision) {
     weight[r] = 0.25f + float(r) / rows;
   }
   // Ties: row 1's maximum twice (the first index must win), row 2's maximum is its label,
-  // row 4's maximum is in the tail a four-wide load does not cover, row 5 holds -inf.
+  // row 4's maximum is the row's last logit, row 5 holds -inf.
   float* row1 = logits.data() + vocab;
   row1[vocab - 2] = row1[5] = 40.0f;
   labels[2] = int32_t(vocab / 2);
@@ -119,7 +119,7 @@ TEST_P(CrossEntropyKernelTest, Bf16LogitsGiveTheFp32ResultsWithTheGradientRounde
     labels[r] = r % 5 == 2 ? -100 : int32_t(next(state) % vocab);
     weight[r] = 0.5f + float(r) / rows;
   }
-  labels[1] = int32_t(vocab - 1);  // a label in the tail a four-wide load does not cover
+  labels[1] = int32_t(vocab - 1);  // the row's last logit
   const std::vector<uint16_t> logits16 = gpu_test::float_to_bf16(logits);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = gpu_test::bf16_to_float(logits16[i]);
   gpu::DeviceBuffer fp32 = to_device(logits), bf16 = to_device(logits16),
@@ -145,7 +145,8 @@ TEST_P(CrossEntropyKernelTest, Bf16LogitsGiveTheFp32ResultsWithTheGradientRounde
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, CrossEntropyKernelTest,
-                         ::testing::Values(CrossEntropyCase{"four_a_load", 1000},
+                         ::testing::Values(CrossEntropyCase{"eight_a_step", 1000},
+                                           CrossEntropyCase{"four_not_eight", 1004},
                                            CrossEntropyCase{"scalar", 1001},
                                            CrossEntropyCase{"small", 50}),
                          [](const auto& info) { return std::string(info.param.name); });
