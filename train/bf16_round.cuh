@@ -69,13 +69,11 @@ __device__ inline void store8(uint16_t* out, uint64_t g, const float (&v)[8]) {
     words[k] = uint32_t(round_to_bf16(v[2 * k])) | (uint32_t(round_to_bf16(v[2 * k + 1])) << 16);
   reinterpret_cast<uint4*>(out)[g] = {words[0], words[1], words[2], words[3]};
 }
-// Value i, or values 4q .. 4q + 3, into an array of either precision (bf16: rounded).
+// Value i into an array of either precision (bf16: rounded).
 __device__ inline void store(float* out, uint64_t i, float value) { out[i] = value; }
 __device__ inline void store(uint16_t* out, uint64_t i, float value) {
   out[i] = round_to_bf16(value);
 }
-__device__ inline void store4(float* out, uint64_t q, float4 v) { store4(out, nullptr, q, v); }
-__device__ inline void store4(uint16_t* out, uint64_t q, float4 v) { store4(nullptr, out, q, v); }
 // Whether every array given (null ones aside) allows load4 / store4.
 template <class... T>
 __device__ inline bool four_aligned(const T*... arrays) {

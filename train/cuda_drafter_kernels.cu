@@ -112,7 +112,7 @@ __global__ void rms_norm_forward_kernel(const float* __restrict__ x, const float
     uint16_t* yr_bf16 = y_bf16 ? y_bf16 + row : nullptr;
     for (uint32_t q = threadIdx.x; q < quads; q += blockDim.x) {
       const float4 v = load4(xr, q), g = load4(w, q);
-      if (x_copy) store4(x_copy + row, q, v);
+      if (x_copy) store4(x_copy + row, nullptr, q, v);
       store4(yr, yr_bf16, q,
              float4{v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w});
     }
