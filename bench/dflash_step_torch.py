@@ -6,8 +6,10 @@ layers -> fc -> hidden_norm as the context, draft layers whose queries are the b
 and whose keys and values are [context ; block], QK-norm before RoPE, SwiGLU, final norm,
 the target's frozen LM head, cross-entropy weighted by exp(-(j - 1) / gamma). fp32 master
 weights, bf16 autocast, flex_attention with a block mask (each block sees its document's
-context before its anchor and its own B rows), fused AdamW. The documents and anchors are
-drafter_step_bench's (--batch FILE from its --batch-out). Prints key=value lines.
+context before its anchor and its own B rows), the gradient's global norm clipped to 1.0
+and fused AdamW, as hsring's step (AdamWOptions::max_grad_norm) and a PyTorch user's
+training loop do. The documents and anchors are drafter_step_bench's (--batch FILE from its
+--batch-out). Prints key=value lines.
 """
 import argparse
 import math
@@ -79,6 +81,7 @@ def main():
     p.add_argument("--theta", type=float, default=1e6)
     p.add_argument("--iterations", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--max-grad-norm", type=float, default=1.0, help="0: no clipping")
     a = p.parse_args()
     dev = torch.device("cuda")
     fields = {}
@@ -161,6 +164,8 @@ def main():
         ce = F.cross_entropy(logits.float(), row_labels, reduction="none")
         loss = (ce * weights).sum() / weights.sum()
         loss.backward()
+        if a.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(params, a.max_grad_norm)
         opt.step()
         return loss
 
