@@ -123,32 +123,6 @@ __global__ void rms_norm_forward_kernel(const float* __restrict__ x, const float
   }
 }
 
-// dx_j = s (w_j dy_j - xhat_j * sum_i(w_i dy_i xhat_i) / dim), s = 1 / rms(x), xhat = x s.
-__global__ void rms_norm_backward_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                         const float* __restrict__ dy, uint32_t rows, uint32_t dim,
-                                         float eps, float* __restrict__ dx, bool accumulate,
-                                         float* __restrict__ inv_rms) {
-  __shared__ float partials[kWarps];
-  for (uint32_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + uint64_t(r) * dim;
-    const float* dyr = dy + uint64_t(r) * dim;
-    float squares = 0, projection = 0;
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      squares += xr[i] * xr[i];
-      projection += w[i] * dyr[i] * xr[i];
-    }
-    const float s = rsqrtf(block_sum(squares, partials) / float(dim) + eps);
-    // sum(w dy xhat) / dim = s * sum(w dy x) / dim.
-    const float mean_projection = s * block_sum(projection, partials) / float(dim);
-    float* dxr = dx + uint64_t(r) * dim;
-    for (uint32_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float d = s * (w[i] * dyr[i] - xr[i] * s * mean_projection);
-      dxr[i] = accumulate ? dxr[i] + d : d;
-    }
-    if (threadIdx.x == 0) inv_rms[r] = s;
-  }
-}
-
 // The per-head norms (QK-norm: dim = head_dim, hundreds of thousands of rows) with one warp
 // a row instead of a 256-thread block: a block of barriers for 128 values made these
 // passes cost more than the products around them.
@@ -176,55 +150,9 @@ __global__ void rms_norm_forward_warp_kernel(const float* __restrict__ x,
   }
 }
 
-// rms_norm_backward_kernel's maths, one warp a row.
-__global__ void rms_norm_backward_warp_kernel(const float* __restrict__ x,
-                                              const float* __restrict__ w,
-                                              const float* __restrict__ dy, uint32_t rows,
-                                              uint32_t dim, float eps, float* __restrict__ dx,
-                                              bool accumulate, float* __restrict__ inv_rms) {
-  const uint32_t lane = threadIdx.x % 32;
-  WARP_ROWS(r, rows) {
-    const float* xr = x + r * dim;
-    const float* dyr = dy + r * dim;
-    float squares = 0, projection = 0;
-    for (uint32_t i = lane; i < dim; i += 32) {
-      squares += xr[i] * xr[i];
-      projection += w[i] * dyr[i] * xr[i];
-    }
-    const float s = rsqrtf(warp_sum(squares) / float(dim) + eps);
-    const float mean_projection = s * warp_sum(projection) / float(dim);
-    float* dxr = dx + r * dim;
-    for (uint32_t i = lane; i < dim; i += 32) {
-      const float d = s * (w[i] * dyr[i] - xr[i] * s * mean_projection);
-      dxr[i] = accumulate ? dxr[i] + d : d;
-    }
-    if (lane == 0) inv_rms[r] = s;
-  }
-}
-
-// Rows in chunks of kWeightGradRows (grid.y), columns across threads (grid.x): each thread
-// sums its column over its chunk in double and adds the chunk's total with one atomic.
-constexpr uint32_t kWeightGradRows = 128;
-
-__global__ void rms_norm_weight_grad_kernel(const float* __restrict__ x,
-                                            const float* __restrict__ dy,
-                                            const float* __restrict__ inv_rms, uint32_t rows,
-                                            uint32_t dim, float* __restrict__ dweight) {
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= dim) return;
-  for (uint32_t r0 = blockIdx.y * kWeightGradRows; r0 < rows; r0 += gridDim.y * kWeightGradRows) {
-    const uint32_t r1 = r0 + kWeightGradRows < rows ? r0 + kWeightGradRows : rows;
-    double sum = 0;
-    for (uint32_t r = r0; r < r1; ++r) {
-      const uint64_t e = uint64_t(r) * dim + i;
-      sum += double(dy[e]) * double(x[e]) * double(inv_rms[r]);
-    }
-    atomicAdd(dweight + i, float(sum));
-  }
-}
-
-// The width norms' backward in one pass over x and dy: one block a row, rows strided over
-// the grid, as rms_norm_backward_kernel for dx (into dx, dx_bf16 or both), and each block's
+// RMSNorm's backward in one pass over x and dy: one block a row, rows strided over the grid,
+// dx_j = s (w_j dy_j - x_j s sum_i(w_i dy_i x_i) / dim) with s = 1 / rms(x) (into dx,
+// dx_bf16 or both), and each block's
 // share of dweight summed in shared memory by the thread that owns the column (no atomics),
 // then written to partials [gridDim.x][dim] for rms_norm_partials_kernel.
 __global__ void rms_norm_backward_rows_kernel(const float* __restrict__ x,
@@ -608,28 +536,6 @@ cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_
   else
     rms_norm_forward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y,
                                                                      y_bf16, x_copy);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
-                                     uint32_t rows, uint32_t dim, float eps, float* dx,
-                                     bool accumulate, float* inv_rms, cudaStream_t stream) {
-  if (dim <= kWarpRowDim)
-    rms_norm_backward_warp_kernel<<<grid_for(uint64_t(rows) * 32), kThreads, 0, stream>>>(
-        x, weight, dy, rows, dim, eps, dx, accumulate, inv_rms);
-  else
-    rms_norm_backward_kernel<<<row_grid(rows), kThreads, 0, stream>>>(x, weight, dy, rows, dim, eps,
-                                                                      dx, accumulate, inv_rms);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const float* inv_rms,
-                                        uint32_t rows, uint32_t dim, float* dweight,
-                                        cudaStream_t stream) {
-  const uint32_t chunks = (rows + kWeightGradRows - 1) / kWeightGradRows;
-  const dim3 grid((dim + kThreads - 1) / kThreads,
-                  chunks < 65535u ? (chunks ? chunks : 1) : 65535u);
-  rms_norm_weight_grad_kernel<<<grid, kThreads, 0, stream>>>(x, dy, inv_rms, rows, dim, dweight);
   return cudaGetLastError();
 }
 

@@ -30,19 +30,8 @@ cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_
 cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
                                     uint32_t dim, float eps, float* y, cudaStream_t stream,
                                     uint16_t* y_bf16 = nullptr, float* x_copy = nullptr);
-// dx (written, or added to with `accumulate`) and each row's 1/rms into inv_rms [rows];
-// then launch_rms_norm_weight_grad adds dweight from the same inv_rms.
-cudaError_t launch_rms_norm_backward(const float* x, const float* weight, const float* dy,
-                                     uint32_t rows, uint32_t dim, float eps, float* dx,
-                                     bool accumulate, float* inv_rms, cudaStream_t stream);
-// dweight[i] += sum over rows of dy[r, i] * x[r, i] * inv_rms[r]: per chunk of rows in
-// double, the chunks added with atomics (their order varies: the last bits may too).
-cudaError_t launch_rms_norm_weight_grad(const float* x, const float* dy, const float* inv_rms,
-                                        uint32_t rows, uint32_t dim, float* dweight,
-                                        cudaStream_t stream);
-
-// The same backward in one pass over x and dy, for the width norms: dx into dx (written,
-// or added to with `accumulate`, which needs dx), dx_bf16 (rounded as launch_float_to_bf16
+// RMSNorm's backward in one pass over x and dy: dx into dx (written, or added to with
+// `accumulate`, which needs dx), dx_bf16 (rounded as launch_float_to_bf16
 // rounds the fp32 dx) or both, and dweight += sum over rows of dy * x / rms(x). Each of up to
 // kRmsNormBackwardBlocks blocks sums its rows' share of dweight into partials
 // [kRmsNormBackwardBlocks * dim], which are then added in block order, in double: no

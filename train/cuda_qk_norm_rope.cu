@@ -80,11 +80,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// g = inverse-RoPE(dy), then rms_norm_backward_warp_kernel's dx from g:
+// g = inverse-RoPE(dy), then RMSNorm's dx from g (launch_rms_norm_backward_rows'):
 // dx_j = s (w_j g_j - x_j s mean_projection), mean_projection = s sum(w g x) / dim. Each
 // lane sums g x s of its columns in double over its warp's norm rows; the block's warps
-// combine theirs in shared memory, then one float atomic a column, as
-// rms_norm_weight_grad_kernel adds per chunk of rows.
+// combine theirs in shared memory, then one float atomic a column.
 template <int kPairs, class TX>
 __global__ void __launch_bounds__(kThreads)
     qk_norm_rope_backward_kernel(const TX* __restrict__ x, const float* __restrict__ w,

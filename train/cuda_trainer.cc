@@ -35,7 +35,8 @@ struct CudaTrainer::Buffers {
   // Per batch: metadata, activations of the forward (kept for the backward), gradients.
   Scratch<int32_t> tokens, positions, labels, doc_offsets, doc_start, doc_end, row_agreed;
   Scratch<float> features, x_fc, h0, a1, q_act, k_act, v_act, attn, h1, mlp_in, gate_act, up_act,
-      act, h2, f, cos, sin, lse, delta, inv_rms, logits, row_loss;
+      act, h2, f, cos, sin, lse, delta, logits, row_loss;
+  Scratch<float> norm_partials;  // the width norms' backward: its blocks' weight gradients
   Scratch<float> d_f, d_res, d_a, d_gate, d_up, d_act, d_q, d_k, d_v;
   size_t head_rows = 0;  // rows of logits per chunk
 
@@ -118,7 +119,7 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
   b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
   for (auto* buffer : {&b.cos, &b.sin}) buffer->ensure(rows * (c.head_dim / 2));
   for (auto* buffer : {&b.lse, &b.delta}) buffer->ensure(rows * heads);
-  b.inv_rms.ensure(rows);
+  b.norm_partials.ensure(size_t(cuda::kRmsNormBackwardBlocks) * d);
   b.row_loss.ensure(rows);
   b.head_rows = std::max<size_t>(1, std::min(rows, kMaxLogitValues / c.vocab_size));
   b.logits.ensure(b.head_rows * c.vocab_size);
@@ -251,10 +252,9 @@ void CudaTrainer::run_backward(uint32_t rows) {
   // dx of RMSNorm(x) from dy, written or added; the weight's gradient added.
   const auto norm_backward = [&](const float* x, size_t weight, const float* dy, float* dx,
                                  bool accumulate) {
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward(x, b.p(weight), dy, rows, uint32_t(d), eps, dx,
-                                                     accumulate, b.inv_rms.get(), s));
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_weight_grad(x, dy, b.inv_rms.get(), rows, uint32_t(d),
-                                                        b.g(weight), s));
+    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward_rows(x, b.p(weight), dy, rows, uint32_t(d),
+                                                          eps, dx, accumulate, b.g(weight),
+                                                          b.norm_partials.get(), s));
   };
 
   // d_res carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.

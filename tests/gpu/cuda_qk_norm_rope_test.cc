@@ -1,7 +1,7 @@
 // The fused QK-norm + RoPE kernels (train/cuda_qk_norm_rope.h) against the passes they
 // replace (train/cuda_drafter_kernels.h): launch_rms_norm_forward then launch_rope_apply
-// forward; launch_rope_apply(inverse) then launch_rms_norm_backward and
-// launch_rms_norm_weight_grad backward; launch_float_to_bf16 for the bf16 dx.
+// forward; launch_rope_apply(inverse) then launch_rms_norm_backward_rows backward;
+// launch_float_to_bf16 for the bf16 dx.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,18 +134,16 @@ TEST_P(QkNormRopeTest, BackwardEqualsRopeInverseThenNormBackward) {
 
   // The separate passes, on a copy of dy.
   gpu::DeviceBuffer g = to_device(in.dy), want_dx = floats(shape.values()),
-                    inv_rms = floats(shape.norm_rows()), want_dweight = to_device(dweight0);
+                    partials = floats(size_t(kRmsNormBackwardBlocks) * shape.head_dim),
+                    want_dweight = to_device(dweight0);
   ASSERT_EQ(launch_rope_apply(g.as<float>(), shape.rows, shape.heads, shape.head_dim,
                               d.cos.as<float>(), d.sin.as<float>(), true, nullptr),
             cudaSuccess);
-  ASSERT_EQ(launch_rms_norm_backward(d.x.as<float>(), d.w.as<float>(), g.as<float>(),
-                                     shape.norm_rows(), shape.head_dim, kEps, want_dx.as<float>(),
-                                     false, inv_rms.as<float>(), nullptr),
-            cudaSuccess);
-  ASSERT_EQ(launch_rms_norm_weight_grad(d.x.as<float>(), g.as<float>(), inv_rms.as<float>(),
-                                        shape.norm_rows(), shape.head_dim, want_dweight.as<float>(),
-                                        nullptr),
-            cudaSuccess);
+  ASSERT_EQ(
+      launch_rms_norm_backward_rows(d.x.as<float>(), d.w.as<float>(), g.as<float>(),
+                                    shape.norm_rows(), shape.head_dim, kEps, want_dx.as<float>(),
+                                    false, want_dweight.as<float>(), partials.as<float>(), nullptr),
+      cudaSuccess);
 
   gpu::DeviceBuffer dx = floats(shape.values()), dweight = to_device(dweight0);
   ASSERT_EQ(launch_qk_norm_rope_backward(d.x.as<float>(), d.w.as<float>(), d.dy.as<float>(),
@@ -158,9 +156,9 @@ TEST_P(QkNormRopeTest, BackwardEqualsRopeInverseThenNormBackward) {
   expect_close(to_host<float>(dx, shape.values()), to_host<float>(want_dx, shape.values()), 1e-5,
                "dx");
   EXPECT_EQ(to_host<float>(d.dy, shape.values()), in.dy) << "dy changed";
-  // Both sides add float atomics in an order that varies, so the error grows with the
-  // partial sums, not with a column's total (which may cancel to near 0): relative to the
-  // largest column.
+  // The fused kernel adds float atomics in an order that varies, so the error grows with
+  // the partial sums, not with a column's total (which may cancel to near 0): relative to
+  // the largest column.
   const std::vector<float> want = to_host<float>(want_dweight, shape.head_dim);
   float largest = 1;
   for (float v : want) largest = std::max(largest, std::abs(v));
