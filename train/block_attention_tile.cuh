@@ -18,7 +18,8 @@ __device__ inline uint64_t query_index(const BlockAttentionDims& d, uint32_t b, 
   return row * d.heads + g * group + v % group;
 }
 
-// One CTA of a query-side kernel: block b (grid x) and KV head g (grid y), query vectors
+// One CTA of a query-side kernel: block b (order[grid x], or grid x when order is null) and
+// KV head g (grid y), query vectors
 // [v0, v0 + rows) of the nv = B * group that share g (grid z); its keys are block b's
 // context rows [cb, cb + n_ctx) (context[2b], context[2b + 1]), then its own B rows.
 struct QueryTile {
@@ -27,9 +28,9 @@ struct QueryTile {
 };
 
 __device__ inline QueryTile query_tile(const BlockAttentionDims& d, const int32_t* context,
-                                       uint32_t rows) {
+                                       uint32_t rows, const int32_t* order = nullptr) {
   QueryTile t;
-  t.b = blockIdx.x;
+  t.b = order ? uint32_t(order[blockIdx.x]) : blockIdx.x;
   t.g = blockIdx.y;
   t.nv = d.block_size * (d.heads / d.kv_heads);
   t.v0 = blockIdx.z * rows;

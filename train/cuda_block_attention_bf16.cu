@@ -107,6 +107,7 @@ struct Args {
   const float* lse;  // backward
   const float* delta;
   const int32_t* context;
+  const int32_t* order;  // the query-side CTAs' blocks, longest context first; or null
   const BlockKeyWork* work;
   BlockAttentionDims d;
   float *out, *lse_w, *dq, *d_ctx_k, *d_ctx_v, *d_block_k, *d_block_v, *partial;
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
   bf16* ks = qs + kRows * S;   // [2][KT][S]
   bf16* vs = ks + 2 * KT * S;  // [2][KT][S]
   const BlockAttentionDims& d = a.d;
-  const QueryTile tile = query_tile(d, a.context, kRows);
+  const QueryTile tile = query_tile(d, a.context, kRows, a.order);
   const uint32_t b = tile.b, g = tile.g, nv = tile.nv, v0 = tile.v0;
   const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
@@ -306,7 +307,7 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
   bf16* ks = dos + kRows * S;  // [2][KT][S]
   bf16* vs = ks + 2 * KT * S;  // [2][KT][S]
   const BlockAttentionDims& d = a.d;
-  const QueryTile tile = query_tile(d, a.context, kRows);
+  const QueryTile tile = query_tile(d, a.context, kRows, a.order);
   const uint32_t b = tile.b, g = tile.g, nv = tile.nv, v0 = tile.v0;
   const int32_t cb = tile.cb, n_ctx = tile.n_ctx, n_keys = tile.n_keys;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
@@ -814,8 +815,23 @@ BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionDims& d)
       plan.work.push_back({1, int32_t(b * d.block_size + k0),
                            int32_t(std::min<uint32_t>(kRows, d.block_size - k0)), int32_t(b),
                            int32_t(b) + 1, -1});
+  // The most blocks first (ties keep their order), as longest_context_first orders the
+  // query side: the grid ends on its smallest items, not on a full chunk started last.
+  std::stable_sort(plan.work.begin(), plan.work.end(),
+                   [](const BlockKeyWork& x, const BlockKeyWork& y) {
+                     return x.end_block - x.first_block > y.end_block - y.first_block;
+                   });
   plan.partial_slots = size_t(slot);
   return plan;
+}
+
+std::vector<int32_t> longest_context_first(const int32_t* context, uint32_t blocks) {
+  std::vector<int32_t> order(blocks);
+  for (uint32_t b = 0; b < blocks; ++b) order[b] = int32_t(b);
+  const auto length = [context](int32_t b) { return context[2 * b + 1] - context[2 * b]; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t x, int32_t y) { return length(x) > length(y); });
+  return order;
 }
 
 size_t block_attention_bf16_workspace_bytes(const BlockAttentionDims& dims, size_t partial_slots) {
@@ -839,11 +855,13 @@ cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
                                                 const int32_t* context, BlockAttentionDims dims,
                                                 void* workspace, float* out, float* lse,
-                                                cudaStream_t stream, uint16_t* out_bf16) {
+                                                cudaStream_t stream, uint16_t* out_bf16,
+                                                const int32_t* block_order) {
   if (!valid_dims(dims)) return cudaErrorInvalidValue;
   Args a{};
   a.t = tensors_of(in, dims, workspace);
   a.context = context;
+  a.order = block_order;
   a.d = dims;
   a.out = out;
   a.lse_w = lse;
@@ -881,7 +899,8 @@ cudaError_t launch_block_attention_backward_bf16(
     const BlockAttentionBf16Inputs& in, const float* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
     uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
-    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
+    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,
+    const int32_t* block_order) {
   if (!valid_dims(dims)) return cudaErrorInvalidValue;
   auto* ws = static_cast<unsigned char*>(workspace);
   Args a{};
@@ -896,6 +915,7 @@ cudaError_t launch_block_attention_backward_bf16(
   a.lse = lse;
   a.delta = delta;
   a.context = context;
+  a.order = block_order;
   a.work = work;
   a.d = dims;
   a.dq = dq;

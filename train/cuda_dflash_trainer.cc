@@ -104,9 +104,13 @@ struct CudaDflashTrainer::Buffers {
   // Per batch: ctx_rows context rows, blocks * B block rows, of which `scored` (j >= 1)
   // go through the head.
   size_t ctx_rows = 0, blocks = 0, rows = 0, scored = 0, head_rows = 0, tiles_count = 0;
+  size_t max_logit_values = kMaxLogitValues;  // the head's chunks: head_rows of them
   bool backward = false;
   Scratch<int32_t> positions, block_tokens, block_positions, context, scored_rows, scored_labels,
       row_agreed;
+  // The query-side attention kernels' block order (cuda::longest_context_first), after the
+  // context ranges in `context`.
+  int32_t* block_order() const { return context.get() + 2 * blocks; }
   Scratch<cuda::BlockKeyTile> tiles;
   // The tensor-core block attention (bf16 mode, a head_dim it takes): its key-side plan and
   // workspace instead of the fp32 kernel's tiles.
@@ -145,7 +149,7 @@ struct CudaDflashTrainer::Buffers {
 };
 
 CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
-                                     cuda::GemmPrecision precision)
+                                     cuda::GemmPrecision precision, size_t max_logit_values)
     : options_(without_target(options)), config_(options.model) {
   check_dflash_config(config_);
   if (!cuda::block_attention_supported(config_.head_dim))
@@ -168,6 +172,7 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   init_dflash_params<float>(layout_, options.seed, host);
 
   b_ = std::make_unique<Buffers>(precision);
+  b_->max_logit_values = max_logit_values;
   Buffers& b = *b_;
   b.bf16_attention = precision == cuda::GemmPrecision::kBf16 &&
                      cuda::block_attention_bf16_supported(config_.head_dim);
@@ -309,7 +314,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.blocks = blocks;
   b.rows = rows;
   b.scored = scored;
-  b.head_rows = std::max<size_t>(1, std::min(scored, kMaxLogitValues / c.vocab_size));
+  b.head_rows = std::max<size_t>(1, std::min(scored, b.max_logit_values / c.vocab_size));
 
   // Host side: the context ranges, the scored rows, their labels and loss weights.
   context_.resize(2 * blocks);
@@ -349,7 +354,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
 
   b.positions.ensure(t);
   for (auto* buffer : {&b.block_tokens, &b.block_positions}) buffer->ensure(rows);
-  b.context.ensure(2 * blocks);
+  b.context.ensure(3 * blocks);  // the context ranges, then the blocks longest first
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
   b.tiles.ensure(std::max<size_t>(1, tiles.size()));
@@ -404,6 +409,11 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   copy(b.block_tokens.get(), rows_.tokens.data(), rows * sizeof(int32_t));
   copy(b.block_positions.get(), rows_.positions.data(), rows * sizeof(int32_t));
   copy(b.context.get(), context_.data(), context_.size() * sizeof(int32_t));
+  if (b.bf16_attention) {
+    const std::vector<int32_t> order =
+        cuda::longest_context_first(context_.data(), uint32_t(blocks));
+    copy(b.block_order(), order.data(), order.size() * sizeof(int32_t));
+  }
   copy(b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t));
   copy(b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t));
   copy(b.row_weight.get(), weights.data(), scored * sizeof(float));
@@ -558,7 +568,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   if (b.bf16_attention) {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
         a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), a.attn.get(),
-        a.lse.get(), ops.s, a.attn_bf16.get()));
+        a.lse.get(), ops.s, a.attn_bf16.get(), b.block_order()));
   } else {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
@@ -670,7 +680,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
         a.attention_bf16(), a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.key_work.get(),
         uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count), dims,
         b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(),
-        b.d_block_k.get(), b.d_block_v.get(), ops.s));
+        b.d_block_k.get(), b.d_block_v.get(), ops.s, b.block_order()));
   else
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),

@@ -32,9 +32,11 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   // weights are uploaded, options' copies may be freed after). Throws
   // Error(kBadConfig) for an invalid model or optimizer config or a head_dim the
   // kernel does not take (a multiple of 32 up to 256), Error(kBadTensor) for target
-  // weights of the wrong size, Error(kCuda) when device memory does not suffice.
+  // weights of the wrong size, Error(kCuda) when device memory does not suffice. The head
+  // runs over the scored rows in chunks of at most max_logit_values logits (at least a row).
   explicit CudaDflashTrainer(const DflashTrainerOptions& options,
-                             cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);
+                             cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16,
+                             size_t max_logit_values = kMaxLogitValues);
   ~CudaDflashTrainer() override;
 
   const DflashConfig& config() const { return config_; }

@@ -153,15 +153,17 @@ Results run(const Problem& p, Kernels kernels) {
       const BlockAttentionBf16Inputs in{q16.as<uint16_t>(), ctx_k16.as<uint16_t>(),
                                         ctx_v16.as<uint16_t>(), block_k16.as<uint16_t>(),
                                         block_v16.as<uint16_t>()};
+      // These calls also start the query side's blocks longest first, as the trainer does.
+      gpu::DeviceBuffer order = upload(longest_context_first(p.context.data(), d.blocks));
       HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
           in, context.as<int32_t>(), d, workspace.data(), out.as<float>(), lse.as<float>(), s,
-          out16.as<uint16_t>()));
+          out16.as<uint16_t>(), order.as<int32_t>()));
       HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
           in, out.as<float>(), dout.as<float>(), lse.as<float>(), context.as<int32_t>(),
           work.as<BlockKeyWork>(), uint32_t(plan.work.size()), sums.as<BlockKeySum>(),
           uint32_t(plan.sums.size()), d, workspace.data(), delta.as<float>(), dq.as<float>(),
-          d_ctx_k.as<float>(), d_ctx_v.as<float>(), d_block_k.as<float>(), d_block_v.as<float>(),
-          s));
+          d_ctx_k.as<float>(), d_ctx_v.as<float>(), d_block_k.as<float>(), d_block_v.as<float>(), s,
+          order.as<int32_t>()));
       HSRING_CUDA_CHECK(cudaDeviceSynchronize());  // before the bf16 inputs are freed
     } else {
       HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
@@ -269,6 +271,7 @@ TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
   expect_same_bits(run(p, Kernels::kBf16), run(p, Kernels::kBf16));
 }
 
+// kBf16Inputs also runs the query side longest context first: the order changes no bit.
 TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
   HSRING_REQUIRE_GPUS(1);
   const Problem p = make_problem(GetParam(), 11);
@@ -282,6 +285,28 @@ TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBlockAttentionBf16Test, ::testing::ValuesIn(shapes()),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Every block once, the longest context first, ties in block order.
+TEST(BlockKeyPlanTest, LongestContextFirstIsAPermutationByDescendingLength) {
+  for (const Shape& shape : shapes()) {
+    const Problem p = make_problem(shape, 3);
+    const uint32_t blocks = p.dims.blocks;
+    const std::vector<int32_t> order = longest_context_first(p.context.data(), blocks);
+    ASSERT_EQ(order.size(), size_t(blocks));
+    std::vector<int> seen(blocks, 0);
+    const auto length = [&](int32_t b) { return p.context[2 * b + 1] - p.context[2 * b]; };
+    for (size_t i = 0; i < order.size(); ++i) {
+      ASSERT_GE(order[i], 0);
+      ASSERT_LT(uint32_t(order[i]), blocks);
+      ++seen[size_t(order[i])];
+      if (i == 0) continue;
+      const int32_t a = order[i - 1], b = order[i];
+      ASSERT_TRUE(length(a) > length(b) || (length(a) == length(b) && a < b))
+          << shape.name << " at " << i;
+    }
+    for (int count : seen) EXPECT_EQ(count, 1);
+  }
+}
 
 // The plan on the host: every (context tile, block that sees it) pair in exactly one work
 // item, chunked tiles' slots consecutive and summed once, every block's keys covered.
@@ -334,6 +359,11 @@ TEST(BlockKeyPlanTest, CoversEveryTileAndBlockOnce) {
       summed += size_t(s.slots);
     }
     EXPECT_EQ(summed, plan.partial_slots);
+    for (size_t i = 1; i < plan.work.size(); ++i) {
+      const BlockKeyWork &before = plan.work[i - 1], &after = plan.work[i];
+      ASSERT_GE(before.end_block - before.first_block, after.end_block - after.first_block)
+          << shape.name << ": the most blocks first, at item " << i;
+    }
     if (std::string(shape.name) == "hd128_gqa4_b16") {
       EXPECT_FALSE(plan.sums.empty()) << "40 blocks see the first tiles: chunked";
     }

@@ -222,6 +222,38 @@ TEST(CudaDflashDeviceTest, StateRoundTripsIntoAnotherTrainer) {
   EXPECT_EQ(cpu.optimizer_step(), 4u);
 }
 
+// The head's logits of a production vocabulary do not fit at once: it runs over the scored
+// rows in chunks (gather, logits, cross-entropy, d(final) scattered back), which the small
+// vocabularies above never need. Chunks of 7 rows (the last one shorter) must give the step
+// of one chunk.
+TEST(CudaDflashDeviceTest, TheHeadInChunksGivesTheStepOfOneChunk) {
+  HSRING_REQUIRE_GPUS(1);
+  const Case k = cases()[1];  // 6 blocks of 16: 90 scored rows
+  const size_t chunk = 7 * size_t(k.config.vocab_size);
+  for (const auto& [precision, tolerance] :
+       {std::pair{GemmPrecision::kFp32, 1e-5}, {GemmPrecision::kBf16, 1e-4}}) {
+    const char* name = precision == GemmPrecision::kFp32 ? "fp32" : "bf16";
+    CudaDflashTrainer whole(options_for(k), precision), chunked(options_for(k), precision, chunk);
+    for (uint64_t step = 0; step < 2; ++step) {
+      const OwnedBatch batch = random_batch(k.config, k.doc_offsets, 500 + step);
+      const LossStats want = whole.compute_gradients(batch.view());
+      const LossStats got = chunked.compute_gradients(batch.view());
+      ASSERT_GT(want.counted, 0u);
+      EXPECT_NEAR(got.loss, want.loss, 1e-6 * want.loss) << name << " step " << step;
+      EXPECT_EQ(got.counted, want.counted) << name;
+      // cuBLAS may pick another kernel for another row count: in bf16 a logit may round the
+      // other way, and a near-tie flip one argmax.
+      EXPECT_NEAR(double(got.agreed), double(want.agreed),
+                  precision == GemmPrecision::kFp32 ? 0 : 1)
+          << name;
+      expect_tensors_close(whole.layout(), chunked.gradients(), whole.gradients(), tolerance,
+                           std::string(name) + " gradient, head in chunks of 7 rows");
+      whole.apply_gradients();
+      chunked.apply_gradients();
+    }
+  }
+}
+
 TEST(CudaDflashDeviceTest, LossFallsOnTheGpu) {
   HSRING_REQUIRE_GPUS(1);
   Case k = cases()[0];
