@@ -283,12 +283,12 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
     const uint32_t v = v0 + uint32_t(r0 + gid + 8 * r);
     if (v >= nv) continue;
     const uint64_t index = query_index(d, b, g, v);
-    float* dst = a.out + index * HD;
     const float inv = 1.0f / l[r];
 #pragma unroll
     for (int n = 0; n < HD / 8; ++n) {
       const float lo = o[n][2 * r] * inv, hi = o[n][2 * r + 1] * inv;
-      *reinterpret_cast<float2*>(dst + n * 8 + tig * 2) = make_float2(lo, hi);
+      if (a.out)
+        *reinterpret_cast<float2*>(a.out + index * HD + n * 8 + tig * 2) = make_float2(lo, hi);
       if (a.out_bf16)
         *reinterpret_cast<uint32_t*>(a.out_bf16 + index * HD + n * 8 + tig * 2) = pack_bf16(lo, hi);
     }
@@ -610,17 +610,32 @@ __global__ void to_bf16_kernel(const __grid_constant__ ConvertJobs jobs) {
   }
 }
 
-// One warp per query vector: dout to bf16 and delta = dout . out in fp32.
-__global__ void delta_kernel(const float* out, const float* dout, uint64_t vectors, uint32_t hd,
+// Four values of out from c as the products saw them: rounded to bf16.
+__device__ float4 out_values(const float* out, uint64_t c) {
+  const float4 x = *reinterpret_cast<const float4*>(out + c);
+  return {__bfloat162float(__float2bfloat16_rn(x.x)), __bfloat162float(__float2bfloat16_rn(x.y)),
+          __bfloat162float(__float2bfloat16_rn(x.z)), __bfloat162float(__float2bfloat16_rn(x.w))};
+}
+__device__ float4 out_values(const bf16* out, uint64_t c) {
+  const uint2 packed = *reinterpret_cast<const uint2*>(out + c);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed.y));
+  return {lo.x, lo.y, hi.x, hi.y};
+}
+
+// One warp per query vector: dout to bf16 and delta = dout . out in fp32, out in bf16 (as
+// the output projection reads it, and as flash attention keeps it), so that the bf16
+// forward need not write an fp32 out at all.
+template <class TOut>
+__global__ void delta_kernel(const TOut* out, const float* dout, uint64_t vectors, uint32_t hd,
                              bf16* dout_bf16, float* delta) {
   const uint64_t vector = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const uint32_t lane = threadIdx.x % 32;
   if (vector >= vectors) return;  // the whole warp
-  const float* o = out + vector * hd;
   const float* g = dout + vector * hd;
   float part = 0;
   for (uint32_t c = lane * 4; c < hd; c += 128) {
-    const float4 x = *reinterpret_cast<const float4*>(o + c);
+    const float4 x = out_values(out, vector * hd + c);
     const float4 y = *reinterpret_cast<const float4*>(g + c);
     part += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
     uint2 packed;
@@ -857,7 +872,7 @@ cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& 
                                                 void* workspace, float* out, float* lse,
                                                 cudaStream_t stream, uint16_t* out_bf16,
                                                 const int32_t* block_order) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+  if (!valid_dims(dims) || (!out && !out_bf16)) return cudaErrorInvalidValue;
   Args a{};
   a.t = tensors_of(in, dims, workspace);
   a.context = context;
@@ -878,29 +893,16 @@ cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& 
   }
 }
 
-cudaError_t launch_block_attention_backward_bf16(
-    const float* q, const float* ctx_k, const float* ctx_v, const float* block_k,
-    const float* block_v, const float* out, const float* dout, const float* lse,
-    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
-    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
-    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
-  BlockAttentionBf16Inputs staged{};
-  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
-                                   static_cast<unsigned char*>(workspace), staged, stream);
-      e != cudaSuccess)
-    return e;
-  return launch_block_attention_backward_bf16(staged, out, dout, lse, context, work, work_count,
-                                              sums, sum_count, dims, workspace, delta, dq, d_ctx_k,
-                                              d_ctx_v, d_block_k, d_block_v, stream);
-}
+namespace {
 
-cudaError_t launch_block_attention_backward_bf16(
-    const BlockAttentionBf16Inputs& in, const float* out, const float* dout, const float* lse,
-    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
-    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
-    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,
-    const int32_t* block_order) {
+// Both backward calls, out fp32 (rounded to bf16 where delta reads it) or bf16.
+template <class TOut>
+cudaError_t backward_from(const BlockAttentionBf16Inputs& in, const TOut* out, const float* dout,
+                          const float* lse, const int32_t* context, const BlockKeyWork* work,
+                          uint32_t work_count, const BlockKeySum* sums, uint32_t sum_count,
+                          BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+                          float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v,
+                          cudaStream_t stream, const int32_t* block_order) {
   if (!valid_dims(dims)) return cudaErrorInvalidValue;
   auto* ws = static_cast<unsigned char*>(workspace);
   Args a{};
@@ -943,6 +945,36 @@ cudaError_t launch_block_attention_backward_bf16(
   sum_partials_kernel<<<dim3(sum_count, dims.kv_heads), 256, 0, stream>>>(
       sums, dims, a.partial, d_ctx_k, d_ctx_v, d_block_k, d_block_v);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_block_attention_backward_bf16(
+    const float* q, const float* ctx_k, const float* ctx_v, const float* block_k,
+    const float* block_v, const float* out, const float* dout, const float* lse,
+    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
+    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
+  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+  BlockAttentionBf16Inputs staged{};
+  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
+                                   static_cast<unsigned char*>(workspace), staged, stream);
+      e != cudaSuccess)
+    return e;
+  return backward_from(staged, out, dout, lse, context, work, work_count, sums, sum_count, dims,
+                       workspace, delta, dq, d_ctx_k, d_ctx_v, d_block_k, d_block_v, stream,
+                       nullptr);
+}
+
+cudaError_t launch_block_attention_backward_bf16(
+    const BlockAttentionBf16Inputs& in, const uint16_t* out, const float* dout, const float* lse,
+    const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
+    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,
+    const int32_t* block_order) {
+  return backward_from(in, reinterpret_cast<const bf16*>(out), dout, lse, context, work, work_count,
+                       sums, sum_count, dims, workspace, delta, dq, d_ctx_k, d_ctx_v, d_block_k,
+                       d_block_v, stream, block_order);
 }
 
 }  // namespace hsring::train::cuda

@@ -92,15 +92,17 @@ std::vector<int32_t> longest_context_first(const int32_t* context, uint32_t bloc
 
 // The same two from bf16 inputs: the fp32 calls' results, bit for bit, for inputs that are
 // their fp32 ones rounded to nearest even. With out_bf16, the forward also writes out there
-// rounded to nearest even (the output projection's operand). block_order: [blocks] from
-// longest_context_first, or null (block order).
+// rounded to nearest even (the output projection's operand); then `out` may be null, and
+// the fp32 out is not written. The backward takes out in bf16, as the forward's out_bf16
+// (the fp32 calls round their out so where they read it: delta = dout . out). block_order:
+// [blocks] from longest_context_first, or null (block order).
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
                                                 const int32_t* context, BlockAttentionDims dims,
                                                 void* workspace, float* out, float* lse,
                                                 cudaStream_t stream, uint16_t* out_bf16 = nullptr,
                                                 const int32_t* block_order = nullptr);
 cudaError_t launch_block_attention_backward_bf16(
-    const BlockAttentionBf16Inputs& in, const float* out, const float* dout, const float* lse,
+    const BlockAttentionBf16Inputs& in, const uint16_t* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
     uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,

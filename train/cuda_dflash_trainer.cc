@@ -369,9 +369,13 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   for (auto& a : b.acts) {
     for (auto* buffer : {&a.x_in, &a.x_mid}) buffer->ensure(rows * d);
     for (auto* buffer : {&a.h, &a.m}) buffer->ensure(rows * d, b.bf16());
-    a.attn.ensure(rows * qd);
+    // The attention's output: bf16 only for the tensor-core attention (its readers are the
+    // output projection, its weight gradient and delta, all in bf16), fp32 for the other.
+    if (b.bf16_attention)
+      a.attn_bf16.ensure(rows * qd);
+    else
+      a.attn.ensure(rows * qd);
     a.q_raw.ensure(rows * qd, b.bf16());
-    if (b.bf16_attention) a.attn_bf16.ensure(rows * qd);
     a.block_k_raw.ensure(rows * kvd, b.bf16());
     a.ctx_k_raw.ensure(t * kvd, b.bf16());
     if (b.bf16_attention) {
@@ -564,10 +568,10 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
 
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   // attn is read by the output projection and its weight gradient: the bf16 attention
-  // writes their bf16 operand too, the fp32 one's is held.
+  // writes only their bf16 operand, the fp32 one's is held.
   if (b.bf16_attention) {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
-        a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), a.attn.get(),
+        a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), nullptr,
         a.lse.get(), ops.s, a.attn_bf16.get(), b.block_order()));
   } else {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
@@ -677,10 +681,10 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward_bf16(
-        a.attention_bf16(), a.attn.get(), d_attn, a.lse.get(), b.context.get(), b.key_work.get(),
-        uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count), dims,
-        b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(),
-        b.d_block_k.get(), b.d_block_v.get(), ops.s, b.block_order()));
+        a.attention_bf16(), a.attn_bf16.get(), d_attn, a.lse.get(), b.context.get(),
+        b.key_work.get(), uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count),
+        dims, b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
+        b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s, b.block_order()));
   else
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),

@@ -155,11 +155,22 @@ Results run(const Problem& p, Kernels kernels) {
                                         block_v16.as<uint16_t>()};
       // These calls also start the query side's blocks longest first, as the trainer does.
       gpu::DeviceBuffer order = upload(longest_context_first(p.context.data(), d.blocks));
+      EXPECT_EQ(launch_block_attention_forward_bf16(in, context.as<int32_t>(), d, workspace.data(),
+                                                    nullptr, lse.as<float>(), s, nullptr,
+                                                    order.as<int32_t>()),
+                cudaErrorInvalidValue)
+          << "no output at all";
+      // As the trainer runs it: bf16 out only, which the backward reads. Then again with the
+      // fp32 out, for the comparison (the caller checks out_bf16 is out rounded).
+      HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
+          in, context.as<int32_t>(), d, workspace.data(), nullptr, lse.as<float>(), s,
+          out16.as<uint16_t>(), order.as<int32_t>()));
+      gpu::DeviceBuffer out16_again = poisoned(q_floats / 2 + 1);
       HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
           in, context.as<int32_t>(), d, workspace.data(), out.as<float>(), lse.as<float>(), s,
-          out16.as<uint16_t>(), order.as<int32_t>()));
+          out16_again.as<uint16_t>(), order.as<int32_t>()));
       HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
-          in, out.as<float>(), dout.as<float>(), lse.as<float>(), context.as<int32_t>(),
+          in, out16.as<uint16_t>(), dout.as<float>(), lse.as<float>(), context.as<int32_t>(),
           work.as<BlockKeyWork>(), uint32_t(plan.work.size()), sums.as<BlockKeySum>(),
           uint32_t(plan.sums.size()), d, workspace.data(), delta.as<float>(), dq.as<float>(),
           d_ctx_k.as<float>(), d_ctx_v.as<float>(), d_block_k.as<float>(), d_block_v.as<float>(), s,
@@ -271,7 +282,9 @@ TEST_P(CudaBlockAttentionBf16Test, TwoRunsGiveTheSameBits) {
   expect_same_bits(run(p, Kernels::kBf16), run(p, Kernels::kBf16));
 }
 
-// kBf16Inputs also runs the query side longest context first: the order changes no bit.
+// kBf16Inputs also runs the query side longest context first (the order changes no bit),
+// and its forward writes out in bf16 only, which its backward reads (the fp32 calls round
+// their fp32 out where they read it).
 TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
   HSRING_REQUIRE_GPUS(1);
   const Problem p = make_problem(GetParam(), 11);
