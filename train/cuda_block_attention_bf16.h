@@ -94,8 +94,9 @@ std::vector<int32_t> longest_context_first(const int32_t* context, uint32_t bloc
 // their fp32 ones rounded to nearest even. With out_bf16, the forward also writes out there
 // rounded to nearest even (the output projection's operand); then `out` may be null, and
 // the fp32 out is not written. The backward takes out in bf16, as the forward's out_bf16
-// (the fp32 calls round their out so where they read it: delta = dout . out). block_order:
-// [blocks] from longest_context_first, or null (block order).
+// writes it, for delta = dout . out (the fp32-input backward rounds its fp32 out to bf16
+// where delta reads it, so the two agree bit for bit). block_order: [blocks] from
+// longest_context_first, or null (block order).
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
                                                 const int32_t* context, BlockAttentionDims dims,
                                                 void* workspace, float* out, float* lse,
