@@ -19,9 +19,9 @@ __device__ inline uint64_t query_index(const BlockAttentionDims& d, uint32_t b, 
 }
 
 // One CTA of a query-side kernel: block b (order[grid x], or grid x when order is null) and
-// KV head g (grid y), query vectors
-// [v0, v0 + rows) of the nv = B * group that share g (grid z); its keys are block b's
-// context rows [cb, cb + n_ctx) (context[2b], context[2b + 1]), then its own B rows.
+// KV head g (grid y), query vectors [v0, v0 + rows) of the nv = B * group that share g
+// (grid z); its keys are block b's context rows [cb, cb + n_ctx) (context[2b],
+// context[2b + 1]), then its own B rows.
 struct QueryTile {
   uint32_t b, g, nv, v0;
   int32_t cb, n_ctx, n_keys;

@@ -152,9 +152,9 @@ __global__ void rms_norm_forward_warp_kernel(const float* __restrict__ x,
 
 // RMSNorm's backward in one pass over x and dy: one block a row, rows strided over the grid,
 // dx_j = s (w_j dy_j - x_j s sum_i(w_i dy_i x_i) / dim) with s = 1 / rms(x) (into dx,
-// dx_bf16 or both), and each block's
-// share of dweight summed in shared memory by the thread that owns the column (no atomics),
-// then written to partials [gridDim.x][dim] for rms_norm_partials_kernel.
+// dx_bf16 or both), and each block's share of dweight summed in shared memory by the thread
+// that owns the column (no atomics), then written to partials [gridDim.x][dim] for
+// rms_norm_partials_kernel.
 __global__ void rms_norm_backward_rows_kernel(const float* __restrict__ x,
                                               const float* __restrict__ w,
                                               const float* __restrict__ dy, uint32_t rows,

@@ -31,8 +31,8 @@ cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_
                                     uint32_t dim, float eps, float* y, cudaStream_t stream,
                                     uint16_t* y_bf16 = nullptr, float* x_copy = nullptr);
 // RMSNorm's backward in one pass over x and dy: dx into dx (written, or added to with
-// `accumulate`, which needs dx), dx_bf16 (rounded as launch_float_to_bf16
-// rounds the fp32 dx) or both, and dweight += sum over rows of dy * x / rms(x). Each of up to
+// `accumulate`, which needs dx), dx_bf16 (rounded as launch_float_to_bf16 rounds the fp32
+// dx) or both, and dweight += sum over rows of dy * x / rms(x). Each of up to
 // kRmsNormBackwardBlocks blocks sums its rows' share of dweight into partials
 // [kRmsNormBackwardBlocks * dim], which are then added in block order, in double: no
 // atomics, the same bits on every run.
