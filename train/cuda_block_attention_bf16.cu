@@ -12,34 +12,26 @@
 #include <algorithm>
 #include <climits>
 
-#include "train/block_attention_tile.cuh"
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "train/block_attention_bf16_device.cuh"
+#include "train/block_attention_wgmma.cuh"
 #include "train/cuda_block_attention_bf16.h"
 
 namespace hsring::train::cuda {
 
 namespace {
 
-using bf16 = __nv_bfloat16;
+using namespace attention_bf16;  // NOLINT(google-build-using-namespace): the shared pieces
 
-constexpr int kRows = 64;            // query vectors or keys per CTA
-constexpr int kWarpRows = 16;        // of them per warp
+constexpr int kWarpRows = 16;        // of kRows per warp
 constexpr int kPadElems = 8;         // bf16 after each tile row (16 bytes)
 constexpr int kMinChunkBlocks = 16;  // the key side's smallest chunk of a tile's blocks
 constexpr int kTargetChunks = 1024;  // chunks grow past 16 blocks beyond this many
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 // ---- PTX wrappers -----------------------------------------------------------------------
-
-__device__ uint32_t smem_address(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
-__device__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
 // Four 8x8 bf16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
 __device__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
@@ -60,20 +52,6 @@ __device__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// The A fragment of a 16x16 product from two 16x8 accumulators (columns 0-7, then 8-15).
-__device__ void accumulators_to_a(uint32_t (&a)[4], const float (&left)[4],
-                                  const float (&right)[4]) {
-  a[0] = pack_bf16(left[0], left[1]);
-  a[1] = pack_bf16(left[2], left[3]);
-  a[2] = pack_bf16(right[0], right[1]);
-  a[3] = pack_bf16(right[2], right[3]);
 }
 
 // Fragment addresses in a tile of row stride S. A operand (16 rows from r0, 16 columns
@@ -97,22 +75,6 @@ __device__ const bf16* b_address(const bf16* tile, int k0, int c0, int lane) {
 }
 
 // ---- Shared pieces ----------------------------------------------------------------------
-
-struct Tensors {
-  const bf16 *q, *dout, *ctx_k, *ctx_v, *block_k, *block_v;
-};
-
-struct Args {
-  Tensors t;
-  const float* lse;  // backward
-  const float* delta;
-  const int32_t* context;
-  const int32_t* order;  // the query-side CTAs' blocks, longest context first; or null
-  const BlockKeyWork* work;
-  BlockAttentionDims d;
-  float *out, *lse_w, *dq, *d_ctx_k, *d_ctx_v, *d_block_k, *d_block_v, *partial;
-  bf16* out_bf16;  // forward: out rounded too, when not null
-};
 
 // rows x HD bf16 into a padded tile; row_source(i) is row i's first element or nullptr
 // (zeros).
@@ -148,24 +110,6 @@ __device__ void load_keys(const Args& a, uint32_t b, uint32_t g, int32_t cb, int
     cp_async16(vs + row * S + col, (context ? a.t.ctx_v : a.t.block_v) + at, valid);
   }
 }
-
-// query_index in 32 bits and without a division: v / group by one multiply-high, exact for
-// v and group below 2^16, and the index below 2^31 (valid_dims). The key side indexes every
-// row of every query tile it loads; with a division and 64-bit arithmetic that indexing
-// cost about half as many instructions as the tile's products.
-struct QueryIndexer {
-  uint32_t block_size, heads, group, magic, head0;
-  __device__ QueryIndexer(const BlockAttentionDims& d, uint32_t g)
-      : block_size(d.block_size),
-        heads(d.heads),
-        group(d.heads / d.kv_heads),
-        magic(0xFFFFFFFFu / group + 1),  // ceil(2^32 / group); 0 (unused) for group 1
-        head0(g * group) {}
-  __device__ uint32_t operator()(uint32_t b, uint32_t v) const {
-    const uint32_t row = group == 1 ? v : __umulhi(v, magic), head = v - row * group;
-    return (b * block_size + row) * heads + head0 + head;
-  }
-};
 
 // Query vectors [v0, v0 + QT) of block b (zeros past nv) into a q tile and, unless null, a
 // dout tile, each row's index computed once for both.
@@ -421,15 +365,7 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
   load_tile<HD, Threads>(ks, kRows, key_row(k_src), k_src);
   load_tile<HD, Threads>(vs, kRows, key_row(v_src), v_src);
 
-  // The query tiles: (block, v0) over the blocks in range that see a key of the tile.
-  const auto sees = [&](int32_t blk) {
-    return !context_tile ||
-           (a.context[2 * blk + 1] > w.first_key && a.context[2 * blk] < w.first_key + w.keys);
-  };
-  const auto next_seeing = [&](int32_t blk) {
-    while (blk < w.end_block && !sees(blk)) ++blk;
-    return blk;
-  };
+  const KeyWorkQueries queries{a.context, w, nv};
   const QueryIndexer query_index_of(d, g);
   const auto load_queries = [&](int buf, int32_t blk, uint32_t v0) {
     load_query_tiles<HD, QT, Threads>(qs + buf * QT * S, dos + buf * QT * S, a.t, query_index_of,
@@ -441,7 +377,7 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
       delta_s[buf * QT + threadIdx.x] = v < nv ? a.delta[index] : 0.0f;
     }
   };
-  int32_t blk = next_seeing(w.first_block);
+  int32_t blk = queries.next_seeing(w.first_block);
   uint32_t v0 = 0;
   if (blk < w.end_block) load_queries(0, blk, 0);
   cp_async_commit();
@@ -450,11 +386,8 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
   float dk[DW / 8][4] = {}, dv[DW / 8][4] = {};
   for (int buf = 0; blk < w.end_block; buf ^= 1) {
     int32_t next_blk = blk;
-    uint32_t next_v0 = v0 + QT;
-    if (next_v0 >= nv) {
-      next_v0 = 0;
-      next_blk = next_seeing(blk + 1);
-    }
+    uint32_t next_v0 = v0;
+    queries.advance(next_blk, next_v0, QT);
     cp_async_wait_all();
     __syncthreads();  // this tile is in; everyone is done with the other buffer
     if (next_blk < w.end_block) load_queries(buf ^ 1, next_blk, next_v0);
@@ -768,6 +701,7 @@ cudaError_t backward(const Args& a, uint32_t work_count, cudaStream_t stream) {
                  128, query_smem, a, stream);
       e != cudaSuccess)
     return e;
+  if (block_attention_wgmma_active(HD)) return launch_backward_key_wgmma(a, work_count, stream);
   return launch(backward_key_kernel<HD, QT, Split>, dim3(work_count, a.d.kv_heads, 1), 128 * Split,
                 key_smem, a, stream);
 }
@@ -782,7 +716,24 @@ bool valid_dims(const BlockAttentionDims& d) {
          (uint64_t(d.context_rows) + uint64_t(d.blocks) * d.block_size) * d.kv_heads < (1u << 31);
 }
 
+// Off when HSRING_BLOCK_ATTENTION_WGMMA=0 (benchmarks compare the two kernels so).
+std::atomic<bool>& wgmma_wanted() {
+  static std::atomic<bool> wanted{[] {
+    const char* v = std::getenv("HSRING_BLOCK_ATTENTION_WGMMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }()};
+  return wanted;
+}
+
 }  // namespace
+
+void set_block_attention_wgmma(bool enabled) {
+  wgmma_wanted().store(enabled, std::memory_order_relaxed);  // a setting: nothing to publish
+}
+
+bool block_attention_wgmma_active(uint32_t head_dim) {
+  return wgmma_wanted().load(std::memory_order_relaxed) && wgmma_backward_key_available(head_dim);
+}
 
 bool block_attention_bf16_supported(uint32_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;

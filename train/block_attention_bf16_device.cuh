@@ -1,0 +1,109 @@
+// Device-side pieces shared by the two builds of the bf16 block attention: the mma.sync
+// kernels (train/cuda_block_attention_bf16.cu, every architecture) and the wgmma ones
+// (train/cuda_block_attention_wgmma.cu, sm_90a only). The kernels' arguments, the query
+// indexing, cp.async and the bf16 packing of accumulators.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "train/block_attention_tile.cuh"
+#include "train/cuda_block_attention_bf16.h"
+
+namespace hsring::train::cuda::attention_bf16 {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kRows = 64;  // query vectors or keys per CTA
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct Tensors {
+  const bf16 *q, *dout, *ctx_k, *ctx_v, *block_k, *block_v;
+};
+
+struct Args {
+  Tensors t;
+  const float* lse;  // backward
+  const float* delta;
+  const int32_t* context;
+  const int32_t* order;  // the query-side CTAs' blocks, longest context first; or null
+  const BlockKeyWork* work;
+  BlockAttentionDims d;
+  float *out, *lse_w, *dq, *d_ctx_k, *d_ctx_v, *d_block_k, *d_block_v, *partial;
+  bf16* out_bf16;  // forward: out rounded too, when not null
+};
+
+__device__ inline uint32_t smem_address(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
+__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The A fragment of a 16x16 product from two 16x8 accumulators (columns 0-7, then 8-15):
+// the m16n8k16 layout of mma.sync, which is also a warp's share of wgmma's register A.
+__device__ inline void accumulators_to_a(uint32_t (&a)[4], const float (&left)[4],
+                                         const float (&right)[4]) {
+  a[0] = pack_bf16(left[0], left[1]);
+  a[1] = pack_bf16(left[2], left[3]);
+  a[2] = pack_bf16(right[0], right[1]);
+  a[3] = pack_bf16(right[2], right[3]);
+}
+
+// query_index in 32 bits and without a division: v / group by one multiply-high, exact for
+// v and group below 2^16, and the index below 2^31 (valid_dims). The key side indexes every
+// row of every query tile it loads; with a division and 64-bit arithmetic that indexing
+// cost about half as many instructions as the tile's products.
+struct QueryIndexer {
+  uint32_t block_size, heads, group, magic, head0;
+  __device__ QueryIndexer(const BlockAttentionDims& d, uint32_t g)
+      : block_size(d.block_size),
+        heads(d.heads),
+        group(d.heads / d.kv_heads),
+        magic(0xFFFFFFFFu / group + 1),  // ceil(2^32 / group); 0 (unused) for group 1
+        head0(g * group) {}
+  __device__ uint32_t operator()(uint32_t b, uint32_t v) const {
+    const uint32_t row = group == 1 ? v : __umulhi(v, magic), head = v - row * group;
+    return (b * block_size + row) * heads + head0 + head;
+  }
+};
+
+// The key side's query tiles: (block, v0) over blocks [first_block, end_block) that see a
+// key of work item w (every block sees its own keys; a context tile is seen by the blocks
+// whose context range overlaps it), QT query vectors at a time.
+struct KeyWorkQueries {
+  const int32_t* context;
+  BlockKeyWork w;
+  uint32_t nv;  // query vectors of a block for one KV head
+  __device__ bool sees(int32_t blk) const {
+    return w.kind != 0 ||
+           (context[2 * blk + 1] > w.first_key && context[2 * blk] < w.first_key + w.keys);
+  }
+  __device__ int32_t next_seeing(int32_t blk) const {
+    while (blk < w.end_block && !sees(blk)) ++blk;
+    return blk;
+  }
+  // The tile after (blk, v0), QT vectors on: the next v0 of this block, or the next block.
+  __device__ void advance(int32_t& blk, uint32_t& v0, uint32_t qt) const {
+    v0 += qt;
+    if (v0 >= nv) {
+      v0 = 0;
+      blk = next_seeing(blk + 1);
+    }
+  }
+};
+
+}  // namespace hsring::train::cuda::attention_bf16
