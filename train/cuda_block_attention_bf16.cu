@@ -6,6 +6,8 @@
 // dS are applied there in fp32, and the accumulator of two 8-key tiles is exactly the A
 // fragment of the next product once rounded to bf16 (as flash attention 2 does), so no
 // score matrix goes through shared memory. Tiles stream in with cp.async, one tile ahead.
+// On Hopper at head_dim 128 the launchers take train/cuda_block_attention_wgmma.cu's
+// warpgroup kernels instead (block_attention_wgmma_active).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -687,6 +689,7 @@ template <int HD>
 cudaError_t forward(const Args& a, cudaStream_t stream) {
   constexpr int KT = kKeyTileRows;
   constexpr size_t smem = (kRows + 4 * KT) * row_bytes<HD>();
+  if (block_attention_wgmma_active(HD)) return launch_forward_wgmma(a, stream);
   return launch(forward_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)), 128,
                 smem, a, stream);
 }
@@ -696,12 +699,15 @@ cudaError_t backward(const Args& a, uint32_t work_count, cudaStream_t stream) {
   constexpr int KT = kKeyTileRows, QT = query_tile_rows<HD>(), Split = HD > 128 ? 2 : 1;
   constexpr size_t query_smem = (2 * kRows + 4 * KT) * row_bytes<HD>();
   constexpr size_t key_smem = (2 * kRows + 4 * QT) * row_bytes<HD>() + 4 * QT * sizeof(float);
+  if (block_attention_wgmma_active(HD)) {
+    if (cudaError_t e = launch_backward_query_wgmma(a, stream); e != cudaSuccess) return e;
+    return launch_backward_key_wgmma(a, work_count, stream);
+  }
   if (cudaError_t e =
           launch(backward_query_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)),
                  128, query_smem, a, stream);
       e != cudaSuccess)
     return e;
-  if (block_attention_wgmma_active(HD)) return launch_backward_key_wgmma(a, work_count, stream);
   return launch(backward_key_kernel<HD, QT, Split>, dim3(work_count, a.d.kv_heads, 1), 128 * Split,
                 key_smem, a, stream);
 }
@@ -732,7 +738,7 @@ void set_block_attention_wgmma(bool enabled) {
 }
 
 bool block_attention_wgmma_active(uint32_t head_dim) {
-  return wgmma_wanted().load(std::memory_order_relaxed) && wgmma_backward_key_available(head_dim);
+  return wgmma_wanted().load(std::memory_order_relaxed) && wgmma_available(head_dim);
 }
 
 bool block_attention_bf16_supported(uint32_t head_dim) {

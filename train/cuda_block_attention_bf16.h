@@ -51,11 +51,12 @@ struct BlockKeyPlan {
   size_t partial_slots = 0;
 };
 
-// On an H100 or H200 (sm_90) the key side of the backward (dk, dv) runs on Hopper's
-// warpgroup products (wgmma) at head_dim 128, elsewhere on mma.sync: the same outputs within
-// fp32 summation order. True when this call's GPU and head_dim take the wgmma kernel and it
-// is enabled: by default, unless HSRING_BLOCK_ATTENTION_WGMMA=0 is set or
-// set_block_attention_wgmma(false) was called (tests and benchmarks compare the two so).
+// On an H100 or H200 (sm_90) the kernels run on Hopper's warpgroup products (wgmma) at
+// head_dim 128, elsewhere on mma.sync: the same outputs within fp32 rounding (the backward
+// gives the same bits; the forward's online softmax steps over 64 keys, not 32). True when
+// this call's GPU and head_dim take the wgmma kernels and they are enabled: by default,
+// unless HSRING_BLOCK_ATTENTION_WGMMA=0 is set or set_block_attention_wgmma(false) was
+// called (tests and benchmarks compare the two so).
 bool block_attention_wgmma_active(uint32_t head_dim);
 void set_block_attention_wgmma(bool enabled);
 

@@ -297,37 +297,38 @@ TEST_P(CudaBlockAttentionBf16Test, Bf16InputsGiveTheBitsOfTheFp32OnesRounded) {
     ASSERT_EQ(got.out_bf16[i], gpu_test::float_to_bf16(got.out[i])) << "out_bf16 at " << i;
 }
 
-// On Hopper the key side runs on warpgroup products (train/cuda_block_attention_wgmma.cu):
-// against the mma.sync kernel on the same inputs, dk and dv agree within fp32 summation
-// order (and the odd bf16 rounding of P or dS that order flips); nothing else changes.
-TEST_P(CudaBlockAttentionBf16Test, WgmmaKeySideMatchesTheMmaSyncOne) {
+// On Hopper the kernels run on warpgroup products (train/cuda_block_attention_wgmma.cu).
+// Against the mma.sync kernels on the same inputs every output agrees within fp32 rounding
+// (the forward's online softmax steps over 64 keys there, 32 here, and the odd bf16
+// rounding of out, P or dS flips with it).
+TEST_P(CudaBlockAttentionBf16Test, WgmmaKernelsMatchTheMmaSyncOnes) {
   HSRING_REQUIRE_GPUS(1);
   const Shape& shape = GetParam();
   if (!block_attention_wgmma_active(shape.head_dim))
-    GTEST_SKIP() << "the wgmma kernel takes head_dim 128 on sm_90 GPUs only";
+    GTEST_SKIP() << "the wgmma kernels take head_dim 128 on sm_90 GPUs only";
   const Problem p = make_problem(shape, 23);
   const Results wgmma = run(p, Kernels::kBf16Inputs);
   set_block_attention_wgmma(false);
   ASSERT_FALSE(block_attention_wgmma_active(shape.head_dim));
   const Results mma_sync = run(p, Kernels::kBf16Inputs);
   set_block_attention_wgmma(true);
-  EXPECT_TRUE(same_bits(wgmma.out, mma_sync.out)) << "the forward is not the key side's";
-  EXPECT_TRUE(same_bits(wgmma.dq, mma_sync.dq)) << "dq is not the key side's";
   for (const auto& [name, got, want] :
-       {std::tuple{"d_ctx_k", &wgmma.d_ctx_k, &mma_sync.d_ctx_k},
+       {std::tuple{"out", &wgmma.out, &mma_sync.out}, std::tuple{"lse", &wgmma.lse, &mma_sync.lse},
+        std::tuple{"dq", &wgmma.dq, &mma_sync.dq},
+        std::tuple{"d_ctx_k", &wgmma.d_ctx_k, &mma_sync.d_ctx_k},
         std::tuple{"d_ctx_v", &wgmma.d_ctx_v, &mma_sync.d_ctx_v},
         std::tuple{"d_block_k", &wgmma.d_block_k, &mma_sync.d_block_k},
         std::tuple{"d_block_v", &wgmma.d_block_v, &mma_sync.d_block_v}}) {
     const double error = relative_error(*got, *want);
     std::printf("[ wgmma    ] %s %s: relative difference to mma.sync %.2e\n", shape.name, name,
                 error);
-    EXPECT_LE(error, 2e-3) << name;  // NaN (an element not written) fails too
+    EXPECT_LE(error, 1e-3) << name;  // NaN (an element not written) fails too
   }
 }
 
-// Where the GPU is Hopper, the key side must take the wgmma kernel: a build that lost its
-// sm_90a image would otherwise fall back to mma.sync silently.
-TEST(CudaBlockAttentionWgmmaTest, TakesTheKeySideOnHopperOnly) {
+// Where the GPU is Hopper, the wgmma kernels must be taken: a build that lost their sm_90a
+// images would otherwise fall back to mma.sync silently.
+TEST(CudaBlockAttentionWgmmaTest, TakenOnHopperOnly) {
   HSRING_REQUIRE_GPUS(1);
   int device = 0, major = 0, minor = 0;
   HSRING_CUDA_CHECK(cudaGetDevice(&device));
