@@ -63,6 +63,24 @@ __device__ inline void accumulators_to_a(uint32_t (&a)[4], const float (&left)[4
   a[3] = pack_bf16(right[2], right[3]);
 }
 
+// One key tile of the forward's online softmax for a thread's two rows (gid, gid + 8 of its
+// warp's 16), in log2 units. tile_max: the thread's own maxima of the tile's scaled scores,
+// made the rows' (over the quad of lanes that share them); m: the running maxima, raised
+// to them; correction: what earlier sums and outputs are to be multiplied by (0 on the
+// first tile, m being -inf), already applied to the thread's partial sums l.
+__device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], float (&l)[2],
+                                           float (&correction)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 2));
+    const float m_new = fmaxf(m[r], tile_max[r]);
+    correction[r] = exp2f(m[r] - m_new);
+    m[r] = m_new;
+    l[r] *= correction[r];  // the lane's partial sum; the quad's are added at the end
+  }
+}
+
 // query_index in 32 bits and without a division: v / group by one multiply-high, exact for
 // v and group below 2^16, and the index below 2^31 (valid_dims). The key side indexes every
 // row of every query tile it loads; with a division and 64-bit arithmetic that indexing
@@ -80,6 +98,25 @@ struct QueryIndexer {
     return (b * block_size + row) * heads + head0 + head;
   }
 };
+
+// Where a key-side CTA writes dk and dv for its first key (the next keys row_stride floats
+// on): the gradients themselves, or partial slot w.slot when its tile is cut into chunks,
+// laid out [slot][dk, dv][kv head][kRows keys][head_dim].
+struct KeyGradients {
+  float *dk, *dv;
+  uint64_t row_stride;
+};
+__device__ inline KeyGradients key_gradients(const Args& a, const BlockKeyWork& w, uint32_t g) {
+  const uint64_t hd = a.d.head_dim, kv = a.d.kv_heads;
+  if (w.slot >= 0) {
+    float* dk = a.partial + (uint64_t(w.slot) * 2 * kv + g) * kRows * hd;
+    return {dk, dk + kv * kRows * hd, hd};
+  }
+  const uint64_t first = (uint64_t(w.first_key) * kv + g) * hd;
+  const bool context = w.kind == 0;
+  return {(context ? a.d_ctx_k : a.d_block_k) + first, (context ? a.d_ctx_v : a.d_block_v) + first,
+          kv * hd};
+}
 
 // The key side's query tiles: (block, v0) over blocks [first_block, end_block) that see a
 // key of work item w (every block sees its own keys; a context tile is seen by the blocks

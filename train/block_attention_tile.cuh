@@ -1,7 +1,10 @@
-// Device-side indexing shared by the DFlash block-attention kernels (fp32 in
-// cuda_block_attention.cu, bf16 tensor-core in cuda_block_attention_bf16.cu): which query
-// vector a row is, and which queries and keys one CTA of a query-side kernel works on.
+// Indexing and launching shared by the DFlash block-attention kernels (fp32 in
+// cuda_block_attention.cu, bf16 tensor-core in cuda_block_attention_bf16.cu and
+// cuda_block_attention_wgmma.cu): which query vector a row is, which queries and keys one
+// CTA of a query-side kernel works on, and the launches.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -38,6 +41,27 @@ __device__ inline QueryTile query_tile(const BlockAttentionDims& d, const int32_
   t.n_ctx = context[2 * t.b + 1] - t.cb;
   t.n_keys = t.n_ctx + int32_t(d.block_size);
   return t;
+}
+
+// The query-side grid that query_tile reads: blocks (x), KV heads (y), chunks of `rows` of
+// a block's B * group query vectors (z).
+inline dim3 query_grid(const BlockAttentionDims& d, uint32_t rows) {
+  const uint32_t nv = d.block_size * (d.heads / d.kv_heads);
+  return dim3(d.blocks, d.kv_heads, (nv + rows - 1) / rows);
+}
+
+// kernel<<<grid, threads, smem, stream>>>(args), the kernel's dynamic shared memory limit
+// raised to smem first (the default stops at 48 KB); an empty grid launches nothing.
+template <class Kernel, class KernelArgs>
+cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, size_t smem,
+                          const KernelArgs& args, cudaStream_t stream) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;
+  if (cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      e != cudaSuccess)
+    return e;
+  kernel<<<grid, threads, smem, stream>>>(args);
+  return cudaGetLastError();
 }
 
 }  // namespace hsring::train::cuda

@@ -405,37 +405,20 @@ constexpr size_t key_smem() {
                           2 * kKeys * kKeyScoreStride + 2 * kQueries);
 }
 
-template <class Kernel>
-cudaError_t launch(Kernel kernel, dim3 grid, size_t smem, const Args& a, cudaStream_t stream) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;
-  if (cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      e != cudaSuccess)
-    return e;
-  kernel<<<grid, kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
-}
-
-uint32_t query_chunks(const BlockAttentionDims& d) {
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads);
-  return (nv + kQueries - 1) / kQueries;
-}
-
 template <int P>
 cudaError_t forward(const Args& a, cudaStream_t stream) {
-  return launch(forward_kernel<P>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)),
-                forward_smem<P>(), a, stream);
+  return launch_kernel(forward_kernel<P>, query_grid(a.d, kQueries), kThreads, forward_smem<P>(), a,
+                       stream);
 }
 
 template <int P>
 cudaError_t backward(const Args& a, uint32_t tile_count, cudaStream_t stream) {
-  if (cudaError_t e =
-          launch(backward_query_kernel<P>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)),
-                 query_smem<P>(), a, stream);
+  if (cudaError_t e = launch_kernel(backward_query_kernel<P>, query_grid(a.d, kQueries), kThreads,
+                                    query_smem<P>(), a, stream);
       e != cudaSuccess)
     return e;
-  return launch(backward_key_kernel<P>, dim3(tile_count, a.d.kv_heads, 1), key_smem<P>(), a,
-                stream);
+  return launch_kernel(backward_key_kernel<P>, dim3(tile_count, a.d.kv_heads, 1), kThreads,
+                       key_smem<P>(), a, stream);
 }
 
 bool valid_dims(const BlockAttentionDims& d) {

@@ -189,15 +189,7 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[n][e]);
       }
     float correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      correction[r] = exp2f(m[r] - m_new);  // 0 on the first tile (m = -inf)
-      m[r] = m_new;
-      l[r] *= correction[r];  // this lane's partial sum; the quad's are added at the end
-    }
+    online_softmax_step(tile_max, m, l, correction);
 #pragma unroll
     for (int n = 0; n < KT / 8; ++n)
 #pragma unroll
@@ -461,27 +453,13 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
   cp_async_wait_all();  // nothing may land in shared memory after the CTA ends
 
   const float scale = rsqrtf(float(HD));
-  float* dk_base;
-  float* dv_base;
-  uint64_t row_stride;
-  if (w.slot < 0) {
-    dk_base =
-        (context_tile ? a.d_ctx_k : a.d_block_k) + (uint64_t(w.first_key) * d.kv_heads + g) * HD;
-    dv_base =
-        (context_tile ? a.d_ctx_v : a.d_block_v) + (uint64_t(w.first_key) * d.kv_heads + g) * HD;
-    row_stride = uint64_t(d.kv_heads) * HD;
-  } else {
-    // Partial slot layout: [slot][dk, dv][kv head][64 keys][HD].
-    dk_base = a.partial + ((uint64_t(w.slot) * 2 * d.kv_heads + g) * kRows) * HD;
-    dv_base = dk_base + uint64_t(d.kv_heads) * kRows * HD;
-    row_stride = HD;
-  }
+  const KeyGradients out = key_gradients(a, w, g);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = r0 + gid + 8 * r;
     if (key >= w.keys) continue;
-    float* dk_row = dk_base + uint64_t(key) * row_stride + col0;
-    float* dv_row = dv_base + uint64_t(key) * row_stride + col0;
+    float* dk_row = out.dk + uint64_t(key) * out.row_stride + col0;
+    float* dv_row = out.dv + uint64_t(key) * out.row_stride + col0;
 #pragma unroll
     for (int n = 0; n < DW / 8; ++n) {
       *reinterpret_cast<float2*>(dk_row + n * 8 + tig * 2) =
@@ -616,10 +594,22 @@ Layout layout_of(const BlockAttentionDims& d, size_t slots) {
   return l;
 }
 
+bool valid_dims(const BlockAttentionDims& d) {
+  return block_attention_bf16_supported(d.head_dim) && d.kv_heads > 0 &&
+         d.heads % d.kv_heads == 0 && d.block_size > 0 &&
+         // QueryIndexer's bounds,
+         uint64_t(d.block_size) * (d.heads / d.kv_heads) < (1u << 16) &&
+         uint64_t(d.blocks) * d.block_size * d.heads < (1u << 31) &&
+         // load_keys' 32-bit key rows
+         (uint64_t(d.context_rows) + uint64_t(d.blocks) * d.block_size) * d.kv_heads < (1u << 31);
+}
+
 // Rounds q and the four key arrays into the workspace: the bf16 inputs of the calls below.
+// Dims the kernels do not take are refused first (cudaErrorInvalidValue).
 cudaError_t stage_inputs(const float* q, const float* ctx_k, const float* ctx_v,
                          const float* block_k, const float* block_v, const BlockAttentionDims& d,
                          unsigned char* ws, BlockAttentionBf16Inputs& staged, cudaStream_t stream) {
+  if (!valid_dims(d)) return cudaErrorInvalidValue;
   const Layout l = layout_of(d, 0);
   const uint64_t rows = uint64_t(d.blocks) * d.block_size;
   const uint64_t ctx_count = uint64_t(d.context_rows) * d.kv_heads * d.head_dim;
@@ -653,23 +643,6 @@ Tensors tensors_of(const BlockAttentionBf16Inputs& in, const BlockAttentionDims&
           values(in.block_v)};
 }
 
-template <class Kernel>
-cudaError_t launch(Kernel kernel, dim3 grid, int threads, size_t smem, const Args& a,
-                   cudaStream_t stream) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;
-  if (cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      e != cudaSuccess)
-    return e;
-  kernel<<<grid, threads, smem, stream>>>(a);
-  return cudaGetLastError();
-}
-
-uint32_t query_chunks(const BlockAttentionDims& d) {
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads);
-  return (nv + kRows - 1) / kRows;
-}
-
 // Key tile rows of the forward and dq kernels: 32, so that an SM's shared memory holds as
 // many CTAs as their registers allow (four and three at head_dim 128; 64-key tiles fitted
 // two).
@@ -690,8 +663,7 @@ cudaError_t forward(const Args& a, cudaStream_t stream) {
   constexpr int KT = kKeyTileRows;
   constexpr size_t smem = (kRows + 4 * KT) * row_bytes<HD>();
   if (block_attention_wgmma_active(HD)) return launch_forward_wgmma(a, stream);
-  return launch(forward_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)), 128,
-                smem, a, stream);
+  return launch_kernel(forward_kernel<HD, KT>, query_grid(a.d, kRows), 128, smem, a, stream);
 }
 
 template <int HD>
@@ -703,23 +675,12 @@ cudaError_t backward(const Args& a, uint32_t work_count, cudaStream_t stream) {
     if (cudaError_t e = launch_backward_query_wgmma(a, stream); e != cudaSuccess) return e;
     return launch_backward_key_wgmma(a, work_count, stream);
   }
-  if (cudaError_t e =
-          launch(backward_query_kernel<HD, KT>, dim3(a.d.blocks, a.d.kv_heads, query_chunks(a.d)),
-                 128, query_smem, a, stream);
+  if (cudaError_t e = launch_kernel(backward_query_kernel<HD, KT>, query_grid(a.d, kRows), 128,
+                                    query_smem, a, stream);
       e != cudaSuccess)
     return e;
-  return launch(backward_key_kernel<HD, QT, Split>, dim3(work_count, a.d.kv_heads, 1), 128 * Split,
-                key_smem, a, stream);
-}
-
-bool valid_dims(const BlockAttentionDims& d) {
-  return block_attention_bf16_supported(d.head_dim) && d.kv_heads > 0 &&
-         d.heads % d.kv_heads == 0 && d.block_size > 0 &&
-         // QueryIndexer's bounds,
-         uint64_t(d.block_size) * (d.heads / d.kv_heads) < (1u << 16) &&
-         uint64_t(d.blocks) * d.block_size * d.heads < (1u << 31) &&
-         // load_keys' 32-bit key rows
-         (uint64_t(d.context_rows) + uint64_t(d.blocks) * d.block_size) * d.kv_heads < (1u << 31);
+  return launch_kernel(backward_key_kernel<HD, QT, Split>, dim3(work_count, a.d.kv_heads, 1),
+                       128 * Split, key_smem, a, stream);
 }
 
 // Off when HSRING_BLOCK_ATTENTION_WGMMA=0 (benchmarks compare the two kernels so).
@@ -815,7 +776,6 @@ cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx
                                                 const float* block_v, const int32_t* context,
                                                 BlockAttentionDims dims, void* workspace,
                                                 float* out, float* lse, cudaStream_t stream) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
   BlockAttentionBf16Inputs staged{};
   if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
                                    static_cast<unsigned char*>(workspace), staged, stream);
@@ -912,7 +872,6 @@ cudaError_t launch_block_attention_backward_bf16(
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
     uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
   BlockAttentionBf16Inputs staged{};
   if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
                                    static_cast<unsigned char*>(workspace), staged, stream);

@@ -37,6 +37,16 @@ __device__ void cp_async4(void* dst, const void* src, bool valid) {
                "r"(valid ? 4 : 0));
 }
 
+// This thread's place in the warpgroup's accumulators: rows warp * 16 + gid (+ 8), columns
+// 8 j + 2 tig (+ 1).
+struct Lane {
+  int warp, gid, tig;
+};
+__device__ Lane accumulator_lane() {
+  const int t = int(threadIdx.x);
+  return {t / 32, t % 32 / 4, t % 4};
+}
+
 // The wgmma A fragment of columns [16 kk, 16 kk + 16) of a 64 x 64 accumulator.
 __device__ void fragment(uint32_t (&a)[4], const float (&acc)[32], int kk) {
   a[0] = pack_bf16(acc[8 * kk], acc[8 * kk + 1]);
@@ -117,7 +127,8 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
   const BlockAttentionDims& d = a.d;
   const BlockKeyWork w = a.work[blockIdx.x];
   const uint32_t g = blockIdx.y, nv = d.block_size * (d.heads / d.kv_heads);
-  const int t = int(threadIdx.x), lane = t % 32, warp = t / 32, gid = lane / 4, tig = lane % 4;
+  const int t = int(threadIdx.x);
+  const auto [warp, gid, tig] = accumulator_lane();
   const bool context_tile = w.kind == 0;
 
   const bf16* k_src = context_tile ? a.t.ctx_k : a.t.block_k;
@@ -227,26 +238,13 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
   cp_async_wait_all();  // nothing may land in shared memory after the CTA ends
 
   const float scale = rsqrtf(float(kHd));
-  float* dk_base;
-  float* dv_base;
-  uint64_t row_stride;
-  if (w.slot < 0) {
-    const uint64_t first = (uint64_t(w.first_key) * d.kv_heads + g) * kHd;
-    dk_base = (context_tile ? a.d_ctx_k : a.d_block_k) + first;
-    dv_base = (context_tile ? a.d_ctx_v : a.d_block_v) + first;
-    row_stride = uint64_t(d.kv_heads) * kHd;
-  } else {
-    // Partial slot layout: [slot][dk, dv][kv head][64 keys][kHd].
-    dk_base = a.partial + ((uint64_t(w.slot) * 2 * d.kv_heads + g) * kRows) * kHd;
-    dv_base = dk_base + uint64_t(d.kv_heads) * kRows * kHd;
-    row_stride = kHd;
-  }
+  const KeyGradients out = key_gradients(a, w, g);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = warp * 16 + gid + 8 * r;
     if (key >= w.keys) continue;
-    float* dk_row = dk_base + uint64_t(key) * row_stride;
-    float* dv_row = dv_base + uint64_t(key) * row_stride;
+    float* dk_row = out.dk + uint64_t(key) * out.row_stride;
+    float* dv_row = out.dv + uint64_t(key) * out.row_stride;
 #pragma unroll
     for (int j = 0; j < kHd / 8; ++j) {
       *reinterpret_cast<float2*>(dk_row + j * 8 + tig * 2) =
@@ -316,8 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) backward_query_wgmma_kernel(Args 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   QuerySide side(aligned_window(smem_raw), a, true);
   const QueryTile& q = side.q;
-  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
-  const int gid = lane / 4, tig = lane % 4;
+  const auto [warp, gid, tig] = accumulator_lane();
   float lse2[2], delta[2];  // rows gid, gid + 8; lse in log2 units
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -368,8 +365,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_wgmma_kernel(Args a) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   QuerySide side(aligned_window(smem_raw), a, false);
   const QueryTile& q = side.q;
-  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
-  const int gid = lane / 4, tig = lane % 4;
+  const auto [warp, gid, tig] = accumulator_lane();
   const uint32_t q_tile = smem_address(side.qs);
   const float scale_log2 = rsqrtf(float(kHd)) * kLog2e;
   float o[64] = {};
@@ -391,15 +387,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_wgmma_kernel(Args a) {
       tile_max[(e / 2) & 1] = fmaxf(tile_max[(e / 2) & 1], s[e]);
     }
     float correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      correction[r] = exp2f(m[r] - m_new);  // 0 on the first tile (m = -inf)
-      m[r] = m_new;
-      l[r] *= correction[r];  // this lane's partial sum; the quad's are added at the end
-    }
+    online_softmax_step(tile_max, m, l, correction);
 #pragma unroll
     for (int e = 0; e < 32; ++e) {
       s[e] = exp2f(s[e] - m[(e / 2) & 1]);
@@ -436,23 +424,6 @@ constexpr size_t kKeySmem =  // k, v, [2] q, dout, [2] lse, delta
 constexpr size_t kQuerySmem = wgmma::kAlignment + 6 * size_t(kTile);    // q, dout, [2] k, v
 constexpr size_t kForwardSmem = wgmma::kAlignment + 5 * size_t(kTile);  // q, [2] k, v
 
-template <class Kernel>
-cudaError_t launch(Kernel kernel, dim3 grid, size_t smem, const Args& a, cudaStream_t stream) {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;
-  if (cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      e != cudaSuccess)
-    return e;
-  kernel<<<grid, kThreads, smem, stream>>>(a);
-  return cudaGetLastError();
-}
-
-// The query side's grid: blocks (x), KV heads (y), 64-vector chunks of a block's queries (z).
-dim3 query_grid(const BlockAttentionDims& d) {
-  const uint32_t nv = d.block_size * (d.heads / d.kv_heads);
-  return dim3(d.blocks, d.kv_heads, (nv + kRows - 1) / kRows);
-}
-
 }  // namespace
 
 bool wgmma_available(uint32_t head_dim) {
@@ -469,15 +440,18 @@ bool wgmma_available(uint32_t head_dim) {
 }
 
 cudaError_t launch_backward_key_wgmma(const Args& a, uint32_t work_count, cudaStream_t stream) {
-  return launch(backward_key_wgmma_kernel, dim3(work_count, a.d.kv_heads, 1), kKeySmem, a, stream);
+  return launch_kernel(backward_key_wgmma_kernel, dim3(work_count, a.d.kv_heads, 1), kThreads,
+                       kKeySmem, a, stream);
 }
 
 cudaError_t launch_backward_query_wgmma(const Args& a, cudaStream_t stream) {
-  return launch(backward_query_wgmma_kernel, query_grid(a.d), kQuerySmem, a, stream);
+  return launch_kernel(backward_query_wgmma_kernel, query_grid(a.d, kRows), kThreads, kQuerySmem, a,
+                       stream);
 }
 
 cudaError_t launch_forward_wgmma(const Args& a, cudaStream_t stream) {
-  return launch(forward_wgmma_kernel, query_grid(a.d), kForwardSmem, a, stream);
+  return launch_kernel(forward_wgmma_kernel, query_grid(a.d, kRows), kThreads, kForwardSmem, a,
+                       stream);
 }
 
 }  // namespace hsring::train::cuda::attention_bf16

@@ -339,8 +339,10 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
                                       c.num_heads,      c.num_kv_heads, c.head_dim};
   std::vector<cuda::BlockKeyTile> tiles;
   cuda::BlockKeyPlan plan;
+  std::vector<int32_t> order;  // the query side's blocks, longest context first
   if (b.bf16_attention) {
     plan = cuda::block_key_plan(context_.data(), dims);
+    order = cuda::longest_context_first(context_.data(), uint32_t(blocks));
     b.key_work_count = plan.work.size();
     b.key_sum_count = plan.sums.size();
     b.key_work.ensure(plan.work.size());
@@ -413,11 +415,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   copy(b.block_tokens.get(), rows_.tokens.data(), rows * sizeof(int32_t));
   copy(b.block_positions.get(), rows_.positions.data(), rows * sizeof(int32_t));
   copy(b.context.get(), context_.data(), context_.size() * sizeof(int32_t));
-  if (b.bf16_attention) {
-    const std::vector<int32_t> order =
-        cuda::longest_context_first(context_.data(), uint32_t(blocks));
-    copy(b.block_order(), order.data(), order.size() * sizeof(int32_t));
-  }
+  copy(b.block_order(), order.data(), order.size() * sizeof(int32_t));
   copy(b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t));
   copy(b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t));
   copy(b.row_weight.get(), weights.data(), scored * sizeof(float));
