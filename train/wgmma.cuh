@@ -33,26 +33,29 @@ constexpr uint32_t kHalfBytes = kTileRows * kRowBytes;  // 8192
 constexpr uint32_t kTileBytes = 2 * kHalfBytes;         // 16384
 constexpr uint32_t kAlignment = kAtomBytes;
 
+// The layout and the descriptors are host functions too: tests/gpu/wgmma_layout_test.cc
+// checks them against the ISA's canonical layouts on any machine.
+
 // The byte offset of row r's 16 bytes of columns [8 chunk, 8 chunk + 8) in a tile.
-__device__ inline uint32_t offset_of(int row, int chunk) {
+__host__ __device__ inline uint32_t offset_of(int row, int chunk) {
   return uint32_t(chunk / 8) * kHalfBytes + uint32_t(row) * kRowBytes +
          uint32_t((chunk % 8) ^ (row % 8)) * 16;
 }
 
 // A shared-memory matrix descriptor: start address, LBO and SBO (each >> 4, 14 bits), base
 // offset 0, layout type 1 (bits 62-63: the 128-byte swizzle).
-__device__ inline uint64_t descriptor(uint32_t smem_address, uint32_t lbo, uint32_t sbo) {
+__host__ __device__ inline uint64_t descriptor(uint32_t smem_address, uint32_t lbo, uint32_t sbo) {
   return uint64_t((smem_address >> 4) & 0x3FFF) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
          (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
 // The tile at smem_address read K-major, k step kk (columns [16 kk, 16 kk + 16)). LBO is
 // unused in a swizzled K-major layout (1 by convention).
-__device__ inline uint64_t k_major(uint32_t smem_address, int kk) {
+__host__ __device__ inline uint64_t k_major(uint32_t smem_address, int kk) {
   return descriptor(smem_address + uint32_t(kk / 4) * kHalfBytes + uint32_t(kk % 4) * 32, 16,
                     kAtomBytes);
 }
 // The tile at smem_address read MN-major, k step kk (rows [16 kk, 16 kk + 16)).
-__device__ inline uint64_t mn_major(uint32_t smem_address, int kk) {
+__host__ __device__ inline uint64_t mn_major(uint32_t smem_address, int kk) {
   return descriptor(smem_address + uint32_t(kk) * 2 * kAtomBytes, kHalfBytes, kAtomBytes);
 }
 
