@@ -1,6 +1,8 @@
 #include "train/cuda_dflash_trainer.h"
 
 #include <algorithm>
+#include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "common/error.h"
@@ -138,6 +140,33 @@ struct CudaDflashTrainer::Buffers {
   Fp32OrBf16 d_act, d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw, d_ctx_pre;
   bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
 
+  // A step's host arrays go to the device through page-locked memory: a copy from pageable
+  // memory may wait for the stream (the driver stages it), which would leave the GPU idle
+  // behind every copy while the host queues the next. staged_copies marks when the last
+  // step's copies have left it.
+  gpu::PinnedBuffer staging;
+  gpu::Event staged_copies = gpu::make_event(cudaEventDisableTiming);
+  struct HostCopy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void copy_to_device(std::initializer_list<HostCopy> copies) {
+    const auto padded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    size_t total = 0;
+    for (const HostCopy& c : copies) total += padded(c.bytes);
+    HSRING_CUDA_CHECK(cudaEventSynchronize(staged_copies.get()));
+    if (staging.size() < total) staging = gpu::PinnedBuffer::allocate(2 * total);
+    std::byte* at = staging.data();
+    for (const HostCopy& c : copies) {
+      if (c.bytes == 0) continue;  // the path not taken leaves its arrays unallocated
+      std::memcpy(at, c.src, c.bytes);
+      HSRING_CUDA_CHECK(cudaMemcpyAsync(c.dst, at, c.bytes, cudaMemcpyHostToDevice, stream.get()));
+      at += padded(c.bytes);
+    }
+    HSRING_CUDA_CHECK(cudaEventRecord(staged_copies.get(), stream.get()));
+  }
+
   // Phase timing: events[0] opens the step, events[i] closes phase names[i].
   bool timing = false;
   std::vector<gpu::Event> events;
@@ -256,18 +285,31 @@ LossStats CudaDflashTrainer::compute_gradients_bf16(const uint16_t* features,
 }
 
 LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, const void* features) {
-  // The CPU trainer's labels and anchors: the same blocks at the same step.
   b_->marks = 0;
   mark("start");
-  build_dflash_labels(batch, options_.labels, labels_);
-  anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
-                                 b_->state->step());
   // Holds live for one step, and only this step's products read them: the last step's end
   // here. The weights change only in apply_gradients, which also writes their bf16 copy:
   // it serves every product of the step (each weight is read by a forward and a
   // backward_input product).
   b_->gemm.release_holds();
   b_->gemm.hold_bf16(b_->state->params(), layout_.total, b_->state->params_bf16());
+  // The CPU trainer's labels and anchors: the same blocks at the same step. The context
+  // needs only the features and positions: its products (a few ms) run while the host
+  // draws the anchors and lays out the blocks, which the GPU would otherwise wait for. The
+  // batch is checked before anything is enqueued, then again with its anchors.
+  build_dflash_labels(batch, options_.labels, labels_);
+  {
+    const DflashBatch unanchored{batch.features,    batch.tokens, batch.positions,
+                                 batch.doc_offsets, labels_,      {}};
+    if (source == Features::kHostFp32)
+      validate_dflash_batch(unanchored, config_);
+    else
+      validate_dflash_metadata(unanchored, config_);
+  }
+  upload_context(batch, source, features);
+  run_context_forward();
+  anchors_ = dflash_step_anchors(batch, labels_, config_, options_.anchors, options_.seed,
+                                 b_->state->step());
   if (anchors_.empty()) {
     b_->state->zero_gradients();
     last_ = DflashStats{};
@@ -276,12 +318,9 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   }
   const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
                            batch.doc_offsets, labels_,      anchors_};
-  if (source == Features::kHostFp32)
-    validate_dflash_batch(blocks, config_);
-  else
-    validate_dflash_metadata(blocks, config_);
+  validate_dflash_metadata(blocks, config_);
   build_dflash_block_rows(blocks, config_, rows_);
-  upload(batch, source, features);
+  upload(batch);
   // A step that trains writes each matrix's gradient with its first product (backward_weight
   // not accumulating): only the vectors (the norms' weights), which kernels add to, start
   // from zero. That spares a pass over all 4 bytes a parameter, and each first product's
@@ -301,16 +340,49 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   return dflash_loss_stats(last_, batch.rows());
 }
 
-void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const void* features) {
+void CudaDflashTrainer::upload_context(const DrafterBatch& batch, Features source,
+                                       const void* features) {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
-  const size_t bs = c.block_size, d = c.width(), fd = c.feature_dim(), qd = c.q_dim();
+  const size_t t = batch.rows(), d = c.width(), fd = c.feature_dim(), half = c.head_dim / 2;
+  b.ctx_rows = t;
+  b.positions.ensure(t);
+  for (auto* buffer : {&b.ctx_pre, &b.d_ctx}) buffer->ensure(t * d);
+  b.d_ctx_pre.ensure(t * d, b.bf16());
+  b.ctx.ensure(t * d, b.bf16());
+  for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
+  b.copy_to_device({{b.positions.get(), batch.positions.data(), t * sizeof(int32_t)}});
+  // The features feed two products (fc and its weight gradient), nothing else.
+  if (source == Features::kHostFp32) {
+    b.features.ensure(t * fd);
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(b.features.get(), features, t * fd * sizeof(float),
+                                      cudaMemcpyHostToDevice, s));
+    b.gemm.hold_bf16(b.features.get(), t * fd);
+    b.feature_operand = b.features.get();
+  } else if (b.bf16()) {
+    // The ring's bf16 are the products' operands as they stand: never widened.
+    b.feature_operand = static_cast<const uint16_t*>(features);
+  } else {
+    b.features.ensure(t * fd);
+    HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
+                                                 b.features.get(), s));
+    b.feature_operand = b.features.get();
+  }
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
+                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s));
+}
+
+void CudaDflashTrainer::upload(const DrafterBatch& batch) {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  cudaStream_t s = b.stream.get();
+  const size_t bs = c.block_size, d = c.width(), qd = c.q_dim();
   const size_t kvd = c.kv_dim(), inter = c.intermediate_size, heads = c.num_heads;
   const size_t half = c.head_dim / 2;
   const size_t t = batch.rows(), blocks = anchors_.size(), rows = blocks * bs;
   const size_t scored = blocks * (bs - 1);
-  b.ctx_rows = t;
   b.blocks = blocks;
   b.rows = rows;
   b.scored = scored;
@@ -354,16 +426,11 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   }
   b.tiles_count = tiles.size();
 
-  b.positions.ensure(t);
   for (auto* buffer : {&b.block_tokens, &b.block_positions}) buffer->ensure(rows);
   b.context.ensure(3 * blocks);  // the context ranges, then the blocks longest first
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
   b.tiles.ensure(std::max<size_t>(1, tiles.size()));
-  for (auto* buffer : {&b.ctx_pre, &b.d_ctx}) buffer->ensure(t * d);
-  b.d_ctx_pre.ensure(t * d, b.bf16());
-  b.ctx.ensure(t * d, b.bf16());
-  for (auto* buffer : {&b.ctx_cos, &b.ctx_sin}) buffer->ensure(t * half);
   for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
   for (auto* buffer : {&b.x_final, &b.final_, &b.d_final, &b.d_x, &b.d_h, &b.d_m})
     buffer->ensure(rows * d);
@@ -406,40 +473,18 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch, Features source, const
   b.d_head.ensure(b.head_rows * d);
   b.logits.ensure(b.head_rows * c.vocab_size, b.bf16());
 
-  // Pageable sources: each copy has left the host buffer when the call returns.
-  const auto copy = [s](void* dst, const void* src, size_t bytes) {
-    if (bytes == 0) return;  // the path not taken leaves its arrays unallocated
-    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-  };
-  copy(b.positions.get(), batch.positions.data(), t * sizeof(int32_t));
-  copy(b.block_tokens.get(), rows_.tokens.data(), rows * sizeof(int32_t));
-  copy(b.block_positions.get(), rows_.positions.data(), rows * sizeof(int32_t));
-  copy(b.context.get(), context_.data(), context_.size() * sizeof(int32_t));
-  copy(b.block_order(), order.data(), order.size() * sizeof(int32_t));
-  copy(b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t));
-  copy(b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t));
-  copy(b.row_weight.get(), weights.data(), scored * sizeof(float));
-  copy(b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile));
-  copy(b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(cuda::BlockKeyWork));
-  copy(b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(cuda::BlockKeySum));
-  // The features feed two products (fc and its weight gradient), nothing else.
-  if (source == Features::kHostFp32) {
-    b.features.ensure(t * fd);
-    copy(b.features.get(), features, t * fd * sizeof(float));
-    b.gemm.hold_bf16(b.features.get(), t * fd);
-    b.feature_operand = b.features.get();
-  } else if (b.bf16()) {
-    // The ring's bf16 are the products' operands as they stand: never widened.
-    b.feature_operand = static_cast<const uint16_t*>(features);
-  } else {
-    b.features.ensure(t * fd);
-    HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
-                                                 b.features.get(), s));
-    b.feature_operand = b.features.get();
-  }
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
-                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s));
+  b.copy_to_device({
+      {b.block_tokens.get(), rows_.tokens.data(), rows * sizeof(int32_t)},
+      {b.block_positions.get(), rows_.positions.data(), rows * sizeof(int32_t)},
+      {b.context.get(), context_.data(), context_.size() * sizeof(int32_t)},
+      {b.block_order(), order.data(), order.size() * sizeof(int32_t)},
+      {b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t)},
+      {b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t)},
+      {b.row_weight.get(), weights.data(), scored * sizeof(float)},
+      {b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile)},
+      {b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(cuda::BlockKeyWork)},
+      {b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(cuda::BlockKeySum)},
+  });
   HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(
       b.block_positions.get(), uint32_t(rows), b.inv_freq.as<double>(), nullptr, 1.0,
       uint32_t(half), b.block_cos.get(), b.block_sin.get(), s));
@@ -513,15 +558,22 @@ struct Ops {
 
 }  // namespace
 
+void CudaDflashTrainer::run_context_forward() {
+  const DflashConfig& c = config_;
+  Buffers& b = *b_;
+  const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
+  const size_t t = b.ctx_rows, d = c.width();
+  // Every captured row, projected and normalised once for all layers.
+  b.gemm.forward(b.feature_operand, t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
+  ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx);  // read by 4 products a layer
+  mark("fwd context fc + norm");
+}
+
 void CudaDflashTrainer::run_forward() {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
-  const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
-  // The context: every captured row, projected and normalised once for all layers.
-  b.gemm.forward(b.feature_operand, t, c.feature_dim(), b.p(b.fc), d, b.ctx_pre.get());
-  ops.norm(b.ctx_pre.get(), b.p(b.hidden_norm), t, d, b.ctx);  // read by 4 products a layer
-  mark("fwd context fc + norm");
+  const size_t rows = b.rows, d = c.width();
   // The blocks: the anchor's embedding, then the mask token's.
   HSRING_CUDA_CHECK(cuda::launch_gather_rows(b.embed.as<float>(), b.block_tokens.get(),
                                              uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),

@@ -77,7 +77,10 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   struct Buffers;
   enum class Features { kHostFp32, kDeviceBf16 };
   LossStats run(const DrafterBatch& batch, Features source, const void* features);
-  void upload(const DrafterBatch& batch, Features source, const void* features);
+  // The context's inputs (positions, features, their RoPE table), then the rest of the step's.
+  void upload_context(const DrafterBatch& batch, Features source, const void* features);
+  void upload(const DrafterBatch& batch);
+  void run_context_forward();  // fc + hidden_norm, enqueued before the host lays out the blocks
   void run_forward();
   void layer_forward(uint32_t layer);
   void run_head();  // logits, loss and d(final) of the scored rows, in chunks
