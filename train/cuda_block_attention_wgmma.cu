@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     const uint32_t o_tile = smem_address(dos + buf * kTile);
     const float* lse_t = lse_s + buf * kQueryTile;
     const float* delta_t = delta_s + buf * kQueryTile;
-    bool visible[2];
+    bool visible[2], whole;
     {
       const int32_t cb = a.context[2 * blk], ce = a.context[2 * blk + 1];
 #pragma unroll
@@ -183,6 +183,10 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
         const int32_t key = warp * 16 + gid + 8 * r, row = w.first_key + key;
         visible[r] = key < w.keys && (!context_tile || (cb <= row && row < ce));
       }
+      // Every key seen by every query vector of the tile (all but a context range's edges
+      // and a block's last tile): the same for the whole CTA, so the masks are skipped.
+      whole = w.keys == kRows && v0 + kQueryTile <= nv &&
+              (!context_tile || (cb <= w.first_key && w.first_key + kRows <= ce));
     }
 
     // S^T = K Q^T, then dP^T = V dO^T, as two groups: P^T is formed while dP^T runs.
@@ -199,11 +203,19 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     wgmma::wait<1>();
     wgmma::pin(s);
     // P^T; invisible keys and padding queries give zeros.
+    if (whole) {
 #pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const int qv = (e / 4) * 8 + tig * 2 + (e & 1);
-      const bool valid = visible[(e / 2) & 1] && v0 + uint32_t(qv) < nv;
-      s[e] = valid ? exp2f(fmaf(s[e], scale_log2, -lse_t[qv] * kLog2e)) : 0.0f;
+      for (int e = 0; e < 32; ++e) {
+        const int qv = (e / 4) * 8 + tig * 2 + (e & 1);
+        s[e] = exp2_ftz(fmaf(s[e], scale_log2, -lse_t[qv] * kLog2e));
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const int qv = (e / 4) * 8 + tig * 2 + (e & 1);
+        const bool valid = visible[(e / 2) & 1] && v0 + uint32_t(qv) < nv;
+        s[e] = valid ? exp2_ftz(fmaf(s[e], scale_log2, -lse_t[qv] * kLog2e)) : 0.0f;
+      }
     }
     wgmma::wait<0>();
     wgmma::pin(dp);
@@ -337,10 +349,15 @@ __global__ void __launch_bounds__(kThreads, 2) backward_query_wgmma_kernel(Args 
     wgmma::commit();
     wgmma::wait<1>();
     wgmma::pin(s);
+    if ((t + 1) * kRows <= q.n_keys) {  // a whole tile of keys (all but the last)
 #pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const int32_t key = t * kRows + (e / 4) * 8 + tig * 2 + (e & 1);
-      s[e] = key < q.n_keys ? exp2f(s[e] * scale_log2 - lse2[(e / 2) & 1]) : 0.0f;
+      for (int e = 0; e < 32; ++e) s[e] = exp2_ftz(s[e] * scale_log2 - lse2[(e / 2) & 1]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const int32_t key = t * kRows + (e / 4) * 8 + tig * 2 + (e & 1);
+        s[e] = key < q.n_keys ? exp2_ftz(s[e] * scale_log2 - lse2[(e / 2) & 1]) : 0.0f;
+      }
     }
     wgmma::wait<0>();
     wgmma::pin(dp);
@@ -380,17 +397,18 @@ __global__ void __launch_bounds__(kThreads, 2) forward_wgmma_kernel(Args a) {
     wgmma::pin(s);
     // Scaled scores in log2 units; keys past the list are -inf. Every tile holds key t * 64.
     float tile_max[2] = {-INFINITY, -INFINITY};
+    const bool whole = (t + 1) * kRows <= q.n_keys;  // all but the last tile
 #pragma unroll
     for (int e = 0; e < 32; ++e) {
       const int32_t key = t * kRows + (e / 4) * 8 + tig * 2 + (e & 1);
-      s[e] = key < q.n_keys ? s[e] * scale_log2 : -INFINITY;
+      s[e] = whole || key < q.n_keys ? s[e] * scale_log2 : -INFINITY;
       tile_max[(e / 2) & 1] = fmaxf(tile_max[(e / 2) & 1], s[e]);
     }
     float correction[2];
     online_softmax_step(tile_max, m, l, correction);
 #pragma unroll
     for (int e = 0; e < 32; ++e) {
-      s[e] = exp2f(s[e] - m[(e / 2) & 1]);
+      s[e] = exp2_ftz(s[e] - m[(e / 2) & 1]);
       l[(e / 2) & 1] += s[e];
     }
 #pragma unroll

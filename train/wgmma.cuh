@@ -48,15 +48,19 @@ __host__ __device__ inline uint64_t descriptor(uint32_t smem_address, uint32_t l
   return uint64_t((smem_address >> 4) & 0x3FFF) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) |
          (uint64_t((sbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
+// A k step's descriptor is its tile's plus the step's byte offset >> 4 in the address field:
+// one add of a constant, where building each from its address took the kernels a handful
+// of instructions a product. Exact while the address stays below 2^18 (the 14-bit field;
+// shared memory ends at 228 KB).
 // The tile at smem_address read K-major, k step kk (columns [16 kk, 16 kk + 16)). LBO is
 // unused in a swizzled K-major layout (1 by convention).
 __host__ __device__ inline uint64_t k_major(uint32_t smem_address, int kk) {
-  return descriptor(smem_address + uint32_t(kk / 4) * kHalfBytes + uint32_t(kk % 4) * 32, 16,
-                    kAtomBytes);
+  return descriptor(smem_address, 16, kAtomBytes) +
+         ((uint32_t(kk / 4) * kHalfBytes + uint32_t(kk % 4) * 32) >> 4);
 }
 // The tile at smem_address read MN-major, k step kk (rows [16 kk, 16 kk + 16)).
 __host__ __device__ inline uint64_t mn_major(uint32_t smem_address, int kk) {
-  return descriptor(smem_address + uint32_t(kk) * 2 * kAtomBytes, kHalfBytes, kAtomBytes);
+  return descriptor(smem_address, kHalfBytes, kAtomBytes) + ((uint32_t(kk) * 2 * kAtomBytes) >> 4);
 }
 
 // Orders the warpgroup's register writes before the products that read them
