@@ -318,7 +318,7 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   }
   const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
                            batch.doc_offsets, labels_,      anchors_};
-  validate_dflash_metadata(blocks, config_);
+  validate_dflash_anchors(blocks, config_);
   build_dflash_block_rows(blocks, config_, rows_);
   upload(batch);
   // A step that trains writes each matrix's gradient with its first product (backward_weight

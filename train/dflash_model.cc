@@ -85,6 +85,11 @@ void validate_dflash_metadata(const DflashBatch& b, const DflashConfig& c) {
       bad_batch("token " + std::to_string(b.tokens[t]) + " at " + std::to_string(t) +
                 " is outside the vocabulary of " + std::to_string(c.vocab_size));
   }
+  validate_dflash_anchors(b, c);
+}
+
+void validate_dflash_anchors(const DflashBatch& b, const DflashConfig& c) {
+  const size_t rows = b.tokens.size();
   for (size_t i = 0; i < b.anchors.size(); ++i) {
     const int64_t a = b.anchors[i];
     if (a < 0 || size_t(a) >= rows)

@@ -66,6 +66,8 @@ struct DflashStats {
 void validate_dflash_batch(const DflashBatch& batch, const DflashConfig& config);
 // The same checks but for the features (a device trainer's features are not on the host).
 void validate_dflash_metadata(const DflashBatch& batch, const DflashConfig& config);
+// The anchors' checks alone, for a batch whose metadata passed without its anchors.
+void validate_dflash_anchors(const DflashBatch& batch, const DflashConfig& config);
 
 // What each row of the batch's draft blocks reads and is scored against, built the same
 // way by every device's step: row b * B + j is position j of the block anchored at
