@@ -35,8 +35,11 @@ struct Fp32OrBf16 {
     else
       fp32.ensure(count);
   }
-  cuda::Operand operand() const {
-    return bf16.get() ? cuda::Operand(bf16.get()) : cuda::Operand(fp32.get());
+  // From element `offset` on: the mode's array, the other null.
+  float* fp32_at(size_t offset) const { return fp32.get() ? fp32.get() + offset : nullptr; }
+  uint16_t* bf16_at(size_t offset) const { return bf16.get() ? bf16.get() + offset : nullptr; }
+  cuda::Operand operand(size_t offset = 0) const {
+    return bf16.get() ? cuda::Operand(bf16.get() + offset) : cuda::Operand(fp32.get() + offset);
   }
 };
 
@@ -137,7 +140,14 @@ struct CudaDflashTrainer::Buffers {
   // that read it (held).
   Scratch<uint16_t> d_x_bf16;
   // Gradients that only their products read.
-  Fp32OrBf16 d_act, d_gate, d_up, d_q_raw, d_block_k_raw, d_ctx_k_raw, d_ctx_pre;
+  Fp32OrBf16 d_act, d_gate, d_up, d_ctx_pre;
+  // The gradients of the projections' outputs side by side, so that each side's input
+  // gradient is one product with the adjacent weights (dflash_projections_adjacent): the
+  // block rows' [dq | dk | dv] [rows, q + 2 kv] times [Wq; Wk; Wv], and the context's
+  // [dk | dv] of every layer [ctx_rows, layers * 2 kv], layer after layer, times every
+  // layer's [Wk; Wv] stacked (w_ctx_kv, copied from the weights at each step). One product
+  // over the layers writes d_ctx once instead of ten adding to it.
+  Fp32OrBf16 d_qkv, d_ctx_kv, w_ctx_kv;
   bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
 
   // A step's host arrays go to the device through page-locked memory: a copy from pageable
@@ -225,6 +235,13 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   b.hidden_norm = offset("hidden_norm.weight");
   b.norm = offset("norm.weight");
   b.at = dflash_layer_offsets(layout_, config_.num_layers);
+  if (!dflash_projections_adjacent(config_, b.at))
+    throw Error(Errc::kModelBadConfig,
+                "dflash on the GPU multiplies each layer's q, k and v projections as one matrix, "
+                "which needs num_kv_heads x head_dim x width (" +
+                    std::to_string(config_.kv_dim()) + " x " + std::to_string(config_.width()) +
+                    ") to be a multiple of " + std::to_string(kParamAlignment) +
+                    "; change the width or the heads, or train this drafter on the CPU");
   b.acts.resize(config_.num_layers);
   HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // the host copies may go now
 }
@@ -460,9 +477,9 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
     a.lse.ensure(rows * heads);
   }
   for (auto* buffer : {&b.d_gate, &b.d_up}) buffer->ensure(rows * inter, b.bf16());
-  b.d_q_raw.ensure(rows * qd, b.bf16());
-  b.d_block_k_raw.ensure(rows * kvd, b.bf16());
-  b.d_ctx_k_raw.ensure(t * kvd, b.bf16());
+  b.d_qkv.ensure(rows * (qd + 2 * kvd), b.bf16());
+  b.d_ctx_kv.ensure(t * c.num_layers * 2 * kvd, b.bf16());
+  b.w_ctx_kv.ensure(c.num_layers * 2 * kvd * d, b.bf16());
   b.d_act.ensure(rows * inter, b.bf16());
   for (auto* buffer : {&b.d_attn, &b.d_q}) buffer->ensure(rows * qd);
   for (auto* buffer : {&b.d_block_k, &b.d_block_v}) buffer->ensure(rows * kvd);
@@ -542,18 +559,32 @@ struct Ops {
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
-  // Its backward from dy: dx into whichever of dx (fp32) and dx_bf16 is not null; the
+  // Its backward from dy: dx into dx's columns from dx_col on (its rows dx_stride apart); the
   // weight's gradient added to dw.
   void qk_norm_rope_backward(const Fp32OrBf16& x, const float* w, const float* dy, size_t rows,
                              uint32_t heads, uint32_t hd, const float* cos, const float* sin,
-                             float* dx, uint16_t* dx_bf16, float* dw) const {
+                             const Fp32OrBf16& dx, size_t dx_col, size_t dx_stride,
+                             float* dw) const {
     const auto run = [&](const auto* values) {
       return cuda::launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, hd, eps, cos,
-                                                sin, dx, dx_bf16, dw, s);
+                                                sin, dx.fp32_at(dx_col), dx.bf16_at(dx_col), dw, s,
+                                                uint32_t(dx_stride));
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
   void zero(void* dst, size_t bytes) const { HSRING_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s)); }
+  // src [rows, cols] into dst's columns from `col` on, its rows `stride` apart, in dst's
+  // precision (bf16: rounded).
+  void place_columns(const float* src, size_t rows, size_t cols, const Fp32OrBf16& dst, size_t col,
+                     size_t stride) const {
+    if (dst.bf16.get())
+      HSRING_CUDA_CHECK(
+          cuda::launch_float_to_bf16_rows(src, rows, cols, dst.bf16.get() + col, stride, s));
+    else
+      HSRING_CUDA_CHECK(cudaMemcpy2DAsync(dst.fp32.get() + col, stride * sizeof(float), src,
+                                          cols * sizeof(float), cols * sizeof(float), rows,
+                                          cudaMemcpyDeviceToDevice, s));
+  }
 };
 
 }  // namespace
@@ -677,11 +708,27 @@ void CudaDflashTrainer::run_backward() {
   Buffers& b = *b_;
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
-  // d_x carries d(loss)/d(residual stream) down the layers; d_ctx collects what every
-  // layer's context keys and values send to the shared context.
+  // d_x carries d(loss)/d(residual stream) down the layers; each layer leaves its context
+  // keys' and values' gradients in d_ctx_kv, for one product below.
   ops.norm_backward(b.x_final.get(), b.p(b.norm), b.d_final.get(), rows, d, b.d_x.get(), false,
                     b.g(b.norm), b.d_x_bf16.get());
   for (uint32_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
+  // d_ctx = every layer's [dk | dv] of the context times its [Wk; Wv]: one product over the
+  // layers' columns of d_ctx_kv and their weights stacked, copied from the weights (or
+  // their bf16 copy) as they are this step.
+  const size_t kv_block = 2 * size_t(c.kv_dim()) * d;  // one layer's [Wk; Wv]
+  for (uint32_t layer = 0; layer < c.num_layers; ++layer) {
+    const size_t from = b.at[layer].k;
+    HSRING_CUDA_CHECK(
+        b.bf16()
+            ? cudaMemcpyAsync(b.w_ctx_kv.bf16_at(layer * kv_block), b.state->params_bf16() + from,
+                              kv_block * sizeof(uint16_t), cudaMemcpyDeviceToDevice, ops.s)
+            : cudaMemcpyAsync(b.w_ctx_kv.fp32_at(layer * kv_block), b.p(from),
+                              kv_block * sizeof(float), cudaMemcpyDeviceToDevice, ops.s));
+  }
+  b.gemm.backward_input(b.d_ctx_kv.operand(), t, c.num_layers * 2 * c.kv_dim(),
+                        b.w_ctx_kv.operand(), d, b.d_ctx.get());
+  mark("bwd context k/v (all layers)");
   // The block input is the target's embedding and the features are the target's states:
   // both frozen. Only the context projection remains.
   ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d,
@@ -742,34 +789,26 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
         b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
         b.d_block_v.get(), ops.s));
   mark("bwd block attention");
-  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets), into
-  // the gradients' fp32 or bf16 arrays (Fp32OrBf16).
+  // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets). The
+  // block rows' gradients go side by side into d_qkv, the context's into this layer's
+  // columns of d_ctx_kv (Buffers), in their fp32 or bf16 arrays (Fp32OrBf16).
+  const size_t qkv = qd + 2 * kvd, ctx_kv = c.num_layers * 2 * kvd, ctx_col = layer * 2 * kvd;
   ops.qk_norm_rope_backward(a.q_raw, b.p(o.q_norm), b.d_q.get(), rows, heads, hd, b.block_cos.get(),
-                            b.block_sin.get(), b.d_q_raw.fp32.get(), b.d_q_raw.bf16.get(),
-                            b.g(o.q_norm));
+                            b.block_sin.get(), b.d_qkv, 0, qkv, b.g(o.q_norm));
   ops.qk_norm_rope_backward(a.block_k_raw, b.p(o.k_norm), b.d_block_k.get(), rows, kv, hd,
-                            b.block_cos.get(), b.block_sin.get(), b.d_block_k_raw.fp32.get(),
-                            b.d_block_k_raw.bf16.get(), b.g(o.k_norm));
+                            b.block_cos.get(), b.block_sin.get(), b.d_qkv, qd, qkv, b.g(o.k_norm));
+  ops.place_columns(b.d_block_v.get(), rows, kvd, b.d_qkv, qd + kvd, qkv);
   ops.qk_norm_rope_backward(a.ctx_k_raw, b.p(o.k_norm), b.d_ctx_k.get(), t, kv, hd, b.ctx_cos.get(),
-                            b.ctx_sin.get(), b.d_ctx_k_raw.fp32.get(), b.d_ctx_k_raw.bf16.get(),
-                            b.g(o.k_norm));
+                            b.ctx_sin.get(), b.d_ctx_kv, ctx_col, ctx_kv, b.g(o.k_norm));
+  ops.place_columns(b.d_ctx_v.get(), t, kvd, b.d_ctx_kv, ctx_col + kvd, ctx_kv);
 
-  // Projections of the block rows (into h) and of the context (into d_ctx).
-  gemm.hold_bf16(b.d_block_v.get(), rows * kvd);
-  gemm.hold_bf16(b.d_ctx_v.get(), t * kvd);
-  gemm.backward_input(b.d_q_raw.operand(), rows, qd, b.p(o.q), d, b.d_h.get());
-  gemm.backward_input(b.d_block_k_raw.operand(), rows, kvd, b.p(o.k), d, b.d_h.get(), true);
-  gemm.backward_input(b.d_block_v.get(), rows, kvd, b.p(o.v), d, b.d_h.get(), true);
-  // Each matrix's first weight gradient writes it, the context's adds to the block's.
-  gemm.backward_weight(b.d_q_raw.operand(), rows, qd, a.h.operand(), d, b.g(o.q), false);
-  gemm.backward_weight(b.d_block_k_raw.operand(), rows, kvd, a.h.operand(), d, b.g(o.k), false);
-  gemm.backward_weight(b.d_ctx_k_raw.operand(), t, kvd, b.ctx.operand(), d, b.g(o.k));
-  gemm.backward_weight(b.d_block_v.get(), rows, kvd, a.h.operand(), d, b.g(o.v), false);
-  gemm.backward_weight(b.d_ctx_v.get(), t, kvd, b.ctx.operand(), d, b.g(o.v));
-  // d_ctx sums every layer's; the backward's first layer (the last) writes it.
-  const bool first = layer + 1 == c.num_layers;
-  gemm.backward_input(b.d_ctx_k_raw.operand(), t, kvd, b.p(o.k), d, b.d_ctx.get(), !first);
-  gemm.backward_input(b.d_ctx_v.get(), t, kvd, b.p(o.v), d, b.d_ctx.get(), true);
+  // The block rows: d_h = [dq | dk | dv] [Wq; Wk; Wv], and the three weights' gradients as
+  // one [q + 2 kv, d] matrix, written. The context's keys and values add theirs to k's and
+  // v's; its d_ctx waits for every layer (run_backward).
+  gemm.backward_input(b.d_qkv.operand(), rows, qkv, b.p(o.q), d, b.d_h.get());
+  gemm.backward_weight(b.d_qkv.operand(), rows, qkv, a.h.operand(), d, b.g(o.q), false);
+  gemm.backward_weight(b.d_ctx_kv.operand(ctx_col), t, 2 * kvd, b.ctx.operand(), d, b.g(o.k), true,
+                       ctx_kv);
   ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
                     b.g(o.input_norm), d_x_bf16);
   mark("bwd q/k/v (block + context) + norms");

@@ -72,6 +72,23 @@ __global__ void float_to_bf16_kernel(const float* __restrict__ in, uint64_t n,
       [&](uint64_t i) { out[i] = round_to_bf16(in[i]); });
 }
 
+// Four values a thread when every row starts on a 16-byte (in) and 8-byte (out) boundary.
+__global__ void float_to_bf16_rows_kernel(const float* __restrict__ in, uint64_t rows,
+                                          uint64_t cols, uint16_t* __restrict__ out,
+                                          uint64_t out_stride) {
+  const bool aligned = cols % 4 == 0 && out_stride % 4 == 0 && four_aligned(in, out);
+  quads_then_rest(
+      rows * cols, aligned,
+      [&](uint64_t q) {
+        const uint64_t row = 4 * q / cols, col = 4 * q - row * cols;
+        store4(nullptr, out + row * out_stride + col, 0, load4(in, q));
+      },
+      [&](uint64_t i) {
+        const uint64_t row = i / cols;
+        out[row * out_stride + (i - row * cols)] = round_to_bf16(in[i]);
+      });
+}
+
 __global__ void doc_bounds_kernel(const int32_t* __restrict__ offsets, uint32_t docs, uint32_t rows,
                                   int32_t* __restrict__ start, int32_t* __restrict__ end) {
   GRID_STRIDE(t, rows) {
@@ -518,6 +535,16 @@ cudaError_t launch_bf16_to_float(const uint16_t* in, size_t n, float* out, cudaS
 
 cudaError_t launch_float_to_bf16(const float* in, size_t n, uint16_t* out, cudaStream_t stream) {
   float_to_bf16_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(in, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_float_to_bf16_rows(const float* in, size_t rows, size_t cols, uint16_t* out,
+                                      size_t out_stride, cudaStream_t stream) {
+  if (out_stride < cols) return cudaErrorInvalidValue;
+  const uint64_t n = uint64_t(rows) * cols;
+  if (n == 0) return cudaSuccess;
+  float_to_bf16_rows_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(in, rows, cols, out,
+                                                                          out_stride);
   return cudaGetLastError();
 }
 

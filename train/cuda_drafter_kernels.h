@@ -18,6 +18,10 @@ cudaError_t launch_bf16_to_float(const uint16_t* in, size_t n, float* out, cudaS
 // fp32 rounded to bf16 (to nearest, ties to even; NaN stays NaN): n values, the operands of
 // the bf16 tensor-core products (train/cuda_gemm.h).
 cudaError_t launch_float_to_bf16(const float* in, size_t n, uint16_t* out, cudaStream_t stream);
+// in [rows, cols] rounded the same way into out's rows, out_stride elements apart (>= cols;
+// else cudaErrorInvalidValue): a column range of a wider array.
+cudaError_t launch_float_to_bf16_rows(const float* in, size_t rows, size_t cols, uint16_t* out,
+                                      size_t out_stride, cudaStream_t stream);
 
 // Each row's document bounds from cu_seqlens offsets [docs + 1]: start[t], end[t].
 cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_t rows,

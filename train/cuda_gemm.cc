@@ -123,9 +123,15 @@ void Gemm::gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k
   if (precision_ != GemmPrecision::kBf16 && (c_bf16 || a.bf16() || b.bf16()))
     throw gpu::cuda_error(cudaErrorInvalidValue, "a bf16 product operand needs the bf16 Gemm");
   if (precision_ == GemmPrecision::kBf16) {
-    // Column-major extents: op(A) [m, k] is A [m, k] or A [k, m] with leading dimension lda.
-    const void* a16 = bf16_operand(a, lda * (transpose_a ? m : k), scratch_a_);
-    const void* b16 = bf16_operand(b, ldb * (transpose_b ? k : n), scratch_b_);
+    // Column-major extents: op(A) [m, k] is A [m, k] or A [k, m] with leading dimension lda;
+    // the last column ends short of a whole lda.
+    const auto extent = [](size_t ld, size_t rows, size_t cols) {
+      return cols == 0 ? 0 : ld * (cols - 1) + rows;
+    };
+    const void* a16 =
+        bf16_operand(a, transpose_a ? extent(lda, k, m) : extent(lda, m, k), scratch_a_);
+    const void* b16 =
+        bf16_operand(b, transpose_b ? extent(ldb, n, k) : extent(ldb, k, n), scratch_b_);
     check(cublasGemmEx(handle_->handle, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                        transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, dim(m), dim(n), dim(k), &alpha, a16,
                        CUDA_R_16BF, dim(lda), b16, CUDA_R_16BF, dim(ldb), &beta, c,
@@ -165,9 +171,14 @@ void Gemm::backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t
 }
 
 void Gemm::backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw,
-                           bool accumulate) {
+                           bool accumulate, size_t dy_stride) {
   // dw^T [in, out] (+)= x^T [in, rows] (dy^T)^T [rows, out].
-  gemm(false, true, in, out, rows, x, in, dy, out, dw, in, accumulate);
+  if (dy_stride == 0) dy_stride = out;
+  if (dy_stride < out)
+    throw gpu::cuda_error(cudaErrorInvalidValue,
+                          "a gradient's row stride " + std::to_string(dy_stride) +
+                              " is shorter than its row of " + std::to_string(out));
+  gemm(false, true, in, out, rows, x, in, dy, dy_stride, dw, in, accumulate);
 }
 
 }  // namespace hsring::train::cuda

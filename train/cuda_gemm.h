@@ -73,9 +73,10 @@ class Gemm {
   void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, float* dx,
                       bool accumulate = false);
   void backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t in, uint16_t* dx);
-  // dw [out, in] += dy^T x, or = without `accumulate`.
+  // dw [out, in] += dy^T x, or = without `accumulate`. dy's rows are dy_stride elements
+  // apart (0: out), so that dy may be a column range of a wider array.
   void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw,
-                       bool accumulate = true);
+                       bool accumulate = true, size_t dy_stride = 0);
 
  private:
   struct Handle;

@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(kThreads)
                                  const float* __restrict__ dy, uint64_t norm_rows, uint32_t heads,
                                  uint32_t head_dim, float eps, const float* __restrict__ cos,
                                  const float* __restrict__ sin, float* __restrict__ dx,
-                                 uint16_t* __restrict__ dx_bf16, float* __restrict__ dweight) {
+                                 uint16_t* __restrict__ dx_bf16, uint64_t dx_stride,
+                                 float* __restrict__ dweight) {
   // [warp][slot]: slot k * 32 + lane is lo column lane + 32 k, (kPairs + k) * 32 + lane its
   // partner.
   __shared__ double warp_dweight[kWarps][2 * kPairs * 32];
@@ -107,7 +108,8 @@ __global__ void __launch_bounds__(kThreads)
   NORM_ROWS(r, norm_rows) {
     const TX* xr = x + r * head_dim;
     const float* dyr = dy + r * head_dim;
-    const uint64_t angles = (r / heads) * half;
+    const uint64_t token = r / heads, angles = token * half;
+    const uint64_t out = token * dx_stride + (r - token * heads) * head_dim;  // dx's row r
     float x_lo[kPairs], x_hi[kPairs], g_lo[kPairs], g_hi[kPairs];
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
@@ -141,8 +143,8 @@ __global__ void __launch_bounds__(kThreads)
       if (i >= half) continue;
       const float d_lo = s * (w_lo[k] * g_lo[k] - x_lo[k] * s * mean_projection);
       const float d_hi = s * (w_hi[k] * g_hi[k] - x_hi[k] * s * mean_projection);
-      store(dx, dx_bf16, r * head_dim + i, d_lo);
-      store(dx, dx_bf16, r * head_dim + i + half, d_hi);
+      store(dx, dx_bf16, out + i, d_lo);
+      store(dx, dx_bf16, out + i + half, d_hi);
       dw_lo[k] += double(g_lo[k]) * double(x_lo[k]) * double(s);
       dw_hi[k] += double(g_hi[k]) * double(x_hi[k]) * double(s);
     }
@@ -188,9 +190,11 @@ cudaError_t forward(const TX* x, const float* w, uint32_t rows, uint32_t heads, 
 template <class TX>
 cudaError_t backward(const TX* x, const float* w, const float* dy, uint32_t rows, uint32_t heads,
                      uint32_t head_dim, float eps, const float* cos, const float* sin, float* dx,
-                     uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
+                     uint16_t* dx_bf16, float* dweight, cudaStream_t stream, uint32_t dx_stride) {
   if (!head_dim_supported(head_dim) || (dx == nullptr && dx_bf16 == nullptr))
     return cudaErrorInvalidValue;
+  if (dx_stride == 0) dx_stride = heads * head_dim;
+  if (dx_stride < heads * head_dim) return cudaErrorInvalidValue;
   const uint64_t norm_rows = uint64_t(rows) * heads;
   // Not even a launch: a block with no rows would still add its zeros to dweight.
   if (norm_rows == 0) return cudaSuccess;
@@ -199,7 +203,7 @@ cudaError_t backward(const TX* x, const float* w, const float* dy, uint32_t rows
                  : half <= 64 ? qk_norm_rope_backward_kernel<2, TX>
                               : qk_norm_rope_backward_kernel<4, TX>;
   kernel<<<grid_for_norm_rows(norm_rows), kThreads, 0, stream>>>(
-      x, w, dy, norm_rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight);
+      x, w, dy, norm_rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dx_stride, dweight);
   return cudaGetLastError();
 }
 
@@ -222,15 +226,19 @@ cudaError_t launch_qk_norm_rope_forward(const uint16_t* x, const float* w, uint3
 cudaError_t launch_qk_norm_rope_backward(const float* x, const float* w, const float* dy,
                                          uint32_t rows, uint32_t heads, uint32_t head_dim,
                                          float eps, const float* cos, const float* sin, float* dx,
-                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
-  return backward(x, w, dy, rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight, stream);
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream,
+                                         uint32_t dx_stride) {
+  return backward(x, w, dy, rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight, stream,
+                  dx_stride);
 }
 
 cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, const float* dy,
                                          uint32_t rows, uint32_t heads, uint32_t head_dim,
                                          float eps, const float* cos, const float* sin, float* dx,
-                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream) {
-  return backward(x, w, dy, rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight, stream);
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream,
+                                         uint32_t dx_stride) {
+  return backward(x, w, dy, rows, heads, head_dim, eps, cos, sin, dx, dx_bf16, dweight, stream,
+                  dx_stride);
 }
 
 }  // namespace hsring::train::cuda

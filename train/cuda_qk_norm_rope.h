@@ -31,15 +31,19 @@ cudaError_t launch_qk_norm_rope_forward(const uint16_t* x, const float* w, uint3
 // rounded to bf16 into dx_bf16 when dx_bf16 != nullptr (at least one non-null, else
 // cudaErrorInvalidValue), and the weight's gradient ADDED to dweight [head_dim] (atomics:
 // the order of the additions varies, so may its last bits). dy is not changed; dx may not
-// alias x or dy.
+// alias x or dy. dx's rows are dx_stride elements apart (0: heads * head_dim, packed), so
+// that dx can be a column range of a wider array, one operand with other gradients
+// (cudaErrorInvalidValue below heads * head_dim).
 cudaError_t launch_qk_norm_rope_backward(const float* x, const float* w, const float* dy,
                                          uint32_t rows, uint32_t heads, uint32_t head_dim,
                                          float eps, const float* cos, const float* sin, float* dx,
-                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream);
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream,
+                                         uint32_t dx_stride = 0);
 // The same from the forward's x in bf16.
 cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, const float* dy,
                                          uint32_t rows, uint32_t heads, uint32_t head_dim,
                                          float eps, const float* cos, const float* sin, float* dx,
-                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream);
+                                         uint16_t* dx_bf16, float* dweight, cudaStream_t stream,
+                                         uint32_t dx_stride = 0);
 
 }  // namespace hsring::train::cuda

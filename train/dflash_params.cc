@@ -73,4 +73,11 @@ std::vector<DflashLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, 
   return out;
 }
 
+bool dflash_projections_adjacent(const DflashConfig& c, const std::vector<DflashLayerOffsets>& at) {
+  const size_t d = c.width();
+  return std::all_of(at.begin(), at.end(), [&](const DflashLayerOffsets& o) {
+    return o.k == o.q + c.q_dim() * d && o.v == o.k + c.kv_dim() * d;
+  });
+}
+
 }  // namespace hsring::train

@@ -31,6 +31,12 @@ struct DflashLayerOffsets {
 // One entry per layer. REQUIRES: `layout` is dflash_param_layout of a `layers`-layer config.
 std::vector<DflashLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, uint32_t layers);
 
+// Whether every layer's q_proj, k_proj and v_proj rows lie back to back in the layout, so
+// that [Wq; Wk; Wv] and [Wk; Wv] are matrices too (the GPU step's products read them so).
+// They do unless the alignment of the offsets leaves gaps: when kv_dim * width is not a
+// multiple of kParamAlignment.
+bool dflash_projections_adjacent(const DflashConfig& c, const std::vector<DflashLayerOffsets>& at);
+
 // Fills `params` (layout.total elements), each tensor a pure function of (seed, name): norm
 // weights 1, Linear weights uniform in +-1/sqrt(fan_in), gaps 0.
 template <class Real>

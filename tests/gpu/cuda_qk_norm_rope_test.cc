@@ -198,6 +198,46 @@ TEST_P(QkNormRopeTest, Bf16GradientHasTheBitsOfTheRoundedFp32One) {
   }
 }
 
+// dx written into a column range of a wider array (dx_stride): each row's values are the
+// packed dx's, fp32 and bf16, and the other columns are untouched.
+TEST_P(QkNormRopeTest, StridedGradientIsThePackedOneInItsColumns) {
+  HSRING_REQUIRE_GPUS(1);
+  const Shape shape = GetParam();
+  const Inputs in = make_inputs(shape);
+  const DeviceInputs d(in);
+  const size_t n = shape.values(), width = size_t(shape.heads) * shape.head_dim;
+  const size_t col = shape.head_dim / 2 + 1, stride = width + shape.head_dim + 3;
+  auto backward = [&](float* dx, uint16_t* dx_bf16, uint32_t dx_stride) {
+    gpu::DeviceBuffer dweight = to_device(std::vector<float>(shape.head_dim, 0.0f));
+    return launch_qk_norm_rope_backward(d.x.as<float>(), d.w.as<float>(), d.dy.as<float>(),
+                                        shape.rows, shape.heads, shape.head_dim, kEps,
+                                        d.cos.as<float>(), d.sin.as<float>(), dx, dx_bf16,
+                                        dweight.as<float>(), nullptr, dx_stride);
+  };
+  gpu::DeviceBuffer dx = floats(n);
+  gpu::DeviceBuffer dx16 = gpu::DeviceBuffer::allocate(std::max<size_t>(1, n) * sizeof(uint16_t));
+  ASSERT_EQ(backward(dx.as<float>(), dx16.as<uint16_t>(), 0), cudaSuccess);
+  const std::vector<float> before(shape.rows * stride, -7.0f);
+  const std::vector<uint16_t> before16(shape.rows * stride, 0xABCDu);
+  gpu::DeviceBuffer wide = to_device(before), wide16 = to_device(before16);
+  ASSERT_EQ(backward(wide.as<float>() + col, wide16.as<uint16_t>() + col, uint32_t(stride)),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  const std::vector<float> packed = to_host<float>(dx, n);
+  const std::vector<uint16_t> packed16 = to_host<uint16_t>(dx16, n);
+  std::vector<float> want = before;
+  std::vector<uint16_t> want16 = before16;
+  for (size_t r = 0; r < shape.rows; ++r)
+    for (size_t i = 0; i < width; ++i) {
+      want[r * stride + col + i] = packed[r * width + i];
+      want16[r * stride + col + i] = packed16[r * width + i];
+    }
+  EXPECT_EQ(to_host<float>(wide, want.size()), want);
+  EXPECT_EQ(to_host<uint16_t>(wide16, want16.size()), want16);
+  EXPECT_EQ(backward(dx.as<float>(), nullptr, uint32_t(width - 1)), cudaErrorInvalidValue);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, QkNormRopeTest,
                          ::testing::Values(Shape{"qwen3_queries", 300, 32, 128},
                                            Shape{"dim64", 77, 8, 64}, Shape{"dim32", 5, 4, 32},

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -545,6 +546,66 @@ TEST(GemmOperandTest, Bf16OperandsGiveTheProductsOfTheArraysTheyRound) {
                Error);
   EXPECT_THROW(fp32.forward(x32.as<float>(), rows, in, w16.as<uint16_t>(), out, y.as<float>()),
                Error);
+}
+
+// A gradient read as a column range of a wider array (dy_stride) gives the product of the
+// same values packed; in both precisions, and from a strided fp32 array on the bf16 Gemm,
+// which rounds only what the product reads (the last row ends before the stride).
+TEST(GemmOperandTest, AStridedGradientGivesThePackedOnesWeightGradient) {
+  HSRING_REQUIRE_GPUS(1);
+  const size_t rows = 40, in = 24, out = 16, stride = 56, col = 8;
+  uint64_t state = 29;
+  const std::vector<float> x = uniform_values(rows * in, state, 1.0f);
+  const std::vector<float> dy = uniform_values(rows * out, state, 1.0f);
+  // dy in columns [col, col + out) of [rows, stride], the rest NaN (read, they would show).
+  std::vector<float> wide(rows * stride, std::nanf(""));
+  for (size_t r = 0; r < rows; ++r)
+    std::copy(dy.begin() + r * out, dy.begin() + (r + 1) * out, wide.begin() + r * stride + col);
+  wide.resize((rows - 1) * stride + col + out);  // nothing past what the product reads
+  for (const GemmPrecision precision : {GemmPrecision::kFp32, GemmPrecision::kBf16}) {
+    Gemm gemm(precision);
+    gpu::DeviceBuffer dx = to_device(x), packed = to_device(dy), strided = to_device(wide);
+    gpu::DeviceBuffer want = gpu::DeviceBuffer::allocate(out * in * sizeof(float));
+    gpu::DeviceBuffer got = gpu::DeviceBuffer::allocate(out * in * sizeof(float));
+    gemm.backward_weight(packed.as<float>(), rows, out, dx.as<float>(), in, want.as<float>(),
+                         false);
+    gemm.backward_weight(strided.as<float>() + col, rows, out, dx.as<float>(), in, got.as<float>(),
+                         false, stride);
+    HSRING_CUDA_CHECK(cudaDeviceSynchronize());
+    // (cuBLAS may pick another kernel for another stride: the same sums, to rounding.)
+    const std::vector<float> g = to_host<float>(got, out * in), w = to_host<float>(want, out * in);
+    for (size_t i = 0; i < w.size(); ++i)
+      ASSERT_NEAR(g[i], w[i], 1e-5f * std::abs(w[i]) + 1e-6f)
+          << (precision == GemmPrecision::kBf16 ? "bf16" : "fp32") << " at " << i;
+    EXPECT_THROW(gemm.backward_weight(packed.as<float>(), rows, out, dx.as<float>(), in,
+                                      got.as<float>(), false, out - 1),
+                 Error);
+  }
+}
+
+// A gradient rounded into a column range of a wider operand: each row's values are
+// launch_float_to_bf16's, the other columns untouched; four a thread (columns and stride
+// multiples of 4) or one (not).
+TEST(Bf16OutputTest, RoundingIntoColumnsWritesOnlyThoseColumns) {
+  HSRING_REQUIRE_GPUS(1);
+  for (const auto [rows, cols, stride, col] :
+       {std::array<size_t, 4>{33, 16, 40, 8}, {17, 5, 12, 3}, {9, 8, 8, 0}}) {
+    uint64_t state = 31 + cols;
+    const std::vector<float> in = uniform_values(rows * cols, state, 3.0f);
+    const std::vector<uint16_t> want_rows = rounded_on_device(in);
+    const std::vector<uint16_t> before(rows * stride, 0xABCDu);
+    gpu::DeviceBuffer din = to_device(in), out = to_device(before);
+    ASSERT_EQ(launch_float_to_bf16_rows(din.as<float>(), rows, cols, out.as<uint16_t>() + col,
+                                        stride, nullptr),
+              cudaSuccess);
+    std::vector<uint16_t> want = before;
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) want[r * stride + col + c] = want_rows[r * cols + c];
+    EXPECT_EQ(to_host<uint16_t>(out, want.size()), want) << cols << " columns, stride " << stride;
+  }
+  gpu::DeviceBuffer buffer = gpu::DeviceBuffer::allocate(64 * sizeof(float));
+  EXPECT_EQ(launch_float_to_bf16_rows(buffer.as<float>(), 2, 8, buffer.as<uint16_t>(), 7, nullptr),
+            cudaErrorInvalidValue);
 }
 
 TEST(GemmHoldTest, Fp32GemmIgnoresHolds) {

@@ -106,6 +106,33 @@ TEST(DflashLayoutTest, NamesShapesOffsets) {
   EXPECT_EQ(layout.find("embed_tokens.weight"), nullptr);
 }
 
+// The GPU step multiplies [Wq; Wk; Wv] and [Wk; Wv] as matrices: they are, exactly when the
+// offsets' alignment leaves no gap after k_proj (kv_dim x width a multiple of it).
+TEST(DflashLayoutTest, ProjectionsAdjacentUnlessAlignmentLeavesGaps) {
+  const auto adjacent = [](const DflashConfig& c) {
+    return dflash_projections_adjacent(c,
+                                       dflash_layer_offsets(dflash_param_layout(c), c.num_layers));
+  };
+  DflashConfig c = small_dflash_config(3);
+  for (const uint32_t kv : {1u, 2u, 4u})
+    for (const uint32_t group : {1u, 2u, 3u})
+      for (const uint32_t head_dim : {2u, 4u, 6u, 32u})
+        for (const uint32_t width : {8u, 12u, 16u, 40u, 64u}) {
+          c.num_kv_heads = kv;
+          c.num_heads = kv * group;
+          c.head_dim = head_dim;
+          c.target_hidden = width;
+          EXPECT_EQ(adjacent(c), size_t(kv) * head_dim * width % kParamAlignment == 0)
+              << kv << " kv heads, " << group << " queries each, head_dim " << head_dim
+              << ", width " << width;
+        }
+  c.num_heads = 32;  // qwen3-8b's shape
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.target_hidden = 4096;
+  EXPECT_TRUE(adjacent(c));
+}
+
 TEST(DflashLayoutTest, InitIsDeterministicAndScaled) {
   const ParamLayout layout = dflash_param_layout(small_dflash_config());
   std::vector<float> a(layout.total), b(layout.total), other(layout.total);
