@@ -216,6 +216,9 @@ int run_dflash(const Options& o) {
                        c.num_layers * (4.0 + 14.0) * double(c.head_dim) * c.num_heads * pairs;
   const double ms = median(step_ms);
   print("step_ms", ms, "%.1f");
+  std::printf("step_ms_each=");  // the spread behind the median, in step order
+  for (size_t i = 0; i < step_ms.size(); ++i) std::printf("%s%.1f", i ? "," : "", step_ms[i]);
+  std::printf("\n");
   print("step_tokens_per_s", t / (ms * 1e-3), "%.0f");
   print("step_flops", flops, "%.4g");
   const double step_tflops = flops / (ms * 1e-3) / 1e12;
