@@ -3,8 +3,9 @@
 // DFlash step (train/cuda_dflash_trainer.h): --draft-layers decoder layers of the target's
 // shape over B 16 blocks at --anchors anchors, the target's frozen embedding and LM head
 // (untied, random), with model FLOPs 4 x fc parameters per token (forward and weight
-// gradient: the features are frozen), 6 x layer parameters per block row plus 6 x k/v
-// parameters per context row, 4 x head parameters per scored row (the head is frozen),
+// gradient: the features are frozen), 6 x layer parameters per block row (the last
+// layer's o_proj and MLP per scored row) plus 6 x k/v parameters per context row, 4 x head
+// parameters per scored row (the head is frozen),
 // and the block attention at 4 + 14 x head_dim per (query head, key) pair and layer. --batch-out
 // writes the batch's documents and anchors for bench/dflash_step_torch.py. --phases adds one
 // more step timed by cudaEvents between its phases (CudaDflashTrainer::set_phase_timing),
@@ -210,9 +211,12 @@ int run_dflash(const Options& o) {
   const double d = c.width(), rows = blocks * c.block_size, scored = blocks * (c.block_size - 1);
   const double layer_params =
       d * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) + 3.0 * d * c.intermediate_size;
+  // The last layer's o_proj and MLP take the scored rows only (CudaDflashTrainer).
+  const double last_layer_skipped =
+      6.0 * (rows - scored) * (d * c.q_dim() + 3.0 * d * c.intermediate_size);
   const double flops = 4.0 * t * c.feature_dim() * d +
-                       c.num_layers * (6.0 * rows * layer_params + 6.0 * t * 2.0 * c.kv_dim() * d) +
-                       4.0 * scored * d * c.vocab_size +
+                       c.num_layers * (6.0 * rows * layer_params + 6.0 * t * 2.0 * c.kv_dim() * d) -
+                       last_layer_skipped + 4.0 * scored * d * c.vocab_size +
                        c.num_layers * (4.0 + 14.0) * double(c.head_dim) * c.num_heads * pairs;
   const double ms = median(step_ms);
   print("step_ms", ms, "%.1f");

@@ -95,6 +95,8 @@ struct CudaDflashTrainer::Buffers {
     cuda::Operand attention_output() const {
       return attn_bf16.get() ? cuda::Operand(attn_bf16.get()) : cuda::Operand(attn.get());
     }
+    // The last layer only: the scored rows of the attention's output, in its precision.
+    Fp32OrBf16 attn_scored;
   };
 
   gpu::Stream stream;
@@ -113,6 +115,11 @@ struct CudaDflashTrainer::Buffers {
   bool backward = false;
   Scratch<int32_t> positions, block_tokens, block_positions, context, scored_rows, scored_labels,
       row_agreed;
+  // The last layer past its attention, the final norm and the head take only the scored
+  // rows (the anchors' rows reach no loss there): scored_rows picks them out of the block
+  // rows, scored_of_row [rows] (each block row's scored index, or -1 for an anchor) takes
+  // their gradients back.
+  Scratch<int32_t> scored_of_row;
   // The query-side attention kernels' block order (cuda::longest_context_first), after the
   // context ranges in `context`.
   int32_t* block_order() const { return context.get() + 2 * blocks; }
@@ -127,18 +134,20 @@ struct CudaDflashTrainer::Buffers {
   // The features as fc and its weight gradient read them: `features` (fp32, from the host or
   // widened from the ring's bf16), or the ring's bf16 themselves in bf16 mode.
   cuda::Operand feature_operand;
-  Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, final_,
-      row_loss, row_weight;
-  // The normalised context, the scored rows of final_, and their logits (bf16 in bf16 mode,
-  // as autocast's head product makes them; the cross-entropy overwrites them with their
-  // gradient).
+  Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, row_loss,
+      row_weight;
+  // The normalised context, the final norm's output [scored, d] (the head's operand), and a
+  // chunk's logits (bf16 in bf16 mode, as autocast's head product makes them; the
+  // cross-entropy overwrites them with their gradient).
   Fp32OrBf16 ctx, head_in, logits;
   std::vector<LayerActivations> acts;
   Scratch<float> d_final, d_x, d_h, d_m, d_attn, d_q, d_block_k, d_block_v, d_ctx_k, d_ctx_v, d_ctx,
-      d_head, norm_partials, delta;
-  // bf16 mode: d_x as the norms' backward writes it beside the fp32 d_x, for the products
-  // that read it (held).
-  Scratch<uint16_t> d_x_bf16;
+      norm_partials, delta;
+  // The last layer's gradients over the scored rows, before they go back to every block row.
+  Scratch<float> d_x_scored, d_attn_scored;
+  // bf16 mode: d_x (and d_x_scored) as the norms' backward writes it beside the fp32 one,
+  // for the products that read it (held).
+  Scratch<uint16_t> d_x_bf16, d_x_scored_bf16;
   // Gradients that only their products read.
   Fp32OrBf16 d_act, d_gate, d_up, d_ctx_pre;
   // The gradients of the projections' outputs side by side, so that each side's input
@@ -411,12 +420,13 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
     context_[2 * i] = int32_t(rows_.context[i].begin);
     context_[2 * i + 1] = int32_t(rows_.context[i].end);
   }
-  std::vector<int32_t> scored_rows(scored), scored_labels(scored);
+  std::vector<int32_t> scored_rows(scored), scored_labels(scored), scored_of_row(rows, -1);
   std::vector<float> weights(scored);
   double total_weight = 0;
   for (size_t i = 0; i < scored; ++i) {
     const size_t r = i / (bs - 1) * bs + i % (bs - 1) + 1;
     scored_rows[i] = int32_t(r);
+    scored_of_row[r] = int32_t(i);
     scored_labels[i] = rows_.labels[r];
     if (rows_.labels[r] >= 0) total_weight += rows_.weights[r];
   }
@@ -443,15 +453,20 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   }
   b.tiles_count = tiles.size();
 
-  for (auto* buffer : {&b.block_tokens, &b.block_positions}) buffer->ensure(rows);
+  for (auto* buffer : {&b.block_tokens, &b.block_positions, &b.scored_of_row}) buffer->ensure(rows);
   b.context.ensure(3 * blocks);  // the context ranges, then the blocks longest first
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
   b.tiles.ensure(std::max<size_t>(1, tiles.size()));
   for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
-  for (auto* buffer : {&b.x_final, &b.final_, &b.d_final, &b.d_x, &b.d_h, &b.d_m})
-    buffer->ensure(rows * d);
-  if (b.bf16()) b.d_x_bf16.ensure(rows * d);
+  for (auto* buffer : {&b.d_x, &b.d_h, &b.d_m}) buffer->ensure(rows * d);
+  for (auto* buffer : {&b.x_final, &b.d_final, &b.d_x_scored}) buffer->ensure(scored * d);
+  b.d_attn_scored.ensure(scored * qd);
+  if (b.bf16()) {
+    b.d_x_bf16.ensure(rows * d);
+    b.d_x_scored_bf16.ensure(scored * d);
+  }
+  b.acts.back().attn_scored.ensure(scored * qd, b.bf16_attention);
   for (auto& a : b.acts) {
     for (auto* buffer : {&a.x_in, &a.x_mid}) buffer->ensure(rows * d);
     for (auto* buffer : {&a.h, &a.m}) buffer->ensure(rows * d, b.bf16());
@@ -486,8 +501,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_v}) buffer->ensure(t * kvd);
   b.norm_partials.ensure(size_t(cuda::kRmsNormBackwardBlocks) * d);
   b.delta.ensure(rows * heads);
-  b.head_in.ensure(b.head_rows * d, b.bf16());
-  b.d_head.ensure(b.head_rows * d);
+  b.head_in.ensure(scored * d, b.bf16());
   b.logits.ensure(b.head_rows * c.vocab_size, b.bf16());
 
   b.copy_to_device({
@@ -496,6 +510,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
       {b.context.get(), context_.data(), context_.size() * sizeof(int32_t)},
       {b.block_order(), order.data(), order.size() * sizeof(int32_t)},
       {b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t)},
+      {b.scored_of_row.get(), scored_of_row.data(), rows * sizeof(int32_t)},
       {b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t)},
       {b.row_weight.get(), weights.data(), scored * sizeof(float)},
       {b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile)},
@@ -610,7 +625,7 @@ void CudaDflashTrainer::run_forward() {
                                              uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),
                                              ops.s));
   for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
-  ops.norm(b.x_final.get(), b.p(b.norm), rows, d, b.final_.get());
+  ops.norm(b.x_final.get(), b.p(b.norm), b.scored, d, b.head_in);  // the scored rows only
   mark("fwd o_proj + mlp");
 }
 
@@ -624,13 +639,14 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
   const DflashLayerOffsets& o = b.at[layer];
   Buffers::LayerActivations& a = b.acts[layer];
-  float* x_out = layer + 1 < c.num_layers ? b.acts[layer + 1].x_in.get() : b.x_final.get();
+  const bool last = layer + 1 == c.num_layers;
 
   // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm). The norms'
   // outputs are read by their forward products and again by the backward's weight
   // gradients, in bf16 in bf16 mode (Fp32OrBf16).
-  // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to.
-  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, a.x_mid.get());
+  // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to (the
+  // last layer's x_mid holds the scored rows only, gathered below).
+  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, last ? nullptr : a.x_mid.get());
   forward_into(gemm, a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw);
   // The attention's inputs go to its fp32 arrays or its bf16 ones (LayerActivations).
   ops.qk_norm_rope(a.q_raw, b.p(o.q_norm), rows, heads, hd, b.block_cos.get(), b.block_sin.get(),
@@ -661,13 +677,31 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
     gemm.hold_bf16(a.attn.get(), rows * qd);
   }
   mark("fwd block attention");
-  gemm.forward(a.attention_output(), rows, qd, b.p(o.o), d, a.x_mid.get(), true);  // x_in + o
 
-  ops.norm(a.x_mid.get(), b.p(o.post_norm), rows, d, a.m, x_out);  // x_out = x_mid, then + down
-  forward_into(gemm, a.m.operand(), rows, d, b.p(o.gate), inter, a.gate);
-  forward_into(gemm, a.m.operand(), rows, d, b.p(o.up), inter, a.up);
-  ops.swiglu(a.gate, a.up, rows * inter, a.act);
-  gemm.forward(a.act.operand(), rows, inter, b.p(o.down), d, x_out, true);
+  // Past the attention, the rows are independent: the last layer takes only the scored
+  // ones, which its output, the final norm and the head read; an anchor's row there would
+  // reach no loss (1/B of the layer's o_proj and MLP).
+  size_t n = rows;
+  cuda::Operand attention = a.attention_output();
+  float* x_out = last ? b.x_final.get() : b.acts[layer + 1].x_in.get();
+  if (last) {
+    n = b.scored;
+    HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.scored_rows.get(), uint32_t(n),
+                                               uint32_t(d), a.x_mid.get(), ops.s));
+    const auto gather = [&](const auto* values) {
+      return cuda::launch_gather_rows(values, b.scored_rows.get(), uint32_t(n), uint32_t(qd),
+                                      a.attn_scored.fp32.get(), ops.s, a.attn_scored.bf16.get());
+    };
+    HSRING_CUDA_CHECK(a.attn_bf16.get() ? gather(a.attn_bf16.get()) : gather(a.attn.get()));
+    attention = a.attn_scored.operand();
+  }
+  gemm.forward(attention, n, qd, b.p(o.o), d, a.x_mid.get(), true);  // x_in + o
+
+  ops.norm(a.x_mid.get(), b.p(o.post_norm), n, d, a.m, x_out);  // x_out = x_mid, then + down
+  forward_into(gemm, a.m.operand(), n, d, b.p(o.gate), inter, a.gate);
+  forward_into(gemm, a.m.operand(), n, d, b.p(o.up), inter, a.up);
+  ops.swiglu(a.gate, a.up, n * inter, a.act);
+  gemm.forward(a.act.operand(), n, inter, b.p(o.down), d, x_out, true);
   mark("fwd o_proj + mlp");
 }
 
@@ -675,14 +709,9 @@ void CudaDflashTrainer::run_head() {
   Buffers& b = *b_;
   const Ops ops{b.stream.get(), float(config_.rms_norm_eps), b.norm_partials.get()};
   const size_t d = config_.width(), vocab = config_.vocab_size;
-  if (b.backward) ops.zero(b.d_final.get(), b.rows * d * sizeof(float));
   for (size_t s0 = 0; s0 < b.scored; s0 += b.head_rows) {
     const size_t n = std::min(b.head_rows, b.scored - s0);
-    // Gather the scored rows of the final hidden states, as the head's operand.
-    HSRING_CUDA_CHECK(cuda::launch_gather_rows(b.final_.get(), b.scored_rows.get() + s0,
-                                               uint32_t(n), uint32_t(d), b.head_in.fp32.get(),
-                                               ops.s, b.head_in.bf16.get()));
-    forward_into(b.gemm, b.head_in.operand(), n, d, b.head, vocab, b.logits);
+    forward_into(b.gemm, b.head_in.operand(s0 * d), n, d, b.head, vocab, b.logits);
     mark("head logits");
     const auto cross_entropy = [&](auto* logits) {
       return cuda::launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n),
@@ -694,11 +723,7 @@ void CudaDflashTrainer::run_head() {
     mark("head cross-entropy");
     if (!b.backward) continue;
     // The logits now hold d(loss)/d(logits) of these rows; the head itself is frozen.
-    b.gemm.backward_input(b.logits.operand(), n, vocab, b.head, d, b.d_head.get());
-    // Scattered back to their block rows (distinct rows: the atomics never meet).
-    HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.scored_rows.get() + s0, b.d_head.get(),
-                                                      uint32_t(n), uint32_t(d), b.d_final.get(),
-                                                      ops.s));
+    b.gemm.backward_input(b.logits.operand(), n, vocab, b.head, d, b.d_final.get() + s0 * d);
     mark("head d(final)");
   }
 }
@@ -707,11 +732,12 @@ void CudaDflashTrainer::run_backward() {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
-  const size_t t = b.ctx_rows, rows = b.rows, d = c.width();
-  // d_x carries d(loss)/d(residual stream) down the layers; each layer leaves its context
-  // keys' and values' gradients in d_ctx_kv, for one product below.
-  ops.norm_backward(b.x_final.get(), b.p(b.norm), b.d_final.get(), rows, d, b.d_x.get(), false,
-                    b.g(b.norm), b.d_x_bf16.get());
+  const size_t t = b.ctx_rows, d = c.width();
+  // d_x carries d(loss)/d(residual stream) down the layers (the scored rows' d_x_scored
+  // into the last); each layer leaves its context keys' and values' gradients in d_ctx_kv,
+  // for one product below.
+  ops.norm_backward(b.x_final.get(), b.p(b.norm), b.d_final.get(), b.scored, d, b.d_x_scored.get(),
+                    false, b.g(b.norm), b.d_x_scored_bf16.get());
   for (uint32_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
   // d_ctx = every layer's [dk | dv] of the context times its [Wk; Wv]: one product over the
   // layers' columns of d_ctx_kv and their weights stacked, copied from the weights (or
@@ -748,32 +774,49 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
   const DflashLayerOffsets& o = b.at[layer];
   const Buffers::LayerActivations& a = b.acts[layer];
-  float* d_x = b.d_x.get();
-  uint16_t* d_x_bf16 = b.d_x_bf16.get();  // bf16 mode: d_x rounded by the norms that write it
+  // Past the attention, the last layer's rows are the scored ones (layer_forward), with
+  // their own d_x and d_attn until they go back to every block row below.
+  const bool last = layer + 1 == c.num_layers;
+  const size_t n = last ? b.scored : rows;
+  float* d_x = last ? b.d_x_scored.get() : b.d_x.get();
+  // bf16 mode: d_x rounded by the norms that write it.
+  uint16_t* d_x_bf16 = last ? b.d_x_scored_bf16.get() : b.d_x_bf16.get();
+  float* d_attn = last ? b.d_attn_scored.get() : b.d_attn.get();
+  const cuda::Operand attention = last ? a.attn_scored.operand() : a.attention_output();
 
   // Every gradient below feeds two products (the input's and the weight's), so each is held
   // once it is complete; d_x again after each norm adds to it.
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
-  gemm.hold_bf16(d_x, rows * d, d_x_bf16);
+  gemm.hold_bf16(d_x, n * d, d_x_bf16);
   if (b.d_act.bf16.get())
-    gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.bf16.get());
+    gemm.backward_input(d_x, n, d, b.p(o.down), inter, b.d_act.bf16.get());
   else
-    gemm.backward_input(d_x, rows, d, b.p(o.down), inter, b.d_act.fp32.get());
-  gemm.backward_weight(d_x, rows, d, a.act.operand(), inter, b.g(o.down), false);
-  ops.swiglu_backward(a.gate, a.up, b.d_act, rows * inter, b.d_gate, b.d_up);
-  gemm.backward_input(b.d_gate.operand(), rows, inter, b.p(o.gate), d, b.d_m.get());
-  gemm.backward_input(b.d_up.operand(), rows, inter, b.p(o.up), d, b.d_m.get(), true);
-  gemm.backward_weight(b.d_gate.operand(), rows, inter, a.m.operand(), d, b.g(o.gate), false);
-  gemm.backward_weight(b.d_up.operand(), rows, inter, a.m.operand(), d, b.g(o.up), false);
-  ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), rows, d, d_x, true,
-                    b.g(o.post_norm), d_x_bf16);
+    gemm.backward_input(d_x, n, d, b.p(o.down), inter, b.d_act.fp32.get());
+  gemm.backward_weight(d_x, n, d, a.act.operand(), inter, b.g(o.down), false);
+  ops.swiglu_backward(a.gate, a.up, b.d_act, n * inter, b.d_gate, b.d_up);
+  gemm.backward_input(b.d_gate.operand(), n, inter, b.p(o.gate), d, b.d_m.get());
+  gemm.backward_input(b.d_up.operand(), n, inter, b.p(o.up), d, b.d_m.get(), true);
+  gemm.backward_weight(b.d_gate.operand(), n, inter, a.m.operand(), d, b.g(o.gate), false);
+  gemm.backward_weight(b.d_up.operand(), n, inter, a.m.operand(), d, b.g(o.up), false);
+  ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), n, d, d_x, true, b.g(o.post_norm),
+                    d_x_bf16);
   mark("bwd mlp");
 
   // Attention block: x_mid = x_in + attn Wo^T.
-  float* d_attn = b.d_attn.get();
-  gemm.hold_bf16(d_x, rows * d, d_x_bf16);
-  gemm.backward_input(d_x, rows, d, b.p(o.o), qd, d_attn);
-  gemm.backward_weight(d_x, rows, d, a.attention_output(), qd, b.g(o.o), false);
+  gemm.hold_bf16(d_x, n * d, d_x_bf16);
+  gemm.backward_input(d_x, n, d, b.p(o.o), qd, d_attn);
+  gemm.backward_weight(d_x, n, d, attention, qd, b.g(o.o), false);
+  if (last) {
+    // Back to every block row: an anchor's row takes no gradient from above the attention
+    // (its attention output and its residual reach no loss), zeros from the gathers.
+    HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_attn, b.scored_of_row.get(), uint32_t(rows),
+                                               uint32_t(qd), b.d_attn.get(), ops.s));
+    HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_x, b.scored_of_row.get(), uint32_t(rows),
+                                               uint32_t(d), b.d_x.get(), ops.s));
+    d_attn = b.d_attn.get();
+    d_x = b.d_x.get();
+    d_x_bf16 = b.d_x_bf16.get();
+  }
   mark("bwd o_proj");
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)

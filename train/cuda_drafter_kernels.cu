@@ -321,13 +321,23 @@ __global__ void embedding_forward_kernel(const float* __restrict__ table,
   }
 }
 
-__global__ void gather_rows_kernel(const float* __restrict__ table,
-                                   const int32_t* __restrict__ index, uint32_t rows, uint32_t dim,
-                                   float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
+template <class T>
+__global__ void gather_rows_kernel(const T* __restrict__ table, const int32_t* __restrict__ index,
+                                   uint32_t rows, uint32_t dim, float* __restrict__ y,
+                                   uint16_t* __restrict__ y_bf16) {
   GRID_STRIDE(e, uint64_t(rows) * dim) {
     const uint64_t r = e / dim;
-    store(y, y_bf16, e, table[uint64_t(index[r]) * dim + (e - r * dim)]);
+    const int32_t from = index[r];
+    store(y, y_bf16, e, from < 0 ? 0.0f : load(table, uint64_t(from) * dim + (e - r * dim)));
   }
+}
+
+template <class T>
+cudaError_t gather_rows_launch(const T* table, const int32_t* index, uint32_t rows, uint32_t dim,
+                               float* y, cudaStream_t stream, uint16_t* y_bf16) {
+  gather_rows_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(table, index, rows,
+                                                                              dim, y, y_bf16);
+  return cudaGetLastError();
 }
 
 __global__ void embedding_backward_kernel(const int32_t* __restrict__ tokens,
@@ -645,9 +655,12 @@ cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, 
 
 cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
                                uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16) {
-  gather_rows_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(table, index, rows,
-                                                                              dim, y, y_bf16);
-  return cudaGetLastError();
+  return gather_rows_launch(table, index, rows, dim, y, stream, y_bf16);
+}
+
+cudaError_t launch_gather_rows(const uint16_t* table, const int32_t* index, uint32_t rows,
+                               uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16) {
+  return gather_rows_launch(table, index, rows, dim, y, stream, y_bf16);
 }
 
 cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,

@@ -72,8 +72,13 @@ cudaError_t launch_swiglu_backward(const uint16_t* gate, const uint16_t* up, con
 // share a token add in any order).
 cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
                                      uint32_t dim, float* y, cudaStream_t stream);
-// y[r] = table[index[r]] ([rows, dim]), into y (fp32), y_bf16 (rounded), or both.
+// y[r] = table[index[r]] ([rows, dim]), or zeros where index[r] < 0, into y (fp32), y_bf16
+// (rounded), or both: rows gathered, or (by the inverse index) scattered back among zeros.
 cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
+                               uint32_t dim, float* y, cudaStream_t stream,
+                               uint16_t* y_bf16 = nullptr);
+// The same from a bf16 table (its values exactly, in either output).
+cudaError_t launch_gather_rows(const uint16_t* table, const int32_t* index, uint32_t rows,
                                uint32_t dim, float* y, cudaStream_t stream,
                                uint16_t* y_bf16 = nullptr);
 cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,

@@ -373,6 +373,26 @@ TEST(Bf16OutputTest, GatherRowsCopiesTheIndexedRowsRoundedOrNot) {
     want.insert(want.end(), table.begin() + size_t(i) * dim, table.begin() + size_t(i + 1) * dim);
   EXPECT_EQ(to_host<float>(y, want.size()), want);
   EXPECT_EQ(to_host<uint16_t>(y16, want.size()), rounded_on_device(want));
+
+  // A negative index gives a row of zeros (a scatter back by the inverse index); a bf16
+  // table gives its values exactly, in both outputs.
+  for (size_t r = 0; r < rows; r += 3) index[r] = -1;
+  const std::vector<uint16_t> table16 = gpu_test::float_to_bf16(table);
+  gpu::DeviceBuffer dt16 = to_device(table16);
+  di = to_device(index);
+  ASSERT_EQ(launch_gather_rows(dt16.as<uint16_t>(), di.as<int32_t>(), rows, dim, y.as<float>(),
+                               nullptr, y16.as<uint16_t>()),
+            cudaSuccess);
+  std::vector<float> want_zeros;
+  std::vector<uint16_t> want16;
+  for (int32_t i : index)
+    for (uint32_t k = 0; k < dim; ++k) {
+      const uint16_t v = i < 0 ? uint16_t(0) : table16[size_t(i) * dim + k];
+      want16.push_back(v);
+      want_zeros.push_back(gpu_test::bf16_to_float(v));
+    }
+  EXPECT_EQ(to_host<float>(y, want_zeros.size()), want_zeros);
+  EXPECT_EQ(to_host<uint16_t>(y16, want16.size()), want16);
 }
 
 TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
