@@ -120,6 +120,14 @@ struct CudaDflashTrainer::Buffers {
   // rows, scored_of_row [rows] (each block row's scored index, or -1 for an anchor) takes
   // their gradients back.
   Scratch<int32_t> scored_of_row;
+  // Layer 0's block rows are the anchors' embeddings and, in every other row, the mask
+  // token's: its q/k/v projections are made for layer0_rows [blocks + 1] (the anchors'
+  // rows, then row 1, a mask row), h0 -> qkv0, and copied to every block row by
+  // layer0_of_row [rows]; backward, the mask rows' gradients go in as their sum (d_qkv0's
+  // last row), since they multiply the same input. x0, d_h0: its input norm's rows.
+  Scratch<int32_t> layer0_rows, layer0_of_row;
+  Fp32OrBf16 h0, qkv0, d_qkv0;
+  Scratch<float> x0, d_h0, sum_partials;
   // The query-side attention kernels' block order (cuda::longest_context_first), after the
   // context ranges in `context`.
   int32_t* block_order() const { return context.get() + 2 * blocks; }
@@ -421,6 +429,10 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
     context_[2 * i + 1] = int32_t(rows_.context[i].end);
   }
   std::vector<int32_t> scored_rows(scored), scored_labels(scored), scored_of_row(rows, -1);
+  std::vector<int32_t> layer0_rows(blocks + 1), layer0_of_row(rows);
+  for (size_t i = 0; i < blocks; ++i) layer0_rows[i] = int32_t(i * bs);
+  layer0_rows[blocks] = 1;  // block 0's first mask row: every mask row's input
+  for (size_t r = 0; r < rows; ++r) layer0_of_row[r] = int32_t(r % bs == 0 ? r / bs : blocks);
   std::vector<float> weights(scored);
   double total_weight = 0;
   for (size_t i = 0; i < scored; ++i) {
@@ -453,7 +465,15 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   }
   b.tiles_count = tiles.size();
 
-  for (auto* buffer : {&b.block_tokens, &b.block_positions, &b.scored_of_row}) buffer->ensure(rows);
+  for (auto* buffer : {&b.block_tokens, &b.block_positions, &b.scored_of_row, &b.layer0_of_row})
+    buffer->ensure(rows);
+  const size_t layer0 = blocks + 1, qkv = qd + 2 * kvd;
+  b.layer0_rows.ensure(layer0);
+  b.h0.ensure(layer0 * d, b.bf16());
+  b.qkv0.ensure(layer0 * qkv, b.bf16_attention);  // the attention's inputs' precision
+  b.d_qkv0.ensure(layer0 * qkv, b.bf16());
+  for (auto* buffer : {&b.x0, &b.d_h0}) buffer->ensure(layer0 * d);
+  b.sum_partials.ensure(cuda::kSumRowChunks * qkv);
   b.context.ensure(3 * blocks);  // the context ranges, then the blocks longest first
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
@@ -511,6 +531,8 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
       {b.block_order(), order.data(), order.size() * sizeof(int32_t)},
       {b.scored_rows.get(), scored_rows.data(), scored * sizeof(int32_t)},
       {b.scored_of_row.get(), scored_of_row.data(), rows * sizeof(int32_t)},
+      {b.layer0_rows.get(), layer0_rows.data(), layer0_rows.size() * sizeof(int32_t)},
+      {b.layer0_of_row.get(), layer0_of_row.data(), rows * sizeof(int32_t)},
       {b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t)},
       {b.row_weight.get(), weights.data(), scored * sizeof(float)},
       {b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile)},
@@ -588,6 +610,16 @@ struct Ops {
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
   void zero(void* dst, size_t bytes) const { HSRING_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s)); }
+  // Rows index[0..n) of `from`'s columns [col, col + dim) (its rows `stride` apart; 0: dim)
+  // into y (fp32) or y_bf16, whichever is not null (a negative index: zeros).
+  void gather_rows(const Fp32OrBf16& from, const int32_t* index, size_t n, size_t dim, float* y,
+                   uint16_t* y_bf16, size_t col = 0, size_t stride = 0) const {
+    const auto run = [&](const auto* values) {
+      return cuda::launch_gather_rows(values + col, index, uint32_t(n), uint32_t(dim), y, s, y_bf16,
+                                      uint32_t(stride));
+    };
+    HSRING_CUDA_CHECK(from.bf16.get() ? run(from.bf16.get()) : run(from.fp32.get()));
+  }
   // src [rows, cols] into dst's columns from `col` on, its rows `stride` apart, in dst's
   // precision (bf16: rounded).
   void place_columns(const float* src, size_t rows, size_t cols, const Fp32OrBf16& dst, size_t col,
@@ -647,16 +679,32 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to (the
   // last layer's x_mid holds the scored rows only, gathered below).
   ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, last ? nullptr : a.x_mid.get());
-  forward_into(gemm, a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw);
+  if (layer == 0) {
+    // Every mask row's input is the mask token's embedding: the projections of the anchors'
+    // rows and one mask row as one product with [Wq; Wk; Wv] (adjacent in the layout),
+    // copied to every block row; 1/B of the block rows' q/k/v products.
+    const size_t n0 = b.blocks + 1, qkv = qd + 2 * kvd;
+    ops.gather_rows(a.h, b.layer0_rows.get(), n0, d, b.h0.fp32.get(), b.h0.bf16.get());
+    forward_into(gemm, b.h0.operand(), n0, d, b.p(o.q), qkv, b.qkv0);
+    const int32_t* of_row = b.layer0_of_row.get();
+    ops.gather_rows(b.qkv0, of_row, rows, qd, a.q_raw.fp32.get(), a.q_raw.bf16.get(), 0, qkv);
+    ops.gather_rows(b.qkv0, of_row, rows, kvd, a.block_k_raw.fp32.get(), a.block_k_raw.bf16.get(),
+                    qd, qkv);
+    ops.gather_rows(b.qkv0, of_row, rows, kvd, a.block_v.get(), a.block_v_bf16.get(), qd + kvd,
+                    qkv);
+  } else {
+    forward_into(gemm, a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw);
+    forward_into(gemm, a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw);
+    forward_into(gemm, a.h.operand(), rows, d, b.p(o.v), kvd, a.block_v.get(),
+                 a.block_v_bf16.get());
+  }
   // The attention's inputs go to its fp32 arrays or its bf16 ones (LayerActivations).
   ops.qk_norm_rope(a.q_raw, b.p(o.q_norm), rows, heads, hd, b.block_cos.get(), b.block_sin.get(),
                    a.q.get(), a.q_bf16.get());
   // Keys and values of [context ; block] with the same projections and k_norm; the context
   // is the normalised projection itself, not passed through input_layernorm.
-  forward_into(gemm, a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw);
   ops.qk_norm_rope(a.block_k_raw, b.p(o.k_norm), rows, kv, hd, b.block_cos.get(), b.block_sin.get(),
                    a.block_k.get(), a.block_k_bf16.get());
-  forward_into(gemm, a.h.operand(), rows, d, b.p(o.v), kvd, a.block_v.get(), a.block_v_bf16.get());
   forward_into(gemm, b.ctx.operand(), t, d, b.p(o.k), kvd, a.ctx_k_raw);
   ops.qk_norm_rope(a.ctx_k_raw, b.p(o.k_norm), t, kv, hd, b.ctx_cos.get(), b.ctx_sin.get(),
                    a.ctx_k.get(), a.ctx_k_bf16.get());
@@ -848,12 +896,34 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   // The block rows: d_h = [dq | dk | dv] [Wq; Wk; Wv], and the three weights' gradients as
   // one [q + 2 kv, d] matrix, written. The context's keys and values add theirs to k's and
   // v's; its d_ctx waits for every layer (run_backward).
-  gemm.backward_input(b.d_qkv.operand(), rows, qkv, b.p(o.q), d, b.d_h.get());
-  gemm.backward_weight(b.d_qkv.operand(), rows, qkv, a.h.operand(), d, b.g(o.q), false);
+  if (layer == 0) {
+    // The mask rows multiply one input (layer_forward): their gradients go in as their sum,
+    // one row after the anchors' (the weights' gradient and the input norm's weight's
+    // are linear in them). The block input is the target's frozen embedding: the input
+    // norm's dx is not needed (d_m, free here, takes it).
+    const size_t n0 = b.blocks + 1;
+    ops.gather_rows(b.d_qkv, b.layer0_rows.get(), b.blocks, qkv, b.d_qkv0.fp32_at(0),
+                    b.d_qkv0.bf16_at(0));
+    const auto sum = [&](const auto* values) {
+      return cuda::launch_sum_rows(values, b.scored_rows.get(), uint32_t(b.scored), uint32_t(qkv),
+                                   b.sum_partials.get(), b.d_qkv0.fp32_at(b.blocks * qkv),
+                                   b.d_qkv0.bf16_at(b.blocks * qkv), ops.s);
+    };
+    HSRING_CUDA_CHECK(b.d_qkv.bf16.get() ? sum(b.d_qkv.bf16.get()) : sum(b.d_qkv.fp32.get()));
+    gemm.backward_input(b.d_qkv0.operand(), n0, qkv, b.p(o.q), d, b.d_h0.get());
+    gemm.backward_weight(b.d_qkv0.operand(), n0, qkv, b.h0.operand(), d, b.g(o.q), false);
+    HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.layer0_rows.get(), uint32_t(n0),
+                                               uint32_t(d), b.x0.get(), ops.s));
+    ops.norm_backward(b.x0.get(), b.p(o.input_norm), b.d_h0.get(), n0, d, b.d_m.get(), false,
+                      b.g(o.input_norm));
+  } else {
+    gemm.backward_input(b.d_qkv.operand(), rows, qkv, b.p(o.q), d, b.d_h.get());
+    gemm.backward_weight(b.d_qkv.operand(), rows, qkv, a.h.operand(), d, b.g(o.q), false);
+    ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
+                      b.g(o.input_norm), d_x_bf16);
+  }
   gemm.backward_weight(b.d_ctx_kv.operand(ctx_col), t, 2 * kvd, b.ctx.operand(), d, b.g(o.k), true,
                        ctx_kv);
-  ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
-                    b.g(o.input_norm), d_x_bf16);
   mark("bwd q/k/v (block + context) + norms");
 }
 

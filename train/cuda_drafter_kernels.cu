@@ -323,20 +323,56 @@ __global__ void embedding_forward_kernel(const float* __restrict__ table,
 
 template <class T>
 __global__ void gather_rows_kernel(const T* __restrict__ table, const int32_t* __restrict__ index,
-                                   uint32_t rows, uint32_t dim, float* __restrict__ y,
-                                   uint16_t* __restrict__ y_bf16) {
+                                   uint32_t rows, uint32_t dim, uint32_t table_stride,
+                                   float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
   GRID_STRIDE(e, uint64_t(rows) * dim) {
     const uint64_t r = e / dim;
     const int32_t from = index[r];
-    store(y, y_bf16, e, from < 0 ? 0.0f : load(table, uint64_t(from) * dim + (e - r * dim)));
+    store(y, y_bf16, e,
+          from < 0 ? 0.0f : load(table, uint64_t(from) * table_stride + (e - r * dim)));
+  }
+}
+
+// One thread a column, one block a chunk of the rows (blockIdx.y): coalesced along a row.
+template <class T>
+__global__ void sum_rows_chunks_kernel(const T* __restrict__ x, const int32_t* __restrict__ index,
+                                       uint32_t n, uint32_t cols, float* __restrict__ partials) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  const uint32_t per = (n + gridDim.y - 1) / gridDim.y, begin = blockIdx.y * per;
+  const uint32_t end = min(n, begin + per);
+  float sum = 0;
+  for (uint32_t i = begin; i < end; ++i) sum += load(x, uint64_t(index[i]) * cols + c);
+  partials[uint64_t(blockIdx.y) * cols + c] = sum;
+}
+
+__global__ void sum_rows_finish_kernel(const float* __restrict__ partials, uint32_t cols,
+                                       float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
+  GRID_STRIDE(c, cols) {
+    float sum = 0;
+    for (uint32_t k = 0; k < kSumRowChunks; ++k) sum += partials[k * uint64_t(cols) + c];
+    store(y, y_bf16, c, sum);
   }
 }
 
 template <class T>
+cudaError_t sum_rows_launch(const T* x, const int32_t* index, uint32_t n, uint32_t cols,
+                            float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  const dim3 grid((cols + kThreads - 1) / kThreads, kSumRowChunks);
+  sum_rows_chunks_kernel<<<grid, kThreads, 0, stream>>>(x, index, n, cols, partials);
+  sum_rows_finish_kernel<<<grid_for(cols), kThreads, 0, stream>>>(partials, cols, y, y_bf16);
+  return cudaGetLastError();
+}
+
+template <class T>
 cudaError_t gather_rows_launch(const T* table, const int32_t* index, uint32_t rows, uint32_t dim,
-                               float* y, cudaStream_t stream, uint16_t* y_bf16) {
-  gather_rows_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(table, index, rows,
-                                                                              dim, y, y_bf16);
+                               float* y, cudaStream_t stream, uint16_t* y_bf16,
+                               uint32_t table_stride) {
+  if (table_stride == 0) table_stride = dim;
+  if (table_stride < dim) return cudaErrorInvalidValue;
+  gather_rows_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(
+      table, index, rows, dim, table_stride, y, y_bf16);
   return cudaGetLastError();
 }
 
@@ -654,13 +690,25 @@ cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, 
 }
 
 cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
-                               uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16) {
-  return gather_rows_launch(table, index, rows, dim, y, stream, y_bf16);
+                               uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16,
+                               uint32_t table_stride) {
+  return gather_rows_launch(table, index, rows, dim, y, stream, y_bf16, table_stride);
 }
 
 cudaError_t launch_gather_rows(const uint16_t* table, const int32_t* index, uint32_t rows,
-                               uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16) {
-  return gather_rows_launch(table, index, rows, dim, y, stream, y_bf16);
+                               uint32_t dim, float* y, cudaStream_t stream, uint16_t* y_bf16,
+                               uint32_t table_stride) {
+  return gather_rows_launch(table, index, rows, dim, y, stream, y_bf16, table_stride);
+}
+
+cudaError_t launch_sum_rows(const float* x, const int32_t* index, uint32_t n, uint32_t cols,
+                            float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream) {
+  return sum_rows_launch(x, index, n, cols, partials, y, y_bf16, stream);
+}
+
+cudaError_t launch_sum_rows(const uint16_t* x, const int32_t* index, uint32_t n, uint32_t cols,
+                            float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream) {
+  return sum_rows_launch(x, index, n, cols, partials, y, y_bf16, stream);
 }
 
 cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,

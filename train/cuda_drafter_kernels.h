@@ -74,13 +74,24 @@ cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, 
                                      uint32_t dim, float* y, cudaStream_t stream);
 // y[r] = table[index[r]] ([rows, dim]), or zeros where index[r] < 0, into y (fp32), y_bf16
 // (rounded), or both: rows gathered, or (by the inverse index) scattered back among zeros.
+// The table's rows are table_stride elements apart (0: dim), so that it may be a column
+// range of a wider array.
 cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
                                uint32_t dim, float* y, cudaStream_t stream,
-                               uint16_t* y_bf16 = nullptr);
+                               uint16_t* y_bf16 = nullptr, uint32_t table_stride = 0);
 // The same from a bf16 table (its values exactly, in either output).
 cudaError_t launch_gather_rows(const uint16_t* table, const int32_t* index, uint32_t rows,
                                uint32_t dim, float* y, cudaStream_t stream,
-                               uint16_t* y_bf16 = nullptr);
+                               uint16_t* y_bf16 = nullptr, uint32_t table_stride = 0);
+
+// y [cols] = the sum of rows index[0..n) of x [.., cols], in float, into y (fp32), y_bf16
+// (rounded), or both. The rows are summed in chunks of n / kSumRowChunks, then the chunks
+// in order: the same bits every run. partials: kSumRowChunks * cols floats of scratch.
+inline constexpr uint32_t kSumRowChunks = 64;
+cudaError_t launch_sum_rows(const float* x, const int32_t* index, uint32_t n, uint32_t cols,
+                            float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream);
+cudaError_t launch_sum_rows(const uint16_t* x, const int32_t* index, uint32_t n, uint32_t cols,
+                            float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream);
 cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,
                                       uint32_t dim, float* dtable, cudaStream_t stream);
 

@@ -628,6 +628,53 @@ TEST(Bf16OutputTest, RoundingIntoColumnsWritesOnlyThoseColumns) {
             cudaErrorInvalidValue);
 }
 
+// The sum of chosen rows: within float rounding of the double sum, the same bits on a
+// second run, and from bf16 rows the sum of the floats they hold (the same bits as from
+// those floats); a column range of a wider table is gathered by its stride.
+TEST(SumRowsTest, SumsTheIndexedRowsInAFixedOrder) {
+  HSRING_REQUIRE_GPUS(1);
+  const uint32_t table_rows = 300, cols = 333, n = 250;  // n not a multiple of the chunks
+  uint64_t state = 41;
+  std::vector<float> table = uniform_values(size_t(table_rows) * cols, state, 1.0f);
+  const std::vector<uint16_t> table16 = gpu_test::float_to_bf16(table);
+  std::vector<float> widened(table16.size());
+  for (size_t i = 0; i < widened.size(); ++i) widened[i] = gpu_test::bf16_to_float(table16[i]);
+  std::vector<int32_t> index(n);
+  for (int32_t& i : index) i = int32_t(next(state) % table_rows);
+  gpu::DeviceBuffer dt = to_device(widened), dt16 = to_device(table16), di = to_device(index);
+  gpu::DeviceBuffer partials = gpu::DeviceBuffer::allocate(kSumRowChunks * cols * sizeof(float));
+  const auto sum = [&](const auto* x) {
+    gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(cols * sizeof(float));
+    gpu::DeviceBuffer y16 = gpu::DeviceBuffer::allocate(cols * sizeof(uint16_t));
+    EXPECT_EQ(launch_sum_rows(x, di.as<int32_t>(), n, cols, partials.as<float>(), y.as<float>(),
+                              y16.as<uint16_t>(), nullptr),
+              cudaSuccess);
+    return std::pair{to_host<float>(y, cols), to_host<uint16_t>(y16, cols)};
+  };
+  const auto [first, first16] = sum(dt.as<float>());
+  for (uint32_t c = 0; c < cols; ++c) {
+    double want = 0;
+    for (int32_t i : index) want += widened[size_t(i) * cols + c];
+    ASSERT_NEAR(first[c], want, 1e-5 * (std::abs(want) + 1.0)) << c;
+  }
+  EXPECT_EQ(first16, rounded_on_device(first));
+  EXPECT_EQ(sum(dt.as<float>()).first, first);
+  EXPECT_EQ(sum(dt16.as<uint16_t>()).first, first);
+
+  // Columns [5, 5 + 7) of every indexed row.
+  gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(size_t(n) * 7 * sizeof(float));
+  ASSERT_EQ(launch_gather_rows(dt.as<float>() + 5, di.as<int32_t>(), n, 7, y.as<float>(), nullptr,
+                               nullptr, cols),
+            cudaSuccess);
+  std::vector<float> want;
+  for (int32_t i : index)
+    for (uint32_t k = 0; k < 7; ++k) want.push_back(widened[size_t(i) * cols + 5 + k]);
+  EXPECT_EQ(to_host<float>(y, want.size()), want);
+  EXPECT_EQ(launch_gather_rows(dt.as<float>(), di.as<int32_t>(), n, 7, y.as<float>(), nullptr,
+                               nullptr, 6),
+            cudaErrorInvalidValue);
+}
+
 TEST(GemmHoldTest, Fp32GemmIgnoresHolds) {
   HSRING_REQUIRE_GPUS(1);
   const size_t rows = 8, in = 16, out = 8;
