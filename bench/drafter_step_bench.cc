@@ -176,7 +176,10 @@ int run_dflash(const Options& o) {
   const train::DrafterBatch view{no_features, batch.tokens, batch.positions, batch.offsets,
                                  batch.labels};
 
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, gpu_ms;
+  // The device's span of each step, from an event before its first launch to one after its
+  // last: where it falls short of the wall time, the GPU waited for the host.
+  const gpu::Event step_start = gpu::make_event(), step_end = gpu::make_event();
   double loss = 0, pairs = 0, blocks = 0;
   for (uint32_t i = 0; i < o.warmup + o.iterations; ++i) {
     // This step's anchors, as the trainer draws them: the attention's (query, key) pairs.
@@ -191,11 +194,14 @@ int run_dflash(const Options& o) {
       out << '\n';
     }
     const auto start = std::chrono::steady_clock::now();
+    HSRING_CUDA_CHECK(cudaEventRecord(step_start.get(), trainer.stream()));
     loss = trainer.compute_gradients_bf16(device.as<uint16_t>(), view).loss;
     trainer.apply_gradients();
+    HSRING_CUDA_CHECK(cudaEventRecord(step_end.get(), trainer.stream()));
     HSRING_CUDA_CHECK(cudaStreamSynchronize(trainer.stream()));
     if (i < o.warmup) continue;
     step_ms.push_back(seconds_since(start) * 1e3);
+    gpu_ms.push_back(gpu::elapsed_ms(step_start.get(), step_end.get()));
     for (int32_t a : anchors) {
       const auto doc = std::upper_bound(batch.offsets.begin(), batch.offsets.end(), a) - 1;
       pairs += double(a - *doc + int32_t(c.block_size)) * c.block_size / o.iterations;
@@ -222,6 +228,8 @@ int run_dflash(const Options& o) {
   print("step_ms", ms, "%.1f");
   std::printf("step_ms_each=");  // the spread behind the median, in step order
   for (size_t i = 0; i < step_ms.size(); ++i) std::printf("%s%.1f", i ? "," : "", step_ms[i]);
+  std::printf("\nstep_gpu_ms_each=");
+  for (size_t i = 0; i < gpu_ms.size(); ++i) std::printf("%s%.1f", i ? "," : "", gpu_ms[i]);
   std::printf("\n");
   print("step_tokens_per_s", t / (ms * 1e-3), "%.0f");
   print("step_flops", flops, "%.4g");
@@ -234,8 +242,11 @@ int run_dflash(const Options& o) {
   if (o.phases) {
     // A separate step: the events between phases would otherwise be in the timed ones.
     trainer.set_phase_timing(true);
+    const auto start = std::chrono::steady_clock::now();
     (void)trainer.compute_gradients_bf16(device.as<uint16_t>(), view);
     trainer.apply_gradients();
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(trainer.stream()));
+    print("phase_step_wall_ms", seconds_since(start) * 1e3, "%.1f");
     double sum = 0;
     for (const auto& [phase, ms] : trainer.phase_ms()) {
       std::printf("phase_ms:%s=%.2f\n", phase.c_str(), ms);

@@ -78,9 +78,16 @@ struct CudaDflashTrainer::Buffers {
 
   // What one layer's backward needs of its forward; x_in is the layer's residual input.
   struct LayerActivations {
-    Scratch<float> x_in, q, block_k, block_v, ctx_k, ctx_v, attn, lse, x_mid;
-    Scratch<uint16_t> attn_bf16;     // bf16 attention: attn as the output projection reads it
-    Fp32OrBf16 h, m, gate, up, act;  // the norms' outputs, the MLP's
+    Scratch<float> x_in, q, block_k, block_v, ctx_k, ctx_v, lse, x_mid;
+    // x_in + o_proj, the post-attention norm's input: x_mid, except in layer 0 below the
+    // last, whose x_in nothing reads once the forward has gathered its distinct rows
+    // (Buffers::x0), so o_proj adds into it in place.
+    bool mid_in_place = false;
+    float* mid() const { return mid_in_place ? x_in.get() : x_mid.get(); }
+    // The attention's output: bf16 for the tensor-core attention (its readers are the
+    // output projection, its weight gradient and delta, all in bf16), fp32 for the other.
+    Fp32OrBf16 attn;
+    Fp32OrBf16 h, m, gate, up, act;  // the norms' outputs (layer 0's h: Buffers::h0), the MLP's
     // The q and k projections before QK-norm and RoPE, which read them forward and back
     // (bf16 in bf16 mode, as autocast's projections write them).
     Fp32OrBf16 q_raw, block_k_raw, ctx_k_raw;
@@ -91,9 +98,6 @@ struct CudaDflashTrainer::Buffers {
     cuda::BlockAttentionBf16Inputs attention_bf16() const {
       return {q_bf16.get(), ctx_k_bf16.get(), ctx_v_bf16.get(), block_k_bf16.get(),
               block_v_bf16.get()};
-    }
-    cuda::Operand attention_output() const {
-      return attn_bf16.get() ? cuda::Operand(attn_bf16.get()) : cuda::Operand(attn.get());
     }
     // The last layer only: the scored rows of the attention's output, in its precision.
     Fp32OrBf16 attn_scored;
@@ -124,7 +128,8 @@ struct CudaDflashTrainer::Buffers {
   // token's: its q/k/v projections are made for layer0_rows [blocks + 1] (the anchors'
   // rows, then row 1, a mask row), h0 -> qkv0, and copied to every block row by
   // layer0_of_row [rows]; backward, the mask rows' gradients go in as their sum (d_qkv0's
-  // last row), since they multiply the same input. x0, d_h0: its input norm's rows.
+  // last row), since they multiply the same input. x0, d_h0: its input norm's rows (the
+  // norm works row by row: only these are normalised).
   Scratch<int32_t> layer0_rows, layer0_of_row;
   Fp32OrBf16 h0, qkv0, d_qkv0;
   Scratch<float> x0, d_h0, sum_partials;
@@ -202,6 +207,15 @@ struct CudaDflashTrainer::Buffers {
 
   float* p(size_t offset) const { return state->params(offset); }
   float* g(size_t offset) const { return state->grads(offset); }
+  // The gradient of the matrix at `offset`, dy^T x, written or added: bf16 in bf16 mode, as
+  // autocast's products make them (FlatState::keep_bf16_gradients), else fp32.
+  void weight_gradient(cuda::Operand dy, size_t rows, size_t out, cuda::Operand x, size_t in,
+                       size_t offset, bool accumulate, size_t dy_stride = 0) {
+    if (bf16())
+      gemm.backward_weight(dy, rows, out, x, in, state->grads_bf16(offset), accumulate, dy_stride);
+    else
+      gemm.backward_weight(dy, rows, out, x, in, g(offset), accumulate, dy_stride);
+  }
 };
 
 CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
@@ -234,7 +248,10 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
                      cuda::block_attention_bf16_supported(config_.head_dim);
   cudaStream_t s = b.stream.get();
   b.state = std::make_unique<cuda::FlatState>(layout_, options.optimizer, host, s);
-  if (precision == cuda::GemmPrecision::kBf16) b.state->keep_bf16_params();
+  if (precision == cuda::GemmPrecision::kBf16) {
+    b.state->keep_bf16_params();
+    b.state->keep_bf16_gradients();
+  }
   const auto upload = [s](gpu::DeviceBuffer& dst, const void* src, size_t bytes) {
     dst = gpu::DeviceBuffer::allocate(bytes);
     HSRING_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, s));
@@ -306,7 +323,7 @@ std::vector<std::pair<std::string, double>> CudaDflashTrainer::phase_ms() const 
 }
 
 cudaStream_t CudaDflashTrainer::stream() const { return b_->stream.get(); }
-float* CudaDflashTrainer::device_gradients() { return b_->state->grads(); }
+float* CudaDflashTrainer::device_gradients() { return b_->state->fp32_gradients(); }
 uint64_t CudaDflashTrainer::optimizer_step() const { return b_->state->step(); }
 
 LossStats CudaDflashTrainer::compute_gradients(const DrafterBatch& batch) {
@@ -358,10 +375,12 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   // A step that trains writes each matrix's gradient with its first product (backward_weight
   // not accumulating): only the vectors (the norms' weights), which kernels add to, start
   // from zero. That spares a pass over all 4 bytes a parameter, and each first product's
-  // read of its output.
+  // read of its output. In bf16 mode the matrices' gradients are the products' bf16
+  // (Buffers::weight_gradient).
   if (b_->backward) {
     for (const ParamInfo& tensor : layout_.tensors)
       if (tensor.shape.size() == 1) b_->state->zero_gradients(tensor.offset, tensor.size);
+    if (b_->bf16()) b_->state->matrix_gradients_in_bf16();
   } else {
     b_->state->zero_gradients();
   }
@@ -456,9 +475,9 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
     order = cuda::longest_context_first(context_.data(), uint32_t(blocks));
     b.key_work_count = plan.work.size();
     b.key_sum_count = plan.sums.size();
-    b.key_work.ensure(plan.work.size());
-    b.key_sums.ensure(std::max<size_t>(1, plan.sums.size()));
-    b.attention_workspace.ensure(
+    b.key_work.ensure_varying(plan.work.size());
+    b.key_sums.ensure_varying(std::max<size_t>(1, plan.sums.size()));
+    b.attention_workspace.ensure_varying(
         cuda::block_attention_bf16_workspace_bytes(dims, plan.partial_slots));
   } else {
     tiles = cuda::block_key_tiles(context_.data(), dims);
@@ -477,7 +496,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   b.context.ensure(3 * blocks);  // the context ranges, then the blocks longest first
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
-  b.tiles.ensure(std::max<size_t>(1, tiles.size()));
+  b.tiles.ensure_varying(std::max<size_t>(1, tiles.size()));
   for (auto* buffer : {&b.block_cos, &b.block_sin}) buffer->ensure(rows * half);
   for (auto* buffer : {&b.d_x, &b.d_h, &b.d_m}) buffer->ensure(rows * d);
   for (auto* buffer : {&b.x_final, &b.d_final, &b.d_x_scored}) buffer->ensure(scored * d);
@@ -487,15 +506,14 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
     b.d_x_scored_bf16.ensure(scored * d);
   }
   b.acts.back().attn_scored.ensure(scored * qd, b.bf16_attention);
-  for (auto& a : b.acts) {
-    for (auto* buffer : {&a.x_in, &a.x_mid}) buffer->ensure(rows * d);
-    for (auto* buffer : {&a.h, &a.m}) buffer->ensure(rows * d, b.bf16());
-    // The attention's output: bf16 only for the tensor-core attention (its readers are the
-    // output projection, its weight gradient and delta, all in bf16), fp32 for the other.
-    if (b.bf16_attention)
-      a.attn_bf16.ensure(rows * qd);
-    else
-      a.attn.ensure(rows * qd);
+  for (size_t layer = 0; layer < b.acts.size(); ++layer) {
+    Buffers::LayerActivations& a = b.acts[layer];
+    a.mid_in_place = layer == 0 && b.acts.size() > 1;
+    a.x_in.ensure(rows * d);
+    if (!a.mid_in_place) a.x_mid.ensure(rows * d);
+    if (layer > 0) a.h.ensure(rows * d, b.bf16());
+    a.m.ensure(rows * d, b.bf16());
+    a.attn.ensure(rows * qd, b.bf16_attention);
     a.q_raw.ensure(rows * qd, b.bf16());
     a.block_k_raw.ensure(rows * kvd, b.bf16());
     a.ctx_k_raw.ensure(t * kvd, b.bf16());
@@ -676,15 +694,15 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm). The norms'
   // outputs are read by their forward products and again by the backward's weight
   // gradients, in bf16 in bf16 mode (Fp32OrBf16).
-  // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to (the
-  // last layer's x_mid holds the scored rows only, gathered below).
-  ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, last ? nullptr : a.x_mid.get());
   if (layer == 0) {
-    // Every mask row's input is the mask token's embedding: the projections of the anchors'
-    // rows and one mask row as one product with [Wq; Wk; Wv] (adjacent in the layout),
-    // copied to every block row; 1/B of the block rows' q/k/v products.
+    // Every mask row's input is the mask token's embedding: the input norm and the
+    // projections of the anchors' rows and one mask row, the latter as one product with
+    // [Wq; Wk; Wv] (adjacent in the layout), copied to every block row; 1/B of the block
+    // rows' q/k/v products. x_in itself is the residual o_proj adds to (mid_in_place).
     const size_t n0 = b.blocks + 1, qkv = qd + 2 * kvd;
-    ops.gather_rows(a.h, b.layer0_rows.get(), n0, d, b.h0.fp32.get(), b.h0.bf16.get());
+    HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.layer0_rows.get(), uint32_t(n0),
+                                               uint32_t(d), b.x0.get(), ops.s));
+    ops.norm(b.x0.get(), b.p(o.input_norm), n0, d, b.h0);
     forward_into(gemm, b.h0.operand(), n0, d, b.p(o.q), qkv, b.qkv0);
     const int32_t* of_row = b.layer0_of_row.get();
     ops.gather_rows(b.qkv0, of_row, rows, qd, a.q_raw.fp32.get(), a.q_raw.bf16.get(), 0, qkv);
@@ -693,6 +711,9 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
     ops.gather_rows(b.qkv0, of_row, rows, kvd, a.block_v.get(), a.block_v_bf16.get(), qd + kvd,
                     qkv);
   } else {
+    // The input norm's pass also copies x_in into x_mid: the residual o_proj adds to (the
+    // last layer's x_mid holds the scored rows only, gathered below).
+    ops.norm(a.x_in.get(), b.p(o.input_norm), rows, d, a.h, last ? nullptr : a.x_mid.get());
     forward_into(gemm, a.h.operand(), rows, d, b.p(o.q), qd, a.q_raw);
     forward_into(gemm, a.h.operand(), rows, d, b.p(o.k), kvd, a.block_k_raw);
     forward_into(gemm, a.h.operand(), rows, d, b.p(o.v), kvd, a.block_v.get(),
@@ -717,12 +738,12 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   if (b.bf16_attention) {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
         a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), nullptr,
-        a.lse.get(), ops.s, a.attn_bf16.get(), b.block_order()));
+        a.lse.get(), ops.s, a.attn.bf16.get(), b.block_order()));
   } else {
     HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
-        dims, a.attn.get(), a.lse.get(), ops.s));
-    gemm.hold_bf16(a.attn.get(), rows * qd);
+        dims, a.attn.fp32.get(), a.lse.get(), ops.s));
+    gemm.hold_bf16(a.attn.fp32.get(), rows * qd);
   }
   mark("fwd block attention");
 
@@ -730,22 +751,19 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // ones, which its output, the final norm and the head read; an anchor's row there would
   // reach no loss (1/B of the layer's o_proj and MLP).
   size_t n = rows;
-  cuda::Operand attention = a.attention_output();
+  cuda::Operand attention = a.attn.operand();
   float* x_out = last ? b.x_final.get() : b.acts[layer + 1].x_in.get();
   if (last) {
     n = b.scored;
     HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.scored_rows.get(), uint32_t(n),
                                                uint32_t(d), a.x_mid.get(), ops.s));
-    const auto gather = [&](const auto* values) {
-      return cuda::launch_gather_rows(values, b.scored_rows.get(), uint32_t(n), uint32_t(qd),
-                                      a.attn_scored.fp32.get(), ops.s, a.attn_scored.bf16.get());
-    };
-    HSRING_CUDA_CHECK(a.attn_bf16.get() ? gather(a.attn_bf16.get()) : gather(a.attn.get()));
+    ops.gather_rows(a.attn, b.scored_rows.get(), n, qd, a.attn_scored.fp32.get(),
+                    a.attn_scored.bf16.get());
     attention = a.attn_scored.operand();
   }
-  gemm.forward(attention, n, qd, b.p(o.o), d, a.x_mid.get(), true);  // x_in + o
+  gemm.forward(attention, n, qd, b.p(o.o), d, a.mid(), true);  // x_in + o
 
-  ops.norm(a.x_mid.get(), b.p(o.post_norm), n, d, a.m, x_out);  // x_out = x_mid, then + down
+  ops.norm(a.mid(), b.p(o.post_norm), n, d, a.m, x_out);  // x_out = x_mid, then + down
   forward_into(gemm, a.m.operand(), n, d, b.p(o.gate), inter, a.gate);
   forward_into(gemm, a.m.operand(), n, d, b.p(o.up), inter, a.up);
   ops.swiglu(a.gate, a.up, n * inter, a.act);
@@ -807,8 +825,7 @@ void CudaDflashTrainer::run_backward() {
   // both frozen. Only the context projection remains.
   ops.norm_backward(b.ctx_pre.get(), b.p(b.hidden_norm), b.d_ctx.get(), t, d,
                     b.d_ctx_pre.fp32.get(), false, b.g(b.hidden_norm), b.d_ctx_pre.bf16.get());
-  b.gemm.backward_weight(b.d_ctx_pre.operand(), t, d, b.feature_operand, c.feature_dim(), b.g(b.fc),
-                         false);
+  b.weight_gradient(b.d_ctx_pre.operand(), t, d, b.feature_operand, c.feature_dim(), b.fc, false);
   mark("bwd context norm + fc");
 }
 
@@ -830,7 +847,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   // bf16 mode: d_x rounded by the norms that write it.
   uint16_t* d_x_bf16 = last ? b.d_x_scored_bf16.get() : b.d_x_bf16.get();
   float* d_attn = last ? b.d_attn_scored.get() : b.d_attn.get();
-  const cuda::Operand attention = last ? a.attn_scored.operand() : a.attention_output();
+  const cuda::Operand attention = last ? a.attn_scored.operand() : a.attn.operand();
 
   // Every gradient below feeds two products (the input's and the weight's), so each is held
   // once it is complete; d_x again after each norm adds to it.
@@ -840,27 +857,29 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
     gemm.backward_input(d_x, n, d, b.p(o.down), inter, b.d_act.bf16.get());
   else
     gemm.backward_input(d_x, n, d, b.p(o.down), inter, b.d_act.fp32.get());
-  gemm.backward_weight(d_x, n, d, a.act.operand(), inter, b.g(o.down), false);
+  b.weight_gradient(d_x, n, d, a.act.operand(), inter, o.down, false);
   ops.swiglu_backward(a.gate, a.up, b.d_act, n * inter, b.d_gate, b.d_up);
   gemm.backward_input(b.d_gate.operand(), n, inter, b.p(o.gate), d, b.d_m.get());
   gemm.backward_input(b.d_up.operand(), n, inter, b.p(o.up), d, b.d_m.get(), true);
-  gemm.backward_weight(b.d_gate.operand(), n, inter, a.m.operand(), d, b.g(o.gate), false);
-  gemm.backward_weight(b.d_up.operand(), n, inter, a.m.operand(), d, b.g(o.up), false);
-  ops.norm_backward(a.x_mid.get(), b.p(o.post_norm), b.d_m.get(), n, d, d_x, true, b.g(o.post_norm),
+  b.weight_gradient(b.d_gate.operand(), n, inter, a.m.operand(), d, o.gate, false);
+  b.weight_gradient(b.d_up.operand(), n, inter, a.m.operand(), d, o.up, false);
+  ops.norm_backward(a.mid(), b.p(o.post_norm), b.d_m.get(), n, d, d_x, true, b.g(o.post_norm),
                     d_x_bf16);
   mark("bwd mlp");
 
   // Attention block: x_mid = x_in + attn Wo^T.
   gemm.hold_bf16(d_x, n * d, d_x_bf16);
   gemm.backward_input(d_x, n, d, b.p(o.o), qd, d_attn);
-  gemm.backward_weight(d_x, n, d, attention, qd, b.g(o.o), false);
+  b.weight_gradient(d_x, n, d, attention, qd, o.o, false);
   if (last) {
     // Back to every block row: an anchor's row takes no gradient from above the attention
-    // (its attention output and its residual reach no loss), zeros from the gathers.
+    // (its attention output and its residual reach no loss), zeros from the gathers. Layer
+    // 0 makes no d_x (its input is the frozen embedding): its residual's is not needed.
     HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_attn, b.scored_of_row.get(), uint32_t(rows),
                                                uint32_t(qd), b.d_attn.get(), ops.s));
-    HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_x, b.scored_of_row.get(), uint32_t(rows),
-                                               uint32_t(d), b.d_x.get(), ops.s));
+    if (layer > 0)
+      HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_x, b.scored_of_row.get(), uint32_t(rows),
+                                                 uint32_t(d), b.d_x.get(), ops.s));
     d_attn = b.d_attn.get();
     d_x = b.d_x.get();
     d_x_bf16 = b.d_x_bf16.get();
@@ -869,16 +888,16 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward_bf16(
-        a.attention_bf16(), a.attn_bf16.get(), d_attn, a.lse.get(), b.context.get(),
+        a.attention_bf16(), a.attn.bf16.get(), d_attn, a.lse.get(), b.context.get(),
         b.key_work.get(), uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count),
         dims, b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
         b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s, b.block_order()));
   else
     HSRING_CUDA_CHECK(cuda::launch_block_attention_backward(
-        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), a.attn.get(),
-        d_attn, a.lse.get(), b.context.get(), b.tiles.get(), uint32_t(b.tiles_count), dims,
-        b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), b.d_block_k.get(),
-        b.d_block_v.get(), ops.s));
+        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
+        a.attn.fp32.get(), d_attn, a.lse.get(), b.context.get(), b.tiles.get(),
+        uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(),
+        b.d_block_k.get(), b.d_block_v.get(), ops.s));
   mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets). The
   // block rows' gradients go side by side into d_qkv, the context's into this layer's
@@ -911,19 +930,16 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
     };
     HSRING_CUDA_CHECK(b.d_qkv.bf16.get() ? sum(b.d_qkv.bf16.get()) : sum(b.d_qkv.fp32.get()));
     gemm.backward_input(b.d_qkv0.operand(), n0, qkv, b.p(o.q), d, b.d_h0.get());
-    gemm.backward_weight(b.d_qkv0.operand(), n0, qkv, b.h0.operand(), d, b.g(o.q), false);
-    HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.layer0_rows.get(), uint32_t(n0),
-                                               uint32_t(d), b.x0.get(), ops.s));
+    b.weight_gradient(b.d_qkv0.operand(), n0, qkv, b.h0.operand(), d, o.q, false);
     ops.norm_backward(b.x0.get(), b.p(o.input_norm), b.d_h0.get(), n0, d, b.d_m.get(), false,
                       b.g(o.input_norm));
   } else {
     gemm.backward_input(b.d_qkv.operand(), rows, qkv, b.p(o.q), d, b.d_h.get());
-    gemm.backward_weight(b.d_qkv.operand(), rows, qkv, a.h.operand(), d, b.g(o.q), false);
+    b.weight_gradient(b.d_qkv.operand(), rows, qkv, a.h.operand(), d, o.q, false);
     ops.norm_backward(a.x_in.get(), b.p(o.input_norm), b.d_h.get(), rows, d, d_x, true,
                       b.g(o.input_norm), d_x_bf16);
   }
-  gemm.backward_weight(b.d_ctx_kv.operand(ctx_col), t, 2 * kvd, b.ctx.operand(), d, b.g(o.k), true,
-                       ctx_kv);
+  b.weight_gradient(b.d_ctx_kv.operand(ctx_col), t, 2 * kvd, b.ctx.operand(), d, o.k, true, ctx_kv);
   mark("bwd q/k/v (block + context) + norms");
 }
 

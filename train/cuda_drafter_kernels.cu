@@ -503,7 +503,8 @@ __global__ void cross_entropy_kernel(T* __restrict__ logits, const int32_t* __re
   }
 }
 
-__global__ void sum_squares_kernel(const float* __restrict__ x, uint64_t n,
+template <class T>
+__global__ void sum_squares_kernel(const T* __restrict__ x, uint64_t n,
                                    double* __restrict__ partials) {
   __shared__ double warp_totals[kWarps];
   double sum = 0;
@@ -514,7 +515,7 @@ __global__ void sum_squares_kernel(const float* __restrict__ x, uint64_t n,
         const float4 v = load4(x, q);
         sum += (square(v.x) + square(v.y)) + (square(v.z) + square(v.w));
       },
-      [&](uint64_t i) { sum += square(x[i]); });
+      [&](uint64_t i) { sum += square(load(x, i)); });
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, offset);
   if (threadIdx.x % 32 == 0) warp_totals[threadIdx.x / 32] = sum;
   __syncthreads();
@@ -527,32 +528,33 @@ __global__ void sum_squares_kernel(const float* __restrict__ x, uint64_t n,
 
 // In float: double arithmetic (division and sqrt above all) made this kernel compute-bound
 // at 109 ms for 900 M parameters on an H200; in float it streams at memory speed.
+// Every rounding is spelled out (no contraction left to the compiler), so that the update
+// has the same bits in each instantiation of adamw_kernel: fp32 or bf16 gradients.
 __device__ float adamw_update(float& p, float& m, float& v, float grad, const AdamWFactors& f) {
-  const float g = grad * f.clip;
-  m = f.beta1 * m + f.one_minus_beta1 * g;
-  v = f.beta2 * v + f.one_minus_beta2 * g * g;
-  const float update = (m * f.inv_correction1) / (sqrtf(v * f.inv_correction2) + f.eps);
-  p = p * f.keep - f.lr * update;
+  const float g = __fmul_rn(grad, f.clip);
+  m = __fmaf_rn(f.beta1, m, __fmul_rn(f.one_minus_beta1, g));
+  v = __fmaf_rn(f.beta2, v, __fmul_rn(__fmul_rn(f.one_minus_beta2, g), g));
+  const float update = __fdiv_rn(__fmul_rn(m, f.inv_correction1),
+                                 __fadd_rn(__fsqrt_rn(__fmul_rn(v, f.inv_correction2)), f.eps));
+  p = __fmaf_rn(-f.lr, update, __fmul_rn(p, f.keep));
   return p;
 }
 
 // Four parameters a thread where the arrays allow it (the update moves 28 bytes a parameter
 // and is bandwidth-bound); with params_bf16, the new weights' bf16 copy is written in the
 // same pass instead of a rounding pass of its own before the next step's products.
-__global__ void adamw_kernel(float* __restrict__ params, const float* __restrict__ grads,
+// G: the gradients' type, float or bf16 (uint16_t: the bf16 products' weight gradients).
+template <class G>
+__global__ void adamw_kernel(float* __restrict__ params, const G* __restrict__ grads,
                              float* __restrict__ m, float* __restrict__ v, uint64_t n,
                              AdamWFactors f, uint16_t* __restrict__ params_bf16) {
-  const bool vector = (reinterpret_cast<uintptr_t>(params) | reinterpret_cast<uintptr_t>(grads) |
-                       reinterpret_cast<uintptr_t>(m) | reinterpret_cast<uintptr_t>(v)) %
-                              16 ==
-                          0 &&
-                      reinterpret_cast<uintptr_t>(params_bf16) % 8 == 0;
+  const bool vector = four_aligned(params, m, v, params_bf16) && four_aligned(grads);
   const uint64_t quads = vector ? n / 4 : 0;
   GRID_STRIDE(q, quads) {
     float4 p = reinterpret_cast<float4*>(params)[q];
     float4 mi = reinterpret_cast<float4*>(m)[q];
     float4 vi = reinterpret_cast<float4*>(v)[q];
-    const float4 g = reinterpret_cast<const float4*>(grads)[q];
+    const float4 g = load4(grads, q);
     adamw_update(p.x, mi.x, vi.x, g.x, f);
     adamw_update(p.y, mi.y, vi.y, g.y, f);
     adamw_update(p.z, mi.z, vi.z, g.z, f);
@@ -567,7 +569,7 @@ __global__ void adamw_kernel(float* __restrict__ params, const float* __restrict
   }
   GRID_STRIDE(j, n - 4 * quads) {
     const uint64_t i = 4 * quads + j;
-    const float p = adamw_update(params[i], m[i], v[i], grads[i], f);
+    const float p = adamw_update(params[i], m[i], v[i], load(grads, i), f);
     if (params_bf16) params_bf16[i] = round_to_bf16(p);
   }
 }
@@ -756,13 +758,25 @@ cudaError_t launch_cross_entropy(uint16_t* logits, const int32_t* labels, uint32
                               row_agreed, stream, row_weight);
 }
 
-cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream) {
-  // Exactly kNormPartials blocks, each writing its slot (zero when it got no elements).
-  sum_squares_kernel<<<kNormPartials, kThreads, 0, stream>>>(x, n, partials);
-  return cudaGetLastError();
+uint32_t sum_squares_blocks(size_t n) {
+  return uint32_t(std::clamp<size_t>((n + 4 * kThreads - 1) / (4 * kThreads), 1, kNormPartials));
 }
 
-cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
+template <class T>
+cudaError_t sum_squares_launch(const T* x, size_t n, double* partials, cudaStream_t stream) {
+  // Exactly sum_squares_blocks(n) blocks, each writing its slot (zero when it got no elements).
+  sum_squares_kernel<<<sum_squares_blocks(n), kThreads, 0, stream>>>(x, n, partials);
+  return cudaGetLastError();
+}
+cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream) {
+  return sum_squares_launch(x, n, partials, stream);
+}
+cudaError_t launch_sum_squares(const uint16_t* x, size_t n, double* partials, cudaStream_t stream) {
+  return sum_squares_launch(x, n, partials, stream);
+}
+
+template <class G>
+cudaError_t adamw_launch(float* params, const G* grads, float* m, float* v, size_t n,
                          AdamWStep step, cudaStream_t stream, uint16_t* params_bf16) {
   const AdamWFactors factors{float(step.lr),
                              float(step.beta1),
@@ -777,6 +791,14 @@ cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, 
   adamw_kernel<<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(params, grads, m, v, n, factors,
                                                              params_bf16);
   return cudaGetLastError();
+}
+cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
+                         AdamWStep step, cudaStream_t stream, uint16_t* params_bf16) {
+  return adamw_launch(params, grads, m, v, n, step, stream, params_bf16);
+}
+cudaError_t launch_adamw(float* params, const uint16_t* grads, float* m, float* v, size_t n,
+                         AdamWStep step, cudaStream_t stream, uint16_t* params_bf16) {
+  return adamw_launch(params, grads, m, v, n, step, stream, params_bf16);
 }
 
 }  // namespace hsring::train::cuda

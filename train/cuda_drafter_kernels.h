@@ -134,9 +134,12 @@ cudaError_t launch_attention_backward(const float* q, const float* k, const floa
                                       AttentionDims dims, float* delta, float* dq, float* dk,
                                       float* dv, cudaStream_t stream);
 
-// Sum of squares of x [n], in double, into partials [kNormPartials] (then summed on the host).
+// Sum of squares of x [n] (fp32 or bf16), in double, into partials [sum_squares_blocks(n)]
+// (at most kNormPartials; then summed on the host).
 inline constexpr uint32_t kNormPartials = 1024;
+uint32_t sum_squares_blocks(size_t n);
 cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream);
+cudaError_t launch_sum_squares(const uint16_t* x, size_t n, double* partials, cudaStream_t stream);
 
 struct AdamWStep {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
@@ -148,8 +151,10 @@ struct AdamWStep {
 // One AdamW update of n parameters (train/optimizer.h has the formula), in float per
 // element (the CPU reference computes in double: within 1e-6 of it). With params_bf16 [n],
 // the updated weights are also written there rounded to bf16 (the bits launch_float_to_bf16
-// gives).
+// gives). The gradients in fp32 or bf16 (widened: the same update as their fp32 values).
 cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, size_t n,
+                         AdamWStep step, cudaStream_t stream, uint16_t* params_bf16 = nullptr);
+cudaError_t launch_adamw(float* params, const uint16_t* grads, float* m, float* v, size_t n,
                          AdamWStep step, cudaStream_t stream, uint16_t* params_bf16 = nullptr);
 
 }  // namespace hsring::train::cuda

@@ -12,6 +12,10 @@ namespace hsring::train::cuda {
 
 namespace {
 
+// A matrix's gradient is a product's (bf16 with keep_bf16_gradients); a vector's (a norm's
+// weight) is summed by kernels in fp32.
+bool is_matrix(const ParamInfo& tensor) { return tensor.shape.size() == 2; }
+
 std::vector<float> download(const gpu::DeviceBuffer& buffer, cudaStream_t stream) {
   std::vector<float> host(buffer.size() / sizeof(float));
   HSRING_CUDA_CHECK(
@@ -35,8 +39,10 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
   grads_ = gpu::DeviceBuffer::allocate(bytes);
   m_ = gpu::DeviceBuffer::allocate(bytes);
   v_ = gpu::DeviceBuffer::allocate(bytes);
-  norm_partials_ = gpu::DeviceBuffer::allocate(kNormPartials * sizeof(double));
-  norm_partials_host_ = gpu::PinnedBuffer::allocate(kNormPartials * sizeof(double));
+  const size_t slots = 1 + size_t(std::count_if(layout.tensors.begin(), layout.tensors.end(),
+                                                [](const ParamInfo& t) { return !is_matrix(t); }));
+  norm_partials_ = gpu::DeviceBuffer::allocate(slots * kNormPartials * sizeof(double));
+  norm_partials_host_ = gpu::PinnedBuffer::allocate(norm_partials_.size());
   HSRING_CUDA_CHECK(
       cudaMemcpyAsync(params_.data(), initial.data(), bytes, cudaMemcpyHostToDevice, stream_));
   HSRING_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, bytes, stream_));
@@ -51,8 +57,32 @@ void FlatState::keep_bf16_params() {
   HSRING_CUDA_CHECK(launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
 }
 
+void FlatState::keep_bf16_gradients() {
+  if (grads_bf16_.size() != 0) return;
+  grads_bf16_ = gpu::DeviceBuffer::allocate(std::max<size_t>(1, total_) * sizeof(uint16_t));
+  HSRING_CUDA_CHECK(cudaMemsetAsync(grads_bf16_.data(), 0, grads_bf16_.size(), stream_));
+}
+
+void FlatState::matrix_gradients_in_bf16() {
+  if (grads_bf16_.size() == 0)
+    throw gpu::cuda_error(cudaErrorInvalidValue, "bf16 gradients need keep_bf16_gradients()");
+  matrices_in_bf16_ = true;
+}
+
+float* FlatState::fp32_gradients() {
+  if (matrices_in_bf16_) {
+    for (const ParamInfo& tensor : layout_.tensors)
+      if (is_matrix(tensor))
+        HSRING_CUDA_CHECK(launch_bf16_to_float(grads_bf16(tensor.offset), tensor.size,
+                                               grads(tensor.offset), stream_));
+    matrices_in_bf16_ = false;
+  }
+  return grads();
+}
+
 void FlatState::zero_gradients() {
   HSRING_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.size(), stream_));
+  matrices_in_bf16_ = false;
 }
 
 void FlatState::zero_gradients(size_t offset, size_t count) {
@@ -60,20 +90,40 @@ void FlatState::zero_gradients(size_t offset, size_t count) {
 }
 
 void FlatState::scale_gradients(float factor) {
-  HSRING_CUDA_CHECK(launch_scale(grads(), total_, factor, stream_));
+  HSRING_CUDA_CHECK(launch_scale(fp32_gradients(), total_, factor, stream_));
+}
+
+double FlatState::squared_norm() {
+  // Each launch's partials in a slot of its own, summed on the host in one fixed order.
+  auto* partials = norm_partials_.as<double>();
+  std::vector<uint32_t> counts;
+  const auto sum = [&](const auto* values, size_t n) {
+    HSRING_CUDA_CHECK(
+        launch_sum_squares(values, n, partials + counts.size() * kNormPartials, stream_));
+    counts.push_back(sum_squares_blocks(n));
+  };
+  if (matrices_in_bf16_) {
+    sum(grads_bf16(), total_);  // zeros where no matrix is
+    for (const ParamInfo& tensor : layout_.tensors)
+      if (!is_matrix(tensor)) sum(grads(tensor.offset), tensor.size);
+  } else {
+    sum(grads(), total_);
+  }
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(norm_partials_host_.data(), norm_partials_.data(),
+                                    counts.size() * kNormPartials * sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream_));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double squares = 0;
+  for (size_t slot = 0; slot < counts.size(); ++slot)
+    for (uint32_t i = 0; i < counts[slot]; ++i)
+      squares += norm_partials_host_.as<double>()[slot * kNormPartials + i];
+  return squares;
 }
 
 UpdateStats FlatState::apply_gradients() {
   const AdamWOptions& o = optimizer_;
-  HSRING_CUDA_CHECK(launch_sum_squares(grads(), total_, norm_partials_.as<double>(), stream_));
-  HSRING_CUDA_CHECK(cudaMemcpyAsync(norm_partials_host_.data(), norm_partials_.data(),
-                                    norm_partials_.size(), cudaMemcpyDeviceToHost, stream_));
-  HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  double squares = 0;
-  for (uint32_t i = 0; i < kNormPartials; ++i) squares += norm_partials_host_.as<double>()[i];
-
   UpdateStats stats;
-  stats.grad_norm = std::sqrt(squares);
+  stats.grad_norm = std::sqrt(squared_norm());
   stats.step = step_;
   if (!std::isfinite(stats.grad_norm)) {
     stats.skipped = true;
@@ -93,10 +143,14 @@ UpdateStats FlatState::apply_gradients() {
   update.correction2 = 1.0 - std::pow(o.beta2, t);
   for (const ParamInfo& tensor : layout_.tensors) {
     update.keep = tensor.weight_decay ? 1.0 - update.lr * o.weight_decay : 1.0;
-    HSRING_CUDA_CHECK(
-        launch_adamw(params(tensor.offset), grads(tensor.offset), m_.as<float>() + tensor.offset,
-                     v_.as<float>() + tensor.offset, tensor.size, update, stream_,
-                     params_bf16_.size() ? params_bf16_.as<uint16_t>() + tensor.offset : nullptr));
+    const auto adamw = [&](const auto* gradients) {
+      return launch_adamw(
+          params(tensor.offset), gradients, m_.as<float>() + tensor.offset,
+          v_.as<float>() + tensor.offset, tensor.size, update, stream_,
+          params_bf16_.size() ? params_bf16_.as<uint16_t>() + tensor.offset : nullptr);
+    };
+    HSRING_CUDA_CHECK(matrices_in_bf16_ && is_matrix(tensor) ? adamw(grads_bf16(tensor.offset))
+                                                             : adamw(grads(tensor.offset)));
   }
   stats.lr = update.lr;
   stats.step = ++step_;
@@ -104,6 +158,7 @@ UpdateStats FlatState::apply_gradients() {
 }
 
 std::span<float> FlatState::host_gradients() {
+  (void)fp32_gradients();
   host_gradients_ = download(grads_, stream_);
   return host_gradients_;
 }
@@ -112,10 +167,14 @@ void FlatState::host_gradients_changed() {
   HSRING_CUDA_CHECK(cudaMemcpyAsync(grads_.data(), host_gradients_.data(), grads_.size(),
                                     cudaMemcpyHostToDevice, stream_));
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  matrices_in_bf16_ = false;
 }
 
 std::vector<float> FlatState::download_params() const { return download(params_, stream_); }
-std::vector<float> FlatState::download_gradients() const { return download(grads_, stream_); }
+std::vector<float> FlatState::download_gradients() {
+  (void)fp32_gradients();
+  return download(grads_, stream_);
+}
 
 TrainerState FlatState::state() const {
   return TrainerState{download(params_, stream_), download(m_, stream_), download(v_, stream_),

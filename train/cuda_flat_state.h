@@ -21,15 +21,19 @@ namespace hsring::train::cuda {
 template <class T>
 class Scratch {
  public:
-  void ensure(size_t count) {
-    if (count > capacity_) {
-      buffer_ = gpu::DeviceBuffer::allocate(count * sizeof(T));
-      capacity_ = count;
-    }
-  }
+  void ensure(size_t count) { grow(count, count); }
+  // For a size that changes from step to step (an attention plan): when it grows, a quarter
+  // more, so that the next steps rarely reallocate (cudaFree waits for the whole device).
+  void ensure_varying(size_t count) { grow(count, count + count / 4); }
   T* get() const { return buffer_.as<T>(); }
 
  private:
+  void grow(size_t count, size_t to) {
+    if (count > capacity_) {
+      buffer_ = gpu::DeviceBuffer::allocate(to * sizeof(T));
+      capacity_ = to;
+    }
+  }
   gpu::DeviceBuffer buffer_;
   size_t capacity_ = 0;
 };
@@ -52,6 +56,18 @@ class FlatState {
   float* grads(size_t offset = 0) const { return grads_.as<float>() + offset; }
   size_t size() const { return total_; }
 
+  // From now on a step may leave its matrices' gradients in bf16, as the bf16 products
+  // write them (as autocast's do), half the bytes for the products, the norm and the
+  // update to move: keep_bf16_gradients() allocates their array (zeros where no matrix
+  // is), and matrix_gradients_in_bf16() says the step's are there from the products on
+  // (until the next zero_gradients()); the vectors' stay in grads(). Whatever reads or
+  // changes the gradients as one fp32 array widens them into grads() first
+  // (fp32_gradients(): an exchange's all-reduce, scale, host_gradients, download).
+  void keep_bf16_gradients();
+  uint16_t* grads_bf16(size_t offset = 0) const { return grads_bf16_.as<uint16_t>() + offset; }
+  void matrix_gradients_in_bf16();
+  float* fp32_gradients();
+
   void zero_gradients();
   // Only gradients [offset, offset + count).
   void zero_gradients(size_t offset, size_t count);
@@ -64,7 +80,7 @@ class FlatState {
   std::span<float> host_gradients();  // downloads; host_gradients_changed uploads it back
   void host_gradients_changed();
   std::vector<float> download_params() const;
-  std::vector<float> download_gradients() const;
+  std::vector<float> download_gradients();
   TrainerState state() const;
   // Throws Error(kBadTensor) unless every buffer holds size() floats; then nothing
   // changes.
@@ -77,8 +93,13 @@ class FlatState {
   size_t total_;
   gpu::DeviceBuffer params_, grads_, m_, v_;
   gpu::DeviceBuffer params_bf16_;  // empty unless keep_bf16_params()
+  gpu::DeviceBuffer grads_bf16_;   // empty unless keep_bf16_gradients()
+  bool matrices_in_bf16_ = false;  // the matrices' gradients are in grads_bf16_, not grads_
+  // The squared norm's partial sums: one slot of kNormPartials for the whole array, then
+  // (matrices in bf16) one for each vector's fp32 gradient.
   gpu::DeviceBuffer norm_partials_;
   gpu::PinnedBuffer norm_partials_host_;
+  double squared_norm();
   uint64_t step_ = 0;
   std::vector<float> host_gradients_;
 };

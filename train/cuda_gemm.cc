@@ -172,13 +172,23 @@ void Gemm::backward_input(Operand dy, size_t rows, size_t out, Operand w, size_t
 
 void Gemm::backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw,
                            bool accumulate, size_t dy_stride) {
+  weight_product(dy, rows, out, x, in, dw, accumulate, dy_stride, false);
+}
+
+void Gemm::backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, uint16_t* dw,
+                           bool accumulate, size_t dy_stride) {
+  weight_product(dy, rows, out, x, in, dw, accumulate, dy_stride, true);
+}
+
+void Gemm::weight_product(Operand dy, size_t rows, size_t out, Operand x, size_t in, void* dw,
+                          bool accumulate, size_t dy_stride, bool dw_bf16) {
   // dw^T [in, out] (+)= x^T [in, rows] (dy^T)^T [rows, out].
   if (dy_stride == 0) dy_stride = out;
   if (dy_stride < out)
     throw gpu::cuda_error(cudaErrorInvalidValue,
                           "a gradient's row stride " + std::to_string(dy_stride) +
                               " is shorter than its row of " + std::to_string(out));
-  gemm(false, true, in, out, rows, x, in, dy, dy_stride, dw, in, accumulate);
+  gemm(false, true, in, out, rows, x, in, dy, dy_stride, dw, in, accumulate, dw_bf16);
 }
 
 }  // namespace hsring::train::cuda

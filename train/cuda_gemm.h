@@ -77,6 +77,10 @@ class Gemm {
   // apart (0: out), so that dy may be a column range of a wider array.
   void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, float* dw,
                        bool accumulate = true, size_t dy_stride = 0);
+  // The same in bf16 (kBf16 only), the fp32 accumulator (plus dw's value with
+  // `accumulate`) rounded to nearest even.
+  void backward_weight(Operand dy, size_t rows, size_t out, Operand x, size_t in, uint16_t* dw,
+                       bool accumulate = true, size_t dy_stride = 0);
 
  private:
   struct Handle;
@@ -84,6 +88,8 @@ class Gemm {
   // c is fp32, or bf16 with c_bf16 (kBf16 only).
   void gemm(bool transpose_a, bool transpose_b, size_t m, size_t n, size_t k, Operand a, size_t lda,
             Operand b, size_t ldb, void* c, size_t ldc, bool accumulate, bool c_bf16 = false);
+  void weight_product(Operand dy, size_t rows, size_t out, Operand x, size_t in, void* dw,
+                      bool accumulate, size_t dy_stride, bool dw_bf16);
 
   struct Bf16Copy {
     const float* source;

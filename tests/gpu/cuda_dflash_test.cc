@@ -285,6 +285,19 @@ TEST(CudaDflashDeviceTest, BadShapesBatchesAndStatesAreRefused) {
     EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
   }
+  // [Wq; Wk; Wv] are multiplied as one matrix: a width that leaves a gap after k_proj
+  // (kv_dim 32 x 65 is not a multiple of the layout's alignment) is refused, by name.
+  Case gapped = cases()[0];
+  gapped.config.num_heads = 2;
+  gapped.config.num_kv_heads = 1;
+  gapped.config.target_hidden = 65;
+  try {
+    CudaDflashTrainer trainer(options_for(gapped));
+    ADD_FAILURE() << "projections with a gap between them were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
+    EXPECT_NE(std::string(e.what()).find("q, k and v projections"), std::string::npos) << e.what();
+  }
   const Case k = cases()[0];
   CudaDflashTrainer trainer(options_for(k));
   OwnedBatch batch = random_batch(k.config, k.doc_offsets, 1);

@@ -395,14 +395,18 @@ TEST(Bf16OutputTest, GatherRowsCopiesTheIndexedRowsRoundedOrNot) {
   EXPECT_EQ(to_host<uint16_t>(y16, want16.size()), want16);
 }
 
+// Also: the gradients in bf16 (FlatState::keep_bf16_gradients) update as the floats they
+// hold, bit for bit.
 TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
   HSRING_REQUIRE_GPUS(1);
   const size_t n = 1027;  // a tail past the last four-wide update
   uint64_t state = 13;
   std::vector<float> w(n + 1), g(n + 1), m(n + 1), v(n + 1);
+  std::vector<uint16_t> g16(n + 1);
   for (size_t i = 0; i <= n; ++i) {
     w[i] = uniform(state, 1.0f);
-    g[i] = uniform(state, 0.1f);
+    g16[i] = gpu_test::bf16_near(uniform(state, 0.1f));
+    g[i] = gpu_test::widened(g16[i]);
     m[i] = uniform(state, 0.01f);
     v[i] = std::abs(uniform(state, 1e-4f));
   }
@@ -419,6 +423,8 @@ TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
   for (size_t offset : {size_t(0), size_t(1)}) {
     gpu::DeviceBuffer w1 = to_device(w), m1 = to_device(m), v1 = to_device(v);
     gpu::DeviceBuffer w2 = to_device(w), m2 = to_device(m), v2 = to_device(v), dg = to_device(g);
+    gpu::DeviceBuffer w3 = to_device(w), m3 = to_device(m), v3 = to_device(v),
+                      dg16 = to_device(g16);
     gpu::DeviceBuffer w16 = gpu::DeviceBuffer::allocate((n + 1) * 2);
     ASSERT_EQ(launch_adamw(w1.as<float>() + offset, dg.as<float>() + offset,
                            m1.as<float>() + offset, v1.as<float>() + offset, n, step, nullptr),
@@ -427,11 +433,16 @@ TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
         launch_adamw(w2.as<float>() + offset, dg.as<float>() + offset, m2.as<float>() + offset,
                      v2.as<float>() + offset, n, step, nullptr, w16.as<uint16_t>() + offset),
         cudaSuccess);
+    ASSERT_EQ(launch_adamw(w3.as<float>() + offset, dg16.as<uint16_t>() + offset,
+                           m3.as<float>() + offset, v3.as<float>() + offset, n, step, nullptr),
+              cudaSuccess);
     const std::vector<float> updated = to_host<float>(w1, n + 1);
     EXPECT_NE(updated, w) << "offset " << offset;
-    EXPECT_EQ(to_host<float>(w2, n + 1), updated) << "offset " << offset;
-    EXPECT_EQ(to_host<float>(m2, n + 1), to_host<float>(m1, n + 1)) << "offset " << offset;
-    EXPECT_EQ(to_host<float>(v2, n + 1), to_host<float>(v1, n + 1)) << "offset " << offset;
+    for (const auto* other : {&w2, &w3}) EXPECT_EQ(to_host<float>(*other, n + 1), updated);
+    for (const auto* other : {&m2, &m3})
+      EXPECT_EQ(to_host<float>(*other, n + 1), to_host<float>(m1, n + 1)) << "offset " << offset;
+    for (const auto* other : {&v2, &v3})
+      EXPECT_EQ(to_host<float>(*other, n + 1), to_host<float>(v1, n + 1)) << "offset " << offset;
     const std::vector<uint16_t> rounded = rounded_on_device(updated);
     const std::vector<uint16_t> mirror = to_host<uint16_t>(w16, n + 1);
     for (size_t i = offset; i < offset + n; ++i)
