@@ -26,12 +26,12 @@ using gpu_test::uniform;
 // n bf16 values near uniform ones in [-scale, scale), and the floats they hold.
 std::vector<uint16_t> bf16_values(size_t n, uint64_t& state, float scale) {
   std::vector<uint16_t> out(n);
-  for (uint16_t& v : out) v = gpu_test::bf16_near(uniform(state, scale));
+  for (uint16_t& v : out) v = gpu_test::float_to_bf16(uniform(state, scale));
   return out;
 }
 std::vector<float> widened(const std::vector<uint16_t>& values) {
   std::vector<float> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = gpu_test::widened(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) out[i] = gpu_test::bf16_to_float(values[i]);
   return out;
 }
 
@@ -84,7 +84,7 @@ TEST(Bf16GradientsTest, AWeightProductInBf16IsTheFp32OneRoundedAndAddsToWhatItHo
     ASSERT_LE(std::abs(got[i] - want[i]), std::ldexp(std::abs(want[i]), -8) + 1e-5f) << i;
     // Added to a bf16 value, the product may be rounded before the sum is (as autocast's
     // two bf16 gradients of one weight are summed in bf16): half a unit of each.
-    const float total = want[i] + gpu_test::widened(held[i]);
+    const float total = want[i] + gpu_test::bf16_to_float(held[i]);
     ASSERT_LE(std::abs(sum[i] - total), std::ldexp(std::abs(want[i]) + std::abs(total), -8) + 1e-5f)
         << i;
   }
@@ -125,7 +125,7 @@ TEST(Bf16GradientsTest, AStateWithBf16MatrixGradientsActsAsWithTheirFp32Values) 
         const std::vector<uint16_t> g = bf16_values(t.size, state, 0.2f);
         HSRING_CUDA_CHECK(
             cudaMemcpy(mixed.grads_bf16(t.offset), g.data(), t.size * 2, cudaMemcpyHostToDevice));
-        for (size_t i = 0; i < t.size; ++i) want[t.offset + i] = gpu_test::widened(g[i]);
+        for (size_t i = 0; i < t.size; ++i) want[t.offset + i] = gpu_test::bf16_to_float(g[i]);
       } else {
         for (size_t i = 0; i < t.size; ++i) want[t.offset + i] = uniform(state, 0.2f);
         HSRING_CUDA_CHECK(cudaMemcpy(mixed.grads(t.offset), want.data() + t.offset, t.size * 4,

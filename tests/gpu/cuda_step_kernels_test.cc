@@ -405,8 +405,8 @@ TEST(Bf16OutputTest, AdamwWritesTheUpdatedWeightsRoundedAndUpdatesAsWithout) {
   std::vector<uint16_t> g16(n + 1);
   for (size_t i = 0; i <= n; ++i) {
     w[i] = uniform(state, 1.0f);
-    g16[i] = gpu_test::bf16_near(uniform(state, 0.1f));
-    g[i] = gpu_test::widened(g16[i]);
+    g16[i] = gpu_test::float_to_bf16(uniform(state, 0.1f));
+    g[i] = gpu_test::bf16_to_float(g16[i]);
     m[i] = uniform(state, 0.01f);
     v[i] = std::abs(uniform(state, 1e-4f));
   }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "gpu/cuda_check.h"
@@ -26,20 +25,6 @@ inline uint64_t next(uint64_t& state) {
 // Uniform in [-scale, scale).
 inline float uniform(uint64_t& state, float scale) {
   return scale * (float(next(state) >> 40) / float(1 << 24) * 2.0f - 1.0f);
-}
-
-// A bf16 value near f: its top half (truncated; for tests that need some bf16 values), and
-// the float a bf16 value holds.
-inline uint16_t bf16_near(float f) {
-  uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  return uint16_t(bits >> 16);
-}
-inline float widened(uint16_t bf16) {
-  const uint32_t bits = uint32_t(bf16) << 16;
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
 }
 
 // n values uniform in [-scale, scale), drawn in order from `state`.
