@@ -321,15 +321,28 @@ __global__ void embedding_forward_kernel(const float* __restrict__ table,
   }
 }
 
+// Rows over the grid's y, a row's values over its x, four at a time where the rows allow
+// it (an index and a division an element made this a quarter of the bandwidth).
 template <class T>
 __global__ void gather_rows_kernel(const T* __restrict__ table, const int32_t* __restrict__ index,
                                    uint32_t rows, uint32_t dim, uint32_t table_stride,
                                    float* __restrict__ y, uint16_t* __restrict__ y_bf16) {
-  GRID_STRIDE(e, uint64_t(rows) * dim) {
-    const uint64_t r = e / dim;
+  for (uint32_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const int32_t from = index[r];
-    store(y, y_bf16, e,
-          from < 0 ? 0.0f : load(table, uint64_t(from) * table_stride + (e - r * dim)));
+    float* out = y ? y + uint64_t(r) * dim : nullptr;
+    uint16_t* out_bf16 = y_bf16 ? y_bf16 + uint64_t(r) * dim : nullptr;
+    if (from < 0) {
+      quads_then_rest(
+          dim, four_aligned(out, out_bf16),
+          [&](uint64_t q) { store4(out, out_bf16, q, make_float4(0.0f, 0.0f, 0.0f, 0.0f)); },
+          [&](uint64_t i) { store(out, out_bf16, i, 0.0f); });
+      continue;
+    }
+    const T* in = table + uint64_t(from) * table_stride;
+    quads_then_rest(
+        dim, four_aligned(in, out, out_bf16),
+        [&](uint64_t q) { store4(out, out_bf16, q, load4(in, q)); },
+        [&](uint64_t i) { store(out, out_bf16, i, load(in, i)); });
   }
 }
 
@@ -371,8 +384,10 @@ cudaError_t gather_rows_launch(const T* table, const int32_t* index, uint32_t ro
                                uint32_t table_stride) {
   if (table_stride == 0) table_stride = dim;
   if (table_stride < dim) return cudaErrorInvalidValue;
-  gather_rows_kernel<<<grid_for(uint64_t(rows) * dim), kThreads, 0, stream>>>(
-      table, index, rows, dim, table_stride, y, y_bf16);
+  if (rows == 0 || dim == 0) return cudaSuccess;
+  const dim3 grid((dim / 4 + kThreads) / kThreads, std::min(rows, 65535u));
+  gather_rows_kernel<<<grid, kThreads, 0, stream>>>(table, index, rows, dim, table_stride, y,
+                                                    y_bf16);
   return cudaGetLastError();
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -355,9 +356,13 @@ TEST(RmsNormBackwardRowsTest, MatchesDoublePrecisionAndIsDeterministic) {
       << "adding to dx needs the fp32 dx";
 }
 
-TEST(Bf16OutputTest, GatherRowsCopiesTheIndexedRowsRoundedOrNot) {
+// A row's width a multiple of four (four at a time) or not (one at a time); more rows than
+// the grid has (65535 on y).
+class GatherRowsTest : public ::testing::TestWithParam<std::pair<uint32_t, uint32_t>> {};
+
+TEST_P(GatherRowsTest, CopiesTheIndexedRowsRoundedOrNot) {
   HSRING_REQUIRE_GPUS(1);
-  const uint32_t table_rows = 50, dim = 24, rows = 70;  // rows repeat
+  const uint32_t table_rows = 50, dim = GetParam().first, rows = GetParam().second;
   uint64_t state = 23;
   const std::vector<float> table = uniform_values(size_t(table_rows) * dim, state, 2.0f);
   std::vector<int32_t> index(rows);
@@ -394,6 +399,10 @@ TEST(Bf16OutputTest, GatherRowsCopiesTheIndexedRowsRoundedOrNot) {
   EXPECT_EQ(to_host<float>(y, want_zeros.size()), want_zeros);
   EXPECT_EQ(to_host<uint16_t>(y16, want16.size()), want16);
 }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GatherRowsTest,
+                         ::testing::Values(std::pair{24u, 70u}, std::pair{7u, 70u},
+                                           std::pair{8u, 70000u}));
 
 // Also: the gradients in bf16 (FlatState::keep_bf16_gradients) update as the floats they
 // hold, bit for bit.
