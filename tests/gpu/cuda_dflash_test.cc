@@ -274,30 +274,28 @@ TEST(CudaDflashDeviceTest, LossFallsOnTheGpu) {
 
 TEST(CudaDflashDeviceTest, BadShapesBatchesAndStatesAreRefused) {
   HSRING_REQUIRE_GPUS(1);
+  // A shape the GPU step does not take is refused as a bad config, by name.
+  const auto expect_refused = [](const Case& shape, const std::string& named) {
+    try {
+      CudaDflashTrainer trainer(options_for(shape));
+      ADD_FAILURE() << "accepted; expected a refusal naming '" << named << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelBadConfig);
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
   Case odd = cases()[0];
   odd.config.head_dim = 16;
   odd.config.num_heads = 8;
   odd.config.num_kv_heads = 4;
-  try {
-    CudaDflashTrainer trainer(options_for(odd));
-    ADD_FAILURE() << "head_dim 16 was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
-    EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
-  }
+  expect_refused(odd, "head_dim 16");
   // [Wq; Wk; Wv] are multiplied as one matrix: a width that leaves a gap after k_proj
-  // (kv_dim 32 x 65 is not a multiple of the layout's alignment) is refused, by name.
+  // (kv_dim 32 x 65 is not a multiple of the layout's alignment).
   Case gapped = cases()[0];
   gapped.config.num_heads = 2;
   gapped.config.num_kv_heads = 1;
   gapped.config.target_hidden = 65;
-  try {
-    CudaDflashTrainer trainer(options_for(gapped));
-    ADD_FAILURE() << "projections with a gap between them were accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
-    EXPECT_NE(std::string(e.what()).find("q, k and v projections"), std::string::npos) << e.what();
-  }
+  expect_refused(gapped, "q, k and v projections");
   const Case k = cases()[0];
   CudaDflashTrainer trainer(options_for(k));
   OwnedBatch batch = random_batch(k.config, k.doc_offsets, 1);
