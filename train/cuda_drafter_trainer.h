@@ -28,6 +28,8 @@ class CudaDrafterTrainer : public DrafterTrainer {
   virtual cudaStream_t stream() const = 0;
   // The flat gradient on the device (layout().total floats), for an NCCL all-reduce on
   // stream(); scale_gradients() and apply_gradients() run on the same stream after it.
+  // Gradients the step kept in bf16 are widened into it first (enqueued on stream()), so
+  // the caller may change them.
   virtual float* device_gradients() = 0;
 };
 
