@@ -378,8 +378,7 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   // read of its output. In bf16 mode the matrices' gradients are the products' bf16
   // (Buffers::weight_gradient).
   if (b_->backward) {
-    for (const ParamInfo& tensor : layout_.tensors)
-      if (tensor.shape.size() == 1) b_->state->zero_gradients(tensor.offset, tensor.size);
+    b_->state->zero_vector_gradients();
     if (b_->bf16()) b_->state->matrix_gradients_in_bf16();
   } else {
     b_->state->zero_gradients();
@@ -627,7 +626,6 @@ struct Ops {
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
-  void zero(void* dst, size_t bytes) const { HSRING_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, s)); }
   // Rows index[0..n) of `from`'s columns [col, col + dim) (its rows `stride` apart; 0: dim)
   // into y (fp32) or y_bf16, whichever is not null (a negative index: zeros).
   void gather_rows(const Fp32OrBf16& from, const int32_t* index, size_t n, size_t dim, float* y,

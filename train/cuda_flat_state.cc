@@ -85,8 +85,11 @@ void FlatState::zero_gradients() {
   matrices_in_bf16_ = false;
 }
 
-void FlatState::zero_gradients(size_t offset, size_t count) {
-  HSRING_CUDA_CHECK(cudaMemsetAsync(grads(offset), 0, count * sizeof(float), stream_));
+void FlatState::zero_vector_gradients() {
+  for (const ParamInfo& tensor : layout_.tensors)
+    if (!is_matrix(tensor))
+      HSRING_CUDA_CHECK(
+          cudaMemsetAsync(grads(tensor.offset), 0, tensor.size * sizeof(float), stream_));
 }
 
 void FlatState::scale_gradients(float factor) {

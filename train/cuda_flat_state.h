@@ -69,8 +69,9 @@ class FlatState {
   float* fp32_gradients();
 
   void zero_gradients();
-  // Only gradients [offset, offset + count).
-  void zero_gradients(size_t offset, size_t count);
+  // Only the vectors' gradients (the norms' weights, which kernels add to): for a step whose
+  // products write every matrix's gradient rather than add to it.
+  void zero_vector_gradients();
   void scale_gradients(float factor);
   // Global-norm clipping and one AdamW step at the schedule's rate; a non-finite norm
   // skips the update (a host decision: synchronises once).
