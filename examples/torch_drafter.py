@@ -179,16 +179,18 @@ def step_labels(tokens, doc_offsets, slot_labels, mode):
 
 
 def sample_anchors(doc_offsets, labels, B, count, generator):
-    """Rows a of documents [s, e) with s < a, a + B - 1 < e and a counted label row among
-    a .. a + B - 2; `count` distinct ones drawn uniformly (all when fewer), sorted."""
+    """The published rule (hsring's train/dflash_blocks.h): rows a of documents [s, e) with
+    s < a < e whose own token and next token are both trained (labels[a - 1] and labels[a]
+    counted); `count` distinct ones drawn uniformly (all when fewer), sorted, with their
+    documents' [s, e). A block may run past its document's end."""
     candidates, docs = [], []
     counted = (labels >= 0).tolist()
     for d in range(len(doc_offsets) - 1):
         s, e = int(doc_offsets[d]), int(doc_offsets[d + 1])
-        for a in range(s + 1, e - B + 1):
-            if any(counted[a:a + B - 1]):
+        for a in range(s + 1, e):
+            if counted[a - 1] and counted[a]:
                 candidates.append(a)
-                docs.append(s)
+                docs.append((s, e))
     if len(candidates) > count:
         pick = torch.randperm(len(candidates), generator=generator)[:count].sort().values.tolist()
         candidates = [candidates[i] for i in pick]
@@ -203,11 +205,16 @@ def build_blocks(tokens, positions, labels, anchors, starts, B, mask_id, T):
     block_tokens = torch.full((nb, B), mask_id, dtype=torch.long)
     block_tokens[:, 0] = tokens[a]
     block_pos = positions[a][:, None] + j[None]
+    # Position j against labels[a + j - 1]; ignored past the document's end.
+    s = torch.tensor([start for start, _ in starts], dtype=torch.long)
+    e = torch.tensor([end for _, end in starts], dtype=torch.long)
+    label_rows = a[:, None] + j[None, 1:] - 1
+    inside = label_rows < e[:, None]
     targets = torch.full((nb, B), IGNORE, dtype=torch.long)
-    targets[:, 1:] = labels[a[:, None] + j[None, 1:] - 1]  # position j against labels[a + j - 1]
+    targets[:, 1:] = torch.where(inside, labels[label_rows.clamp(max=T - 1)],
+                                 torch.full_like(label_rows, IGNORE))
     # Attention: block b sees context rows [s, a) and its own B rows.
     rows = torch.arange(T)
-    s = torch.tensor(starts, dtype=torch.long)
     ctx_mask = (rows[None] >= s[:, None]) & (rows[None] < a[:, None])          # [nb, T]
     own = torch.eye(nb, dtype=torch.bool)
     block_mask = own[:, None, :, None].expand(nb, B, nb, B).reshape(nb * B, nb * B)

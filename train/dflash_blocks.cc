@@ -26,18 +26,11 @@ void check_documents(std::span<const int32_t> doc_offsets, size_t rows, uint32_t
 std::vector<int32_t> anchor_candidates(std::span<const int32_t> doc_offsets,
                                        std::span<const int32_t> labels, uint32_t block_size) {
   check_documents(doc_offsets, labels.size(), block_size);
-  // counted_before[t]: counted labels among rows [0, t), so a window's count is a difference.
-  std::vector<size_t> counted_before(labels.size() + 1, 0);
-  for (size_t t = 0; t < labels.size(); ++t)
-    counted_before[t + 1] = counted_before[t] + (labels[t] >= 0 ? 1 : 0);
   std::vector<int32_t> out;
   for (size_t d = 0; d + 1 < doc_offsets.size(); ++d) {
     const int64_t s = doc_offsets[d], e = doc_offsets[d + 1];
-    for (int64_t a = s + 1; anchor_fits(a, s, e, block_size); ++a) {
-      const size_t first = dflash_label_row(size_t(a), 1);
-      const size_t last = dflash_label_row(size_t(a), block_size - 1);
-      if (counted_before[last + 1] > counted_before[first]) out.push_back(int32_t(a));
-    }
+    for (int64_t a = s + 1; anchor_in_document(a, s, e); ++a)
+      if (labels[size_t(a) - 1] >= 0 && labels[size_t(a)] >= 0) out.push_back(int32_t(a));
   }
   return out;
 }

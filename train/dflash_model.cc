@@ -96,11 +96,10 @@ void validate_dflash_anchors(const DflashBatch& b, const DflashConfig& c) {
       bad_batch("anchor " + std::to_string(i) + " (row " + std::to_string(a) +
                 ") is outside the batch of " + std::to_string(rows) + " tokens");
     const auto [s, e] = document_of(b.doc_offsets, a);
-    if (!anchor_fits(a, s, e, c.block_size))
+    if (!anchor_in_document(a, s, e))
       bad_batch("anchor " + std::to_string(i) + " (row " + std::to_string(a) + ") of document [" +
                 std::to_string(s) + ", " + std::to_string(e) +
-                ") needs a context row before it and its " + std::to_string(c.block_size) +
-                "-row block inside the document");
+                ") needs a context row of its document before it");
     if (int64_t(b.positions[size_t(a)]) + c.block_size - 1 > std::numeric_limits<int32_t>::max())
       bad_batch("anchor " + std::to_string(i) + "'s block positions overflow int32");
   }
@@ -199,7 +198,7 @@ void build_dflash_block_rows(const DflashBatch& batch, const DflashConfig& confi
       const size_t r = b * bs + j;
       out.tokens[r] = j == 0 ? batch.tokens[a] : config.mask_token_id;
       out.positions[r] = batch.positions[a] + int32_t(j);
-      out.labels[r] = j == 0 ? -1 : batch.labels[dflash_label_row(a, j)];
+      out.labels[r] = j == 0 ? -1 : dflash_block_label(batch.labels, a, j, size_t(e));
       out.weights[r] = out.labels[r] < 0 ? 0.0 : std::exp(-double(j - 1) / config.loss_gamma);
     }
   }

@@ -33,7 +33,7 @@ struct DflashBatch {
   std::span<const int32_t> positions;    // [T] RoPE positions, >= 0
   std::span<const int32_t> doc_offsets;  // [D + 1] cu_seqlens: 0 = o_0 < ... < o_D = T
   std::span<const int32_t> labels;       // [T] greedy next token after row t; < 0: ignored
-  std::span<const int32_t> anchors;      // [NB] anchor rows (anchor_fits in their document)
+  std::span<const int32_t> anchors;      // [NB] anchor rows (anchor_in_document)
 
   size_t rows() const { return tokens.size(); }
 };
@@ -62,7 +62,7 @@ struct DflashStats {
 
 // Throws Error(kBadInput) naming the first problem: mismatched lengths, bad document
 // offsets, a negative position, a token outside the vocabulary, a label >= vocab, an
-// anchor outside the batch or one that does not fit its document (anchor_fits).
+// anchor outside the batch or one without a context row in its document (anchor_in_document).
 void validate_dflash_batch(const DflashBatch& batch, const DflashConfig& config);
 // The same checks but for the features (a device trainer's features are not on the host).
 void validate_dflash_metadata(const DflashBatch& batch, const DflashConfig& config);
@@ -76,7 +76,7 @@ struct DflashBlockRows {
   std::vector<ContextRange> context;  // [NB]: the block's document rows before its anchor
   std::vector<int32_t> tokens;        // [NB * B]: the anchor's token, then mask_token_id
   std::vector<int32_t> positions;     // [NB * B]: positions[a] + j
-  std::vector<int32_t> labels;        // [NB * B]: labels[dflash_label_row(a, j)], -1 at j = 0
+  std::vector<int32_t> labels;        // [NB * B]: dflash_block_label(a, j), -1 at j = 0
   std::vector<double> weights;        // [NB * B]: exp(-(j - 1) / gamma), 0 where not counted
 };
 // REQUIRES: validate_dflash_metadata(batch, config) passed.

@@ -165,43 +165,57 @@ TEST(DflashLayoutTest, InitIsDeterministicAndScaled) {
                           a.begin() + std::ptrdiff_t(q1.offset)));
 }
 
-// The anchors of a batch checked against the rule, one row at a time.
-bool valid_anchor(const std::vector<int32_t>& offsets, const std::vector<int32_t>& labels,
-                  uint32_t block_size, int32_t a) {
+// The published rule (SpecForge's DFlash objective), stated as it is there, over a loss
+// mask of the tokens rather than hsring's labels: position p anchors a block when the
+// token at p and the token at p + 1 are both trained, and a context row precedes it.
+bool published_anchor(const std::vector<int32_t>& offsets, const std::vector<bool>& trained,
+                      int32_t p) {
   for (size_t d = 0; d + 1 < offsets.size(); ++d) {
     const int32_t s = offsets[d], e = offsets[d + 1];
-    if (a < s || a >= e) continue;
-    if (!(s < a && a + int32_t(block_size) - 1 < e)) return false;
-    for (uint32_t j = 1; j < block_size; ++j)
-      if (labels[dflash_label_row(size_t(a), j)] >= 0) return true;
-    return false;
+    if (p < s || p >= e) continue;
+    return p > s && p + 1 < e && trained[size_t(p)] && trained[size_t(p) + 1];
   }
   return false;
 }
 
-TEST(DflashAnchorsTest, EveryAnchorValidDistinctSortedAndSeeded) {
+// hsring's labels of that data: row t is scored against the token at t + 1 when it is
+// trained; a document's last row has none.
+std::vector<int32_t> labels_of(const std::vector<int32_t>& offsets,
+                               const std::vector<bool>& trained) {
+  std::vector<int32_t> labels(trained.size(), -100);
+  for (size_t d = 0; d + 1 < offsets.size(); ++d)
+    for (int32_t t = offsets[d]; t + 1 < offsets[d + 1]; ++t)
+      if (trained[size_t(t) + 1]) labels[size_t(t)] = 1000 + t + 1;
+  return labels;
+}
+
+TEST(DflashAnchorsTest, EveryAnchorFollowsThePublishedRuleAndIsDistinctSortedSeeded) {
   const std::vector<int32_t> offsets = {0, 3, 40, 41, 90, 200};
-  std::vector<int32_t> labels(200, 1);
-  for (size_t t = 50; t < 70; ++t) labels[t] = -100;  // a stretch with nothing to count
+  std::vector<bool> trained(200, true);
+  for (size_t t = 50; t < 70; ++t) trained[t] = false;  // a prompt in the middle
+  trained[100] = false;                                 // one untrained token
+  const std::vector<int32_t> labels = labels_of(offsets, trained);
   const uint32_t bs = 6;
   const std::vector<int32_t> all = anchor_candidates(offsets, labels, bs);
   // Every row that passes the rule is a candidate, and no other.
   for (int32_t a = 0; a < 200; ++a)
-    EXPECT_EQ(std::binary_search(all.begin(), all.end(), a), valid_anchor(offsets, labels, bs, a))
+    EXPECT_EQ(std::binary_search(all.begin(), all.end(), a), published_anchor(offsets, trained, a))
         << a;
   EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 3));   // first row of a document
-  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 35));  // 35 + 5 = 40: past the end
-  EXPECT_TRUE(std::binary_search(all.begin(), all.end(), 34));
-  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 55));  // labels 55..59 ignored
-  EXPECT_TRUE(std::binary_search(all.begin(), all.end(), 70));   // label row 70 counts
-  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 50));  // labels 50..54 ignored
-  EXPECT_TRUE(std::binary_search(all.begin(), all.end(), 49));   // label row 49 counts
+  EXPECT_TRUE(std::binary_search(all.begin(), all.end(), 35));   // its block runs past the end
+  EXPECT_TRUE(std::binary_search(all.begin(), all.end(), 38));   // the token after it counts
+  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 39));  // the document's last token
+  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 49));  // the token after it: prompt
+  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 55));  // inside the prompt
+  EXPECT_TRUE(std::binary_search(all.begin(), all.end(), 70));   // the first response token
+  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 99));  // 100 is not trained
+  EXPECT_FALSE(std::binary_search(all.begin(), all.end(), 100));
 
   const std::vector<int32_t> a = sample_anchors(offsets, labels, bs, 20, 5);
   EXPECT_EQ(a.size(), 20u);
   EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
   EXPECT_EQ(std::set<int32_t>(a.begin(), a.end()).size(), a.size());
-  for (int32_t anchor : a) EXPECT_TRUE(valid_anchor(offsets, labels, bs, anchor)) << anchor;
+  for (int32_t anchor : a) EXPECT_TRUE(published_anchor(offsets, trained, anchor)) << anchor;
   EXPECT_EQ(sample_anchors(offsets, labels, bs, 20, 5), a);
   EXPECT_NE(sample_anchors(offsets, labels, bs, 20, 6), a);
   // Fewer candidates than asked: all of them.
@@ -210,15 +224,60 @@ TEST(DflashAnchorsTest, EveryAnchorValidDistinctSortedAndSeeded) {
   EXPECT_TRUE(sample_anchors(offsets, labels, bs, 0, 5).empty());
 }
 
+// A generated response after a prompt, as the default job's data is: no block starts in
+// the prompt; the first response token anchors one; the response's last trained tokens
+// anchor blocks the document's end cuts off, whose positions past it are not scored (and
+// never read the next document's labels).
+TEST(DflashAnchorsTest, PromptAndDocumentEndEdges) {
+  const std::vector<int32_t> offsets = {0, 12, 20};
+  std::vector<bool> trained(20, true);
+  for (size_t t = 0; t < 5; ++t) trained[t] = false;  // prompt 0..4, response 5..11
+  const std::vector<int32_t> labels = labels_of(offsets, trained);
+  EXPECT_EQ(anchor_candidates(offsets, labels, 4),
+            (std::vector<int32_t>{5, 6, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18}));
+  // The last prompt token's block would be scored on the response alone: still not an
+  // anchor, since inference never anchors a block on a prompt token.
+  EXPECT_FALSE(published_anchor(offsets, trained, 4));
+
+  const std::vector<float> features(20 * 2 * 16, 0.0f);
+  const std::vector<int32_t> tokens(20, 3);
+  const std::vector<int32_t> positions = [] {
+    std::vector<int32_t> p(20);
+    for (int32_t t = 0; t < 20; ++t) p[size_t(t)] = t < 12 ? t : t - 12;
+    return p;
+  }();
+  const std::vector<int32_t> anchors = {10};
+  const DflashBatch batch{features, tokens, positions, offsets, labels, anchors};
+  const DflashConfig config = small_dflash_config();  // block 4, mask token 12
+  DflashBlockRows rows;
+  build_dflash_block_rows(batch, config, rows);
+  // Anchor 10: position 1 is token 11 (trained); position 2 is scored by the document's
+  // last row, which has no next token; position 3 lies past the end, where row 12 holds
+  // the next document's (counted) label 1013.
+  ASSERT_EQ(labels[12], 1013);
+  EXPECT_EQ(rows.labels, (std::vector<int32_t>{-1, 1011, -100, -1}));
+  EXPECT_EQ(rows.positions, (std::vector<int32_t>{10, 11, 12, 13}));
+  EXPECT_EQ(rows.context[0].begin, 0u);
+  EXPECT_EQ(rows.context[0].end, 10u);
+  EXPECT_GT(rows.weights[1], 0.0);
+  EXPECT_EQ(rows.weights[2], 0.0);
+  EXPECT_NO_THROW(validate_dflash_anchors(batch, config));
+  // An anchor with no context row of its own document is refused.
+  const std::vector<int32_t> first_row = {12};
+  EXPECT_THROW(
+      validate_dflash_anchors({features, tokens, positions, offsets, labels, first_row}, config),
+      Error);
+}
+
 TEST(DflashAnchorsTest, SamplingIsRoughlyUniform) {
   const std::vector<int32_t> offsets = {0, 64};
   const std::vector<int32_t> labels(64, 1);
-  const std::vector<int32_t> all = anchor_candidates(offsets, labels, 4);  // rows 1 .. 60
-  ASSERT_EQ(all.size(), 60u);
+  const std::vector<int32_t> all = anchor_candidates(offsets, labels, 4);  // rows 1 .. 63
+  ASSERT_EQ(all.size(), 63u);
   std::vector<int> hits(64, 0);
   for (uint64_t seed = 0; seed < 400; ++seed)
     for (int32_t a : sample_anchors(offsets, labels, 4, 10, seed)) ++hits[size_t(a)];
-  // 4000 draws over 60 rows: about 67 each.
+  // 4000 draws over 63 rows: about 63 each.
   for (int32_t a : all) {
     EXPECT_GT(hits[size_t(a)], 30) << a;
     EXPECT_LT(hits[size_t(a)], 110) << a;
@@ -229,10 +288,11 @@ TEST(DflashAnchorsTest, NoCandidatesAndBadInput) {
   const std::vector<int32_t> labels(10, -100);
   EXPECT_TRUE(sample_anchors(std::vector<int32_t>{0, 10}, labels, 4, 5, 1).empty());
   const std::vector<int32_t> counted(10, 2);
-  // Documents too short for a context row and a block of 4.
-  EXPECT_TRUE(anchor_candidates(std::vector<int32_t>{0, 4, 8, 10}, counted, 4).empty());
+  // Documents of one row have no context row before any anchor.
+  EXPECT_TRUE(
+      anchor_candidates(std::vector<int32_t>{0, 1, 2, 3}, std::vector<int32_t>(3, 2), 4).empty());
   EXPECT_EQ(anchor_candidates(std::vector<int32_t>{0, 5, 10}, counted, 4),
-            (std::vector<int32_t>{1, 6}));
+            (std::vector<int32_t>{1, 2, 3, 4, 6, 7, 8, 9}));
   EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 9}, counted, 4), Error);
   EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 5, 5, 10}, counted, 4), Error);
   EXPECT_THROW(anchor_candidates(std::vector<int32_t>{0, 10}, counted, 1), Error);
@@ -261,9 +321,14 @@ TEST(DflashAnchorsTest, LabelRowIsTheTargetsNextTokenBeforeThePosition) {
   // is its next-token label at row a + j - 1.
   EXPECT_EQ(dflash_label_row(10, 1), 10u);
   EXPECT_EQ(dflash_label_row(10, 15), 24u);
-  EXPECT_TRUE(anchor_fits(1, 0, 5, 4));
-  EXPECT_FALSE(anchor_fits(0, 0, 5, 4));
-  EXPECT_FALSE(anchor_fits(2, 0, 5, 4));
+  EXPECT_TRUE(anchor_in_document(1, 0, 5));
+  EXPECT_TRUE(anchor_in_document(4, 0, 5));
+  EXPECT_FALSE(anchor_in_document(0, 0, 5));
+  EXPECT_FALSE(anchor_in_document(5, 0, 5));
+  const std::vector<int32_t> labels = {7, 8, 9, 10, 11};
+  EXPECT_EQ(dflash_block_label(labels, 3, 1, 5), 10);
+  EXPECT_EQ(dflash_block_label(labels, 3, 2, 5), 11);
+  EXPECT_EQ(dflash_block_label(labels, 3, 3, 5), -1);
 }
 
 }  // namespace

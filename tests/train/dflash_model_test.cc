@@ -188,7 +188,11 @@ TEST(DflashModelTest, LossWeightsEachPositionByItsDecay) {
   uint64_t counted = 0;
   for (size_t b = 0; b < batch.anchors.size(); ++b)
     for (size_t j = 1; j < bs; ++j) {
-      const int32_t label = batch.labels[size_t(batch.anchors[b]) + j - 1];
+      // Rows past the anchor's document score nothing (a block its end cuts off).
+      const size_t a = size_t(batch.anchors[b]);
+      const size_t end =
+          size_t(*std::upper_bound(batch.doc_offsets.begin(), batch.doc_offsets.end(), int32_t(a)));
+      const int32_t label = a + j - 1 < end ? batch.labels[a + j - 1] : -1;
       if (label < 0) continue;
       const double* f = model.block_hidden().data() + (b * bs + j) * d;
       std::vector<double> logits(v);
@@ -271,8 +275,9 @@ TEST(DflashModelTest, RejectsBadBatchesAndWeights) {
             Errc::kModelBadInput);  // no context
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {10}; }),
             Errc::kModelBadInput);  // no context
-  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {7}; }),
-            Errc::kModelBadInput);  // 7 + 3 = 10
+  // 7 + 3 = 10: a block its document's end cuts off is valid (its last rows score nothing).
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {7}; }), Errc::kModelIo);
+  EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {9}; }), Errc::kModelIo);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {20}; }), Errc::kModelBadInput);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {6, -1}; }), Errc::kModelBadInput);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {6}; }), Errc::kModelIo);

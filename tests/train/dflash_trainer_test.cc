@@ -77,13 +77,15 @@ TEST(DflashTrainerMaskTest, MaskedRowsAreNeverLabelsAnchorsOrCounted) {
         ASSERT_EQ(labels[r], kIgnoreLabel) << "row " << r;
       }
     }
-    // Every anchor's block scores at least one unmasked row, and no anchor lies in the
-    // masked document 2, where no block could score anything.
+    // Every anchor's block scores at least one unmasked row (its first: the published rule
+    // wants the token after the anchor trained), and no anchor lies in the masked
+    // document 2, where no block could score anything.
     size_t counted_rows = 0;
     for (const int32_t a : trainer.last_anchors()) {
       EXPECT_LT(a, 52) << "anchor in the fully masked document";
       size_t scored = 0;
-      for (uint32_t j = 1; j < 4; ++j) scored += labels[dflash_label_row(size_t(a), j)] >= 0;
+      const auto end = size_t(*std::upper_bound(b.doc_offsets.begin(), b.doc_offsets.end(), a));
+      for (uint32_t j = 1; j < 4; ++j) scored += dflash_block_label(labels, size_t(a), j, end) >= 0;
       EXPECT_GT(scored, 0u) << "anchor " << a;
       counted_rows += scored;
     }

@@ -150,9 +150,15 @@ def test_torch_drafter_blocks_see_only_their_documents_context_before_the_anchor
     tokens = torch.randint(0, V - 1, (T,))
     labels = td.step_labels(tokens, offsets, torch.zeros(T, dtype=torch.long), "data")
     assert labels[14] == td.IGNORE and labels[39] == td.IGNORE and labels[3] == tokens[4]
-    anchors, starts = [5, 20, 30], [0, 15, 15]
+    anchors, starts = [5, 20, 30], [(0, 15), (15, 40), (15, 40)]
     bt, bp, targets, mask = td.build_blocks(tokens, positions, labels, anchors, starts, B, V - 1, T)
     assert targets.view(3, B)[1, 2] == labels[21]  # position j against labels[a + j - 1]
+    # The published anchor rule: a block cut off by its document's end scores nothing past it.
+    picked, docs = td.sample_anchors(offsets, labels, B, 100, torch.Generator().manual_seed(0))
+    assert 13 in picked and 14 not in picked and 1 in picked and 0 not in picked
+    assert docs[picked.index(13)] == (0, 15)
+    _, _, cut, _ = td.build_blocks(tokens, positions, labels, [13], [(0, 15)], B, V - 1, T)
+    assert cut.tolist() == [td.IGNORE, labels[13].item(), td.IGNORE, td.IGNORE]
     assert bp.view(3, B)[1].tolist() == [5, 6, 7, 8]
     features = torch.randn(T, K * H, dtype=torch.float64)
     base = model(features, positions, bt, bp, mask).view(3, B, V)
