@@ -27,6 +27,9 @@ constexpr uint64_t kMagic = 0x5344415247524e48ull;  // "HNRGRADS"
 constexpr uint32_t kVersion = 1;
 constexpr uint64_t kAlign = 64;
 constexpr auto kOpenWait = std::chrono::seconds(5);
+// How long a draining member waits for live peers' posts of its step: a step of a CPU
+// drafter takes well under a second at the shapes it trains.
+constexpr uint64_t kDrainGraceNs = 5'000'000'000;
 
 // A post or join word: the member's epoch (the ring's 21 bits) and a step.
 constexpr uint32_t kStepBits = 64 - SlotState::kEpochBits;
@@ -310,6 +313,12 @@ bool GradExchange::reduce(uint64_t step, std::span<float> grads) {
   return true;
 }
 
+bool GradExchange::any_peer_gone(const PeerWatch& peers) const {
+  for (uint32_t m = 0; m < members_; ++m)
+    if (m != rank_ && !peers(m).alive) return true;
+  return false;
+}
+
 ExchangeResult GradExchange::all_reduce(uint64_t step, std::span<float> grads, uint64_t counted,
                                         const PeerWatch& peers,
                                         const std::function<bool()>& keep_waiting,
@@ -327,6 +336,7 @@ ExchangeResult GradExchange::all_reduce(uint64_t step, std::span<float> grads, u
   posted.notify_all();
 
   const uint64_t start = monotonic_ns();
+  uint64_t drain_seen = 0;  // when keep_waiting first said the run drains
   while (true) {
     const Verdict v = classify(step, &peers);
     if (v == Verdict::kReady) {
@@ -334,9 +344,18 @@ ExchangeResult GradExchange::all_reduce(uint64_t step, std::span<float> grads, u
       restart_reason_ = "a peer restarted while its gradient was read";
       return keep_waiting() ? ExchangeResult::kGroupRestart : ExchangeResult::kStopped;
     }
-    // A drain makes peers exit: that is a stop, not a broken group.
-    if (!keep_waiting()) return ExchangeResult::kStopped;
-    if (v == Verdict::kRestart) return ExchangeResult::kGroupRestart;
+    if (!keep_waiting()) {
+      // A drain makes peers exit: that is a stop, not a broken group. But a peer that holds
+      // its batch of this step posts it before it leaves: finish the step with it, so the
+      // run's last step is not lost to when the drain began. One that left will not post,
+      // and one still alive after kDrainGrace is not coming.
+      const uint64_t now = monotonic_ns();
+      if (drain_seen == 0) drain_seen = now;
+      if (v == Verdict::kRestart || any_peer_gone(peers) || now - drain_seen > kDrainGraceNs)
+        return ExchangeResult::kStopped;
+    } else if (v == Verdict::kRestart) {
+      return ExchangeResult::kGroupRestart;
+    }
     posted.wait_until([&] { return classify(step, nullptr) != Verdict::kWait; }, slice);
   }
   if (group_epochs_.empty()) {

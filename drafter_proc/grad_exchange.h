@@ -101,7 +101,9 @@ class GradExchange {
   // waits for every member's post of `step`, then overwrites `grads` with
   //   sum over members m in index order of grad_m * (counted_m / sum of counted)
   // (in double, rounded once: the same bits on every member). `keep_waiting` runs
-  // between wait slices (heartbeat there; false stops the wait). REQUIRES: join() was
+  // between wait slices (heartbeat there); false means the run drains: the wait goes on
+  // while every peer lives (each that holds its batch of the step posts it), at most a
+  // few seconds, and ends with kStopped once one has left. REQUIRES: join() was
   // called; grads.size() == length; step is the last step + 1.
   ExchangeResult all_reduce(uint64_t step, std::span<float> grads, uint64_t counted,
                             const PeerWatch& peers, const std::function<bool()>& keep_waiting,
@@ -123,6 +125,8 @@ class GradExchange {
   // Looks at every peer's post of `step`; kRestart sets restart_reason_. With `liveness`,
   // also asks `peers` (a syscall per peer), else judges from the posts alone.
   Verdict classify(uint64_t step, const PeerWatch* peers);
+  // Whether a peer's process is gone (a syscall per peer).
+  bool any_peer_gone(const PeerWatch& peers) const;
   // Reduces into `grads`; false when a peer's slot changed incarnation while being read.
   bool reduce(uint64_t step, std::span<float> grads);
 

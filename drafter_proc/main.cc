@@ -80,6 +80,11 @@ int main(int argc, char** argv) {
   app.add_option("--total-steps", schedule.total_steps,
                  "Training: the step the cosine decay ends at");
   app.add_option("--weight-decay", training.optimizer.weight_decay, "Training: AdamW weight decay")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--adam-beta2", training.optimizer.beta2, "Training: AdamW's second-moment decay")
+      ->check(CLI::Range(0.0, 0.999999));
+  app.add_option("--max-grad-norm", training.optimizer.max_grad_norm,
+                 "Training: clip the gradient's global norm to this (0: never)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-dir", training.checkpoint_dir,
                  "Training: checkpoint folder; a drafter resumes from its newest valid checkpoint");

@@ -82,6 +82,16 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->capture_default_str();
+  app.add_option("--adam-beta2", o.adam_beta2, "AdamW's second-moment decay")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999));
+  app.add_option("--weight-decay", o.weight_decay, "AdamW's decoupled weight decay")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--max-grad-norm", o.max_grad_norm,
+                 "Clip the gradient's global norm to this (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--window", o.window, "Drafter sliding attention window, tokens")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
@@ -154,6 +164,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
                  "Drafters wait for this many READY slots, then pull one at random")
       ->capture_default_str()
       ->check(CLI::Range(1u, kMaxSlots));
+  app.add_flag("--deterministic", o.deterministic,
+               "Drafters consume batches in the order of their ids, so the same flags and seeds "
+               "give the same drafter (slower: docs/drafter-training.md, \"Deterministic runs\")");
   app.add_option("--batches", o.batches,
                  "Stop after this many batches are consumed (0: no batch limit)")
       ->capture_default_str()
@@ -322,6 +335,13 @@ RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets,
   const uint64_t default_batches = runs_model(o) ? kDefaultModelRunBatches : kDefaultRunBatches;
   s.batch_limit = unbounded ? 0 : (o.batches ? o.batches : default_batches);
   s.ledger_capacity = std::max<uint64_t>(s.batch_limit, 1u << 20);
+  if (o.deterministic) {
+    if (s.batch_limit == 0)
+      throw Error(Errc::kUsage,
+                  "--deterministic needs --batches: a run that ends at a time (--seconds alone) "
+                  "trains on however many batches arrived by then");
+    s.ordered_claims = 1;
+  }
   return s;
 }
 

@@ -54,6 +54,9 @@ struct RunOptions {
   double lr = 1e-3;
   double min_lr = 1e-4;
   uint64_t warmup_steps = 20;
+  double adam_beta2 = 0.95;  // AdamW (train/optimizer.h); docs/drafter-training.md says why
+  double weight_decay = 0.01;
+  double max_grad_norm = 1.0;
   uint32_t window = 256;  // same-position objective only
   uint64_t train_seed = 0;
   // What the drafter learns: "auto" and "dflash" are DFlash (CPU and GPU drafters);
@@ -80,6 +83,7 @@ struct RunOptions {
   std::string dtype = "bf16";
   bool split_layers = true;
   uint32_t hs_min_ready = 2;
+  bool deterministic = false;  // ordered claims (RingShape::ordered_claims)
 
   // Stop conditions: whichever comes first. With neither, the default batch count.
   uint64_t batches = 0;

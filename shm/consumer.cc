@@ -4,6 +4,7 @@
 #include "common/random.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
+#include "shm/ordered_claims.h"
 #include "shm/slot_hints.h"
 #include "shm/slot_transition.h"
 
@@ -54,6 +55,31 @@ uint32_t nth_set_bit(const uint64_t* bits, uint32_t words, uint32_t rank) noexce
 // The run has stopped for good (the launcher's last word): no batch will become READY.
 bool stopped(const Ring& ring) noexcept {
   return ring.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kStopped);
+}
+
+// The run no longer runs: what is READY is all that may still come.
+bool draining(const Ring& ring) noexcept {
+  return ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning);
+}
+
+// The READY slot holding `batch_id`, or (with `any`) the READY slot of the smallest id;
+// kMaxSlots when there is none. A scan of every slot word: ordered claims take one id, which
+// the hints cannot find.
+uint32_t find_ready(const Ring& ring, uint64_t batch_id, bool any) noexcept {
+  uint32_t found = kMaxSlots;
+  uint64_t found_id = UINT64_MAX;
+  for (uint32_t i = 0; i < ring.slot_count(); ++i) {
+    const SlotState seen(ring.slot(i).state.load(std::memory_order_relaxed));
+    if (!seen.phase_valid() || seen.phase() != SlotPhase::kReady) continue;
+    // Relaxed: a guess to choose by, checked again after the claim.
+    const uint64_t id = ring.slot(i).batch_id.load(std::memory_order_relaxed);
+    if (id == batch_id) return i;
+    if (any && id < found_id) {
+      found = i;
+      found_id = id;
+    }
+  }
+  return found;
 }
 
 bool release_to(Ring& ring, SlotClaim& claim, SlotPhase phase) noexcept {
@@ -119,6 +145,39 @@ ClaimResult claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
   }
 }
 
+ClaimResult claim_batch_in_order(Ring& ring, Identity self, uint64_t batch_id,
+                                 std::chrono::nanoseconds timeout) noexcept {
+  uint64_t deadline = 0;  // taken on the first wait
+  SharedCondition ready_condition(ring.header().ready_futex, ring.header().ready_waiters);
+  while (true) {
+    const bool any = draining(ring);
+    if (const uint32_t index = find_ready(ring, batch_id, any); index != kMaxSlots) {
+      const SlotState seen(ring.slot(index).state.load(std::memory_order_relaxed));
+      if (seen.phase_valid() && seen.phase() == SlotPhase::kReady) {
+        const SlotState reading = seen.next(SlotPhase::kReading, self.index, self.epoch);
+        // SYNC POINT READ: acquire (in the seq_cst CAS) pairs with the producer's release
+        // CAS to READY, as in claim_ready_slot.
+        if (transition_slot(ring, index, seen, reading)) {
+          SlotClaim claim{index, reading};
+          // The slot may have been consumed and refilled between the scan and the CAS.
+          const uint64_t held = ring.slot(index).batch_id.load(std::memory_order_relaxed);
+          if (held == batch_id || any) return ClaimResult(claim);
+          (void)return_unread(ring, claim);
+        }
+      }
+      continue;
+    }
+    if (stopped(ring)) return ClaimResult::stopping();
+    const uint64_t now = monotonic_ns();
+    if (deadline == 0) deadline = now + uint64_t(timeout.count());
+    if (now >= deadline) return ClaimResult::timed_out();
+    // Publishers wake every waiter under ordered claims (notify_slot_change).
+    ready_condition.wait_until(
+        [&] { return find_ready(ring, batch_id, draining(ring)) != kMaxSlots || stopped(ring); },
+        std::chrono::nanoseconds(deadline - now));
+  }
+}
+
 SlotResult release_consumed(Ring& ring, SlotClaim& claim) noexcept {
   SlotHeader& slot = ring.slot(claim.index);
   const uint64_t batch_id = slot.batch_id.load(std::memory_order_relaxed);
@@ -127,13 +186,14 @@ SlotResult release_consumed(Ring& ring, SlotClaim& claim) noexcept {
   slot.consumed_word.store(claim.word.word(), std::memory_order_release);
   ledger_mark_consumed(ring, batch_id, claim.word);
   if (!release_to(ring, claim, SlotPhase::kFree)) return SlotResult(SlotStatus::kLost);
-  SharedCondition(ring.header().free_futex, ring.header().free_waiters).notify();
+  if (ring.shape().ordered_claims) advance_ordered_floor(ring);
+  notify_slot_change(ring, SharedCondition(ring.header().free_futex, ring.header().free_waiters));
   return SlotResult(SlotStatus::kOk);
 }
 
 SlotResult return_unread(Ring& ring, SlotClaim& claim) noexcept {
   if (!release_to(ring, claim, SlotPhase::kReady)) return SlotResult(SlotStatus::kLost);
-  SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();
+  notify_slot_change(ring, SharedCondition(ring.header().ready_futex, ring.header().ready_waiters));
   return SlotResult(SlotStatus::kOk);
 }
 

@@ -22,6 +22,13 @@ uint32_t count_ready(const Ring& ring) noexcept;
 ClaimResult claim_ready_slot(Ring& ring, Identity self, uint32_t min_ready,
                              std::chrono::nanoseconds timeout, uint64_t& rng_state) noexcept;
 
+// Ordered claims (shm/ordered_claims.h): waits until the slot holding `batch_id` is READY
+// and claims it for `self`. While the run drains (the id may never be produced), claims
+// the READY slot of the smallest batch id instead. kTimedOut and kStopping as
+// claim_ready_slot.
+ClaimResult claim_batch_in_order(Ring& ring, Identity self, uint64_t batch_id,
+                                 std::chrono::nanoseconds timeout) noexcept;
+
 // Records that the batch in the slot was consumed, then frees the slot: READING -> FREE.
 // kLost when the claim was lost (we were taken for dead and the slot recovered).
 SlotResult release_consumed(Ring& ring, SlotClaim& claim) noexcept;

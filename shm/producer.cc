@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
+#include "shm/ordered_claims.h"
 #include "shm/slot_hints.h"
 #include "shm/slot_transition.h"
 
@@ -141,7 +142,7 @@ SlotResult publish(Ring& ring, SlotClaim& claim, const BatchInfo& info, const Co
                      claim.word.next(SlotPhase::kReady, claim.word.owner(), claim.word.epoch()))) {
     return SlotResult(SlotStatus::kLost);
   }
-  SharedCondition(ring.header().ready_futex, ring.header().ready_waiters).notify();
+  notify_slot_change(ring, SharedCondition(ring.header().ready_futex, ring.header().ready_waiters));
   // After the CAS: a mark before it could name a batch that a crash then never publishes.
   // A crash right here leaves the mark to the consumer (ledger_mark_consumed sets it too).
   ledger_mark_published(ring, info.batch_id);
@@ -152,7 +153,7 @@ SlotResult unclaim(Ring& ring, SlotClaim& claim) noexcept {
   if (claim.word.phase() != SlotPhase::kClaimed) return SlotResult(SlotStatus::kLost);
   if (!advance_claim(ring, claim, claim.word.next(SlotPhase::kFree, 0, 0)))
     return SlotResult(SlotStatus::kLost);
-  free_condition(ring).notify();
+  notify_slot_change(ring, free_condition(ring));
   return SlotResult(SlotStatus::kOk);
 }
 

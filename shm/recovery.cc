@@ -4,6 +4,7 @@
 #include "shm/futex.h"
 #include "shm/ledger.h"
 #include "shm/liveness.h"
+#include "shm/ordered_claims.h"
 #include "shm/slot_hints.h"
 #include "shm/slot_transition.h"
 
@@ -16,7 +17,7 @@ void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoverySt
     case SlotPhase::kClaimed:
       if (transition_slot(ring, index, seen, seen.next(SlotPhase::kFree, 0, 0))) {
         ++stats.freed;
-        SharedCondition(header.free_futex, header.free_waiters).notify();
+        notify_slot_change(ring, SharedCondition(header.free_futex, header.free_waiters));
       }
       return;
     case SlotPhase::kReading: {
@@ -33,12 +34,12 @@ void recover_slot_as_seen(Ring& ring, uint32_t index, SlotState seen, RecoverySt
         ledger_mark_consumed(ring, batch_id, seen);
         if (transition_slot(ring, index, seen, seen.next(SlotPhase::kFree, 0, 0))) {
           ++stats.freed;
-          SharedCondition(header.free_futex, header.free_waiters).notify();
+          notify_slot_change(ring, SharedCondition(header.free_futex, header.free_waiters));
         }
       } else if (transition_slot(ring, index, seen, seen.next(SlotPhase::kReady, 0, 0))) {
         ++stats.redelivered;
         ledger_mark_redelivered(ring, batch_id);
-        SharedCondition(header.ready_futex, header.ready_waiters).notify();
+        notify_slot_change(ring, SharedCondition(header.ready_futex, header.ready_waiters));
       }
       return;
     }

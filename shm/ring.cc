@@ -94,6 +94,9 @@ std::string validate_shape(const RingShape& s) {
            std::to_string(s.slot_count) + ", targets " + std::to_string(s.num_targets) + ")";
   if (s.ledger_capacity < 1 || s.ledger_capacity > (1ull << 28))
     return "ledger capacity " + std::to_string(s.ledger_capacity) + " is outside [1, 2^28]";
+  if (s.ordered_claims > 1) return "ordered_claims must be 0 or 1";
+  if (s.ordered_claims && s.batch_limit == 0)
+    return "ordered claims need a batch limit: the ledger tells which batches were consumed";
   if (s.batch_limit > s.ledger_capacity)
     return "batch limit " + std::to_string(s.batch_limit) + " exceeds the ledger capacity " +
            std::to_string(s.ledger_capacity);
@@ -216,7 +219,7 @@ std::vector<FieldValue> immutable_fields(const RingGeometry& kept, const RingHea
       {"hs_min_ready", a.hs_min_ready, b.hs_min_ready},
       {"content", uint32_t(a.content), uint32_t(b.content)},
       {"vocab_size", a.vocab_size, b.vocab_size},
-      {"reserved", a.reserved, b.reserved},
+      {"ordered_claims", a.ordered_claims, b.ordered_claims},
       {"batch_limit", a.batch_limit, b.batch_limit},
       {"ledger_capacity", a.ledger_capacity, b.ledger_capacity},
       {"data_offset", a.data_offset, b.data_offset},

@@ -18,8 +18,9 @@ namespace hsring {
 inline constexpr uint64_t kRingMagic = 0x0001474E49525348ull;  // bytes "HSRING\1\0"
 // 2: RingShape.content, vocab_size; 3: NCCL id; 4: TrainingProgress.acceptance_ema;
 // 5: RingHeader.free_hints, ready_hints (claim hints, slot_hints.h); 6: SlotHeader's
-// copy ticket and event (early publish, shm/copy_ticket.h), TargetProgress.returned
-inline constexpr uint32_t kRingVersion = 6;
+// copy ticket and event (early publish, shm/copy_ticket.h), TargetProgress.returned;
+// 7: RingShape.ordered_claims, RingHeader.ordered_floor (shm/ordered_claims.h)
+inline constexpr uint32_t kRingVersion = 7;
 inline constexpr uint32_t kMaxCapturedLayers = 16;
 inline constexpr uint32_t kMaxProcesses = 64;  // targets + drafters; < SlotState::kMaxOwners
 inline constexpr uint32_t kMaxSlots = 4096;
@@ -49,7 +50,10 @@ struct RingShape {
   PayloadContent content = PayloadContent::kSynthetic;
   // kModel: every token lies in [0, vocab_size), every label too or is kIgnoreLabel
   uint32_t vocab_size = 0;
-  uint32_t reserved = 0;
+  // 1: drafters consume batch ids in order and targets run at most slot_count ids ahead
+  // of the oldest unconsumed one (`hsring run --deterministic`, shm/ordered_claims.h);
+  // 0: drafters claim a random READY slot. 1 needs a batch_limit (the ledger tracks it).
+  uint32_t ordered_claims = 0;
   int32_t layer_ids[kMaxCapturedLayers] = {};
   uint64_t batch_limit = 0;             // 0: targets produce until stopped
   uint64_t ledger_capacity = 1u << 20;  // batch ids accounted in the ledger
@@ -139,6 +143,9 @@ struct alignas(64) RingHeader {
   std::atomic<int32_t> launcher_pid;              // 0 when no launcher supervises the ring
   std::atomic<uint64_t> slots_recovered;          // recoveries of dead owners' slots
   std::atomic<uint64_t> slots_adopted;            // WRITING slots re-produced by a successor
+  // Ordered claims: every batch id below it was consumed (advanced by consumers,
+  // shm/ordered_claims.h); 0 and unused otherwise.
+  std::atomic<uint64_t> ordered_floor;
 
   alignas(64) TrainingProgress training;
 

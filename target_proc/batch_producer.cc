@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/signals.h"
+#include "shm/ordered_claims.h"
 #include "shm/producer.h"
 #include "shm/recovery.h"
 
@@ -99,6 +100,9 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
                            ? kClaimSlice
                            : std::min<std::chrono::nanoseconds>(
                                  kClaimSlice, std::chrono::nanoseconds(deadline_ns - now));
+    // Under ordered claims a batch too far ahead of the drafters waits before it takes a
+    // slot, so the slots never fill with batches while the one they wait for has none.
+    if (!wait_for_ordered_window(ring_, batch_id, slice)) continue;
     got = claim_free_slot(ring_, self, uint32_t(seq * 7 + self.index), slice);
   }
   if (wait_stage) record_stage(session_.entry(), *wait_stage, monotonic_ns() - wait_start);

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "shm/consumer.h"
 #include "shm/ledger.h"
+#include "shm/ordered_claims.h"
 #include "shm/recovery.h"
 #include "shm/stage_timer.h"
 
@@ -26,6 +27,8 @@ namespace {
 constexpr uint64_t kCopyTightPollNs = 20'000'000;  // 0.84 GB at PCIe Gen5's ~55 GB/s: 15 ms
 constexpr auto kCopyPollSleep = std::chrono::microseconds(20);
 constexpr int kLivenessEvery = 64;
+// Ordered claims past the batch limit: how long one claim attempt idles.
+constexpr auto kClaimIdle = std::chrono::milliseconds(20);
 }  // namespace
 
 SlotStatus BatchConsumer::claim(std::chrono::nanoseconds timeout, ClaimedBatch& batch) {
@@ -35,8 +38,7 @@ SlotStatus BatchConsumer::claim(std::chrono::nanoseconds timeout, ClaimedBatch& 
   // The timer's own start: the common claim (no pending copy) reads no clock of its own.
   const uint64_t deadline_ns = wait_timer.start_ns() + uint64_t(timeout.count());
   for (auto left = timeout;;) {
-    ClaimResult claim =
-        claim_ready_slot(ring_, session_.identity(), ring_.shape().hs_min_ready, left, rng_);
+    ClaimResult claim = claim_slot(left);
     if (!claim) return claim.status();
     SlotClaim held = *claim;
     const SlotStatus copy = await_copy(held, deadline_ns);
@@ -49,8 +51,32 @@ SlotStatus BatchConsumer::claim(std::chrono::nanoseconds timeout, ClaimedBatch& 
     wait_timer.stop();
     batch.claim = held;
     batch.view = SlotView(ring_, held.index);
+    // Only a batch held counts: one given back unread is still this drafter's to take.
+    if (ring_.shape().ordered_claims) {
+      const uint64_t drafters = ring_.shape().num_drafters;
+      next_in_order_ = next_unconsumed(ring_, batch.view.batch_id() + drafters, drafters);
+    }
     return SlotStatus::kOk;
   }
+}
+
+ClaimResult BatchConsumer::claim_slot(std::chrono::nanoseconds timeout) {
+  const Identity self = session_.identity();
+  const RingShape& shape = ring_.shape();
+  if (!shape.ordered_claims)
+    return claim_ready_slot(ring_, self, shape.hs_min_ready, timeout, rng_);
+  const uint64_t drafters = shape.num_drafters;
+  const uint64_t rank = self.index - shape.num_targets;
+  // A restarted drafter resumes its sequence after what its predecessors consumed.
+  if (next_in_order_ == UINT64_MAX) next_in_order_ = next_unconsumed(ring_, rank, drafters);
+  // Past the batch limit no batch of ours will come: wait for the run to stop.
+  if (next_in_order_ >= shape.batch_limit) {
+    if (ring_.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kStopped))
+      return ClaimResult::stopping();
+    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(timeout, kClaimIdle));
+    return ClaimResult::timed_out();
+  }
+  return claim_batch_in_order(ring_, self, next_in_order_, timeout);
 }
 
 SlotStatus BatchConsumer::await_copy(SlotClaim& claim, uint64_t deadline_ns) {
@@ -117,6 +143,7 @@ SlotResult BatchConsumer::release(ClaimedBatch& batch) {
 }
 
 SlotResult BatchConsumer::return_unread(ClaimedBatch& batch) {
+  next_in_order_ = UINT64_MAX;  // ordered claims: the batch is ours to take again
   return hsring::return_unread(ring_, batch.claim);
 }
 

@@ -51,8 +51,9 @@ class BatchConsumer {
   // Claims of early-published slots whose copy was still running at the claim.
   uint64_t copies_awaited() const { return copies_awaited_; }
 
-  // Claims a READY slot once hs_min_ready are (any one while the ring drains), waiting up
-  // to `timeout`, and, for an early-published slot, until its copy has completed: a slot
+  // Claims a READY slot once hs_min_ready are (any one while the ring drains), or under
+  // ordered claims this drafter's next batch id (shm/ordered_claims.h), waiting up to
+  // `timeout`, and, for an early-published slot, until its copy has completed: a slot
   // whose producer died first goes back to that target's next incarnation unread and
   // another is claimed. The attempt is timed into Stage::kDrafterClaimWait. kOk with `batch` set;
   // kTimedOut when none came; kStopping when the run no longer runs (no claim is tried
@@ -85,9 +86,15 @@ class BatchConsumer {
   // back (or lost); kTimedOut when `deadline_ns` passed first (the slot goes back READY).
   SlotStatus await_copy(SlotClaim& claim, uint64_t deadline_ns);
 
+  // One attempt of claim(): a random READY slot, or the next id of this drafter's sequence.
+  ClaimResult claim_slot(std::chrono::nanoseconds timeout);
+
   WorkerSession& session_;
   Ring& ring_;
   uint64_t rng_;
+  // Ordered claims: the next batch id this drafter takes (drafter r of N takes r, r + N,
+  // ...); UINT64_MAX until the first claim finds where its sequence resumes.
+  uint64_t next_in_order_ = UINT64_MAX;
   uint64_t torn_ = 0;
   uint64_t given_back_ = 0;
   uint64_t copies_awaited_ = 0;

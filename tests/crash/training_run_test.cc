@@ -84,6 +84,64 @@ TEST_F(TrainingRunTest, TheDefaultJobTrainsADrafterThatDrafts) {
   expect_cleaned_up();
 }
 
+// --deterministic: the same flags and seeds train the same drafter, bit for bit, though
+// three targets race to publish and two drafters average their gradients. Without it the
+// drafters take whichever READY slot they draw, in an order set by the targets' timing.
+TEST_F(TrainingRunTest, DeterministicRunsTrainTheSameDrafterBitForBit) {
+  // The built-in data named by its folder: a run on the user's own --data ends without the
+  // built-in prompts' eval, which is not what this test is about.
+  const crash::CommandResult data = crash::run_command({hsring(), "data", "builtin"});
+  ASSERT_EQ(data.exit_code, 0) << data.err;
+  const std::string data_dir = data.out.substr(0, data.out.find_last_not_of("\n") + 1);
+  std::vector<std::string> outputs;
+  for (const char* name : {"first", "second"}) {
+    const std::string ring = crash::unique_ring_name(), dir = dir_.file(name);
+    const crash::CommandResult run = crash::run_command({hsring(),
+                                                         "run",
+                                                         "--ring",
+                                                         ring,
+                                                         "--run-dir",
+                                                         dir,
+                                                         "--model",
+                                                         "builtin",
+                                                         "--data",
+                                                         data_dir,
+                                                         "--deterministic",
+                                                         "--batches",
+                                                         "16",
+                                                         "--targets",
+                                                         "cpu:3",
+                                                         "--drafters",
+                                                         "cpu:2",
+                                                         "--slots",
+                                                         "6",
+                                                         "--summary-json",
+                                                         dir_.file(std::string(name) + ".json"),
+                                                         "--quiet"},
+                                                        kTrainingLimit);
+    Ring::remove(ring);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(crash::json_number(crash::read_file(dir_.file(std::string(name) + ".json")), "steps"),
+              8.0);
+    // The last checkpoint: fp32 parameters and AdamW moments (the export is bf16).
+    const std::vector<std::string> saved = checkpoints_in(dir + "/checkpoints");
+    ASSERT_FALSE(saved.empty()) << run.err;
+    EXPECT_NE(saved.back().find("step-000000008"), std::string::npos) << saved.back();
+    outputs.push_back(crash::read_file(saved.back()));
+    ASSERT_FALSE(outputs.back().empty());
+  }
+  EXPECT_TRUE(outputs[0] == outputs[1]) << "two deterministic runs trained different drafters";
+  EXPECT_EQ(crash::read_file(dir_.file("first/export/model.safetensors")),
+            crash::read_file(dir_.file("second/export/model.safetensors")));
+  // Without batches to end it, a deterministic run is refused: a time limit ends it at a
+  // point its timing chooses.
+  const crash::CommandResult timed = crash::run_command(
+      {hsring(), "run", "--ring", crash::unique_ring_name(), "--run-dir", dir_.file("timed"),
+       "--model", "builtin", "--deterministic", "--seconds", "5"});
+  EXPECT_EQ(timed.exit_code, 2);
+  EXPECT_NE(timed.err.find("--deterministic needs --batches"), std::string::npos) << timed.err;
+}
+
 TEST_F(TrainingRunTest, LossFallsAndTheDrafterIsExported) {
   std::vector<std::string> flags = training_flags("120");
   flags.push_back("--keep-ring");

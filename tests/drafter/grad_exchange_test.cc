@@ -176,6 +176,30 @@ TEST_F(GradExchangeTest, TheMemberBehindLeaves) {
   EXPECT_EQ(rb, ExchangeResult::kStopped);  // it waited for a's successor
 }
 
+// A drain does not abandon a step that a live peer still posts (it holds its batch of
+// that step), so a run's last step is not lost to when the drain began; a peer that has
+// left ends the wait at once.
+TEST_F(GradExchangeTest, ADrainFinishesTheStepOfLivePeers) {
+  auto a = GradExchange::open(name_, 2, 0, 64, kStamp);
+  auto b = GradExchange::open(name_, 2, 1, 64, kStamp);
+  a->join(100, 1);
+  b->join(101, 1);
+  std::thread tb([&] {
+    std::this_thread::sleep_for(300ms);  // a step still being computed when the drain began
+    std::vector<float> g(64, 1);
+    EXPECT_EQ(b->all_reduce(1, g, 1, all_alive, [] { return false; }), ExchangeResult::kReduced);
+  });
+  std::vector<float> g(64, 3);
+  EXPECT_EQ(a->all_reduce(1, g, 1, all_alive, [] { return false; }), ExchangeResult::kReduced);
+  tb.join();
+  EXPECT_FLOAT_EQ(g[0], 2.0f);
+  // Step 2: b has left without posting.
+  const PeerWatch b_gone = [](uint32_t m) { return PeerStatus{100 + m, m == 0}; };
+  const auto start = Clock::now();
+  EXPECT_EQ(a->all_reduce(2, g, 1, b_gone, [] { return false; }), ExchangeResult::kStopped);
+  EXPECT_LT(Clock::now() - start, 1s);
+}
+
 // After an exchange, a peer's new incarnation (another epoch) breaks the group.
 TEST_F(GradExchangeTest, ARestartedPeerBreaksTheGroup) {
   std::atomic<uint32_t> epoch_b{101};

@@ -54,7 +54,8 @@ bool shape_within_limits(const RingShape& s) {
          s.num_targets >= 1 && s.data_offset % s.num_targets == 0 && s.num_drafters >= 1 &&
          workers <= kMaxProcesses && s.hs_min_ready >= 1 &&
          uint64_t(s.hs_min_ready) + s.num_targets <= s.slot_count && s.ledger_capacity >= 1 &&
-         s.ledger_capacity <= (1ull << 28) && s.batch_limit <= s.ledger_capacity;
+         s.ledger_capacity <= (1ull << 28) && s.batch_limit <= s.ledger_capacity &&
+         s.ordered_claims <= 1 && (s.ordered_claims == 0 || s.batch_limit > 0);
 }
 
 // A header as plain bytes, aligned so it can be viewed as a RingHeader.
@@ -225,10 +226,10 @@ uint64_t interesting_value(std::mt19937_64& rng) {
 TEST_F(HeaderFuzzTest, MutatedValidHeadersPassOnlyWhenConsistent) {
   std::mt19937_64 rng(0x5EED0002);
   using U32Field = uint32_t RingShape::*;
-  const U32Field shape_fields[] = {&RingShape::slot_count,   &RingShape::max_tokens,
-                                   &RingShape::hidden_size,  &RingShape::num_layers,
-                                   &RingShape::split_layers, &RingShape::num_targets,
-                                   &RingShape::num_drafters, &RingShape::hs_min_ready};
+  const U32Field shape_fields[] = {
+      &RingShape::slot_count,   &RingShape::max_tokens,   &RingShape::hidden_size,
+      &RingShape::num_layers,   &RingShape::split_layers, &RingShape::num_targets,
+      &RingShape::num_drafters, &RingShape::hs_min_ready, &RingShape::ordered_claims};
   std::map<Verdict, int> seen;
   for (int iteration = 0; iteration < 20000; ++iteration) {
     HeaderBytes header = *valid_;
@@ -283,8 +284,8 @@ TEST_F(HeaderFuzzTest, MutatedValidHeadersPassOnlyWhenConsistent) {
             range(&h.creator_uid, &h.shape);
             break;  // uid, reserved, creation time
           case 1:
-            range(&h.shape.reserved, &h.shape.batch_limit);  // reserved, layer ids
-            break;                                           // layer ids
+            range(&h.shape.layer_ids, &h.shape.batch_limit);
+            break;  // layer ids
           default:
             range(&h.ready_futex, base + kHeaderBytes);
             break;  // runtime words
