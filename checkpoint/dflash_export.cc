@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_files.h"
+#include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
 #include "model/safetensors.h"
@@ -69,6 +70,12 @@ json config_json(const DflashConfig& c, std::span<const int32_t> layer_ids,
       {"target_layer_ids", std::vector<int32_t>(layer_ids.begin(), layer_ids.end())},
       {"mask_token_id", c.mask_token_id},
       {"block_size", c.block_size}};
+  // SGLang versions that shipped DFlash resolve the mask by this text, defaulting to
+  // "<|MASK|>" when absent; the id alone is read by newer SGLang, vLLM and transformers.
+  if (!options.mask_token.empty()) j["dflash_config"]["mask_token"] = options.mask_token;
+  // AutoModel.from_pretrained(dir, trust_remote_code=True) imports this class from the
+  // folder's own file; the config class stays transformers' Qwen3Config (model_type).
+  j["auto_map"] = {{"AutoModel", kDflashAutoModel}};
   j["torch_dtype"] = "bfloat16";
   j["dtype"] = "bfloat16";  // the key transformers 5 reads
   j["use_cache"] = false;
@@ -185,6 +192,7 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   try {
     write_text_file(tmp / kDflashConfigFile, config_json(config, layer_ids, options).dump(2) + "\n",
                     options.io);
+    write_text_file(tmp / kDflashModelingFile, std::string(dflash_modeling_source()), options.io);
     ExportOptions st;
     st.dtype = ExportDtype::kBF16;
     st.metadata = {{"format", "pt"}};
@@ -281,6 +289,12 @@ DflashExport read_dflash_export(const std::string& dir) {
     r.fail("block_size " + j.at("block_size").dump() + " and dflash_config.block_size " +
            std::to_string(c.block_size) + " differ");
   c.mask_token_id = int32_t(r.count(dc, "mask_token_id", "dflash_config."));
+  if (dc.contains("mask_token")) {
+    const json& text = dc.at("mask_token");
+    if (!text.is_string() || text.get<std::string>().empty())
+      r.fail("dflash_config.mask_token is " + text.dump() + ", not a token text");
+    out.mask_token = text.get<std::string>();
+  }
   const json& ids = r.at(dc, "target_layer_ids", "dflash_config.");
   if (!ids.is_array() || ids.empty())
     r.fail("dflash_config.target_layer_ids is " + ids.dump() + ", not a list of layer ids");

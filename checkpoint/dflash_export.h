@@ -1,6 +1,7 @@
 // The DFlash drafter folder that SGLang (--speculative-algorithm DFLASH), vLLM (method
-// dflash) and transformers' DFlashDraftModel load: config.json and a bf16 model.safetensors
-// holding the drafter's own weights, without the target's embedding and LM head
+// dflash) and transformers (the reference DFlashDraftModel, or AutoModel with
+// trust_remote_code) load: config.json, a bf16 model.safetensors holding the drafter's own
+// weights, without the target's embedding and LM head, and the model's Python file
 // (docs/dflash-export.md). Written atomically; read back for `hsring eval`, so what is
 // measured is what is served.
 #pragma once
@@ -19,15 +20,22 @@ namespace hsring::checkpoint {
 inline constexpr const char* kDflashArchitecture = "DFlashDraftModel";
 inline constexpr const char* kDflashConfigFile = "config.json";
 inline constexpr const char* kDflashWeightsFile = "model.safetensors";
+// The Python model that config.json's auto_map names for trust_remote_code loading.
+inline constexpr const char* kDflashModelingFile = "modeling_dflash.py";
+inline constexpr const char* kDflashAutoModel = "modeling_dflash.DFlashDraftModel";
 
 struct DflashExportOptions {
   uint32_t num_target_layers = 0;  // the target's decoder layers; > every layer id
   uint32_t max_position_embeddings = 40960;
+  // dflash_config.mask_token: the text that names config.mask_token_id in the target's
+  // tokenizer (train::mask_token_text); "" writes the id only (a target without one).
+  std::string mask_token;
   WriteOptions io;
 };
 
-// Writes folder `dir`: config.json and model.safetensors (bf16, rounded to nearest even)
-// of the drafter whose parameters are `params` in `layout` (dflash_param_layout(config)),
+// Writes folder `dir`: config.json, modeling_dflash.py and model.safetensors (bf16, rounded
+// to nearest even) of the drafter whose parameters are `params` in `layout`
+// (dflash_param_layout(config)),
 // fed by target layers `layer_ids` (layer id i: the output of decoder layer i, HF
 // hidden_states[i + 1]). Both files go into a temporary sibling folder, fsynced, which then
 // replaces `dir` in one rename (an existing `dir` is exchanged atomically, then removed).
@@ -44,6 +52,7 @@ struct DflashExport {
   // reads as the default, 7.
   train::DflashConfig config;
   std::vector<int32_t> layer_ids;  // dflash_config.target_layer_ids
+  std::string mask_token;          // dflash_config.mask_token, "" when absent
   uint32_t num_target_layers = 0;
   uint32_t max_position_embeddings = 0;
   train::ParamLayout layout;  // dflash_param_layout(config)

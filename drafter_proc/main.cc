@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
                  "DFlash: loss decay over block positions (0: 7 at B 16)")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--mask-token-id", dflash.mask_token_id,
-                 "DFlash: mask token (-1: the vocabulary's last)")
+                 "DFlash: mask token (-1: chosen from the target's tokenizer)")
       ->check(CLI::Range(int64_t(-1), int64_t(1) << 31));
   app.add_option("--labels", dflash.labels, "DFlash: data or target")
       ->check(CLI::IsMember({"data", "target"}));

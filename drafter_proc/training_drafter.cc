@@ -21,10 +21,12 @@
 #include "drafter_proc/grad_exchange.h"
 #include "drafter_proc/training_backend.h"
 #include "drafter_proc/training_checkpoint.h"
+#include "model/hf_tokenizer.h"
 #include "model/target_head.h"
 #include "model/target_model.h"
 #include "shm/recovery.h"
 #include "shm/stage_timer.h"
+#include "train/dflash_mask_token.h"
 #include "worker/batch_consumer.h"
 #include "worker/model_batch_check.h"
 #include "worker/node_topology.h"
@@ -38,6 +40,13 @@ constexpr auto kClaimSlice = std::chrono::milliseconds(100);
 constexpr double kEmaWeight = 0.05;  // ~20-step average for the live loss and agreement
 
 uint32_t bits(double value) { return std::bit_cast<uint32_t>(float(value)); }
+
+// The tokenizer of a target given as a Hugging Face folder; a preset has none.
+std::optional<TokenizerVocab> target_tokenizer(const std::string& spec) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(spec, ec)) return std::nullopt;
+  return read_tokenizer_vocab(spec);
+}
 
 class TrainingLoop {
  public:
@@ -158,13 +167,13 @@ train::DflashTrainerOptions TrainingLoop::dflash_options(const ModelConfig& targ
   o.model = train::default_dflash_config(target, ring_.shape().num_layers, layers);
   o.model.block_size = c.block_size;
   o.model.loss_gamma = c.loss_gamma > 0 ? c.loss_gamma : train::default_loss_gamma(c.block_size);
-  if (c.mask_token_id >= 0) {
-    if (c.mask_token_id >= int64_t(target.vocab_size))
-      throw Error(Errc::kUsage, "--mask-token-id " + std::to_string(c.mask_token_id) +
-                                    " is outside the target's vocabulary of " +
-                                    std::to_string(target.vocab_size));
-    o.model.mask_token_id = uint32_t(c.mask_token_id);
-  }
+  const std::optional<TokenizerVocab> tokenizer = target_tokenizer(options_.target_model);
+  const train::MaskToken mask = train::choose_mask_token(tokenizer ? &*tokenizer : nullptr,
+                                                         target.vocab_size, c.mask_token_id);
+  o.model.mask_token_id = mask.id;
+  log_line("mask token " + std::to_string(mask.id) + (mask.text.empty() ? "" : " " + mask.text) +
+           ": " + mask.how);
+  if (!mask.warning.empty()) log_line("warning: " + mask.warning);
   train::check_dflash_config(o.model);
   o.optimizer = options_.optimizer;
   o.seed = options_.seed;
@@ -372,6 +381,17 @@ void TrainingLoop::finish() {
     const RingShape& s = ring_.shape();
     checkpoint::DflashExportOptions export_options;
     export_options.num_target_layers = model_config_of(options_.target_model).num_layers;
+    // The text that names the trained id in the target's tokenizer, for the engines that
+    // resolve the mask token by its text (none when the target has no tokenizer).
+    if (const auto tokenizer = target_tokenizer(options_.target_model)) {
+      if (auto text = train::mask_token_text(*tokenizer, dflash.mask_token_id))
+        export_options.mask_token = *text;
+      else
+        log_line("warning: mask token " + std::to_string(dflash.mask_token_id) +
+                 " has no text in " + tokenizer->source.string() +
+                 " (a run resumed from a checkpoint of another mask token?): the export names "
+                 "its id only, which older SGLang versions do not read");
+    }
     const train::TrainerState state = trainer().state();
     checkpoint::write_dflash_export(options_.export_path, dflash,
                                     std::span<const int32_t>(s.layer_ids, s.num_layers),

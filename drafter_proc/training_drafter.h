@@ -43,7 +43,7 @@ struct DflashChoices {
   uint32_t block_size = 16;
   uint32_t anchors = 0;        // per batch; 0: default_anchor_count
   double loss_gamma = 0;       // 0: 7 for B 16, scaled with B
-  int64_t mask_token_id = -1;  // -1: the target's reserved token (the vocabulary's last)
+  int64_t mask_token_id = -1;  // -1: chosen from the target's tokenizer (choose_mask_token)
   std::string labels = "data";
 };
 

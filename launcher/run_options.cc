@@ -119,9 +119,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
          "DFlash: decay of the loss weight exp(-(j-1)/gamma) over block positions (0: 7 at B 16)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
-  app.add_option(
-         "--mask-token-id", o.mask_token_id,
-         "DFlash: the reserved token of the masked block positions (-1: the vocabulary's last)")
+  app.add_option("--mask-token-id", o.mask_token_id,
+                 "DFlash: the token of the masked block positions (-1: chosen from the target's "
+                 "tokenizer, else the vocabulary's last row; docs/dflash-export.md)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(-1), int64_t(1) << 31));
   app.add_option("--labels", o.labels,

@@ -66,7 +66,7 @@ struct RunOptions {
   uint32_t block_size = 16;
   uint32_t anchors = 0;        // per batch; 0: scaled to the batch's tokens
   double loss_gamma = 0;       // 0: 7 for B 16, in proportion to B
-  int64_t mask_token_id = -1;  // -1: the target vocabulary's last token
+  int64_t mask_token_id = -1;  // -1: chosen from the target's tokenizer (choose_mask_token)
   std::string labels = "data";
 
   // Several machines (docs/drafter-training.md): one launcher each, their drafters one

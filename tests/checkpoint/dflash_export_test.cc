@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
 #include "model/float_convert.h"
@@ -127,6 +128,12 @@ TEST_F(DflashExportTest, FolderHasExactlyTheDflashKeysAndTensors) {
   EXPECT_EQ(j.at("layer_types"), json::array({"full_attention", "full_attention"}));
   EXPECT_EQ(j.at("dflash_config").at("target_layer_ids"), json::array({1, 4}));
   EXPECT_EQ(j.at("dflash_config").at("mask_token_id"), 255);
+  EXPECT_FALSE(j.at("dflash_config").contains("mask_token"));  // no tokenizer text given
+  EXPECT_EQ(j.at("auto_map").at("AutoModel"), "modeling_dflash.DFlashDraftModel");
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "modeling_dflash.py"));
+  EXPECT_EQ(fs::file_size(dir_ / "modeling_dflash.py"), dflash_modeling_source().size());
+  EXPECT_NE(dflash_modeling_source().find("class DFlashDraftModel(PreTrainedModel)"),
+            std::string::npos);
   EXPECT_EQ(j.at("dflash_config").at("block_size"), 16);
   EXPECT_EQ(j.at("rope_parameters").at("rope_type"), "default");
   EXPECT_EQ(j.at("rope_parameters").at("rope_theta"), j.at("rope_theta"));
@@ -149,6 +156,18 @@ TEST_F(DflashExportTest, FolderHasExactlyTheDflashKeysAndTensors) {
       expected.insert(std::string(layer) + n);
   EXPECT_EQ(names, expected);
   EXPECT_EQ(st->find("fc.weight")->shape, (std::vector<int64_t>{128, 256}));
+}
+
+TEST_F(DflashExportTest, MaskTokenTextIsWrittenBesideItsIdAndReadBack) {
+  const Drafter d = small_drafter();
+  write_dflash_export(dir_.string(), d.config, d.layer_ids, d.layout, d.params,
+                      {.num_target_layers = 6, .mask_token = "<|MASK|>"});
+  EXPECT_EQ(config().at("dflash_config").at("mask_token"), "<|MASK|>");
+  EXPECT_EQ(read_dflash_export(dir_.string()).mask_token, "<|MASK|>");
+  json j = config();
+  j["dflash_config"]["mask_token"] = 7;
+  set_config(j);
+  expect_refused(Errc::kCheckpointBadHeader, "dflash_config.mask_token", "config.json");
 }
 
 TEST_F(DflashExportTest, ReplacesAnExistingExportWhole) {

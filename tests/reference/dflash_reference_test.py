@@ -10,7 +10,11 @@ loads the export as it is. Checked:
      tokens are the same;
   3. the reference's own speculative decoding (dflash.model.dflash_generate, greedy) gives,
      prompt by prompt, the tokens and the tokens per verifying forward of `hsring eval`, so the
-     same acceptance length.
+     same acceptance length;
+  4. the export as the other loaders read it (export_views.py): AutoModel with
+     trust_remote_code drafts as the reference, and the mask token, layer ids and block size
+     resolve to hsring's under SGLang's and vLLM's config rules.
+The target is the built-in one with a byte-level tokenizer written beside it.
 Exit 0 on success, 1 on a mismatch (with the numbers).
 """
 
@@ -29,6 +33,8 @@ from transformers import AutoModelForCausalLM
 import dflash
 import dflash.model as dm
 from dflash.model import DFlashDraftModel, extract_context_feature
+
+from export_views import check_engine_views, check_remote_code, write_byte_tokenizer
 
 
 def run(cmd, **kw):
@@ -62,15 +68,20 @@ def main():
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    target_dir = run([args.hsring, "model", "builtin"]).strip().splitlines()[-1]
+    builtin_dir = run([args.hsring, "model", "builtin"]).strip().splitlines()[-1]
+    # The built-in target with a tokenizer, as an HF target has one: the export must then
+    # name its mask token by text too (export_views.py).
+    target_dir = os.path.join(work, "target")
+    shutil.copytree(builtin_dir, target_dir)
+    write_byte_tokenizer(target_dir)
     run_dir = os.path.join(work, "run")
     layers = ["--layers", args.layers] if args.layers else []
     run([args.hsring, "run", "--ring", f"hsring-ref-{os.getpid()}", "--run-dir", run_dir,
-         "--batches", str(args.batches)] + layers)
+         "--model", target_dir, "--data", "builtin", "--batches", str(args.batches)] + layers)
     export = os.path.join(run_dir, "export")
     eval_json = os.path.join(work, "eval.json")
     block_json = os.path.join(work, "block.json")
-    run([args.hsring, "eval", "--drafter", export, "--json", eval_json,
+    run([args.hsring, "eval", "--model", target_dir, "--drafter", export, "--json", eval_json,
          "--dump-block", block_json])
     with open(eval_json) as f:
         report = json.load(f)
@@ -156,6 +167,10 @@ def main():
           f" over {len(report['prompts'])} prompts", flush=True)
     if abs(tau_ref - report["acceptance_length"]) > 1e-9:
         failures.append(f"acceptance length {tau_ref} != hsring's {report['acceptance_length']}")
+
+    # --- 3. The other doors: trust_remote_code, and the engines' config parsing.
+    failures += check_remote_code(export, target, drafter, block, report)
+    failures += check_engine_views(export, target_dir, block)
 
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
