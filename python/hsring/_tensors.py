@@ -3,6 +3,7 @@ device pointer with a row pitch and the stream it belongs to. numpy arrays and t
 tensors (CPU or CUDA) are accepted; anything else, or a wrong shape or dtype, is a
 ShapeError naming what was expected."""
 
+import os
 import sys
 
 import numpy as np
@@ -59,9 +60,10 @@ def layer_parts(x, k, rows, shape, torch_dtype):
         if not (n == 2 or (n == 3 and dims[0] == 1)) or dims[-2] != rows \
                 or dims[-1] != shape.hidden_size:
             raise _shape_error("layer %d" % k, tuple(dims), rows, shape.hidden_size)
-        # Rows of a [1, T, H] tensor are its last two dimensions': no view needed.
+        # Rows of a [1, T, H] tensor are its last two dimensions': no view needed. Rows that
+        # overlap (an expand()ed row has stride 0) are no [T, H] the C API can read by pitch.
         strides = x.stride()
-        if strides[-1] != 1 and dims[-1] > 1:
+        if (strides[-1] != 1 and dims[-1] > 1) or (rows > 1 and strides[-2] < dims[-1]):
             x = x.contiguous()
             strides = x.stride()
         pitch = strides[-2] * shape.dtype_size if rows > 1 else 0
@@ -78,8 +80,10 @@ def layer_parts(x, k, rows, shape, torch_dtype):
     if not (n == 2 or (n == 3 and dims[0] == 1)) or dims[-2] != rows \
             or dims[-1] != shape.hidden_size:
         raise _shape_error("layer %d" % k, dims, rows, shape.hidden_size)
+    # Rows must not overlap: np.broadcast_to(row, (T, H)) has a row stride of 0, and read by
+    # its pitch it would be T rows of memory past the H values it holds.
     strides = x.strides
-    if strides[-1] != x.itemsize or strides[-2] < 0:
+    if strides[-1] != x.itemsize or (rows > 1 and strides[-2] < dims[-1] * x.itemsize):
         x = np.ascontiguousarray(x)
         strides = x.strides
     pitch = strides[-2] if rows > 1 else 0
@@ -96,8 +100,12 @@ def current_stream_handle(device_index):
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def int32_host(x, what, count=None):
-    """x as a contiguous int32 numpy array (a copy when needed: token arrays are small)."""
+    """x as a contiguous int32 numpy array (a copy when needed: token arrays are small). A
+    value int32 cannot hold is a ShapeError, never wrapped."""
     if is_torch(x):
         x = x.detach().to("cpu").numpy()
     a = np.asarray(x)
@@ -108,4 +116,31 @@ def int32_host(x, what, count=None):
                          % (what, list(a.shape), a.dtype))
     if count is not None and a.shape[0] != count:
         raise ShapeError("HS_ERR_SHAPE", "%s has %d entries; expected %d" % (what, a.shape[0], count))
+    if a.size and (a.dtype.itemsize > 4 or a.dtype == np.uint32):
+        low, high = int(a.min()), int(a.max())
+        if low < INT32_MIN or high > INT32_MAX:
+            bad = low if low < INT32_MIN else high
+            raise ShapeError("HS_ERR_SHAPE", "%s holds %d (at %d), outside int32"
+                             % (what, bad, int(np.argmax(a == bad))))
     return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def c_index(index, what):
+    """A worker index as the C API's uint32: an int in range, never wrapped."""
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise TypeError("%s must be an int, not %s" % (what, type(index).__name__))
+    if not 0 <= int(index) < (1 << 32):
+        raise ValueError("%s %d is outside [0, 2^32)" % (what, int(index)))
+    return int(index)
+
+
+def c_name(name, what):
+    """A name or path as the C API's NUL-terminated string: one with a NUL inside would be
+    cut there."""
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if not isinstance(name, str):
+        raise TypeError("%s must be a str, not %s" % (what, type(name).__name__))
+    if "\0" in name:
+        raise ValueError("%s %r holds a NUL character" % (what, name))
+    return name.encode()

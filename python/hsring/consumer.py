@@ -9,7 +9,7 @@ import numpy as np
 from . import _env, _lib
 from ._endpoint import Endpoint
 from ._errors import StateError
-from ._tensors import import_torch, loaded_torch
+from ._tensors import c_index, c_name, import_torch, loaded_torch
 from ._views import address_of, view
 
 
@@ -89,8 +89,8 @@ class Consumer(Endpoint):
         options = _lib.ConsumerOptions(lock_wait_ms=lock_wait_ms, expected_epoch=expected_epoch,
                                        seed=seed)
         handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().hs_consumer_open(ring.encode(), index, ctypes.byref(options),
-                                               ctypes.byref(handle)))
+        _lib.check(_lib.lib().hs_consumer_open(c_name(ring, "ring"), c_index(index, "index"),
+                                               ctypes.byref(options), ctypes.byref(handle)))
         self._attach(handle, ring, index)
         self.device = None
         if device is not None and str(device) != "cpu":

@@ -7,7 +7,8 @@ import os
 from . import _env, _lib
 from ._endpoint import Endpoint
 from ._errors import ShapeError, StateError
-from ._tensors import current_stream_handle, int32_host, layer_parts, loaded_torch
+from ._tensors import (c_index, c_name, current_stream_handle, int32_host, layer_parts,
+                       loaded_torch)
 from ._views import address_of, view
 
 
@@ -148,14 +149,14 @@ class Producer(Endpoint):
                  caller_tokens=False, expected_epoch=0, lock_wait_ms=0, nnodes=1,
                  node_rank=0):
         options = _lib.ProducerOptions(
-            data_dir=data_dir.encode() if data_dir else None, data_seed=data_seed,
+            data_dir=c_name(data_dir, "data_dir") if data_dir else None, data_seed=data_seed,
             read_ahead=read_ahead,
             tokens_from=_lib.HS_TOKENS_CALLER if caller_tokens else _lib.HS_TOKENS_AUTO,
             lock_wait_ms=lock_wait_ms, expected_epoch=expected_epoch, nnodes=nnodes,
             node_rank=node_rank)
         handle = ctypes.c_void_p()
-        _lib.check(_lib.lib().hs_producer_open(ring.encode(), index, ctypes.byref(options),
-                                               ctypes.byref(handle)))
+        _lib.check(_lib.lib().hs_producer_open(c_name(ring, "ring"), c_index(index, "index"),
+                                               ctypes.byref(options), ctypes.byref(handle)))
         self._attach(handle, ring, index)
         # What write_layers and publish use on every batch, looked up once.
         lib = _lib.lib()

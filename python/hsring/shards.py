@@ -23,6 +23,17 @@ def _width(vocab_size, max_token):
     return 4
 
 
+def _token_array(document, index):
+    """A document's tokens as int64, refusing what is not integers (floats would be
+    truncated into other tokens)."""
+    a = np.asarray(document)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not np.issubdtype(a.dtype, np.integer) or a.dtype == np.uint64 and int(a.max()) >= 1 << 63:
+        raise ValueError("document %d holds %s values: tokens are integers" % (index, a.dtype))
+    return a.astype(np.int64).reshape(-1)
+
+
 def write_shard(path, documents, loss_masks=None, vocab_size=0):
     """Writes one shard file (name it `*.hstok` inside a corpus folder).
 
@@ -37,7 +48,7 @@ def write_shard(path, documents, loss_masks=None, vocab_size=0):
     if vocab_size < 0 or vocab_size > 1 << 31:
         raise ValueError("vocab_size %d: must be in [0, 2^31] (batches carry int32 tokens)"
                          % vocab_size)
-    docs = [np.asarray(d, dtype=np.int64).reshape(-1) for d in documents]
+    docs = [_token_array(d, i) for i, d in enumerate(documents)]
     lengths = [len(d) for d in docs]
     tokens = np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64)
     if len(docs) >= MAX_COUNT or tokens.size >= MAX_COUNT:

@@ -181,3 +181,40 @@ def test_write_layers_is_one_call_and_all_or_nothing(make_ring):
         for k in range(3):
             np.testing.assert_array_equal(batch.layers[k], good[k])
         batch.release()
+
+
+def test_values_the_c_api_cannot_hold_are_refused_not_wrapped(make_ring):
+    ring = make_ring()
+    with pytest.raises(ValueError, match="outside"):
+        hsring.Producer(ring.name, 1 << 40)  # would wrap to target 0
+    with pytest.raises(ValueError, match="NUL"):
+        hsring.Producer(ring.name + "\0tail", 0)  # would be cut to the real ring's name
+    with pytest.raises(TypeError, match="int"):
+        hsring.Consumer(ring.name, 0.0)
+    with hsring.Producer(ring.name, 0) as producer, hsring.Consumer(ring.name, 0) as consumer:
+        job = producer.next_job(timeout=5)
+        t = job.token_count
+        with pytest.raises(hsring.ShapeError, match="outside int32"):
+            job.write_labels(np.full(t, 1 << 40, np.int64))  # would be stored as 0
+        # A broadcast row (row stride 0) is copied into T rows, not read past its H values.
+        rows = [np.broadcast_to(layer_array(producer.shape, job.batch_id, k, t)[0], (t, 16))
+                for k in range(3)]
+        job.write_layers(rows)
+        job.publish()
+        batch = consumer.next_batch(timeout=5)
+        for k, layer in enumerate(batch.layers):
+            np.testing.assert_array_equal(layer, rows[k])
+        batch.release()
+
+
+def test_broadcast_torch_rows_are_copied_too(make_ring):
+    ring = make_ring()
+    with hsring.Producer(ring.name, 0) as producer, hsring.Consumer(ring.name, 0) as consumer:
+        job = producer.next_job(timeout=5)
+        t = job.token_count
+        row = torch.arange(16, dtype=torch.float32)
+        job.write_layers([row.expand(t, 16) + k for k in range(2)] + [row.expand(t, 16)])
+        job.publish()
+        batch = consumer.next_batch(timeout=5)
+        np.testing.assert_array_equal(batch.layers[2], np.broadcast_to(np.arange(16.0), (t, 16)))
+        batch.release()

@@ -91,4 +91,6 @@ def test_bad_input_is_refused(tmp_path):
         hsring.write_shard(tmp_path / "x.hstok", [[1, 2]], loss_masks=[], vocab_size=8)
     with pytest.raises(ValueError, match="0 or 1"):
         hsring.write_shard(tmp_path / "x.hstok", [[1, 2]], loss_masks=[[1, 2]], vocab_size=8)
+    with pytest.raises(ValueError, match="document 1 holds float64"):
+        hsring.write_shard(tmp_path / "x.hstok", [[1, 2], [3.7, 1.0]], vocab_size=8)  # not 3, 1
     assert not list(tmp_path.iterdir())
