@@ -6,12 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "checkpoint/safetensors_export.h"
 #include "common/cached_folder.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/text_file.h"
 #include "common/random.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
@@ -35,10 +35,11 @@ std::string number(double v) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.flush();
-  if (!file) io_error("cannot write '" + path.string() + "'");
+  try {
+    write_file_atomically(path.string(), text);
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
+  }
 }
 
 }  // namespace

@@ -1,9 +1,6 @@
 #include "checkpoint/checkpoint_files.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <filesystem>
 
@@ -53,11 +50,8 @@ std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir) {
   return files;
 }
 
-std::string temporary_path(const std::string& dir, const std::string& final_name) {
-  static std::atomic<uint64_t> counter{0};
-  return (fs::path(dir) / (kTemporaryPrefix + final_name + "." + std::to_string(::getpid()) + "." +
-                           std::to_string(counter.fetch_add(1))))
-      .string();
+std::string temporary_prefix(const std::string& final_name) {
+  return kTemporaryPrefix + final_name + ".";
 }
 
 size_t remove_temporary_files(const std::string& dir) {

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +15,7 @@
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
+#include "common/exclusive_file.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
 
@@ -76,19 +76,19 @@ json config_json(const DflashConfig& c, std::span<const int32_t> layer_ids,
 }
 
 void write_text_file(const fs::path& path, const std::string& text, const WriteOptions& io) {
-  AtomicFile file(path.string(),
-                  temporary_path(path.parent_path().string(), path.filename().string()),
-                  text.size(), io);
+  AtomicFile file(path.string(), text.size(), io);
   file.write(text.data(), text.size(), 0);
   file.commit();
 }
 
-// A sibling of `dir` no other writer uses: pid and a counter.
+// A new empty sibling of `dir` of a random name: no other writer uses it, and a name
+// another user planted beside the export is never written into.
 fs::path temporary_folder(const fs::path& dir) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path name = "." + dir.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                  std::to_string(counter.fetch_add(1));
-  return dir.parent_path() / name;
+  const ExclusiveFolder f =
+      create_exclusive_folder(dir.parent_path().string(), "." + dir.filename().string() + ".tmp-");
+  if (f.error != 0)
+    throw Error(Errc::kCheckpointIo, f.path, std::string("cannot create: ") + std::strerror(f.error));
+  return f.path;
 }
 
 void remove_quietly(const fs::path& path) {
@@ -109,7 +109,7 @@ void install_folder(const fs::path& from, const fs::path& to) {
     remove_quietly(from);  // now the old export
     return;
   }
-  const fs::path aside = temporary_folder(to);
+  const fs::path aside = temporary_folder(to);  // empty: the rename replaces it
   if (::rename(to.c_str(), aside.c_str()) != 0 || ::rename(from.c_str(), to.c_str()) != 0)
     throw Error(Errc::kCheckpointIo, to.string(),
                 std::string("cannot replace the folder: ") + std::strerror(errno));
@@ -180,8 +180,6 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   fs::create_directories(parent, ec);
   if (ec) throw Error(Errc::kCheckpointIo, parent.string(), "cannot create: " + ec.message());
   const fs::path tmp = temporary_folder(final_dir);
-  if (!fs::create_directory(tmp, ec) || ec)
-    throw Error(Errc::kCheckpointIo, tmp.string(), "cannot create: " + ec.message());
   try {
     write_text_file(tmp / kDflashConfigFile, config_json(config, layer_ids, options).dump(2) + "\n",
                     options.io);

@@ -25,6 +25,7 @@
 #include "launcher/training_plan.h"
 #include "launcher/user_command.h"
 #include "launcher/worker_command.h"
+#include "launcher/worker_logs.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
@@ -103,7 +104,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
 
-  if (!options_.log_dir.empty()) std::filesystem::create_directories(options_.log_dir);
+  if (!options_.log_dir.empty()) prepare_log_folder(options_.log_dir);
   ring_ = Ring::create(options_.ring, shape);
   // A new ring starts a new drafter group: an exchange left by a crashed run would belong
   // to another ring (the drafters refuse it), so it goes before any worker starts.
@@ -165,9 +166,7 @@ std::string Supervisor::log_path_of(const Worker& w) {
   if (!w.user_command) return "";
   if (user_log_dir_.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    user_log_dir_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hsring-" + options_.ring + "-" +
-                    std::to_string(::getpid());
-    std::filesystem::create_directories(user_log_dir_);
+    user_log_dir_ = create_private_log_folder(tmp && *tmp ? tmp : "/tmp", options_.ring);
     log_line("user command workers log to " + user_log_dir_ + " (--log-dir chooses the folder)");
   }
   return user_log_dir_ + "/" + file;

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "common/error.h"
 #include "test_checkpoints.h"
+#include "tests/common/planted_files.h"
 
 namespace hsring::checkpoint {
 namespace {
@@ -274,6 +275,39 @@ TEST(CheckpointDirTest, WriterRemovesStaleTemporaries) {
   test::write_bytes(dir.file(".tmp-step-000000001.hsckpt.99.0"), std::vector<std::byte>(10));
   CheckpointWriter writer(dir.path());
   EXPECT_EQ(list_names(dir.path()), names({}));
+}
+
+// A checkpoint folder another user can write to: names planted where the writer's
+// temporaries used to go (.tmp-NAME.PID.COUNTER, predictable) neither block the write nor
+// receive it, and a symlink at the lock's name is refused, not followed.
+TEST(CheckpointDirTest, PlantedNamesNeitherBlockNorReceiveTheWrite) {
+  TempDir dir, elsewhere;
+  const std::string victim = elsewhere.file("victim");
+  hsring::testing::make_victim(victim);
+  std::mt19937_64 rng(37);
+  CheckpointWriter writer(dir.path());  // removes stale temporaries: plant after it
+  const std::string name = checkpoint_file_name(1);
+  for (int counter = 0; counter < 1000; ++counter)
+    hsring::testing::plant_symlink(dir.file(".tmp-" + name + "." + std::to_string(::getpid()) +
+                                            "." + std::to_string(counter)),
+                                   victim);
+  writer.write(random_checkpoint(rng, 1, 1, 10));
+  EXPECT_TRUE(hsring::testing::victim_untouched(victim));
+  EXPECT_EQ(load_latest(dir.path())->checkpoint.step, 1u);
+}
+
+TEST(CheckpointDirTest, SymlinkAtTheLockIsRefused) {
+  TempDir dir, elsewhere;
+  const std::string target = elsewhere.file("created-by-root");
+  hsring::testing::plant_symlink(dir.file(kLockFileName), target);
+  try {
+    CheckpointWriter writer(dir.path());
+    FAIL() << "a symlinked lock was followed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointIo);
+    EXPECT_NE(std::string(e.what()).find("symlink"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(target));
 }
 
 TEST(CheckpointDirTest, CreatesTheDirectory) {
