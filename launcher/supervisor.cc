@@ -222,7 +222,7 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
   const RecoveryStats recovered = recover_dead_owners(*ring_);
   const bool running =
       ring_->header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
-  if (!running || interrupted_) return;  // an expected exit while draining
+  if (!running || interrupted_) return on_exit_while_draining(w, wait_status);
   check_user_attach(w, true, wait_status);
   if (!setup_failure_.empty()) return;
   const uint64_t now = monotonic_ns();
@@ -272,6 +272,22 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
              "; recovered " + std::to_string(recovered.total()) + " slot(s); restarting in " +
              std::to_string(w.policy.restart_delay_ns() / 1'000'000) + " ms");
   }
+}
+
+void Supervisor::on_exit_while_draining(const Worker& w, int wait_status) {
+  if (w.role != Role::kDrafter || !runs_model(options_)) return;  // nothing left to save
+  const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  // A group member that stopped because its group or another machine did: its leader saves.
+  if (code == kExitOk || code == kExitGroupStopped || code == kExitGroupRestart) return;
+  if (code == kExitNonFinite) {
+    non_finite_message_ = w.name() + " met a loss that is not finite in its last steps (its "
+                                     "error above names the batch and the step)";
+    return;
+  }
+  if (!work_not_saved_.empty()) work_not_saved_ += "; ";
+  work_not_saved_ += w.name() + " " + describe_wait_status(wait_status) +
+                     " while finishing the run, so its final checkpoint or export is missing "
+                     "(its error above says which and why)";
 }
 
 ProcessEntry& Supervisor::entry_of(const Worker& w) const {
@@ -396,8 +412,9 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   // The built-in corpus's held-out prompts, for the built-in corpus or the built-in data;
   // with the user's --data, `hsring eval --data` chooses.
   const bool builtin_text = options_.data.empty() || options_.data_is_builtin;
+  // A drafter that failed its last steps left no export of this run: what is there is older.
   if (!runs_model(options_) || !builtin_text || interrupted_ || crash_loop_ ||
-      options_.node_rank != 0)
+      options_.node_rank != 0 || !work_not_saved_.empty() || !non_finite_message_.empty())
     return;
   const Worker* drafter0 = nullptr;
   for (const Worker& w : workers_)
@@ -422,6 +439,17 @@ void Supervisor::evaluate_export(RunSummary& summary) {
 }
 
 void Supervisor::drain() {
+  for (const Worker& w : workers_) {
+    // Its last incarnation crashed and the next was not started yet: the steps since its
+    // last checkpoint are gone and nothing writes the final checkpoint or the export.
+    if (w.role != Role::kDrafter || !runs_model(options_) || w.process.running() ||
+        w.restart_at_ns == 0)
+      continue;
+    if (!work_not_saved_.empty()) work_not_saved_ += "; ";
+    work_not_saved_ += w.name() +
+                       " was down (restarting after a crash) when the run ended, so it wrote no "
+                       "final checkpoint or export; its steps since its last checkpoint are lost";
+  }
   ring_->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
   wake_all_waiters(*ring_);
   for (Worker& w : workers_) {
@@ -433,7 +461,12 @@ void Supervisor::drain() {
     bool any_running = false;
     for (Worker& w : workers_) {
       int status;
-      if (w.process.running() && !w.process.try_reap(status)) any_running = true;
+      if (w.process.running()) {
+        if (!w.process.try_reap(status))
+          any_running = true;
+        else
+          on_exit_while_draining(w, status);
+      }
       // A user command's program may outlive its shell (ChildProcess::group_alive).
       if (w.user_command && !w.process.running() && w.process.group_alive()) any_running = true;
     }
@@ -448,7 +481,9 @@ void Supervisor::drain() {
     w.process.signal(SIGKILL);
     if (group) w.process.signal_group(SIGKILL);
     int status;
+    const bool was_running = w.process.running();
     while (w.process.running() && !w.process.try_reap(status)) ::usleep(1000);
+    if (was_running) on_exit_while_draining(w, status);
   }
   recover_dead_owners(*ring_);
   ring_->header().run_state.store(uint32_t(RunState::kStopped), std::memory_order_release);
@@ -537,6 +572,10 @@ int Supervisor::run() {
   if (!non_finite_message_.empty()) {
     log_line("error: " + non_finite_message_);
     return kRunNonFinite;
+  }
+  if (!work_not_saved_.empty()) {
+    log_line("error: the run's work is not saved: " + work_not_saved_);
+    return kRunWorkNotSaved;
   }
   if (!summary.data_intact()) {
     log_line("error: batches were torn, lost or duplicated; the run failed its promise");

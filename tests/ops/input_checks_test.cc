@@ -5,10 +5,12 @@
 // non-zero with the reason (the batch and the step for the NaN).
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -268,6 +270,76 @@ TEST(RunsThatFail, ANanLossEndsTheRunNamingTheBatchAndTheStep) {
   EXPECT_EQ(r.err.find("restarting"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("crash loop"), std::string::npos) << r.err;
   EXPECT_NE(crash::read_file(dir.file("summary.json")).find("\"steps\""), std::string::npos);
+}
+
+constexpr int kWorkNotSaved = 8;
+
+// With --batches 2 the NaN came in the last step, after the run had begun to drain, and
+// the run exited 0 (issue 33): a drain's failures are failures too.
+TEST(RunsThatFail, ANanLossInTheLastStepsStillFailsTheRun) {
+  crash::TempDir dir;
+  RingCleanup ring;
+  const auto r = crash::run_command(
+      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
+       dir.file("run"), "--lr", "1e30", "--min-lr", "0", "--warmup-steps", "0", "--batches", "2",
+       "--quiet", "--max-tokens", "128"},
+      Millis(60000));
+  EXPECT_EQ(r.exit_code, kNonFinite) << r.err;
+  EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
+}
+
+// A small tmpfs, mounted for the test: a real full disk under the drafter's final writes.
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& dir, const char* size) : dir_(dir) {
+    std::filesystem::create_directories(dir);
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+    if (!mounted_) why_ = std::string("cannot mount a tmpfs: ") + std::strerror(errno);
+  }
+  ~SmallDisk() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
+  std::string why_;
+};
+
+TEST(RunsThatFail, AFullDiskForTheFinalCheckpointFailsTheRun) {
+  crash::TempDir dir;
+  SmallDisk disk(dir.file("checkpoints"), "16k");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  RingCleanup ring;
+  const auto r = crash::run_command(
+      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
+       dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"), "--batches", "4", "--quiet",
+       "--max-tokens", "128"},
+      Millis(60000));
+  EXPECT_EQ(r.exit_code, kWorkNotSaved) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: the run's work is not saved: drafter 0"), std::string::npos)
+      << r.err;
+}
+
+TEST(RunsThatFail, AFullDiskForTheExportFailsTheRun) {
+  crash::TempDir dir;
+  SmallDisk disk(dir.file("run"), "16k");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  RingCleanup ring;
+  const auto r = crash::run_command(
+      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
+       dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"), "--batches", "4", "--quiet",
+       "--max-tokens", "128"},
+      Millis(60000));
+  EXPECT_EQ(r.exit_code, kWorkNotSaved) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: the run's work is not saved: drafter 0"), std::string::npos)
+      << r.err;
+  // Nor is an export evaluated: there is none of this run.
+  EXPECT_EQ(r.err.find("evaluating the exported drafter"), std::string::npos) << r.err;
 }
 
 }  // namespace
