@@ -87,7 +87,8 @@ fs::path temporary_folder(const fs::path& dir) {
   const ExclusiveFolder f =
       create_exclusive_folder(dir.parent_path().string(), "." + dir.filename().string() + ".tmp-");
   if (f.error != 0)
-    throw Error(Errc::kCheckpointIo, f.path, std::string("cannot create: ") + std::strerror(f.error));
+    throw Error(Errc::kCheckpointIo, f.path,
+                std::string("cannot create: ") + std::strerror(f.error));
   return f.path;
 }
 

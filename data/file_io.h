@@ -10,7 +10,7 @@ namespace hsring::data {
 
 class File {
  public:
-  static File open_read(const std::string& path);   // throws Error(kIo)
+  static File open_read(const std::string& path);  // throws Error(kIo)
   // A new file of a random name beside `final_path`, to be renamed to it once complete
   // (common/exclusive_file.h: a planted name is never opened). 0644; throws Error(kIo).
   static File create_temporary_beside(const std::string& final_path);

@@ -213,7 +213,8 @@ int run_eval(const EvalOptions& options) {
   const EvalReport report = evaluate(*target, drafter, prompts, options.max_new_tokens,
                                      options.threads == 0 ? 0 : options.threads);
   std::cout << eval_report_text(report) << std::flush;
-  if (!options.json_path.empty()) write_file_atomically(options.json_path, eval_report_json(report));
+  if (!options.json_path.empty())
+    write_file_atomically(options.json_path, eval_report_json(report));
   return report.matches_greedy ? 0 : 1;
 }
 

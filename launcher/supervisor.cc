@@ -280,8 +280,9 @@ void Supervisor::on_exit_while_draining(const Worker& w, int wait_status) {
   // A group member that stopped because its group or another machine did: its leader saves.
   if (code == kExitOk || code == kExitGroupStopped || code == kExitGroupRestart) return;
   if (code == kExitNonFinite) {
-    non_finite_message_ = w.name() + " met a loss that is not finite in its last steps (its "
-                                     "error above names the batch and the step)";
+    non_finite_message_ = w.name() +
+                          " met a loss that is not finite in its last steps (its "
+                          "error above names the batch and the step)";
     return;
   }
   if (!work_not_saved_.empty()) work_not_saved_ += "; ";

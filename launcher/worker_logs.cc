@@ -65,8 +65,8 @@ int open_worker_log(const std::string& path) {
       throw Error(Errc::kUsage, path,
                   "worker log: a symlink has the log's name; hsring does not write through "
                   "links. Remove it, or give a --log-dir of this user's own");
-    throw Error(Errc::kSystem, path, std::string("cannot open the worker log: ") +
-                                         std::strerror(error));
+    throw Error(Errc::kSystem, path,
+                std::string("cannot open the worker log: ") + std::strerror(error));
   }
   struct stat st {};
   std::string problem;

@@ -288,9 +288,9 @@ TEST(CheckpointDirTest, PlantedNamesNeitherBlockNorReceiveTheWrite) {
   CheckpointWriter writer(dir.path());  // removes stale temporaries: plant after it
   const std::string name = checkpoint_file_name(1);
   for (int counter = 0; counter < 1000; ++counter)
-    hsring::testing::plant_symlink(dir.file(".tmp-" + name + "." + std::to_string(::getpid()) +
-                                            "." + std::to_string(counter)),
-                                   victim);
+    hsring::testing::plant_symlink(
+        dir.file(".tmp-" + name + "." + std::to_string(::getpid()) + "." + std::to_string(counter)),
+        victim);
   writer.write(random_checkpoint(rng, 1, 1, 10));
   EXPECT_TRUE(hsring::testing::victim_untouched(victim));
   EXPECT_EQ(load_latest(dir.path())->checkpoint.step, 1u);

@@ -10,10 +10,10 @@
 
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
-#include "tests/common/planted_files.h"
 #include "model/float_convert.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
+#include "tests/common/planted_files.h"
 #include "train/dflash_params.h"
 
 namespace hsring::checkpoint {
@@ -173,11 +173,11 @@ TEST_F(DflashExportTest, PlantedStagingNamesNeitherBlockNorReceiveTheExport) {
   const std::string victim = (elsewhere / "victim").string();
   hsring::testing::make_victim(victim);
   for (int counter = 0; counter < 100; ++counter)
-    hsring::testing::plant_symlink((dir_.parent_path() / ("." + dir_.filename().string() +
-                                                          ".tmp-" + std::to_string(::getpid()) +
-                                                          "-" + std::to_string(counter)))
-                                       .string(),
-                                   elsewhere.string());
+    hsring::testing::plant_symlink(
+        (dir_.parent_path() / ("." + dir_.filename().string() + ".tmp-" +
+                               std::to_string(::getpid()) + "-" + std::to_string(counter)))
+            .string(),
+        elsewhere.string());
   const Drafter d = small_drafter();
   write(d);
   write(d);  // replacing the first

@@ -114,12 +114,14 @@ TEST(ShardFormatTest, PlantedTemporaryNamesAreNeverWrittenThrough) {
   hsring::testing::plant_symlink(dir.file("s.hstok.tmp"), victim);
   {
     ShardWriter writer(dir.file("s.hstok"), 1, 256);
-    hsring::testing::plant_symlink(dir.file("s.hstok.tmp"), victim);  // after the writer's own cleanup
+    hsring::testing::plant_symlink(dir.file("s.hstok.tmp"),
+                                   victim);  // after the writer's own cleanup
     writer.add_text_document("abc");
     writer.finish();
   }
   EXPECT_TRUE(hsring::testing::victim_untouched(victim));
-  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(dir.file("s.hstok"))));
+  EXPECT_TRUE(
+      std::filesystem::is_regular_file(std::filesystem::symlink_status(dir.file("s.hstok"))));
 }
 
 // The mask bits of `content` as stored: bit t % 8 of byte t / 8.

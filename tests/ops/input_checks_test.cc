@@ -280,9 +280,9 @@ TEST(RunsThatFail, ANanLossInTheLastStepsStillFailsTheRun) {
   crash::TempDir dir;
   RingCleanup ring;
   const auto r = crash::run_command(
-      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
-       dir.file("run"), "--lr", "1e30", "--min-lr", "0", "--warmup-steps", "0", "--batches", "2",
-       "--quiet", "--max-tokens", "128"},
+      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", dir.file("run"),
+       "--lr", "1e30", "--min-lr", "0", "--warmup-steps", "0", "--batches", "2", "--quiet",
+       "--max-tokens", "128"},
       Millis(60000));
   EXPECT_EQ(r.exit_code, kNonFinite) << r.err;
   EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
@@ -293,7 +293,8 @@ class SmallDisk {
  public:
   SmallDisk(const std::string& dir, const char* size) : dir_(dir) {
     std::filesystem::create_directories(dir);
-    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+    mounted_ =
+        ::mount("tmpfs", dir.c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
     if (!mounted_) why_ = std::string("cannot mount a tmpfs: ") + std::strerror(errno);
   }
   ~SmallDisk() {
@@ -313,11 +314,11 @@ TEST(RunsThatFail, AFullDiskForTheFinalCheckpointFailsTheRun) {
   SmallDisk disk(dir.file("checkpoints"), "16k");
   if (!disk.mounted()) GTEST_SKIP() << disk.why();
   RingCleanup ring;
-  const auto r = crash::run_command(
-      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
-       dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"), "--batches", "4", "--quiet",
-       "--max-tokens", "128"},
-      Millis(60000));
+  const auto r =
+      crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
+                          "--run-dir", dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"),
+                          "--batches", "4", "--quiet", "--max-tokens", "128"},
+                         Millis(60000));
   EXPECT_EQ(r.exit_code, kWorkNotSaved) << r.err;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("error: the run's work is not saved: drafter 0"), std::string::npos)
@@ -329,11 +330,11 @@ TEST(RunsThatFail, AFullDiskForTheExportFailsTheRun) {
   SmallDisk disk(dir.file("run"), "16k");
   if (!disk.mounted()) GTEST_SKIP() << disk.why();
   RingCleanup ring;
-  const auto r = crash::run_command(
-      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
-       dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"), "--batches", "4", "--quiet",
-       "--max-tokens", "128"},
-      Millis(60000));
+  const auto r =
+      crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
+                          "--run-dir", dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"),
+                          "--batches", "4", "--quiet", "--max-tokens", "128"},
+                         Millis(60000));
   EXPECT_EQ(r.exit_code, kWorkNotSaved) << r.err;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("error: the run's work is not saved: drafter 0"), std::string::npos)

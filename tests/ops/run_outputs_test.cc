@@ -61,10 +61,25 @@ TEST(RunOutputs, UnwritableMetricsFileIsAWarningNotACrash) {
 // (shell lines run by the very process that then execs hsring: $$ is hsring's pid).
 crash::CommandResult planted_run(const std::string& ring, const std::string& plant,
                                  const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {"/bin/sh", "-c", plant + "exec \"$@\"", "sh",
-                                   crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model",
-                                   "synthetic", "--batches", "20", "--quiet", "--slots", "8",
-                                   "--max-tokens", "64", "--hidden-size", "32"};
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   plant + "exec \"$@\"",
+                                   "sh",
+                                   crash::bin_dir() + "/hsring",
+                                   "run",
+                                   "--ring",
+                                   ring,
+                                   "--model",
+                                   "synthetic",
+                                   "--batches",
+                                   "20",
+                                   "--quiet",
+                                   "--slots",
+                                   "8",
+                                   "--max-tokens",
+                                   "64",
+                                   "--hidden-size",
+                                   "32"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return crash::run_command(argv, Millis(60000));
 }
@@ -82,8 +97,9 @@ struct SharedFolder {
 TEST(RunOutputs, MetricsFileIsNeverWrittenThroughAPlantedSymlink) {
   SharedFolder shared;
   const std::string prom = shared.dir.file("hsring.prom");
-  const auto run = planted_run(crash::unique_ring_name(), testing::plant_for_exec(prom, shared.victim),
-                               {"--metrics-file", prom});
+  const auto run =
+      planted_run(crash::unique_ring_name(), testing::plant_for_exec(prom, shared.victim),
+                  {"--metrics-file", prom});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(testing::victim_untouched(shared.victim));
   EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(prom)));
@@ -104,9 +120,9 @@ TEST(RunOutputs, SummaryJsonIsNeverWrittenThroughAPlantedSymlink) {
   EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(other)));
   EXPECT_TRUE(crash::json_number(crash::read_file(other), "batches_consumed").has_value())
       << crash::read_file(other);
-  const auto run2 = planted_run(crash::unique_ring_name(),
-                                testing::plant_for_exec(summary, shared.victim),
-                                {"--summary-json", summary});
+  const auto run2 =
+      planted_run(crash::unique_ring_name(), testing::plant_for_exec(summary, shared.victim),
+                  {"--summary-json", summary});
   ASSERT_EQ(run2.exit_code, 0) << run2.err;
   EXPECT_TRUE(testing::victim_untouched(shared.victim));
 }
@@ -118,12 +134,31 @@ TEST(RunOutputs, UserCommandLogsGoToAFreshPrivateFolder) {
   SharedFolder shared;
   const std::string ring = crash::unique_ring_name();
   const std::string planted = shared.dir.file("hsring-" + ring + "-");
-  const std::string plant = "mkdir -m 777 '" + planted + "'$$ && ln -s '" + shared.victim +
-                            "' '" + planted + "'$$/target-0.log; ";
+  const std::string plant = "mkdir -m 777 '" + planted + "'$$ && ln -s '" + shared.victim + "' '" +
+                            planted + "'$$/target-0.log; ";
   const auto run = crash::run_command(
-      {"/usr/bin/env", "TMPDIR=" + shared.dir.path(), "/bin/sh", "-c", plant + "exec \"$@\"", "sh",
-       crash::bin_dir() + "/hsring", "run", "--ring", ring, "--model", "synthetic", "--batches",
-       "10", "--slots", "8", "--max-tokens", "64", "--hidden-size", "32", "--targets", "cpu:1",
+      {"/usr/bin/env",
+       "TMPDIR=" + shared.dir.path(),
+       "/bin/sh",
+       "-c",
+       plant + "exec \"$@\"",
+       "sh",
+       crash::bin_dir() + "/hsring",
+       "run",
+       "--ring",
+       ring,
+       "--model",
+       "synthetic",
+       "--batches",
+       "10",
+       "--slots",
+       "8",
+       "--max-tokens",
+       "64",
+       "--hidden-size",
+       "32",
+       "--targets",
+       "cpu:1",
        "--target-cmd",
        "exec " + crash::bin_dir() + "/hsring-target --ring $HSRING_RING --index $HSRING_INDEX"},
       Millis(60000));
@@ -132,13 +167,15 @@ TEST(RunOutputs, UserCommandLogsGoToAFreshPrivateFolder) {
   const std::string marker = "user command workers log to ";
   const size_t at = run.err.find(marker);
   ASSERT_NE(at, std::string::npos) << run.err;
-  const std::string folder = run.err.substr(at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
+  const std::string folder = run.err.substr(
+      at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
   EXPECT_EQ(folder.rfind(planted, 0), 0u) << folder;
   struct stat st {};
   ASSERT_EQ(::lstat(folder.c_str(), &st), 0) << folder;
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(folder + "/target-0.log")));
+  EXPECT_TRUE(
+      std::filesystem::is_regular_file(std::filesystem::symlink_status(folder + "/target-0.log")));
   std::filesystem::remove_all(folder);
 }
 

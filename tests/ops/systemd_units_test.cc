@@ -125,21 +125,20 @@ TEST(SystemdUnits, InstallNeverWritesThroughPlantedSymlinks) {
   fs::create_directories(unit_dir(dir));
   for (const auto& entry : fs::directory_iterator(unit_dir(reference)))
     if (entry.is_regular_file())
-      plant += testing::plant_for_exec(unit_dir(dir) + "/" + entry.path().filename().string(),
-                                       victim);
+      plant +=
+          testing::plant_for_exec(unit_dir(dir) + "/" + entry.path().filename().string(), victim);
   const std::string config = dir.file("root") + dir.file("hsring.conf");
   fs::create_directories(fs::path(config).parent_path());
   plant += testing::plant_for_exec(config, victim);
-  const auto result = crash::run_command(
-      {"/bin/sh", "-c", plant + "exec \"$@\"", "sh", crash::bin_dir() + "/hsring", "systemd",
-       "install", "--prefix", dir.file("root"), "--config-path", dir.file("hsring.conf"),
-       "--systemd-version", "255"});
+  const auto result = crash::run_command({"/bin/sh", "-c", plant + "exec \"$@\"", "sh",
+                                          crash::bin_dir() + "/hsring", "systemd", "install",
+                                          "--prefix", dir.file("root"), "--config-path",
+                                          dir.file("hsring.conf"), "--systemd-version", "255"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(testing::victim_untouched(victim));
   for (const auto& entry : fs::directory_iterator(unit_dir(reference)))
     if (entry.is_regular_file())
-      EXPECT_NE(read_unit(dir, entry.path().filename().string()).find("[Unit]"),
-                std::string::npos)
+      EXPECT_NE(read_unit(dir, entry.path().filename().string()).find("[Unit]"), std::string::npos)
           << entry.path().filename();
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(config)));
 }
