@@ -574,10 +574,6 @@ int Supervisor::run() {
     log_line("error: " + non_finite_message_);
     return kRunNonFinite;
   }
-  if (!work_not_saved_.empty()) {
-    log_line("error: the run's work is not saved: " + work_not_saved_);
-    return kRunWorkNotSaved;
-  }
   if (!summary.data_intact()) {
     log_line("error: batches were torn, lost or duplicated; the run failed its promise");
     return kRunDataError;
@@ -590,6 +586,11 @@ int Supervisor::run() {
              " s: the run did nothing (the workers' errors above say why; a model run may "
              "need a longer --seconds)");
     return kRunNothingConsumed;
+  }
+  // After "nothing consumed": a run that trained nothing had no work to save.
+  if (!work_not_saved_.empty()) {
+    log_line("error: the run's work is not saved: " + work_not_saved_);
+    return kRunWorkNotSaved;
   }
   return kRunOk;
 }
