@@ -72,6 +72,8 @@ json config_json(const DflashConfig& c, std::span<const int32_t> layer_ids,
   j["torch_dtype"] = "bfloat16";
   j["dtype"] = "bfloat16";  // the key transformers 5 reads
   j["use_cache"] = false;
+  if (options.origin)
+    j["hsring_origin"] = {{"run", options.origin->run}, {"step", options.origin->step}};
   return j;
 }
 
@@ -148,6 +150,35 @@ class ConfigReader {
   std::string file_;
 };
 
+// config.json of export `dir`, parsed; `file` gets its path.
+json read_config_json(const std::string& dir, std::string& file) {
+  const fs::path folder(dir);
+  if (!fs::is_directory(folder))
+    throw Error(Errc::kCheckpointIo, dir,
+                "no such folder: a DFlash export holds config.json and model.safetensors");
+  file = (folder / kDflashConfigFile).string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
+  }
+}
+
+std::optional<DflashOrigin> origin_of(const ConfigReader& r, const json& j) {
+  if (!j.is_object() || !j.contains("hsring_origin")) return std::nullopt;
+  const json& o = j.at("hsring_origin");
+  const json& run = r.at(o, "run", "hsring_origin.");
+  const json& step = r.at(o, "step", "hsring_origin.");
+  if (!run.is_string() || !step.is_number_unsigned())
+    r.fail("hsring_origin is " + o.dump() +
+           ", not {\"run\": a string, \"step\": an unsigned integer}");
+  return DflashOrigin{run.get<std::string>(), step.get<uint64_t>()};
+}
+
 }  // namespace
 
 void write_dflash_export(const std::string& dir, const DflashConfig& config,
@@ -198,22 +229,16 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   }
 }
 
+std::optional<DflashOrigin> read_dflash_origin(const std::string& dir) {
+  std::string file;
+  const json j = read_config_json(dir, file);
+  return origin_of(ConfigReader(j, file), j);
+}
+
 DflashExport read_dflash_export(const std::string& dir) {
   const fs::path folder(dir);
-  if (!fs::is_directory(folder))
-    throw Error(Errc::kCheckpointIo, dir,
-                "no such folder: a DFlash export holds config.json and model.safetensors");
-  const std::string file = (folder / kDflashConfigFile).string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::exception& e) {
-    throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
-  }
+  std::string file;
+  const json j = read_config_json(dir, file);
   const ConfigReader r(j, file);
   if (!j.is_object()) r.fail("not a JSON object");
 
@@ -226,6 +251,7 @@ DflashExport read_dflash_export(const std::string& dir) {
     r.fail("model_type is " + type.dump() + ", not \"qwen3\"");
 
   DflashExport out;
+  out.origin = origin_of(r, j);
   DflashConfig& c = out.config;
   c.target_hidden = r.count(j, "hidden_size");
   c.vocab_size = r.count(j, "vocab_size");

@@ -372,6 +372,7 @@ void TrainingLoop::finish() {
     const RingShape& s = ring_.shape();
     checkpoint::DflashExportOptions export_options;
     export_options.num_target_layers = model_config_of(options_.target_model).num_layers;
+    export_options.origin = checkpoint::DflashOrigin{ring_.run_identity(), step};
     const train::TrainerState state = trainer().state();
     checkpoint::write_dflash_export(options_.export_path, dflash,
                                     std::span<const int32_t>(s.layer_ids, s.num_layers),
@@ -382,6 +383,7 @@ void TrainingLoop::finish() {
     export_options.metadata["format"] = "pt";
     export_options.metadata["hsring.drafter"] = trainer().describe();
     export_options.metadata["hsring.step"] = std::to_string(step);
+    export_options.metadata["hsring.run"] = ring_.run_identity();
     const std::vector<checkpoint::Tensor> weights = drafter_weights(trainer());
     checkpoint::export_safetensors(options_.export_path, weights, export_options);
     log_line("exported the drafter's weights to " + options_.export_path);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "checkpoint/dflash_export.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -424,6 +425,12 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   const std::string export_dir = training_plan(options_).export_dir;
   std::error_code ec;
   if (!std::filesystem::exists(export_dir, ec)) return;
+  // The folder may be an earlier run's (this run wrote none): its quality is not this run's.
+  const std::string problem = export_origin_problem(export_dir);
+  if (!problem.empty()) {
+    log_line("warning: not evaluating " + export_dir + ": " + problem);
+    return;
+  }
   log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ")");
   try {
     const eval::TrainedAgainstUntrained r = eval::evaluate_against_untrained(
@@ -437,6 +444,21 @@ void Supervisor::evaluate_export(RunSummary& summary) {
     log_line("warning: could not evaluate the export: " + std::string(e.what()) +
              " (`hsring eval --drafter " + export_dir + "` retries)");
   }
+}
+
+std::string Supervisor::export_origin_problem(const std::string& export_dir) const {
+  std::optional<checkpoint::DflashOrigin> origin;
+  try {
+    origin = checkpoint::read_dflash_origin(export_dir);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (!origin) return "it does not say which run wrote it (no hsring_origin in its config.json)";
+  if (origin->run != ring_->run_identity())
+    return "it was written by another run (" + origin->run + ", step " +
+           std::to_string(origin->step) + "), not by this one (" + ring_->run_identity() +
+           "): this run wrote no export";
+  return "";
 }
 
 void Supervisor::drain() {

@@ -117,6 +117,9 @@ class Supervisor {
   // A DFlash run's end: its export and the untrained drafter decoded speculatively on the
   // built-in held-out prompts, into `summary` (nothing for other runs).
   void evaluate_export(RunSummary& summary);
+  // "" when export `export_dir` was written by this run (its DflashOrigin names this ring's
+  // run identity); else why its quality is not this run's to report.
+  std::string export_origin_problem(const std::string& export_dir) const;
   static constexpr uint32_t kEvalPrompts = 8;
   bool corrupt_slots_logged_ = false;
   std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite

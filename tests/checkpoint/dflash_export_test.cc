@@ -190,6 +190,25 @@ TEST_F(DflashExportTest, PlantedStagingNamesNeitherBlockNorReceiveTheExport) {
   fs::remove_all(elsewhere);
 }
 
+TEST_F(DflashExportTest, CarriesTheRunAndStepThatWroteIt) {
+  const Drafter d = small_drafter();
+  write(d);
+  EXPECT_EQ(read_dflash_export(dir_.string()).origin, std::nullopt);
+  EXPECT_EQ(read_dflash_origin(dir_.string()), std::nullopt);
+  const DflashOrigin origin{"ring \"a\"@1234", 77};
+  write_dflash_export(dir_.string(), d.config, d.layer_ids, d.layout, d.params,
+                      {.num_target_layers = 6, .origin = origin});
+  EXPECT_EQ(read_dflash_export(dir_.string()).origin, origin);
+  EXPECT_EQ(read_dflash_origin(dir_.string()), origin);
+  json j = config();
+  j["hsring_origin"] = {{"run", 5}, {"step", 1}};
+  set_config(j);
+  expect_refused(Errc::kCheckpointBadHeader, "hsring_origin", "config.json");
+  j["hsring_origin"] = {{"run", "x"}};
+  set_config(j);
+  expect_refused(Errc::kCheckpointBadHeader, "hsring_origin.step", "config.json");
+}
+
 TEST_F(DflashExportTest, WriterRefusesInconsistentInput) {
   Drafter d = small_drafter();
   const auto refused = [&](const Drafter& x, uint32_t layers) {

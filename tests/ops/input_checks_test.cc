@@ -285,8 +285,8 @@ TEST(RunsThatFail, ANanLossInTheLastStepsStillFailsTheRun) {
     RingCleanup ring;
     const auto r = crash::run_command(
         {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
-         dir.file("run"), "--lr", "1e30", "--min-lr", "0", "--warmup-steps", "0", "--batches",
-         "2", "--quiet", "--max-tokens", "128"},
+         dir.file("run"), "--lr", "1e30", "--min-lr", "0", "--warmup-steps", "0", "--batches", "2",
+         "--quiet", "--max-tokens", "128"},
         Millis(60000));
     ASSERT_EQ(r.exit_code, kNonFinite) << "run " << attempt << "\n" << r.err;
     EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
@@ -354,10 +354,10 @@ TEST(RunsThatFail, AFullDiskForTheExportFailsTheRun) {
 TEST(RunsThatFail, ADrafterDownWhenTheRunEndsFailsTheRun) {
   crash::TempDir dir;
   RingCleanup ring;
-  crash::Spawned run({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
-                      dir.file("run"), "--seconds", "5", "--max-restarts", "100", "--max-tokens",
-                      "128"},
-                     dir.file("out"), dir.file("err"));
+  crash::Spawned run(
+      {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", dir.file("run"),
+       "--seconds", "5", "--max-restarts", "100", "--max-tokens", "128"},
+      dir.file("out"), dir.file("err"));
   // Each kill doubles the backoff (100 ms, 200 ms ... 3.2 s): after six, the next start
   // comes after the run's end.
   pid_t last = 0;
@@ -376,6 +376,50 @@ TEST(RunsThatFail, ADrafterDownWhenTheRunEndsFailsTheRun) {
   EXPECT_NE(err.find("drafter 0 was down (restarting after a crash) when the run ended"),
             std::string::npos)
       << err;
+}
+
+// A run that wrote no export evaluated the RUN_DIR/export an earlier run left and printed
+// its acceptance length as its own (issue 33). An export names the run that wrote it.
+TEST(RunsThatFail, AnEarlierRunsExportIsNeverReportedAsThisRuns) {
+  crash::TempDir dir;
+  {
+    // Trained on a shard of its own (--data), so this run does not spend a minute
+    // evaluating its export by speculative decoding; the second run would.
+    std::filesystem::create_directories(dir.file("data"));
+    data::ShardWriter writer(dir.file("data/part-0000.hstok"), 2, 200);
+    std::mt19937 rng(7);
+    for (int d = 0; d < 24; ++d) {
+      std::vector<uint32_t> doc(120);
+      for (uint32_t& t : doc) t = rng() % 200;
+      writer.add_document(doc);
+    }
+    writer.finish();
+    RingCleanup ring;
+    const auto first = crash::run_command(
+        {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
+         dir.file("first"), "--data", dir.file("data"), "--batches", "4", "--quiet",
+         "--max-tokens", "128"},
+        Millis(60000));
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    ASSERT_TRUE(std::filesystem::exists(dir.file("first/export/config.json"))) << first.err;
+  }
+  // The second run's folder holds the first run's export, and its drafter never starts
+  // (another writer holds its checkpoint folder), so it writes none.
+  std::filesystem::create_directories(dir.file("second/checkpoints"));
+  std::filesystem::copy(dir.file("first/export"), dir.file("second/export"));
+  const int lock = ::open(dir.file("second/checkpoints/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  RingCleanup ring;
+  const auto second =
+      crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
+                          "--run-dir", dir.file("second"), "--seconds", "2", "--max-restarts",
+                          "1000", "--quiet", "--max-tokens", "128"},
+                         Millis(60000));
+  ::close(lock);
+  EXPECT_EQ(second.exit_code, kNothingConsumed) << second.err;
+  EXPECT_EQ(second.err.find("evaluating the exported drafter"), std::string::npos) << second.err;
+  EXPECT_EQ(second.err.find("acceptance"), std::string::npos) << second.err;
 }
 
 }  // namespace
