@@ -395,11 +395,11 @@ TEST(RunsThatFail, AnEarlierRunsExportIsNeverReportedAsThisRuns) {
     }
     writer.finish();
     RingCleanup ring;
-    const auto first = crash::run_command(
-        {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir",
-         dir.file("first"), "--data", dir.file("data"), "--batches", "4", "--quiet",
-         "--max-tokens", "128"},
-        Millis(60000));
+    const auto first =
+        crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
+                            "--run-dir", dir.file("first"), "--data", dir.file("data"), "--batches",
+                            "4", "--quiet", "--max-tokens", "128"},
+                           Millis(60000));
     ASSERT_EQ(first.exit_code, 0) << first.err;
     ASSERT_TRUE(std::filesystem::exists(dir.file("first/export/config.json"))) << first.err;
   }
