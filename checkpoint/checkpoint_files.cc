@@ -37,8 +37,11 @@ std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir) {
   fs::directory_iterator it(dir, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (const std::optional<uint64_t> step = parse_checkpoint_file_name(name))
-      files.push_back({*step, it->path().string()});
+    const std::optional<uint64_t> step = parse_checkpoint_file_name(name);
+    // A folder under a step file's name is no checkpoint: taken for one, it blocked the
+    // rotation (a "newer" step that cannot be unlinked) and every later checkpoint.
+    std::error_code type_error;
+    if (step && !it->is_directory(type_error)) files.push_back({*step, it->path().string()});
   }
   if (ec)
     throw Error(Errc::kCheckpointIo, dir, "cannot list the checkpoint directory: " + ec.message());

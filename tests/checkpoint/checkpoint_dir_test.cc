@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -308,6 +309,23 @@ TEST(CheckpointDirTest, SymlinkAtTheLockIsRefused) {
     EXPECT_NE(std::string(e.what()).find("symlink"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(target));
+}
+
+// A folder named like a newer step file was taken for a checkpoint: the rotation tried to
+// unlink it after every write, failed, and so did every checkpoint of the run (issue 33).
+TEST(CheckpointDirTest, AFolderNamedLikeAStepFileIsNoCheckpoint) {
+  TempDir dir;
+  std::mt19937_64 rng(38);
+  fs::create_directories(dir.file(checkpoint_file_name(99) + "/inside"));
+  CheckpointWriter writer(dir.path());
+  for (uint64_t step = 1; step <= 5; ++step) writer.write(random_checkpoint(rng, step, 1, 10));
+  EXPECT_EQ(load_latest(dir.path())->checkpoint.step, 5u);
+  std::vector<std::string> expected = names({3, 4, 5});
+  expected.push_back(checkpoint_file_name(99));
+  std::sort(expected.begin(), expected.end());
+  std::vector<std::string> listed = list_names(dir.path());
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, expected);
 }
 
 TEST(CheckpointDirTest, CreatesTheDirectory) {
