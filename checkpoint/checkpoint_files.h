@@ -27,7 +27,8 @@ struct CheckpointFile {
   std::string path;
 };
 // The checkpoint files of `dir`, by increasing step; temporaries, other names and folders
-// named like a step file are ignored. Throws Error(kIo) when `dir` cannot be listed (missing included).
+// named like a step file are ignored. Throws Error(kIo) when `dir` cannot be listed (missing
+// included).
 std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir);
 
 // The start of the name of a temporary for a file to be renamed to `final_name`; the
