@@ -6,13 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 
 #include "checkpoint/safetensors_export.h"
 #include "common/cached_folder.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/exclusive_file.h"
 #include "common/random.h"
+#include "common/text_file.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
 #include "train/optimizer.h"
@@ -35,10 +37,11 @@ std::string number(double v) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.flush();
-  if (!file) io_error("cannot write '" + path.string() + "'");
+  try {
+    write_file_atomically(path.string(), text);
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
+  }
 }
 
 }  // namespace
@@ -170,14 +173,16 @@ void write_pretrained_folder(const fs::path& out, const ModelConfig& config,
   const fs::path target = fs::absolute(out).lexically_normal();
   const fs::path parent = target.parent_path();
   const std::string base = target.filename().string();
-  const std::string pid = std::to_string(::getpid());
-  const fs::path staging = parent / ("." + base + ".tmp-" + pid);
-  const fs::path old = parent / ("." + base + ".old-" + pid);
   std::error_code ec;
   fs::create_directories(parent, ec);
-  fs::remove_all(staging, ec);
-  if (!fs::create_directory(staging, ec))
-    io_error("cannot create '" + staging.string() + "': " + ec.message());
+  // New folders of random names (common/exclusive_file.h): a name planted in a shared
+  // parent is never written into. `old` is empty, so the rename below replaces it.
+  const auto sibling = [&](const char* kind) {
+    const ExclusiveFolder f = create_exclusive_folder(parent.string(), "." + base + kind);
+    if (f.error != 0) io_error("cannot create '" + f.path + "': " + std::strerror(f.error));
+    return fs::path(f.path);
+  };
+  const fs::path staging = sibling(".tmp-");
   try {
     write_text(staging / "config.json", hf_config_json(config, kMaxPositions));
     std::vector<checkpoint::Tensor> tensors;
@@ -194,6 +199,7 @@ void write_pretrained_folder(const fs::path& out, const ModelConfig& config,
     // A previous output moves aside before the new one takes its name: a crash between
     // leaves the old one under `old`, never a half-written `out`.
     const bool replace = fs::exists(target, ec);
+    const fs::path old = replace ? sibling(".old-") : fs::path();
     if (replace) fs::rename(target, old);
     fs::rename(staging, target);
     if (replace) fs::remove_all(old, ec);

@@ -8,8 +8,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint/checkpoint_files.h"
 #include "checkpoint/write_queue.h"
 #include "common/error.h"
+#include "common/exclusive_file.h"
 
 namespace hsring::checkpoint {
 
@@ -33,18 +35,16 @@ bool is_space_error(int error) { return error == ENOSPC || error == EDQUOT || er
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string final_path, std::string temporary, uint64_t size,
-                       const WriteOptions& options)
-    : final_path_(std::move(final_path)),
-      temporary_(std::move(temporary)),
-      dir_(std::filesystem::path(final_path_).parent_path().string()),
-      size_(size) {
-  if (dir_.empty()) dir_ = ".";
+AtomicFile::AtomicFile(std::string final_path, uint64_t size, const WriteOptions& options)
+    : final_path_(std::move(final_path)), dir_(folder_of(final_path_)), size_(size) {
   // The queue first: once the temporary exists, only the reservation below can fail.
   queue_ =
       std::make_unique<WriteQueue>(options.queue_depth, options.chunk_bytes, options.use_io_uring);
-  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("create", errno, 0);
+  ExclusiveTemporary t = create_exclusive_temporary(
+      dir_, temporary_prefix(std::filesystem::path(final_path_).filename().string()));
+  temporary_ = std::move(t.path);
+  fd_ = t.fd;
+  if (fd_ < 0) fail("create", t.error, 0);
   if (options.preallocate && size_ > 0) {
     int rc;
     do {

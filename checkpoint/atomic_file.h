@@ -1,6 +1,8 @@
 // A file that appears under its final name complete and durable, or not at all: written
 // into a temporary in the same directory (through a WriteQueue), fsynced, renamed over the
-// final name, and the directory fsynced so the rename itself survives a power loss.
+// final name, and the directory fsynced so the rename itself survives a power loss. The
+// temporary is a new file of a random name (common/exclusive_file.h): a symlink or file
+// another user planted in the directory is never written through.
 //
 // Thread safety: none; one thread owns an AtomicFile.
 #pragma once
@@ -25,11 +27,10 @@ struct WriteOptions {
 
 class AtomicFile {
  public:
-  // Creates `temporary` (which must be in the directory of `final_path`) for a file of
-  // `size` bytes. Throws Error: kNoSpace when the reservation fails for space,
-  // kIo otherwise; either way nothing is left behind.
-  AtomicFile(std::string final_path, std::string temporary, uint64_t size,
-             const WriteOptions& options);
+  // Creates a temporary in the directory of `final_path` (named by temporary_prefix, so
+  // remove_temporary_files knows it) for a file of `size` bytes. Throws Error: kNoSpace
+  // when the reservation fails for space, kIo otherwise; either way nothing is left behind.
+  AtomicFile(std::string final_path, uint64_t size, const WriteOptions& options);
   // Without commit(): waits for the writes in flight, then removes the temporary.
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;

@@ -1,9 +1,6 @@
 #include "checkpoint/checkpoint_files.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <filesystem>
 
@@ -40,8 +37,11 @@ std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir) {
   fs::directory_iterator it(dir, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (const std::optional<uint64_t> step = parse_checkpoint_file_name(name))
-      files.push_back({*step, it->path().string()});
+    const std::optional<uint64_t> step = parse_checkpoint_file_name(name);
+    // A folder under a step file's name is no checkpoint: taken for one, it blocked the
+    // rotation (a "newer" step that cannot be unlinked) and every later checkpoint.
+    std::error_code type_error;
+    if (step && !it->is_directory(type_error)) files.push_back({*step, it->path().string()});
   }
   if (ec)
     throw Error(Errc::kCheckpointIo, dir, "cannot list the checkpoint directory: " + ec.message());
@@ -53,11 +53,8 @@ std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir) {
   return files;
 }
 
-std::string temporary_path(const std::string& dir, const std::string& final_name) {
-  static std::atomic<uint64_t> counter{0};
-  return (fs::path(dir) / (kTemporaryPrefix + final_name + "." + std::to_string(::getpid()) + "." +
-                           std::to_string(counter.fetch_add(1))))
-      .string();
+std::string temporary_prefix(const std::string& final_name) {
+  return kTemporaryPrefix + final_name + ".";
 }
 
 size_t remove_temporary_files(const std::string& dir) {

@@ -26,12 +26,14 @@ struct CheckpointFile {
   uint64_t step = 0;
   std::string path;
 };
-// The checkpoint files of `dir`, by increasing step; temporaries and other names are
-// ignored. Throws Error(kIo) when `dir` cannot be listed (missing included).
+// The checkpoint files of `dir`, by increasing step; temporaries, other names and folders
+// named like a step file are ignored. Throws Error(kIo) when `dir` cannot be listed (missing
+// included).
 std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir);
 
-// A fresh temporary name in `dir` for a file to be renamed to `final_name` there.
-std::string temporary_path(const std::string& dir, const std::string& final_name);
+// The start of the name of a temporary for a file to be renamed to `final_name`; the
+// writer adds random characters (create_exclusive_temporary).
+std::string temporary_prefix(const std::string& final_name);
 // Removes the temporaries left in `dir` by writers that died, as far as it can (one that
 // cannot be removed is harmless: readers ignore it). REQUIRES: no writer is writing into
 // `dir` (the caller holds its lock). Returns how many were removed.

@@ -41,10 +41,15 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
   for (auto it = created.rbegin(); it != created.rend(); ++it)
     sync_directory(it->parent_path().string());
   const std::string lock_path = (fs::path(dir_) / kLockFileName).string();
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0)
+  // O_NOFOLLOW: a symlink planted at the lock's name would have this process create or
+  // lock a file elsewhere.
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) {
+    const int error = errno;
     throw Error(Errc::kCheckpointIo, lock_path,
-                std::string("cannot open the lock file: ") + std::strerror(errno));
+                std::string("cannot open the lock file: ") + std::strerror(error) +
+                    (error == ELOOP ? " (it is a symlink; remove it)" : ""));
+  }
   // flock, not fcntl locks: it belongs to this open file, so a second writer in this same
   // process is refused too, and the kernel drops it when the process dies however it dies.
   int rc;
@@ -76,7 +81,7 @@ std::string CheckpointWriter::write(const Checkpoint& c) {
   std::array<std::byte, kFooterSize> footer{};
   const std::string name = checkpoint_file_name(c.step);
   std::string path = (fs::path(dir_) / name).string();
-  AtomicFile file(path, temporary_path(dir_, name), plan.file_size, options_.io);
+  AtomicFile file(path, plan.file_size, options_.io);
   used_io_uring_ = file.uses_io_uring();
 
   // The CRC is computed chunk by chunk right after each chunk is handed to the kernel, so

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
+#include "common/exclusive_file.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
 
@@ -79,23 +79,26 @@ json config_json(const DflashConfig& c, std::span<const int32_t> layer_ids,
   j["torch_dtype"] = "bfloat16";
   j["dtype"] = "bfloat16";  // the key transformers 5 reads
   j["use_cache"] = false;
+  if (options.origin)
+    j["hsring_origin"] = {{"run", options.origin->run}, {"step", options.origin->step}};
   return j;
 }
 
 void write_text_file(const fs::path& path, const std::string& text, const WriteOptions& io) {
-  AtomicFile file(path.string(),
-                  temporary_path(path.parent_path().string(), path.filename().string()),
-                  text.size(), io);
+  AtomicFile file(path.string(), text.size(), io);
   file.write(text.data(), text.size(), 0);
   file.commit();
 }
 
-// A sibling of `dir` no other writer uses: pid and a counter.
+// A new empty sibling of `dir` of a random name: no other writer uses it, and a name
+// another user planted beside the export is never written into.
 fs::path temporary_folder(const fs::path& dir) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path name = "." + dir.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                  std::to_string(counter.fetch_add(1));
-  return dir.parent_path() / name;
+  const ExclusiveFolder f =
+      create_exclusive_folder(dir.parent_path().string(), "." + dir.filename().string() + ".tmp-");
+  if (f.error != 0)
+    throw Error(Errc::kCheckpointIo, f.path,
+                std::string("cannot create: ") + std::strerror(f.error));
+  return f.path;
 }
 
 void remove_quietly(const fs::path& path) {
@@ -116,7 +119,7 @@ void install_folder(const fs::path& from, const fs::path& to) {
     remove_quietly(from);  // now the old export
     return;
   }
-  const fs::path aside = temporary_folder(to);
+  const fs::path aside = temporary_folder(to);  // empty: the rename replaces it
   if (::rename(to.c_str(), aside.c_str()) != 0 || ::rename(from.c_str(), to.c_str()) != 0)
     throw Error(Errc::kCheckpointIo, to.string(),
                 std::string("cannot replace the folder: ") + std::strerror(errno));
@@ -154,6 +157,35 @@ class ConfigReader {
   std::string file_;
 };
 
+// config.json of export `dir`, parsed; `file` gets its path.
+json read_config_json(const std::string& dir, std::string& file) {
+  const fs::path folder(dir);
+  if (!fs::is_directory(folder))
+    throw Error(Errc::kCheckpointIo, dir,
+                "no such folder: a DFlash export holds config.json and model.safetensors");
+  file = (folder / kDflashConfigFile).string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
+  }
+}
+
+std::optional<DflashOrigin> origin_of(const ConfigReader& r, const json& j) {
+  if (!j.is_object() || !j.contains("hsring_origin")) return std::nullopt;
+  const json& o = j.at("hsring_origin");
+  const json& run = r.at(o, "run", "hsring_origin.");
+  const json& step = r.at(o, "step", "hsring_origin.");
+  if (!run.is_string() || !step.is_number_unsigned())
+    r.fail("hsring_origin is " + o.dump() +
+           ", not {\"run\": a string, \"step\": an unsigned integer}");
+  return DflashOrigin{run.get<std::string>(), step.get<uint64_t>()};
+}
+
 }  // namespace
 
 void write_dflash_export(const std::string& dir, const DflashConfig& config,
@@ -187,8 +219,6 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   fs::create_directories(parent, ec);
   if (ec) throw Error(Errc::kCheckpointIo, parent.string(), "cannot create: " + ec.message());
   const fs::path tmp = temporary_folder(final_dir);
-  if (!fs::create_directory(tmp, ec) || ec)
-    throw Error(Errc::kCheckpointIo, tmp.string(), "cannot create: " + ec.message());
   try {
     write_text_file(tmp / kDflashConfigFile, config_json(config, layer_ids, options).dump(2) + "\n",
                     options.io);
@@ -207,22 +237,16 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   }
 }
 
+std::optional<DflashOrigin> read_dflash_origin(const std::string& dir) {
+  std::string file;
+  const json j = read_config_json(dir, file);
+  return origin_of(ConfigReader(j, file), j);
+}
+
 DflashExport read_dflash_export(const std::string& dir) {
   const fs::path folder(dir);
-  if (!fs::is_directory(folder))
-    throw Error(Errc::kCheckpointIo, dir,
-                "no such folder: a DFlash export holds config.json and model.safetensors");
-  const std::string file = (folder / kDflashConfigFile).string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::exception& e) {
-    throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
-  }
+  std::string file;
+  const json j = read_config_json(dir, file);
   const ConfigReader r(j, file);
   if (!j.is_object()) r.fail("not a JSON object");
 
@@ -235,6 +259,7 @@ DflashExport read_dflash_export(const std::string& dir) {
     r.fail("model_type is " + type.dump() + ", not \"qwen3\"");
 
   DflashExport out;
+  out.origin = origin_of(r, j);
   DflashConfig& c = out.config;
   c.target_hidden = r.count(j, "hidden_size");
   c.vocab_size = r.count(j, "vocab_size");

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,12 +25,23 @@ inline constexpr const char* kDflashWeightsFile = "model.safetensors";
 inline constexpr const char* kDflashModelingFile = "modeling_dflash.py";
 inline constexpr const char* kDflashAutoModel = "modeling_dflash.DFlashDraftModel";
 
+// Which run, at which optimizer step, wrote an export: config.json's "hsring_origin"
+// object ({"run": ..., "step": ...}; loaders of DFlash folders ignore unknown keys). A
+// launcher checks it before it reports an export's quality as its run's, so a RUN_DIR/export
+// left by an earlier run is never taken for this one's.
+struct DflashOrigin {
+  std::string run;  // the ring's run identity (Ring::run_identity)
+  uint64_t step = 0;
+  bool operator==(const DflashOrigin&) const = default;
+};
+
 struct DflashExportOptions {
   uint32_t num_target_layers = 0;  // the target's decoder layers; > every layer id
   uint32_t max_position_embeddings = 40960;
   // dflash_config.mask_token: the text that names config.mask_token_id in the target's
   // tokenizer (train::mask_token_text); "" writes the id only (a target without one).
   std::string mask_token;
+  std::optional<DflashOrigin> origin;  // written when set
   WriteOptions io;
 };
 
@@ -55,8 +67,9 @@ struct DflashExport {
   std::string mask_token;          // dflash_config.mask_token, "" when absent
   uint32_t num_target_layers = 0;
   uint32_t max_position_embeddings = 0;
-  train::ParamLayout layout;  // dflash_param_layout(config)
-  std::vector<float> params;  // layout.total values, gaps zero
+  train::ParamLayout layout;           // dflash_param_layout(config)
+  std::vector<float> params;           // layout.total values, gaps zero
+  std::optional<DflashOrigin> origin;  // nullopt: written elsewhere, or by an older hsring
 };
 
 // Reads a folder written by write_dflash_export (or any DFlash drafter of this shape).
@@ -68,5 +81,10 @@ struct DflashExport {
 // misshapen or non-float tensor. A malformed safetensors file throws Error(kBadFile)
 // from SafetensorsFile::open, also naming the file.
 DflashExport read_dflash_export(const std::string& dir);
+
+// Only the origin of export `dir` (config.json alone, not the weights): nullopt when it
+// carries none. Throws Error as read_dflash_export does for a missing or malformed config.json
+// or a malformed "hsring_origin".
+std::optional<DflashOrigin> read_dflash_origin(const std::string& dir);
 
 }  // namespace hsring::checkpoint

@@ -78,11 +78,7 @@ void export_safetensors(const std::string& path, std::span<const Tensor> tensors
       for (const float v : t.data) narrowed.push_back(float_to_bf16(v));
   }
 
-  const std::filesystem::path final_path(path);
-  std::string dir = final_path.parent_path().string();
-  if (dir.empty()) dir = ".";
-  AtomicFile file(path, temporary_path(dir, final_path.filename().string()),
-                  head.size() + data_size, options.io);
+  AtomicFile file(path, head.size() + data_size, options.io);
   file.write(head.data(), head.size(), 0);
   if (bf16) {
     file.write(narrowed.data(), narrowed.size() * 2, head.size());

@@ -4,34 +4,58 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
+
+#include "common/exclusive_file.h"
 
 namespace hsring {
 
 namespace {
 
-std::string host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "host";
-  return name;
+std::string base_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+[[noreturn]] void cannot_write(const std::string& path, const std::string& how, int err) {
+  throw std::runtime_error("cannot write " + path + " (" + how + "): " + std::strerror(err));
 }
 
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + host_name() + "." + std::to_string(::getpid());
-  FILE* file = std::fopen(temporary.c_str(), "w");
-  if (file == nullptr)
-    throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(err));
+  const std::string dir = folder_of(path);
+  // The temporary is hidden (a leading dot) so a reader listing the folder, a scraper of
+  // *.prom files or systemd, never takes it for a file of its own.
+  const ExclusiveTemporary t = create_exclusive_temporary(dir, "." + base_name(path) + ".tmp-");
+  if (t.fd < 0) cannot_write(path, "creating a temporary in " + dir, t.error);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(t.fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(t.fd);
+      ::unlink(t.path.c_str());
+      cannot_write(path, "writing " + t.path, err);
+    }
+    done += size_t(n);
+  }
+  // fsync before the rename: after a power loss the name holds the old text or the new,
+  // never an empty file.
+  int err = ::fsync(t.fd) == 0 ? 0 : errno;
+  if (::close(t.fd) != 0 && err == 0) err = errno;
+  // rename() replaces whatever has the name, a planted symlink included, without following it.
+  if (err == 0 && ::rename(t.path.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(t.path.c_str());
+    cannot_write(path, "replacing it with " + t.path, err);
+  }
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {  // the rename itself durable; a folder that cannot be opened still has it
+    ::fsync(dir_fd);
+    ::close(dir_fd);
   }
 }
 

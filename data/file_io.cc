@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/exclusive_file.h"
 
 namespace hsring::data {
 
@@ -26,10 +27,11 @@ File File::open_read(const std::string& path) {
   return File(fd, path);
 }
 
-File File::create_new(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) io_error(path, 0, "create", errno);
-  return File(fd, path);
+File File::create_temporary_beside(const std::string& final_path) {
+  const std::string name = final_path.substr(final_path.find_last_of('/') + 1);
+  ExclusiveTemporary t = create_exclusive_temporary(folder_of(final_path), "." + name + ".tmp-");
+  if (t.fd < 0) io_error(t.path, 0, "create", t.error);
+  return File(t.fd, std::move(t.path));
 }
 
 File::File(File&& other) noexcept

@@ -10,8 +10,10 @@ namespace hsring::data {
 
 class File {
  public:
-  static File open_read(const std::string& path);   // throws Error(kIo)
-  static File create_new(const std::string& path);  // O_EXCL, 0644; throws Error(kIo)
+  static File open_read(const std::string& path);  // throws Error(kIo)
+  // A new file of a random name beside `final_path`, to be renamed to it once complete
+  // (common/exclusive_file.h: a planted name is never opened). 0644; throws Error(kIo).
+  static File create_temporary_beside(const std::string& final_path);
 
   File() = default;
   File(File&& other) noexcept;

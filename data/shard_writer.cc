@@ -13,7 +13,7 @@ constexpr size_t kFlushBytes = 1 << 20;
 }
 
 ShardWriter::ShardWriter(std::string path, uint32_t token_bytes, uint32_t vocab_size)
-    : path_(std::move(path)), temp_path_(path_ + ".tmp") {
+    : path_(std::move(path)) {
   if (token_bytes != 1 && token_bytes != 2 && token_bytes != 4)
     throw Error(Errc::kDataBadOptions, "token width must be 1, 2 or 4 bytes");
   header_.token_bytes = token_bytes;
@@ -24,8 +24,8 @@ ShardWriter::ShardWriter(std::string path, uint32_t token_bytes, uint32_t vocab_
                                            " does not fit " + std::to_string(token_bytes) +
                                            "-byte tokens");
   token_limit_ = vocab_size ? vocab_size : width_limit;
-  std::remove(temp_path_.c_str());  // a leftover of an earlier crash
-  file_ = File::create_new(temp_path_);
+  file_ = File::create_temporary_beside(path_);
+  temp_path_ = file_.path();
   buffer_.reserve(kFlushBytes + 4);
 }
 

@@ -392,6 +392,7 @@ void TrainingLoop::finish() {
                  " (a run resumed from a checkpoint of another mask token?): the export names "
                  "its id only, which older SGLang versions do not read");
     }
+    export_options.origin = checkpoint::DflashOrigin{ring_.run_identity(), step};
     const train::TrainerState state = trainer().state();
     checkpoint::write_dflash_export(options_.export_path, dflash,
                                     std::span<const int32_t>(s.layer_ids, s.num_layers),
@@ -402,6 +403,7 @@ void TrainingLoop::finish() {
     export_options.metadata["format"] = "pt";
     export_options.metadata["hsring.drafter"] = trainer().describe();
     export_options.metadata["hsring.step"] = std::to_string(step);
+    export_options.metadata["hsring.run"] = ring_.run_identity();
     const std::vector<checkpoint::Tensor> weights = drafter_weights(trainer());
     checkpoint::export_safetensors(options_.export_path, weights, export_options);
     log_line("exported the drafter's weights to " + options_.export_path);

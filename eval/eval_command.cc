@@ -2,13 +2,13 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "builtin/pretrain.h"
 #include "common/error.h"
+#include "common/text_file.h"
 #include "data/default_corpus.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
@@ -57,10 +57,7 @@ void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& dr
   for (size_t r = 0; r < b.drafts.size(); ++r)
     j["logits"].push_back(std::vector<float>(b.logits.begin() + std::ptrdiff_t(r * vocab),
                                              b.logits.begin() + std::ptrdiff_t((r + 1) * vocab)));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << j.dump() << "\n";
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path);
+  write_file_atomically(path, j.dump() + "\n");
 }
 
 }  // namespace
@@ -216,12 +213,8 @@ int run_eval(const EvalOptions& options) {
   const EvalReport report = evaluate(*target, drafter, prompts, options.max_new_tokens,
                                      options.threads == 0 ? 0 : options.threads);
   std::cout << eval_report_text(report) << std::flush;
-  if (!options.json_path.empty()) {
-    std::ofstream out(options.json_path, std::ios::binary | std::ios::trunc);
-    out << eval_report_json(report);
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + options.json_path);
-  }
+  if (!options.json_path.empty())
+    write_file_atomically(options.json_path, eval_report_json(report));
   return report.matches_greedy ? 0 : 1;
 }
 

@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "launcher/worker_logs.h"
+
 namespace hsring {
 
 namespace {
@@ -33,9 +35,7 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std
                                  const std::vector<std::pair<std::string, std::string>>& env) {
   int log_fd = -1;
   if (!log_path.empty()) {
-    log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0)
-      throw std::runtime_error("cannot open worker log " + log_path + ": " + std::strerror(errno));
+    log_fd = open_worker_log(log_path);
   }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

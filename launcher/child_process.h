@@ -16,7 +16,8 @@ class ChildProcess {
   // fork + exec of `argv` (argv[0] is the program path). The child gets its own process
   // group (the launcher decides how workers stop), SIGTERM when the launcher dies, and
   // HSRING_LAUNCHER_PID. Throws std::runtime_error when it cannot be started.
-  // With `log_path`, the child's stdout and stderr append to that file.
+  // With `log_path`, the child's stdout and stderr append to that file (open_worker_log:
+  // Error(kUsage) when it is a symlink or another user's file).
   // `env` is added to the child's environment (after HSRING_LAUNCHER_PID).
   static ChildProcess spawn(const std::vector<std::string>& argv, const std::string& log_path = "",
                             const std::vector<std::pair<std::string, std::string>>& env = {});

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "checkpoint/dflash_export.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -25,6 +26,7 @@
 #include "launcher/training_plan.h"
 #include "launcher/user_command.h"
 #include "launcher/worker_command.h"
+#include "launcher/worker_logs.h"
 #include "shm/consumer.h"
 #include "shm/futex.h"
 #include "shm/ledger.h"
@@ -103,7 +105,7 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
 
-  if (!options_.log_dir.empty()) std::filesystem::create_directories(options_.log_dir);
+  if (!options_.log_dir.empty()) prepare_log_folder(options_.log_dir);
   ring_ = Ring::create(options_.ring, shape);
   // A new ring starts a new drafter group: an exchange left by a crashed run would belong
   // to another ring (the drafters refuse it), so it goes before any worker starts.
@@ -165,9 +167,7 @@ std::string Supervisor::log_path_of(const Worker& w) {
   if (!w.user_command) return "";
   if (user_log_dir_.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    user_log_dir_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/hsring-" + options_.ring + "-" +
-                    std::to_string(::getpid());
-    std::filesystem::create_directories(user_log_dir_);
+    user_log_dir_ = create_private_log_folder(tmp && *tmp ? tmp : "/tmp", options_.ring);
     log_line("user command workers log to " + user_log_dir_ + " (--log-dir chooses the folder)");
   }
   return user_log_dir_ + "/" + file;
@@ -223,7 +223,7 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
   const RecoveryStats recovered = recover_dead_owners(*ring_);
   const bool running =
       ring_->header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kRunning);
-  if (!running || interrupted_) return;  // an expected exit while draining
+  if (!running || interrupted_) return on_exit_while_draining(w, wait_status);
   check_user_attach(w, true, wait_status);
   if (!setup_failure_.empty()) return;
   const uint64_t now = monotonic_ns();
@@ -273,6 +273,23 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
              "; recovered " + std::to_string(recovered.total()) + " slot(s); restarting in " +
              std::to_string(w.policy.restart_delay_ns() / 1'000'000) + " ms");
   }
+}
+
+void Supervisor::on_exit_while_draining(const Worker& w, int wait_status) {
+  if (w.role != Role::kDrafter || !runs_model(options_)) return;  // nothing left to save
+  const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  // A group member that stopped because its group or another machine did: its leader saves.
+  if (code == kExitOk || code == kExitGroupStopped || code == kExitGroupRestart) return;
+  if (code == kExitNonFinite) {
+    non_finite_message_ = w.name() +
+                          " met a loss that is not finite in its last steps (its "
+                          "error above names the batch and the step)";
+    return;
+  }
+  if (!work_not_saved_.empty()) work_not_saved_ += "; ";
+  work_not_saved_ += w.name() + " " + describe_wait_status(wait_status) +
+                     " while finishing the run, so its final checkpoint or export is missing "
+                     "(its error above says which and why)";
 }
 
 ProcessEntry& Supervisor::entry_of(const Worker& w) const {
@@ -397,8 +414,9 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   // The built-in corpus's held-out prompts, for the built-in corpus or the built-in data;
   // with the user's --data, `hsring eval --data` chooses.
   const bool builtin_text = options_.data.empty() || options_.data_is_builtin;
+  // A drafter that failed its last steps left no export of this run: what is there is older.
   if (!runs_model(options_) || !builtin_text || interrupted_ || crash_loop_ ||
-      options_.node_rank != 0)
+      options_.node_rank != 0 || !work_not_saved_.empty() || !non_finite_message_.empty())
     return;
   const Worker* drafter0 = nullptr;
   for (const Worker& w : workers_)
@@ -407,6 +425,12 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   const std::string export_dir = training_plan(options_).export_dir;
   std::error_code ec;
   if (!std::filesystem::exists(export_dir, ec)) return;
+  // The folder may be an earlier run's (this run wrote none): its quality is not this run's.
+  const std::string problem = export_origin_problem(export_dir);
+  if (!problem.empty()) {
+    log_line("warning: not evaluating " + export_dir + ": " + problem);
+    return;
+  }
   log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ")");
   try {
     const eval::TrainedAgainstUntrained r = eval::evaluate_against_untrained(
@@ -422,7 +446,33 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   }
 }
 
+std::string Supervisor::export_origin_problem(const std::string& export_dir) const {
+  std::optional<checkpoint::DflashOrigin> origin;
+  try {
+    origin = checkpoint::read_dflash_origin(export_dir);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (!origin) return "it does not say which run wrote it (no hsring_origin in its config.json)";
+  if (origin->run != ring_->run_identity())
+    return "it was written by another run (" + origin->run + ", step " +
+           std::to_string(origin->step) + "), not by this one (" + ring_->run_identity() +
+           "): this run wrote no export";
+  return "";
+}
+
 void Supervisor::drain() {
+  for (const Worker& w : workers_) {
+    // Its last incarnation crashed and the next was not started yet: the steps since its
+    // last checkpoint are gone and nothing writes the final checkpoint or the export.
+    if (w.role != Role::kDrafter || !runs_model(options_) || w.process.running() ||
+        w.restart_at_ns == 0)
+      continue;
+    if (!work_not_saved_.empty()) work_not_saved_ += "; ";
+    work_not_saved_ += w.name() +
+                       " was down (restarting after a crash) when the run ended, so it wrote no "
+                       "final checkpoint or export; its steps since its last checkpoint are lost";
+  }
   ring_->header().run_state.store(uint32_t(RunState::kDraining), std::memory_order_release);
   wake_all_waiters(*ring_);
   for (Worker& w : workers_) {
@@ -434,7 +484,12 @@ void Supervisor::drain() {
     bool any_running = false;
     for (Worker& w : workers_) {
       int status;
-      if (w.process.running() && !w.process.try_reap(status)) any_running = true;
+      if (w.process.running()) {
+        if (!w.process.try_reap(status))
+          any_running = true;
+        else
+          on_exit_while_draining(w, status);
+      }
       // A user command's program may outlive its shell (ChildProcess::group_alive).
       if (w.user_command && !w.process.running() && w.process.group_alive()) any_running = true;
     }
@@ -449,7 +504,9 @@ void Supervisor::drain() {
     w.process.signal(SIGKILL);
     if (group) w.process.signal_group(SIGKILL);
     int status;
+    const bool was_running = w.process.running();
     while (w.process.running() && !w.process.try_reap(status)) ::usleep(1000);
+    if (was_running) on_exit_while_draining(w, status);
   }
   recover_dead_owners(*ring_);
   ring_->header().run_state.store(uint32_t(RunState::kStopped), std::memory_order_release);
@@ -551,6 +608,11 @@ int Supervisor::run() {
              " s: the run did nothing (the workers' errors above say why; a model run may "
              "need a longer --seconds)");
     return kRunNothingConsumed;
+  }
+  // After "nothing consumed": a run that trained nothing had no work to save.
+  if (!work_not_saved_.empty()) {
+    log_line("error: the run's work is not saved: " + work_not_saved_);
+    return kRunWorkNotSaved;
   }
   return kRunOk;
 }

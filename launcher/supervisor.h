@@ -31,6 +31,10 @@ enum RunExit : int {
   // Another process changed the ring's header or truncated it while the run was live:
   // the run stopped (drained) with what was consumed so far accounted.
   kRunRingDamaged = 7,
+  // A training drafter did not finish the run's work: it failed while writing its final
+  // checkpoint or export (a full disk), did not stop within --drain-timeout, or was down
+  // (restarting after a crash) when the run ended.
+  kRunWorkNotSaved = 8,
 };
 
 struct TrainingPlan;
@@ -68,6 +72,10 @@ class Supervisor {
   void start_training(const TrainingPlan& plan);
   void start_worker(Worker& worker);
   void on_worker_exit(Worker& worker, int wait_status);
+  // A worker's exit once the run stopped running. A training drafter writes its final
+  // checkpoint and export then, so any exit but a clean one means they are missing:
+  // recorded in work_not_saved_ (or non_finite_message_), never ignored.
+  void on_exit_while_draining(const Worker& worker, int wait_status);
   void restart_due_workers();
   // SIGKILLs each running worker whose heartbeat has not moved for --hang-timeout. Its
   // slots are recovered only when its pidfd reports the death (on_worker_exit), because a
@@ -109,10 +117,14 @@ class Supervisor {
   // A DFlash run's end: its export and the untrained drafter decoded speculatively on the
   // built-in held-out prompts, into `summary` (nothing for other runs).
   void evaluate_export(RunSummary& summary);
+  // "" when export `export_dir` was written by this run (its DflashOrigin names this ring's
+  // run identity); else why its quality is not this run's to report.
+  std::string export_origin_problem(const std::string& export_dir) const;
   static constexpr uint32_t kEvalPrompts = 8;
   bool corrupt_slots_logged_ = false;
   std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
   std::string setup_failure_;       // a user command that failed to start (check_user_attach)
+  std::string work_not_saved_;      // why a training drafter's final work is missing
   std::string user_log_dir_;        // user commands' logs without --log-dir
 };
 

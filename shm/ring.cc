@@ -50,6 +50,10 @@ struct Ring::Segment {
   SegmentMapping mapping;
 };
 
+std::string Ring::run_identity() const {
+  return name_ + "@" + std::to_string(header().created_unix_ns);
+}
+
 std::string Ring::path_of(const std::string& name) { return "/dev/shm/" + name; }
 
 namespace {

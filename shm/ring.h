@@ -68,6 +68,9 @@ class Ring {
   Ring& operator=(const Ring&) = delete;
 
   const std::string& name() const { return name_; }
+  // "NAME@CREATED_UNIX_NS": names this run, since a ring is created anew for every run,
+  // for what a run leaves behind (an export's origin) to be told from an earlier run's.
+  std::string run_identity() const;
   bool writable() const { return writable_; }
   // The live header: its atomics (run state, futexes, counters) are shared state. Its
   // immutable fields are read through shape() and layout(), never here.

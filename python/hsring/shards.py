@@ -2,6 +2,7 @@
 tokenized by the user's own tokenizer, with an optional loss mask."""
 
 import os
+import tempfile
 import struct
 import zlib
 
@@ -32,6 +33,18 @@ def _token_array(document, index):
     if not np.issubdtype(a.dtype, np.integer) or a.dtype == np.uint64 and int(a.max()) >= 1 << 63:
         raise ValueError("document %d holds %s values: tokens are integers" % (index, a.dtype))
     return a.astype(np.int64).reshape(-1)
+
+
+def _umask():
+    """The process's umask, read without setting it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def write_shard(path, documents, loss_masks=None, vocab_size=0):
@@ -94,12 +107,21 @@ def write_shard(path, documents, loss_masks=None, vocab_size=0):
                        flags, zlib.crc32(mask_bytes) if flags else 0)
     head += struct.pack("<I", zlib.crc32(head))
     assert len(head) == HEADER_SIZE
-    tmp = str(path) + ".tmp"
-    with open(tmp, "wb") as f:
-        for part in (head, token_bytes, offset_bytes, mask_bytes):
-            f.write(part)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    # A new temporary of a random name (O_EXCL, no symlink followed), as the C++ writers
+    # make theirs (common/exclusive_file.h): a name planted beside `path` is never written.
+    folder, name = os.path.split(os.path.abspath(str(path)))
+    fd, tmp = tempfile.mkstemp(prefix="." + name + ".tmp-", dir=folder)
+    try:
+        os.fchmod(fd, 0o644 & ~_umask())
+        with os.fdopen(fd, "wb") as f:
+            for part in (head, token_bytes, offset_bytes, mask_bytes):
+                f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
     return {"version": version, "width": width, "tokens": int(tokens.size),
             "documents": len(docs), "counted": counted}

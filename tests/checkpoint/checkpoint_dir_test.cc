@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "common/error.h"
 #include "test_checkpoints.h"
+#include "tests/common/planted_files.h"
 
 namespace hsring::checkpoint {
 namespace {
@@ -274,6 +276,56 @@ TEST(CheckpointDirTest, WriterRemovesStaleTemporaries) {
   test::write_bytes(dir.file(".tmp-step-000000001.hsckpt.99.0"), std::vector<std::byte>(10));
   CheckpointWriter writer(dir.path());
   EXPECT_EQ(list_names(dir.path()), names({}));
+}
+
+// A checkpoint folder another user can write to: names planted where the writer's
+// temporaries used to go (.tmp-NAME.PID.COUNTER, predictable) neither block the write nor
+// receive it, and a symlink at the lock's name is refused, not followed.
+TEST(CheckpointDirTest, PlantedNamesNeitherBlockNorReceiveTheWrite) {
+  TempDir dir, elsewhere;
+  const std::string victim = elsewhere.file("victim");
+  hsring::testing::make_victim(victim);
+  std::mt19937_64 rng(37);
+  CheckpointWriter writer(dir.path());  // removes stale temporaries: plant after it
+  const std::string name = checkpoint_file_name(1);
+  for (int counter = 0; counter < 1000; ++counter)
+    hsring::testing::plant_symlink(
+        dir.file(".tmp-" + name + "." + std::to_string(::getpid()) + "." + std::to_string(counter)),
+        victim);
+  writer.write(random_checkpoint(rng, 1, 1, 10));
+  EXPECT_TRUE(hsring::testing::victim_untouched(victim));
+  EXPECT_EQ(load_latest(dir.path())->checkpoint.step, 1u);
+}
+
+TEST(CheckpointDirTest, SymlinkAtTheLockIsRefused) {
+  TempDir dir, elsewhere;
+  const std::string target = elsewhere.file("created-by-root");
+  hsring::testing::plant_symlink(dir.file(kLockFileName), target);
+  try {
+    CheckpointWriter writer(dir.path());
+    FAIL() << "a symlinked lock was followed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointIo);
+    EXPECT_NE(std::string(e.what()).find("symlink"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(target));
+}
+
+// A folder named like a newer step file was taken for a checkpoint: the rotation tried to
+// unlink it after every write, failed, and so did every checkpoint of the run (issue 33).
+TEST(CheckpointDirTest, AFolderNamedLikeAStepFileIsNoCheckpoint) {
+  TempDir dir;
+  std::mt19937_64 rng(38);
+  fs::create_directories(dir.file(checkpoint_file_name(99) + "/inside"));
+  CheckpointWriter writer(dir.path());
+  for (uint64_t step = 1; step <= 5; ++step) writer.write(random_checkpoint(rng, step, 1, 10));
+  EXPECT_EQ(load_latest(dir.path())->checkpoint.step, 5u);
+  std::vector<std::string> expected = names({3, 4, 5});
+  expected.push_back(checkpoint_file_name(99));
+  std::sort(expected.begin(), expected.end());
+  std::vector<std::string> listed = list_names(dir.path());
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, expected);
 }
 
 TEST(CheckpointDirTest, CreatesTheDirectory) {

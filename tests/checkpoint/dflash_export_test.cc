@@ -14,6 +14,7 @@
 #include "model/float_convert.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
+#include "tests/common/planted_files.h"
 #include "train/dflash_params.h"
 
 namespace hsring::checkpoint {
@@ -179,6 +180,52 @@ TEST_F(DflashExportTest, ReplacesAnExistingExportWhole) {
   const DflashExport e = read_dflash_export(dir_.string());
   EXPECT_EQ(e.params[0], 3.0f);
   EXPECT_EQ(e.layer_ids, (std::vector<int32_t>{2, 5}));
+}
+
+// The export's staging folder was .NAME.tmp-PID-COUNTER, predictable: a symlink planted
+// there to another folder blocked the export (and its files were one step from landing in
+// the other folder). Staging folders are now new folders of random names.
+TEST_F(DflashExportTest, PlantedStagingNamesNeitherBlockNorReceiveTheExport) {
+  const fs::path elsewhere = dir_.string() + "-elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directories(dir_.parent_path());
+  const std::string victim = (elsewhere / "victim").string();
+  hsring::testing::make_victim(victim);
+  for (int counter = 0; counter < 100; ++counter)
+    hsring::testing::plant_symlink(
+        (dir_.parent_path() / ("." + dir_.filename().string() + ".tmp-" +
+                               std::to_string(::getpid()) + "-" + std::to_string(counter)))
+            .string(),
+        elsewhere.string());
+  const Drafter d = small_drafter();
+  write(d);
+  write(d);  // replacing the first
+  EXPECT_EQ(read_dflash_export(dir_.string()).params.size(), d.params.size());
+  EXPECT_TRUE(hsring::testing::victim_untouched(victim));
+  EXPECT_EQ(std::distance(fs::directory_iterator(elsewhere), fs::directory_iterator()), 1);
+  for (const auto& entry : fs::directory_iterator(dir_.parent_path()))
+    if (entry.path().filename().string().starts_with("." + dir_.filename().string() + ".tmp-"))
+      fs::remove(entry.path());
+  fs::remove_all(elsewhere);
+}
+
+TEST_F(DflashExportTest, CarriesTheRunAndStepThatWroteIt) {
+  const Drafter d = small_drafter();
+  write(d);
+  EXPECT_EQ(read_dflash_export(dir_.string()).origin, std::nullopt);
+  EXPECT_EQ(read_dflash_origin(dir_.string()), std::nullopt);
+  const DflashOrigin origin{"ring \"a\"@1234", 77};
+  write_dflash_export(dir_.string(), d.config, d.layer_ids, d.layout, d.params,
+                      {.num_target_layers = 6, .origin = origin});
+  EXPECT_EQ(read_dflash_export(dir_.string()).origin, origin);
+  EXPECT_EQ(read_dflash_origin(dir_.string()), origin);
+  json j = config();
+  j["hsring_origin"] = {{"run", 5}, {"step", 1}};
+  set_config(j);
+  expect_refused(Errc::kCheckpointBadHeader, "hsring_origin", "config.json");
+  j["hsring_origin"] = {{"run", "x"}};
+  set_config(j);
+  expect_refused(Errc::kCheckpointBadHeader, "hsring_origin.step", "config.json");
 }
 
 TEST_F(DflashExportTest, WriterRefusesInconsistentInput) {

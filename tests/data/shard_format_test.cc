@@ -9,6 +9,7 @@
 #include "data/file_io.h"
 #include "data/shard_file.h"
 #include "test_corpus.h"
+#include "tests/common/planted_files.h"
 
 namespace hsring::data {
 namespace {
@@ -101,8 +102,26 @@ TEST(ShardFormatTest, UnfinishedWriterLeavesNothing) {
     ShardWriter writer(dir.file("gone.hstok"), 1, 256);
     writer.add_text_document("abc");
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.file("gone.hstok")));
-  EXPECT_FALSE(std::filesystem::exists(dir.file("gone.hstok.tmp")));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// A corpus folder shared with other users: names planted where the writer's temporary
+// used to go (NAME.tmp) are never written through, and the shard lands whole.
+TEST(ShardFormatTest, PlantedTemporaryNamesAreNeverWrittenThrough) {
+  TempDir dir, elsewhere;
+  const std::string victim = elsewhere.file("victim");
+  hsring::testing::make_victim(victim);
+  hsring::testing::plant_symlink(dir.file("s.hstok.tmp"), victim);
+  {
+    ShardWriter writer(dir.file("s.hstok"), 1, 256);
+    hsring::testing::plant_symlink(dir.file("s.hstok.tmp"),
+                                   victim);  // after the writer's own cleanup
+    writer.add_text_document("abc");
+    writer.finish();
+  }
+  EXPECT_TRUE(hsring::testing::victim_untouched(victim));
+  EXPECT_TRUE(
+      std::filesystem::is_regular_file(std::filesystem::symlink_status(dir.file("s.hstok"))));
 }
 
 // The mask bits of `content` as stored: bit t % 8 of byte t / 8.

@@ -18,6 +18,7 @@
 
 #include "../data/test_corpus.h"
 #include "common/text_file.h"
+#include "tests/common/planted_files.h"
 
 namespace hsring {
 namespace {
@@ -28,6 +29,27 @@ GroupId id_of(uint8_t seed) {
   GroupId id;
   for (size_t i = 0; i < id.size(); ++i) id[i] = uint8_t(seed * 31 + i);
   return id;
+}
+
+// The rendezvous folder is shared by machines and often by users: a symlink planted at any
+// group file's old temporary name (NAME.tmp.HOST.PID) never leads a write to its target.
+TEST(GroupFilesTest, NoWriteGoesThroughAPlantedSymlink) {
+  TempDir dir, elsewhere;
+  const std::string victim = elsewhere.path() + "/victim";
+  testing::make_victim(victim);
+  for (const char* name : {"group", "member-0", "member-1", "broken-1", "stopped-1"})
+    testing::plant_symlink(testing::old_temporary_name(dir.path() + "/" + name, ::getpid()),
+                           victim);
+  GroupFiles leader(dir.path(), 2, 0), member(dir.path(), 2, 1);
+  const uint64_t g = leader.publish(id_of(7));
+  ASSERT_TRUE(member.joinable().has_value()) << member.waiting_for();
+  leader.joined(g);
+  member.joined(g);
+  member.mark_broken(g);
+  leader.mark_stopped(g);
+  EXPECT_TRUE(testing::victim_untouched(victim));
+  EXPECT_TRUE(leader.is_stopped(g));
+  EXPECT_NE(leader.ended(g), "");
 }
 
 TEST(GroupFilesTest, MembersJoinTheLeadersGenerationOnlyOnceItIsPublished) {

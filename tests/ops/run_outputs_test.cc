@@ -1,9 +1,14 @@
 // What `hsring run` leaves for operators: the Prometheus file for node_exporter's textfile
-// collector (--metrics-file) and one log per worker (--log-dir).
+// collector (--metrics-file) and one log per worker (--log-dir); and that none of them can
+// be steered by another user into a file of root's (issue 33: planted symlinks and names).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
+#include "tests/common/planted_files.h"
 #include "tests/crash/process_util.h"
 
 namespace hsring {
@@ -50,6 +55,164 @@ TEST(RunOutputs, UnwritableMetricsFileIsAWarningNotACrash) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("warning: cannot write /nonexistent-dir/hsring.prom"), std::string::npos)
       << run.err;
+}
+
+// A short run of `hsring run` with `extra` flags, started through /bin/sh after `plant`
+// (shell lines run by the very process that then execs hsring: $$ is hsring's pid).
+crash::CommandResult planted_run(const std::string& ring, const std::string& plant,
+                                 const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   plant + "exec \"$@\"",
+                                   "sh",
+                                   crash::bin_dir() + "/hsring",
+                                   "run",
+                                   "--ring",
+                                   ring,
+                                   "--model",
+                                   "synthetic",
+                                   "--batches",
+                                   "20",
+                                   "--quiet",
+                                   "--slots",
+                                   "8",
+                                   "--max-tokens",
+                                   "64",
+                                   "--hidden-size",
+                                   "32"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return crash::run_command(argv, Millis(60000));
+}
+
+// The co-tenant's folder: writable by everyone, as /tmp or a textfile collector's folder.
+struct SharedFolder {
+  crash::TempDir dir;
+  std::string victim = dir.file("victim");
+  SharedFolder() {
+    ::chmod(dir.path().c_str(), 01777);
+    testing::make_victim(victim);
+  }
+};
+
+TEST(RunOutputs, MetricsFileIsNeverWrittenThroughAPlantedSymlink) {
+  SharedFolder shared;
+  const std::string prom = shared.dir.file("hsring.prom");
+  const auto run =
+      planted_run(crash::unique_ring_name(), testing::plant_for_exec(prom, shared.victim),
+                  {"--metrics-file", prom});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(testing::victim_untouched(shared.victim));
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(prom)));
+  EXPECT_NE(crash::read_file(prom).find("hsring_worker_up"), std::string::npos);
+}
+
+TEST(RunOutputs, SummaryJsonIsNeverWrittenThroughAPlantedSymlink) {
+  SharedFolder shared;
+  const std::string summary = shared.dir.file("summary.json");
+  const std::string other = shared.dir.file("other.json");
+  // At the old temporary's name, and at the final name itself.
+  const auto run = planted_run(crash::unique_ring_name(),
+                               testing::plant_for_exec(summary, shared.victim) + "ln -s '" +
+                                   shared.victim + "' '" + other + "'; ",
+                               {"--summary-json", other});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(testing::victim_untouched(shared.victim));
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(other)));
+  EXPECT_TRUE(crash::json_number(crash::read_file(other), "batches_consumed").has_value())
+      << crash::read_file(other);
+  const auto run2 =
+      planted_run(crash::unique_ring_name(), testing::plant_for_exec(summary, shared.victim),
+                  {"--summary-json", summary});
+  ASSERT_EQ(run2.exit_code, 0) << run2.err;
+  EXPECT_TRUE(testing::victim_untouched(shared.victim));
+}
+
+// Without --log-dir the user commands' logs went to $TMPDIR/hsring-RING-PID: a co-tenant
+// who made that folder first, with target-0.log a symlink, got root's output appended to a
+// file of their choice (and could read it). Now the folder is new, random and 0700.
+TEST(RunOutputs, UserCommandLogsGoToAFreshPrivateFolder) {
+  SharedFolder shared;
+  const std::string ring = crash::unique_ring_name();
+  const std::string planted = shared.dir.file("hsring-" + ring + "-");
+  const std::string plant = "mkdir -m 777 '" + planted + "'$$ && ln -s '" + shared.victim + "' '" +
+                            planted + "'$$/target-0.log; ";
+  const auto run = crash::run_command(
+      {"/usr/bin/env",
+       "TMPDIR=" + shared.dir.path(),
+       "/bin/sh",
+       "-c",
+       plant + "exec \"$@\"",
+       "sh",
+       crash::bin_dir() + "/hsring",
+       "run",
+       "--ring",
+       ring,
+       "--model",
+       "synthetic",
+       "--batches",
+       "10",
+       "--slots",
+       "8",
+       "--max-tokens",
+       "64",
+       "--hidden-size",
+       "32",
+       "--targets",
+       "cpu:1",
+       "--target-cmd",
+       "exec " + crash::bin_dir() + "/hsring-target --ring $HSRING_RING --index $HSRING_INDEX"},
+      Millis(60000));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(testing::victim_untouched(shared.victim));
+  const std::string marker = "user command workers log to ";
+  const size_t at = run.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << run.err;
+  const std::string folder = run.err.substr(
+      at + marker.size(), run.err.find(' ', at + marker.size()) - at - marker.size());
+  EXPECT_EQ(folder.rfind(planted, 0), 0u) << folder;
+  struct stat st {};
+  ASSERT_EQ(::lstat(folder.c_str(), &st), 0) << folder;
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(
+      std::filesystem::is_regular_file(std::filesystem::symlink_status(folder + "/target-0.log")));
+  std::filesystem::remove_all(folder);
+}
+
+TEST(RunOutputs, LogDirOfAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a folder to another user needs root";
+  crash::TempDir dir;
+  const std::string logs = dir.file("logs");
+  std::filesystem::create_directory(logs);
+  ASSERT_EQ(::chown(logs.c_str(), 65534, 65534), 0);
+  const std::string ring = crash::unique_ring_name();
+  const auto run = planted_run(ring, "", {"--log-dir", logs});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find(logs), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("uid 65534"), std::string::npos) << run.err;
+  EXPECT_TRUE(std::filesystem::is_empty(logs));
+  EXPECT_FALSE(crash::segment_exists(ring));
+}
+
+TEST(RunOutputs, PlantedLogFilesAreRefusedNotFollowed) {
+  SharedFolder shared;
+  const std::string logs = shared.dir.file("logs");
+  std::filesystem::create_directory(logs);
+  testing::plant_symlink(logs + "/target-0.log", shared.victim);
+  const std::string ring = crash::unique_ring_name();
+  const auto run = planted_run(ring, "", {"--log-dir", logs});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("target-0.log"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("symlink"), std::string::npos) << run.err;
+  EXPECT_TRUE(testing::victim_untouched(shared.victim));
+  EXPECT_FALSE(crash::segment_exists(ring));
+  // A hard link to another file would receive the logs too.
+  std::filesystem::remove(logs + "/target-0.log");
+  std::filesystem::create_hard_link(shared.victim, logs + "/target-0.log");
+  const auto linked = planted_run(crash::unique_ring_name(), "", {"--log-dir", logs});
+  EXPECT_EQ(linked.exit_code, 2) << linked.err;
+  EXPECT_NE(linked.err.find("2 names"), std::string::npos) << linked.err;
+  EXPECT_TRUE(testing::victim_untouched(shared.victim));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/planted_files.h"
 #include "tests/crash/process_util.h"
 
 namespace hsring {
@@ -111,6 +112,35 @@ TEST(SystemdUnits, InstallWritesUnitsConfigAndWants) {
   }
   EXPECT_NE(crash::read_file(dir.file("root") + dir.file("hsring.conf")).find("[run]"),
             std::string::npos);
+}
+
+// `systemd install` into folders another user can write: a symlink planted at each file's
+// old temporary name (PATH.tmp.HOST.PID) never leads root's write to the file it points at.
+TEST(SystemdUnits, InstallNeverWritesThroughPlantedSymlinks) {
+  crash::TempDir reference, dir;
+  ASSERT_EQ(install(reference, 255).exit_code, 0);
+  const std::string victim = dir.file("victim");
+  testing::make_victim(victim);
+  std::string plant;
+  fs::create_directories(unit_dir(dir));
+  for (const auto& entry : fs::directory_iterator(unit_dir(reference)))
+    if (entry.is_regular_file())
+      plant +=
+          testing::plant_for_exec(unit_dir(dir) + "/" + entry.path().filename().string(), victim);
+  const std::string config = dir.file("root") + dir.file("hsring.conf");
+  fs::create_directories(fs::path(config).parent_path());
+  plant += testing::plant_for_exec(config, victim);
+  const auto result = crash::run_command({"/bin/sh", "-c", plant + "exec \"$@\"", "sh",
+                                          crash::bin_dir() + "/hsring", "systemd", "install",
+                                          "--prefix", dir.file("root"), "--config-path",
+                                          dir.file("hsring.conf"), "--systemd-version", "255"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(testing::victim_untouched(victim));
+  for (const auto& entry : fs::directory_iterator(unit_dir(reference)))
+    if (entry.is_regular_file())
+      EXPECT_NE(read_unit(dir, entry.path().filename().string()).find("[Unit]"), std::string::npos)
+          << entry.path().filename();
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(config)));
 }
 
 TEST(SystemdUnits, OlderSystemdGetsNoUnknownKeys) {

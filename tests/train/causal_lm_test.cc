@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "grad_check.h"
 #include "model/cpu_target_model.h"
+#include "tests/common/planted_files.h"
 #include "train/optimizer.h"
 
 namespace hsring::train {
@@ -175,6 +176,32 @@ TEST(CausalLmTest, WrittenFolderLoadsAsTheSameTarget) {
     EXPECT_LT(worst, 1e-5 * scale) << "layer " << k;
   }
   fs::remove_all(dir);
+}
+
+// The staging and set-aside folders beside the output were named by pid, so a co-tenant
+// could plant them; they are new folders of random names now, and a symlink planted at
+// the old names never receives the model (a race before: removed, then created).
+TEST(CausalLmTest, PlantedStagingNamesNeverReceiveTheFolder) {
+  const ModelConfig c = pretrain_model_config(1);
+  CausalLm model(c, 3, 2);
+  const fs::path dir = scratch_dir("planted");
+  const fs::path elsewhere = scratch_dir("planted-elsewhere");
+  fs::create_directories(elsewhere);
+  hsring::testing::make_victim((elsewhere / "victim").string());
+  fs::create_directories(dir.parent_path());
+  for (const char* kind : {".tmp-", ".old-"})
+    hsring::testing::plant_symlink(
+        (dir.parent_path() / ("." + dir.filename().string() + kind + std::to_string(::getpid())))
+            .string(),
+        elsewhere.string());
+  for (int i = 0; i < 2; ++i)  // the second replaces the first
+    write_pretrained_folder(dir, c, causal_lm_weights(c, model.layout(), model.params()),
+                            "{\"format\": \"hsring-pretrain-v1\"}\n");
+  EXPECT_EQ(open_cpu_model(dir.string(), 0, {0})->config().num_layers, 1u);
+  EXPECT_TRUE(hsring::testing::victim_untouched((elsewhere / "victim").string()));
+  EXPECT_EQ(std::distance(fs::directory_iterator(elsewhere), fs::directory_iterator()), 1);
+  fs::remove_all(dir);
+  fs::remove_all(elsewhere);
 }
 
 TEST(CorpusBatcherTest, PacksDocumentsDeterministically) {

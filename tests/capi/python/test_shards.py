@@ -94,3 +94,19 @@ def test_bad_input_is_refused(tmp_path):
     with pytest.raises(ValueError, match="document 1 holds float64"):
         hsring.write_shard(tmp_path / "x.hstok", [[1, 2], [3.7, 1.0]], vocab_size=8)  # not 3, 1
     assert not list(tmp_path.iterdir())
+
+
+def test_a_symlink_planted_at_the_old_temporary_name_is_never_written(tmp_path):
+    """The temporary was PATH.tmp: another user who planted a symlink there had root's
+    write_shard truncate and overwrite the file it pointed at (issue 33)."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"root's secret\n")
+    victim.chmod(0o600)
+    (tmp_path / "shared").mkdir()
+    path = tmp_path / "shared" / "shard-00000.hstok"
+    (tmp_path / "shared" / "shard-00000.hstok.tmp").symlink_to(victim)
+    hsring.write_shard(path, [[1, 2, 3]], vocab_size=256)
+    assert victim.read_bytes() == b"root's secret\n"
+    assert path.is_file() and not path.is_symlink()
+    code, text = inspect(tmp_path / "shared")
+    assert code == 0, text

@@ -1,0 +1,88 @@
+#include "launcher/worker_logs.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "common/error.h"
+
+namespace hsring {
+
+namespace {
+
+// "uid 65534 (nobody)"
+std::string user_text(uid_t uid) {
+  std::string text = "uid " + std::to_string(uid);
+  std::vector<char> buffer(16384);
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr)
+    text += std::string(" (") + found->pw_name + ")";
+  return text;
+}
+
+}  // namespace
+
+void prepare_log_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  struct stat st {};
+  if (ec || ::stat(dir.c_str(), &st) != 0)
+    throw Error(Errc::kUsage, dir,
+                "--log-dir: cannot create the folder: " +
+                    (ec ? ec.message() : std::string(std::strerror(errno))) +
+                    "; give a folder this user can write");
+  if (!S_ISDIR(st.st_mode))
+    throw Error(Errc::kUsage, dir, "--log-dir: not a folder; give a folder");
+  if (st.st_uid != ::geteuid())
+    throw Error(Errc::kUsage, dir,
+                "--log-dir: the folder belongs to " + user_text(st.st_uid) +
+                    ", not to this user (" + user_text(::geteuid()) +
+                    "): its owner could read the workers' logs or plant links in it that "
+                    "redirect them. Give a folder of this user's own");
+}
+
+std::string create_private_log_folder(const std::string& parent, const std::string& ring) {
+  std::string name = parent + "/hsring-" + ring + "-XXXXXX";
+  if (::mkdtemp(name.data()) == nullptr)
+    throw Error(Errc::kSystem, parent,
+                std::string("cannot create a folder for the user commands' logs: ") +
+                    std::strerror(errno) + "; set TMPDIR or give --log-dir");
+  return name;
+}
+
+int open_worker_log(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ELOOP)
+      throw Error(Errc::kUsage, path,
+                  "worker log: a symlink has the log's name; hsring does not write through "
+                  "links. Remove it, or give a --log-dir of this user's own");
+    throw Error(Errc::kSystem, path,
+                std::string("cannot open the worker log: ") + std::strerror(error));
+  }
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0)
+    problem = std::string("cannot stat it: ") + std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = "not a regular file";
+  else if (st.st_uid != ::geteuid())
+    problem = "the file belongs to " + user_text(st.st_uid) + ", who would read the logs";
+  else if (st.st_nlink != 1)
+    problem = "the file has " + std::to_string(st.st_nlink) +
+              " names (a hard link to it elsewhere would receive the logs)";
+  if (problem.empty()) return fd;
+  ::close(fd);
+  throw Error(Errc::kUsage, path,
+              "worker log: " + problem + ". Remove it, or give a --log-dir of this user's own");
+}
+
+}  // namespace hsring
