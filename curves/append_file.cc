@@ -34,9 +34,10 @@ void AppendFile::append(std::string_view bytes) {
     if (n < 0) {
       const int e = errno;
       const bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
-      throw Error(full ? Errc::kCheckpointNoSpace : Errc::kCheckpointIo, path_,
-                  std::string("cannot append: ") + std::strerror(e) +
-                      (full ? " (free space on its file system, or raise the file-size limit)" : ""));
+      throw Error(
+          full ? Errc::kCheckpointNoSpace : Errc::kCheckpointIo, path_,
+          std::string("cannot append: ") + std::strerror(e) +
+              (full ? " (free space on its file system, or raise the file-size limit)" : ""));
     }
     bytes.remove_prefix(size_t(n));
   }

@@ -13,7 +13,7 @@
 namespace hsring::curves {
 
 struct Scalar {
-  std::string tag;  // "train/loss": TensorBoard groups the charts by the part before '/'
+  std::string tag;   // "train/loss": TensorBoard groups the charts by the part before '/'
   double value = 0;  // written as a float, TensorBoard's simple_value
 };
 

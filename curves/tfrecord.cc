@@ -1,7 +1,7 @@
 #include "curves/tfrecord.h"
 
-#include <boost/crc.hpp>
 #include <bit>
+#include <boost/crc.hpp>
 
 namespace hsring::curves {
 

@@ -107,8 +107,8 @@ std::unique_ptr<TrainingCurves> TrainingCurves::open(const std::string& run_dir,
     remove_event_files(events_dir);
     curves->events_ = std::make_unique<EventFileWriter>(EventFileWriter::create(events_dir));
     for (const Json& j : kept)
-      curves->events_->write_scalars(int64_t(j["step"].get<uint64_t>()),
-                                     j.value("wall_time", 0.0), scalars_of(j));
+      curves->events_->write_scalars(int64_t(j["step"].get<uint64_t>()), j.value("wall_time", 0.0),
+                                     scalars_of(j));
     curves->last_step_ = start_step;
   } catch (const std::exception& e) {
     curves->fail(e.what());

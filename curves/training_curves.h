@@ -30,15 +30,15 @@ inline constexpr const char* kTensorboardFolder = "tensorboard";
 
 // One optimizer step, as drafter 0 saw it.
 struct StepRecord {
-  uint64_t step = 0;       // updates applied, this one included
-  double wall_time = 0;    // seconds since the Unix epoch, when the step ended
-  double loss = 0;         // the objective's loss on drafter 0's batch, before the update
+  uint64_t step = 0;             // updates applied, this one included
+  double wall_time = 0;          // seconds since the Unix epoch, when the step ended
+  double loss = 0;               // the objective's loss on drafter 0's batch, before the update
   double acceptance_length = 0;  // DFlash: teacher-forced tau on that batch (0: no drafting)
-  double agreement = 0;    // top-1 agreement with the labels
+  double agreement = 0;          // top-1 agreement with the labels
   double lr = 0;
-  double grad_norm = 0;    // the group's gradient, before clipping
-  double step_ms = 0;      // drafter 0's step: forward, backward, all-reduce, update
-  double tokens_per_s = 0; // label positions trained by every drafter, per second of wall time
+  double grad_norm = 0;     // the group's gradient, before clipping
+  double step_ms = 0;       // drafter 0's step: forward, backward, all-reduce, update
+  double tokens_per_s = 0;  // label positions trained by every drafter, per second of wall time
   // Fraction of the wall time since the previous record spent in each role's work (mean
   // over the ring's processes of that role); none when nothing was timed.
   std::optional<double> target_busy, drafter_busy;

@@ -103,11 +103,11 @@ class TrainingLoop {
   uint64_t last_checkpoint_step_ = 0;
   uint64_t trained_watermark_ = 0;  // ring batch ids below it are all consumed
   double loss_ema_ = -1, agreement_ema_ = 0, acceptance_ema_ = 0;
-  uint64_t batch_id_ = 0;  // of the batch last copied out of the ring
+  uint64_t batch_id_ = 0;                           // of the batch last copied out of the ring
   std::unique_ptr<curves::TrainingCurves> curves_;  // the leader's, with a run folder
   std::optional<BusyFractions> busy_;
-  uint64_t curve_tokens_ = 0;    // TrainingProgress.tokens at the previous record
-  uint64_t curve_time_ns_ = 0;   // and when it was read
+  uint64_t curve_tokens_ = 0;   // TrainingProgress.tokens at the previous record
+  uint64_t curve_time_ns_ = 0;  // and when it was read
 };
 
 void TrainingLoop::set_up() {
@@ -336,10 +336,9 @@ void TrainingLoop::record_curves(const train::StepStats& stats) {
   // Every member's tokens (each adds its own to the ring's count as it publishes).
   const uint64_t tokens = ring_.header().training.tokens.load(std::memory_order_relaxed);
   const uint64_t now = monotonic_ns();
-  r.tokens_per_s = now > curve_time_ns_
-                       ? double(tokens - std::min(tokens, curve_tokens_)) /
-                             (double(now - curve_time_ns_) * 1e-9)
-                       : 0;
+  r.tokens_per_s = now > curve_time_ns_ ? double(tokens - std::min(tokens, curve_tokens_)) /
+                                              (double(now - curve_time_ns_) * 1e-9)
+                                        : 0;
   curve_tokens_ = tokens;
   curve_time_ns_ = now;
   const BusyFractions::Reading busy = busy_->next();
@@ -347,8 +346,7 @@ void TrainingLoop::record_curves(const train::StepStats& stats) {
   r.drafter_busy = busy.drafter;
   if (stats.accepted_at.size() > 1 && stats.accepted_at[0] > 0)
     for (size_t j = 1; j < stats.accepted_at.size(); ++j)
-      r.position_acceptance.push_back(double(stats.accepted_at[j]) /
-                                      double(stats.accepted_at[0]));
+      r.position_acceptance.push_back(double(stats.accepted_at[j]) / double(stats.accepted_at[0]));
   curves_->record(r);
 }
 
@@ -358,8 +356,8 @@ int TrainingLoop::run() {
     // After the resume: the curves continue from the loaded checkpoint's step.
     curves_ = curves::TrainingCurves::open(options_.run_dir, trainer().optimizer_step());
     if (curves_->dropped() > 0)
-      log_line("training curves: dropped " + std::to_string(curves_->dropped()) +
-               " step(s) past " + std::to_string(trainer().optimizer_step()) +
+      log_line("training curves: dropped " + std::to_string(curves_->dropped()) + " step(s) past " +
+               std::to_string(trainer().optimizer_step()) +
                " that an earlier start trained; they are trained again");
     busy_.emplace(ring_);
     curve_tokens_ = ring_.header().training.tokens.load(std::memory_order_relaxed);
