@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
   app.add_option("--export", training.export_path,
                  "Training: where the drafter is exported at a clean stop: a DFlash folder "
                  "(--objective dflash), a safetensors file (same-position)");
+  app.add_option("--run-dir", training.run_dir,
+                 "Training: the run folder, where drafter 0 writes metrics.jsonl and "
+                 "tensorboard/ (none: no curves)");
   app.add_option("--nnodes", training.nnodes,
                  "Training: machines whose drafters train one model (NCCL across them)")
       ->check(CLI::Range(1u, kMaxNodes));

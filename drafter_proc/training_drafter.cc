@@ -17,6 +17,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "curves/training_curves.h"
+#include "drafter_proc/busy_fractions.h"
 #include "drafter_proc/drafter_worker.h"
 #include "drafter_proc/grad_exchange.h"
 #include "drafter_proc/training_backend.h"
@@ -79,6 +81,8 @@ class TrainingLoop {
   enum class BatchCopy { kCopied, kTorn };
   BatchCopy copy_out(BatchConsumer& consumer, const ClaimedBatch& batch);
   void publish(const train::StepStats& stats);
+  // Drafter 0 of node 0: appends the step to the run's curves.
+  void record_curves(const train::StepStats& stats);
   TrainingPosition position();
   void write_checkpoint();
   void finish();
@@ -99,7 +103,11 @@ class TrainingLoop {
   uint64_t last_checkpoint_step_ = 0;
   uint64_t trained_watermark_ = 0;  // ring batch ids below it are all consumed
   double loss_ema_ = -1, agreement_ema_ = 0, acceptance_ema_ = 0;
-  uint64_t batch_id_ = 0;  // of the batch last copied out of the ring
+  uint64_t batch_id_ = 0;                           // of the batch last copied out of the ring
+  std::unique_ptr<curves::TrainingCurves> curves_;  // the leader's, with a run folder
+  std::optional<BusyFractions> busy_;
+  uint64_t curve_tokens_ = 0;   // TrainingProgress.tokens at the previous record
+  uint64_t curve_time_ns_ = 0;  // and when it was read
 };
 
 void TrainingLoop::set_up() {
@@ -310,8 +318,51 @@ TrainingLoop::BatchCopy TrainingLoop::copy_out(BatchConsumer& consumer, const Cl
   return BatchCopy::kTorn;
 }
 
+void TrainingLoop::record_curves(const train::StepStats& stats) {
+  // A skipped update did not advance the step: its record would repeat the previous one's.
+  if (!curves_ || stats.skipped) return;
+  curves::StepRecord r;
+  r.step = stats.step;
+  r.wall_time = double(std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count()) *
+                1e-6;
+  r.loss = stats.loss;
+  r.acceptance_length = stats.acceptance_length;
+  r.agreement = stats.agreement;
+  r.lr = stats.lr;
+  r.grad_norm = stats.grad_norm;
+  r.step_ms = stats.step_ms;
+  // Every member's tokens (each adds its own to the ring's count as it publishes).
+  const uint64_t tokens = ring_.header().training.tokens.load(std::memory_order_relaxed);
+  const uint64_t now = monotonic_ns();
+  r.tokens_per_s = now > curve_time_ns_ ? double(tokens - std::min(tokens, curve_tokens_)) /
+                                              (double(now - curve_time_ns_) * 1e-9)
+                                        : 0;
+  curve_tokens_ = tokens;
+  curve_time_ns_ = now;
+  const BusyFractions::Reading busy = busy_->next();
+  r.target_busy = busy.target;
+  r.drafter_busy = busy.drafter;
+  if (stats.accepted_at.size() > 1 && stats.accepted_at[0] > 0)
+    for (size_t j = 1; j < stats.accepted_at.size(); ++j)
+      r.position_acceptance.push_back(double(stats.accepted_at[j]) / double(stats.accepted_at[0]));
+  curves_->record(r);
+}
+
 int TrainingLoop::run() {
   session_.set_state(ProcessState::kRunning);
+  if (leader() && !options_.run_dir.empty()) {
+    // After the resume: the curves continue from the loaded checkpoint's step.
+    curves_ = curves::TrainingCurves::open(options_.run_dir, trainer().optimizer_step());
+    if (curves_->dropped() > 0)
+      log_line("training curves: dropped " + std::to_string(curves_->dropped()) + " step(s) past " +
+               std::to_string(trainer().optimizer_step()) +
+               " that an earlier start trained; they are trained again");
+    busy_.emplace(ring_);
+    curve_tokens_ = ring_.header().training.tokens.load(std::memory_order_relaxed);
+    curve_time_ns_ = monotonic_ns();
+  }
   ProcessEntry& entry = session_.entry();
   BatchConsumer consumer(session_, options_.seed);
   consumer.set_copy_poller(backend_->copy_poller());
@@ -362,6 +413,7 @@ int TrainingLoop::run() {
     if (stats.skipped)
       log_line("step " + std::to_string(stats.step) + " skipped: the gradient was not finite");
     publish(stats);
+    record_curves(stats);
     if (options_.checkpoint_every > 0 && stats.step % options_.checkpoint_every == 0 &&
         stats.step != last_checkpoint_step_)
       write_checkpoint();

@@ -11,10 +11,10 @@
 // through drafter_proc/grad_exchange.h (GPU drafters: NCCL), so the replicas stay bit-identical.
 // With --nnodes the group spans machines: every node's drafters, ranked node by node,
 // all-reduce through NCCL and meet through a shared folder (group_files.h); their
-// checkpoint folder is shared too. Drafter 0 of node 0 alone writes checkpoints and the
-// export; each node's drafter 0 writes its ring's TrainingProgress. A member whose group
-// breaks (a peer died or restarted) exits with kExitGroupRestart; the launcher restarts it
-// and every member reloads the newest checkpoint.
+// checkpoint folder is shared too. Drafter 0 of node 0 alone writes checkpoints, the
+// training curves and the export; each node's drafter 0 writes its ring's TrainingProgress. A
+// member whose group breaks (a peer died or restarted) exits with kExitGroupRestart; the launcher
+// restarts it and every member reloads the newest checkpoint.
 #pragma once
 
 #include <cstdint>
@@ -59,11 +59,14 @@ struct TrainingDrafterOptions {
   std::string checkpoint_dir;     // "" : no checkpoints, no resume
   uint64_t checkpoint_every = 0;  // steps; 0: only at a clean stop
   uint32_t keep_checkpoints = 3;
-  std::string export_path;              // safetensors of the weights at a clean stop; "" : none
-  uint32_t nnodes = 1;                  // machines whose drafters form one group
-  uint32_t node_rank = 0;               // this machine's
-  std::string rendezvous_dir;           // nnodes > 1: the folder every machine sees
-  TrainingBackendFactory make_backend;  // same-position; empty: the CPU
+  std::string export_path;  // safetensors of the weights at a clean stop; "" : none
+  // The run folder: drafter 0 of node 0 writes the training curves there
+  // (curves/training_curves.h); "" : none.
+  std::string run_dir;
+  uint32_t nnodes = 1;                       // machines whose drafters form one group
+  uint32_t node_rank = 0;                    // this machine's
+  std::string rendezvous_dir;                // nnodes > 1: the folder every machine sees
+  TrainingBackendFactory make_backend;       // same-position; empty: the CPU
   DflashBackendFactory make_dflash_backend;  // DFlash; empty: the CPU
 };
 

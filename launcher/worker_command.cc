@@ -69,6 +69,8 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
                              std::to_string(options.train_seed),
                              "--checkpoint-dir",
                              plan.checkpoint_dir,
+                             "--run-dir",
+                             options.run_dir,
                              "--checkpoint-every",
                              std::to_string(options.checkpoint_every),
                              "--keep-checkpoints",

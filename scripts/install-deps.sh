@@ -4,7 +4,7 @@
 # of formatting and of the changed files).
 set -euo pipefail
 packages=(cmake g++ make libboost-dev liburing-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-          libfmt-dev libgtest-dev systemd)
+          libfmt-dev libgtest-dev systemd libprotobuf-dev protobuf-compiler)
 [ "${1:-}" = "--tests" ] && packages+=(clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do

@@ -65,6 +65,7 @@ LossStats dflash_loss_stats(const DflashStats& s, size_t tokens) {
   stats.agreed = s.agreed;
   stats.agreement = s.counted ? double(s.agreed) / double(s.counted) : 0;
   stats.acceptance_length = s.acceptance_length;
+  stats.accepted_at = s.accepted_at;
   return stats;
 }
 

@@ -40,6 +40,9 @@ struct LossStats {
   // The DFlash objective's teacher-forced acceptance length (tau, tokens per target forward
   // under greedy verification, bonus token included); 0 for the same-position objective.
   double acceptance_length = 0;
+  // DFlash: [B], accepted_at[j] blocks whose positions 1..j all matched, accepted_at[0] the
+  // blocks (DflashStats'); empty for the same-position objective.
+  std::vector<uint64_t> accepted_at;
 };
 
 // Throws Error(kBadInput) naming the first problem: an empty batch, mismatched lengths,

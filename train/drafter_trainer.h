@@ -34,6 +34,7 @@ struct StepStats {
   bool skipped = false;  // non-finite gradient: the update was not applied
   double step_ms = 0;    // forward + backward + update, wall clock
   double tokens_per_s = 0;
+  std::vector<uint64_t> accepted_at;  // LossStats'
 };
 
 // Everything a checkpoint holds of a trainer, as host buffers of layout().total floats.

@@ -69,6 +69,7 @@ StepStats DrafterTrainer::step_stats(const LossStats& loss, const UpdateStats& u
   s.skipped = update.skipped;
   s.step_ms = seconds * 1e3;
   s.tokens_per_s = seconds > 0 ? double(loss.tokens) / seconds : 0;
+  s.accepted_at = loss.accepted_at;
   return s;
 }
 

@@ -1,10 +1,11 @@
 // End-to-end drafter training through `hsring run` with the tiny target on the built-in
 // corpus: the loss falls; a SIGKILLed drafter resumes from its last checkpoint and its
-// step count continues from there; --resume continues a finished run's curve; damaged
-// checkpoints are skipped with a warning, and a folder with none valid stops the run
-// instead of silently training from zero.
+// step count continues from there, its curves (metrics.jsonl) too; --resume continues a finished
+// run's curve; damaged checkpoints are skipped with a warning, and a folder with none valid stops
+// the run instead of silently training from zero.
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "tests/crash/launcher_fixture.h"
@@ -36,6 +37,21 @@ std::vector<std::string> checkpoints_in(const std::string& dir) {
     if (entry.path().extension() == ".hsckpt") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// The steps of RUN_DIR/metrics.jsonl (curves/training_curves.h), in file order.
+std::vector<uint64_t> curve_steps(const std::string& run_dir) {
+  std::vector<uint64_t> steps;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    steps.push_back(nlohmann::json::parse(line).at("step").get<uint64_t>());
+  return steps;
+}
+
+std::vector<uint64_t> one_to(uint64_t n) {
+  std::vector<uint64_t> steps(n);
+  for (uint64_t i = 0; i < n; ++i) steps[i] = i + 1;
+  return steps;
 }
 
 class TrainingRunTest : public LauncherTest {
@@ -206,6 +222,9 @@ TEST_F(TrainingRunTest, KilledDrafterResumesFromItsCheckpoint) {
   EXPECT_LT(steps, 160);
   EXPECT_GT(steps, 160 - 10 - 8);
   EXPECT_LT(summary("final_loss"), 0.5 * summary("initial_loss"));
+  // The curves' resume rule: the restarted drafter dropped the steps its predecessor took
+  // past the checkpoint and took them again; each step is recorded once, in order.
+  EXPECT_EQ(curve_steps(run_dir()), one_to(uint64_t(steps))) << log;
 }
 
 // Two CPU drafters train one model, averaging gradients: a step takes two batches.

@@ -41,6 +41,8 @@ TEST(WorkerCommandTest, EachNodesWorkersLearnTheirPlaceInTheGroup) {
   EXPECT_EQ(value_of(drafter, "--node-rank"), "2");
   EXPECT_EQ(value_of(drafter, "--rendezvous-dir"), "/shared/runs/r1/rendezvous");
   EXPECT_EQ(value_of(drafter, "--checkpoint-dir"), "/shared/runs/r1/checkpoints");
+  // Where drafter 0 writes the training curves (metrics.jsonl, tensorboard/).
+  EXPECT_EQ(value_of(drafter, "--run-dir"), "/shared/runs/r1");
   // --rendezvous-dir chooses another folder.
   o.rendezvous_dir = "/fast/rv";
   EXPECT_EQ(value_of(worker_argv(o, Role::kDrafter, 0, 5, "/bin"), "--rendezvous-dir"), "/fast/rv");

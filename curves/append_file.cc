@@ -1,0 +1,46 @@
+#include "curves/append_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace hsring::curves {
+
+AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw Error(Errc::kCheckpointIo, path_,
+                std::string("cannot open for appending: ") + std::strerror(errno) +
+                    " (check the run folder's permissions, or give another --run-dir)");
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AppendFile::AppendFile(AppendFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+void AppendFile::append(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      const bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
+      throw Error(
+          full ? Errc::kCheckpointNoSpace : Errc::kCheckpointIo, path_,
+          std::string("cannot append: ") + std::strerror(e) +
+              (full ? " (free space on its file system, or raise the file-size limit)" : ""));
+    }
+    bytes.remove_prefix(size_t(n));
+  }
+}
+
+}  // namespace hsring::curves
