@@ -419,6 +419,11 @@ OPTIMIZERS = {
     # clip 0.5, warmup_ratio 0.015, cosine to 0.
     "specforge": dict(lr=1e-4, min_lr=0.0, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                       clip=0.5, warmup=lambda steps: int(0.015 * steps)),
+    # What SpecForge's own DFlash recipes set over those defaults
+    # (examples/configs/qwen3-8b-dflash-online.yaml: learning_rate 6e-4, max_grad_norm 1.0,
+    # warmup_ratio 0.04).
+    "specforge-example": dict(lr=6e-4, min_lr=0.0, betas=(0.9, 0.999), eps=1e-8,
+                              weight_decay=0.0, clip=1.0, warmup=lambda steps: int(0.04 * steps)),
 }
 
 
