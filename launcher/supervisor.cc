@@ -277,6 +277,10 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
 
 void Supervisor::on_exit_while_draining(const Worker& w, int wait_status) {
   if (w.role != Role::kDrafter || !runs_model(options_)) return;  // nothing left to save
+  // A user command's shell may die of the drain's own SIGTERM while the drafter it started
+  // finishes (the drain waits for the command's whole process group): for a command only an
+  // exit status of its own says that it failed.
+  if (w.user_command && !WIFEXITED(wait_status)) return;
   const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
   // A group member that stopped because its group or another machine did: its leader saves.
   if (code == kExitOk || code == kExitGroupStopped || code == kExitGroupRestart) return;
