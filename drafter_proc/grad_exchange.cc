@@ -233,6 +233,9 @@ GradExchange::Verdict GradExchange::classify(uint64_t step, const PeerWatch* pee
         restart_reason_ = who + " restarted (epoch " + std::to_string(e) + ")";
         return Verdict::kRestart;
       }
+      // Its post of this step is there: whether it has exited since (a member that posted
+      // the run's last step and left) does not matter, its buffer is complete.
+      if (p == step || p == step + 1) continue;
       if (peers) {
         const PeerStatus st = (*peers)(m);
         if ((st.epoch & SlotState::kEpochMask) != e || !st.alive) {
@@ -240,7 +243,6 @@ GradExchange::Verdict GradExchange::classify(uint64_t step, const PeerWatch* pee
           return Verdict::kRestart;
         }
       }
-      if (p == step || p == step + 1) continue;
       if (p + 1 == step) {
         verdict = Verdict::kWait;
         continue;

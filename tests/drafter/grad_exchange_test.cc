@@ -200,6 +200,34 @@ TEST_F(GradExchangeTest, ADrainFinishesTheStepOfLivePeers) {
   EXPECT_LT(Clock::now() - start, 1s);
 }
 
+// A member that posted a step and exited (the run's last step, then its drain) still
+// counts for that step: its buffer is complete. Its death breaks the group only at a step
+// it did not post.
+TEST_F(GradExchangeTest, APeerThatPostedAndLeftStillCountsForThatStep) {
+  auto a = GradExchange::open(name_, 2, 0, 64, kStamp);
+  auto b = GradExchange::open(name_, 2, 1, 64, kStamp);
+  a->join(100, 1);
+  b->join(101, 1);
+  std::vector<float> gb(64, 1);
+  std::thread tb([&] {
+    EXPECT_EQ(b->all_reduce(1, gb, 1, all_alive, [] { return true; }), ExchangeResult::kReduced);
+  });
+  std::vector<float> g(64, 3);
+  ASSERT_EQ(a->all_reduce(1, g, 1, all_alive, [] { return true; }), ExchangeResult::kReduced);
+  tb.join();
+  // b posts step 2 and leaves before a looks.
+  std::fill(gb.begin(), gb.end(), 5.0f);
+  std::thread late([&] { (void)b->all_reduce(2, gb, 1, all_alive, [] { return false; }); });
+  std::this_thread::sleep_for(100ms);
+  const PeerWatch b_gone = [](uint32_t m) { return PeerStatus{100 + m, m == 0}; };
+  std::fill(g.begin(), g.end(), 1.0f);
+  EXPECT_EQ(a->all_reduce(2, g, 1, b_gone, [] { return true; }), ExchangeResult::kReduced);
+  EXPECT_FLOAT_EQ(g[0], 3.0f);
+  late.join();
+  // Step 3, which b never posts: its death now breaks the group.
+  EXPECT_EQ(a->all_reduce(3, g, 1, b_gone, [] { return true; }), ExchangeResult::kGroupRestart);
+}
+
 // After an exchange, a peer's new incarnation (another epoch) breaks the group.
 TEST_F(GradExchangeTest, ARestartedPeerBreaksTheGroup) {
   std::atomic<uint32_t> epoch_b{101};
