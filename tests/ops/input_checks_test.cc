@@ -314,10 +314,9 @@ class SmallDisk {
   std::string why_;
 };
 
-TEST(RunsThatFail, AFullDiskForTheFinalCheckpointFailsTheRun) {
-  crash::TempDir dir;
-  SmallDisk disk(dir.file("checkpoints"), "16k");
-  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+// A short tiny-model run in `dir` one of whose folders (the checkpoints or the run folder)
+// the caller put on a 16 KiB tmpfs: it must fail as work not saved, naming the full disk.
+crash::CommandResult run_with_a_full_disk(const crash::TempDir& dir) {
   RingCleanup ring;
   const auto r =
       crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
@@ -328,22 +327,21 @@ TEST(RunsThatFail, AFullDiskForTheFinalCheckpointFailsTheRun) {
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("error: the run's work is not saved: drafter 0"), std::string::npos)
       << r.err;
+  return r;
+}
+
+TEST(RunsThatFail, AFullDiskForTheFinalCheckpointFailsTheRun) {
+  crash::TempDir dir;
+  SmallDisk disk(dir.file("checkpoints"), "16k");
+  if (!disk.mounted()) GTEST_SKIP() << disk.why();
+  run_with_a_full_disk(dir);
 }
 
 TEST(RunsThatFail, AFullDiskForTheExportFailsTheRun) {
   crash::TempDir dir;
   SmallDisk disk(dir.file("run"), "16k");
   if (!disk.mounted()) GTEST_SKIP() << disk.why();
-  RingCleanup ring;
-  const auto r =
-      crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
-                          "--run-dir", dir.file("run"), "--checkpoint-dir", dir.file("checkpoints"),
-                          "--batches", "4", "--quiet", "--max-tokens", "128"},
-                         Millis(60000));
-  EXPECT_EQ(r.exit_code, kWorkNotSaved) << r.err;
-  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("error: the run's work is not saved: drafter 0"), std::string::npos)
-      << r.err;
+  const auto r = run_with_a_full_disk(dir);
   // Nor is an export evaluated: there is none of this run.
   EXPECT_EQ(r.err.find("evaluating the exported drafter"), std::string::npos) << r.err;
 }

@@ -136,32 +136,10 @@ TEST(RunOutputs, UserCommandLogsGoToAFreshPrivateFolder) {
   const std::string planted = shared.dir.file("hsring-" + ring + "-");
   const std::string plant = "mkdir -m 777 '" + planted + "'$$ && ln -s '" + shared.victim + "' '" +
                             planted + "'$$/target-0.log; ";
-  const auto run = crash::run_command(
-      {"/usr/bin/env",
-       "TMPDIR=" + shared.dir.path(),
-       "/bin/sh",
-       "-c",
-       plant + "exec \"$@\"",
-       "sh",
-       crash::bin_dir() + "/hsring",
-       "run",
-       "--ring",
-       ring,
-       "--model",
-       "synthetic",
-       "--batches",
-       "10",
-       "--slots",
-       "8",
-       "--max-tokens",
-       "64",
-       "--hidden-size",
-       "32",
-       "--targets",
-       "cpu:1",
-       "--target-cmd",
-       "exec " + crash::bin_dir() + "/hsring-target --ring $HSRING_RING --index $HSRING_INDEX"},
-      Millis(60000));
+  const auto run = planted_run(
+      ring, "export TMPDIR='" + shared.dir.path() + "'; " + plant,
+      {"--targets", "cpu:1", "--target-cmd",
+       "exec " + crash::bin_dir() + "/hsring-target --ring $HSRING_RING --index $HSRING_INDEX"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(testing::victim_untouched(shared.victim));
   const std::string marker = "user command workers log to ";
