@@ -12,11 +12,15 @@ namespace hsring {
 
 namespace {
 
+// The run no longer runs: what is READY is all that may still come.
+bool draining(const Ring& ring) noexcept {
+  return ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning);
+}
+
 // True when no more batches will arrive to make up hs_min_ready: the ring drains, or
 // every target has published its whole shard.
 bool no_more_batches(const Ring& ring) noexcept {
-  if (ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning))
-    return true;
+  if (draining(ring)) return true;
   for (uint32_t t = 0; t < ring.shape().num_targets; ++t) {
     if (ring.target_progress(t).exhausted.load(std::memory_order_acquire) == 0) return false;
   }
@@ -55,11 +59,6 @@ uint32_t nth_set_bit(const uint64_t* bits, uint32_t words, uint32_t rank) noexce
 // The run has stopped for good (the launcher's last word): no batch will become READY.
 bool stopped(const Ring& ring) noexcept {
   return ring.header().run_state.load(std::memory_order_acquire) == uint32_t(RunState::kStopped);
-}
-
-// The run no longer runs: what is READY is all that may still come.
-bool draining(const Ring& ring) noexcept {
-  return ring.header().run_state.load(std::memory_order_acquire) != uint32_t(RunState::kRunning);
 }
 
 // The READY slot holding `batch_id`, or (with `any`) the READY slot of the smallest id;
