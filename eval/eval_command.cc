@@ -4,37 +4,16 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "builtin/pretrain.h"
 #include "common/error.h"
 #include "common/text_file.h"
-#include "data/default_corpus.h"
-#include "data/token_batch.h"
+#include "eval/cpu_evaluate.h"
 #include "eval/speculative_decode.h"
 #include "train/dflash_params.h"
 
 namespace hsring::eval {
 namespace {
-
-[[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModelBadInput, what); }
-
-// The drafter must read the very target it was trained against: its width, vocabulary and
-// layer numbering.
-void check_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter) {
-  const train::DflashConfig& c = drafter.config;
-  if (c.target_hidden != target.hidden_size)
-    bad_input("the drafter's hidden_size " + std::to_string(c.target_hidden) + " is not target " +
-              target.name + "'s " + std::to_string(target.hidden_size) +
-              ": it was trained against another model");
-  if (c.vocab_size != target.vocab_size)
-    bad_input("the drafter's vocab_size " + std::to_string(c.vocab_size) + " is not target " +
-              target.name + "'s " + std::to_string(target.vocab_size));
-  if (drafter.num_target_layers != target.num_layers)
-    bad_input("the drafter's num_target_layers " + std::to_string(drafter.num_target_layers) +
-              " is not target " + target.name + "'s " + std::to_string(target.num_layers) +
-              " layers");
-}
 
 // --dump-block: the first block of the first prompt, its context and its logits.
 void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
@@ -62,130 +41,21 @@ void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& dr
 
 }  // namespace
 
-std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, uint32_t count,
-                                                   uint32_t prompt_tokens) {
-  std::vector<std::vector<int32_t>> prompts;
-  const auto& shards = corpus.shards();
-  for (size_t si = shards.size(); si-- > 0 && prompts.size() < count;) {
-    const data::ShardInfo& shard = shards[si];
-    for (size_t d = shard.doc_offsets.size() - 1; d-- > 0 && prompts.size() < count;) {
-      const uint64_t begin = shard.doc_offsets[d], end = shard.doc_offsets[d + 1];
-      if (end - begin < prompt_tokens || prompt_tokens == 0) continue;
-      const data::Piece piece{uint32_t(si), prompt_tokens, begin};
-      data::BatchRef ref;
-      ref.pieces = std::span<const data::Piece>(&piece, 1);
-      ref.token_count = prompt_tokens;
-      prompts.push_back(data::read_batch(corpus, ref).tokens);
-    }
-  }
-  if (prompts.empty())
-    throw Error(Errc::kDataEmptyCorpus, "corpus " + corpus.dir() + " has no document of at least " +
-                                            std::to_string(prompt_tokens) + " tokens for a prompt");
-  return prompts;
-}
-
-EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
-                    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
-                    uint32_t threads) {
-  check_fits(target.config(), drafter);
-  const ModelWeights& w = target.weights();
-  train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
-  std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());
-
-  EvalReport report;
-  const size_t bs = drafter.config.block_size;
-  report.block_size = uint32_t(bs);
-  std::vector<uint64_t> verified(bs, 0), accepted(bs, 0);
-  uint64_t produced_sum = 0, steps = 0;
-  for (const std::vector<int32_t>& prompt : prompts) {
-    SpeculativeResult r =
-        speculative_decode(target, model, drafter.layer_ids, prompt, max_new_tokens);
-    PromptResult p;
-    p.prompt = prompt;
-    p.output = std::move(r.tokens);
-    p.greedy = greedy_decode(target, prompt, max_new_tokens);
-    p.matches_greedy = p.output == p.greedy;
-    p.produced = std::move(r.produced);
-    uint64_t sum = 0;
-    for (const uint32_t n : p.produced) sum += n;
-    p.acceptance_length = p.produced.empty() ? 0 : double(sum) / double(p.produced.size());
-    produced_sum += sum;
-    steps += p.produced.size();
-    for (size_t j = 0; j < bs; ++j) {
-      verified[j] += r.verified[j];
-      accepted[j] += r.accepted[j];
-    }
-    report.matches_greedy = report.matches_greedy && p.matches_greedy;
-    report.target_forwards += 1 + p.produced.size();  // the prefill, then one per step
-    report.generated_tokens += p.output.size();
-    report.prompts.push_back(std::move(p));
-  }
-  report.acceptance_length = steps ? double(produced_sum) / double(steps) : 0;
-  for (size_t j = 1; j < bs; ++j)
-    report.position_acceptance.push_back(verified[j] ? double(accepted[j]) / double(verified[j])
-                                                     : 0);
-  report.ideal_speedup = report.acceptance_length;
-  return report;
-}
-
-std::string eval_report_json(const EvalReport& report) {
-  nlohmann::json j;
-  j["acceptance_length"] = report.acceptance_length;
-  j["position_acceptance"] = report.position_acceptance;
-  j["ideal_speedup"] = report.ideal_speedup;
-  j["matches_greedy"] = report.matches_greedy;
-  j["block_size"] = report.block_size;
-  j["target_forwards"] = report.target_forwards;
-  j["generated_tokens"] = report.generated_tokens;
-  j["prompts"] = nlohmann::json::array();
-  for (const PromptResult& p : report.prompts)
-    j["prompts"].push_back({{"prompt", p.prompt},
-                            {"output", p.output},
-                            {"greedy", p.greedy},
-                            {"produced", p.produced},
-                            {"acceptance_length", p.acceptance_length},
-                            {"matches_greedy", p.matches_greedy}});
-  return j.dump(2) + "\n";
-}
-
-std::string eval_report_text(const EvalReport& report) {
-  std::ostringstream s;
-  char line[128];
-  std::snprintf(line, sizeof line, "acceptance length (tau) %.3f tokens per target forward\n",
-                report.acceptance_length);
-  s << line;
-  s << "position acceptance (1.." << (report.block_size - 1) << "):";
-  for (const double a : report.position_acceptance) {
-    std::snprintf(line, sizeof line, " %.2f", a);
-    s << line;
-  }
-  std::snprintf(line, sizeof line,
-                "\nideal speed-up %.2fx (drafting free, verification as one decode step)\n",
-                report.ideal_speedup);
-  s << line;
-  size_t matched = 0;
-  for (const PromptResult& p : report.prompts) matched += p.matches_greedy;
-  s << "matches greedy: " << (report.matches_greedy ? "yes" : "NO") << " (" << matched << " of "
-    << report.prompts.size() << " prompts; " << report.generated_tokens << " tokens, "
-    << report.target_forwards << " target forwards)\n";
-  return s.str();
-}
-
 TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uint64_t model_seed,
                                                    const std::string& export_dir,
-                                                   uint64_t train_seed, uint32_t prompts,
+                                                   uint64_t train_seed, const PromptChoice& prompts,
                                                    uint32_t threads) {
-  const EvalOptions defaults;
   const checkpoint::DflashExport trained = checkpoint::read_dflash_export(export_dir);
-  check_fits(model_config_of(model), trained);
+  const ModelConfig config = model_config_of(model);
+  check_drafter_fits(config, trained);
+  const ChosenPrompts chosen = choose_prompts(prompts, model, config.vocab_size);
   const auto target = open_cpu_model(model, model_seed, {threads});
-  const data::Corpus corpus = data::Corpus::open(data::default_heldout_dir());
-  const auto chosen = held_out_prompts(corpus, prompts, defaults.prompt_tokens);
   checkpoint::DflashExport untrained = trained;
   train::init_dflash_params<float>(untrained.layout, train_seed, untrained.params);
   TrainedAgainstUntrained result;
-  result.trained = evaluate(*target, trained, chosen, defaults.max_new_tokens, threads);
-  result.untrained = evaluate(*target, untrained, chosen, defaults.max_new_tokens, threads);
+  result.trained = evaluate(*target, trained, chosen.prompts, kDefaultMaxNewTokens, threads);
+  result.untrained = evaluate(*target, untrained, chosen.prompts, kDefaultMaxNewTokens, threads);
+  result.prompts = chosen.description;
   return result;
 }
 
@@ -194,24 +64,19 @@ int run_eval(const EvalOptions& options) {
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
   const std::string model = train::resolve_model_spec(options.model);
   // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
-  check_fits(model_config_of(model), drafter);
+  const ModelConfig config = model_config_of(model);
+  check_drafter_fits(config, drafter);
+  const ChosenPrompts chosen = choose_prompts(options.prompts, options.model, config.vocab_size);
   const auto target = open_cpu_model(model, options.model_seed, {options.threads});
-  // The built-in corpus's held-out part, which no built-in training run reads.
-  const data::Corpus corpus = options.data.empty() ? data::Corpus::open(data::default_heldout_dir())
-                                                   : data::open_token_data(options.data);
-  if (const std::string problem =
-          data::vocabulary_problem(corpus, target->config().vocab_size, options.model);
-      !problem.empty())
-    throw Error(Errc::kDataBadOptions, problem);
-  const auto prompts = held_out_prompts(corpus, options.prompts, options.prompt_tokens);
   std::cout << "eval: drafter " << options.drafter << " (" << train::describe(drafter.config)
-            << ") against " << target->config().name << ", " << prompts.size() << " prompts of "
-            << options.prompt_tokens << " tokens from " << corpus.dir() << ", "
-            << options.max_new_tokens << " new tokens each\n";
+            << ") against " << target->config().name << ", " << chosen.prompts.size()
+            << " prompts: " << chosen.description << ", " << options.max_new_tokens
+            << " new tokens each\n";
   if (!options.dump_block.empty())
-    dump_first_block(*target, drafter, prompts.front(), options.threads, options.dump_block);
-  const EvalReport report = evaluate(*target, drafter, prompts, options.max_new_tokens,
-                                     options.threads == 0 ? 0 : options.threads);
+    dump_first_block(*target, drafter, chosen.prompts.front().tokens, options.threads,
+                     options.dump_block);
+  const EvalReport report =
+      evaluate(*target, drafter, chosen.prompts, options.max_new_tokens, options.threads);
   std::cout << eval_report_text(report) << std::flush;
   if (!options.json_path.empty())
     write_file_atomically(options.json_path, eval_report_json(report));
@@ -235,12 +100,18 @@ EvalCommand add_eval_command(CLI::App& app) {
       ->capture_default_str();
   eval->add_option("--drafter", o.drafter, "DFlash export folder (config.json, model.safetensors)")
       ->required();
-  eval->add_option("--data", o.data,
-                   "Token-shard folder for the prompts (default: built-in corpus)");
-  eval->add_option("--prompts", o.prompts, "Prompts: the corpus's last documents")
+  eval->add_option("--prompts", o.prompts.prompts,
+                   "Prompts: a token-shard folder (each document's tokens before its first "
+                   "trained label, or all of it) or JSONL chats (rendered by `hsring data "
+                   "prepare --prompts-only`); default: held-out documents");
+  eval->add_option("--data", o.prompts.data,
+                   "Token-shard folder whose held-out documents (its last one in 16, at most "
+                   "64) give the prompts (default: the built-in corpus's held-out part)");
+  eval->add_option("--max-prompts", o.prompts.max_prompts, "At most this many prompts")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  eval->add_option("--prompt-tokens", o.prompt_tokens, "Tokens of each prompt")
+  eval->add_option("--prompt-tokens", o.prompts.prompt_tokens,
+                   "Tokens of each held-out prompt (not of --prompts)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   eval->add_option("--max-new-tokens", o.max_new_tokens, "Tokens generated per prompt")

@@ -64,6 +64,21 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
   return std::vector<int32_t>(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
 }
 
+bool is_greedy_continuation(TargetModel& target, std::span<const int32_t> prompt,
+                            std::span<const int32_t> output) {
+  if (prompt.empty()) bad_input("a greedy check needs a non-empty prompt");
+  if (output.empty()) return true;
+  std::vector<int32_t> seq(prompt.begin(), prompt.end());
+  seq.insert(seq.end(), output.begin(), output.end() - 1);
+  ForwardRequest request;
+  request.greedy = true;
+  ForwardOutput out;
+  run_target(target, seq, request, out);
+  for (size_t i = 0; i < output.size(); ++i)
+    if (out.greedy[prompt.size() - 1 + i] != output[i]) return false;
+  return true;
+}
+
 SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
                                      std::span<const int32_t> layer_ids,
                                      std::span<const int32_t> prompt, uint32_t max_new_tokens) {

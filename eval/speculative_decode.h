@@ -31,6 +31,14 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
                                    uint32_t max_new_tokens,
                                    std::span<const int32_t> stop_tokens = {});
 
+// True when `output` is what plain greedy decoding produces after `prompt`: every token is
+// the target's greedy token after the tokens before it. One forward over prompt + output
+// answers it (the target is causal: row t sees rows 0..t only, as greedy_decode's forward
+// over those tokens does), where greedy_decode needs one per token. Throws
+// Error(kBadInput) for an empty prompt.
+bool is_greedy_continuation(TargetModel& target, std::span<const int32_t> prompt,
+                            std::span<const int32_t> output);
+
 // Speculative decoding of max_new_tokens tokens after `prompt`. The prefill forward gives the
 // first anchor (the target's greedy next token); each step drafts the block of the anchor
 // at row s (its context: the captured layers `layer_ids` of rows [0, s), from the previous

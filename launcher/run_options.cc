@@ -48,6 +48,10 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
                  "Folder of token shards (hsring data pack), or builtin: the built-in target's "
                  "continuations of the built-in corpus; default: builtin with --model builtin, "
                  "else the built-in corpus");
+  app.add_option("--eval-prompts", o.eval_prompts,
+                 "Prompts of the end-of-run evaluation (as `hsring eval --prompts`: a token-shard "
+                 "folder or JSONL chats); default: held-out documents of --data, or the built-in "
+                 "held-out prompts");
   app.add_flag("!--no-verify-data", o.verify_data,
                "Skip reading every token of --data before the run (its checksums and vocabulary; "
                "headers and offsets are still checked, token values as batches are built)");

@@ -40,6 +40,9 @@ struct RunOptions {
   // (eval/builtin_data.h), else the built-in corpus; "builtin" = those continuations.
   std::string data;
   bool data_is_builtin = false;  // data was resolved to the built-in data's folder
+  // The end-of-run evaluation's prompts (eval::PromptChoice::prompts): a prompt folder or
+  // JSONL chats; "": held-out documents of the data.
+  std::string eval_prompts;
   bool verify_data = true;       // preflight reads every token: both checksums, the vocabulary
   uint64_t data_seed = 0;        // batch packing and epoch order
   std::string layers;            // captured layer ids "1,16,31"; "" = the DFlash rule

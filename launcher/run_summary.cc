@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "eval/eval_report.h"
 #include "launcher/json_values.h"
 #include "launcher/metrics.h"
 #include "shm/ledger.h"
@@ -77,9 +78,13 @@ std::string summary_json(const RunSummary& s) {
   }
   if (s.evaluated) {
     doc["acceptance_length"] = json_number(s.acceptance_length, 6);
+    doc["acceptance_length_interval"] = {json_number(s.acceptance_length_interval.low, 6),
+                                         json_number(s.acceptance_length_interval.high, 6)};
+    doc["acceptance_length_interval_level"] = s.acceptance_length_interval.level;
     doc["untrained_acceptance_length"] = json_number(s.untrained_acceptance_length, 6);
     doc["matches_greedy"] = s.matches_greedy;
     doc["eval_prompts"] = s.eval_prompts;
+    doc["eval_prompts_source"] = s.eval_prompts_source;
   }
   return json_text(doc);
 }
@@ -107,8 +112,10 @@ std::string summary_text(const RunSummary& s) {
       out << ", agreement " << s.agreement;
   }
   if (s.evaluated)
-    out << "\nacceptance length (speculative decoding of " << s.eval_prompts
-        << " held-out prompts): " << s.acceptance_length << " tokens per target forward, against "
+    out << "\nacceptance length (speculative decoding of " << s.eval_prompts << " prompts, "
+        << s.eval_prompts_source << "): "
+        << eval::format_acceptance_length(s.acceptance_length, s.acceptance_length_interval)
+        << " tokens per target forward, against "
         << s.untrained_acceptance_length << " for the untrained drafter"
         << (s.matches_greedy ? "; output identical to greedy decoding"
                              : "; OUTPUT DIFFERS FROM GREEDY DECODING");

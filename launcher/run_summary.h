@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "eval/acceptance_interval.h"
 #include "shm/ring.h"
 
 namespace hsring {
@@ -34,13 +35,16 @@ struct RunSummary {
   double agreement = 0;
   // The DFlash objective: teacher-forced tau (same average; 0 for same-position), and, when
   // the launcher evaluated the export by speculative decoding (eval_after_run), tau of the
-  // trained and of the untrained drafter on the held-out prompts.
+  // trained (with its bootstrap interval over the prompts) and of the untrained drafter on
+  // the held-out prompts, and where those came from.
   double acceptance_length_teacher_forced = 0;
   bool evaluated = false;
   double acceptance_length = 0;
+  eval::AcceptanceInterval acceptance_length_interval;
   double untrained_acceptance_length = 0;
   bool matches_greedy = false;
   uint64_t eval_prompts = 0;
+  std::string eval_prompts_source;
 
   bool data_intact() const {
     return batches_torn == 0 && batches_lost == 0 && batches_duplicated == 0;

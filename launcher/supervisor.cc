@@ -415,12 +415,9 @@ void Supervisor::write_metrics() {
 }
 
 void Supervisor::evaluate_export(RunSummary& summary) {
-  // The built-in corpus's held-out prompts, for the built-in corpus or the built-in data;
-  // with the user's --data, `hsring eval --data` chooses.
-  const bool builtin_text = options_.data.empty() || options_.data_is_builtin;
   // A drafter that failed its last steps left no export of this run: what is there is older.
-  if (!runs_model(options_) || !builtin_text || interrupted_ || crash_loop_ ||
-      options_.node_rank != 0 || !work_not_saved_.empty() || !non_finite_message_.empty())
+  if (!runs_model(options_) || interrupted_ || crash_loop_ || options_.node_rank != 0 ||
+      !work_not_saved_.empty() || !non_finite_message_.empty())
     return;
   const Worker* drafter0 = nullptr;
   for (const Worker& w : workers_)
@@ -435,15 +432,23 @@ void Supervisor::evaluate_export(RunSummary& summary) {
     log_line("warning: not evaluating " + export_dir + ": " + problem);
     return;
   }
+  // The user's prompts, else the held-out documents of the user's --data (which its
+  // targets never read), else the built-in held-out prompts (the built-in corpus and the
+  // built-in data, whose documents are the built-in training documents' continuations).
+  eval::PromptChoice prompts;
+  prompts.prompts = options_.eval_prompts;
+  if (!options_.data_is_builtin) prompts.data = options_.data;
   log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ")");
   try {
     const eval::TrainedAgainstUntrained r = eval::evaluate_against_untrained(
-        options_.model, options_.model_seed, export_dir, options_.train_seed, kEvalPrompts);
+        options_.model, options_.model_seed, export_dir, options_.train_seed, prompts);
     summary.evaluated = true;
     summary.acceptance_length = r.trained.acceptance_length;
+    summary.acceptance_length_interval = r.trained.acceptance_length_interval;
     summary.untrained_acceptance_length = r.untrained.acceptance_length;
     summary.matches_greedy = r.trained.matches_greedy && r.untrained.matches_greedy;
     summary.eval_prompts = r.trained.prompts.size();
+    summary.eval_prompts_source = r.prompts;
   } catch (const std::exception& e) {
     log_line("warning: could not evaluate the export: " + std::string(e.what()) +
              " (`hsring eval --drafter " + export_dir + "` retries)");

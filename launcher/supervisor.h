@@ -114,13 +114,13 @@ class Supervisor {
   uint32_t group_restarts_ = 0;  // drafters that left their group (not crashes)
   bool group_stopped_ = false;   // another machine's run ended the drafter group
   std::string ring_damage_;      // what Ring::check_intact() found; "" while intact
-  // A DFlash run's end: its export and the untrained drafter decoded speculatively on the
-  // built-in held-out prompts, into `summary` (nothing for other runs).
+  // A DFlash run's end: its export and the untrained drafter decoded speculatively on
+  // --eval-prompts, the held-out documents of --data or the built-in held-out prompts, into
+  // `summary` (nothing for other runs).
   void evaluate_export(RunSummary& summary);
   // "" when export `export_dir` was written by this run (its DflashOrigin names this ring's
   // run identity); else why its quality is not this run's to report.
   std::string export_origin_problem(const std::string& export_dir) const;
-  static constexpr uint32_t kEvalPrompts = 8;
   bool corrupt_slots_logged_ = false;
   std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
   std::string setup_failure_;       // a user command that failed to start (check_user_attach)

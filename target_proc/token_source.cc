@@ -5,21 +5,42 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "data/default_corpus.h"
+#include "data/held_out.h"
 
 namespace hsring {
+namespace {
+
+// A --data corpus's held-out documents are never read (data/held_out.h); the built-in
+// corpus's training part has none left to hold out.
+std::vector<std::vector<uint64_t>> trained_documents(const data::Corpus& corpus,
+                                                     const std::string& data_dir) {
+  if (data_dir.empty()) {
+    std::vector<std::vector<uint64_t>> all;
+    for (const data::ShardInfo& shard : corpus.shards()) all.push_back(shard.doc_offsets);
+    return all;
+  }
+  return data::training_doc_offsets(corpus);
+}
+
+}  // namespace
 
 TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& model,
                          uint32_t max_tokens, uint32_t target, uint32_t num_targets)
     : options_(options),
       corpus_(data::open_token_data(options.data_dir)),
-      index_(corpus_, data::PackOptions{max_tokens, options.data_seed}),
+      index_(trained_documents(corpus_, options.data_dir),
+             data::PackOptions{max_tokens, options.data_seed}),
       target_(target),
       num_targets_(num_targets) {
   if (std::string problem = data::vocabulary_problem(corpus_, model.vocab_size, model.name);
       !problem.empty())
     throw Error(Errc::kModelBadInput, problem);
   log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
-           std::to_string(corpus_.doc_count()) + " documents, " +
+           std::to_string(corpus_.doc_count()) + " documents (" +
+           std::to_string(options.data_dir.empty()
+                              ? 0
+                              : data::held_out_document_count(corpus_.doc_count())) +
+           " held out), " +
            std::to_string(index_.batches_per_epoch()) + " batches of up to " +
            std::to_string(max_tokens) + " tokens per epoch");
 }

@@ -13,6 +13,7 @@
 #include "data/corpus.h"
 #include "data/default_corpus.h"
 #include "data/token_batch.h"
+#include "eval/cpu_evaluate.h"
 #include "eval/eval_command.h"
 #include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
@@ -61,15 +62,16 @@ checkpoint::DflashExport export_and_read(const train::DflashModel& model, const 
   return checkpoint::read_dflash_export(dir.string());
 }
 
-std::vector<std::vector<int32_t>> prompts(uint32_t count, uint32_t tokens) {
+std::vector<EvalPrompt> prompts(uint32_t count, uint32_t tokens) {
   // The built-in corpus's held-out part, as hsring eval's default.
-  return held_out_prompts(data::Corpus::open(data::default_heldout_dir()), count, tokens);
+  return held_out_windows(data::Corpus::open(data::default_heldout_dir()), count, tokens);
 }
 
 TEST(SpeculativeDecodeTest, OutputIsPlainGreedyDecodingTokenForToken) {
   Fixture& f = fixture();
   train::DflashModel drafter(f.config, f.target_weights(), 7, 2);
-  for (const auto& prompt : prompts(2, 24)) {
+  for (const EvalPrompt& p : prompts(2, 24)) {
+    const std::vector<int32_t>& prompt = p.tokens;
     const SpeculativeResult r = speculative_decode(*f.target, drafter, f.layers, prompt, 20);
     EXPECT_EQ(drafter.config().block_size, kBlock);  // the last blocks' cut is undone
     EXPECT_EQ(r.tokens, greedy_decode(*f.target, prompt, 20));
@@ -192,8 +194,8 @@ TEST(EvalTest, TrainedDrafterDraftsClearlyBetterThanAnUntrainedOne) {
   EvalOptions o;
   o.model = "tiny";  // the random preset the fixture uses
   o.drafter = dir.string();
-  o.prompts = 2;
-  o.prompt_tokens = 32;
+  o.prompts.max_prompts = 2;
+  o.prompts.prompt_tokens = 32;
   o.max_new_tokens = 16;
   o.threads = 2;
   o.json_path = (dir / "report.json").string();
@@ -220,7 +222,7 @@ TEST(EvalTest, ClearErrors) {
   const fs::path dir = fresh_dir("errors");
   export_and_read(drafter, dir);
   o.drafter = dir.string();
-  o.data = dir.string();  // a folder, but not a corpus
+  o.prompts.data = dir.string();  // a folder, but not a corpus
   try {
     run_eval(o);
     FAIL() << "a folder without shards was taken for a corpus";

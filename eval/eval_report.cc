@@ -1,0 +1,99 @@
+#include "eval/eval_report.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/contract.h"
+
+namespace hsring::eval {
+
+EvalReport summarize_prompts(uint32_t block_size, std::vector<PromptResult> prompts) {
+  EvalReport report;
+  report.block_size = block_size;
+  std::vector<uint64_t> verified(block_size, 0), accepted(block_size, 0);
+  std::vector<PromptTally> tallies;
+  uint64_t produced_sum = 0, steps = 0;
+  for (PromptResult& p : prompts) {
+    HSRING_REQUIRE(p.verified.size() == block_size && p.accepted.size() == block_size);
+    uint64_t sum = 0;
+    for (const uint32_t n : p.produced) sum += n;
+    p.acceptance_length = p.produced.empty() ? 0 : double(sum) / double(p.produced.size());
+    p.matches_greedy = p.output == p.greedy;
+    tallies.push_back({sum, p.produced.size()});
+    produced_sum += sum;
+    steps += p.produced.size();
+    for (size_t j = 0; j < block_size; ++j) {
+      verified[j] += p.verified[j];
+      accepted[j] += p.accepted[j];
+    }
+    report.matches_greedy = report.matches_greedy && p.matches_greedy;
+    report.target_forwards += 1 + p.produced.size();  // the prefill, then one per step
+    report.generated_tokens += p.output.size();
+  }
+  report.acceptance_length = steps ? double(produced_sum) / double(steps) : 0;
+  report.acceptance_length_interval = bootstrap_acceptance_interval(tallies);
+  for (size_t j = 1; j < block_size; ++j)
+    report.position_acceptance.push_back(verified[j] ? double(accepted[j]) / double(verified[j])
+                                                     : 0);
+  report.ideal_speedup = report.acceptance_length;
+  report.prompts = std::move(prompts);
+  return report;
+}
+
+std::string eval_report_json(const EvalReport& report) {
+  nlohmann::json j;
+  j["acceptance_length"] = report.acceptance_length;
+  j["acceptance_length_interval"] = {report.acceptance_length_interval.low,
+                                     report.acceptance_length_interval.high};
+  j["acceptance_length_interval_level"] = report.acceptance_length_interval.level;
+  j["position_acceptance"] = report.position_acceptance;
+  j["ideal_speedup"] = report.ideal_speedup;
+  j["matches_greedy"] = report.matches_greedy;
+  j["block_size"] = report.block_size;
+  j["target_forwards"] = report.target_forwards;
+  j["generated_tokens"] = report.generated_tokens;
+  j["prompts"] = nlohmann::json::array();
+  for (const PromptResult& p : report.prompts)
+    j["prompts"].push_back({{"index", p.index},
+                            {"source", p.source},
+                            {"prompt", p.prompt},
+                            {"output", p.output},
+                            {"greedy", p.greedy},
+                            {"produced", p.produced},
+                            {"acceptance_length", p.acceptance_length},
+                            {"matches_greedy", p.matches_greedy}});
+  return j.dump(2) + "\n";
+}
+
+std::string format_acceptance_length(double tau, const AcceptanceInterval& interval) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.3f (%.0f%% interval %.3f-%.3f)", tau, interval.level * 100,
+                interval.low, interval.high);
+  return text;
+}
+
+std::string eval_report_text(const EvalReport& report) {
+  std::ostringstream s;
+  char line[128];
+  s << "acceptance length (tau) "
+    << format_acceptance_length(report.acceptance_length, report.acceptance_length_interval)
+    << " tokens per target forward, over " << report.prompts.size() << " prompts\n";
+  s << "position acceptance (1.." << (report.block_size - 1) << "):";
+  for (const double a : report.position_acceptance) {
+    std::snprintf(line, sizeof line, " %.2f", a);
+    s << line;
+  }
+  std::snprintf(line, sizeof line,
+                "\nideal speed-up %.2fx (drafting free, verification as one decode step)\n",
+                report.ideal_speedup);
+  s << line;
+  size_t matched = 0;
+  for (const PromptResult& p : report.prompts) matched += p.matches_greedy;
+  s << "matches greedy: " << (report.matches_greedy ? "yes" : "NO") << " (" << matched << " of "
+    << report.prompts.size() << " prompts; " << report.generated_tokens << " tokens, "
+    << report.target_forwards << " target forwards)\n";
+  return s.str();
+}
+
+}  // namespace hsring::eval

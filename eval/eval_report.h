@@ -1,0 +1,58 @@
+// What an evaluation reports, whatever decoded it: per-prompt results (PromptResult, which
+// a decoder produces) summed up into tau with its bootstrap interval, each block position's
+// acceptance rate and the greedy check (summarize_prompts), then written as text or JSON.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "eval/acceptance_interval.h"
+
+namespace hsring::eval {
+
+// One prompt of an evaluation, as its decoder returns it.
+struct PromptResult {
+  uint32_t index = 0;  // the prompt's place in the evaluated list
+  std::string source;  // where the prompt came from (EvalPrompt::source)
+  std::vector<int32_t> prompt, output, greedy;  // output: speculative; greedy: plain
+  std::vector<uint32_t> produced;               // tokens per verifying forward
+  // [B]: steps that verified block position j, and those whose drafts 1..j were all
+  // accepted (SpeculativeResult's counts).
+  std::vector<uint64_t> verified, accepted;
+  double acceptance_length = 0;
+  bool matches_greedy = false;
+};
+
+struct EvalReport {
+  uint32_t block_size = 0;
+  double acceptance_length = 0;  // tau: tokens per verifying target forward, over all prompts
+  AcceptanceInterval acceptance_length_interval;  // bootstrap over the prompts
+  // Positions 1 .. B - 1: of the steps that verified position j, the fraction whose drafts
+  // 1 .. j were all accepted.
+  std::vector<double> position_acceptance;
+  // Plain greedy's forwards per token (1) over speculative decoding's, drafting free and a
+  // block's verification costing one decode step: tau.
+  double ideal_speedup = 0;
+  bool matches_greedy = true;  // every prompt's output equals plain greedy decoding
+  uint64_t target_forwards = 0, generated_tokens = 0;
+  std::vector<PromptResult> prompts;
+};
+
+// Sums up decoded prompts (each with `block_size` entries of verified and accepted). Fills
+// each prompt's acceptance_length and matches_greedy from its own fields.
+// REQUIRES: every prompt's verified and accepted hold block_size counts.
+EvalReport summarize_prompts(uint32_t block_size, std::vector<PromptResult> prompts);
+
+// The JSON report: acceptance_length, acceptance_length_interval [lo, hi] and
+// acceptance_length_interval_level, position_acceptance, ideal_speedup, matches_greedy,
+// block_size, target_forwards, generated_tokens and prompts (each: index, source, prompt,
+// output, greedy, produced, acceptance_length, matches_greedy).
+std::string eval_report_json(const EvalReport& report);
+// The text report, a few lines.
+std::string eval_report_text(const EvalReport& report);
+// "2.953 (95% interval 2.71-3.20)": tau with its interval, for one-line reports.
+std::string format_acceptance_length(double tau, const AcceptanceInterval& interval);
+
+}  // namespace hsring::eval

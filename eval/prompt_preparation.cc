@@ -1,0 +1,43 @@
+#include "eval/prompt_preparation.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+
+extern char** environ;
+
+namespace hsring::eval {
+
+void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
+                          const std::string& dir) {
+  std::vector<std::string> args = {"/proc/self/exe", "data",          "prepare", "--model",
+                                   model,            "--dataset",     jsonl,     "--prompts-only",
+                                   "-o",             dir};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string command = "hsring";
+  for (size_t i = 1; i < args.size(); ++i) command += " " + args[i];
+  pid_t pid = 0;
+  if (const int e = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ); e != 0)
+    throw Error(Errc::kSystem, "could not start `" + command + "`: " + std::strerror(e));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw Error(Errc::kSystem, "waiting for `" + command + "` failed");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  const std::string how = WIFEXITED(status)
+                              ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+  throw Error(Errc::kDataBadOptions, "rendering the chats of " + jsonl + " into prompts failed: `" +
+                                         command + "` " + how +
+                                         " (its message is above; give --prompts a token-shard "
+                                         "folder instead)");
+}
+
+}  // namespace hsring::eval
