@@ -30,13 +30,18 @@ Json to_json(const StepRecord& r) {
   if (r.target_busy) j["target_busy"] = *r.target_busy;
   if (r.drafter_busy) j["drafter_busy"] = *r.drafter_busy;
   if (!r.position_acceptance.empty()) j["position_acceptance"] = r.position_acceptance;
+  if (r.held_out) {
+    j["eval_loss"] = r.held_out->loss;
+    j["eval_acceptance_length"] = r.held_out->acceptance_length;
+    j["eval_agreement"] = r.held_out->agreement;
+  }
   return j;
 }
 
 // The TensorBoard scalars of one metrics.jsonl record, so that a record appended now and
 // one replayed from the file after a restart give the same events. TensorBoard groups
-// charts by the tag's part before '/': train/, pipeline/ (busy fractions) and
-// position_acceptance/ (one chart per block position, 01 .. B-1).
+// charts by the tag's part before '/': train/, pipeline/ (busy fractions), eval/ (the
+// held-out evaluation) and position_acceptance/ (one chart per block position, 01 .. B-1).
 std::vector<Scalar> scalars_of(const Json& record) {
   std::vector<Scalar> scalars;
   for (const auto& [key, value] : record.items()) {
@@ -47,7 +52,10 @@ std::vector<Scalar> scalars_of(const Json& record) {
           scalars.push_back({fmt::format("{}/{:02}", key, k + 1), value[k].get<double>()});
     } else if (value.is_number()) {
       const bool busy = key.size() > 5 && key.ends_with("_busy");
-      scalars.push_back({(busy ? "pipeline/" : "train/") + key, value.get<double>()});
+      if (key.starts_with("eval_"))
+        scalars.push_back({"eval/" + key.substr(5), value.get<double>()});
+      else
+        scalars.push_back({(busy ? "pipeline/" : "train/") + key, value.get<double>()});
     }
   }
   return scalars;

@@ -28,6 +28,13 @@ namespace hsring::curves {
 inline constexpr const char* kMetricsFile = "metrics.jsonl";
 inline constexpr const char* kTensorboardFolder = "tensorboard";
 
+// The held-out evaluation after a step (--eval-every): drafter_proc/held_out_set.h.
+struct HeldOutRecord {
+  double loss = 0;
+  double acceptance_length = 0;
+  double agreement = 0;
+};
+
 // One optimizer step, as drafter 0 saw it.
 struct StepRecord {
   uint64_t step = 0;             // updates applied, this one included
@@ -45,6 +52,9 @@ struct StepRecord {
   // DFlash: [B - 1], element k: the fraction of blocks whose positions 1 .. k+1 all matched
   // the labels (teacher-forced acceptance at each block position); empty otherwise.
   std::vector<double> position_acceptance;
+  // Every --eval-every steps: the held-out batches at the weights after this step
+  // (eval_loss, eval_acceptance_length, eval_agreement; tags eval/...).
+  std::optional<HeldOutRecord> held_out;
 };
 
 class TrainingCurves {

@@ -26,4 +26,15 @@ std::vector<std::vector<uint64_t>> training_doc_offsets(const Corpus& corpus) {
   return out;
 }
 
+std::vector<std::vector<uint64_t>> held_out_doc_offsets(const Corpus& corpus) {
+  uint64_t skip = first_held_out_document(corpus);
+  std::vector<std::vector<uint64_t>> out;
+  for (const ShardInfo& shard : corpus.shards()) {
+    const uint64_t docs = shard.doc_offsets.size() - 1, skipped = std::min(skip, docs);
+    out.emplace_back(shard.doc_offsets.begin() + std::ptrdiff_t(skipped), shard.doc_offsets.end());
+    skip -= skipped;
+  }
+  return out;
+}
+
 }  // namespace hsring::data

@@ -24,5 +24,8 @@ uint64_t first_held_out_document(const Corpus& corpus);
 
 // Each shard's offset table without the held-out documents: what the batch index packs.
 std::vector<std::vector<uint64_t>> training_doc_offsets(const Corpus& corpus);
+// Each shard's offset table of the held-out documents only (empty tables, {o}, for shards
+// with none): a batch index over these packs nothing but held-out documents.
+std::vector<std::vector<uint64_t>> held_out_doc_offsets(const Corpus& corpus);
 
 }  // namespace hsring::data

@@ -98,6 +98,12 @@ int main(int argc, char** argv) {
   app.add_option("--run-dir", training.run_dir,
                  "Training: the run folder, where drafter 0 writes metrics.jsonl and "
                  "tensorboard/ (none: no curves)");
+  app.add_option("--eval-every", training.eval_every,
+                 "Training: steps between held-out evaluations written to the curves (0: none)");
+  app.add_option("--eval-data", training.eval_data,
+                 "Training: the token-shard folder of the held-out evaluation batches");
+  app.add_flag("--eval-data-held-out", training.eval_data_held_out,
+               "Training: evaluate only --eval-data's held-out documents (its last one in 16)");
   app.add_option("--nnodes", training.nnodes,
                  "Training: machines whose drafters train one model (NCCL across them)")
       ->check(CLI::Range(1u, kMaxNodes));

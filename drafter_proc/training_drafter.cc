@@ -21,6 +21,7 @@
 #include "drafter_proc/busy_fractions.h"
 #include "drafter_proc/drafter_worker.h"
 #include "drafter_proc/grad_exchange.h"
+#include "drafter_proc/held_out_set.h"
 #include "drafter_proc/training_backend.h"
 #include "drafter_proc/training_checkpoint.h"
 #include "model/hf_tokenizer.h"
@@ -81,8 +82,11 @@ class TrainingLoop {
   enum class BatchCopy { kCopied, kTorn };
   BatchCopy copy_out(BatchConsumer& consumer, const ClaimedBatch& batch);
   void publish(const train::StepStats& stats);
-  // Drafter 0 of node 0: appends the step to the run's curves.
+  // Drafter 0 of node 0: appends the step to the run's curves, with the held-out
+  // evaluation every eval_every steps.
   void record_curves(const train::StepStats& stats);
+  // The held-out batches, when the curves get them (drafter 0 of node 0, --eval-every).
+  void build_held_out_set();
   TrainingPosition position();
   void write_checkpoint();
   void finish();
@@ -105,6 +109,7 @@ class TrainingLoop {
   double loss_ema_ = -1, agreement_ema_ = 0, acceptance_ema_ = 0;
   uint64_t batch_id_ = 0;                           // of the batch last copied out of the ring
   std::unique_ptr<curves::TrainingCurves> curves_;  // the leader's, with a run folder
+  std::optional<HeldOutSet> held_out_;              // the leader's, with --eval-every
   std::optional<BusyFractions> busy_;
   uint64_t curve_tokens_ = 0;   // TrainingProgress.tokens at the previous record
   uint64_t curve_time_ns_ = 0;  // and when it was read
@@ -347,7 +352,40 @@ void TrainingLoop::record_curves(const train::StepStats& stats) {
   if (stats.accepted_at.size() > 1 && stats.accepted_at[0] > 0)
     for (size_t j = 1; j < stats.accepted_at.size(); ++j)
       r.position_acceptance.push_back(double(stats.accepted_at[j]) / double(stats.accepted_at[0]));
+  if (held_out_ && stats.step % options_.eval_every == 0) {
+    if (const std::optional<HeldOutStats> h = held_out_->evaluate(trainer())) {
+      r.held_out = curves::HeldOutRecord{h->loss, h->acceptance_length, h->agreement};
+    } else {
+      log_line("warning: no held-out curves: this trainer (" + backend_->describe() +
+               ") cannot evaluate without a step; the CPU drafters can");
+      held_out_.reset();
+    }
+  }
   curves_->record(r);
+}
+
+void TrainingLoop::build_held_out_set() {
+  if (options_.eval_every == 0 || options_.eval_data.empty() || !curves_) return;
+  const RingShape& s = ring_.shape();
+  HeldOutSetOptions o;
+  o.target_model = options_.target_model;
+  o.model_seed = options_.model_seed;
+  o.data_dir = options_.eval_data;
+  o.held_out_only = options_.eval_data_held_out;
+  o.layer_ids.assign(s.layer_ids, s.layer_ids + s.num_layers);
+  o.dtype = s.dtype;
+  o.max_tokens = s.max_tokens;
+  o.threads = options_.threads;
+  // A failure costs the held-out curves, never the run.
+  try {
+    held_out_ = HeldOutSet::build(o);
+  } catch (const std::exception& e) {
+    log_line(std::string("warning: no held-out curves: ") + e.what());
+    return;
+  }
+  log_line("held-out curves: " + std::to_string(held_out_->batches()) + " batch(es), " +
+           std::to_string(held_out_->tokens()) + " tokens of " + options_.eval_data +
+           ", evaluated every " + std::to_string(options_.eval_every) + " steps");
 }
 
 int TrainingLoop::run() {
@@ -360,6 +398,7 @@ int TrainingLoop::run() {
                std::to_string(trainer().optimizer_step()) +
                " that an earlier start trained; they are trained again");
     busy_.emplace(ring_);
+    build_held_out_set();
     curve_tokens_ = ring_.header().training.tokens.load(std::memory_order_relaxed);
     curve_time_ns_ = monotonic_ns();
   }

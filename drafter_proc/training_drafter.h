@@ -63,6 +63,13 @@ struct TrainingDrafterOptions {
   // The run folder: drafter 0 of node 0 writes the training curves there
   // (curves/training_curves.h); "" : none.
   std::string run_dir;
+  // Held-out curves: every `eval_every` steps (0: never) drafter 0 of node 0 evaluates the
+  // held-out batches of `eval_data` (its held-out documents only with eval_data_held_out;
+  // drafter_proc/held_out_set.h) and adds eval_loss, eval_acceptance_length and
+  // eval_agreement to that step's curve record.
+  uint64_t eval_every = 0;
+  std::string eval_data;
+  bool eval_data_held_out = false;
   uint32_t nnodes = 1;                       // machines whose drafters form one group
   uint32_t node_rank = 0;                    // this machine's
   std::string rendezvous_dir;                // nnodes > 1: the folder every machine sees

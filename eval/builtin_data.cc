@@ -41,18 +41,20 @@ bool holds_shards(const fs::path& dir) {
   }
 }
 
-}  // namespace
-
-std::string builtin_data_dir(const std::string& cache_root,
-                             const std::function<void(uint64_t, uint64_t)>& progress) {
+// The built-in target's continuations of one part of the built-in corpus, cached.
+std::string continuations_dir(const std::string& cache_root, data::BuiltinSplit split,
+                              const std::function<void(uint64_t, uint64_t)>& progress) {
   const fs::path root = cache_root.empty() ? data::default_cache_root() : cache_root;
   const fs::path target_dir = train::builtin_target_dir(root.string());
-  const fs::path dir = root / ("builtin-data-" + data_tag(target_dir));
+  const bool training = split == data::BuiltinSplit::kTraining;
+  const fs::path dir =
+      root / ((training ? "builtin-data-" : "builtin-heldout-data-") + data_tag(target_dir));
   return cached_folder(
              dir, holds_shards,
              [&](const fs::path& staging) {
-               const data::Corpus prompts =
-                   data::Corpus::open(data::default_corpus_dir(root.string()));
+               const data::Corpus prompts = data::Corpus::open(
+                   training ? data::default_corpus_dir(root.string())
+                            : data::default_heldout_dir(root.string()));
                GenerateOptions options;
                options.model = target_dir.string();
                options.prompt_tokens = kBuiltinPromptTokens;
@@ -65,6 +67,17 @@ std::string builtin_data_dir(const std::string& cache_root,
              },
              Errc::kDataIo)
       .string();
+}
+
+}  // namespace
+
+std::string builtin_data_dir(const std::string& cache_root,
+                             const std::function<void(uint64_t, uint64_t)>& progress) {
+  return continuations_dir(cache_root, data::BuiltinSplit::kTraining, progress);
+}
+
+std::string builtin_heldout_data_dir(const std::string& cache_root) {
+  return continuations_dir(cache_root, data::BuiltinSplit::kHeldOut, {});
 }
 
 std::string resolve_builtin_data() {
@@ -85,6 +98,12 @@ RunData resolve_run_data(const std::string& data, const std::string& model_spec)
   if (data == kBuiltinData || (data.empty() && model_spec == train::kBuiltinModel))
     return {resolve_builtin_data(), true};
   return {data, false};
+}
+
+HeldOutData resolve_held_out_data(const RunData& data) {
+  if (data.builtin) return {builtin_heldout_data_dir(), false};
+  if (data.dir.empty()) return {data::default_heldout_dir(), false};
+  return {data.dir, true};
 }
 
 }  // namespace hsring::eval

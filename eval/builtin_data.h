@@ -35,6 +35,11 @@ std::string builtin_data_dir(const std::string& cache_root = "",
 // builtin_data_dir(), saying on stderr that it is being generated, and how far, when it is.
 std::string resolve_builtin_data();
 
+// The same continuations of the built-in corpus's held-out documents (7; a few seconds to
+// generate, then cached as builtin-heldout-data-<tag>): the held-out batches of a default
+// job's --eval-every curves, shaped as its training data is.
+std::string builtin_heldout_data_dir(const std::string& cache_root = "");
+
 // A run's token data: `data` as given, but kBuiltinData, and "" with the built-in target
 // (`model_spec` as given, before train::resolve_model_spec), are resolve_builtin_data()'s
 // folder; "" with another model stays "" (the built-in corpus). `builtin` says which.
@@ -43,5 +48,14 @@ struct RunData {
   bool builtin = false;
 };
 RunData resolve_run_data(const std::string& data, const std::string& model_spec);
+
+// Where a run's held-out curves (--eval-every) read their batches: the built-in held-out
+// continuations for the built-in data, the built-in corpus's held-out part for the
+// built-in corpus (data.dir ""), else the held-out documents of the run's own data.
+struct HeldOutData {
+  std::string dir;
+  bool held_out_only = false;  // only dir's held-out documents (data/held_out.h)
+};
+HeldOutData resolve_held_out_data(const RunData& data);
 
 }  // namespace hsring::eval

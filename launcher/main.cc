@@ -317,6 +317,11 @@ int main(int argc, char** argv) {
       const eval::RunData data = eval::resolve_run_data(run_options.data, model_spec);
       run_options.data = data.dir;
       run_options.data_is_builtin = data.builtin;
+      if (run_options.eval_every > 0 && runs_model(run_options)) {
+        const eval::HeldOutData held_out = eval::resolve_held_out_data(data);
+        run_options.eval_data = held_out.dir;
+        run_options.eval_data_held_out = held_out.held_out_only;
+      }
       // Neither flag nor config: every GPU of the machine, when it has any.
       if (run->get_option("--targets")->count() == 0 && run->get_option("--drafters")->count() == 0)
         apply_default_gpu_split(run_options);

@@ -76,6 +76,10 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--checkpoint-every", o.checkpoint_every,
                  "Drafter steps between checkpoints (0: only at the end)")
       ->capture_default_str();
+  app.add_option("--eval-every", o.eval_every,
+                 "Drafter steps between held-out evaluations (loss, teacher-forced tau) written "
+                 "to the curves as eval/... (0: none; CPU drafters)")
+      ->capture_default_str();
   app.add_option("--keep-checkpoints", o.keep_checkpoints, "Checkpoints kept (newest first)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000u));

@@ -43,6 +43,11 @@ struct RunOptions {
   // The end-of-run evaluation's prompts (eval::PromptChoice::prompts): a prompt folder or
   // JSONL chats; "": held-out documents of the data.
   std::string eval_prompts;
+  // Held-out curves: every eval_every steps (0: never) drafter 0 evaluates the held-out
+  // batches of eval_data (resolved by main: eval::resolve_held_out_data).
+  uint64_t eval_every = 0;
+  std::string eval_data;
+  bool eval_data_held_out = false;
   bool verify_data = true;       // preflight reads every token: both checksums, the vocabulary
   uint64_t data_seed = 0;        // batch packing and epoch order
   std::string layers;            // captured layer ids "1,16,31"; "" = the DFlash rule

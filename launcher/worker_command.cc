@@ -91,6 +91,11 @@ std::vector<std::string> worker_argv(const RunOptions& options, Role role, uint3
       argv.insert(argv.end(),
                   {"--nnodes", std::to_string(options.nnodes), "--node-rank",
                    std::to_string(options.node_rank), "--rendezvous-dir", plan.rendezvous_dir});
+    if (options.eval_every > 0 && !options.eval_data.empty()) {
+      argv.insert(argv.end(), {"--eval-every", std::to_string(options.eval_every), "--eval-data",
+                               options.eval_data});
+      if (options.eval_data_held_out) argv.push_back("--eval-data-held-out");
+    }
   }
   if (target && options.target_rate > 0)
     argv.insert(argv.end(), {"--rate", std::to_string(options.target_rate)});

@@ -80,6 +80,17 @@ LossStats DflashTrainer::compute_gradients(const DrafterBatch& batch) {
   return dflash_loss_stats(last_, batch.rows());
 }
 
+std::optional<LossStats> DflashTrainer::evaluate_held_out(const DrafterBatch& batch) {
+  constexpr uint64_t kEvaluationSeedSalt = 0x4556414C00000001ull;  // "EVAL"
+  build_dflash_labels(batch, options_.labels, eval_labels_);
+  eval_anchors_ = dflash_step_anchors(batch, eval_labels_, options_.model, options_.anchors,
+                                      options_.seed ^ kEvaluationSeedSalt, 0);
+  const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
+                           batch.doc_offsets, eval_labels_, eval_anchors_};
+  const DflashStats stats = eval_anchors_.empty() ? DflashStats{} : model_.forward(blocks);
+  return dflash_loss_stats(stats, batch.rows());
+}
+
 void DflashTrainer::scale_gradients(float factor) {
   for (float& g : model_.grads()) g *= factor;
 }

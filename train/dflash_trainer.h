@@ -72,6 +72,9 @@ class DflashTrainer final : public DrafterTrainer {
   LossStats compute_gradients(const DrafterBatch& batch) override;
   void scale_gradients(float factor) override;
   UpdateStats apply_gradients() override;
+  // Labels as a step builds them; the anchors of step 0 under a seed of its own, so every
+  // evaluation of a batch scores the same blocks whatever the step.
+  std::optional<LossStats> evaluate_held_out(const DrafterBatch& batch) override;
   uint64_t optimizer_step() const override { return optimizer_.step(); }
   std::span<float> host_gradients() override { return model_.grads(); }
   void host_gradients_changed() override {}
@@ -91,6 +94,7 @@ class DflashTrainer final : public DrafterTrainer {
   DflashModel model_;
   AdamW optimizer_;
   std::vector<int32_t> labels_, anchors_;
+  std::vector<int32_t> eval_labels_, eval_anchors_;  // evaluate_held_out()'s, not the step's
   DflashStats last_;
 };
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,6 +70,14 @@ class DrafterTrainer {
   virtual void scale_gradients(float factor) = 0;
   // Clips and applies the gradients with AdamW at the schedule's rate.
   virtual UpdateStats apply_gradients() = 0;
+  // The loss and statistics of `batch` at the current weights, with no gradient and no
+  // update (a held-out evaluation): the same blocks every call for the same batch. Nothing
+  // (the default) when this trainer cannot (the CPU trainers can). Leaves the
+  // last step's statistics alone.
+  virtual std::optional<LossStats> evaluate_held_out(const DrafterBatch& batch) {
+    (void)batch;
+    return std::nullopt;
+  }
   // Updates applied so far.
   virtual uint64_t optimizer_step() const = 0;
 

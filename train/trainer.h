@@ -45,6 +45,9 @@ class Trainer final : public DrafterTrainer {
 
   // Loss and agreement without gradients or an update (held-out batches).
   LossStats evaluate(const DrafterBatch& batch) { return model_.forward(batch); }
+  std::optional<LossStats> evaluate_held_out(const DrafterBatch& batch) override {
+    return evaluate(batch);
+  }
 
   DrafterModel& model() { return model_; }
   const DrafterModel& model() const { return model_; }
