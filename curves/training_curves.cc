@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -61,6 +62,21 @@ std::vector<Scalar> scalars_of(const Json& record) {
   return scalars;
 }
 
+CurvePoint point_of(const Json& record) {
+  const auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = record.find(key);
+    if (it == record.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  CurvePoint p;
+  p.step = record["step"].get<uint64_t>();
+  p.loss = number("loss").value_or(std::nan(""));
+  p.acceptance_length = number("acceptance_length").value_or(std::nan(""));
+  p.held_out_loss = number("eval_loss");
+  p.held_out_acceptance_length = number("eval_acceptance_length");
+  return p;
+}
+
 // Removes the folder's event files (only those: anything else a user put there stays).
 void remove_event_files(const fs::path& dir) {
   std::error_code ec;
@@ -114,9 +130,11 @@ std::unique_ptr<TrainingCurves> TrainingCurves::open(const std::string& run_dir,
     const fs::path events_dir = fs::path(run_dir) / kTensorboardFolder;
     remove_event_files(events_dir);
     curves->events_ = std::make_unique<EventFileWriter>(EventFileWriter::create(events_dir));
-    for (const Json& j : kept)
+    for (const Json& j : kept) {
       curves->events_->write_scalars(int64_t(j["step"].get<uint64_t>()), j.value("wall_time", 0.0),
                                      scalars_of(j));
+      curves->points_.push_back(point_of(j));
+    }
     curves->last_step_ = start_step;
   } catch (const std::exception& e) {
     curves->fail(e.what());
@@ -130,9 +148,24 @@ void TrainingCurves::record(const StepRecord& record) noexcept {
     const Json j = to_json(record);
     metrics_->append(j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
     events_->write_scalars(int64_t(record.step), record.wall_time, scalars_of(j));
+    points_.push_back(point_of(j));
     last_step_ = record.step;
   } catch (const std::exception& e) {
     fail(e.what());
+  }
+}
+
+void TrainingCurves::write_plot() noexcept {
+  if (plot_failed_) return;
+  const std::string path = (fs::path(run_dir_) / kPlotFile).string();
+  try {
+    write_curves_png(path, points_);
+  } catch (const std::exception& e) {
+    plot_failed_ = true;
+    try {
+      log_line("warning: no " + path + ": " + e.what() + "; training goes on without it");
+    } catch (...) {
+    }
   }
 }
 

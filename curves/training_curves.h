@@ -11,7 +11,8 @@
 // so the event files agree with metrics.jsonl; then it appends.
 //
 // A failure to write (a full disk) never stops training: it is logged once as a warning,
-// and the curves stop at the last step written.
+// and the curves stop at the last step written. curves.png, the records drawn, is written
+// when asked (write_plot: at checkpoints and at the end of a run).
 #pragma once
 
 #include <cstdint>
@@ -21,12 +22,14 @@
 #include <vector>
 
 #include "curves/append_file.h"
+#include "curves/curves_plot.h"
 #include "curves/event_file_writer.h"
 
 namespace hsring::curves {
 
 inline constexpr const char* kMetricsFile = "metrics.jsonl";
 inline constexpr const char* kTensorboardFolder = "tensorboard";
+inline constexpr const char* kPlotFile = "curves.png";
 
 // The held-out evaluation after a step (--eval-every): drafter_proc/held_out_set.h.
 struct HeldOutRecord {
@@ -67,6 +70,10 @@ class TrainingCurves {
   // Appends `record` to both files. Never throws (see above).
   void record(const StepRecord& record) noexcept;
 
+  // Draws every record so far into RUN_DIR/curves.png (curves_plot.h), replacing it. Never
+  // throws: a failure is logged once, and the plot is not tried again.
+  void write_plot() noexcept;
+
   // False once a write failed: nothing more is written.
   bool writing() const { return metrics_ != nullptr; }
   // Steps dropped from an earlier incarnation's records by open().
@@ -81,6 +88,8 @@ class TrainingCurves {
   std::unique_ptr<EventFileWriter> events_;
   uint64_t last_step_ = 0;
   uint64_t dropped_ = 0;
+  std::vector<CurvePoint> points_;  // every record kept or appended, for the plot
+  bool plot_failed_ = false;
 };
 
 }  // namespace hsring::curves

@@ -454,8 +454,10 @@ int TrainingLoop::run() {
     publish(stats);
     record_curves(stats);
     if (options_.checkpoint_every > 0 && stats.step % options_.checkpoint_every == 0 &&
-        stats.step != last_checkpoint_step_)
+        stats.step != last_checkpoint_step_) {
       write_checkpoint();
+      if (curves_) curves_->write_plot();  // a look at a run still going
+    }
   }
   session_.set_state(ProcessState::kDraining);
   if (exchange_) exchange_->stop();  // the members on other machines stop with this one
@@ -466,6 +468,7 @@ int TrainingLoop::run() {
 void TrainingLoop::finish() {
   const uint64_t step = trainer().optimizer_step();
   if (step != last_checkpoint_step_) write_checkpoint();
+  if (curves_) curves_->write_plot();
   if (!options_.export_path.empty() && leader() &&
       options_.objective == DrafterObjective::kDflash) {
     const train::DflashConfig& dflash = *trainer().dflash_config();

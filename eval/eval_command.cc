@@ -54,7 +54,9 @@ TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uin
   train::init_dflash_params<float>(untrained.layout, train_seed, untrained.params);
   TrainedAgainstUntrained result;
   result.trained = evaluate(*target, trained, chosen.prompts, kDefaultMaxNewTokens, threads);
-  result.untrained = evaluate(*target, untrained, chosen.prompts, kDefaultMaxNewTokens, threads);
+  const size_t few = std::min<size_t>(kUntrainedPrompts, chosen.prompts.size());
+  result.untrained = evaluate(*target, untrained, std::span(chosen.prompts).first(few),
+                              kDefaultMaxNewTokens, threads);
   result.prompts = chosen.description;
   return result;
 }

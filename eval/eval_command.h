@@ -36,9 +36,12 @@ struct EvalOptions {
   std::string dump_block;
 };
 
-// The end of a training run: the export in `export_dir` and the same drafter at the weights
-// it started from (init_dflash_params with `train_seed`), both decoded on the prompts
-// `prompts` names (by default those of `hsring eval` without flags) against `model`.
+// The end of a training run: the export in `export_dir` decoded on the prompts `prompts`
+// names (by default those of `hsring eval` without flags) against `model`, and the same
+// drafter at the weights it started from (init_dflash_params with `train_seed`) on the
+// first kUntrainedPrompts of them: its tau is ~1 whatever the prompts, and at one target
+// forward per token it would cost most of the evaluation.
+inline constexpr uint32_t kUntrainedPrompts = 8;
 struct TrainedAgainstUntrained {
   EvalReport trained, untrained;
   std::string prompts;  // where the prompts came from (ChosenPrompts::description)

@@ -84,6 +84,7 @@ std::string summary_json(const RunSummary& s) {
     doc["untrained_acceptance_length"] = json_number(s.untrained_acceptance_length, 6);
     doc["matches_greedy"] = s.matches_greedy;
     doc["eval_prompts"] = s.eval_prompts;
+    doc["untrained_eval_prompts"] = s.untrained_eval_prompts;
     doc["eval_prompts_source"] = s.eval_prompts_source;
   }
   return json_text(doc);
@@ -116,7 +117,8 @@ std::string summary_text(const RunSummary& s) {
         << s.eval_prompts_source << "): "
         << eval::format_acceptance_length(s.acceptance_length, s.acceptance_length_interval)
         << " tokens per target forward, against "
-        << s.untrained_acceptance_length << " for the untrained drafter"
+        << s.untrained_acceptance_length << " for the untrained drafter (first "
+        << s.untrained_eval_prompts << " prompts)"
         << (s.matches_greedy ? "; output identical to greedy decoding"
                              : "; OUTPUT DIFFERS FROM GREEDY DECODING");
   return out.str();

@@ -44,6 +44,7 @@ struct RunSummary {
   double untrained_acceptance_length = 0;
   bool matches_greedy = false;
   uint64_t eval_prompts = 0;
+  uint64_t untrained_eval_prompts = 0;  // the first of eval_prompts (eval::kUntrainedPrompts)
   std::string eval_prompts_source;
 
   bool data_intact() const {

@@ -448,6 +448,7 @@ void Supervisor::evaluate_export(RunSummary& summary) {
     summary.untrained_acceptance_length = r.untrained.acceptance_length;
     summary.matches_greedy = r.trained.matches_greedy && r.untrained.matches_greedy;
     summary.eval_prompts = r.trained.prompts.size();
+    summary.untrained_eval_prompts = r.untrained.prompts.size();
     summary.eval_prompts_source = r.prompts;
   } catch (const std::exception& e) {
     log_line("warning: could not evaluate the export: " + std::string(e.what()) +
