@@ -170,7 +170,8 @@ ChosenPrompts choose_prompts(const PromptChoice& choice, const std::string& mode
                   "corpus " + corpus.dir() + " has " + std::to_string(corpus.doc_count()) +
                       " documents, too few to hold any out (one in " +
                       std::to_string(data::kHeldOutFraction) +
-                      " is, from 16 on): name prompts with --prompts");
+                      " is, from 16 on): name prompts with --prompts (hsring eval) or "
+                      "--eval-prompts (hsring run)");
     chosen.prompts = held_out_prompts(corpus, choice.max_prompts, choice.prompt_tokens, first);
     chosen.description = "the first " + std::to_string(choice.prompt_tokens) +
                          " tokens of the held-out documents of " + corpus.dir();

@@ -12,6 +12,7 @@
 #include "data/batch_index.h"
 #include "data/corpus.h"
 #include "data/default_corpus.h"
+#include "data/shard_writer.h"
 #include "data/token_batch.h"
 #include "eval/cpu_evaluate.h"
 #include "eval/eval_command.h"
@@ -62,9 +63,9 @@ checkpoint::DflashExport export_and_read(const train::DflashModel& model, const 
   return checkpoint::read_dflash_export(dir.string());
 }
 
+// The first tokens of the last documents of the built-in corpus's held-out part.
 std::vector<EvalPrompt> prompts(uint32_t count, uint32_t tokens) {
-  // The built-in corpus's held-out part, as hsring eval's default.
-  return held_out_windows(data::Corpus::open(data::default_heldout_dir()), count, tokens);
+  return held_out_prompts(data::Corpus::open(data::default_heldout_dir()), count, tokens);
 }
 
 TEST(SpeculativeDecodeTest, OutputIsPlainGreedyDecodingTokenForToken) {
@@ -83,6 +84,20 @@ TEST(SpeculativeDecodeTest, OutputIsPlainGreedyDecodingTokenForToken) {
       produced += n;
     }
     EXPECT_EQ(produced, 20u);
+  }
+}
+
+TEST(SpeculativeDecodeTest, OneForwardTellsAGreedyContinuationFromAnother) {
+  Fixture& f = fixture();
+  for (const EvalPrompt& p : prompts(2, 24)) {
+    std::vector<int32_t> greedy = greedy_decode(*f.target, p.tokens, 12);
+    EXPECT_TRUE(is_greedy_continuation(*f.target, p.tokens, greedy));
+    EXPECT_TRUE(is_greedy_continuation(*f.target, p.tokens, std::span(greedy).first(5)));
+    for (const size_t at : {size_t(0), size_t(7), greedy.size() - 1}) {
+      std::vector<int32_t> other = greedy;
+      other[at] = (other[at] + 1) % int32_t(f.target->config().vocab_size);
+      EXPECT_FALSE(is_greedy_continuation(*f.target, p.tokens, other)) << at;
+    }
   }
 }
 
@@ -177,6 +192,8 @@ TEST(EvalTest, TrainedDrafterDraftsClearlyBetterThanAnUntrainedOne) {
 
   EXPECT_TRUE(before.matches_greedy);
   EXPECT_TRUE(after.matches_greedy);
+  EXPECT_LE(after.acceptance_length_interval.low, after.acceptance_length);
+  EXPECT_GE(after.acceptance_length_interval.high, after.acceptance_length);
   for (const PromptResult& p : after.prompts) EXPECT_EQ(p.output, p.greedy);
   EXPECT_LT(before.acceptance_length, 1.4);
   // A random target on held-out prompts: the margin is smaller than the built-in trained
@@ -190,11 +207,12 @@ TEST(EvalTest, TrainedDrafterDraftsClearlyBetterThanAnUntrainedOne) {
     EXPECT_LE(rate, 1.0);
   }
 
-  // The same export through the command's own path, with its JSON report.
+  // The same export through the command's own path, with its JSON report: the default
+  // windows, the first of each held-out document (the last ones above among them).
   EvalOptions o;
   o.model = "tiny";  // the random preset the fixture uses
   o.drafter = dir.string();
-  o.prompts.max_prompts = 2;
+  o.prompts.max_prompts = 7;
   o.prompts.prompt_tokens = 32;
   o.max_new_tokens = 16;
   o.threads = 2;
@@ -206,9 +224,53 @@ TEST(EvalTest, TrainedDrafterDraftsClearlyBetterThanAnUntrainedOne) {
   EXPECT_GT(j.at("acceptance_length").get<double>(), 1.0);
   EXPECT_EQ(j.at("position_acceptance").size(), kBlock - 1);
   EXPECT_EQ(j.at("matches_greedy"), true);
-  ASSERT_EQ(j.at("prompts").size(), 2u);
+  ASSERT_EQ(j.at("prompts").size(), 7u);
   EXPECT_EQ(j.at("prompts")[0].at("output").size(), 16u);
   EXPECT_EQ(j.at("prompts")[0].at("output"), j.at("prompts")[0].at("greedy"));
+  fs::remove_all(dir);
+}
+
+// --prompts names a token-shard folder; the JSON keeps each prompt's place and source.
+TEST(EvalTest, PromptFolderDocumentsAreThePrompts) {
+  Fixture& f = fixture();
+  train::DflashModel drafter(f.config, f.target_weights(), 5, 2);
+  const fs::path dir = fresh_dir("prompt-folder");
+  export_and_read(drafter, dir / "export");
+  const std::vector<EvalPrompt> texts = prompts(3, 20);
+  fs::create_directories(dir / "prompts");
+  {
+    data::ShardWriter writer((dir / "prompts" / "p.hstok").string(), 2, 256);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::vector<uint32_t> doc(texts[i].tokens.begin(), texts[i].tokens.end() - int(i));
+      writer.add_document(doc);
+    }
+    writer.finish();
+  }
+  EvalOptions o;
+  o.model = "tiny";
+  o.drafter = (dir / "export").string();
+  o.prompts.prompts = (dir / "prompts").string();
+  o.max_new_tokens = 8;
+  o.threads = 2;
+  o.json_path = (dir / "report.json").string();
+  EXPECT_EQ(run_eval(o), 0);
+  std::ifstream in(o.json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j.at("prompts").size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const nlohmann::json& p = j.at("prompts")[i];
+    EXPECT_EQ(p.at("index"), i);
+    EXPECT_EQ(p.at("source"), "p.hstok#" + std::to_string(i));
+    EXPECT_EQ(p.at("prompt").size(), 20 - i);
+    EXPECT_EQ(p.at("output"), p.at("greedy"));
+  }
+  const double tau = j.at("acceptance_length");
+  EXPECT_LE(j.at("acceptance_length_interval")[0].get<double>(), tau);
+  EXPECT_GE(j.at("acceptance_length_interval")[1].get<double>(), tau);
+  o.prompts.max_prompts = 2;
+  EXPECT_EQ(run_eval(o), 0);
+  std::ifstream again(o.json_path);
+  EXPECT_EQ(nlohmann::json::parse(again).at("prompts").size(), 2u);
   fs::remove_all(dir);
 }
 
