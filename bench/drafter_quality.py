@@ -71,8 +71,9 @@ def cache_root():
 def heldout_prompts(args):
     """A shard folder of held-out prompts: every 64-token window of the built-in corpus's
     held-out documents (every 16th paragraph, data/default_corpus.cc), each a document of its
-    own. `hsring eval` alone takes only each held-out document's first 64 tokens: 6 prompts,
-    too few to separate drafters; the windows give 29, none of them ever trained on."""
+    own, given to `hsring eval --prompts`: the 29 prompts the results in bench/RESULTS.md
+    were measured on (hsring eval's own default now cuts the same documents into 32-token
+    windows: 63 prompts), none of them ever trained on."""
     sys.path.insert(0, os.path.join(HERE, "..", "python"))
     sys.path.insert(0, HERE)
     from hsring.shards import write_shard
@@ -103,10 +104,11 @@ def heldout_prompts(args):
 
 def evaluate(args, export, name):
     out = os.path.join(args.work, name + ".eval.json")
-    cmd = [args.hsring, "eval", "--drafter", export, "--prompts", str(args.prompts),
-           "--prompt-tokens", str(args.prompt_tokens), "--json", out]
-    if args.prompt_data:
-        cmd += ["--data", args.prompt_data]
+    cmd = [args.hsring, "eval", "--drafter", export, "--max-prompts", str(args.prompts),
+           "--prompt-tokens", str(args.prompt_tokens), "--max-new-tokens",
+           str(args.max_new_tokens), "--json", out]
+    if args.prompt_data:  # a prompt folder: each document (a window) is one prompt
+        cmd += ["--prompts", args.prompt_data]
     if args.eval_threads:
         cmd += ["--threads", str(args.eval_threads)]
     seconds, _ = sh(cmd, os.path.join(args.work, name + ".log"))
@@ -167,9 +169,11 @@ def main():
     # Every held-out prompt (eval takes as many as there are, up to this).
     ap.add_argument("--prompts", type=int, default=1000)
     ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--prompt-set", choices=["windows", "eval-default"], default="windows",
                     help="windows: every 64-token window of the held-out documents (29); "
-                         "eval-default: hsring eval's own (each held-out document's start, 6)")
+                         "eval-default: hsring eval's own (every --prompt-tokens window of "
+                         "them, round-robin)")
     ap.add_argument("--eval-threads", type=int, default=0)
     ap.add_argument("--torch-threads", type=int, default=2)
     ap.add_argument("--torch-args", default="", help="extra flags for dflash_recipe_torch.py")

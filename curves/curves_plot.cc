@@ -39,9 +39,9 @@ void draw_panel(Raster& canvas, const PanelArea& area, const char* title, const 
   if (lo == hi) lo -= 0.5, hi += 0.5;
   const auto x_of = [&](uint64_t step) {
     if (first == last) return area.left;
-    return area.left + int(std::floor(double(step - first) * double(area.right - area.left) /
-                                          double(last - first) +
-                                      0.5));
+    return area.left +
+           int(std::floor(
+               double(step - first) * double(area.right - area.left) / double(last - first) + 0.5));
   };
   const auto y_of = [&](double v) {
     return area.bottom -

@@ -48,7 +48,8 @@ std::string encode_png_rgb(uint32_t width, uint32_t height, std::span<const uint
   std::string header;
   put_u32(header, width);
   put_u32(header, height);
-  header += std::string_view("\x08\x02\x00\x00\x00", 5);  // 8 bits, RGB, deflate, filter 0, no interlace
+  header +=
+      std::string_view("\x08\x02\x00\x00\x00", 5);  // 8 bits, RGB, deflate, filter 0, no interlace
   put_chunk(png, "IHDR", header);
   put_chunk(png, "IDAT", deflated);
   put_chunk(png, "IEND", "");

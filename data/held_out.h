@@ -12,7 +12,7 @@ namespace hsring::data {
 
 class Corpus;
 
-inline constexpr uint64_t kHeldOutFraction = 16;  // one document in 16 ...
+inline constexpr uint64_t kHeldOutFraction = 16;      // one document in 16 ...
 inline constexpr uint64_t kMaxHeldOutDocuments = 64;  // ... at most this many
 
 // min(kMaxHeldOutDocuments, doc_count / kHeldOutFraction): none of a corpus of fewer than

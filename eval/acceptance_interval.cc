@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "common/random.h"
 #include "common/contract.h"
+#include "common/random.h"
 
 namespace hsring::eval {
 namespace {
@@ -16,8 +16,8 @@ double ratio(uint64_t tokens, uint64_t forwards) {
 
 }  // namespace
 
-AcceptanceInterval bootstrap_acceptance_interval(std::span<const PromptTally> prompts,
-                                                 double level, uint32_t resamples, uint64_t seed) {
+AcceptanceInterval bootstrap_acceptance_interval(std::span<const PromptTally> prompts, double level,
+                                                 uint32_t resamples, uint64_t seed) {
   HSRING_REQUIRE(level > 0 && level < 1 && resamples > 0);
   AcceptanceInterval interval{.level = level};
   uint64_t tokens = 0, forwards = 0;
@@ -44,7 +44,8 @@ AcceptanceInterval bootstrap_acceptance_interval(std::span<const PromptTally> pr
   // each end.
   const double tail = (1 - level) / 2 * double(resamples);
   const size_t lo = size_t(std::floor(tail));
-  const size_t hi = std::min(size_t(resamples) - 1, size_t(std::ceil(double(resamples) - tail)) - 1);
+  const size_t hi =
+      std::min(size_t(resamples) - 1, size_t(std::ceil(double(resamples) - tail)) - 1);
   interval.low = taus[lo];
   interval.high = taus[hi];
   return interval;

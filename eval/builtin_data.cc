@@ -52,9 +52,9 @@ std::string continuations_dir(const std::string& cache_root, data::BuiltinSplit 
   return cached_folder(
              dir, holds_shards,
              [&](const fs::path& staging) {
-               const data::Corpus prompts = data::Corpus::open(
-                   training ? data::default_corpus_dir(root.string())
-                            : data::default_heldout_dir(root.string()));
+               const data::Corpus prompts =
+                   data::Corpus::open(training ? data::default_corpus_dir(root.string())
+                                               : data::default_heldout_dir(root.string()));
                GenerateOptions options;
                options.model = target_dir.string();
                options.prompt_tokens = kBuiltinPromptTokens;

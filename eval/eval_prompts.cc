@@ -62,8 +62,8 @@ std::vector<EvalPrompt> held_out_windows(const data::Corpus& corpus, uint32_t ma
                          source_of(corpus, d.shard, d.index, offset)});
     }
   if (prompts.empty())
-    no_prompt(corpus, "document of at least " + std::to_string(prompt_tokens) +
-                          " tokens for a prompt");
+    no_prompt(corpus,
+              "document of at least " + std::to_string(prompt_tokens) + " tokens for a prompt");
   return prompts;
 }
 
@@ -154,9 +154,9 @@ ChosenPrompts choose_prompts(const PromptChoice& choice, const std::string& mode
     }
     if (!std::filesystem::exists(choice.prompts, ec) &&
         choice.prompts.find_first_not_of("0123456789") == std::string::npos)
-      throw Error(Errc::kUsage, "--prompts names a prompt folder or JSONL chats, not a count: " +
-                                    choice.prompts + " does not exist (use --max-prompts " +
-                                    choice.prompts + ")");
+      throw Error(Errc::kUsage,
+                  "--prompts names a prompt folder or JSONL chats, not a count: " + choice.prompts +
+                      " does not exist (use --max-prompts " + choice.prompts + ")");
     chosen.prompts =
         document_prompts(open_checked(choice.prompts, model, vocab_size), choice.max_prompts);
     chosen.description = "the prompt folder " + choice.prompts;

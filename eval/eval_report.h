@@ -14,8 +14,8 @@ namespace hsring::eval {
 
 // One prompt of an evaluation, as its decoder returns it.
 struct PromptResult {
-  uint32_t index = 0;  // the prompt's place in the evaluated list
-  std::string source;  // where the prompt came from (EvalPrompt::source)
+  uint32_t index = 0;                           // the prompt's place in the evaluated list
+  std::string source;                           // where the prompt came from (EvalPrompt::source)
   std::vector<int32_t> prompt, output, greedy;  // output: speculative; greedy: plain
   std::vector<uint32_t> produced;               // tokens per verifying forward
   // [B]: steps that verified block position j, and those whose drafts 1..j were all

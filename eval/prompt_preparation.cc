@@ -16,9 +16,8 @@ namespace hsring::eval {
 
 void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
                           const std::string& dir) {
-  std::vector<std::string> args = {"/proc/self/exe", "data",          "prepare", "--model",
-                                   model,            "--dataset",     jsonl,     "--prompts-only",
-                                   "-o",             dir};
+  std::vector<std::string> args = {"/proc/self/exe", "data", "prepare",        "--model", model,
+                                   "--dataset",      jsonl,  "--prompts-only", "-o",      dir};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

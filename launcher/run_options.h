@@ -48,10 +48,10 @@ struct RunOptions {
   uint64_t eval_every = 0;
   std::string eval_data;
   bool eval_data_held_out = false;
-  bool verify_data = true;       // preflight reads every token: both checksums, the vocabulary
-  uint64_t data_seed = 0;        // batch packing and epoch order
-  std::string layers;            // captured layer ids "1,16,31"; "" = the DFlash rule
-  uint32_t read_ahead = 4;       // batches a target reads ahead of its forward
+  bool verify_data = true;  // preflight reads every token: both checksums, the vocabulary
+  uint64_t data_seed = 0;   // batch packing and epoch order
+  std::string layers;       // captured layer ids "1,16,31"; "" = the DFlash rule
+  uint32_t read_ahead = 4;  // batches a target reads ahead of its forward
 
   // Drafter training (model runs; docs/drafter-training.md, docs/checkpoint-format.md).
   std::string run_dir;  // checkpoints and the exported drafter; "" = hsring-runs/<ring>-<time>

@@ -116,9 +116,8 @@ std::string summary_text(const RunSummary& s) {
     out << "\nacceptance length (speculative decoding of " << s.eval_prompts << " prompts, "
         << s.eval_prompts_source << "): "
         << eval::format_acceptance_length(s.acceptance_length, s.acceptance_length_interval)
-        << " tokens per target forward, against "
-        << s.untrained_acceptance_length << " for the untrained drafter (first "
-        << s.untrained_eval_prompts << " prompts)"
+        << " tokens per target forward, against " << s.untrained_acceptance_length
+        << " for the untrained drafter (first " << s.untrained_eval_prompts << " prompts)"
         << (s.matches_greedy ? "; output identical to greedy decoding"
                              : "; OUTPUT DIFFERS FROM GREEDY DECODING");
   return out.str();

@@ -37,11 +37,9 @@ TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& m
     throw Error(Errc::kModelBadInput, problem);
   log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
            std::to_string(corpus_.doc_count()) + " documents (" +
-           std::to_string(options.data_dir.empty()
-                              ? 0
-                              : data::held_out_document_count(corpus_.doc_count())) +
-           " held out), " +
-           std::to_string(index_.batches_per_epoch()) + " batches of up to " +
+           std::to_string(
+               options.data_dir.empty() ? 0 : data::held_out_document_count(corpus_.doc_count())) +
+           " held out), " + std::to_string(index_.batches_per_epoch()) + " batches of up to " +
            std::to_string(max_tokens) + " tokens per epoch");
 }
 

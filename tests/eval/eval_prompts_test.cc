@@ -74,10 +74,22 @@ TEST(AcceptanceIntervalTest, ResamplesPromptsAndRecomputesTheRatioOfSums) {
 
 TEST(EvalReportTest, SummarizesPromptsKeepingTheirIndexAndSource) {
   std::vector<PromptResult> prompts(2);
-  prompts[0] = {.index = 0, .source = "a#0", .prompt = {1}, .output = {5, 6, 7}, .greedy = {5, 6, 7},
-                .produced = {2, 1}, .verified = {2, 2, 1}, .accepted = {2, 1, 0}};
-  prompts[1] = {.index = 1, .source = "a#1@32", .prompt = {2}, .output = {8, 9}, .greedy = {8, 0},
-                .produced = {2}, .verified = {1, 1, 1}, .accepted = {1, 1, 1}};
+  prompts[0] = {.index = 0,
+                .source = "a#0",
+                .prompt = {1},
+                .output = {5, 6, 7},
+                .greedy = {5, 6, 7},
+                .produced = {2, 1},
+                .verified = {2, 2, 1},
+                .accepted = {2, 1, 0}};
+  prompts[1] = {.index = 1,
+                .source = "a#1@32",
+                .prompt = {2},
+                .output = {8, 9},
+                .greedy = {8, 0},
+                .produced = {2},
+                .verified = {1, 1, 1},
+                .accepted = {1, 1, 1}};
   const EvalReport r = summarize_prompts(3, prompts);
   EXPECT_DOUBLE_EQ(r.acceptance_length, 5.0 / 3.0);
   EXPECT_LE(r.acceptance_length_interval.low, r.acceptance_length);
@@ -119,8 +131,8 @@ TEST(EvalPromptsTest, PromptFolderDocumentsEndBeforeTheirFirstTrainedLabel) {
   TempDir dir;
   const std::vector<uint8_t> chat = {0, 0, 0, 0, 0, 1, 1, 1, 0, 1};  // prompt of 5, response
   const std::vector<uint8_t> none(6, 0), first_only = {1, 0, 0, 0};
-  const data::Corpus corpus = data::Corpus::open(
-      write_documents(dir, {10, 6, 0, 4}, {chat, none, {}, first_only}));
+  const data::Corpus corpus =
+      data::Corpus::open(write_documents(dir, {10, 6, 0, 4}, {chat, none, {}, first_only}));
   const std::vector<EvalPrompt> prompts = document_prompts(corpus, 100);
   ASSERT_EQ(prompts.size(), 3u);  // the empty document gives none
   EXPECT_EQ(prompts[0].tokens, tokens_of(0, 0, 5));
