@@ -12,6 +12,9 @@
 #include "data/default_corpus.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
+#if HSRING_HAVE_CUDA
+#include "eval/gpu_eval.h"
+#endif
 #include "train/dflash_params.h"
 
 namespace hsring::eval {
@@ -60,6 +63,14 @@ void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& dr
   write_file_atomically(path, j.dump() + "\n");
 }
 
+// Prints the text report, writes the JSON one when asked; 0, or 1 when the output is not
+// plain greedy decoding's.
+int report_eval(const EvalReport& report, const std::string& json_path) {
+  std::cout << eval_report_text(report) << std::flush;
+  if (!json_path.empty()) write_file_atomically(json_path, eval_report_json(report));
+  return report.matches_greedy ? 0 : 1;
+}
+
 }  // namespace
 
 std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, uint32_t count,
@@ -84,26 +95,20 @@ std::vector<std::vector<int32_t>> held_out_prompts(const data::Corpus& corpus, u
   return prompts;
 }
 
-EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
-                    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
-                    uint32_t threads) {
-  check_fits(target.config(), drafter);
-  const ModelWeights& w = target.weights();
-  train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
-  std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());
-
+EvalReport summarise_decoding(std::span<const std::vector<int32_t>> prompts,
+                              std::span<SpeculativeResult> speculative,
+                              std::span<const std::vector<int32_t>> greedy, uint32_t block_size) {
   EvalReport report;
-  const size_t bs = drafter.config.block_size;
-  report.block_size = uint32_t(bs);
+  const size_t bs = block_size;
+  report.block_size = block_size;
   std::vector<uint64_t> verified(bs, 0), accepted(bs, 0);
   uint64_t produced_sum = 0, steps = 0;
-  for (const std::vector<int32_t>& prompt : prompts) {
-    SpeculativeResult r =
-        speculative_decode(target, model, drafter.layer_ids, prompt, max_new_tokens);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SpeculativeResult& r = speculative[i];
     PromptResult p;
-    p.prompt = prompt;
+    p.prompt = prompts[i];
     p.output = std::move(r.tokens);
-    p.greedy = greedy_decode(target, prompt, max_new_tokens);
+    p.greedy = greedy[i];
     p.matches_greedy = p.output == p.greedy;
     p.produced = std::move(r.produced);
     uint64_t sum = 0;
@@ -128,6 +133,23 @@ EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& draf
   return report;
 }
 
+EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
+                    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
+                    uint32_t threads) {
+  check_fits(target.config(), drafter);
+  const ModelWeights& w = target.weights();
+  train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
+  std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());
+  std::vector<SpeculativeResult> speculative;
+  std::vector<std::vector<int32_t>> greedy;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    speculative.push_back(
+        speculative_decode(target, model, drafter.layer_ids, prompt, max_new_tokens));
+    greedy.push_back(greedy_decode(target, prompt, max_new_tokens));
+  }
+  return summarise_decoding(prompts, speculative, greedy, drafter.config.block_size);
+}
+
 std::string eval_report_json(const EvalReport& report) {
   nlohmann::json j;
   j["acceptance_length"] = report.acceptance_length;
@@ -137,6 +159,12 @@ std::string eval_report_json(const EvalReport& report) {
   j["block_size"] = report.block_size;
   j["target_forwards"] = report.target_forwards;
   j["generated_tokens"] = report.generated_tokens;
+  if (report.speculative_seconds > 0 && report.greedy_seconds > 0) {
+    const double tokens = double(report.generated_tokens);
+    j["speculative_tokens_per_s"] = tokens / report.speculative_seconds;
+    j["greedy_tokens_per_s"] = tokens / report.greedy_seconds;
+    j["measured_speedup"] = report.greedy_seconds / report.speculative_seconds;
+  }
   j["prompts"] = nlohmann::json::array();
   for (const PromptResult& p : report.prompts)
     j["prompts"].push_back({{"prompt", p.prompt},
@@ -163,6 +191,14 @@ std::string eval_report_text(const EvalReport& report) {
                 "\nideal speed-up %.2fx (drafting free, verification as one decode step)\n",
                 report.ideal_speedup);
   s << line;
+  if (report.speculative_seconds > 0 && report.greedy_seconds > 0) {
+    const double tokens = double(report.generated_tokens);
+    std::snprintf(line, sizeof line,
+                  "on the GPU: speculative %.1f tokens/s, plain greedy %.1f tokens/s: %.2fx\n",
+                  tokens / report.speculative_seconds, tokens / report.greedy_seconds,
+                  report.greedy_seconds / report.speculative_seconds);
+    s << line;
+  }
   size_t matched = 0;
   for (const PromptResult& p : report.prompts) matched += p.matches_greedy;
   s << "matches greedy: " << (report.matches_greedy ? "yes" : "NO") << " (" << matched << " of "
@@ -194,28 +230,42 @@ int run_eval(const EvalOptions& options) {
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
   const std::string model = train::resolve_model_spec(options.model);
   // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
-  check_fits(model_config_of(model), drafter);
-  const auto target = open_cpu_model(model, options.model_seed, {options.threads});
+  const ModelConfig target_config = model_config_of(model);
+  check_fits(target_config, drafter);
   // The built-in corpus's held-out part, which no built-in training run reads.
   const data::Corpus corpus = options.data.empty() ? data::Corpus::open(data::default_heldout_dir())
                                                    : data::open_token_data(options.data);
   if (const std::string problem =
-          data::vocabulary_problem(corpus, target->config().vocab_size, options.model);
+          data::vocabulary_problem(corpus, target_config.vocab_size, options.model);
       !problem.empty())
     throw Error(Errc::kDataBadOptions, problem);
   const auto prompts = held_out_prompts(corpus, options.prompts, options.prompt_tokens);
   std::cout << "eval: drafter " << options.drafter << " (" << train::describe(drafter.config)
-            << ") against " << target->config().name << ", " << prompts.size() << " prompts of "
+            << ") against " << target_config.name << ", " << prompts.size() << " prompts of "
             << options.prompt_tokens << " tokens from " << corpus.dir() << ", "
-            << options.max_new_tokens << " new tokens each\n";
+            << options.max_new_tokens << " new tokens each, on "
+            << (options.gpu >= 0 ? "GPU " + std::to_string(options.gpu) : std::string("the CPU"))
+            << "\n";
+  if (options.gpu >= 0) {
+#if HSRING_HAVE_CUDA
+    if (!options.dump_block.empty()) throw Error(Errc::kUsage, "--dump-block runs on the CPU only");
+    const EvalReport report =
+        evaluate_on_gpu({model, options.model_seed, options.gpu, options.gpu_group}, drafter,
+                        prompts, options.max_new_tokens);
+    return report_eval(report, options.json_path);
+#else
+    throw Error(Errc::kUsage, "--gpu: GPU " + std::to_string(options.gpu) +
+                                  " cannot be used: this hsring was built without CUDA; rebuild "
+                                  "it on a machine with /usr/local/cuda, or leave --gpu out to "
+                                  "evaluate on the CPU");
+#endif
+  }
+  const auto target = open_cpu_model(model, options.model_seed, {options.threads});
   if (!options.dump_block.empty())
     dump_first_block(*target, drafter, prompts.front(), options.threads, options.dump_block);
   const EvalReport report = evaluate(*target, drafter, prompts, options.max_new_tokens,
                                      options.threads == 0 ? 0 : options.threads);
-  std::cout << eval_report_text(report) << std::flush;
-  if (!options.json_path.empty())
-    write_file_atomically(options.json_path, eval_report_json(report));
-  return report.matches_greedy ? 0 : 1;
+  return report_eval(report, options.json_path);
 }
 
 bool EvalCommand::selected() const { return command_ && *command_; }
@@ -227,7 +277,8 @@ EvalCommand add_eval_command(CLI::App& app) {
   command.options_ = std::make_shared<EvalOptions>();
   EvalOptions& o = *command.options_;
   CLI::App* eval = app.add_subcommand(
-      "eval", "Measure a DFlash export's acceptance length by speculative decoding on the CPU");
+      "eval",
+      "Measure a DFlash export's acceptance length by speculative decoding (CPU, or --gpu)");
   command.command_ = eval;
   eval->add_option("--model", o.model, "Target model: a preset or a Hugging Face folder")
       ->capture_default_str();
@@ -247,6 +298,13 @@ EvalCommand add_eval_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   eval->add_option("--threads", o.threads, "CPU threads (0: all)")->capture_default_str();
+  eval->add_option("--gpu", o.gpu,
+                   "Decode on this GPU (CUDA target and drafter, many prompts at a time), "
+                   "timed against plain greedy decoding there")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   eval->add_option("--json", o.json_path, "Also write the report as JSON to PATH");
   // Hidden: for the reference test only (tests/reference).
   eval->add_option("--dump-block", o.dump_block,

@@ -12,6 +12,7 @@
 
 #include "checkpoint/dflash_export.h"
 #include "data/corpus.h"
+#include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
 
 namespace CLI {
@@ -28,7 +29,9 @@ struct EvalOptions {
   uint32_t prompts = 8;
   uint32_t prompt_tokens = 64;
   uint32_t max_new_tokens = 64;
-  uint32_t threads = 0;  // 0: every hardware thread
+  uint32_t threads = 0;     // 0: every hardware thread
+  int gpu = -1;             // >= 0: decode on this GPU (eval/gpu_eval.h), not the CPU
+  uint32_t gpu_group = 16;  // --gpu: prompts decoded together, one forward each step
   std::string json_path;
   // Hidden (--dump-block PATH): the first block drafted for the first prompt, as JSON, for
   // the reference test (tests/reference, docs/dflash-export.md "Checked against the reference").
@@ -53,8 +56,17 @@ struct EvalReport {
   double ideal_speedup = 0;
   bool matches_greedy = true;  // every prompt's output equals plain greedy decoding
   uint64_t target_forwards = 0, generated_tokens = 0;
+  // hsring eval --gpu: the wall time of each decoding of every prompt (0: not timed). Their
+  // ratio is the speed-up seen on that GPU, drafting and verification included.
+  double speculative_seconds = 0, greedy_seconds = 0;
   std::vector<PromptResult> prompts;
 };
+
+// The report of decoding `prompts` speculatively (`speculative`, one per prompt) and
+// plainly (`greedy`, one per prompt) with a drafter of `block_size`.
+EvalReport summarise_decoding(std::span<const std::vector<int32_t>> prompts,
+                              std::span<SpeculativeResult> speculative,
+                              std::span<const std::vector<int32_t>> greedy, uint32_t block_size);
 
 // The evaluation prompts: the first `prompt_tokens` tokens of each of the last `count`
 // documents of `corpus` (shard order, then document order) that hold at least that many,
