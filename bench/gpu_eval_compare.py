@@ -9,7 +9,12 @@ acceptance per step), then decodes the same prompts
 and prints tokens/s of each with their ratios to hsring's, and how many prompts give the
 same tokens and the same accepted lengths as hsring.
 
-usage: gpu_eval_compare.py --target HF_DIR --export EXPORT_DIR --report GPU_JSON [--out JSON]
+With --dtype float32 (target and drafter in fp32 on the GPU) the report to compare with is
+the CPU path's (`hsring eval --json` without --gpu, fp32 throughout): the tokens and accepted
+lengths must then agree prompt for prompt, the numerics no longer differing by bf16 rounding.
+
+usage: gpu_eval_compare.py --target HF_DIR --export EXPORT_DIR --report JSON
+                           [--dtype bfloat16|float32] [--out JSON]
 """
 import argparse
 import json
@@ -34,6 +39,7 @@ def main():
     ap.add_argument("--target", required=True)
     ap.add_argument("--export", required=True)
     ap.add_argument("--report", required=True, help="hsring eval --gpu --json output")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--out", help="write the comparison as JSON here")
     args = ap.parse_args()
     with open(args.report) as f:
@@ -41,8 +47,9 @@ def main():
     prompts = [p["prompt"] for p in report["prompts"]]
     new_tokens = len(report["prompts"][0]["output"])
     device = torch.device("cuda:0")
-    target = AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.bfloat16).to(device).eval()
-    drafter = DFlashDraftModel.from_pretrained(args.export, dtype=torch.bfloat16).to(device).eval()
+    dtype = getattr(torch, args.dtype)
+    target = AutoModelForCausalLM.from_pretrained(args.target, dtype=dtype).to(device).eval()
+    drafter = DFlashDraftModel.from_pretrained(args.export, dtype=dtype).to(device).eval()
 
     def reference():
         out = []
@@ -67,26 +74,30 @@ def main():
     gen, gen_s = timed(generate)
     ours = report["prompts"]
     tokens = sum(len(p["output"]) for p in ours)
-    hsring_s = tokens / report["speculative_tokens_per_s"]
     same_tokens = sum(r[0] == p["output"] for r, p in zip(ref, ours))
     same_steps = sum(r[1] == p["produced"] for r, p in zip(ref, ours))
     same_greedy = sum(g == p["greedy"] for g, p in zip(gen, ours))
     ref_tau = sum(sum(r[1]) for r in ref) / max(1, sum(len(r[1]) for r in ref))
     result = {
+        "dtype": args.dtype,
         "prompts": len(prompts),
         "new_tokens": new_tokens,
-        "hsring_speculative_tokens_per_s": tokens / hsring_s,
-        "hsring_greedy_tokens_per_s": report["greedy_tokens_per_s"],
         "reference_dflash_tokens_per_s": tokens / ref_s,
         "transformers_generate_tokens_per_s": tokens / gen_s,
-        "hsring_over_reference": ref_s / hsring_s,
-        "hsring_over_generate": gen_s / hsring_s,
         "hsring_tau": report["acceptance_length"],
         "reference_tau": ref_tau,
         "prompts_with_reference_tokens": same_tokens,
         "prompts_with_reference_steps": same_steps,
         "prompts_whose_greedy_is_generate": same_greedy,
     }
+    if "speculative_tokens_per_s" in report:  # hsring eval --gpu's timings
+        hsring_s = tokens / report["speculative_tokens_per_s"]
+        result.update({
+            "hsring_speculative_tokens_per_s": report["speculative_tokens_per_s"],
+            "hsring_greedy_tokens_per_s": report["greedy_tokens_per_s"],
+            "hsring_over_reference": ref_s / hsring_s,
+            "hsring_over_generate": gen_s / hsring_s,
+        })
     for k, v in result.items():
         print(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}")
     if args.out:

@@ -20,11 +20,20 @@ if ! python3 -c "import dflash" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --find-links "${HSRING_WHEELS:?}" \
     --target "$pylib" dflash
 fi
+run_compare() {  # name dtype report
+  PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}" python3 "$(dirname "$0")/gpu_eval_compare.py" \
+    --target "$target" --export "$export_dir" --report "$3" --dtype "$2" \
+    --out "$out/compare-$1.json" | sed "s/^/$1: /"
+}
+# Speed: hsring on the GPU (bf16 target) against the reference and transformers in bf16, in
+# groups of 16 and 64 prompts.
 for prompts in 16 64; do
   "$bin/hsring" eval --gpu 0 --drafter "$export_dir" --prompts "$prompts" \
-    --json "$out/hsring-$prompts.json" > "$out/hsring-$prompts.log"
-  tail -n 6 "$out/hsring-$prompts.log"
-  PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}" python3 "$(dirname "$0")/gpu_eval_compare.py" \
-    --target "$target" --export "$export_dir" --report "$out/hsring-$prompts.json" \
-    --out "$out/compare-$prompts.json"
+    --json "$out/hsring-gpu-$prompts.json" > "$out/hsring-gpu-$prompts.log"
+  tail -n 6 "$out/hsring-gpu-$prompts.log"
+  run_compare "gpu-$prompts" bfloat16 "$out/hsring-gpu-$prompts.json"
 done
+# Agreement: hsring's CPU path (fp32) against the reference in fp32 on the GPU.
+"$bin/hsring" eval --drafter "$export_dir" --prompts 64 --json "$out/hsring-cpu-64.json" \
+  > "$out/hsring-cpu-64.log"
+run_compare cpu-64-fp32 float32 "$out/hsring-cpu-64.json"

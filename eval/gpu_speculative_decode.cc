@@ -35,12 +35,20 @@ void ensure_bytes(gpu::DeviceBuffer& buffer, size_t bytes) {
 struct Lane {
   std::vector<int32_t> seq;  // the prompt, then every token kept so far
   size_t prompt_length = 0, max_length = 0;
+  uint32_t slot = 0;           // its place in the group, and in the KV cache
   int32_t target_row = 0;      // where its document began in the last target forward
   std::vector<int32_t> block;  // [v]: the anchor, then the drafts of positions 1 .. v - 1
   SpeculativeResult result;
   size_t anchor_row() const { return seq.size() - 1; }
   bool done() const { return seq.size() >= max_length; }
 };
+
+// Positions a sequence of these prompts can reach: the longest prompt and every new token.
+uint32_t capacity_for(std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  return uint32_t(longest + max_new_tokens);
+}
 
 }  // namespace
 
@@ -53,10 +61,44 @@ struct GpuSpeculativeDecoder::Impl {
   gpu::Stream stream;
   gpu::DeviceBuffer captured, greedy_device, features;
   std::vector<int32_t> greedy;  // the last target forward's, on the host
+  // With a KV cache (attention-only targets: cache_problem), each forward computes only the
+  // new rows, and `history` keeps every lane's captured rows so far, fp32
+  // [slot * capacity + position, K*H], for the drafter's context. Without one (hybrid
+  // targets), each forward recomputes the whole sequence and its capture holds them.
+  bool use_cache = false;
+  std::unique_ptr<CudaKvCache> cache;
+  gpu::DeviceBuffer history;
+
+  size_t row_bytes() const { return width * sizeof(float); }
+
+  // A cache (and history) for `lanes` sequences of up to `capacity` tokens.
+  void prepare_cache(uint32_t lanes, uint32_t capacity) {
+    if (!use_cache) return;
+    if (!cache || cache->sequences() < lanes || cache->capacity() < capacity) {
+      cache.reset();
+      history = gpu::DeviceBuffer();
+      cache = std::make_unique<CudaKvCache>(target.config(), lanes, capacity);
+      history = gpu::DeviceBuffer::allocate(uint64_t(lanes) * capacity * row_bytes());
+    }
+  }
+
+  // Where the captured rows of `lane`'s sequence begin, on the device.
+  const std::byte* context_of(const Lane& lane) const {
+    return use_cache ? history.data() + uint64_t(lane.slot) * cache->capacity() * row_bytes()
+                     : captured.data() + uint64_t(lane.target_row) * row_bytes();
+  }
+
+  // Copies `count` rows of the last forward's capture from batch row `from` into `lane`'s
+  // history at position `at`.
+  void keep_rows(const Lane& lane, int32_t from, size_t at, size_t count) {
+    std::byte* dst = history.data() + (uint64_t(lane.slot) * cache->capacity() + at) * row_bytes();
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, captured.data() + uint64_t(from) * row_bytes(),
+                                      count * row_bytes(), cudaMemcpyDeviceToDevice, stream.get()));
+  }
 
   // One target forward over `packed`: its greedy tokens to the host (`greedy`), the captured
   // layers of every row on the device (`captured`, fp32 [T, K*H]) when `capture`.
-  void target_forward(const Packed& packed, bool capture) {
+  void target_forward(const Packed& packed, bool capture, const CachedPrefix* prefix = nullptr) {
     const size_t rows = packed.tokens.size();
     ForwardRequest request;
     request.greedy = true;
@@ -71,7 +113,7 @@ struct GpuSpeculativeDecoder::Impl {
         out.layers.push_back({captured.as<float>() + k * hidden, width * sizeof(float)});
     }
     target.forward_device({packed.tokens, packed.positions, packed.offsets}, request, stream.get(),
-                          out);
+                          out, prefix);
     greedy.resize(rows);
     HSRING_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), greedy_device.data(), rows * sizeof(int32_t),
                                       cudaMemcpyDeviceToHost, stream.get()));
@@ -89,14 +131,13 @@ struct GpuSpeculativeDecoder::Impl {
       anchors.push_back(int32_t(packed.tokens.size() + s));
       packed.add(std::span<const int32_t>(lane->seq).first(s + 1));
     }
-    const size_t rows = packed.tokens.size(), row_bytes = width * sizeof(float);
+    const size_t rows = packed.tokens.size(), row_bytes = this->row_bytes();
     ensure_bytes(features, rows * row_bytes);
     // The anchor rows are never read as context, but fc runs over them: zeros, not stale bits.
     HSRING_CUDA_CHECK(cudaMemsetAsync(features.data(), 0, rows * row_bytes, stream.get()));
     for (size_t i = 0; i < lanes.size(); ++i)
       HSRING_CUDA_CHECK(cudaMemcpyAsync(features.data() + size_t(packed.begin(i)) * row_bytes,
-                                        captured.data() + size_t(lanes[i]->target_row) * row_bytes,
-                                        lanes[i]->anchor_row() * row_bytes,
+                                        context_of(*lanes[i]), lanes[i]->anchor_row() * row_bytes,
                                         cudaMemcpyDeviceToDevice, stream.get()));
     // The drafter works on its own stream: the copies must be done before it reads them.
     HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
@@ -111,12 +152,28 @@ struct GpuSpeculativeDecoder::Impl {
     }
   }
 
+  // A forward over each lane's document (`docs`), through the cache where there is one:
+  // lane i's document continues its sequence after cached[i] positions.
+  void forward_lanes(std::span<Lane* const> lanes, const Packed& docs,
+                     std::span<const int32_t> cached) {
+    if (!use_cache) return target_forward(docs, true);
+    std::vector<int32_t> slots;
+    for (const Lane* lane : lanes) slots.push_back(int32_t(lane->slot));
+    const CachedPrefix prefix{cache.get(), slots, cached};
+    target_forward(docs, true, &prefix);
+  }
+
   void decode_group(std::span<Lane> lanes) {
+    std::vector<Lane*> all;
     Packed prefill;
-    for (const Lane& lane : lanes) prefill.add(lane.seq);
-    target_forward(prefill, true);
+    for (Lane& lane : lanes) {
+      all.push_back(&lane);
+      prefill.add(lane.seq);
+    }
+    forward_lanes(all, prefill, std::vector<int32_t>(lanes.size(), 0));
     for (size_t i = 0; i < lanes.size(); ++i) {
       lanes[i].target_row = prefill.begin(i);
+      if (use_cache) keep_rows(lanes[i], prefill.begin(i), 0, lanes[i].seq.size());
       lanes[i].seq.push_back(greedy[size_t(prefill.end(i)) - 1]);  // the first anchor
     }
     for (;;) {
@@ -129,37 +186,51 @@ struct GpuSpeculativeDecoder::Impl {
       if (by_block_size.empty()) return;
       for (auto& [v, group_lanes] : by_block_size) draft(group_lanes, v);
 
-      // One forward verifies every block: a lane's document is its sequence then its drafts.
+      // One forward verifies every block: a lane's document is its sequence then its drafts
+      // (with a cache: its anchor and drafts, continuing the cached rows before the anchor).
       Packed verify;
       std::vector<Lane*> active;
+      std::vector<int32_t> cached;
       for (auto& entry : by_block_size)
         active.insert(active.end(), entry.second.begin(), entry.second.end());
       for (Lane* lane : active) {
-        std::vector<int32_t> doc = lane->seq;
-        doc.insert(doc.end(), lane->block.begin() + 1, lane->block.end());
+        const auto s = int32_t(lane->anchor_row());
+        std::vector<int32_t> doc;
+        if (!use_cache) doc.assign(lane->seq.begin(), lane->seq.begin() + s);
+        doc.insert(doc.end(), lane->block.begin(), lane->block.end());
         verify.add(doc);
+        cached.push_back(use_cache ? s : 0);
       }
-      target_forward(verify, true);
-      for (size_t i = 0; i < active.size(); ++i) accept(*active[i], size_t(verify.begin(i)));
+      for (size_t i = 0; i < active.size(); ++i)  // positions continue the cached rows
+        for (int32_t t = verify.begin(i); t < verify.end(i); ++t)
+          verify.positions[size_t(t)] += cached[i];
+      forward_lanes(active, verify, cached);
+      for (size_t i = 0; i < active.size(); ++i) {
+        const int32_t anchor_at =
+            verify.begin(i) + (use_cache ? 0 : int32_t(active[i]->anchor_row()));
+        accept(*active[i], anchor_at, verify.begin(i));
+      }
     }
   }
 
-  // As speculative_decode: draft j stands at row s + j; the target's token there is its
-  // greedy after row s + j - 1. The longest agreeing prefix, then the bonus token.
-  void accept(Lane& lane, size_t doc_begin) {
+  // As speculative_decode: draft j stands at row s + j, and the target's token there is its
+  // greedy after row s + j - 1, batch row anchor_at + j - 1. The longest agreeing prefix,
+  // then the bonus token. With a cache, the kept rows' capture joins the lane's history.
+  void accept(Lane& lane, int32_t anchor_at, int32_t doc_begin) {
     const size_t s = lane.anchor_row(), v = lane.block.size();
-    const int32_t* g = greedy.data() + doc_begin;
+    const int32_t* after = greedy.data() + anchor_at;
     size_t accepted = 0;
-    while (accepted + 1 < v && lane.block[accepted + 1] == g[s + accepted]) ++accepted;
+    while (accepted + 1 < v && lane.block[accepted + 1] == after[accepted]) ++accepted;
     for (size_t j = 0; j < v; ++j) {
       ++lane.result.verified[j];
       if (j <= accepted) ++lane.result.accepted[j];
     }
     const size_t produced = std::min(accepted + 1, lane.max_length - s - 1);
     for (size_t j = 1; j <= accepted && !lane.done(); ++j) lane.seq.push_back(lane.block[j]);
-    if (!lane.done()) lane.seq.push_back(g[s + accepted]);  // the bonus token
+    if (!lane.done()) lane.seq.push_back(after[accepted]);  // the bonus token
     lane.result.produced.push_back(uint32_t(produced));
-    lane.target_row = int32_t(doc_begin);
+    lane.target_row = doc_begin;
+    if (use_cache) keep_rows(lane, anchor_at, s, accepted + 1);
   }
 
   void check_prompts(std::span<const std::vector<int32_t>> prompts) const {
@@ -196,6 +267,7 @@ GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
   m.hidden = tc.hidden_size;
   m.width = m.hidden * drafter.layer_ids.size();
   m.group = group;
+  m.use_cache = cache_problem(tc).empty();
   HSRING_CUDA_CHECK(cudaSetDevice(target.gpu()));
   m.stream = gpu::make_stream();
   train::DflashTrainerOptions options;
@@ -220,8 +292,10 @@ std::vector<SpeculativeResult> GpuSpeculativeDecoder::speculative(
   for (size_t first = 0; first < prompts.size(); first += m.group) {
     const size_t count = std::min<size_t>(m.group, prompts.size() - first);
     std::vector<Lane> lanes(count);
+    m.prepare_cache(uint32_t(count), capacity_for(prompts, max_new_tokens));
     for (size_t i = 0; i < count; ++i) {
       Lane& lane = lanes[i];
+      lane.slot = uint32_t(i);
       lane.seq = prompts[first + i];
       lane.prompt_length = lane.seq.size();
       lane.max_length = lane.prompt_length + max_new_tokens;
@@ -249,10 +323,21 @@ std::vector<std::vector<int32_t>> GpuSpeculativeDecoder::greedy(
     const size_t count = std::min<size_t>(m.group, prompts.size() - first);
     std::vector<std::vector<int32_t>> seqs(prompts.begin() + std::ptrdiff_t(first),
                                            prompts.begin() + std::ptrdiff_t(first + count));
+    m.prepare_cache(uint32_t(count), capacity_for(prompts, max_new_tokens));
+    std::vector<int32_t> slots(count), cached(count, 0);
+    for (size_t i = 0; i < count; ++i) slots[i] = int32_t(i);
     for (uint32_t step = 0; step < max_new_tokens; ++step) {
+      // With a cache, a step after the prefill feeds each sequence its last token only.
       Packed packed;
-      for (const auto& seq : seqs) packed.add(seq);
-      m.target_forward(packed, false);
+      for (size_t i = 0; i < count; ++i) {
+        const std::vector<int32_t>& seq = seqs[i];
+        cached[i] = m.use_cache && step > 0 ? int32_t(seq.size()) - 1 : 0;
+        packed.add(std::span<const int32_t>(seq).subspan(size_t(cached[i])));
+        for (int32_t t = packed.begin(i); t < packed.end(i); ++t)
+          packed.positions[size_t(t)] += cached[i];
+      }
+      const CachedPrefix prefix{m.cache.get(), slots, cached};
+      m.target_forward(packed, false, m.use_cache ? &prefix : nullptr);
       for (size_t i = 0; i < count; ++i) seqs[i].push_back(m.greedy[size_t(packed.end(i)) - 1]);
     }
     for (size_t i = 0; i < count; ++i)

@@ -4,6 +4,8 @@
 // greedy decoding on the same GPU, on a Qwen3, a Llama and a Qwen3.5 hybrid target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "eval/gpu_speculative_decode.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
+#include "model/cuda_kv_cache.h"
 #include "model/model_weights.h"
 #include "train/cuda_dflash_trainer.h"
 #include "train/dflash_config.h"
@@ -55,8 +58,9 @@ ModelConfig target_config(const std::string& kind) {
   return c;
 }
 
-// An untrained drafter of `target` reading layers 0 and num_layers - 2, its parameters drawn
-// from `seed` (wider than init's, so its drafts vary from row to row).
+// A drafter of `target` reading layers 0 and num_layers - 2: init's parameters from `seed`
+// plus uniform noise of 0.3, so that its drafts vary from row to row (init's alone draft one
+// token everywhere, which would make equal drafts say little).
 checkpoint::DflashExport random_drafter(const ModelConfig& target, uint64_t seed) {
   checkpoint::DflashExport e;
   e.config = train::default_dflash_config(target, 2, 1);
@@ -66,6 +70,8 @@ checkpoint::DflashExport random_drafter(const ModelConfig& target, uint64_t seed
   e.layout = train::dflash_param_layout(e.config);
   e.params.assign(e.layout.total, 0.0f);
   train::init_dflash_params<float>(e.layout, seed, e.params);
+  const std::vector<float> noise = random_floats(e.params.size(), seed + 1);
+  for (size_t i = 0; i < e.params.size(); ++i) e.params[i] += 0.3f * noise[i];
   return e;
 }
 
@@ -138,6 +144,82 @@ TEST(GpuEvalTest, CudaDraftingPredictsWhatTheCpuDrafterPredicts) {
 }
 
 class GpuDecoderTest : public ::testing::TestWithParam<std::string> {};
+
+// The KV cache (model/cuda_kv_cache.h): two sequences fed in pieces through the cache (a
+// prefill, then 1, then 7 tokens, in slots 1 and 0 of a cache of 3) give the captured layers
+// and greedy tokens of one full forward over them, to bf16 rounding.
+TEST(GpuEvalTest, ForwardsThroughTheKvCacheAreTheFullForward) {
+  HSRING_REQUIRE_GPUS(1);
+  for (const std::string kind : {"tiny", "llama"}) {
+    SCOPED_TRACE(kind);
+    const ModelConfig c = target_config(kind);
+    CudaTargetModel target(c, random_weights(c, 2), 0);
+    const auto prompts = prompts_for(c, 2, 8);  // 5 and 12 tokens
+    std::vector<std::vector<int32_t>> seqs = prompts;
+    uint64_t state = 77;
+    for (auto& seq : seqs)
+      for (int i = 0; i < 8; ++i) seq.push_back(int32_t(splitmix64(state) % c.vocab_size));
+    const int32_t layer = int32_t(c.num_layers) - 1;
+    const size_t h = c.hidden_size;
+    ForwardRequest request;
+    request.capture_layers = {layer};
+
+    // The full forward: both sequences as two documents.
+    std::vector<int32_t> tokens, positions, offsets = {0};
+    for (const auto& seq : seqs) {
+      for (size_t i = 0; i < seq.size(); ++i) {
+        tokens.push_back(seq[i]);
+        positions.push_back(int32_t(i));
+      }
+      offsets.push_back(int32_t(tokens.size()));
+    }
+    ForwardOutput full;
+    target.forward({tokens, positions, offsets}, request, full);
+
+    CudaKvCache cache(c, 3, 32);
+    const int32_t slots[] = {1, 0};
+    gpu::DeviceBuffer captured = gpu::DeviceBuffer::allocate(64 * h * sizeof(float));
+    gpu::DeviceBuffer greedy = gpu::DeviceBuffer::allocate(64 * sizeof(int32_t));
+    const std::vector<size_t> cuts[] = {{0, 5, 6, 13}, {0, 12, 13, 20}};  // per sequence
+    for (size_t piece = 0; piece + 1 < cuts[0].size(); ++piece) {
+      std::vector<int32_t> t, p, o = {0}, cached;
+      std::vector<size_t> full_rows;  // each piece row's row in the full forward
+      for (size_t d = 0; d < 2; ++d) {
+        cached.push_back(int32_t(cuts[d][piece]));
+        for (size_t i = cuts[d][piece]; i < cuts[d][piece + 1]; ++i) {
+          t.push_back(seqs[d][i]);
+          p.push_back(int32_t(i));
+          full_rows.push_back(size_t(offsets[d]) + i);
+        }
+        o.push_back(int32_t(t.size()));
+      }
+      const CachedPrefix prefix{&cache, slots, cached};
+      DeviceCapture out;
+      out.dtype = DType::kFP32;
+      out.layers = {{captured.data(), h * sizeof(float)}};
+      out.greedy = greedy.as<int32_t>();
+      target.forward_device({t, p, o}, request, nullptr, out, &prefix);
+      std::vector<float> rows(t.size() * h);
+      std::vector<int32_t> labels(t.size());
+      ASSERT_EQ(cudaMemcpy(rows.data(), captured.data(), rows.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(labels.data(), greedy.data(), labels.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      size_t same = 0;
+      for (size_t r = 0; r < t.size(); ++r) {
+        float scale = 0, worst = 0;
+        for (size_t i = 0; i < h; ++i) {
+          const float want = full.captured[0][full_rows[r] * h + i];
+          scale = std::max(scale, std::abs(want));
+          worst = std::max(worst, std::abs(rows[r * h + i] - want));
+        }
+        EXPECT_LE(worst, 2e-2f * scale) << "piece " << piece << " row " << r;
+        same += labels[r] == full.greedy[full_rows[r]];
+      }
+      EXPECT_GE(same + 1, t.size()) << "piece " << piece;  // one near-tie may flip
+    }
+  }
+}
 
 // Speculative decoding on the GPU gives plain greedy decoding's tokens on the same GPU, for
 // every prompt of a group, whatever the group; its accounting adds up.
