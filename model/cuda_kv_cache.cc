@@ -41,28 +41,27 @@ uint64_t CudaKvCache::bytes() const {
 }
 
 CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const int32_t> positions,
-                           const CachedPrefix& prefix, uint32_t pack) {
+                           std::span<const int32_t> slots, std::span<const int32_t> cached_lengths,
+                           uint32_t sequences, uint32_t capacity, uint32_t pack) {
   const auto bad = [](const std::string& what) {
     throw Error(Errc::kModelBadInput, "bad cached prefix: " + what);
   };
   const size_t docs = doc_offsets.size() - 1;
-  if (prefix.slot.size() != docs || prefix.cached.size() != docs)
-    bad(std::to_string(prefix.slot.size()) + " slots and " + std::to_string(prefix.cached.size()) +
+  if (slots.size() != docs || cached_lengths.size() != docs)
+    bad(std::to_string(slots.size()) + " slots and " + std::to_string(cached_lengths.size()) +
         " cached lengths for " + std::to_string(docs) + " documents");
-  const CudaKvCache& cache = *prefix.cache;
   const int32_t tile_rows = int32_t(cuda_ops::kAttentionTileRows / pack);
   CachedLayout out;
   out.rows.resize(positions.size());
   for (size_t d = 0; d < docs; ++d) {
-    const int32_t slot = prefix.slot[d], cached = prefix.cached[d];
+    const int32_t slot = slots[d], cached = cached_lengths[d];
     const int32_t length = doc_offsets[d + 1] - doc_offsets[d];
-    if (slot < 0 || uint32_t(slot) >= cache.sequences())
-      bad("slot " + std::to_string(slot) + " of a cache of " + std::to_string(cache.sequences()));
-    if (cached < 0 || int64_t(cached) + length > int64_t(cache.capacity()))
+    if (slot < 0 || uint32_t(slot) >= sequences)
+      bad("slot " + std::to_string(slot) + " of a cache of " + std::to_string(sequences));
+    if (cached < 0 || int64_t(cached) + length > int64_t(capacity))
       bad("document " + std::to_string(d) + " reaches position " +
-          std::to_string(int64_t(cached) + length) + " of a slot of " +
-          std::to_string(cache.capacity()));
-    const int32_t base = slot * int32_t(cache.capacity());
+          std::to_string(int64_t(cached) + length) + " of a slot of " + std::to_string(capacity));
+    const int32_t base = slot * int32_t(capacity);
     for (int32_t j = 0; j < length; ++j) {
       const size_t t = size_t(doc_offsets[d] + j);
       if (positions[t] != cached + j)

@@ -54,7 +54,8 @@ struct CachedPrefix {
 };
 
 // The attention tiles of a forward over the new rows of each document (their cache rows,
-// `pack` query heads a tile) and each batch row's cache row. Throws Error(kBadInput) when
+// `pack` query heads a tile) and each batch row's cache row, for a cache of `sequences`
+// slots of `capacity` positions (a CachedPrefix's slot and cached). Throws Error(kBadInput) when
 // the prefix does not describe the batch: a document count that differs, a slot outside the
 // cache, a sequence past its capacity, or positions that are not cached[d] + j.
 struct CachedLayout {
@@ -62,6 +63,7 @@ struct CachedLayout {
   std::vector<int32_t> rows;  // [T]
 };
 CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const int32_t> positions,
-                           const CachedPrefix& prefix, uint32_t pack);
+                           std::span<const int32_t> slot, std::span<const int32_t> cached,
+                           uint32_t sequences, uint32_t capacity, uint32_t pack);
 
 }  // namespace hsring

@@ -329,7 +329,9 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
     if (const std::string problem = cache_problem(c); !problem.empty())
       throw Error(Errc::kModelBadConfig,
                   "model '" + c.name + "' cannot decode with a KV cache: " + problem);
-    m.cached = cached_layout(batch.doc_offsets, batch.positions, *prefix, m.attention_pack);
+    const CudaKvCache& cache = *prefix->cache;
+    m.cached = cached_layout(batch.doc_offsets, batch.positions, prefix->slot, prefix->cached,
+                             cache.sequences(), cache.capacity(), m.attention_pack);
     m.tiles = m.cached.tiles;
   } else {
     m.tiles = cuda_ops::attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(),
