@@ -5,6 +5,7 @@ file-name order, as hsring reads them. Exit 0, or 2 with the error."""
 
 import argparse
 import os
+import signal
 import sys
 from typing import List, Optional
 
@@ -63,6 +64,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--model", help="model folder whose tokenizer decodes the tokens")
     p.add_argument("--tokens", action="store_true", help="one line per token")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
     try:
         if args.doc < 0:
             raise ValueError("--doc %d is negative" % args.doc)
