@@ -304,11 +304,15 @@ def flags_from_spans(text: str, offsets: Sequence[Span], spans: Sequence[Span]) 
 
 
 def subtract(spans: Sequence[Span], holes: Sequence[Span]) -> List[Span]:
-    """spans less the holes, sorted and disjoint."""
+    """spans less the holes that begin inside them, sorted and disjoint. (A reasoning block
+    the template writes before a turn's content is not in its span; the whitespace after
+    it may be the content's own.)"""
     out = []
     for s, e in spans:
         pieces = [(s, e)]
         for hs, he in holes:
+            if not s <= hs < e:
+                continue
             pieces = [p for a, b in pieces
                       for p in ((a, min(b, hs)), (max(a, he), b)) if p[1] > p[0]]
         out.extend(pieces)
