@@ -58,7 +58,7 @@ def to_conversation(record: Dict[str, Any], fmt: str,
         text = record[field]
         if not isinstance(text, str):
             raise Refusal("'text' is a %s, not a string" % _type(text))
-        return Conversation(text=text)
+        return Conversation(text=_unicode(text, "'text'"))
     items = record[field]
     if not isinstance(items, list):
         raise Refusal("'%s' is a %s, not a list of messages" % (field, _type(items)))
@@ -88,7 +88,7 @@ def _openai_message(item: Any, i: int) -> Dict[str, str]:
     if role == "assistant" and reasoning is not None:
         if not isinstance(reasoning, str):
             raise Refusal("message %d: its reasoning is a %s, not a string" % (i, _type(reasoning)))
-        message["reasoning_content"] = reasoning
+        message["reasoning_content"] = _unicode(reasoning, "message %d: its reasoning" % i)
     return message
 
 
@@ -107,7 +107,7 @@ def _sharegpt_message(item: Any, i: int) -> Dict[str, str]:
 
 def _content(content: Any, i: int) -> str:
     if isinstance(content, str):
-        return content
+        return _unicode(content, "message %d: its content" % i)
     if isinstance(content, list):  # OpenAI content parts: text only
         texts = []
         for part in content:
@@ -117,8 +117,18 @@ def _content(content: Any, i: int) -> str:
                 raise Refusal("message %d: a content part of type %r (only text is supported)"
                               % (i, kind))
             texts.append(part["text"])
-        return "".join(texts)
+        return _unicode("".join(texts), "message %d: its content" % i)
     raise Refusal("message %d: its content is a %s, not a string" % (i, _type(content)))
+
+
+def _unicode(text: str, what: str) -> str:
+    """JSON's escapes can spell a lone surrogate, which no tokenizer can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise Refusal("%s is not valid Unicode (a lone surrogate at character %d)"
+                      % (what, e.start)) from e
+    return text
 
 
 def _has_system(messages: List[Dict[str, str]]) -> bool:

@@ -31,6 +31,7 @@ class Record:
 
 
 PARQUET_MAGIC = b"PAR1"
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines")
 
 
 def read_records(path: str) -> Iterator[Record]:
@@ -45,8 +46,9 @@ def read_records(path: str) -> Iterator[Record]:
     if head.startswith(PARQUET_MAGIC):
         return _parquet_records(path)
     first = head.lstrip()[:1]
-    lower = path.lower()
-    if first == b"[" or (lower.endswith(".json") and first == b"{" and _is_one_json(path)):
+    if path.lower().endswith(JSONL_SUFFIXES):  # whatever its first line holds
+        return _jsonl_records(path)
+    if first == b"[" or (first == b"{" and _is_one_json(path)):
         return _json_records(path)
     if first in (b"{", b""):
         return _jsonl_records(path)
@@ -55,8 +57,8 @@ def read_records(path: str) -> Iterator[Record]:
 
 
 def _is_one_json(path: str) -> bool:
-    """Whether a .json file starting with `{` is one JSON object (one record) rather than
-    JSON Lines under a .json name, as many datasets are."""
+    """Whether a file starting with `{` is one JSON object (one record) rather than JSON
+    Lines (under a .json name, as many datasets are)."""
     try:
         with open(path, "rb") as f:
             json.loads(f.read())
