@@ -15,10 +15,10 @@ import time
 from typing import List, Optional
 
 from .conversations import FORMATS, Refusal, to_conversation
-from .masking import Encoder, TemplateMissing
-from .model_folder import ModelFolderError, load_model_folder
 from .output import OutputError, ShardSink, Summary, check_output_folder
 from .records import InputError, Record, read_records
+
+# masking and model_folder import transformers (seconds): only once the flags are good.
 
 PROG = "hsring data prepare"
 EXIT_NOTHING, EXIT_USAGE = 1, 2
@@ -101,6 +101,7 @@ class Run:
     """One `prepare`: reads the records, encodes them, feeds the shard sink, counts."""
 
     def __init__(self, args: argparse.Namespace, model, sink: ShardSink):
+        from .masking import Encoder
         self.args = args
         self.model = model
         self.sink = sink
@@ -169,6 +170,8 @@ def _entry(record: Record, reason: str) -> dict:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    from .masking import TemplateMissing
+    from .model_folder import ModelFolderError, load_model_folder
     _quiet_transformers()
 
     def fail(message: str, code: int) -> int:

@@ -236,9 +236,11 @@ def _without_think(text, start, end, train_thinking):
 RENDER = {"qwen3": render_qwen3, "llama3": render_llama3, "chatml": render_chatml}
 
 
-def write_random_qwen3_weights(folder, vocab_size=VOCAB, seed=0):
+def write_random_qwen3_weights(folder, vocab_size=VOCAB + 8, seed=0):
     """A small Qwen3ForCausalLM of random fp32 weights (safetensors, transformers' names)
-    into the folder, with its config.json: a target `hsring run --model FOLDER` can run."""
+    into the folder, with its config.json: a target `hsring run --model FOLDER` can run.
+    Its embedding has rows past the tokenizer's, as Qwen's has (151936 for 151669 tokens):
+    the DFlash drafter takes its mask token there."""
     import numpy as np
     from safetensors.numpy import save_file
     hidden, inter, layers, heads, kv_heads, head_dim = 64, 128, 3, 4, 2, 16

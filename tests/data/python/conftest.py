@@ -93,6 +93,7 @@ def prepare(tmp_path, capsys):
 
 def run_hsring(*args, env=None, timeout=300):
     """The hsring binary, with this interpreter as its Python (HSRING_PYTHON)."""
-    full_env = dict(os.environ, HSRING_PYTHON=sys.executable, **(env or {}))
+    full_env = dict(os.environ, HSRING_PYTHON=sys.executable)
+    full_env.update(env or {})
     return subprocess.run([hsring_bin(), *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout)
