@@ -22,7 +22,7 @@ std::string source_package_dir() {
   std::error_code ec;
   const std::filesystem::path dir(kSourcePackageDir);
   return std::filesystem::is_regular_file(dir / "hsring" / "prepare" / "cli.py", ec) ? dir.string()
-                                                                                    : "";
+                                                                                     : "";
 }
 
 // Runs the module's main on argv[3:]; a missing dependency (only those: another
