@@ -123,6 +123,8 @@ def test_the_old_recipe_gets_multi_turn_qwen3_wrong_and_prepare_does_not(models,
         assert old != truth
         old_text = tokenizer.decode(old)
         assert old_text.count("<think>") > whole.count("<think>"), old_text
+        # ... and the next user turn lost its header to the tokens counted as seen.
+        assert old_text.count("<|im_start|>user") < whole.count("<|im_start|>user"), old_text
 
 
 def test_a_json_array_file_and_a_system_prompt(models, prepare, tmp_path):
@@ -138,3 +140,28 @@ def test_a_json_array_file_and_a_system_prompt(models, prepare, tmp_path):
     # A conversation with its own system prompt keeps it.
     assert "Be kind." not in tokenizer.decode(second[0])
     assert "one sentence" in tokenizer.decode(second[0])
+
+
+@pytest.mark.parametrize("name", sorted(chat_models.FOLDERS))
+def test_regenerated_last_turns_train_alone(models, prepare, tmp_path, name):
+    """vLLM's or SGLang's output (docs/data-format.md, "Regenerated data"): OpenAI messages
+    whose last assistant turn the target wrote, its reasoning apart; --train-turns last
+    trains that turn only, --train-thinking its rendered reasoning with it."""
+    regenerated = [
+        CONVERSATIONS[1][:-1] + [{"role": "assistant", "content": "My pleasure.",
+                                  "reasoning_content": "They said thanks."}],
+        CONVERSATIONS[2],
+    ]
+    path = write_jsonl(tmp_path / "regenerated.jsonl", [{"messages": c} for c in regenerated])
+    tokenizer = AutoTokenizer.from_pretrained(models[name])
+    for thinking in (False, True):
+        flags = ["--train-turns", "last"] + (["--train-thinking"] if thinking else [])
+        result = prepare(models[name], [path], *flags)
+        assert result.code == 0, result.stderr
+        for conversation, (tokens, got) in zip(regenerated, result.documents()):
+            text, spans = chat_models.RENDER[name](conversation, train_thinking=thinking)
+            last_start = text.rfind("assistant")  # the last turn's header
+            spans = [(s, e) for s, e in spans if s > last_start]
+            assert len(spans) == 1
+            want_tokens, want = expected_flags(tokenizer, text, spans)
+            assert tokens == want_tokens and got == want, text
