@@ -186,6 +186,15 @@ def test_output_folder_and_inputs(models, prepare, tmp_path):
     assert summary["shards"] == names[1:] and summary["vocab_size"] == chat_models.VOCAB
 
 
+def test_a_folder_without_a_chat_template(make_model, prepare, tmp_path):
+    model = make_model(None)
+    chats = prepare(model, [write_jsonl(tmp_path / "c.jsonl", [chat("a", "b")])])
+    assert chats.code == 2 and "has no chat template" in chats.stderr
+    assert not os.path.exists(chats.out)
+    text = prepare(model, [write_jsonl(tmp_path / "t.jsonl", [{"text": "Plain."}])])
+    assert text.code == 0 and text.summary["documents"] == 1
+
+
 def test_parquet(models, prepare, tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
