@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "data/python_handoff.h"
 #include "data/text_pack.h"
 
 namespace hsring::data {
@@ -9,15 +10,21 @@ namespace hsring::data {
 struct DataCommands::State {
   CLI::App* pack = nullptr;
   CLI::App* inspect = nullptr;
+  CLI::App* prepare = nullptr;
   DataPackArgs pack_args;
-  std::string inspect_path;
+  DataInspectArgs inspect_args;
 };
 
-bool DataCommands::selected() const { return state_ && (*state_->pack || *state_->inspect); }
+bool DataCommands::selected() const {
+  return state_ && (*state_->pack || *state_->inspect || *state_->prepare);
+}
 
 int DataCommands::run() const {
   if (*state_->pack) return run_data_pack(state_->pack_args);
-  return run_data_inspect(state_->inspect_path);
+  if (*state_->prepare)  // every flag is the Python side's (hsring/prepare/cli.py)
+    return exec_python_module("hsring data prepare", "hsring.prepare.cli",
+                              state_->prepare->remaining());
+  return run_data_inspect(state_->inspect_args);
 }
 
 DataCommands add_data_commands(CLI::App& app) {
@@ -43,9 +50,27 @@ DataCommands add_data_commands(CLI::App& app) {
 
   s.inspect = data->add_subcommand(
       "inspect", "Check every shard of a folder (header, offsets, checksums) and summarise");
-  s.inspect->add_option("path", s.inspect_path, "Shard folder, or one shard file")
+  s.inspect->add_option("path", s.inspect_args.path, "Shard folder, or one shard file")
       ->required()
       ->check(CLI::ExistingPath);
+  s.inspect
+      ->add_option("--doc", s.inspect_args.doc,
+                   "Show document N (from 0, across the shards in order): its tokens with the "
+                   "trained ones marked (hsring's Python package)")
+      ->check(CLI::NonNegativeNumber);
+  s.inspect->add_option("--model", s.inspect_args.model,
+                        "With --doc: the model folder whose tokenizer decodes the tokens");
+  s.inspect->add_flag("--tokens", s.inspect_args.tokens, "With --doc: one line per token");
+
+  // Its flags are declared once, by the Python side, which also answers --help.
+  s.prepare = data->add_subcommand(
+      "prepare",
+      "Chat datasets (JSON Lines, JSON, Parquet) to token shards with a model's own tokenizer "
+      "and chat template, trained on the assistant's tokens; --help for its flags "
+      "(hsring's Python package, data extra: pip install " +
+          python_install_command() + ")");
+  s.prepare->prefix_command();
+  s.prepare->set_help_flag();
   return commands;
 }
 

@@ -1,5 +1,6 @@
 // `hsring data inspect`: checks every shard completely and prints one line per shard,
-// with how many of its tokens the loss mask counts ("all" without a mask).
+// with how many of its tokens the loss mask counts ("all" without a mask); with --doc N,
+// one document decoded, its trained tokens marked (through the Python package).
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -7,6 +8,7 @@
 #include "common/error.h"
 #include "data/corpus.h"
 #include "data/data_commands.h"
+#include "data/python_handoff.h"
 #include "data/shard_file.h"
 
 namespace hsring::data {
@@ -19,7 +21,18 @@ const char* dtype_name(uint32_t token_bytes) {
 
 }  // namespace
 
-int run_data_inspect(const std::string& path) {
+int run_data_inspect(const DataInspectArgs& args) {
+  if (args.doc) {  // decoding needs the model's tokenizer: Python's
+    std::vector<std::string> argv = {args.path, "--doc", std::to_string(*args.doc)};
+    if (!args.model.empty()) argv.insert(argv.end(), {"--model", args.model});
+    if (args.tokens) argv.push_back("--tokens");
+    return exec_python_module("hsring data inspect", "hsring.prepare.show", argv);
+  }
+  if (!args.model.empty() || args.tokens) {
+    std::cerr << "hsring data inspect: error: --model and --tokens go with --doc N\n";
+    return exit_code_of(ErrorClass::kUsage);
+  }
+  const std::string& path = args.path;
   std::vector<std::string> shards;
   try {
     shards = std::filesystem::is_directory(path) ? Corpus::list_shards(path)

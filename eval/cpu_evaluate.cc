@@ -27,40 +27,24 @@ void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExpor
               " layers");
 }
 
-std::vector<PromptResult> decode_prompts_cpu(CpuTargetModel& target,
-                                             const checkpoint::DflashExport& drafter,
-                                             std::span<const EvalPrompt> prompts,
-                                             uint32_t max_new_tokens, uint32_t threads) {
+EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
+                    std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,
+                    uint32_t threads) {
   check_drafter_fits(target.config(), drafter);
   const ModelWeights& w = target.weights();
   train::DflashModel model(drafter.config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, threads);
   std::copy(drafter.params.begin(), drafter.params.end(), model.params().begin());
-  std::vector<PromptResult> results;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const EvalPrompt& prompt = prompts[i];
-    SpeculativeResult r =
-        speculative_decode(target, model, drafter.layer_ids, prompt.tokens, max_new_tokens);
-    PromptResult p;
-    p.index = uint32_t(i);
-    p.source = prompt.source;
-    p.prompt = prompt.tokens;
-    p.output = std::move(r.tokens);
-    p.greedy = is_greedy_continuation(target, prompt.tokens, p.output)
-                   ? p.output
-                   : greedy_decode(target, prompt.tokens, max_new_tokens);
-    p.produced = std::move(r.produced);
-    p.verified = std::move(r.verified);
-    p.accepted = std::move(r.accepted);
-    results.push_back(std::move(p));
+  std::vector<SpeculativeResult> speculative;
+  std::vector<std::vector<int32_t>> greedy;
+  for (const EvalPrompt& prompt : prompts) {
+    speculative.push_back(
+        speculative_decode(target, model, drafter.layer_ids, prompt.tokens, max_new_tokens));
+    const std::vector<int32_t>& output = speculative.back().tokens;
+    greedy.push_back(is_greedy_continuation(target, prompt.tokens, output)
+                         ? output
+                         : greedy_decode(target, prompt.tokens, max_new_tokens));
   }
-  return results;
-}
-
-EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
-                    std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,
-                    uint32_t threads) {
-  return summarize_prompts(drafter.config.block_size,
-                           decode_prompts_cpu(target, drafter, prompts, max_new_tokens, threads));
+  return summarise_decoding(prompts, speculative, greedy, drafter.config.block_size);
 }
 
 }  // namespace hsring::eval

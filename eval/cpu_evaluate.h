@@ -1,6 +1,6 @@
 // The CPU decoder of `hsring eval`: each prompt decoded speculatively against the CPU target
-// (full forwards, no cache) and checked against plain greedy decoding, into PromptResults
-// that summarize_prompts (eval/eval_report.h) sums up like any decoder's.
+// (full forwards, no cache) and checked against plain greedy decoding, summed up by
+// summarise_decoding (eval/eval_report.h) as the GPU decoder's are.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +20,10 @@ namespace hsring::eval {
 void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter);
 
 // Decodes every prompt speculatively with `drafter` (its embedding and LM head: the
-// target's) for `max_new_tokens`, and checks each output against greedy decoding: one
-// forward (is_greedy_continuation) when it matches, greedy_decode in full when it does not,
-// for the report's `greedy`. Throws Error(kModelBadInput) when the drafter does not fit
-// the target or a prompt does.
-std::vector<PromptResult> decode_prompts_cpu(CpuTargetModel& target,
-                                             const checkpoint::DflashExport& drafter,
-                                             std::span<const EvalPrompt> prompts,
-                                             uint32_t max_new_tokens, uint32_t threads = 1);
-
-// decode_prompts_cpu, summed up.
+// target's) for `max_new_tokens`, checks each output against greedy decoding (one forward,
+// is_greedy_continuation, when it matches; greedy_decode in full when it does not, for the
+// report's `greedy`) and sums up (summarise_decoding). Throws Error(kModelBadInput) when
+// the drafter does not fit the target or a prompt does.
 EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
                     std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,
                     uint32_t threads = 1);

@@ -10,6 +10,9 @@
 #include "common/text_file.h"
 #include "eval/cpu_evaluate.h"
 #include "eval/speculative_decode.h"
+#if HSRING_HAVE_CUDA
+#include "eval/gpu_eval.h"
+#endif
 #include "train/dflash_params.h"
 
 namespace hsring::eval {
@@ -37,6 +40,14 @@ void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& dr
     j["logits"].push_back(std::vector<float>(b.logits.begin() + std::ptrdiff_t(r * vocab),
                                              b.logits.begin() + std::ptrdiff_t((r + 1) * vocab)));
   write_file_atomically(path, j.dump() + "\n");
+}
+
+// Prints the text report, writes the JSON one when asked; 0, or 1 when the output is not
+// plain greedy decoding's.
+int report_eval(const EvalReport& report, const std::string& json_path) {
+  std::cout << eval_report_text(report) << std::flush;
+  if (!json_path.empty()) write_file_atomically(json_path, eval_report_json(report));
+  return report.matches_greedy ? 0 : 1;
 }
 
 }  // namespace
@@ -69,20 +80,32 @@ int run_eval(const EvalOptions& options) {
   const ModelConfig config = model_config_of(model);
   check_drafter_fits(config, drafter);
   const ChosenPrompts chosen = choose_prompts(options.prompts, options.model, config.vocab_size);
-  const auto target = open_cpu_model(model, options.model_seed, {options.threads});
   std::cout << "eval: drafter " << options.drafter << " (" << train::describe(drafter.config)
-            << ") against " << target->config().name << ", " << chosen.prompts.size()
+            << ") against " << config.name << ", " << chosen.prompts.size()
             << " prompts: " << chosen.description << ", " << options.max_new_tokens
-            << " new tokens each\n";
+            << " new tokens each, on "
+            << (options.gpu >= 0 ? "GPU " + std::to_string(options.gpu) : std::string("the CPU"))
+            << "\n";
+  if (options.gpu >= 0) {
+#if HSRING_HAVE_CUDA
+    if (!options.dump_block.empty()) throw Error(Errc::kUsage, "--dump-block runs on the CPU only");
+    return report_eval(evaluate_on_gpu({model, options.model_seed, options.gpu, options.gpu_group},
+                                       drafter, chosen.prompts, options.max_new_tokens),
+                       options.json_path);
+#else
+    throw Error(Errc::kUsage, "--gpu: GPU " + std::to_string(options.gpu) +
+                                  " cannot be used: this hsring was built without CUDA; rebuild "
+                                  "it on a machine with /usr/local/cuda, or leave --gpu out to "
+                                  "evaluate on the CPU");
+#endif
+  }
+  const auto target = open_cpu_model(model, options.model_seed, {options.threads});
   if (!options.dump_block.empty())
     dump_first_block(*target, drafter, chosen.prompts.front().tokens, options.threads,
                      options.dump_block);
-  const EvalReport report =
-      evaluate(*target, drafter, chosen.prompts, options.max_new_tokens, options.threads);
-  std::cout << eval_report_text(report) << std::flush;
-  if (!options.json_path.empty())
-    write_file_atomically(options.json_path, eval_report_json(report));
-  return report.matches_greedy ? 0 : 1;
+  return report_eval(
+      evaluate(*target, drafter, chosen.prompts, options.max_new_tokens, options.threads),
+      options.json_path);
 }
 
 bool EvalCommand::selected() const { return command_ && *command_; }
@@ -94,7 +117,8 @@ EvalCommand add_eval_command(CLI::App& app) {
   command.options_ = std::make_shared<EvalOptions>();
   EvalOptions& o = *command.options_;
   CLI::App* eval = app.add_subcommand(
-      "eval", "Measure a DFlash export's acceptance length by speculative decoding on the CPU");
+      "eval",
+      "Measure a DFlash export's acceptance length by speculative decoding (CPU, or --gpu)");
   command.command_ = eval;
   eval->add_option("--model", o.model, "Target model: a preset or a Hugging Face folder")
       ->capture_default_str();
@@ -120,6 +144,13 @@ EvalCommand add_eval_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   eval->add_option("--threads", o.threads, "CPU threads (0: all)")->capture_default_str();
+  eval->add_option("--gpu", o.gpu,
+                   "Decode on this GPU (CUDA target and drafter, many prompts at a time), "
+                   "timed against plain greedy decoding there")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   eval->add_option("--json", o.json_path, "Also write the report as JSON to PATH");
   // Hidden: for the reference test only (tests/reference).
   eval->add_option("--dump-block", o.dump_block,

@@ -29,7 +29,9 @@ struct EvalOptions {
   std::string drafter;            // a DFlash export folder (required)
   PromptChoice prompts;           // --prompts, --data, --max-prompts, --prompt-tokens
   uint32_t max_new_tokens = kDefaultMaxNewTokens;
-  uint32_t threads = 0;  // 0: every hardware thread
+  uint32_t threads = 0;     // 0: every hardware thread
+  int gpu = -1;             // >= 0: decode on this GPU (eval/gpu_eval.h), not the CPU
+  uint32_t gpu_group = 16;  // --gpu: prompts decoded together, one forward each step
   std::string json_path;
   // Hidden (--dump-block PATH): the first block drafted for the first prompt, as JSON, for
   // the reference test (tests/reference, docs/dflash-export.md "Checked against the reference").

@@ -8,28 +8,40 @@
 
 namespace hsring::eval {
 
-EvalReport summarize_prompts(uint32_t block_size, std::vector<PromptResult> prompts) {
+EvalReport summarise_decoding(std::span<const EvalPrompt> prompts,
+                              std::span<SpeculativeResult> speculative,
+                              std::span<const std::vector<int32_t>> greedy, uint32_t block_size) {
+  HSRING_REQUIRE(speculative.size() == prompts.size() && greedy.size() == prompts.size());
   EvalReport report;
   report.block_size = block_size;
   std::vector<uint64_t> verified(block_size, 0), accepted(block_size, 0);
   std::vector<PromptTally> tallies;
   uint64_t produced_sum = 0, steps = 0;
-  for (PromptResult& p : prompts) {
-    HSRING_REQUIRE(p.verified.size() == block_size && p.accepted.size() == block_size);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SpeculativeResult& r = speculative[i];
+    HSRING_REQUIRE(r.verified.size() == block_size && r.accepted.size() == block_size);
+    PromptResult p;
+    p.index = uint32_t(i);
+    p.source = prompts[i].source;
+    p.prompt = prompts[i].tokens;
+    p.output = std::move(r.tokens);
+    p.greedy = greedy[i];
+    p.matches_greedy = p.output == p.greedy;
+    p.produced = std::move(r.produced);
     uint64_t sum = 0;
     for (const uint32_t n : p.produced) sum += n;
     p.acceptance_length = p.produced.empty() ? 0 : double(sum) / double(p.produced.size());
-    p.matches_greedy = p.output == p.greedy;
     tallies.push_back({sum, p.produced.size()});
     produced_sum += sum;
     steps += p.produced.size();
     for (size_t j = 0; j < block_size; ++j) {
-      verified[j] += p.verified[j];
-      accepted[j] += p.accepted[j];
+      verified[j] += r.verified[j];
+      accepted[j] += r.accepted[j];
     }
     report.matches_greedy = report.matches_greedy && p.matches_greedy;
     report.target_forwards += 1 + p.produced.size();  // the prefill, then one per step
     report.generated_tokens += p.output.size();
+    report.prompts.push_back(std::move(p));
   }
   report.acceptance_length = steps ? double(produced_sum) / double(steps) : 0;
   report.acceptance_length_interval = bootstrap_acceptance_interval(tallies);
@@ -37,7 +49,6 @@ EvalReport summarize_prompts(uint32_t block_size, std::vector<PromptResult> prom
     report.position_acceptance.push_back(verified[j] ? double(accepted[j]) / double(verified[j])
                                                      : 0);
   report.ideal_speedup = report.acceptance_length;
-  report.prompts = std::move(prompts);
   return report;
 }
 
@@ -53,6 +64,12 @@ std::string eval_report_json(const EvalReport& report) {
   j["block_size"] = report.block_size;
   j["target_forwards"] = report.target_forwards;
   j["generated_tokens"] = report.generated_tokens;
+  if (report.speculative_seconds > 0 && report.greedy_seconds > 0) {
+    const double tokens = double(report.generated_tokens);
+    j["speculative_tokens_per_s"] = tokens / report.speculative_seconds;
+    j["greedy_tokens_per_s"] = tokens / report.greedy_seconds;
+    j["measured_speedup"] = report.greedy_seconds / report.speculative_seconds;
+  }
   j["prompts"] = nlohmann::json::array();
   for (const PromptResult& p : report.prompts)
     j["prompts"].push_back({{"index", p.index},
@@ -88,6 +105,14 @@ std::string eval_report_text(const EvalReport& report) {
                 "\nideal speed-up %.2fx (drafting free, verification as one decode step)\n",
                 report.ideal_speedup);
   s << line;
+  if (report.speculative_seconds > 0 && report.greedy_seconds > 0) {
+    const double tokens = double(report.generated_tokens);
+    std::snprintf(line, sizeof line,
+                  "on the GPU: speculative %.1f tokens/s, plain greedy %.1f tokens/s: %.2fx\n",
+                  tokens / report.speculative_seconds, tokens / report.greedy_seconds,
+                  report.greedy_seconds / report.speculative_seconds);
+    s << line;
+  }
   size_t matched = 0;
   for (const PromptResult& p : report.prompts) matched += p.matches_greedy;
   s << "matches greedy: " << (report.matches_greedy ? "yes" : "NO") << " (" << matched << " of "

@@ -1,6 +1,7 @@
-// What an evaluation reports, whatever decoded it: per-prompt results (PromptResult, which
-// a decoder produces) summed up into tau with its bootstrap interval, each block position's
-// acceptance rate and the greedy check (summarize_prompts), then written as text or JSON.
+// What an evaluation reports, whatever decoded it (the CPU, eval/cpu_evaluate.h; a GPU,
+// eval/gpu_eval.h): each prompt's speculative and greedy decodings summed up into tau with
+// its bootstrap interval, each block position's acceptance rate and the greedy check
+// (summarise_decoding), then written as text or JSON.
 #pragma once
 
 #include <cstdint>
@@ -9,18 +10,17 @@
 #include <vector>
 
 #include "eval/acceptance_interval.h"
+#include "eval/eval_prompts.h"
+#include "eval/speculative_decode.h"
 
 namespace hsring::eval {
 
-// One prompt of an evaluation, as its decoder returns it.
+// One prompt of an evaluation.
 struct PromptResult {
   uint32_t index = 0;                           // the prompt's place in the evaluated list
   std::string source;                           // where the prompt came from (EvalPrompt::source)
   std::vector<int32_t> prompt, output, greedy;  // output: speculative; greedy: plain
   std::vector<uint32_t> produced;               // tokens per verifying forward
-  // [B]: steps that verified block position j, and those whose drafts 1..j were all
-  // accepted (SpeculativeResult's counts).
-  std::vector<uint64_t> verified, accepted;
   double acceptance_length = 0;
   bool matches_greedy = false;
 };
@@ -37,13 +37,21 @@ struct EvalReport {
   double ideal_speedup = 0;
   bool matches_greedy = true;  // every prompt's output equals plain greedy decoding
   uint64_t target_forwards = 0, generated_tokens = 0;
+  // hsring eval --gpu: the wall time of each decoding of every prompt (0: not timed). Their
+  // ratio is the speed-up seen on that GPU, drafting and verification included.
+  double speculative_seconds = 0, greedy_seconds = 0;
   std::vector<PromptResult> prompts;
 };
 
-// Sums up decoded prompts (each with `block_size` entries of verified and accepted). Fills
-// each prompt's acceptance_length and matches_greedy from its own fields.
-// REQUIRES: every prompt's verified and accepted hold block_size counts.
-EvalReport summarize_prompts(uint32_t block_size, std::vector<PromptResult> prompts);
+// The report of decoding `prompts` speculatively (`speculative`, one per prompt, moved from)
+// and plainly (`greedy`, one per prompt) with a drafter of `block_size`, whatever decoded
+// them: each prompt's result keeps its index and source, then tau with its interval, the
+// position acceptance and the greedy check over all of them.
+// REQUIRES: as many of each as prompts; each SpeculativeResult's verified and accepted
+// hold block_size counts.
+EvalReport summarise_decoding(std::span<const EvalPrompt> prompts,
+                              std::span<SpeculativeResult> speculative,
+                              std::span<const std::vector<int32_t>> greedy, uint32_t block_size);
 
 // The JSON report: acceptance_length, acceptance_length_interval [lo, hi] and
 // acceptance_length_interval_level, position_acceptance, ideal_speedup, matches_greedy,

@@ -371,7 +371,49 @@ __global__ void to_bf16_kernel(const float* __restrict__ src, uint64_t count,
     dst[i] = __float2bfloat16_rn(src[i]);
 }
 
+// dst row dst_rows[r] = src row r, `words` 32-bit words a row (bf16 pairs).
+__global__ void scatter_rows_kernel(const uint32_t* __restrict__ src,
+                                    const int32_t* __restrict__ dst_rows, uint32_t rows,
+                                    uint32_t words, uint32_t* __restrict__ dst) {
+  const uint64_t count = uint64_t(rows) * words;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = i / words, w = i % words;
+    dst[uint64_t(dst_rows[r]) * words + w] = src[i];
+  }
+}
+
+// dst row r = src row src_rows[r].
+__global__ void gather_rows_kernel(const uint32_t* __restrict__ src,
+                                   const int32_t* __restrict__ src_rows, uint32_t rows,
+                                   uint32_t words, uint32_t* __restrict__ dst) {
+  const uint64_t count = uint64_t(rows) * words;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = i / words, w = i % words;
+    dst[i] = src[uint64_t(src_rows[r]) * words + w];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_scatter_rows(const Bf16* src, const int32_t* dst_rows, uint32_t rows,
+                                uint32_t width, Bf16* dst, cudaStream_t stream) {
+  const uint64_t count = uint64_t(rows) * (width / 2);
+  scatter_rows_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint32_t*>(src), dst_rows, rows, width / 2,
+      reinterpret_cast<uint32_t*>(dst));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(const Bf16* src, const int32_t* src_rows, uint32_t rows,
+                               uint32_t width, Bf16* dst, cudaStream_t stream) {
+  const uint64_t count = uint64_t(rows) * (width / 2);
+  gather_rows_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint32_t*>(src), src_rows, rows, width / 2,
+      reinterpret_cast<uint32_t*>(dst));
+  return cudaGetLastError();
+}
 
 cudaError_t launch_embed(const Bf16* embed, const int32_t* tokens, uint32_t rows, uint32_t hidden,
                          float* residual, cudaStream_t stream) {

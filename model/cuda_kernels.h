@@ -69,6 +69,14 @@ cudaError_t launch_swiglu(const Bf16* gate_up, uint32_t rows, uint32_t inter, Bf
 cudaError_t launch_capture(const float* x, uint32_t rows, uint32_t dim, DType dtype, void* dst,
                            uint64_t row_pitch_bytes, cudaStream_t stream);
 
+// Rows of bf16 [*, width] moved by an index (device int32), for the KV cache
+// (model/cuda_kv_cache.h): scatter writes src row r to dst row dst_rows[r], gather writes
+// dst row r from src row src_rows[r]. REQUIRES: width even.
+cudaError_t launch_scatter_rows(const Bf16* src, const int32_t* dst_rows, uint32_t rows,
+                                uint32_t width, Bf16* dst, cudaStream_t stream);
+cudaError_t launch_gather_rows(const Bf16* src, const int32_t* src_rows, uint32_t rows,
+                               uint32_t width, Bf16* dst, cudaStream_t stream);
+
 // out[r] = index of the largest of logits[r, 0..n), the first one on ties, NaNs skipped (0
 // when all are), as cpu::argmax.
 cudaError_t launch_argmax(const float* logits, uint32_t rows, uint32_t n, int32_t* out,

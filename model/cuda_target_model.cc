@@ -90,6 +90,9 @@ struct CudaTargetModel::Impl {
   gpu::DeviceBuffer head_chunk;  // fp32 [head_chunk_rows, V]
   // The host forward's device outputs.
   gpu::DeviceBuffer host_captured, host_greedy, host_logits;
+  // The forward in flight continues these cached sequences (null: none).
+  const CachedPrefix* prefix = nullptr;
+  CachedLayout cached;
 
   Impl(ModelConfig c, int device) : config(std::move(c)), gpu(device) {
     check_config(config);
@@ -124,8 +127,7 @@ struct CudaTargetModel::Impl {
 
   void run_layer(uint32_t index, uint32_t rows, const BatchInputs& layout, cudaStream_t s);
   // The token mixers: normed (bf16 [T, H]) in, added into the residual.
-  void run_attention(const DeviceLayerWeights& w, uint32_t rows, const BatchInputs& layout,
-                     cudaStream_t s);
+  void run_attention(uint32_t index, uint32_t rows, const BatchInputs& layout, cudaStream_t s);
   void run_delta_net(const DeviceLayerWeights& w, uint32_t rows, const BatchInputs& layout,
                      cudaStream_t s);
   void run_head(uint32_t rows, const DeviceCapture& out, bool greedy, cudaStream_t s);
@@ -147,7 +149,7 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
   if (c.kind(index) == LayerKind::kDeltaNet)
     run_delta_net(w, rows, layout, s);
   else
-    run_attention(w, rows, layout, s);
+    run_attention(index, rows, layout, s);
 
   // MLP block: x += (silu(m Wg^T) * m Wu^T) Wd^T, m = norm(x).
   HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.post_norm, rows, h, eps, normed, s));
@@ -157,9 +159,10 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
   blas->linear(a.act.as<Bf16>(), rows, inter, w.down, h, residual, true, h, 1.0f);
 }
 
-void CudaTargetModel::Impl::run_attention(const DeviceLayerWeights& w, uint32_t rows,
-                                          const BatchInputs& layout, cudaStream_t s) {
+void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const BatchInputs& layout,
+                                          cudaStream_t s) {
   const ModelConfig& c = config;
+  const DeviceLayerWeights& w = weights.layer(index);
   ForwardActivations& a = activations;
   const uint32_t h = c.hidden_size;
   const uint32_t qd = c.q_dim();
@@ -173,11 +176,30 @@ void CudaTargetModel::Impl::run_attention(const DeviceLayerWeights& w, uint32_t 
   HSRING_CUDA_CHECK(cuda_ops::launch_qkv_finish(
       a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm, w.k_norm, a.rope_cos.as<float>(),
       a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
-  HSRING_CUDA_CHECK(cuda_ops::launch_attention(
-      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(),
-      reinterpret_cast<const cuda_ops::AttentionTile*>(a.inputs.data() + layout.tiles_at),
-      layout.tile_count, c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(),
-      s));
+  const auto* tiles =
+      reinterpret_cast<const cuda_ops::AttentionTile*>(a.inputs.data() + layout.tiles_at);
+  if (prefix) {
+    // Through the cache's rows: this forward's keys and values join the cached ones, and
+    // its queries stand where the kernel looks for them (model/cuda_kv_cache.h).
+    const CudaKvCache& cache = *prefix->cache;
+    const int32_t* at = cache.row_index();
+    const uint32_t kvd = c.kv_dim();
+    HSRING_CUDA_CHECK(
+        cuda_ops::launch_scatter_rows(a.q.as<Bf16>(), at, rows, qd, cache.queries(), s));
+    HSRING_CUDA_CHECK(
+        cuda_ops::launch_scatter_rows(a.k.as<Bf16>(), at, rows, kvd, cache.keys(index), s));
+    HSRING_CUDA_CHECK(
+        cuda_ops::launch_scatter_rows(a.v.as<Bf16>(), at, rows, kvd, cache.values(index), s));
+    HSRING_CUDA_CHECK(cuda_ops::launch_attention(
+        cache.queries(), cache.keys(index), cache.values(index), tiles, layout.tile_count,
+        c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, cache.outputs(), s));
+    HSRING_CUDA_CHECK(
+        cuda_ops::launch_gather_rows(cache.outputs(), at, rows, qd, a.attn.as<Bf16>(), s));
+  } else {
+    HSRING_CUDA_CHECK(cuda_ops::launch_attention(
+        a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), tiles, layout.tile_count, c.num_heads,
+        c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(), s));
+  }
   if (c.attention_gate)
     HSRING_CUDA_CHECK(cuda_ops::launch_output_gate(a.qkv.as<float>(), qkv_width, rows, c.num_heads,
                                                    c.head_dim, a.attn.as<Bf16>(), s));
@@ -278,7 +300,8 @@ ModelWeights CudaTargetModel::download_weights() const {
 }
 
 void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequest& request,
-                                     cudaStream_t stream, const DeviceCapture& out) {
+                                     cudaStream_t stream, const DeviceCapture& out,
+                                     const CachedPrefix* prefix) {
   Impl& m = *impl_;
   const ModelConfig& c = m.config;
   validate_batch(batch, c);
@@ -301,10 +324,27 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
 
   HSRING_CUDA_CHECK(cudaSetDevice(m.gpu));
   const auto rows = uint32_t(batch.tokens.size());
-  m.tiles = cuda_ops::attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(),
-                                      m.attention_pack);
+  m.prefix = nullptr;
+  if (prefix) {
+    if (const std::string problem = cache_problem(c); !problem.empty())
+      throw Error(Errc::kModelBadConfig,
+                  "model '" + c.name + "' cannot decode with a KV cache: " + problem);
+    const CudaKvCache& cache = *prefix->cache;
+    m.cached = cached_layout(batch.doc_offsets, batch.positions, prefix->slot, prefix->cached,
+                             cache.sequences(), cache.capacity(), m.attention_pack);
+    m.tiles = m.cached.tiles;
+  } else {
+    m.tiles = cuda_ops::attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(),
+                                        m.attention_pack);
+  }
   const auto tile_count = uint32_t(m.tiles.size());
   m.grow(rows);
+  if (prefix) {
+    // A pageable copy: it has left m.cached.rows when the call returns.
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(prefix->cache->row_index(), m.cached.rows.data(),
+                                      rows * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    m.prefix = prefix;
+  }
   ForwardActivations& a = m.activations;
   // Dynamic NTK RoPE: each document's base, from its length (rope.h).
   m.rope_bases =
@@ -351,6 +391,7 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
                                                    out.layers[k].row_pitch_bytes, stream));
   }
   if (head) m.run_head(rows, out, request.greedy, stream);
+  m.prefix = nullptr;
   HSRING_CUDA_CHECK(cudaEventRecord(m.forward_done.get(), stream));
   m.forward_pending = true;
 }

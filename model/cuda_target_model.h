@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "model/cuda_kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/target_model.h"
@@ -79,8 +80,13 @@ class CudaTargetModel final : public TargetModel {
   // Makes gpu() the calling thread's current device. Throws Error(kBadInput) for a bad
   // batch, request or capture (missing pointers, a row pitch under H elements, an unknown
   // dtype), Error(kCuda) when CUDA or cuBLAS fail.
+  //
+  // With `prefix` (model/cuda_kv_cache.h), each document continues a sequence whose keys and
+  // values are cached: its attention reads them, and its own are written there. Throws
+  // Error(kBadConfig) for a model the cache cannot serve (cache_problem), Error(kBadInput)
+  // for a prefix that does not describe the batch.
   void forward_device(const PackedBatch& batch, const ForwardRequest& request, cudaStream_t stream,
-                      const DeviceCapture& out);
+                      const DeviceCapture& out, const CachedPrefix* prefix = nullptr);
 
   // The weights as the forward uses them (bf16 widened to fp32; norms fp32): for tests.
   ModelWeights download_weights() const;

@@ -117,6 +117,8 @@ struct CudaDflashTrainer::Buffers {
   size_t ctx_rows = 0, blocks = 0, rows = 0, scored = 0, head_rows = 0, tiles_count = 0;
   size_t max_logit_values = kMaxLogitValues;  // the head's chunks: head_rows of them
   bool backward = false;
+  bool drafting = false;  // draft(): the head writes each scored row's argmax to `drafted`
+  Scratch<int32_t> drafted;
   Scratch<int32_t> positions, block_tokens, block_positions, context, scored_rows, scored_labels,
       row_agreed;
   // The last layer past its attention, the final norm and the head take only the scored
@@ -335,7 +337,52 @@ LossStats CudaDflashTrainer::compute_gradients_bf16(const uint16_t* features,
   return run(batch, Features::kDeviceBf16, features);
 }
 
+std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
+                                              std::span<const int32_t> anchors, uint32_t block_size,
+                                              const float* device_features) {
+  Buffers& b = *b_;
+  if (b.bf16())
+    throw Error(Errc::kModelBadConfig,
+                "dflash drafting needs the fp32 precision: its argmax "
+                "reads fp32 logits");
+  if (block_size < 2 || block_size > options_.model.block_size)
+    throw Error(Errc::kModelBadInput, "dflash drafting: a block of " + std::to_string(block_size) +
+                                          " rows, not 2 .. " +
+                                          std::to_string(options_.model.block_size));
+  if (anchors.empty()) return {};
+  // The blocks' rows and kernels read config_.block_size: a shorter block for this call only.
+  struct RestoreBlockSize {
+    DflashConfig& config;
+    uint32_t block_size;
+    ~RestoreBlockSize() { config.block_size = block_size; }
+  } restore{config_, config_.block_size};
+  config_.block_size = block_size;
+  b.marks = 0;
+  mark("start");
+  b.gemm.release_holds();
+  labels_.assign(batch.rows(), kIgnoreLabel);
+  anchors_.assign(anchors.begin(), anchors.end());
+  const DflashBatch blocks{{}, batch.tokens, batch.positions, batch.doc_offsets, labels_, anchors_};
+  validate_dflash_metadata(blocks, config_);
+  upload_context(batch, Features::kDeviceFp32, device_features);
+  run_context_forward();
+  build_dflash_block_rows(blocks, config_, rows_);
+  upload(batch);
+  b.drafted.ensure(b.scored);
+  b.drafting = true;
+  run_forward();
+  run_head();
+  b.drafting = false;
+  std::vector<int32_t> drafted(b.scored);
+  HSRING_CUDA_CHECK(cudaMemcpyAsync(drafted.data(), b.drafted.get(), b.scored * sizeof(int32_t),
+                                    cudaMemcpyDeviceToHost, b.stream.get()));
+  HSRING_CUDA_CHECK(cudaStreamSynchronize(b.stream.get()));
+  mark("drafted");
+  return drafted;
+}
+
 LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, const void* features) {
+  b_->drafting = false;  // a draft() that threw mid-way must not leave its head behind
   b_->marks = 0;
   mark("start");
   // Holds live for one step, and only this step's products read them: the last step's end
@@ -412,6 +459,8 @@ void CudaDflashTrainer::upload_context(const DrafterBatch& batch, Features sourc
                                       cudaMemcpyHostToDevice, s));
     b.gemm.hold_bf16(b.features.get(), t * fd);
     b.feature_operand = b.features.get();
+  } else if (source == Features::kDeviceFp32) {
+    b.feature_operand = static_cast<const float*>(features);
   } else if (b.bf16()) {
     // The ring's bf16 are the products' operands as they stand: never widened.
     b.feature_operand = static_cast<const uint16_t*>(features);
@@ -777,6 +826,11 @@ void CudaDflashTrainer::run_head() {
     const size_t n = std::min(b.head_rows, b.scored - s0);
     forward_into(b.gemm, b.head_in.operand(s0 * d), n, d, b.head, vocab, b.logits);
     mark("head logits");
+    if (b.drafting) {
+      HSRING_CUDA_CHECK(cuda_ops::launch_argmax(b.logits.fp32.get(), uint32_t(n), uint32_t(vocab),
+                                                b.drafted.get() + s0, ops.s));
+      continue;
+    }
     const auto cross_entropy = [&](auto* logits) {
       return cuda::launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n),
                                         uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,

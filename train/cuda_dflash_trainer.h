@@ -59,6 +59,17 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   TrainerState state() const override;
   void load_state(const TrainerState& state) override;
 
+  // Drafting, for speculative decoding (eval/gpu_speculative_decode.h): the forward of the
+  // blocks anchored at `anchors` (validated as training's) over `batch`'s documents, with
+  // blocks of `block_size` rows (2 .. the config's: a decode's last blocks are shorter), and
+  // no loss or gradient. The features are `device_features`, fp32 [T, K*H] on the device
+  // (batch.features and batch.labels are not read). Returns each block's argmax at
+  // positions 1 .. block_size - 1, [anchors.size() * (block_size - 1)], the first on ties.
+  // Needs the kFp32 precision (its logits are fp32). Throws Error(kBadInput) for a bad batch,
+  // anchors or block size, Error(kCuda).
+  std::vector<int32_t> draft(const DrafterBatch& batch, std::span<const int32_t> anchors,
+                             uint32_t block_size, const float* device_features);
+
   // Per-phase device time (cudaEvents between the step's phases, on its one stream): off
   // by default. When on, phase_ms() gives the last compute_gradients* and the
   // apply_gradients after it, in milliseconds summed by phase name, in first-seen order.
@@ -76,7 +87,7 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
 
  private:
   struct Buffers;
-  enum class Features { kHostFp32, kDeviceBf16 };
+  enum class Features { kHostFp32, kDeviceBf16, kDeviceFp32 };
   LossStats run(const DrafterBatch& batch, Features source, const void* features);
   // The context's inputs (positions, features, their RoPE table), then the rest of the step's.
   void upload_context(const DrafterBatch& batch, Features source, const void* features);
@@ -84,7 +95,7 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   void run_context_forward();  // fc + hidden_norm, enqueued before the host lays out the blocks
   void run_forward();
   void layer_forward(uint32_t layer);
-  void run_head();  // logits, loss and d(final) of the scored rows, in chunks
+  void run_head();  // logits, loss and d(final) of the scored rows (or their argmax), in chunks
   void run_backward();
   void layer_backward(uint32_t layer);
   DflashStats gather_stats();

@@ -74,8 +74,8 @@ TEST(DataCommandsTest, PackThenInspect) {
   const Corpus corpus = Corpus::open(dir.file("shards"));
   EXPECT_EQ(corpus.doc_count(), 3u);
   EXPECT_EQ(corpus.token_count(), std::string("alpha\nbeta\ngamma\n").size());
-  EXPECT_EQ(run_data_inspect(dir.file("shards")), 0);
-  EXPECT_EQ(run_data_inspect(corpus.shards()[0].path), 0);
+  EXPECT_EQ(run_data_inspect({dir.file("shards")}), 0);
+  EXPECT_EQ(run_data_inspect({corpus.shards()[0].path}), 0);
   EXPECT_EQ(run_data_pack(args), 1);  // the folder already holds shards
 
   // A flipped token byte: inspect fails, naming the file.
@@ -84,8 +84,8 @@ TEST(DataCommandsTest, PackThenInspect) {
     f.seekp(kShardHeaderSize + 1);
     f.put('Z');
   }
-  EXPECT_EQ(run_data_inspect(dir.file("shards")), 1);
-  EXPECT_EQ(run_data_inspect(dir.path()), 1);  // no shard there
+  EXPECT_EQ(run_data_inspect({dir.file("shards")}), 1);
+  EXPECT_EQ(run_data_inspect({dir.path()}), 1);  // no shard there
 }
 
 TEST(DefaultCorpusTest, PackedOnceReusedAndSafeAgainstRaces) {

@@ -72,25 +72,13 @@ TEST(AcceptanceIntervalTest, ResamplesPromptsAndRecomputesTheRatioOfSums) {
   EXPECT_EQ(one.high, 10.0);
 }
 
-TEST(EvalReportTest, SummarizesPromptsKeepingTheirIndexAndSource) {
-  std::vector<PromptResult> prompts(2);
-  prompts[0] = {.index = 0,
-                .source = "a#0",
-                .prompt = {1},
-                .output = {5, 6, 7},
-                .greedy = {5, 6, 7},
-                .produced = {2, 1},
-                .verified = {2, 2, 1},
-                .accepted = {2, 1, 0}};
-  prompts[1] = {.index = 1,
-                .source = "a#1@32",
-                .prompt = {2},
-                .output = {8, 9},
-                .greedy = {8, 0},
-                .produced = {2},
-                .verified = {1, 1, 1},
-                .accepted = {1, 1, 1}};
-  const EvalReport r = summarize_prompts(3, prompts);
+TEST(EvalReportTest, SummarisesDecodingKeepingEachPromptsIndexAndSource) {
+  const std::vector<EvalPrompt> prompts = {{{1}, "a#0"}, {{2}, "a#1@32"}};
+  std::vector<SpeculativeResult> speculative = {
+      {.tokens = {5, 6, 7}, .produced = {2, 1}, .verified = {2, 2, 1}, .accepted = {2, 1, 0}},
+      {.tokens = {8, 9}, .produced = {2}, .verified = {1, 1, 1}, .accepted = {1, 1, 1}}};
+  const std::vector<std::vector<int32_t>> greedy = {{5, 6, 7}, {8, 0}};
+  const EvalReport r = summarise_decoding(prompts, speculative, greedy, 3);
   EXPECT_DOUBLE_EQ(r.acceptance_length, 5.0 / 3.0);
   EXPECT_LE(r.acceptance_length_interval.low, r.acceptance_length);
   EXPECT_GE(r.acceptance_length_interval.high, r.acceptance_length);
@@ -101,6 +89,7 @@ TEST(EvalReportTest, SummarizesPromptsKeepingTheirIndexAndSource) {
   const nlohmann::json j = nlohmann::json::parse(eval_report_json(r));
   EXPECT_EQ(j.at("acceptance_length_interval").size(), 2u);
   EXPECT_EQ(j.at("acceptance_length_interval_level"), kAcceptanceIntervalLevel);
+  EXPECT_EQ(r.prompts[1].output, (std::vector<int32_t>{8, 9}));
   EXPECT_EQ(j.at("prompts")[1].at("index"), 1);
   EXPECT_EQ(j.at("prompts")[1].at("source"), "a#1@32");
   EXPECT_NE(eval_report_text(r).find("95% interval"), std::string::npos) << eval_report_text(r);

@@ -291,6 +291,15 @@ TEST(EvalTest, ClearErrors) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find(dir.string()), std::string::npos) << e.what();
   }
+  // --gpu naming a GPU no machine here has: refused by name, before any weight is loaded.
+  o.prompts.data.clear();
+  o.gpu = 99;
+  try {
+    run_eval(o);
+    FAIL() << "--gpu 99 was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPU 99"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 

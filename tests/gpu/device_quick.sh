@@ -12,6 +12,7 @@ cat "$out/machine.txt"
 status=0
 for t in gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_trainer_test \
          cuda_step_kernels_test cuda_qk_norm_rope_test cuda_dflash_test cuda_block_attention_test \
+         gpu_eval_test \
          capi_test \
          gpu_pipeline_test gpu_launcher_test gpu_training_test gpu_multi_node_test; do
   [ -x "$bin/$t" ] || continue

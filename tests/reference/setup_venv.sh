@@ -11,9 +11,10 @@ venv=${HSRING_REFERENCE_VENV:-$HOME/.cache/hsring/pytest-venv}
 # Pinned to what dflash 0.1.0's "local" extra names.
 torch_pin=torch==2.13.0
 # tensorboard: its event reader checks the training curves (tensorboard_curves_test.py).
+# tokenizers, jinja2, pyarrow: `hsring data prepare` (tests/data/python), Parquet included.
 rest=(transformers==5.15.0 safetensors numpy pytest tensorboard
-      filelock typing-extensions sympy networkx jinja2 fsspec)
-stamp="$venv/.hsring-ready-3"
+      filelock typing-extensions sympy networkx jinja2 fsspec tokenizers pyarrow)
+stamp="$venv/.hsring-ready-4"
 # One installer at a time: ctest runs the tests that need the venv in parallel, and
 # scripts/test.sh prepares it before them. The others wait here, then find it ready.
 mkdir -p "$(dirname "$venv")"
@@ -38,7 +39,7 @@ for r in m.requires("torch") or []:
 ') &&
   "$venv/bin/pip" install -q --disable-pip-version-check --no-deps dflash==0.1.0 &&
   "$venv/bin/pip" install -q --disable-pip-version-check "${rest[@]}" &&
-  "$venv/bin/python" -c "import torch, transformers, safetensors, dflash.model, tensorboard"
+  "$venv/bin/python" -c "import torch, transformers, safetensors, dflash.model, tensorboard, tokenizers, pyarrow"
 } >"$log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then

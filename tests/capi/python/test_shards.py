@@ -64,15 +64,23 @@ def test_version_2_with_a_loss_mask_reads_back(tmp_path):
     mask = np.unpackbits(np.frombuffer(raw, np.uint8, offset=64 + 88 + 40), bitorder="little")
     assert len(raw) == 64 + 88 + 40 + 6
     assert (mask[:44] == np.concatenate(masks)).all() and not mask[44:].any()
+    shard = hsring.read_shard(tmp_path / "shard-00000.hstok")
+    assert shard.documents == 4 and shard.vocab_size == 50000
+    for d in range(4):
+        tokens, flags = shard.document(d)
+        assert tokens.tolist() == list(docs[d]) and flags.tolist() == [bool(f) for f in masks[d]]
 
 
 def test_widths_and_a_damaged_shard(tmp_path):
     hsring.write_shard(tmp_path / "a.hstok", [[0, 5, 70000]], vocab_size=151936)
-    hsring.write_shard(tmp_path / "b.hstok", [[3, 2, 1]])  # unknown vocabulary
+    hsring.write_shard(tmp_path / "b.hstok", [[3, 2, 1]], vocab_size=200)
     rc, text = inspect(tmp_path)
     assert rc == 0, text
     assert shard_line(text, "a.hstok")[1:3] == ["uint32", "151936"]
-    assert shard_line(text, "b.hstok")[1] == "uint8"
+    assert shard_line(text, "b.hstok")[1:3] == ["uint8", "200"]
+    shard = hsring.read_shard(tmp_path / "a.hstok")
+    assert shard.tokens.tolist() == [0, 5, 70000] and shard.mask is None
+    assert shard.vocab_size == 151936 and shard.documents == 1
     raw = bytearray((tmp_path / "a.hstok").read_bytes())
     raw[64] ^= 1  # a token bit: the token CRC no longer matches
     (tmp_path / "a.hstok").write_bytes(bytes(raw))
@@ -84,7 +92,12 @@ def test_bad_input_is_refused(tmp_path):
     with pytest.raises(ValueError, match="outside"):
         hsring.write_shard(tmp_path / "x.hstok", [[1, 256]], vocab_size=256)
     with pytest.raises(ValueError, match="outside"):
-        hsring.write_shard(tmp_path / "x.hstok", [[-1]])
+        hsring.write_shard(tmp_path / "x.hstok", [[-1]], vocab_size=8)
+    # No vocabulary, no shard: `hsring run` would refuse one of vocabulary 0.
+    with pytest.raises(ValueError, match="vocab_size is required"):
+        hsring.write_shard(tmp_path / "x.hstok", [[3, 2, 1]])
+    with pytest.raises(ValueError, match="must be in"):
+        hsring.write_shard(tmp_path / "x.hstok", [[3, 2, 1]], vocab_size=0)
     with pytest.raises(ValueError, match="mask flags for"):
         hsring.write_shard(tmp_path / "x.hstok", [[1, 2]], loss_masks=[[1]], vocab_size=8)
     with pytest.raises(ValueError, match="loss masks for"):

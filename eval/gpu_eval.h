@@ -1,0 +1,29 @@
+// `hsring eval --gpu N`: a DFlash export decoded speculatively on GPU N against the CUDA
+// target (eval/gpu_speculative_decode.h), checked against plain greedy decoding on the same
+// GPU, both timed, so the report gives the speed-up a user sees beside the ideal one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "checkpoint/dflash_export.h"
+#include "eval/eval_prompts.h"
+#include "eval/eval_report.h"
+
+namespace hsring::eval {
+
+struct GpuEvalOptions {
+  std::string model;  // a preset or a Hugging Face folder (resolved: not "builtin")
+  uint64_t model_seed = 0;
+  int gpu = 0;
+  uint32_t group = 16;  // prompts per forward
+};
+
+// Throws Error(kBadInput) when the drafter does not fit the target or a prompt is bad,
+// Error(kCuda) for CUDA failures (no such GPU, out of memory).
+EvalReport evaluate_on_gpu(const GpuEvalOptions& options, const checkpoint::DflashExport& drafter,
+                           std::span<const EvalPrompt> prompts, uint32_t max_new_tokens);
+
+}  // namespace hsring::eval

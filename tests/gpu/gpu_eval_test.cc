@@ -1,0 +1,257 @@
+// `hsring eval --gpu`'s pieces on a GPU: the drafter's CUDA drafting
+// (CudaDflashTrainer::draft) against the CPU DflashModel's predictions on the same features,
+// and the batched GPU speculative decoder (eval/gpu_speculative_decode.h) against plain
+// greedy decoding on the same GPU, on a Qwen3, a Llama and a Qwen3.5 hybrid target.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/random.h"
+#include "eval/gpu_speculative_decode.h"
+#include "gpu/cuda_handles.h"
+#include "gpu_test_util.h"
+#include "model/cuda_kv_cache.h"
+#include "model/model_weights.h"
+#include "train/cuda_dflash_trainer.h"
+#include "train/dflash_config.h"
+#include "train/dflash_model.h"
+#include "train/dflash_params.h"
+
+namespace hsring {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint64_t seed) {
+  std::vector<float> out(n);
+  uint64_t state = seed;
+  for (float& v : out)
+    v = float(double(splitmix64(state) >> 11) / double(1ull << 53)) * 2.0f - 1.0f;
+  return out;
+}
+
+ModelConfig target_config(const std::string& kind) {
+  ModelConfig c = named_model_config("tiny");
+  c.num_layers = 4;
+  c.name = "test-" + kind;
+  if (kind == "llama") {
+    c.model_type = "llama";
+    c.qk_norm = false;
+    c.tie_embeddings = false;
+    c.num_layers = 3;
+  } else if (kind == "qwen3_5") {
+    c = named_model_config("qwen3.6-27b");
+    c.name = "test-qwen3_5";
+    c.hidden_size = 256;
+    c.intermediate_size = 344;
+    c.num_layers = 4;  // three DeltaNet layers, then an attention layer
+    c.layer_kinds.resize(4);
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 256;
+    c.rotary_dim = 64;
+    c.vocab_size = 611;
+    c.delta_net = DeltaNetShape{2, 4, 32, 16, 4};
+  }
+  return c;
+}
+
+// A drafter of `target` reading layers 0 and num_layers - 2: init's parameters from `seed`
+// plus uniform noise of 0.3, so that its drafts vary from row to row (init's alone draft one
+// token everywhere, which would make equal drafts say little).
+checkpoint::DflashExport random_drafter(const ModelConfig& target, uint64_t seed) {
+  checkpoint::DflashExport e;
+  e.config = train::default_dflash_config(target, 2, 1);
+  e.config.block_size = 8;
+  e.layer_ids = {0, int32_t(target.num_layers) - 2};
+  e.num_target_layers = target.num_layers;
+  e.layout = train::dflash_param_layout(e.config);
+  e.params.assign(e.layout.total, 0.0f);
+  train::init_dflash_params<float>(e.layout, seed, e.params);
+  const std::vector<float> noise = random_floats(e.params.size(), seed + 1);
+  for (size_t i = 0; i < e.params.size(); ++i) e.params[i] += 0.3f * noise[i];
+  return e;
+}
+
+TargetHead head_of(const ModelConfig& config, const ModelWeights& w) {
+  return {config, w.embed_tokens, config.tie_embeddings ? std::vector<float>{} : w.lm_head};
+}
+
+std::vector<std::vector<int32_t>> prompts_for(const ModelConfig& c, size_t count, uint64_t seed) {
+  std::vector<std::vector<int32_t>> prompts;
+  uint64_t state = seed;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<int32_t> p(5 + 7 * i);  // different lengths: documents of every size
+    for (int32_t& t : p) t = int32_t(splitmix64(state) % c.vocab_size);
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+// Drafting on the GPU from the features the CPU model gets: the same argmax in every row of
+// blocks of the full size and of a shorter one (a decode's last block).
+TEST(GpuEvalTest, CudaDraftingPredictsWhatTheCpuDrafterPredicts) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig target = target_config("tiny");
+  const ModelWeights w = random_weights(target, 3);
+  checkpoint::DflashExport e = random_drafter(target, 9);
+  const train::DflashConfig& dc = e.config;
+  const std::vector<int32_t> offsets = {0, 30, 47, 90};
+  const size_t rows = size_t(offsets.back()), width = dc.feature_dim();
+  const std::vector<float> features = random_floats(rows * width, 5);
+  std::vector<int32_t> tokens(rows), positions(rows);
+  for (size_t d = 0; d + 1 < offsets.size(); ++d)
+    for (int32_t r = offsets[d]; r < offsets[d + 1]; ++r) {
+      tokens[size_t(r)] = int32_t((r * 37) % dc.vocab_size);
+      positions[size_t(r)] = r - offsets[d];
+    }
+  const std::vector<int32_t> anchors = {29, 31, 46, 60, 89};
+  const std::vector<int32_t> labels(rows, -1);
+
+  train::DflashTrainerOptions options;
+  options.model = dc;
+  options.embed = w.embed_tokens;
+  train::CudaDflashTrainer gpu_drafter(options, train::cuda::GemmPrecision::kFp32);
+  const size_t total = e.params.size();
+  gpu_drafter.load_state({e.params, std::vector<float>(total), std::vector<float>(total), 0});
+  gpu::DeviceBuffer device = gpu::DeviceBuffer::allocate(features.size() * sizeof(float));
+  ASSERT_EQ(cudaMemcpy(device.data(), features.data(), features.size() * sizeof(float),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+
+  for (const uint32_t block : {dc.block_size, 3u}) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    const std::vector<int32_t> drafted = gpu_drafter.draft({{}, tokens, positions, offsets, labels},
+                                                           anchors, block, device.as<float>());
+    train::DflashConfig cpu_config = dc;
+    cpu_config.block_size = block;
+    train::DflashModel cpu(cpu_config, {w.embed_tokens, w.lm_head_or_embeddings()}, 0, 1);
+    std::copy(e.params.begin(), e.params.end(), cpu.params().begin());
+    cpu.forward({features, tokens, positions, offsets, labels, anchors});
+    const auto predictions = cpu.predictions();
+    ASSERT_EQ(drafted.size(), anchors.size() * (block - 1));
+    size_t distinct = 0;
+    for (size_t b = 0; b < anchors.size(); ++b)
+      for (size_t j = 1; j < block; ++j) {
+        EXPECT_EQ(drafted[b * (block - 1) + j - 1], predictions[b * block + j])
+            << "block " << b << " position " << j;
+        distinct += predictions[b * block + j] != predictions[j];
+      }
+    EXPECT_GT(distinct, 0u) << "every row drafts the same token: the comparison says little";
+  }
+}
+
+class GpuDecoderTest : public ::testing::TestWithParam<std::string> {};
+
+// The KV cache (model/cuda_kv_cache.h): two sequences fed in pieces through the cache (a
+// prefill, then 1, then 7 tokens, in slots 1 and 0 of a cache of 3) give the captured layers
+// and greedy tokens of one full forward over them, to bf16 rounding.
+TEST(GpuEvalTest, ForwardsThroughTheKvCacheAreTheFullForward) {
+  HSRING_REQUIRE_GPUS(1);
+  for (const std::string kind : {"tiny", "llama"}) {
+    SCOPED_TRACE(kind);
+    const ModelConfig c = target_config(kind);
+    CudaTargetModel target(c, random_weights(c, 2), 0);
+    const auto prompts = prompts_for(c, 2, 8);  // 5 and 12 tokens
+    std::vector<std::vector<int32_t>> seqs = prompts;
+    uint64_t state = 77;
+    for (auto& seq : seqs)
+      for (int i = 0; i < 8; ++i) seq.push_back(int32_t(splitmix64(state) % c.vocab_size));
+    const int32_t layer = int32_t(c.num_layers) - 1;
+    const size_t h = c.hidden_size;
+    ForwardRequest request;
+    request.capture_layers = {layer};
+
+    // The full forward: both sequences as two documents.
+    std::vector<int32_t> tokens, positions, offsets = {0};
+    for (const auto& seq : seqs) {
+      for (size_t i = 0; i < seq.size(); ++i) {
+        tokens.push_back(seq[i]);
+        positions.push_back(int32_t(i));
+      }
+      offsets.push_back(int32_t(tokens.size()));
+    }
+    ForwardOutput full;
+    target.forward({tokens, positions, offsets}, request, full);
+
+    CudaKvCache cache(c, 3, 32);
+    const int32_t slots[] = {1, 0};
+    gpu::DeviceBuffer captured = gpu::DeviceBuffer::allocate(64 * h * sizeof(float));
+    gpu::DeviceBuffer greedy = gpu::DeviceBuffer::allocate(64 * sizeof(int32_t));
+    const std::vector<size_t> cuts[] = {{0, 5, 6, 13}, {0, 12, 13, 20}};  // per sequence
+    for (size_t piece = 0; piece + 1 < cuts[0].size(); ++piece) {
+      std::vector<int32_t> t, p, o = {0}, cached;
+      std::vector<size_t> full_rows;  // each piece row's row in the full forward
+      for (size_t d = 0; d < 2; ++d) {
+        cached.push_back(int32_t(cuts[d][piece]));
+        for (size_t i = cuts[d][piece]; i < cuts[d][piece + 1]; ++i) {
+          t.push_back(seqs[d][i]);
+          p.push_back(int32_t(i));
+          full_rows.push_back(size_t(offsets[d]) + i);
+        }
+        o.push_back(int32_t(t.size()));
+      }
+      const CachedPrefix prefix{&cache, slots, cached};
+      DeviceCapture out;
+      out.dtype = DType::kFP32;
+      out.layers = {{captured.data(), h * sizeof(float)}};
+      out.greedy = greedy.as<int32_t>();
+      target.forward_device({t, p, o}, request, nullptr, out, &prefix);
+      std::vector<float> rows(t.size() * h);
+      std::vector<int32_t> labels(t.size());
+      ASSERT_EQ(cudaMemcpy(rows.data(), captured.data(), rows.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(labels.data(), greedy.data(), labels.size() * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      size_t same = 0;
+      for (size_t r = 0; r < t.size(); ++r) {
+        float scale = 0, worst = 0;
+        for (size_t i = 0; i < h; ++i) {
+          const float want = full.captured[0][full_rows[r] * h + i];
+          scale = std::max(scale, std::abs(want));
+          worst = std::max(worst, std::abs(rows[r * h + i] - want));
+        }
+        EXPECT_LE(worst, 2e-2f * scale) << "piece " << piece << " row " << r;
+        same += labels[r] == full.greedy[full_rows[r]];
+      }
+      EXPECT_GE(same + 1, t.size()) << "piece " << piece;  // one near-tie may flip
+    }
+  }
+}
+
+// Speculative decoding on the GPU gives plain greedy decoding's tokens on the same GPU, for
+// every prompt of a group, whatever the group; its accounting adds up.
+TEST_P(GpuDecoderTest, SpeculativeDecodingIsGreedyDecoding) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  const ModelWeights w = random_weights(c, 11);
+  CudaTargetModel target(c, w, 0);
+  const checkpoint::DflashExport e = random_drafter(c, 4);
+  const auto prompts = prompts_for(c, 5, 21);
+  const uint32_t new_tokens = 19;  // not a multiple of the block: the last blocks are cut
+
+  eval::GpuSpeculativeDecoder together(target, e, head_of(c, w), 4);
+  const auto greedy = together.greedy(prompts, new_tokens);
+  const auto speculative = together.speculative(prompts, new_tokens);
+  eval::GpuSpeculativeDecoder alone(target, e, head_of(c, w), 1);
+  const auto one_by_one = alone.speculative(prompts, new_tokens);
+  ASSERT_EQ(speculative.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    EXPECT_EQ(greedy[i].size(), new_tokens);
+    EXPECT_EQ(speculative[i].tokens, greedy[i]);
+    EXPECT_EQ(one_by_one[i].tokens, greedy[i]);
+    EXPECT_EQ(one_by_one[i].produced, speculative[i].produced);
+    const uint32_t produced =
+        std::accumulate(speculative[i].produced.begin(), speculative[i].produced.end(), 0u);
+    EXPECT_EQ(produced + 1, new_tokens) << "the prefill's token, then each step's";
+    EXPECT_EQ(speculative[i].verified[0], speculative[i].produced.size());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, GpuDecoderTest, ::testing::Values("tiny", "llama", "qwen3_5"));
+
+}  // namespace
+}  // namespace hsring
