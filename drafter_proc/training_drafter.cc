@@ -352,20 +352,20 @@ void TrainingLoop::record_curves(const train::StepStats& stats) {
   if (stats.accepted_at.size() > 1 && stats.accepted_at[0] > 0)
     for (size_t j = 1; j < stats.accepted_at.size(); ++j)
       r.position_acceptance.push_back(double(stats.accepted_at[j]) / double(stats.accepted_at[0]));
-  if (held_out_ && stats.step % options_.eval_every == 0) {
-    if (const std::optional<HeldOutStats> h = held_out_->evaluate(trainer())) {
+  if (held_out_ && stats.step % options_.eval_every == 0)
+    if (const std::optional<HeldOutStats> h = held_out_->evaluate(trainer()))
       r.held_out = curves::HeldOutRecord{h->loss, h->acceptance_length, h->agreement};
-    } else {
-      log_line("warning: no held-out curves: this trainer (" + backend_->describe() +
-               ") cannot evaluate without a step; the CPU drafters can");
-      held_out_.reset();
-    }
-  }
   curves_->record(r);
 }
 
 void TrainingLoop::build_held_out_set() {
   if (options_.eval_every == 0 || options_.eval_data.empty() || !curves_) return;
+  // Before the target is loaded for the batches: a large one takes minutes on the CPU.
+  if (!trainer().evaluates_held_out()) {
+    log_line("warning: no held-out curves: this trainer (" + backend_->describe() +
+             ") cannot evaluate without a step; the CPU drafters can");
+    return;
+  }
   const RingShape& s = ring_.shape();
   HeldOutSetOptions o;
   o.target_model = options_.target_model;

@@ -75,6 +75,7 @@ class DflashTrainer final : public DrafterTrainer {
   // Labels as a step builds them; the anchors of step 0 under a seed of its own, so every
   // evaluation of a batch scores the same blocks whatever the step.
   std::optional<LossStats> evaluate_held_out(const DrafterBatch& batch) override;
+  bool evaluates_held_out() const override { return true; }
   uint64_t optimizer_step() const override { return optimizer_.step(); }
   std::span<float> host_gradients() override { return model_.grads(); }
   void host_gradients_changed() override {}

@@ -78,6 +78,8 @@ class DrafterTrainer {
     (void)batch;
     return std::nullopt;
   }
+  // Whether evaluate_held_out gives anything: asked before held-out batches are built.
+  virtual bool evaluates_held_out() const { return false; }
   // Updates applied so far.
   virtual uint64_t optimizer_step() const = 0;
 

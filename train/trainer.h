@@ -48,6 +48,7 @@ class Trainer final : public DrafterTrainer {
   std::optional<LossStats> evaluate_held_out(const DrafterBatch& batch) override {
     return evaluate(batch);
   }
+  bool evaluates_held_out() const override { return true; }
 
   DrafterModel& model() { return model_; }
   const DrafterModel& model() const { return model_; }
