@@ -63,7 +63,7 @@ class TrainingRunTest : public LauncherTest {
 // the built-in corpus (the built-in data), a DFlash drafter trained on the CPU for its
 // default 200 batches, exported as a DFlash folder, then decoded speculatively on the 63
 // held-out prompts. It must draft: well past the untrained drafter's acceptance length (1
-// token per target forward; 2.24 - 3.04 over five runs on two cores, each with a 95%
+// token per target forward; 1.90 - 3.04 over seven runs on two cores, each with a 95%
 // interval of about +-0.2, bench/RESULTS.md), output identical to greedy decoding.
 TEST_F(TrainingRunTest, TheDefaultJobTrainsADrafterThatDrafts) {
   const std::vector<std::string> argv = {hsring(),    "run",     "--ring",         ring_,
