@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "data/batch_index.h"
 #include "data/corpus.h"
+#include "data/held_out.h"
 #include "data/token_batch.h"
 #include "model/cpu_target_model.h"
 #include "shm/ring.h"
@@ -139,7 +140,11 @@ TEST_P(ModelSourceTest, PlanAndTokensFollowTheBatchIndex) {
   auto source = make_source(*ring, dir.path(), 0);
   data::CorpusOptions options;
   const data::Corpus corpus = data::Corpus::open(dir.path(), options);
-  const data::BatchIndex index(corpus, data::PackOptions{40, 9});
+  // The corpus's last documents are held out (data/held_out.h): 3 of these 50 are never read.
+  const data::BatchIndex index(data::training_doc_offsets(corpus), data::PackOptions{40, 9});
+  const std::vector<uint64_t>& b = corpus.shards()[1].doc_offsets;
+  ASSERT_EQ(data::held_out_document_count(corpus.doc_count()), 3u);
+  EXPECT_EQ(index.token_count(), corpus.token_count() - (b.back() - b[b.size() - 4]));
   // Past one epoch too: ids wrap into later epochs.
   for (uint64_t id = 0; id < index.batches_per_epoch() + 3; ++id) {
     const BatchPlan plan = source->plan(id);
@@ -163,7 +168,7 @@ TEST_P(ModelSourceTest, EachNodeReadsItsOwnShareOfTheData) {
   TempDir dir;
   write_byte_corpus(dir.path(), 3);
   const data::Corpus corpus = data::Corpus::open(dir.path(), data::CorpusOptions{});
-  const data::BatchIndex index(corpus, data::PackOptions{40, 9});
+  const data::BatchIndex index(data::training_doc_offsets(corpus), data::PackOptions{40, 9});
   std::set<uint64_t> covered;
   for (uint32_t node = 0; node < 2; ++node) {
     ScopedRing ring(model_ring_shape(GetParam(), 2));
