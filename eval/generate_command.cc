@@ -10,6 +10,9 @@
 #include "common/error.h"
 #include "eval/generate.h"
 #include "model/cpu_target_model.h"
+#if HSRING_HAVE_CUDA
+#include "eval/gpu_target_runner.h"
+#endif
 
 namespace hsring::eval {
 
@@ -38,6 +41,32 @@ void check_flags(const GenerateOptions& o) {
   }
 }
 
+// On the CPU one prompt at a time; on a GPU (GpuTargetRunner: packed forwards through a KV
+// cache where the model has one) gpu_group at a time. `loaded()` once the model is.
+GenerateSummary generate(const GenerateOptions& o, const data::Corpus& prompts,
+                         data::ShardSetWriter& out,
+                         const std::function<void(uint64_t, uint64_t)>& progress,
+                         const std::function<void()>& loaded) {
+  if (o.gpu < 0) {
+    const auto target = open_cpu_model(o.model, o.model_seed, {o.threads});
+    loaded();
+    return generate_continuations(*target, prompts, o, out, progress);
+  }
+#if HSRING_HAVE_CUDA
+  const auto target = open_cuda_model(o.model, o.model_seed, o.gpu);
+  GpuTargetRunner runner(*target, {});
+  loaded();
+  const Continuer on_gpu = [&](std::span<const std::vector<int32_t>> chunk) {
+    return runner.greedy_decode(chunk, o.max_new_tokens, o.stop_tokens, o.gpu_group);
+  };
+  return generate_continuations(prompts, o, on_gpu, o.gpu_group, out, progress);
+#else
+  usage("--gpu " + std::to_string(o.gpu) +
+        ": this hsring was built without CUDA; rebuild it on a machine with /usr/local/cuda, or "
+        "leave --gpu out to generate on the CPU");
+#endif
+}
+
 }  // namespace
 
 int run_data_generate(const GenerateOptions& given) {
@@ -54,30 +83,32 @@ int run_data_generate(const GenerateOptions& given) {
   if (const std::string problem = data::vocabulary_problem(prompts, config.vocab_size, given.model);
       !problem.empty())
     usage("--data: " + problem);
-  const auto target = open_cpu_model(o.model, o.model_seed, {o.threads});
   std::string stops;
   for (const int32_t id : o.stop_tokens) stops += (stops.empty() ? "" : " ") + std::to_string(id);
   std::cout << "generate: " << prompts.doc_count() << " prompt documents from " << o.data << ", "
             << o.max_new_tokens << " new tokens each by greedy decoding with " << config.name
-            << " (stop tokens: " << (stops.empty() ? "none" : stops) << ")\n"
+            << " (stop tokens: " << (stops.empty() ? "none" : stops) << ") on "
+            << (o.gpu >= 0 ? "GPU " + std::to_string(o.gpu) : std::string("the CPU")) << "\n"
             << std::flush;
 
   data::ShardSetWriter out(o.out_dir, data::token_bytes_for(config.vocab_size), config.vocab_size,
                            o.shard_tokens);
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
   auto last = start;
   const auto seconds_since = [](auto t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  const GenerateSummary s =
-      generate_continuations(*target, prompts, o, out, [&](uint64_t done, uint64_t total) {
-        if (done != total && seconds_since(last) < 2.0) return;
-        last = std::chrono::steady_clock::now();
-        std::printf("generate: %llu/%llu documents, %.1f s\n",
-                    static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                    seconds_since(start));
-        std::fflush(stdout);
-      });
+  const auto progress = [&](uint64_t done, uint64_t total) {
+    if (done != total && seconds_since(last) < 2.0) return;
+    last = std::chrono::steady_clock::now();
+    std::printf("generate: %llu/%llu documents, %.1f s\n", static_cast<unsigned long long>(done),
+                static_cast<unsigned long long>(total), seconds_since(start));
+    std::fflush(stdout);
+  };
+  const GenerateSummary s = generate(o, prompts, out, progress, [&] {
+    std::printf("generate: the model loaded in %.1f s\n", seconds_since(start));
+    start = last = std::chrono::steady_clock::now();  // the progress times decoding alone
+  });
   std::cout << "generated " << s.generated_tokens << " tokens after " << s.prompt_tokens
             << " prompt tokens in " << s.documents << " documents (" << s.stopped
             << " ended at a stop token, " << s.skipped << " empty prompts skipped) into "
@@ -114,6 +145,13 @@ GenerateCommand add_generate_command(CLI::App& data) {
   g->add_option("--stop-token", o.stop_tokens,
                 "Stop after this token (repeatable); default: the model's eos_token_id");
   g->add_option("--shard-tokens", o.shard_tokens, "Most tokens in one shard")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  g->add_option("--gpu", o.gpu,
+                "Decode on this GPU (the CUDA target, many prompts at a time, a KV cache "
+                "for attention-only models)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   g->add_option("--threads", o.threads, "CPU threads of the target forward (0: all)")
