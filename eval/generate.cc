@@ -81,7 +81,7 @@ GenerateSummary generate_continuations(const data::Corpus& prompts, const Genera
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> counted;
   std::vector<std::vector<int32_t>> pending;  // prompts waiting for the continuer
-  uint64_t done = 0;
+  uint64_t done = 0, continued = 0;
   const auto flush = [&] {
     if (pending.empty()) return;
     const std::vector<std::vector<int32_t>> continuations = continuer(pending);
@@ -111,6 +111,7 @@ GenerateSummary generate_continuations(const data::Corpus& prompts, const Genera
         ++summary.skipped;  // nothing to continue from
         continue;
       }
+      if (continued++ < options.resume_after) continue;  // written before the interruption
       pending.push_back(read_document(prompts, s, d, options.prompt_tokens));
       if (pending.size() < chunk) continue;
       flush();

@@ -34,6 +34,10 @@ struct GenerateOptions {
   uint32_t threads = 0;  // 0: every hardware thread
   int gpu = -1;          // >= 0: decode on this GPU, `gpu_group` prompts at a time
   uint32_t gpu_group = 64;
+  // --resume: continue the run a kill interrupted in out_dir (its generate.json must be these
+  // options'); resume_after is the number of non-empty prompts its finished shards hold.
+  bool resume = false;
+  uint64_t resume_after = 0;
   uint64_t shard_tokens = data::kDefaultShardTokens;
 };
 

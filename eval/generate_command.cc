@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "builtin/pretrain.h"
 #include "common/error.h"
+#include "common/text_file.h"
 #include "eval/generate.h"
 #include "model/cpu_target_model.h"
 #if HSRING_HAVE_CUDA
@@ -35,10 +37,54 @@ void check_flags(const GenerateOptions& o) {
   if (!fs::is_directory(o.data, ec)) usage("--data " + o.data + " is not a folder");
   if (fs::exists(o.out_dir, ec)) {
     if (!fs::is_directory(o.out_dir, ec)) usage("-o " + o.out_dir + " exists and is not a folder");
-    if (!fs::is_empty(o.out_dir, ec))
-      usage("-o " + o.out_dir + " exists and is not empty; choose a new or empty folder");
+    if (!o.resume && !fs::is_empty(o.out_dir, ec))
+      usage("-o " + o.out_dir +
+            " exists and is not empty; choose a new or empty folder, or give --resume to "
+            "continue the `data generate` that was interrupted there");
     if (fs::equivalent(o.out_dir, o.data, ec)) usage("-o " + o.out_dir + " is the --data folder");
   }
+}
+
+// What makes a generate run's output: a resumed run must be the same run.
+std::string run_record(const GenerateOptions& o, uint32_t vocab_size) {
+  std::error_code ec;
+  const fs::path data = fs::absolute(o.data, ec);
+  return nlohmann::json{{"model", o.model},
+                        {"model_seed", o.model_seed},
+                        {"data", data.lexically_normal().string()},
+                        {"prompt_tokens", o.prompt_tokens},
+                        {"max_new_tokens", o.max_new_tokens},
+                        {"stop_tokens", o.stop_tokens},
+                        {"vocab_size", vocab_size},
+                        {"decoder", o.gpu >= 0 ? "gpu" : "cpu"}}
+             .dump(2) +
+         "\n";
+}
+
+// The shard writer of a fresh run (its record written first) or of a resumed one (its
+// record checked, its finished shards kept).
+data::ShardSetWriter open_output(GenerateOptions& o, uint32_t vocab_size) {
+  const std::string record_path = (fs::path(o.out_dir) / "generate.json").string();
+  const std::string record = run_record(o, vocab_size);
+  const uint32_t width = data::token_bytes_for(vocab_size);
+  std::error_code ec;
+  const bool started = fs::exists(o.out_dir, ec) && !fs::is_empty(o.out_dir, ec);
+  if (!o.resume || !started) {
+    fs::create_directories(o.out_dir, ec);
+    write_file_atomically(record_path, record);
+    return data::ShardSetWriter(o.out_dir, width, vocab_size, o.shard_tokens);
+  }
+  const std::optional<std::string> before = read_file_if_exists(record_path);
+  if (!before)
+    usage("--resume: " + o.out_dir + " holds no generate.json: it was not written by `hsring " +
+          "data generate`; choose a new or empty folder");
+  if (*before != record)
+    usage("--resume: " + record_path + " records another run:\n" + *before +
+          "this one would be:\n" + record + "give the same flags, or choose a new folder");
+  data::ShardSetWriter out =
+      data::ShardSetWriter::resume(o.out_dir, width, vocab_size, o.shard_tokens);
+  o.resume_after = out.summary().documents;
+  return out;
 }
 
 // On the CPU one prompt at a time; on a GPU (GpuTargetRunner: packed forwards through a KV
@@ -91,8 +137,11 @@ int run_data_generate(const GenerateOptions& given) {
             << (o.gpu >= 0 ? "GPU " + std::to_string(o.gpu) : std::string("the CPU")) << "\n"
             << std::flush;
 
-  data::ShardSetWriter out(o.out_dir, data::token_bytes_for(config.vocab_size), config.vocab_size,
-                           o.shard_tokens);
+  data::ShardSetWriter out = open_output(o, config.vocab_size);
+  if (o.resume_after > 0)
+    std::cout << "generate: resuming after the " << o.resume_after << " documents of "
+              << out.summary().shard_paths.size() << " finished shards in " << o.out_dir << "\n"
+              << std::flush;
   auto start = std::chrono::steady_clock::now();
   auto last = start;
   const auto seconds_since = [](auto t) {
@@ -113,6 +162,7 @@ int run_data_generate(const GenerateOptions& given) {
             << " prompt tokens in " << s.documents << " documents (" << s.stopped
             << " ended at a stop token, " << s.skipped << " empty prompts skipped) into "
             << s.shard_paths.size() << " shards in " << o.out_dir
+            << (o.resume_after ? " (" + std::to_string(o.resume_after) + " before, resumed)" : "")
             << "; the loss mask counts the generated tokens only\n";
   return 0;
 }
@@ -154,6 +204,9 @@ GenerateCommand add_generate_command(CLI::App& data) {
   g->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  g->add_flag("--resume", o.resume,
+              "Continue the run a kill interrupted in -o (the same flags): its finished shards "
+              "are kept, the rest is generated again");
   g->add_option("--threads", o.threads, "CPU threads of the target forward (0: all)")
       ->capture_default_str();
   return command;
