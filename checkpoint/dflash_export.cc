@@ -7,16 +7,15 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
 #include "common/exclusive_file.h"
+#include "common/regular_file.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
 
@@ -27,6 +26,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using train::DflashConfig;
 using train::ParamLayout;
+
+// An export's config.json is a few kilobytes; a larger one is not an export's.
+constexpr size_t kMaxConfigBytes = 1u << 20;
 
 [[noreturn]] void bad_export(const std::string& dir, const std::string& what) {
   throw Error(Errc::kCheckpointBadCheckpoint, dir, what);
@@ -164,12 +166,9 @@ json read_config_json(const std::string& dir, std::string& file) {
     throw Error(Errc::kCheckpointIo, dir,
                 "no such folder: a DFlash export holds config.json and model.safetensors");
   file = (folder / kDflashConfigFile).string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(file, Errc::kCheckpointIo, kMaxConfigBytes);
   try {
-    return json::parse(text.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
   }

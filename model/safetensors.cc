@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "model/float_convert.h"
 #include "model/json.h"
 
@@ -52,13 +53,15 @@ std::string shape_string(std::span<const int64_t> shape) {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(Errc::kModelIo,
-                "cannot open safetensors file '" + path.string() + "': " + errno_text());
+  const RegularFileOpen opened = try_open_regular_file(path.string());
+  if (opened.fd < 0)
+    throw Error(Errc::kModelIo, "cannot open safetensors file '" + path.string() +
+                                    "': " + opened.problem +
+                                    (opened.error == 0 ? ": give the path of a regular file" : ""));
+  const int fd = opened.fd;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string why = S_ISREG(st.st_mode) ? errno_text() : "not a regular file";
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = errno_text();
     ::close(fd);
     throw Error(Errc::kModelIo, "cannot read safetensors file '" + path.string() + "': " + why);
   }

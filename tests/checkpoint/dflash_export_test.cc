@@ -15,6 +15,7 @@
 #include "model/model_config.h"
 #include "model/safetensors.h"
 #include "tests/common/planted_files.h"
+#include "tests/common/special_files.h"
 #include "train/dflash_params.h"
 
 namespace hsring::checkpoint {
@@ -254,7 +255,18 @@ TEST_F(DflashExportTest, ReaderRefusesMissingFiles) {
   fs::remove(dir_ / "model.safetensors");
   EXPECT_THROW(read_dflash_export(dir_.string()), std::exception);
   fs::remove(dir_ / "config.json");
-  expect_refused(Errc::kCheckpointIo, "missing", "config.json");
+  expect_refused(Errc::kCheckpointIo, "no such file", "config.json");
+}
+
+TEST_F(DflashExportTest, AFifoInPlaceOfAFileIsRefusedWithoutBlocking) {
+  const hsring::testing::HangGuard guard;
+  for (const std::string name : {"config.json", "model.safetensors"}) {
+    fs::remove_all(dir_);
+    write(small_drafter());
+    hsring::testing::plant_fifo((dir_ / name).string());
+    expect_refused(name == "config.json" ? Errc::kCheckpointIo : Errc::kModelIo,
+                   "a FIFO (named pipe), not a regular file", name);
+  }
 }
 
 TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {

@@ -10,6 +10,7 @@
 #include "model/cpu_target_model.h"
 #include "model/float_convert.h"
 #include "test_files.h"
+#include "tests/common/special_files.h"
 
 namespace hsring {
 namespace {
@@ -236,6 +237,37 @@ TEST(HfCheckpointTest, EmptyFolderAndMissingConfig) {
   EXPECT_NE(std::string(e.what()).find("no model.safetensors"), std::string::npos);
   EXPECT_THROW(load_hf_checkpoint_config(dir.path()), Error);
   EXPECT_THROW(open_cpu_model((dir / "absent").string()), Error);
+}
+
+TEST(HfCheckpointTest, AFifoOrAFolderInPlaceOfAFileIsRefusedWithoutBlocking) {
+  const testing::HangGuard guard;
+  const ModelConfig c = llama_config();
+  for (const std::string name :
+       {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors"}) {
+    test::TempDir dir;
+    test::write_model_folder(dir.path(), c, random_weights(c, 1), "F32", 2);
+    testing::plant_fifo((dir / name).string());
+    try {
+      if (name == "config.json")
+        (void)load_hf_checkpoint_config(dir.path());
+      else
+        (void)load_hf_weights(dir.path(), c);
+      ADD_FAILURE() << name << " as a FIFO was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelIo) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a FIFO (named pipe), not a regular file"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, random_weights(c, 1), "F32", 1);
+  std::filesystem::remove(dir / "model.safetensors");
+  std::filesystem::create_directory(dir / "model.safetensors");
+  const Error e = load_error(dir.path(), c);
+  EXPECT_NE(std::string(e.what()).find("a folder, not a regular file"), std::string::npos)
+      << e.what();
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "data/shard_file.h"
 #include "data/shard_writer.h"
 #include "shm/ring.h"
+#include "tests/common/special_files.h"
 #include "tests/crash/process_util.h"
 
 namespace hsring {
@@ -114,10 +115,68 @@ TEST_F(ConfigFile, AnUnterminatedStringIsRefusedWithItsLine) {
   EXPECT_FALSE(crash::segment_exists(ring_.name()));
 }
 
+// A config file that is a FIFO blocked CLI11's open() forever; a folder got CLI11's own
+// message without the reason (issue 33).
+TEST_F(ConfigFile, AFifoOrAFolderIsRefusedNamingWhatItIs) {
+  const hsring::testing::HangGuard guard;
+  const std::string conf = dir_.file("fifo.conf");
+  hsring::testing::plant_fifo(conf);
+  for (const std::string& path : {conf, dir_.path()}) {
+    const auto r = crash::run_command(
+        {bin("hsring"), "--config", path, "run", "--ring", ring_.name(), "--batches", "1"});
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_NE(r.err.find("config file " + path +
+                         ": cannot open: " + (path == conf ? "a FIFO (named pipe)" : "a folder") +
+                         ", not a regular file"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+// CLI11 let the first of two [run] sections or keys win silently, cut a value at a NUL, and
+// refused a bare key or a value out of range without the file and line (issue 33).
+TEST_F(ConfigFile, ATwiceGivenSectionOrKeyABareKeyAndANulAreRefusedWithTheirLine) {
+  const struct {
+    std::string lines;
+    std::string message;
+  } cases[] = {
+      {"slots=8\n[run]\nslots=9\n", "line 4: the section [run] again (first at line 2)"},
+      {"slots=8\nslots=9\n", "line 4: key 'slots' again (first at line 3)"},
+      {"slots\n", "line 3: key 'slots': Value true not in range 2 to 4096"},
+      {"slots=1\n", "line 3: key 'slots': Value 1 not in range 2 to 4096"},
+      {"bogus=1\n", "line 3: unknown key 'bogus'"},
+      {std::string("ring=\"a\0b\"\n", 11), "line 3: a NUL byte"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_with_config(c.lines);
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_NE(r.err.find("config file " + dir_.file("hsring.conf") + " " + c.message),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+// Windows editors start a file with a UTF-8 byte order mark; CLI11 refused the first line.
+TEST_F(ConfigFile, AByteOrderMarkIsSkipped) {
+  {
+    std::ofstream out(dir_.file("bom.conf"));
+    out << "\xEF\xBB\xBF[run]\nslots=bogus\n";
+  }
+  const auto r = crash::run_command(
+      {bin("hsring"), "--config", dir_.file("bom.conf"), "run", "--ring", ring_.name()});
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  // The section was read: the error is about the key's value, not the first line.
+  EXPECT_NE(r.err.find("slots"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("section"), std::string::npos) << r.err;
+}
+
 TEST_F(ConfigFile, ANonFiniteValueIsRefusedNamingTheKey) {
   const auto r = run_with_config("lr=nan\n");
   EXPECT_EQ(r.exit_code, kUsage) << r.err;
-  EXPECT_NE(r.err.find("--lr: 'nan' is not a finite number"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("line 3: key 'lr': 'nan' is not a finite number"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(ConfigFile, OtherMalformedLinesAreRefused) {
