@@ -106,14 +106,23 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
 
   if (!options_.log_dir.empty()) prepare_log_folder(options_.log_dir);
+  // Folders first: a --run-dir that cannot be made must fail before there is a ring to leak.
+  if (runs_model(options_)) create_run_folder();
   ring_ = Ring::create(options_.ring, shape);
-  // A new ring starts a new drafter group: an exchange left by a crashed run would belong
-  // to another ring (the drafters refuse it), so it goes before any worker starts.
-  GradExchange::remove(GradExchange::name_for(options_.ring));
-  if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
-    throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
-  ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
-  if (runs_model(options_)) start_training(training);
+  // The destructor does not run for a constructor that throws: whatever fails from here on
+  // removes the ring it made, or the next run would find it "already exists".
+  try {
+    // A new ring starts a new drafter group: an exchange left by a crashed run would belong
+    // to another ring (the drafters refuse it), so it goes before any worker starts.
+    GradExchange::remove(GradExchange::name_for(options_.ring));
+    if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
+      throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
+    ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
+    if (runs_model(options_)) start_training(training);
+  } catch (...) {
+    if (!options_.keep_ring) Ring::remove(options_.ring);
+    throw;
+  }
 
   const RestartLimits limits = restart_limits_of(options_);
   for (uint32_t t = 0; t < targets.count; ++t) {
@@ -127,13 +136,16 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   for (Worker& w : workers_) w.user_command = !user_command_of(options_, w.role).empty();
 }
 
-void Supervisor::start_training(const TrainingPlan& plan) {
+void Supervisor::create_run_folder() const {
   // The export goes here even when the checkpoints go elsewhere (--checkpoint-dir).
   std::error_code ec;
   std::filesystem::create_directories(options_.run_dir, ec);
   if (ec)
-    throw std::runtime_error("cannot create the run folder " + options_.run_dir + ": " +
-                             ec.message() + "; give another --run-dir");
+    throw Error(Errc::kSystem, options_.run_dir,
+                "cannot create the run folder: " + ec.message() + "; give another --run-dir");
+}
+
+void Supervisor::start_training(const TrainingPlan& plan) {
   log_line("run folder " + options_.run_dir + ": checkpoints every " +
            std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
   if (options_.nnodes > 1)

@@ -69,6 +69,8 @@ class Supervisor {
   };
 
   // Logs where training keeps its state and, for a resumed run, where it continues.
+  // Throws Error(kSystem) naming --run-dir when it cannot be made.
+  void create_run_folder() const;
   void start_training(const TrainingPlan& plan);
   void start_worker(Worker& worker);
   void on_worker_exit(Worker& worker, int wait_status);

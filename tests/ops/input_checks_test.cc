@@ -294,6 +294,38 @@ TEST(RunsThatFail, ARunWhoseDraftersConsumeNothingFails) {
   EXPECT_NE(r.err.find("the run did nothing"), std::string::npos) << r.err;
 }
 
+// The /dev/shm entries whose names start with `ring`: the ring and its gradient exchange.
+std::vector<std::string> shm_entries_of(const std::string& ring) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().rfind(ring, 0) == 0)
+      names.push_back(entry.path().filename().string());
+  return names;
+}
+
+// A --run-dir that cannot be made (under a file, in a read-only folder) exited 4 and left
+// /dev/shm/RING behind, so the next run said "already exists" (issue 33).
+TEST(RunsThatFail, ARunFolderThatCannotBeMadeLeavesNoRing) {
+  crash::TempDir dir;
+  std::ofstream(dir.file("a-file")) << "not a folder";
+  std::filesystem::create_directory(dir.file("read-only"));
+  ::chmod(dir.file("read-only").c_str(), 0555);
+  std::vector<std::string> bad = {dir.file("a-file/run")};
+  if (::geteuid() != 0) bad.push_back(dir.file("read-only/run"));  // root writes anyway
+  for (const std::string& run_dir : bad) {
+    RingCleanup ring;
+    ASSERT_TRUE(shm_entries_of(ring.name()).empty());
+    const auto r = crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model",
+                                       "tiny", "--run-dir", run_dir, "--batches", "4", "--quiet",
+                                       "--max-tokens", "128"},
+                                      Millis(60000));
+    EXPECT_EQ(r.exit_code, 4) << r.err;
+    EXPECT_NE(r.err.find(run_dir + ": cannot create the run folder"), std::string::npos) << r.err;
+    EXPECT_EQ(shm_entries_of(ring.name()), std::vector<std::string>{}) << run_dir;
+  }
+  ::chmod(dir.file("read-only").c_str(), 0755);
+}
+
 TEST(RunsThatFail, ANanLossEndsTheRunNamingTheBatchAndTheStep) {
   // A learning rate of 1e30 sends the drafter's weights past fp32 within two steps.
   crash::TempDir dir;
