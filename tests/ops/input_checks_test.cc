@@ -315,10 +315,10 @@ TEST(RunsThatFail, ARunFolderThatCannotBeMadeLeavesNoRing) {
   for (const std::string& run_dir : bad) {
     RingCleanup ring;
     ASSERT_TRUE(shm_entries_of(ring.name()).empty());
-    const auto r = crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model",
-                                       "tiny", "--run-dir", run_dir, "--batches", "4", "--quiet",
-                                       "--max-tokens", "128"},
-                                      Millis(60000));
+    const auto r = crash::run_command(
+        {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", run_dir,
+         "--batches", "4", "--quiet", "--max-tokens", "128"},
+        Millis(60000));
     EXPECT_EQ(r.exit_code, 4) << r.err;
     EXPECT_NE(r.err.find(run_dir + ": cannot create the run folder"), std::string::npos) << r.err;
     EXPECT_EQ(shm_entries_of(ring.name()), std::vector<std::string>{}) << run_dir;
