@@ -267,6 +267,17 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
     log_line(non_finite_message_);
     return;
   }
+  if (!w.user_command && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitUsage) {
+    // Its own classified error: a flag, the model or checkpoint folder, the data (usage,
+    // model, checkpoint, data: exit_code_of). A restart reads the same input and fails the
+    // same way, so the run stops with that class's code instead of crash-looping into 3.
+    // A user command's exit status is its own program's, not this table's: restarted.
+    input_error_message_ = w.name() +
+                           " stopped on bad input (its error above names it): a restart "
+                           "cannot fix that; stopping the run";
+    log_line(input_error_message_);
+    return;
+  }
   if (!w.policy.on_crash(now)) {
     crash_loop_ = true;
     crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
@@ -432,7 +443,8 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   const bool builtin_text = options_.data.empty() || options_.data_is_builtin;
   // A drafter that failed its last steps left no export of this run: what is there is older.
   if (!runs_model(options_) || !builtin_text || interrupted_ || crash_loop_ ||
-      options_.node_rank != 0 || !work_not_saved_.empty() || !non_finite_message_.empty())
+      options_.node_rank != 0 || !work_not_saved_.empty() || !non_finite_message_.empty() ||
+      !input_error_message_.empty())
     return;
   const Worker* drafter0 = nullptr;
   for (const Worker& w : workers_)
@@ -578,7 +590,9 @@ int Supervisor::run() {
     kill_hung_workers();
     restart_due_workers();
     print_progress();
-    if (stop_condition_met() || group_stopped_ || !non_finite_message_.empty()) break;
+    if (stop_condition_met() || group_stopped_ || !non_finite_message_.empty() ||
+        !input_error_message_.empty())
+      break;
     // Everything here reads the validated copy of the header, so a writer cannot steer
     // the launcher outside the mapping; but the run's promise no longer holds: stop it.
     ring_damage_ = ring_->check_intact();
@@ -602,6 +616,10 @@ int Supervisor::run() {
   if (!setup_failure_.empty()) {
     log_line("error: " + setup_failure_);
     return kRunSetupError;
+  }
+  if (!input_error_message_.empty()) {
+    log_line("error: " + input_error_message_);
+    return kRunUsage;
   }
   if (!ring_damage_.empty()) {
     log_line("error: the run stopped because its ring was changed by another process (" +

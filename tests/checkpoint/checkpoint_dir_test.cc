@@ -353,6 +353,21 @@ TEST(CheckpointDirTest, AFifoNamedLikeAStepFileIsRejectedWithoutBlocking) {
   EXPECT_THROW(load_checkpoint(fifo), Error);
 }
 
+TEST(CheckpointDirTest, AFifoAtTheLockIsRefusedWithoutBlocking) {
+  const hsring::testing::HangGuard guard;
+  TempDir dir;
+  hsring::testing::plant_fifo(dir.file(kLockFileName));
+  try {
+    CheckpointWriter writer(dir.path());
+    FAIL() << "locked a FIFO";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointIo);
+    EXPECT_NE(std::string(e.what()).find("a FIFO (named pipe), not a regular file"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CheckpointDirTest, CreatesTheDirectory) {
   TempDir dir;
   CheckpointWriter writer(dir.file("a/b"));

@@ -265,6 +265,22 @@ TEST_F(CorruptShard, AFlippedTokenIsRefusedBeforeTheRunStarts) {
   EXPECT_EQ(skipped.exit_code, 0) << skipped.err;
 }
 
+// Found by the target mid-run (the preflight's read skipped): the run stops with 2 at once,
+// no restart of the target into the same token.
+TEST_F(CorruptShard, AnOutOfVocabularyTokenFoundByATargetStopsTheRunWithoutRestarts) {
+  set_token(700, 60000);
+  const auto r = crash::run_command(
+      {bin("hsring"), "run", "--ring", ring_.name(), "--model", "tiny", "--data", dir_.file("data"),
+       "--run-dir", dir_.file("run"), "--quiet", "--batches", "200", "--max-tokens", "128",
+       "--no-verify-data", "--max-restarts", "1000"},
+      Millis(60000));
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("token 60000 is outside the vocabulary"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stopped on bad input"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("restarting in"), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
 TEST_F(CorruptShard, AnOutOfVocabularyTokenIsNamedWithItsShard) {
   set_token(700, 60000);
   const auto r = run();
@@ -276,22 +292,46 @@ TEST_F(CorruptShard, AnOutOfVocabularyTokenIsNamedWithItsShard) {
 }
 
 TEST(RunsThatFail, ARunWhoseDraftersConsumeNothingFails) {
-  // Another writer holds the checkpoint folder's lock: every drafter start is refused, the
+  // Every drafter hangs in its first step and is killed as hung (a crash: restarted), the
   // targets run, and no batch is ever consumed.
+  RingCleanup ring;
+  const auto r =
+      crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "synthetic",
+                          "--drafter-step-ms", "60000", "--hang-timeout", "1", "--drain-timeout",
+                          "1", "--seconds", "3", "--max-restarts", "1000", "--quiet"},
+                         Millis(60000));
+  EXPECT_EQ(r.exit_code, kNothingConsumed) << r.err;
+  EXPECT_NE(r.err.find("(hung) killed by SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restarting in"), std::string::npos) << "a crash is restarted:\n" << r.err;
+  EXPECT_NE(r.err.find("error: the drafters consumed no batch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the run did nothing"), std::string::npos) << r.err;
+}
+
+// A worker's own classified error (usage, data, model, checkpoint: exit 2) was restarted
+// five times and ended the run as a crash loop, exit 3 (issue 33). A restart reads the same
+// input: the run stops at once with the worker's class's code, 2.
+TEST(RunsThatFail, ACheckpointFolderLockedByAnotherRunEndsItWithTwoWithoutRestarts) {
   crash::TempDir dir;
   RingCleanup ring;
   std::filesystem::create_directories(dir.file("run/checkpoints"));
   const int lock = ::open(dir.file("run/checkpoints/.lock").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(lock, 0);
   ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  const auto started = std::chrono::steady_clock::now();
   const auto r = crash::run_command(
       {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", dir.file("run"),
-       "--seconds", "2", "--max-restarts", "1000", "--quiet", "--max-tokens", "128"},
+       "--seconds", "60", "--max-restarts", "1000", "--quiet", "--max-tokens", "128"},
       Millis(60000));
   ::close(lock);
-  EXPECT_EQ(r.exit_code, kNothingConsumed) << r.err;
-  EXPECT_NE(r.err.find("error: the drafters consumed no batch"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("the run did nothing"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30))
+      << "stopped at the error, not at --seconds";
+  EXPECT_NE(r.err.find("drafter 0 stopped on bad input"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(".lock"), std::string::npos) << "the drafter's error names the lock\n"
+                                                    << r.err;
+  EXPECT_EQ(r.err.find("restarting in"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("crash loop"), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring.name()));
 }
 
 // The /dev/shm entries whose names start with `ring`: the ring and its gradient exchange.
@@ -506,7 +546,7 @@ TEST(RunsThatFail, AnEarlierRunsExportIsNeverReportedAsThisRuns) {
                           "1000", "--quiet", "--max-tokens", "128"},
                          Millis(60000));
   ::close(lock);
-  EXPECT_EQ(second.exit_code, kNothingConsumed) << second.err;
+  EXPECT_EQ(second.exit_code, kUsage) << second.err;
   EXPECT_EQ(second.err.find("evaluating the exported drafter"), std::string::npos) << second.err;
   EXPECT_EQ(second.err.find("acceptance"), std::string::npos) << second.err;
 }
