@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -213,11 +214,8 @@ std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& tensor) cons
 void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64_t> expected_shape,
                                     std::span<float> out) const {
   const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
+  check_tensor(name, expected_shape);
   const TensorInfo* t = find(name);
-  if (!t) throw Error(Errc::kModelMissingTensor, where + " is missing");
-  if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
-    throw Error(Errc::kModelBadTensor, where + " has shape " + shape_string(t->shape) +
-                                           ", expected " + shape_string(expected_shape));
   const std::span<const std::byte> data = bytes(*t);
   const size_t count = data.size() / t->element_size;
   if (count != out.size())  // the shape matched, so only a caller's bad buffer gets here
@@ -237,6 +235,33 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
     throw Error(Errc::kModelBadTensor,
                 where + " has dtype " + t->dtype + "; weights must be BF16, F16 or F32");
   }
+}
+
+void SafetensorsFile::read_weights(std::string_view name, std::span<const int64_t> expected_shape,
+                                   std::span<float> out) const {
+  read_as_float(name, expected_shape, out);
+  // A NaN or infinite weight makes every output NaN, or silently wrong (an all-NaN target
+  // still "matched greedy"): such a file is damaged or its training diverged.
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != out.end())
+    throw Error(Errc::kModelBadTensor,
+                "tensor '" + std::string(name) + "' in '" + path_.string() + "' holds " +
+                    (std::isnan(*bad) ? "NaN"
+                     : *bad > 0       ? "+Inf"
+                                      : "-Inf") +
+                    " at element " + std::to_string(bad - out.begin()) +
+                    ": weights must be finite (a damaged file, or a training that diverged); "
+                    "use another checkpoint");
+}
+
+void SafetensorsFile::check_tensor(std::string_view name,
+                                   std::span<const int64_t> expected_shape) const {
+  const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
+  const TensorInfo* t = find(name);
+  if (!t) throw Error(Errc::kModelMissingTensor, where + " is missing");
+  if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
+    throw Error(Errc::kModelBadTensor, where + " has shape " + shape_string(t->shape) +
+                                           ", expected " + shape_string(expected_shape));
 }
 
 }  // namespace hsring

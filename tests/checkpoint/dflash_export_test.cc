@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -323,6 +324,59 @@ TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {
   // A changed shape no longer matches the tensors.
   with([](json& j) { j["intermediate_size"] = 256; });
   expect_refused(Errc::kCheckpointBadTable, "mlp.gate_proj.weight has shape", "model.safetensors");
+}
+
+// Sizes read from config.json are bounded before they reach an allocation: 100,000 layer
+// ids made `hsring eval` touch 6.4 GB before refusing; a repeated id was accepted; a
+// max_position_embeddings of 0 too (issue 33).
+TEST_F(DflashExportTest, ReaderBoundsTheSizesItReadsBeforeAllocating) {
+  write(small_drafter());
+  const json good = config();
+  const auto with = [&](const std::function<void(json&)>& edit) {
+    json j = good;
+    edit(j);
+    set_config(j);
+  };
+  with([](json& j) {
+    j["num_target_layers"] = 200000;
+    j["dflash_config"]["target_layer_ids"] = std::vector<int>(100000, 1);
+  });
+  expect_refused(Errc::kCheckpointBadHeader, "num_target_layers is 200000, more than the 1024",
+                 "config.json");
+  with([](json& j) {
+    std::vector<int> ids(1000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int(i % 6);
+    j["dflash_config"]["target_layer_ids"] = ids;
+  });
+  expect_refused(Errc::kCheckpointBadHeader, "lists 1000 layers of a target of 6", "config.json");
+  with([](json& j) { j["dflash_config"]["target_layer_ids"] = {1, 1}; });
+  expect_refused(Errc::kCheckpointBadHeader, "lists layer 1 twice", "config.json");
+  with([](json& j) { j["max_position_embeddings"] = 0; });
+  expect_refused(Errc::kCheckpointBadHeader, "'max_position_embeddings' is 0", "config.json");
+  with([](json& j) { j["max_position_embeddings"] = -1; });
+  expect_refused(Errc::kCheckpointBadHeader, "not a non-negative integer", "config.json");
+  // Shapes the tensors do not have are refused before the parameters are allocated: these
+  // MLPs would ask for terabytes.
+  with([](json& j) {
+    j["intermediate_size"] = 1 << 30;
+    j["num_hidden_layers"] = 1024;
+    j.erase("layer_types");
+  });
+  expect_refused(Errc::kCheckpointBadTable, "has shape", "model.safetensors");
+}
+
+// NaN drafter weights gave tau 1.0 and exit 0 (issue 33).
+TEST_F(DflashExportTest, ReaderRefusesWeightsThatAreNotFinite) {
+  write(small_drafter());
+  edit_tensors([](std::vector<Tensor>& t) { t.at(1).data.at(3) = std::nanf(""); });
+  try {
+    read_dflash_export(dir_.string());
+    FAIL() << "NaN weights accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadTensor) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds NaN at element 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(DflashExportTest, ReaderRefusesMissingExtraAndMisshapenTensors) {
