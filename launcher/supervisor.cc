@@ -273,8 +273,8 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
     // same way, so the run stops with that class's code instead of crash-looping into 3.
     // A user command's exit status is its own program's, not this table's: restarted.
     input_error_message_ = w.name() +
-                           " stopped on bad input (its error above names it): a restart "
-                           "cannot fix that; stopping the run";
+                           " exited 2, an error a restart cannot fix (its error above names "
+                           "the flag, the file or the full disk); stopping the run";
     log_line(input_error_message_);
     return;
   }

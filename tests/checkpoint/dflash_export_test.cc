@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
@@ -376,6 +377,38 @@ TEST_F(DflashExportTest, ReaderRefusesWeightsThatAreNotFinite) {
     EXPECT_EQ(e.code(), Errc::kModelBadTensor) << e.what();
     EXPECT_NE(std::string(e.what()).find("holds NaN at element 3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+// Property: config.json cut anywhere, with bytes changed, or with numbers grown by digits
+// (the way 100,000 layer ids or a vocabulary of 10^12 arrive) is read or refused with an
+// Error; never std::bad_alloc, never another exception, never a crash.
+TEST_F(DflashExportTest, MutatedConfigsAreReadOrRefusedNeverACrash) {
+  write(small_drafter());
+  const std::string good = config().dump(2);
+  std::mt19937_64 rng(33);
+  for (int round = 0; round < 400; ++round) {
+    std::string text = good;
+    switch (round % 3) {
+      case 0:
+        text.resize(rng() % text.size());
+        break;
+      case 1:
+        for (int k = 0; k < 3; ++k) text[rng() % text.size()] = char(rng());
+        break;
+      default: {
+        // Grow a number: digits inserted after a digit.
+        const size_t at = text.find_first_of("0123456789", rng() % text.size());
+        if (at != std::string::npos) text.insert(at, std::to_string(rng() % 1000000000));
+      }
+    }
+    { std::ofstream(dir_ / "config.json", std::ios::trunc) << text; }
+    try {
+      (void)read_dflash_export(dir_.string());
+    } catch (const Error&) {
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not an Error: " << e.what() << "\nconfig.json:\n" << text;
+    }
   }
 }
 
