@@ -1,11 +1,10 @@
 #include "eval/generate.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
 
@@ -14,6 +13,9 @@ namespace hsring::eval {
 namespace fs = std::filesystem;
 
 namespace {
+
+// generation_config.json is a few hundred bytes; a larger one is not what we read.
+constexpr size_t kMaxConfigBytes = 1u << 20;
 
 // Document `d` of shard `s`, its first `limit` tokens (0: all).
 std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_t d,
@@ -37,12 +39,10 @@ std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_
 void add_eos_ids(const fs::path& file, std::vector<int32_t>& out) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return;
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(file.string(), Errc::kModelIo, kMaxConfigBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(Errc::kModelBadJson, file.string() + ": " + e.what());
   }

@@ -15,6 +15,7 @@
 #include "../crash/process_util.h"
 #include "../data/test_corpus.h"
 #include "builtin/pretrain.h"
+#include "common/error.h"
 #include "data/corpus.h"
 #include "data/default_corpus.h"
 #include "data/shard_file.h"
@@ -24,6 +25,7 @@
 #include "eval/generate.h"
 #include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
+#include "tests/common/special_files.h"
 
 namespace hsring::eval {
 namespace {
@@ -263,6 +265,19 @@ TEST(GenerateTest, StopsAfterAStopTokenAndReadsTheModelsEos) {
   std::ofstream(model + "/generation_config.json") << R"({"eos_token_id": [7, 9]})";
   EXPECT_EQ(model_stop_tokens(model), (std::vector<int32_t>{7, 9}));
   EXPECT_TRUE(model_stop_tokens("tiny").empty());
+
+  // A FIFO in place of generation_config.json is refused, not waited on (issue 33).
+  const hsring::testing::HangGuard guard;
+  hsring::testing::plant_fifo(model + "/generation_config.json");
+  try {
+    (void)model_stop_tokens(model);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelIo);
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: cannot open: a FIFO"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The built-in data is what its header says: every training document of the built-in
