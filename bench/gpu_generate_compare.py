@@ -24,7 +24,7 @@ from hsring.shards import read_shard
 def documents(folder):
     """(prompt, continuation) per document, in shard order: the mask marks the continuation."""
     out = []
-    for path in sorted(glob.glob(folder + "/*.hsshard")):
+    for path in sorted(glob.glob(folder + "/*.hstok")):
         shard = read_shard(path)
         for d in range(len(shard.offsets) - 1):
             begin, end = int(shard.offsets[d]), int(shard.offsets[d + 1])
