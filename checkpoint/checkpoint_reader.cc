@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint_files.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "data/read_queue.h"
 
 namespace hsring::checkpoint {
@@ -21,11 +22,9 @@ namespace {
 class ReadOnlyFile {
  public:
   explicit ReadOnlyFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail_io("open", errno, 0);
+    fd_ = open_regular_file(path, Errc::kCheckpointIo);
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail_io("fstat", errno, 0);
-    if (!S_ISREG(st.st_mode)) throw Error(Errc::kCheckpointIo, path_, "not a regular file");
     size_ = uint64_t(st.st_size);
   }
   ~ReadOnlyFile() {

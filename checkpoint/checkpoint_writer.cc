@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_files.h"
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/regular_file.h"
 
 namespace hsring::checkpoint {
 
@@ -42,14 +43,16 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
     sync_directory(it->parent_path().string());
   const std::string lock_path = (fs::path(dir_) / kLockFileName).string();
   // O_NOFOLLOW: a symlink planted at the lock's name would have this process create or
-  // lock a file elsewhere.
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) {
-    const int error = errno;
+  // lock a file elsewhere; and a FIFO there must not block the open (common/regular_file.h).
+  const RegularFileOpen opened =
+      try_open_regular_file(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
+  lock_fd_ = opened.fd;
+  if (lock_fd_ < 0)
     throw Error(Errc::kCheckpointIo, lock_path,
-                std::string("cannot open the lock file: ") + std::strerror(error) +
-                    (error == ELOOP ? " (it is a symlink; remove it)" : ""));
-  }
+                "cannot open the lock file: " + opened.problem +
+                    (opened.error == ELOOP ? " (it is a symlink; remove it)"
+                     : opened.error == 0   ? " (remove it)"
+                                           : ""));
   // flock, not fcntl locks: it belongs to this open file, so a second writer in this same
   // process is refused too, and the kernel drops it when the process dies however it dies.
   int rc;

@@ -7,16 +7,16 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "checkpoint/checkpoint_files.h"
 #include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
 #include "common/error.h"
 #include "common/exclusive_file.h"
+#include "common/regular_file.h"
+#include "model/model_config.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
 
@@ -27,6 +27,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using train::DflashConfig;
 using train::ParamLayout;
+
+// An export's config.json is a few kilobytes; a larger one is not an export's.
+constexpr size_t kMaxConfigBytes = 1u << 20;
 
 [[noreturn]] void bad_export(const std::string& dir, const std::string& what) {
   throw Error(Errc::kCheckpointBadCheckpoint, dir, what);
@@ -164,12 +167,9 @@ json read_config_json(const std::string& dir, std::string& file) {
     throw Error(Errc::kCheckpointIo, dir,
                 "no such folder: a DFlash export holds config.json and model.safetensors");
   file = (folder / kDflashConfigFile).string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(Errc::kCheckpointIo, file, "missing or unreadable");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(file, Errc::kCheckpointIo, kMaxConfigBytes);
   try {
-    return json::parse(text.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
   }
@@ -272,6 +272,8 @@ DflashExport read_dflash_export(const std::string& dir) {
   c.rms_norm_eps = r.number(j, "rms_norm_eps");
   out.num_target_layers = r.count(j, "num_target_layers");
   out.max_position_embeddings = r.count(j, "max_position_embeddings");
+  if (out.max_position_embeddings == 0)
+    r.fail("'max_position_embeddings' is 0: a drafter reads at least one position");
 
   // RoPE base: rope_theta (older transformers) and/or rope_parameters (newer), the same.
   const bool flat_theta = j.contains("rope_theta");
@@ -320,9 +322,19 @@ DflashExport read_dflash_export(const std::string& dir) {
       r.fail("dflash_config.mask_token is " + text.dump() + ", not a token text");
     out.mask_token = text.get<std::string>();
   }
+  // A target has at most kMaxModelLayers layers (model/model_config.h), so
+  // a list of more ids, or a repeated id, is refused before its size reaches an allocation.
+  if (out.num_target_layers > kMaxModelLayers)
+    r.fail("num_target_layers is " + std::to_string(out.num_target_layers) + ", more than the " +
+           std::to_string(kMaxModelLayers) + " layers a target can have");
   const json& ids = r.at(dc, "target_layer_ids", "dflash_config.");
   if (!ids.is_array() || ids.empty())
     r.fail("dflash_config.target_layer_ids is " + ids.dump() + ", not a list of layer ids");
+  if (ids.size() > out.num_target_layers)
+    r.fail("dflash_config.target_layer_ids lists " + std::to_string(ids.size()) +
+           " layers of a target of " + std::to_string(out.num_target_layers) +
+           " (num_target_layers): each layer can be captured once");
+  std::set<int64_t> seen;
   for (const json& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= int64_t(out.num_target_layers))
@@ -330,6 +342,9 @@ DflashExport read_dflash_export(const std::string& dir) {
              ", not a layer id below "
              "num_target_layers " +
              std::to_string(out.num_target_layers));
+    if (!seen.insert(id.get<int64_t>()).second)
+      r.fail("dflash_config.target_layer_ids lists layer " + id.dump() +
+             " twice: each layer can be captured once");
     out.layer_ids.push_back(int32_t(id.get<int64_t>()));
   }
   c.num_captured = uint32_t(out.layer_ids.size());
@@ -337,10 +352,11 @@ DflashExport read_dflash_export(const std::string& dir) {
     r.fail("not a usable DFlash drafter: " + problem);
 
   out.layout = train::dflash_param_layout(c);
-  out.params.assign(out.layout.total, 0.0f);
   const auto weights = SafetensorsFile::open(folder / kDflashWeightsFile);
   const std::string weights_file = weights->path().string();
   std::set<std::string> expected;
+  // Every tensor is found with its shape before the parameters are allocated: sizes in
+  // config.json are then bounded by what model.safetensors holds.
   for (const train::ParamInfo& p : out.layout.tensors) {
     expected.insert(p.name);
     const TensorInfo* t = weights->find(p.name);
@@ -352,8 +368,10 @@ DflashExport read_dflash_export(const std::string& dir) {
     if (t->dtype != "BF16" && t->dtype != "F16" && t->dtype != "F32")
       throw Error(Errc::kCheckpointBadTable, weights_file,
                   "tensor " + p.name + " has dtype " + t->dtype + ", not a float one");
-    weights->read_as_float(p.name, p.shape, std::span<float>(out.params).subspan(p.offset, p.size));
   }
+  out.params.assign(out.layout.total, 0.0f);
+  for (const train::ParamInfo& p : out.layout.tensors)
+    weights->read_weights(p.name, p.shape, std::span<float>(out.params).subspan(p.offset, p.size));
   for (const TensorInfo& t : weights->tensors())
     if (!expected.count(t.name))
       throw Error(Errc::kCheckpointBadTable, weights_file,

@@ -4,15 +4,22 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <sstream>
+
+#include "common/error.h"
+#include "common/regular_file.h"
 
 namespace hsring {
 
 namespace {
 
 constexpr const char* kFiniteCheck = "finite";
+constexpr const char* kUtf8Bom = "\xEF\xBB\xBF";
+// A config file is a screenful of lines; a larger file is not one.
+constexpr size_t kMaxConfigBytes = 1u << 20;
 
 std::string trimmed(const std::string& text) {
   const size_t first = text.find_first_not_of(" \t\r");
@@ -94,20 +101,37 @@ std::string config_text_problem(const std::string& text, std::map<std::string, s
   std::istringstream lines(text);
   std::string line;
   std::string section;
+  // Where each section and "section.key" was first given: CLI11 lets the first of two win
+  // silently, so a second one is refused instead.
+  std::map<std::string, size_t> section_lines, keys;
   for (size_t number = 1; std::getline(lines, line); ++number) {
+    const std::string at = "line " + std::to_string(number) + ": ";
+    if (line.find('\0') != std::string::npos)
+      return at + "a NUL byte: a config file is text; is this the right file?";
     const std::string content = trimmed(line);
     if (content.empty() || content[0] == '#') continue;
-    const std::string at = "line " + std::to_string(number) + ": ";
     if (content[0] == '[') {
       const std::string header = trimmed(content.substr(0, content.find('#')));
       if (header.back() != ']') return at + "the section '" + header + "' has no closing ']'";
       section = trimmed(header.substr(1, header.find(']') - 1));
+      const auto [first, fresh] = section_lines.emplace(section, number);
+      if (!fresh)
+        return at + "the section [" + section + "] again (first at line " +
+               std::to_string(first->second) + "): give each section once";
       continue;
     }
+    // A bare key is CLI11's "KEY = true" (a flag); explain_config_error names its line.
     const size_t equals = content.find('=');
-    if (equals == std::string::npos) continue;  // CLI11 reads a bare key as a set flag
-    const std::string key = trimmed(content.substr(0, equals));
-    if (key_lines) (*key_lines)[section.empty() ? key : section + "." + key] = number;
+    const std::string key =
+        trimmed(equals == std::string::npos ? content.substr(0, content.find('#'))
+                                            : content.substr(0, equals));
+    const std::string full = section.empty() ? key : section + "." + key;
+    const auto [first, fresh] = keys.emplace(full, number);
+    if (!fresh)
+      return at + "key '" + key + "' again (first at line " + std::to_string(first->second) +
+             "): give each key once";
+    if (key_lines) (*key_lines)[full] = number;
+    if (equals == std::string::npos) continue;
     if (std::string why = value_problem(trimmed(content.substr(equals + 1))); !why.empty())
       return at + "key '" + key + "': " + why;
   }
@@ -115,7 +139,9 @@ std::string config_text_problem(const std::string& text, std::map<std::string, s
 }
 
 std::vector<CLI::ConfigItem> CheckedConfig::from_config(std::istream& input) const {
-  const std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
+  std::string text{std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
+  // A UTF-8 byte order mark, as some Windows editors write, is no part of the first line.
+  if (text.rfind(kUtf8Bom, 0) == 0) text.erase(0, std::strlen(kUtf8Bom));
   key_lines_.clear();
   if (std::string why = config_text_problem(text, &key_lines_); !why.empty())
     throw CLI::ConfigError(where() + why);
@@ -129,10 +155,49 @@ std::string CheckedConfig::to_flag(const CLI::ConfigItem& item) const {
   const std::string spelled = lower(value);
   for (const char* boolean : kBooleans)
     if (spelled == boolean) return value;
-  const auto line = key_lines_.find(item.fullname());
-  throw CLI::ConfigError(
-      where() + (line == key_lines_.end() ? "" : "line " + std::to_string(line->second) + ": ") +
-      "key '" + item.name + "': '" + value + "' is not a boolean: give true or false");
+  throw CLI::ConfigError(where() + line_of(item.fullname()) + "key '" + item.name + "': '" + value +
+                         "' is not a boolean: give true or false");
+}
+
+void check_config_file(const std::string& path) {
+  if (path.empty()) return;
+  try {
+    (void)read_regular_file(path, Errc::kUsage, kMaxConfigBytes);
+  } catch (const Error& e) {
+    throw CLI::ConfigError(std::string("config file ") + e.what());
+  }
+}
+
+std::string CheckedConfig::explain(const CLI::ParseError& error,
+                                   const std::vector<std::string>& args) const {
+  const std::string what = error.what();
+  // CLI11's "INI was not able to parse SECTION.KEY": a key no command has.
+  const std::string extras = "INI was not able to parse ";
+  if (what.rfind(extras, 0) == 0) {
+    const std::string full = what.substr(extras.size());
+    return where() + line_of(full) + "unknown key '" + full.substr(full.find('.') + 1) +
+           "': `hsring config default` lists the keys ([run] section)";
+  }
+  // "--KEY: ..." about an option the command line did not give: its value came from here.
+  if (what.rfind("--", 0) != 0 || what.find(':') == std::string::npos) return "";
+  const std::string flag = what.substr(0, what.find(':'));
+  for (const std::string& arg : args)
+    if (arg == flag || arg.rfind(flag + "=", 0) == 0) return "";
+  const std::string key = flag.substr(2);
+  for (const auto& [full, line] : key_lines_) {
+    if (full != key &&
+        (full.size() <= key.size() ||
+         full.compare(full.size() - key.size() - 1, std::string::npos, "." + key) != 0))
+      continue;
+    return where() + "line " + std::to_string(line) + ": key '" + key +
+           "': " + what.substr(flag.size() + 2);
+  }
+  return "";
+}
+
+std::string CheckedConfig::line_of(const std::string& full_key) const {
+  const auto line = key_lines_.find(full_key);
+  return line == key_lines_.end() ? "" : "line " + std::to_string(line->second) + ": ";
 }
 
 std::string CheckedConfig::where() const {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/exclusive_file.h"
+#include "common/regular_file.h"
 
 namespace hsring {
 
@@ -60,11 +61,12 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 }
 
 std::optional<std::string> read_file_if_exists(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
-    throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  const RegularFileOpen opened = try_open_regular_file(path);
+  if (opened.fd < 0) {
+    if (opened.error == ENOENT) return std::nullopt;
+    throw std::runtime_error("cannot read " + path + ": " + opened.problem);
   }
+  const int fd = opened.fd;
   std::string text;
   char buffer[4096];
   while (true) {

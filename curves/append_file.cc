@@ -7,14 +7,17 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 
 namespace hsring::curves {
 
 AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  // A FIFO planted at the name would block open() and every write (common/regular_file.h).
+  const RegularFileOpen opened = try_open_regular_file(path_, O_WRONLY | O_APPEND | O_CREAT);
+  fd_ = opened.fd;
   if (fd_ < 0)
     throw Error(Errc::kCheckpointIo, path_,
-                std::string("cannot open for appending: ") + std::strerror(errno) +
+                "cannot open for appending: " + opened.problem +
                     " (check the run folder's permissions, or give another --run-dir)");
 }
 

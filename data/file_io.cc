@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/exclusive_file.h"
+#include "common/regular_file.h"
 
 namespace hsring::data {
 
@@ -22,9 +23,7 @@ namespace {
 }  // namespace
 
 File File::open_read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) io_error(path, 0, "open", errno);
-  return File(fd, path);
+  return File(open_regular_file(path, Errc::kDataIo), path);
 }
 
 File File::create_temporary_beside(const std::string& final_path) {

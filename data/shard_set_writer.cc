@@ -39,6 +39,48 @@ ShardSetWriter::ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t v
                 dir_ + " already holds shards; write into an empty or new folder");
 }
 
+ShardSetWriter::ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
+                               uint64_t shard_tokens, Resuming)
+    : dir_(std::move(dir)),
+      token_bytes_(token_bytes),
+      vocab_size_(vocab_size),
+      shard_tokens_(shard_tokens) {
+  if (shard_tokens == 0) throw Error(Errc::kDataBadOptions, "tokens per shard must be > 0");
+}
+
+ShardSetWriter ShardSetWriter::resume(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
+                                      uint64_t shard_tokens) {
+  ShardSetWriter set(std::move(dir), token_bytes, vocab_size, shard_tokens, Resuming{});
+  const std::vector<std::string> paths = Corpus::list_shards(set.dir_);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string want = (fs::path(set.dir_) / shard_name(i)).string();
+    if (paths[i] != want)
+      throw Error(Errc::kDataBadOptions,
+                  set.dir_ + " holds " + paths[i] + " where " + want +
+                      " should be: not the shards of one interrupted writer; write into a new "
+                      "folder");
+    const ShardInfo shard = read_shard_info(paths[i]);
+    if (shard.header.token_bytes != token_bytes || shard.header.vocab_size != vocab_size)
+      throw Error(Errc::kDataBadOptions,
+                  paths[i] + " has " + std::to_string(shard.header.token_bytes) +
+                      "-byte tokens of a vocabulary of " + std::to_string(shard.header.vocab_size) +
+                      ", not " + std::to_string(token_bytes) + " and " +
+                      std::to_string(vocab_size) + ": another model's shards");
+    set.summary_.shard_paths.push_back(paths[i]);
+    set.summary_.documents += shard.doc_offsets.size() - 1;
+    set.summary_.tokens += shard.doc_offsets.back();
+    set.summary_.counted += verify_shard_tokens(shard).counted_tokens;
+  }
+  // What an unfinished shard had written: its documents are written again.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(set.dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".shard-", 0) == 0 && name.find(".tmp-") != std::string::npos)
+      fs::remove(entry.path(), ec);
+  }
+  return set;
+}
+
 ShardWriter& ShardSetWriter::writer_for(uint64_t tokens) {
   if (writer_ && writer_->token_count() > 0 && writer_->token_count() + tokens > shard_tokens_) {
     writer_->finish();

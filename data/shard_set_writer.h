@@ -31,6 +31,16 @@ class ShardSetWriter {
   ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
                  uint64_t shard_tokens = kDefaultShardTokens);
 
+  // Continues a set a killed writer left in `dir`: its finished shards (shard-00000 ..
+  // shard-N-1, each complete, since a shard is renamed into place whole) are kept and
+  // counted in the summary, the temporaries of unfinished ones removed, and the next
+  // document goes to shard N. Throws Error(kBadOptions) when the shards are not such a
+  // sequence or their token width or vocabulary differs; a bad shard's error.
+  static ShardSetWriter resume(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
+                               uint64_t shard_tokens = kDefaultShardTokens);
+
+  const ShardSetSummary& summary() const { return summary_; }  // so far
+
   // As ShardWriter::add_document / add_text_document, into the current shard.
   void add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted = {});
   void add_text_document(std::string_view text);
@@ -39,6 +49,9 @@ class ShardSetWriter {
   ShardSetSummary finish();
 
  private:
+  struct Resuming {};
+  ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t vocab_size, uint64_t shard_tokens,
+                 Resuming);
   ShardWriter& writer_for(uint64_t tokens);
 
   std::string dir_;

@@ -1,11 +1,10 @@
 #include "eval/generate.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
 
@@ -14,6 +13,9 @@ namespace hsring::eval {
 namespace fs = std::filesystem;
 
 namespace {
+
+// generation_config.json is a few hundred bytes; a larger one is not what we read.
+constexpr size_t kMaxConfigBytes = 1u << 20;
 
 // Document `d` of shard `s`, its first `limit` tokens (0: all).
 std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_t d,
@@ -37,12 +39,10 @@ std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_
 void add_eos_ids(const fs::path& file, std::vector<int32_t>& out) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return;
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(file.string(), Errc::kModelIo, kMaxConfigBytes);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(Errc::kModelBadJson, file.string() + ": " + e.what());
   }
@@ -73,24 +73,21 @@ std::vector<int32_t> model_stop_tokens(const std::string& spec) {
   return ids;
 }
 
-GenerateSummary generate_continuations(TargetModel& target, const data::Corpus& prompts,
-                                       const GenerateOptions& options, data::ShardSetWriter& out,
+GenerateSummary generate_continuations(const data::Corpus& prompts, const GenerateOptions& options,
+                                       const Continuer& continuer, size_t chunk,
+                                       data::ShardSetWriter& out,
                                        const std::function<void(uint64_t, uint64_t)>& progress) {
   GenerateSummary summary;
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> counted;
-  uint64_t done = 0;
-  for (uint32_t s = 0; s < prompts.shards().size(); ++s) {
-    const data::ShardInfo& shard = prompts.shards()[s];
-    for (size_t d = 0; d + 1 < shard.doc_offsets.size(); ++d, ++done) {
-      if (shard.doc_offsets[d + 1] == shard.doc_offsets[d]) {
-        ++summary.skipped;  // nothing to continue from
-        if (progress) progress(done + 1, prompts.doc_count());
-        continue;
-      }
-      const std::vector<int32_t> prompt = read_document(prompts, s, d, options.prompt_tokens);
-      const std::vector<int32_t> continuation =
-          greedy_decode(target, prompt, options.max_new_tokens, options.stop_tokens);
+  std::vector<std::vector<int32_t>> pending;  // prompts waiting for the continuer
+  uint64_t done = 0, continued = 0;
+  const auto flush = [&] {
+    if (pending.empty()) return;
+    const std::vector<std::vector<int32_t>> continuations = continuer(pending);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const std::vector<int32_t>& prompt = pending[i];
+      const std::vector<int32_t>& continuation = continuations[i];
       tokens.assign(prompt.begin(), prompt.end());
       tokens.insert(tokens.end(), continuation.begin(), continuation.end());
       // The prompt is context only: the drafter trains on what the target generated.
@@ -100,15 +97,44 @@ GenerateSummary generate_continuations(TargetModel& target, const data::Corpus& 
       ++summary.documents;
       summary.prompt_tokens += prompt.size();
       summary.generated_tokens += continuation.size();
-      const bool stopped =
+      summary.stopped +=
           !continuation.empty() && std::find(options.stop_tokens.begin(), options.stop_tokens.end(),
                                              continuation.back()) != options.stop_tokens.end();
-      summary.stopped += stopped;
-      if (progress) progress(done + 1, prompts.doc_count());
+    }
+    pending.clear();
+  };
+  for (uint32_t s = 0; s < prompts.shards().size(); ++s) {
+    const data::ShardInfo& shard = prompts.shards()[s];
+    for (size_t d = 0; d + 1 < shard.doc_offsets.size(); ++d) {
+      ++done;
+      if (shard.doc_offsets[d + 1] == shard.doc_offsets[d]) {
+        ++summary.skipped;  // nothing to continue from
+        continue;
+      }
+      if (continued++ < options.resume_after) continue;  // written before the interruption
+      pending.push_back(read_document(prompts, s, d, options.prompt_tokens));
+      if (pending.size() < chunk) continue;
+      flush();
+      if (progress && done < prompts.doc_count()) progress(done, prompts.doc_count());
     }
   }
+  flush();
+  if (progress) progress(done, prompts.doc_count());
   summary.shard_paths = out.finish().shard_paths;
   return summary;
+}
+
+GenerateSummary generate_continuations(TargetModel& target, const data::Corpus& prompts,
+                                       const GenerateOptions& options, data::ShardSetWriter& out,
+                                       const std::function<void(uint64_t, uint64_t)>& progress) {
+  const Continuer one_by_one = [&](std::span<const std::vector<int32_t>> chunk) {
+    std::vector<std::vector<int32_t>> continuations;
+    for (const std::vector<int32_t>& prompt : chunk)
+      continuations.push_back(
+          greedy_decode(target, prompt, options.max_new_tokens, options.stop_tokens));
+    return continuations;
+  };
+  return generate_continuations(prompts, options, one_by_one, 1, out, progress);
 }
 
 }  // namespace hsring::eval

@@ -32,6 +32,12 @@ struct GenerateOptions {
   // generation_config.json) when it has one.
   std::vector<int32_t> stop_tokens;
   uint32_t threads = 0;  // 0: every hardware thread
+  int gpu = -1;          // >= 0: decode on this GPU, `gpu_group` prompts at a time
+  uint32_t gpu_group = 64;
+  // --resume: continue the run a kill interrupted in out_dir (its generate.json must be these
+  // options'); resume_after is the number of non-empty prompts its finished shards hold.
+  bool resume = false;
+  uint64_t resume_after = 0;
   uint64_t shard_tokens = data::kDefaultShardTokens;
 };
 
@@ -44,10 +50,20 @@ struct GenerateSummary {
   std::vector<std::string> shard_paths;
 };
 
+// How prompts are continued: each prompt's continuation, in order.
+using Continuer =
+    std::function<std::vector<std::vector<int32_t>>(std::span<const std::vector<int32_t>> prompts)>;
+
 // Continues every document of `prompts` (shard order, then document order) with
-// greedy_decode(target, prompt, max_new_tokens, stop_tokens) and adds prompt +
-// continuation to `out`, the prompt masked out, then finishes `out`. `progress(done,
-// total)` is called after each prompt document. Throws Error (kData..., kModel...).
+// `continuer`, `chunk` prompts a call, and adds prompt + continuation to `out`, the prompt
+// masked out, then finishes `out`. `progress(done, total)` is called after each call.
+// Throws Error (kData..., kModel...).
+GenerateSummary generate_continuations(
+    const data::Corpus& prompts, const GenerateOptions& options, const Continuer& continuer,
+    size_t chunk, data::ShardSetWriter& out,
+    const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+// The CPU's: each prompt by greedy_decode(target, prompt, max_new_tokens, stop_tokens).
 GenerateSummary generate_continuations(
     TargetModel& target, const data::Corpus& prompts, const GenerateOptions& options,
     data::ShardSetWriter& out, const std::function<void(uint64_t, uint64_t)>& progress = {});

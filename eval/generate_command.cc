@@ -4,12 +4,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "builtin/pretrain.h"
 #include "common/error.h"
+#include "common/text_file.h"
 #include "eval/generate.h"
 #include "model/cpu_target_model.h"
+#if HSRING_HAVE_CUDA
+#include "eval/gpu_target_runner.h"
+#endif
 
 namespace hsring::eval {
 
@@ -32,10 +37,80 @@ void check_flags(const GenerateOptions& o) {
   if (!fs::is_directory(o.data, ec)) usage("--data " + o.data + " is not a folder");
   if (fs::exists(o.out_dir, ec)) {
     if (!fs::is_directory(o.out_dir, ec)) usage("-o " + o.out_dir + " exists and is not a folder");
-    if (!fs::is_empty(o.out_dir, ec))
-      usage("-o " + o.out_dir + " exists and is not empty; choose a new or empty folder");
+    if (!o.resume && !fs::is_empty(o.out_dir, ec))
+      usage("-o " + o.out_dir +
+            " exists and is not empty; choose a new or empty folder, or give --resume to "
+            "continue the `data generate` that was interrupted there");
     if (fs::equivalent(o.out_dir, o.data, ec)) usage("-o " + o.out_dir + " is the --data folder");
   }
+}
+
+// What makes a generate run's output: a resumed run must be the same run.
+std::string run_record(const GenerateOptions& o, uint32_t vocab_size) {
+  std::error_code ec;
+  const fs::path data = fs::absolute(o.data, ec);
+  return nlohmann::json{{"model", o.model},
+                        {"model_seed", o.model_seed},
+                        {"data", data.lexically_normal().string()},
+                        {"prompt_tokens", o.prompt_tokens},
+                        {"max_new_tokens", o.max_new_tokens},
+                        {"stop_tokens", o.stop_tokens},
+                        {"vocab_size", vocab_size},
+                        {"decoder", o.gpu >= 0 ? "gpu" : "cpu"}}
+             .dump(2) +
+         "\n";
+}
+
+// The shard writer of a fresh run (its record written first) or of a resumed one (its
+// record checked, its finished shards kept).
+data::ShardSetWriter open_output(GenerateOptions& o, uint32_t vocab_size) {
+  const std::string record_path = (fs::path(o.out_dir) / "generate.json").string();
+  const std::string record = run_record(o, vocab_size);
+  const uint32_t width = data::token_bytes_for(vocab_size);
+  std::error_code ec;
+  const bool started = fs::exists(o.out_dir, ec) && !fs::is_empty(o.out_dir, ec);
+  if (!o.resume || !started) {
+    fs::create_directories(o.out_dir, ec);
+    write_file_atomically(record_path, record);
+    return data::ShardSetWriter(o.out_dir, width, vocab_size, o.shard_tokens);
+  }
+  const std::optional<std::string> before = read_file_if_exists(record_path);
+  if (!before)
+    usage("--resume: " + o.out_dir + " holds no generate.json: it was not written by `hsring " +
+          "data generate`; choose a new or empty folder");
+  if (*before != record)
+    usage("--resume: " + record_path + " records another run:\n" + *before +
+          "this one would be:\n" + record + "give the same flags, or choose a new folder");
+  data::ShardSetWriter out =
+      data::ShardSetWriter::resume(o.out_dir, width, vocab_size, o.shard_tokens);
+  o.resume_after = out.summary().documents;
+  return out;
+}
+
+// On the CPU one prompt at a time; on a GPU (GpuTargetRunner: packed forwards through a KV
+// cache where the model has one) gpu_group at a time. `loaded()` once the model is.
+GenerateSummary generate(const GenerateOptions& o, const data::Corpus& prompts,
+                         data::ShardSetWriter& out,
+                         const std::function<void(uint64_t, uint64_t)>& progress,
+                         const std::function<void()>& loaded) {
+  if (o.gpu < 0) {
+    const auto target = open_cpu_model(o.model, o.model_seed, {o.threads});
+    loaded();
+    return generate_continuations(*target, prompts, o, out, progress);
+  }
+#if HSRING_HAVE_CUDA
+  const auto target = open_cuda_model(o.model, o.model_seed, o.gpu);
+  GpuTargetRunner runner(*target, {});
+  loaded();
+  const Continuer on_gpu = [&](std::span<const std::vector<int32_t>> chunk) {
+    return runner.greedy_decode(chunk, o.max_new_tokens, o.stop_tokens, o.gpu_group);
+  };
+  return generate_continuations(prompts, o, on_gpu, o.gpu_group, out, progress);
+#else
+  usage("--gpu " + std::to_string(o.gpu) +
+        ": this hsring was built without CUDA; rebuild it on a machine with /usr/local/cuda, or "
+        "leave --gpu out to generate on the CPU");
+#endif
 }
 
 }  // namespace
@@ -54,34 +129,40 @@ int run_data_generate(const GenerateOptions& given) {
   if (const std::string problem = data::vocabulary_problem(prompts, config.vocab_size, given.model);
       !problem.empty())
     usage("--data: " + problem);
-  const auto target = open_cpu_model(o.model, o.model_seed, {o.threads});
   std::string stops;
   for (const int32_t id : o.stop_tokens) stops += (stops.empty() ? "" : " ") + std::to_string(id);
   std::cout << "generate: " << prompts.doc_count() << " prompt documents from " << o.data << ", "
             << o.max_new_tokens << " new tokens each by greedy decoding with " << config.name
-            << " (stop tokens: " << (stops.empty() ? "none" : stops) << ")\n"
+            << " (stop tokens: " << (stops.empty() ? "none" : stops) << ") on "
+            << (o.gpu >= 0 ? "GPU " + std::to_string(o.gpu) : std::string("the CPU")) << "\n"
             << std::flush;
 
-  data::ShardSetWriter out(o.out_dir, data::token_bytes_for(config.vocab_size), config.vocab_size,
-                           o.shard_tokens);
-  const auto start = std::chrono::steady_clock::now();
+  data::ShardSetWriter out = open_output(o, config.vocab_size);
+  if (o.resume_after > 0)
+    std::cout << "generate: resuming after the " << o.resume_after << " documents of "
+              << out.summary().shard_paths.size() << " finished shards in " << o.out_dir << "\n"
+              << std::flush;
+  auto start = std::chrono::steady_clock::now();
   auto last = start;
   const auto seconds_since = [](auto t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  const GenerateSummary s =
-      generate_continuations(*target, prompts, o, out, [&](uint64_t done, uint64_t total) {
-        if (done != total && seconds_since(last) < 2.0) return;
-        last = std::chrono::steady_clock::now();
-        std::printf("generate: %llu/%llu documents, %.1f s\n",
-                    static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                    seconds_since(start));
-        std::fflush(stdout);
-      });
+  const auto progress = [&](uint64_t done, uint64_t total) {
+    if (done != total && seconds_since(last) < 2.0) return;
+    last = std::chrono::steady_clock::now();
+    std::printf("generate: %llu/%llu documents, %.1f s\n", static_cast<unsigned long long>(done),
+                static_cast<unsigned long long>(total), seconds_since(start));
+    std::fflush(stdout);
+  };
+  const GenerateSummary s = generate(o, prompts, out, progress, [&] {
+    std::printf("generate: the model loaded in %.1f s\n", seconds_since(start));
+    start = last = std::chrono::steady_clock::now();  // the progress times decoding alone
+  });
   std::cout << "generated " << s.generated_tokens << " tokens after " << s.prompt_tokens
             << " prompt tokens in " << s.documents << " documents (" << s.stopped
             << " ended at a stop token, " << s.skipped << " empty prompts skipped) into "
             << s.shard_paths.size() << " shards in " << o.out_dir
+            << (o.resume_after ? " (" + std::to_string(o.resume_after) + " before, resumed)" : "")
             << "; the loss mask counts the generated tokens only\n";
   return 0;
 }
@@ -116,6 +197,16 @@ GenerateCommand add_generate_command(CLI::App& data) {
   g->add_option("--shard-tokens", o.shard_tokens, "Most tokens in one shard")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  g->add_option("--gpu", o.gpu,
+                "Decode on this GPU (the CUDA target, many prompts at a time, a KV cache "
+                "for attention-only models)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  g->add_flag("--resume", o.resume,
+              "Continue the run a kill interrupted in -o (the same flags): its finished shards "
+              "are kept, the rest is generated again");
   g->add_option("--threads", o.threads, "CPU threads of the target forward (0: all)")
       ->capture_default_str();
   return command;

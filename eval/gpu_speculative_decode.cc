@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "eval/gpu_target_runner.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "train/cuda_dflash_trainer.h"
@@ -13,23 +14,6 @@ namespace hsring::eval {
 namespace {
 
 [[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModelBadInput, what); }
-
-// Documents packed back to back for one forward, positions 0.. in each.
-struct Packed {
-  std::vector<int32_t> tokens, positions, offsets{0};
-  void add(std::span<const int32_t> doc) {
-    tokens.insert(tokens.end(), doc.begin(), doc.end());
-    for (size_t i = 0; i < doc.size(); ++i) positions.push_back(int32_t(i));
-    offsets.push_back(int32_t(tokens.size()));
-  }
-  int32_t begin(size_t doc) const { return offsets[doc]; }
-  int32_t end(size_t doc) const { return offsets[doc + 1]; }
-};
-
-// A device buffer that grows to hold `bytes` (contents dropped when it does).
-void ensure_bytes(gpu::DeviceBuffer& buffer, size_t bytes) {
-  if (buffer.size() < bytes) buffer = gpu::DeviceBuffer::allocate(bytes + bytes / 4);
-}
 
 // One prompt in flight.
 struct Lane {
@@ -43,104 +27,74 @@ struct Lane {
   bool done() const { return seq.size() >= max_length; }
 };
 
-// Positions a sequence of these prompts can reach: the longest prompt and every new token.
-uint32_t capacity_for(std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens) {
-  size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
-  return uint32_t(longest + max_new_tokens);
-}
-
 }  // namespace
 
 struct GpuSpeculativeDecoder::Impl {
-  CudaTargetModel& target;
-  std::vector<int32_t> layer_ids;
-  size_t block_size = 0, hidden = 0, width = 0;  // width: K * H, a row of captured layers
+  GpuTargetRunner runner;
+  size_t block_size = 0;
   uint32_t group = 0;
   std::unique_ptr<train::CudaDflashTrainer> drafter;
-  gpu::Stream stream;
-  gpu::DeviceBuffer captured, greedy_device, features;
-  std::vector<int32_t> greedy;  // the last target forward's, on the host
-  // With a KV cache (attention-only targets: cache_problem), each forward computes only the
-  // new rows, and `history` keeps every lane's captured rows so far, fp32
-  // [slot * capacity + position, K*H], for the drafter's context. Without one (hybrid
-  // targets), each forward recomputes the whole sequence and its capture holds them.
-  bool use_cache = false;
-  std::unique_ptr<CudaKvCache> cache;
+  gpu::DeviceBuffer features;  // the drafter's batch
+  // With a KV cache the target computes only each step's new rows, so `history` keeps
+  // every lane's captured rows so far, fp32 [slot * capacity + position, K*H], for the
+  // drafter's context. Without one, each forward recomputes whole sequences and its
+  // capture holds them.
   gpu::DeviceBuffer history;
+  uint32_t capacity = 0;
 
-  size_t row_bytes() const { return width * sizeof(float); }
+  Impl(CudaTargetModel& target, std::vector<int32_t> layer_ids)
+      : runner(target, std::move(layer_ids)) {}
 
-  // A cache (and history) for `lanes` sequences of up to `capacity` tokens.
-  void prepare_cache(uint32_t lanes, uint32_t capacity) {
-    if (!use_cache) return;
-    if (!cache || cache->sequences() < lanes || cache->capacity() < capacity) {
-      cache.reset();
-      history = gpu::DeviceBuffer();
-      cache = std::make_unique<CudaKvCache>(target.config(), lanes, capacity);
-      history = gpu::DeviceBuffer::allocate(uint64_t(lanes) * capacity * row_bytes());
-    }
+  cudaStream_t stream() const { return runner.stream(); }
+  size_t row_bytes() const { return runner.row_bytes(); }
+
+  void prepare(uint32_t lanes, uint32_t lane_capacity) {
+    runner.prepare(lanes, lane_capacity);
+    capacity = lane_capacity;  // the history's layout; its buffer may be larger
+    const uint64_t bytes = uint64_t(lanes) * lane_capacity * row_bytes();
+    if (!runner.cached() || history.size() >= bytes) return;
+    history = gpu::DeviceBuffer();
+    history = gpu::DeviceBuffer::allocate(bytes);
   }
 
   // Where the captured rows of `lane`'s sequence begin, on the device.
   const std::byte* context_of(const Lane& lane) const {
-    return use_cache ? history.data() + uint64_t(lane.slot) * cache->capacity() * row_bytes()
-                     : captured.data() + uint64_t(lane.target_row) * row_bytes();
+    return runner.cached() ? history.data() + uint64_t(lane.slot) * capacity * row_bytes()
+                           : runner.captured_row(size_t(lane.target_row));
   }
 
   // Copies `count` rows of the last forward's capture from batch row `from` into `lane`'s
   // history at position `at`.
   void keep_rows(const Lane& lane, int32_t from, size_t at, size_t count) {
-    std::byte* dst = history.data() + (uint64_t(lane.slot) * cache->capacity() + at) * row_bytes();
-    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, captured.data() + uint64_t(from) * row_bytes(),
-                                      count * row_bytes(), cudaMemcpyDeviceToDevice, stream.get()));
-  }
-
-  // One target forward over `packed`: its greedy tokens to the host (`greedy`), the captured
-  // layers of every row on the device (`captured`, fp32 [T, K*H]) when `capture`.
-  void target_forward(const Packed& packed, bool capture, const CachedPrefix* prefix = nullptr) {
-    const size_t rows = packed.tokens.size();
-    ForwardRequest request;
-    request.greedy = true;
-    DeviceCapture out;
-    out.dtype = DType::kFP32;
-    ensure_bytes(greedy_device, rows * sizeof(int32_t));
-    out.greedy = greedy_device.as<int32_t>();
-    if (capture) {
-      request.capture_layers = layer_ids;
-      ensure_bytes(captured, rows * width * sizeof(float));
-      for (size_t k = 0; k < layer_ids.size(); ++k)
-        out.layers.push_back({captured.as<float>() + k * hidden, width * sizeof(float)});
-    }
-    target.forward_device({packed.tokens, packed.positions, packed.offsets}, request, stream.get(),
-                          out, prefix);
-    greedy.resize(rows);
-    HSRING_CUDA_CHECK(cudaMemcpyAsync(greedy.data(), greedy_device.data(), rows * sizeof(int32_t),
-                                      cudaMemcpyDeviceToHost, stream.get()));
-    HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    std::byte* dst = history.data() + (uint64_t(lane.slot) * capacity + at) * row_bytes();
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(dst, runner.captured_row(size_t(from)), count * row_bytes(),
+                                      cudaMemcpyDeviceToDevice, stream()));
   }
 
   // Drafts the block of every lane in `lanes` (each at its anchor, blocks of v rows) from the
-  // last target forward's captured rows before the anchor. The drafter's document of a lane
-  // is its sequence up to the anchor: the block's rows are built beside it.
+  // captured rows before the anchor. The drafter's document of a lane is its sequence up to
+  // the anchor: the block's rows are built beside it.
   void draft(std::vector<Lane*>& lanes, uint32_t v) {
-    Packed packed;
+    PackedDocs packed;
     std::vector<int32_t> anchors;
     for (Lane* lane : lanes) {
       const size_t s = lane->anchor_row();
       anchors.push_back(int32_t(packed.tokens.size() + s));
       packed.add(std::span<const int32_t>(lane->seq).first(s + 1));
     }
-    const size_t rows = packed.tokens.size(), row_bytes = this->row_bytes();
-    ensure_bytes(features, rows * row_bytes);
+    const size_t rows = packed.tokens.size();
+    if (features.size() < rows * row_bytes()) {
+      features = gpu::DeviceBuffer();
+      features = gpu::DeviceBuffer::allocate(rows * row_bytes() * 5 / 4);
+    }
     // The anchor rows are never read as context, but fc runs over them: zeros, not stale bits.
-    HSRING_CUDA_CHECK(cudaMemsetAsync(features.data(), 0, rows * row_bytes, stream.get()));
+    HSRING_CUDA_CHECK(cudaMemsetAsync(features.data(), 0, rows * row_bytes(), stream()));
     for (size_t i = 0; i < lanes.size(); ++i)
-      HSRING_CUDA_CHECK(cudaMemcpyAsync(features.data() + size_t(packed.begin(i)) * row_bytes,
-                                        context_of(*lanes[i]), lanes[i]->anchor_row() * row_bytes,
-                                        cudaMemcpyDeviceToDevice, stream.get()));
+      HSRING_CUDA_CHECK(cudaMemcpyAsync(features.data() + size_t(packed.begin(i)) * row_bytes(),
+                                        context_of(*lanes[i]), lanes[i]->anchor_row() * row_bytes(),
+                                        cudaMemcpyDeviceToDevice, stream()));
     // The drafter works on its own stream: the copies must be done before it reads them.
-    HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    HSRING_CUDA_CHECK(cudaStreamSynchronize(stream()));
     const std::vector<int32_t> labels(rows, -1);
     const train::DrafterBatch batch{{}, packed.tokens, packed.positions, packed.offsets, labels};
     const std::vector<int32_t> drafted = drafter->draft(batch, anchors, v, features.as<float>());
@@ -152,20 +106,19 @@ struct GpuSpeculativeDecoder::Impl {
     }
   }
 
-  // A forward over each lane's document (`docs`), through the cache where there is one:
-  // lane i's document continues its sequence after cached[i] positions.
-  void forward_lanes(std::span<Lane* const> lanes, const Packed& docs,
+  // A forward over each lane's document (`docs`): lane i's continues its sequence after
+  // cached[i] positions (all 0 without a cache).
+  void forward_lanes(std::span<Lane* const> lanes, const PackedDocs& docs,
                      std::span<const int32_t> cached) {
-    if (!use_cache) return target_forward(docs, true);
     std::vector<int32_t> slots;
     for (const Lane* lane : lanes) slots.push_back(int32_t(lane->slot));
-    const CachedPrefix prefix{cache.get(), slots, cached};
-    target_forward(docs, true, &prefix);
+    runner.forward(docs, slots, cached, true);
   }
 
   void decode_group(std::span<Lane> lanes) {
+    const bool cached = runner.cached();
     std::vector<Lane*> all;
-    Packed prefill;
+    PackedDocs prefill;
     for (Lane& lane : lanes) {
       all.push_back(&lane);
       prefill.add(lane.seq);
@@ -173,8 +126,8 @@ struct GpuSpeculativeDecoder::Impl {
     forward_lanes(all, prefill, std::vector<int32_t>(lanes.size(), 0));
     for (size_t i = 0; i < lanes.size(); ++i) {
       lanes[i].target_row = prefill.begin(i);
-      if (use_cache) keep_rows(lanes[i], prefill.begin(i), 0, lanes[i].seq.size());
-      lanes[i].seq.push_back(greedy[size_t(prefill.end(i)) - 1]);  // the first anchor
+      if (cached) keep_rows(lanes[i], prefill.begin(i), 0, lanes[i].seq.size());
+      lanes[i].seq.push_back(runner.greedy()[size_t(prefill.end(i)) - 1]);  // the first anchor
     }
     for (;;) {
       // Blocks of one size draft together: all of them but a prompt's last few.
@@ -188,26 +141,22 @@ struct GpuSpeculativeDecoder::Impl {
 
       // One forward verifies every block: a lane's document is its sequence then its drafts
       // (with a cache: its anchor and drafts, continuing the cached rows before the anchor).
-      Packed verify;
+      PackedDocs verify;
       std::vector<Lane*> active;
-      std::vector<int32_t> cached;
+      std::vector<int32_t> before;
       for (auto& entry : by_block_size)
         active.insert(active.end(), entry.second.begin(), entry.second.end());
       for (Lane* lane : active) {
         const auto s = int32_t(lane->anchor_row());
         std::vector<int32_t> doc;
-        if (!use_cache) doc.assign(lane->seq.begin(), lane->seq.begin() + s);
+        if (!cached) doc.assign(lane->seq.begin(), lane->seq.begin() + s);
         doc.insert(doc.end(), lane->block.begin(), lane->block.end());
-        verify.add(doc);
-        cached.push_back(use_cache ? s : 0);
+        before.push_back(cached ? s : 0);
+        verify.add(doc, before.back());
       }
-      for (size_t i = 0; i < active.size(); ++i)  // positions continue the cached rows
-        for (int32_t t = verify.begin(i); t < verify.end(i); ++t)
-          verify.positions[size_t(t)] += cached[i];
-      forward_lanes(active, verify, cached);
+      forward_lanes(active, verify, before);
       for (size_t i = 0; i < active.size(); ++i) {
-        const int32_t anchor_at =
-            verify.begin(i) + (use_cache ? 0 : int32_t(active[i]->anchor_row()));
+        const int32_t anchor_at = verify.begin(i) + (cached ? 0 : int32_t(active[i]->anchor_row()));
         accept(*active[i], anchor_at, verify.begin(i));
       }
     }
@@ -218,7 +167,7 @@ struct GpuSpeculativeDecoder::Impl {
   // then the bonus token. With a cache, the kept rows' capture joins the lane's history.
   void accept(Lane& lane, int32_t anchor_at, int32_t doc_begin) {
     const size_t s = lane.anchor_row(), v = lane.block.size();
-    const int32_t* after = greedy.data() + anchor_at;
+    const int32_t* after = runner.greedy().data() + anchor_at;
     size_t accepted = 0;
     while (accepted + 1 < v && lane.block[accepted + 1] == after[accepted]) ++accepted;
     for (size_t j = 0; j < v; ++j) {
@@ -230,11 +179,11 @@ struct GpuSpeculativeDecoder::Impl {
     if (!lane.done()) lane.seq.push_back(after[accepted]);  // the bonus token
     lane.result.produced.push_back(uint32_t(produced));
     lane.target_row = doc_begin;
-    if (use_cache) keep_rows(lane, anchor_at, s, accepted + 1);
+    if (runner.cached()) keep_rows(lane, anchor_at, s, accepted + 1);
   }
 
   void check_prompts(std::span<const std::vector<int32_t>> prompts) const {
-    const uint32_t vocab = target.config().vocab_size;
+    const uint32_t vocab = runner.target().config().vocab_size;
     for (size_t i = 0; i < prompts.size(); ++i) {
       if (prompts[i].empty()) bad_input("prompt " + std::to_string(i) + " is empty");
       for (const int32_t t : prompts[i])
@@ -247,8 +196,7 @@ struct GpuSpeculativeDecoder::Impl {
 
 GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
                                              const checkpoint::DflashExport& drafter,
-                                             const TargetHead& head, uint32_t group)
-    : impl_(std::make_unique<Impl>(Impl{target, drafter.layer_ids})) {
+                                             const TargetHead& head, uint32_t group) {
   const ModelConfig& tc = target.config();
   const train::DflashConfig& dc = drafter.config;
   if (dc.target_hidden != tc.hidden_size || dc.vocab_size != tc.vocab_size)
@@ -262,14 +210,10 @@ GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
   ForwardRequest request;
   request.capture_layers = drafter.layer_ids;
   validate_request(request, tc);
+  impl_ = std::make_unique<Impl>(target, drafter.layer_ids);
   Impl& m = *impl_;
   m.block_size = dc.block_size;
-  m.hidden = tc.hidden_size;
-  m.width = m.hidden * drafter.layer_ids.size();
   m.group = group;
-  m.use_cache = cache_problem(tc).empty();
-  HSRING_CUDA_CHECK(cudaSetDevice(target.gpu()));
-  m.stream = gpu::make_stream();
   train::DflashTrainerOptions options;
   options.model = dc;
   options.embed = head.embed;
@@ -287,12 +231,12 @@ std::vector<SpeculativeResult> GpuSpeculativeDecoder::speculative(
     std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens) {
   Impl& m = *impl_;
   m.check_prompts(prompts);
-  HSRING_CUDA_CHECK(cudaSetDevice(m.target.gpu()));
+  HSRING_CUDA_CHECK(cudaSetDevice(m.runner.target().gpu()));
   std::vector<SpeculativeResult> results(prompts.size());
   for (size_t first = 0; first < prompts.size(); first += m.group) {
     const size_t count = std::min<size_t>(m.group, prompts.size() - first);
+    m.prepare(uint32_t(count), capacity_for(prompts.subspan(first, count), max_new_tokens));
     std::vector<Lane> lanes(count);
-    m.prepare_cache(uint32_t(count), capacity_for(prompts, max_new_tokens));
     for (size_t i = 0; i < count; ++i) {
       Lane& lane = lanes[i];
       lane.slot = uint32_t(i);
@@ -317,34 +261,8 @@ std::vector<std::vector<int32_t>> GpuSpeculativeDecoder::greedy(
     std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens) {
   Impl& m = *impl_;
   m.check_prompts(prompts);
-  HSRING_CUDA_CHECK(cudaSetDevice(m.target.gpu()));
-  std::vector<std::vector<int32_t>> outputs(prompts.size());
-  for (size_t first = 0; first < prompts.size(); first += m.group) {
-    const size_t count = std::min<size_t>(m.group, prompts.size() - first);
-    std::vector<std::vector<int32_t>> seqs(prompts.begin() + std::ptrdiff_t(first),
-                                           prompts.begin() + std::ptrdiff_t(first + count));
-    m.prepare_cache(uint32_t(count), capacity_for(prompts, max_new_tokens));
-    std::vector<int32_t> slots(count), cached(count, 0);
-    for (size_t i = 0; i < count; ++i) slots[i] = int32_t(i);
-    for (uint32_t step = 0; step < max_new_tokens; ++step) {
-      // With a cache, a step after the prefill feeds each sequence its last token only.
-      Packed packed;
-      for (size_t i = 0; i < count; ++i) {
-        const std::vector<int32_t>& seq = seqs[i];
-        cached[i] = m.use_cache && step > 0 ? int32_t(seq.size()) - 1 : 0;
-        packed.add(std::span<const int32_t>(seq).subspan(size_t(cached[i])));
-        for (int32_t t = packed.begin(i); t < packed.end(i); ++t)
-          packed.positions[size_t(t)] += cached[i];
-      }
-      const CachedPrefix prefix{m.cache.get(), slots, cached};
-      m.target_forward(packed, false, m.use_cache ? &prefix : nullptr);
-      for (size_t i = 0; i < count; ++i) seqs[i].push_back(m.greedy[size_t(packed.end(i)) - 1]);
-    }
-    for (size_t i = 0; i < count; ++i)
-      outputs[first + i].assign(seqs[i].begin() + std::ptrdiff_t(prompts[first + i].size()),
-                                seqs[i].end());
-  }
-  return outputs;
+  HSRING_CUDA_CHECK(cudaSetDevice(m.runner.target().gpu()));
+  return m.runner.greedy_decode(prompts, max_new_tokens, {}, m.group);
 }
 
 }  // namespace hsring::eval

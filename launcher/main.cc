@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
   app.allow_config_extras(false);
   // Before any subcommand exists: each takes its parent's reader when it is made.
   std::vector<std::string> args = config_first(argc, argv);
-  app.config_formatter(std::make_shared<CheckedConfig>(config_path(args)));
+  const auto checked_config = std::make_shared<CheckedConfig>(config_path(args));
+  app.config_formatter(checked_config);
 
   RunOptions run_options;
   CLI::App* run = app.add_subcommand("run", "Create a ring, start and supervise its workers");
@@ -296,8 +297,14 @@ int main(int argc, char** argv) {
   std::vector<char*> arg_pointers;
   for (std::string& a : args) arg_pointers.push_back(a.data());
   try {
+    check_config_file(config_path(args));  // before CLI11 opens it, which a FIFO would hang
     app.parse(int(arg_pointers.size()), arg_pointers.data());
   } catch (const CLI::ParseError& e) {
+    // A value the config file gave: CLI11 names neither the file nor the line.
+    if (const std::string clearer = checked_config->explain(e, args); !clearer.empty()) {
+      std::fprintf(stderr, "%s\n", clearer.c_str());
+      return kRunUsage;
+    }
     return app.exit(e) == 0 ? 0 : kRunUsage;
   }
 

@@ -15,12 +15,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/log.h"
+#include "common/regular_file.h"
 #include "drafter_proc/grad_exchange.h"
 #include "gpu/gpu_ids.h"
 #include "gpu/memlock.h"
@@ -45,11 +45,14 @@ constexpr uint64_t kNoCgroupLimit = 1ull << 62;
 
 // ---- measuring ----
 
+// The text of a /proc or cgroup file; "" when it cannot be read (the fact is then unknown).
 std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  constexpr size_t kMaxBytes = 1u << 20;  // these files are kilobytes
+  try {
+    return read_regular_file(path.string(), Errc::kSystem, kMaxBytes);
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 std::optional<uint64_t> parse_u64(const std::string& text) {

@@ -106,14 +106,23 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
 
   if (!options_.log_dir.empty()) prepare_log_folder(options_.log_dir);
+  // Folders first: a --run-dir that cannot be made must fail before there is a ring to leak.
+  if (runs_model(options_)) create_run_folder();
   ring_ = Ring::create(options_.ring, shape);
-  // A new ring starts a new drafter group: an exchange left by a crashed run would belong
-  // to another ring (the drafters refuse it), so it goes before any worker starts.
-  GradExchange::remove(GradExchange::name_for(options_.ring));
-  if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
-    throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
-  ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
-  if (runs_model(options_)) start_training(training);
+  // The destructor does not run for a constructor that throws: whatever fails from here on
+  // removes the ring it made, or the next run would find it "already exists".
+  try {
+    // A new ring starts a new drafter group: an exchange left by a crashed run would belong
+    // to another ring (the drafters refuse it), so it goes before any worker starts.
+    GradExchange::remove(GradExchange::name_for(options_.ring));
+    if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
+      throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
+    ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
+    if (runs_model(options_)) start_training(training);
+  } catch (...) {
+    if (!options_.keep_ring) Ring::remove(options_.ring);
+    throw;
+  }
 
   const RestartLimits limits = restart_limits_of(options_);
   for (uint32_t t = 0; t < targets.count; ++t) {
@@ -127,13 +136,16 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   for (Worker& w : workers_) w.user_command = !user_command_of(options_, w.role).empty();
 }
 
-void Supervisor::start_training(const TrainingPlan& plan) {
+void Supervisor::create_run_folder() const {
   // The export goes here even when the checkpoints go elsewhere (--checkpoint-dir).
   std::error_code ec;
   std::filesystem::create_directories(options_.run_dir, ec);
   if (ec)
-    throw std::runtime_error("cannot create the run folder " + options_.run_dir + ": " +
-                             ec.message() + "; give another --run-dir");
+    throw Error(Errc::kSystem, options_.run_dir,
+                "cannot create the run folder: " + ec.message() + "; give another --run-dir");
+}
+
+void Supervisor::start_training(const TrainingPlan& plan) {
   log_line("run folder " + options_.run_dir + ": checkpoints every " +
            std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
   if (options_.nnodes > 1)
@@ -253,6 +265,17 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
                           " stopped training on a loss that is not finite (its "
                           "error above names the batch and the step): stopping the run";
     log_line(non_finite_message_);
+    return;
+  }
+  if (!w.user_command && WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitUsage) {
+    // Its own classified error: a flag, the model or checkpoint folder, the data (usage,
+    // model, checkpoint, data: exit_code_of). A restart reads the same input and fails the
+    // same way, so the run stops with that class's code instead of crash-looping into 3.
+    // A user command's exit status is its own program's, not this table's: restarted.
+    input_error_message_ = w.name() +
+                           " exited 2, an error a restart cannot fix (its error above names "
+                           "the flag, the file or the full disk); stopping the run";
+    log_line(input_error_message_);
     return;
   }
   if (!w.policy.on_crash(now)) {
@@ -417,7 +440,7 @@ void Supervisor::write_metrics() {
 void Supervisor::evaluate_export(RunSummary& summary) {
   // A drafter that failed its last steps left no export of this run: what is there is older.
   if (!runs_model(options_) || interrupted_ || crash_loop_ || options_.node_rank != 0 ||
-      !work_not_saved_.empty() || !non_finite_message_.empty())
+      !work_not_saved_.empty() || !non_finite_message_.empty() || !input_error_message_.empty())
     return;
   const Worker* drafter0 = nullptr;
   for (const Worker& w : workers_)
@@ -572,7 +595,9 @@ int Supervisor::run() {
     kill_hung_workers();
     restart_due_workers();
     print_progress();
-    if (stop_condition_met() || group_stopped_ || !non_finite_message_.empty()) break;
+    if (stop_condition_met() || group_stopped_ || !non_finite_message_.empty() ||
+        !input_error_message_.empty())
+      break;
     // Everything here reads the validated copy of the header, so a writer cannot steer
     // the launcher outside the mapping; but the run's promise no longer holds: stop it.
     ring_damage_ = ring_->check_intact();
@@ -596,6 +621,10 @@ int Supervisor::run() {
   if (!setup_failure_.empty()) {
     log_line("error: " + setup_failure_);
     return kRunSetupError;
+  }
+  if (!input_error_message_.empty()) {
+    log_line("error: " + input_error_message_);
+    return kRunUsage;
   }
   if (!ring_damage_.empty()) {
     log_line("error: the run stopped because its ring was changed by another process (" +

@@ -69,6 +69,8 @@ class Supervisor {
   };
 
   // Logs where training keeps its state and, for a resumed run, where it continues.
+  // Throws Error(kSystem) naming --run-dir when it cannot be made.
+  void create_run_folder() const;
   void start_training(const TrainingPlan& plan);
   void start_worker(Worker& worker);
   void on_worker_exit(Worker& worker, int wait_status);
@@ -123,9 +125,11 @@ class Supervisor {
   std::string export_origin_problem(const std::string& export_dir) const;
   bool corrupt_slots_logged_ = false;
   std::string non_finite_message_;  // set when a drafter exited with kExitNonFinite
-  std::string setup_failure_;       // a user command that failed to start (check_user_attach)
-  std::string work_not_saved_;      // why a training drafter's final work is missing
-  std::string user_log_dir_;        // user commands' logs without --log-dir
+  // Set when a worker of hsring's own exited kExitUsage: its input is wrong, not retried.
+  std::string input_error_message_;
+  std::string setup_failure_;   // a user command that failed to start (check_user_attach)
+  std::string work_not_saved_;  // why a training drafter's final work is missing
+  std::string user_log_dir_;    // user commands' logs without --log-dir
 };
 
 }  // namespace hsring

@@ -1,11 +1,15 @@
 #include "launcher/user_command.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
+#include <sstream>
 
 #include "common/contract.h"
+#include "common/regular_file.h"
 #include "worker/profile_interval.h"
 
 namespace hsring {
@@ -53,8 +57,16 @@ UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint
 }
 
 std::string last_log_lines(const std::string& path, size_t lines) {
-  std::ifstream in(path);
-  if (!in) return "  (its log " + path + " cannot be read)";
+  // Only the log's end is read: a long run's log may be large.
+  constexpr off_t kTailBytes = 64 << 10;
+  const RegularFileOpen opened = try_open_regular_file(path);
+  if (opened.fd < 0) return "  (its log " + path + " cannot be read: " + opened.problem + ")";
+  const off_t size = ::lseek(opened.fd, 0, SEEK_END);
+  std::string tail(size_t(std::clamp<off_t>(size, 0, kTailBytes)), '\0');
+  const ssize_t got = ::pread(opened.fd, tail.data(), tail.size(), size - off_t(tail.size()));
+  ::close(opened.fd);
+  tail.resize(size_t(std::max<ssize_t>(got, 0)));
+  std::istringstream in(tail);
   std::deque<std::string> last;
   std::string line;
   while (std::getline(in, line)) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 
 namespace hsring {
 
@@ -58,9 +59,16 @@ std::string create_private_log_folder(const std::string& parent, const std::stri
 }
 
 int open_worker_log(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // Never blocks on a FIFO planted at the name (common/regular_file.h).
+  const RegularFileOpen opened =
+      try_open_regular_file(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0644);
+  const int fd = opened.fd;
   if (fd < 0) {
-    const int error = errno;
+    const int error = opened.error;
+    if (error == 0)
+      throw Error(
+          Errc::kUsage, path,
+          "worker log: " + opened.problem + ". Remove it, or give a --log-dir of this user's own");
     if (error == ELOOP)
       throw Error(Errc::kUsage, path,
                   "worker log: a symlink has the log's name; hsring does not write through "
@@ -72,8 +80,6 @@ int open_worker_log(const std::string& path) {
   std::string problem;
   if (::fstat(fd, &st) != 0)
     problem = std::string("cannot stat it: ") + std::strerror(errno);
-  else if (!S_ISREG(st.st_mode))
-    problem = "not a regular file";
   else if (st.st_uid != ::geteuid())
     problem = "the file belongs to " + user_text(st.st_uid) + ", who would read the logs";
   else if (st.st_nlink != 1)

@@ -2,7 +2,10 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "model/json.h"
@@ -54,6 +57,48 @@ class ShardSet {
   std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
 };
 
+std::vector<std::string> tensor_names(const std::map<std::string, std::string>& shard_of) {
+  std::vector<std::string> names;
+  for (const auto& [name, file] : shard_of) names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> tensor_names(const SafetensorsFile& file) {
+  std::vector<std::string> names;
+  for (const TensorInfo& t : file.tensors()) names.push_back(t.name);
+  return names;
+}
+
+bool ends_with(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A tensor of the decoder layers that the config does not use means the config describes
+// another architecture: model_type "llama" over Qwen3 weights leaves every q_norm / k_norm
+// unread, and the forward silently differs from the model's. Other unused tensors (a tied
+// lm_head, a vision tower, MTP heads) are the model's business and stay allowed.
+void refuse_unused_layer_tensors(const ModelConfig& config, const std::vector<std::string>& names,
+                                 const std::set<std::string>& used,
+                                 const std::filesystem::path& folder) {
+  const std::string layers = config.weight_prefix + "layers.";
+  size_t unused = 0;
+  std::string first;
+  for (const std::string& name : names) {
+    if (name.rfind(layers, 0) != 0 || used.count(name)) continue;
+    // Older transformers saved RoPE's inverse frequencies; it recomputes and ignores them.
+    if (ends_with(name, "rotary_emb.inv_freq")) continue;
+    if (unused++ == 0) first = name;
+  }
+  if (unused == 0) return;
+  throw Error(Errc::kModelBadConfig,
+              "'" + folder.string() + "': config.json (model_type '" + config.model_type +
+                  "') does not use " + std::to_string(unused) + " tensor(s) of its layers, '" +
+                  first +
+                  "' first: the weights are of another architecture (q_norm / k_norm: qwen3; "
+                  "q_proj.bias: qwen2). Correct model_type in config.json");
+}
+
 }  // namespace
 
 ModelConfig load_hf_checkpoint_config(const std::filesystem::path& folder) {
@@ -72,18 +117,28 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
   std::map<std::string, std::string> shard_of;
   if (sharded) shard_of = read_index(index_path);
 
+  const auto file_of = [&](const std::string& tensor) -> std::string {
+    if (!sharded) return kSingleFile;
+    const auto it = shard_of.find(tensor);
+    if (it == shard_of.end())
+      throw Error(Errc::kModelMissingTensor, "tensor '" + tensor + "' is missing: '" +
+                                                 index_path.string() + "' names no shard for it");
+    return it->second;
+  };
   ShardSet shards(folder);
+  // Every tensor is found with its shape before any is allocated: a config.json whose sizes
+  // the files do not hold is refused here, not by std::bad_alloc.
+  std::set<std::string> used;
+  for (const WeightSpec& t : weight_specs(config)) {
+    shards.get(file_of(t.name)).check_tensor(t.name, t.shape);
+    used.insert(t.name);
+  }
+  refuse_unused_layer_tensors(
+      config, sharded ? tensor_names(shard_of) : tensor_names(shards.get(kSingleFile)), used,
+      folder);
   ModelWeights weights;
   for (const WeightTensor& t : weight_tensors(config, weights)) {
-    std::string file = kSingleFile;
-    if (sharded) {
-      const auto it = shard_of.find(t.name);
-      if (it == shard_of.end())
-        throw Error(Errc::kModelMissingTensor, "tensor '" + t.name + "' is missing: '" +
-                                                   index_path.string() + "' names no shard for it");
-      file = it->second;
-    }
-    shards.get(file).read_as_float(t.name, t.shape, *t.data);
+    shards.get(file_of(t.name)).read_weights(t.name, t.shape, *t.data);
     // Qwen3.5's norms apply 1 + w: the forward's multiplier, computed once here in fp32 as
     // transformers does.
     if (stored_zero_centred(config, t.name))

@@ -339,6 +339,9 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   c.head_dim = r.positive_int("head_dim", &derived_head_dim);
   c.vocab_size = r.positive_int("vocab_size");
   read_rope(r, c);
+  // Unused by the default RoPE, but 0 or -1 says the file is not what it claims to be.
+  const uint32_t any_length = 1;
+  (void)r.positive_int("max_position_embeddings", &any_length);
   c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
   // The wrapper's own flag decides (transformers ties at the top level).
   c.tie_embeddings = top.boolean("tie_word_embeddings", r.boolean("tie_word_embeddings", false));

@@ -104,7 +104,8 @@ std::string validate_config(const ModelConfig& c) {
   const auto in_range = [](uint32_t v, uint32_t hi) { return v >= 1 && v <= hi; };
   if (!in_range(c.hidden_size, 65536)) return "hidden size must be in [1, 65536]";
   if (!in_range(c.intermediate_size, 1u << 20)) return "intermediate size must be in [1, 2^20]";
-  if (!in_range(c.num_layers, 1024)) return "layer count must be in [1, 1024]";
+  if (!in_range(c.num_layers, kMaxModelLayers))
+    return "layer count must be in [1, " + std::to_string(kMaxModelLayers) + "]";
   if (!in_range(c.num_heads, 1024)) return "attention head count must be in [1, 1024]";
   if (!in_range(c.num_kv_heads, c.num_heads))
     return "KV head count must be in [1, num_heads = " + std::to_string(c.num_heads) + "]";

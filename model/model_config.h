@@ -66,6 +66,10 @@ struct ModelConfig {
   bool hybrid() const;  // some layer is a DeltaNet layer
 };
 
+// The most decoder layers a model may have: what validate_config accepts, and so the bound
+// on any layer count or layer list read from a file.
+inline constexpr uint32_t kMaxModelLayers = 1024;
+
 // "" when the config is usable, else what is wrong with it.
 std::string validate_config(const ModelConfig& config);
 

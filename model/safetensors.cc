@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "common/error.h"
+#include "common/regular_file.h"
 #include "model/float_convert.h"
 #include "model/json.h"
 
@@ -52,13 +54,15 @@ std::string shape_string(std::span<const int64_t> shape) {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(Errc::kModelIo,
-                "cannot open safetensors file '" + path.string() + "': " + errno_text());
+  const RegularFileOpen opened = try_open_regular_file(path.string());
+  if (opened.fd < 0)
+    throw Error(Errc::kModelIo, "cannot open safetensors file '" + path.string() +
+                                    "': " + opened.problem +
+                                    (opened.error == 0 ? ": give the path of a regular file" : ""));
+  const int fd = opened.fd;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string why = S_ISREG(st.st_mode) ? errno_text() : "not a regular file";
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = errno_text();
     ::close(fd);
     throw Error(Errc::kModelIo, "cannot read safetensors file '" + path.string() + "': " + why);
   }
@@ -210,11 +214,8 @@ std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& tensor) cons
 void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64_t> expected_shape,
                                     std::span<float> out) const {
   const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
+  check_tensor(name, expected_shape);
   const TensorInfo* t = find(name);
-  if (!t) throw Error(Errc::kModelMissingTensor, where + " is missing");
-  if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
-    throw Error(Errc::kModelBadTensor, where + " has shape " + shape_string(t->shape) +
-                                           ", expected " + shape_string(expected_shape));
   const std::span<const std::byte> data = bytes(*t);
   const size_t count = data.size() / t->element_size;
   if (count != out.size())  // the shape matched, so only a caller's bad buffer gets here
@@ -234,6 +235,33 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
     throw Error(Errc::kModelBadTensor,
                 where + " has dtype " + t->dtype + "; weights must be BF16, F16 or F32");
   }
+}
+
+void SafetensorsFile::read_weights(std::string_view name, std::span<const int64_t> expected_shape,
+                                   std::span<float> out) const {
+  read_as_float(name, expected_shape, out);
+  // A NaN or infinite weight makes every output NaN, or silently wrong (an all-NaN target
+  // still "matched greedy"): such a file is damaged or its training diverged.
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  if (bad != out.end())
+    throw Error(Errc::kModelBadTensor,
+                "tensor '" + std::string(name) + "' in '" + path_.string() + "' holds " +
+                    (std::isnan(*bad) ? "NaN"
+                     : *bad > 0       ? "+Inf"
+                                      : "-Inf") +
+                    " at element " + std::to_string(bad - out.begin()) +
+                    ": weights must be finite (a damaged file, or a training that diverged); "
+                    "use another checkpoint");
+}
+
+void SafetensorsFile::check_tensor(std::string_view name,
+                                   std::span<const int64_t> expected_shape) const {
+  const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
+  const TensorInfo* t = find(name);
+  if (!t) throw Error(Errc::kModelMissingTensor, where + " is missing");
+  if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
+    throw Error(Errc::kModelBadTensor, where + " has shape " + shape_string(t->shape) +
+                                           ", expected " + shape_string(expected_shape));
 }
 
 }  // namespace hsring

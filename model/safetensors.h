@@ -44,11 +44,20 @@ class SafetensorsFile {
   // The tensor's bytes inside the mapping (no alignment promised).
   std::span<const std::byte> bytes(const TensorInfo& tensor) const;
 
+  // Throws Error: kMissingTensor when tensor `name` is absent, kBadTensor when its shape
+  // differs from `expected_shape`. Reads no tensor byte: a caller checks every tensor this
+  // way before allocating for any, so a config's sizes are bounded by what the file holds.
+  void check_tensor(std::string_view name, std::span<const int64_t> expected_shape) const;
+
   // Converts tensor `name` (BF16, F16 or F32) to fp32 into `out`, which holds the element
   // count of `expected_shape`. Throws Error: kMissingTensor when absent, kBadTensor when
   // its shape differs from `expected_shape` or its dtype is not a float one.
   void read_as_float(std::string_view name, std::span<const int64_t> expected_shape,
                      std::span<float> out) const;
+  // read_as_float for a model's weights, which must be finite: also throws kBadTensor for a
+  // NaN or an infinity, naming the tensor, the value and its element.
+  void read_weights(std::string_view name, std::span<const int64_t> expected_shape,
+                    std::span<float> out) const;
 
  private:
   SafetensorsFile(std::filesystem::path path, const std::byte* map, size_t size);

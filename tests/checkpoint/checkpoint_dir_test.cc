@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "test_checkpoints.h"
 #include "tests/common/planted_files.h"
+#include "tests/common/special_files.h"
 
 namespace hsring::checkpoint {
 namespace {
@@ -326,6 +327,45 @@ TEST(CheckpointDirTest, AFolderNamedLikeAStepFileIsNoCheckpoint) {
   std::vector<std::string> listed = list_names(dir.path());
   std::sort(listed.begin(), listed.end());
   EXPECT_EQ(listed, expected);
+}
+
+// A FIFO named like the newest step file blocked open() forever, and with it the drafter's
+// resume (issue 33): it is a rejected checkpoint, named, and the previous one is loaded.
+TEST(CheckpointDirTest, AFifoNamedLikeAStepFileIsRejectedWithoutBlocking) {
+  const hsring::testing::HangGuard guard;
+  TempDir dir;
+  std::mt19937_64 rng(39);
+  {
+    CheckpointWriter writer(dir.path());
+    writer.write(random_checkpoint(rng, 4, 1, 10));
+  }
+  const std::string fifo = dir.file(checkpoint_file_name(7));
+  hsring::testing::plant_fifo(fifo);
+  const std::optional<LoadedCheckpoint> loaded = load_latest(dir.path());
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->checkpoint.step, 4u);
+  ASSERT_EQ(loaded->rejected.size(), 1u);
+  EXPECT_EQ(loaded->rejected[0].path, fifo);
+  EXPECT_EQ(loaded->rejected[0].code, Errc::kCheckpointIo);
+  EXPECT_NE(loaded->rejected[0].reason.find("a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << loaded->rejected[0].reason;
+  EXPECT_THROW(load_checkpoint(fifo), Error);
+}
+
+TEST(CheckpointDirTest, AFifoAtTheLockIsRefusedWithoutBlocking) {
+  const hsring::testing::HangGuard guard;
+  TempDir dir;
+  hsring::testing::plant_fifo(dir.file(kLockFileName));
+  try {
+    CheckpointWriter writer(dir.path());
+    FAIL() << "locked a FIFO";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kCheckpointIo);
+    EXPECT_NE(std::string(e.what()).find("a FIFO (named pipe), not a regular file"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CheckpointDirTest, CreatesTheDirectory) {

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "checkpoint/dflash_modeling.h"
 #include "checkpoint/safetensors_export.h"
@@ -15,6 +17,7 @@
 #include "model/model_config.h"
 #include "model/safetensors.h"
 #include "tests/common/planted_files.h"
+#include "tests/common/special_files.h"
 #include "train/dflash_params.h"
 
 namespace hsring::checkpoint {
@@ -254,7 +257,18 @@ TEST_F(DflashExportTest, ReaderRefusesMissingFiles) {
   fs::remove(dir_ / "model.safetensors");
   EXPECT_THROW(read_dflash_export(dir_.string()), std::exception);
   fs::remove(dir_ / "config.json");
-  expect_refused(Errc::kCheckpointIo, "missing", "config.json");
+  expect_refused(Errc::kCheckpointIo, "no such file", "config.json");
+}
+
+TEST_F(DflashExportTest, AFifoInPlaceOfAFileIsRefusedWithoutBlocking) {
+  const hsring::testing::HangGuard guard;
+  for (const std::string name : {"config.json", "model.safetensors"}) {
+    fs::remove_all(dir_);
+    write(small_drafter());
+    hsring::testing::plant_fifo((dir_ / name).string());
+    expect_refused(name == "config.json" ? Errc::kCheckpointIo : Errc::kModelIo,
+                   "a FIFO (named pipe), not a regular file", name);
+  }
 }
 
 TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {
@@ -311,6 +325,91 @@ TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {
   // A changed shape no longer matches the tensors.
   with([](json& j) { j["intermediate_size"] = 256; });
   expect_refused(Errc::kCheckpointBadTable, "mlp.gate_proj.weight has shape", "model.safetensors");
+}
+
+// Sizes read from config.json are bounded before they reach an allocation: 100,000 layer
+// ids made `hsring eval` touch 6.4 GB before refusing; a repeated id was accepted; a
+// max_position_embeddings of 0 too (issue 33).
+TEST_F(DflashExportTest, ReaderBoundsTheSizesItReadsBeforeAllocating) {
+  write(small_drafter());
+  const json good = config();
+  const auto with = [&](const std::function<void(json&)>& edit) {
+    json j = good;
+    edit(j);
+    set_config(j);
+  };
+  with([](json& j) {
+    j["num_target_layers"] = 200000;
+    j["dflash_config"]["target_layer_ids"] = std::vector<int>(100000, 1);
+  });
+  expect_refused(Errc::kCheckpointBadHeader, "num_target_layers is 200000, more than the 1024",
+                 "config.json");
+  with([](json& j) {
+    std::vector<int> ids(1000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int(i % 6);
+    j["dflash_config"]["target_layer_ids"] = ids;
+  });
+  expect_refused(Errc::kCheckpointBadHeader, "lists 1000 layers of a target of 6", "config.json");
+  with([](json& j) { j["dflash_config"]["target_layer_ids"] = {1, 1}; });
+  expect_refused(Errc::kCheckpointBadHeader, "lists layer 1 twice", "config.json");
+  with([](json& j) { j["max_position_embeddings"] = 0; });
+  expect_refused(Errc::kCheckpointBadHeader, "'max_position_embeddings' is 0", "config.json");
+  with([](json& j) { j["max_position_embeddings"] = -1; });
+  expect_refused(Errc::kCheckpointBadHeader, "not a non-negative integer", "config.json");
+  // Shapes the tensors do not have are refused before the parameters are allocated: these
+  // MLPs would ask for terabytes.
+  with([](json& j) {
+    j["intermediate_size"] = 1 << 30;
+    j["num_hidden_layers"] = 1024;
+    j.erase("layer_types");
+  });
+  expect_refused(Errc::kCheckpointBadTable, "has shape", "model.safetensors");
+}
+
+// NaN drafter weights gave tau 1.0 and exit 0 (issue 33).
+TEST_F(DflashExportTest, ReaderRefusesWeightsThatAreNotFinite) {
+  write(small_drafter());
+  edit_tensors([](std::vector<Tensor>& t) { t.at(1).data.at(3) = std::nanf(""); });
+  try {
+    read_dflash_export(dir_.string());
+    FAIL() << "NaN weights accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadTensor) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds NaN at element 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+}
+
+// Property: config.json cut anywhere, with bytes changed, or with numbers grown by digits
+// (the way 100,000 layer ids or a vocabulary of 10^12 arrive) is read or refused with an
+// Error; never std::bad_alloc, never another exception, never a crash.
+TEST_F(DflashExportTest, MutatedConfigsAreReadOrRefusedNeverACrash) {
+  write(small_drafter());
+  const std::string good = config().dump(2);
+  std::mt19937_64 rng(33);
+  for (int round = 0; round < 400; ++round) {
+    std::string text = good;
+    switch (round % 3) {
+      case 0:
+        text.resize(rng() % text.size());
+        break;
+      case 1:
+        for (int k = 0; k < 3; ++k) text[rng() % text.size()] = char(rng());
+        break;
+      default: {
+        // Grow a number: digits inserted after a digit.
+        const size_t at = text.find_first_of("0123456789", rng() % text.size());
+        if (at != std::string::npos) text.insert(at, std::to_string(rng() % 1000000000));
+      }
+    }
+    { std::ofstream(dir_ / "config.json", std::ios::trunc) << text; }
+    try {
+      (void)read_dflash_export(dir_.string());
+    } catch (const Error&) {
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not an Error: " << e.what() << "\nconfig.json:\n" << text;
+    }
+  }
 }
 
 TEST_F(DflashExportTest, ReaderRefusesMissingExtraAndMisshapenTensors) {

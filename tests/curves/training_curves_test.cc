@@ -21,6 +21,7 @@
 
 #include "curves/tensorboard_event.pb.h"
 #include "curves/tfrecord.h"
+#include "tests/common/special_files.h"
 
 namespace hsring::curves {
 namespace {
@@ -170,6 +171,16 @@ TEST_F(CurvesTest, ACutLastLineIsDroppedAndAResumeAppends) {
 
 TEST_F(CurvesTest, AFolderThatCannotBeWrittenStopsTheCurvesNotTraining) {
   std::ofstream(run_) << "a file where the run folder should be";
+  auto curves = TrainingCurves::open(run_, 0);
+  EXPECT_FALSE(curves->writing());
+  curves->record(step(1, 1));  // does not throw
+}
+
+// A FIFO at metrics.jsonl blocked the drafter's open() of it forever (issue 33).
+TEST_F(CurvesTest, AFifoAtTheMetricsFileStopsTheCurvesNotTraining) {
+  const hsring::testing::HangGuard guard;
+  fs::create_directories(run_);
+  hsring::testing::plant_fifo((fs::path(run_) / kMetricsFile).string());
   auto curves = TrainingCurves::open(run_, 0);
   EXPECT_FALSE(curves->writing());
   curves->record(step(1, 1));  // does not throw

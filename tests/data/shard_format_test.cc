@@ -6,10 +6,12 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "data/corpus.h"
 #include "data/file_io.h"
 #include "data/shard_file.h"
 #include "test_corpus.h"
 #include "tests/common/planted_files.h"
+#include "tests/common/special_files.h"
 
 namespace hsring::data {
 namespace {
@@ -71,6 +73,34 @@ TEST(ShardFormatTest, RoundTripEveryWidth) {
       uint32_t token = 0;
       std::memcpy(&token, raw.data() + i * width, width);
       ASSERT_EQ(token, content.tokens[i]) << "token " << i;
+    }
+  }
+}
+
+// A FIFO named like a shard blocked `hsring run`'s preflight in open() (issue 33): it is
+// refused with its name, and so is a folder.
+TEST(ShardFormatTest, AFifoOrAFolderNamedLikeAShardIsRefusedWithoutBlocking) {
+  const hsring::testing::HangGuard guard;
+  TempDir dir;
+  std::mt19937_64 rng(2);
+  testing::write_random_shard(dir.file("a.hstok"), rng, 4, 50, 2, 1000);
+  for (const bool fifo : {true, false}) {
+    const std::string planted = dir.file("b.hstok");
+    std::filesystem::remove_all(planted);
+    if (fifo)
+      hsring::testing::plant_fifo(planted);
+    else
+      std::filesystem::create_directory(planted);
+    try {
+      (void)Corpus::open(dir.path());
+      ADD_FAILURE() << planted << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kDataIo) << e.what();
+      EXPECT_NE(std::string(e.what()).find(
+                    planted + ": cannot open: " + (fifo ? "a FIFO (named pipe)" : "a folder") +
+                    ", not a regular file"),
+                std::string::npos)
+          << e.what();
     }
   }
 }

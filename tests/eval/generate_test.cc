@@ -5,20 +5,27 @@
 // continuations of the built-in corpus (eval/builtin_data.h).
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
 #include "../crash/process_util.h"
 #include "../data/test_corpus.h"
 #include "builtin/pretrain.h"
+#include "common/error.h"
 #include "data/corpus.h"
 #include "data/default_corpus.h"
 #include "data/shard_file.h"
+#include "data/shard_writer.h"
 #include "data/token_batch.h"
 #include "eval/builtin_data.h"
 #include "eval/generate.h"
 #include "eval/speculative_decode.h"
 #include "model/cpu_target_model.h"
+#include "tests/common/special_files.h"
 
 namespace hsring::eval {
 namespace {
@@ -127,6 +134,72 @@ TEST(GenerateCliTest, ContinuationIsTheTargetsGreedyDecodeAndTheMaskCoversExactl
   EXPECT_EQ(slurp(again + "/shard-00000.hstok"), slurp(out + "/shard-00000.hstok"));
 }
 
+// A run SIGKILLed after some shards were finished, then resumed with --resume, writes the
+// very shards (byte for byte) of a run nobody interrupted; a resume with other flags is
+// refused, naming the record.
+TEST(GenerateCliTest, AKilledRunResumesAndLosesNothing) {
+  TempDir dir;
+  const std::string prompts = dir.path() + "/prompts";
+  fs::create_directories(prompts);
+  {
+    data::ShardWriter writer(prompts + "/p.hstok", 1, 256);
+    for (int i = 0; i < 48; ++i) writer.add_text_document("prompt " + std::to_string(i * 7919));
+    writer.finish();
+  }
+  const auto flags = [&](const std::string& out) {
+    return std::vector<std::string>{
+        "--model",          "tiny", "--data",         prompts, "-o",        out,
+        "--max-new-tokens", "10",   "--shard-tokens", "120",   "--threads", "1"};
+  };
+  const std::string whole = dir.path() + "/whole", cut = dir.path() + "/cut";
+  const auto r = generate(flags(whole));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto shards_in = [](const std::string& folder) {
+    return data::Corpus::list_shards(folder).size();
+  };
+  ASSERT_GE(shards_in(whole), 8u);
+
+  std::vector<std::string> argv = {hsring_bin(), "data", "generate"};
+  for (const std::string& f : flags(cut)) argv.push_back(f);
+  {
+    crash::Spawned run(argv, dir.path() + "/cut.out", dir.path() + "/cut.err");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!run.exited() && (!fs::exists(cut) || shards_in(cut) < 3) &&
+           std::chrono::steady_clock::now() < deadline)
+      run.wait(crash::Millis(2));
+    ASSERT_FALSE(run.exited()) << "the run ended before it could be killed: " << run.stdout_text();
+    run.signal(SIGKILL);
+    const auto status = run.wait(crash::Millis(10000));
+    ASSERT_TRUE(status && WIFSIGNALED(*status));
+  }
+  const size_t kept = shards_in(cut);
+  ASSERT_LT(kept, shards_in(whole)) << "the kill came after the last shard";
+
+  const auto same_flags_again = generate(flags(cut));  // without --resume: refused
+  EXPECT_NE(same_flags_again.exit_code, 0);
+  EXPECT_NE(same_flags_again.err.find("--resume"), std::string::npos) << same_flags_again.err;
+  auto other = flags(cut);
+  other[7] = "11";  // --max-new-tokens
+  other.push_back("--resume");
+  const auto refused = generate(other);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("generate.json records another run"), std::string::npos)
+      << refused.err;
+
+  auto resume = flags(cut);
+  resume.push_back("--resume");
+  const auto resumed = generate(resume);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming after the"), std::string::npos) << resumed.out;
+  const auto want = data::Corpus::list_shards(whole), got = data::Corpus::list_shards(cut);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(slurp(got[i]), slurp(want[i])) << fs::path(got[i]).filename();
+  for (const auto& entry : fs::directory_iterator(cut))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos)
+        << "a temporary left behind: " << entry.path();
+}
+
 TEST(GenerateCliTest, BadFlagsAreRefusedNamingTheFlag) {
   TempDir dir;
   const std::string prompts = dir.path() + "/prompts";
@@ -192,6 +265,19 @@ TEST(GenerateTest, StopsAfterAStopTokenAndReadsTheModelsEos) {
   std::ofstream(model + "/generation_config.json") << R"({"eos_token_id": [7, 9]})";
   EXPECT_EQ(model_stop_tokens(model), (std::vector<int32_t>{7, 9}));
   EXPECT_TRUE(model_stop_tokens("tiny").empty());
+
+  // A FIFO in place of generation_config.json is refused, not waited on (issue 33).
+  const hsring::testing::HangGuard guard;
+  hsring::testing::plant_fifo(model + "/generation_config.json");
+  try {
+    (void)model_stop_tokens(model);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelIo);
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: cannot open: a FIFO"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The built-in data is what its header says: every training document of the built-in

@@ -12,6 +12,7 @@
 
 #include "common/random.h"
 #include "eval/gpu_speculative_decode.h"
+#include "eval/gpu_target_runner.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 #include "model/cuda_kv_cache.h"
@@ -249,6 +250,31 @@ TEST_P(GpuDecoderTest, SpeculativeDecodingIsGreedyDecoding) {
     EXPECT_EQ(produced + 1, new_tokens) << "the prefill's token, then each step's";
     EXPECT_EQ(speculative[i].verified[0], speculative[i].produced.size());
   }
+}
+
+// Greedy decoding on the GPU (`hsring data generate --gpu`) with a stop token: each
+// prompt's output is its unstopped output up to and including the token's first occurrence,
+// while the other prompts of the group go on (through the KV cache, and without one).
+TEST_P(GpuDecoderTest, GreedyDecodingStopsAtAStopTokenAndTheOthersGoOn) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  CudaTargetModel target(c, random_weights(c, 5), 0);
+  eval::GpuTargetRunner runner(target, {});
+  EXPECT_EQ(runner.cached(), GetParam() != "qwen3_5");
+  const auto prompts = prompts_for(c, 6, 3);
+  const auto full = runner.greedy_decode(prompts, 24, {}, 4);
+  const int32_t stop = full[0][5];  // prompt 0 stops at its 6th token at the latest
+  const std::vector<int32_t> stops = {stop};
+  const auto stopped = runner.greedy_decode(prompts, 24, stops, 4);
+  size_t shorter = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(full[i].size(), 24u);
+    auto end = std::find(full[i].begin(), full[i].end(), stop);
+    if (end != full[i].end()) ++end;
+    EXPECT_EQ(stopped[i], std::vector<int32_t>(full[i].begin(), end)) << "prompt " << i;
+    shorter += stopped[i].size() < 24;
+  }
+  EXPECT_GE(shorter, 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, GpuDecoderTest, ::testing::Values("tiny", "llama", "qwen3_5"));

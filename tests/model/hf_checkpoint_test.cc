@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -10,6 +11,7 @@
 #include "model/cpu_target_model.h"
 #include "model/float_convert.h"
 #include "test_files.h"
+#include "tests/common/special_files.h"
 
 namespace hsring {
 namespace {
@@ -236,6 +238,112 @@ TEST(HfCheckpointTest, EmptyFolderAndMissingConfig) {
   EXPECT_NE(std::string(e.what()).find("no model.safetensors"), std::string::npos);
   EXPECT_THROW(load_hf_checkpoint_config(dir.path()), Error);
   EXPECT_THROW(open_cpu_model((dir / "absent").string()), Error);
+}
+
+// model_type "llama" over Qwen3 weights loaded, leaving every q_norm / k_norm unread: the
+// forward silently differed from the model's (issue 33).
+TEST(HfCheckpointTest, ALlamaConfigOverQwen3WeightsIsRefusedNamingAnUnusedNorm) {
+  const ModelConfig qwen = qwen_config();
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), qwen, random_weights(qwen, 1), "F32");
+  ModelConfig as_llama = qwen;
+  as_llama.model_type = "llama";
+  as_llama.qk_norm = false;
+  test::write_text(dir / "config.json", test::config_json(as_llama));
+  const ModelConfig read = load_hf_checkpoint_config(dir.path());
+  ASSERT_FALSE(read.qk_norm);
+  const Error e = load_error(dir.path(), read);
+  EXPECT_EQ(e.code(), Errc::kModelBadConfig) << e.what();
+  EXPECT_NE(std::string(e.what()).find("'model.layers.0.self_attn.k_norm.weight' first"),
+            std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("does not use 4 tensor(s) of its layers"), std::string::npos)
+      << e.what();
+  // RoPE's saved inverse frequencies are no architecture's: still loaded.
+  test::TempDir old;
+  const ModelConfig llama = llama_config();
+  test::write_model_folder(old.path(), llama, random_weights(llama, 1), "F32");
+  std::vector<test::TestTensor> tensors;
+  ModelWeights w = random_weights(llama, 1);
+  for_each_weight(llama, w,
+                  [&](const std::string& name, const std::vector<int64_t>& shape,
+                      const std::vector<float>& values) {
+                    tensors.push_back(test::make_tensor(name, "F32", shape, values));
+                  });
+  tensors.push_back(
+      test::make_tensor("model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {4}, {1, 2, 3, 4}));
+  test::write_safetensors(old / "model.safetensors", tensors);
+  EXPECT_NO_THROW(load_hf_weights(old.path(), llama));
+}
+
+// An all-NaN target gave `hsring eval` tau 3.0 and "matches greedy" (issue 33).
+TEST(HfCheckpointTest, ANonFiniteWeightIsRefusedNamingTheTensorAndTheElement) {
+  const ModelConfig c = llama_config();
+  for (const std::string dtype : {"F32", "BF16", "F16"}) {
+    for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      ModelWeights w = random_weights(c, 1);
+      w.layers[1].up_proj[5] = bad;
+      test::TempDir dir;
+      test::write_model_folder(dir.path(), c, w, dtype, 2);
+      const Error e = load_error(dir.path(), c);
+      EXPECT_EQ(e.code(), Errc::kModelBadTensor) << e.what();
+      const std::string value = std::isnan(bad) ? "NaN" : bad > 0 ? "+Inf" : "-Inf";
+      EXPECT_NE(std::string(e.what()).find("tensor 'model.layers.1.mlp.up_proj.weight'"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("holds " + value + " at element 5"), std::string::npos)
+          << dtype << ": " << e.what();
+    }
+  }
+}
+
+// Sizes from config.json are bounded by the weight files before anything is allocated: a
+// vocabulary of 2^31 - 1 over a 32-wide model would ask for 2^36 floats for the embedding.
+TEST(HfCheckpointTest, AConfigLargerThanItsWeightsIsRefusedBeforeAllocating) {
+  const ModelConfig c = llama_config();
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, random_weights(c, 1), "F32");
+  ModelConfig huge = c;
+  huge.vocab_size = 2147483647u;
+  huge.hidden_size = 65536;
+  huge.num_layers = 1024;
+  test::write_text(dir / "config.json", test::config_json(huge));
+  const ModelConfig read = load_hf_checkpoint_config(dir.path());
+  ASSERT_EQ(read.vocab_size, 2147483647u);
+  const Error e = load_error(dir.path(), read);  // not std::bad_alloc
+  EXPECT_EQ(e.code(), Errc::kModelBadTensor) << e.what();
+  EXPECT_NE(std::string(e.what()).find("model.embed_tokens.weight"), std::string::npos) << e.what();
+}
+
+TEST(HfCheckpointTest, AFifoOrAFolderInPlaceOfAFileIsRefusedWithoutBlocking) {
+  const testing::HangGuard guard;
+  const ModelConfig c = llama_config();
+  for (const std::string name :
+       {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors"}) {
+    test::TempDir dir;
+    test::write_model_folder(dir.path(), c, random_weights(c, 1), "F32", 2);
+    testing::plant_fifo((dir / name).string());
+    try {
+      if (name == "config.json")
+        (void)load_hf_checkpoint_config(dir.path());
+      else
+        (void)load_hf_weights(dir.path(), c);
+      ADD_FAILURE() << name << " as a FIFO was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::kModelIo) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a FIFO (named pipe), not a regular file"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  test::TempDir dir;
+  test::write_model_folder(dir.path(), c, random_weights(c, 1), "F32", 1);
+  std::filesystem::remove(dir / "model.safetensors");
+  std::filesystem::create_directory(dir / "model.safetensors");
+  const Error e = load_error(dir.path(), c);
+  EXPECT_NE(std::string(e.what()).find("a folder, not a regular file"), std::string::npos)
+      << e.what();
 }
 
 }  // namespace

@@ -155,6 +155,9 @@ TEST(ModelConfigTest, MissingOrMistypedFieldsNameTheField) {
       {"mlp_bias", "true", "biased MLP projections"},
       {"use_sliding_window", "true", "sliding-window attention"},
       {"layer_types", "[\"full_attention\", \"linear_attention\"]", "\"linear_attention\""},
+      // Unused by the default RoPE, but no model has 0 or -1 positions (issue 33).
+      {"max_position_embeddings", "0", "'max_position_embeddings' must be a positive integer"},
+      {"max_position_embeddings", "-1", "'max_position_embeddings' must be a positive integer"},
   };
   for (const Case& c : cases) {
     const Error e = config_error(qwen_with(c.key, c.value));

@@ -18,11 +18,13 @@
 #include <optional>
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include "common/cli_checks.h"
 #include "data/shard_file.h"
 #include "data/shard_writer.h"
 #include "shm/ring.h"
+#include "tests/common/special_files.h"
 #include "tests/crash/process_util.h"
 
 namespace hsring {
@@ -114,10 +116,68 @@ TEST_F(ConfigFile, AnUnterminatedStringIsRefusedWithItsLine) {
   EXPECT_FALSE(crash::segment_exists(ring_.name()));
 }
 
+// A config file that is a FIFO blocked CLI11's open() forever; a folder got CLI11's own
+// message without the reason (issue 33).
+TEST_F(ConfigFile, AFifoOrAFolderIsRefusedNamingWhatItIs) {
+  const hsring::testing::HangGuard guard;
+  const std::string conf = dir_.file("fifo.conf");
+  hsring::testing::plant_fifo(conf);
+  for (const std::string& path : {conf, dir_.path()}) {
+    const auto r = crash::run_command(
+        {bin("hsring"), "--config", path, "run", "--ring", ring_.name(), "--batches", "1"});
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_NE(r.err.find("config file " + path +
+                         ": cannot open: " + (path == conf ? "a FIFO (named pipe)" : "a folder") +
+                         ", not a regular file"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+// CLI11 let the first of two [run] sections or keys win silently, cut a value at a NUL, and
+// refused a bare key or a value out of range without the file and line (issue 33).
+TEST_F(ConfigFile, ATwiceGivenSectionOrKeyABareKeyAndANulAreRefusedWithTheirLine) {
+  const struct {
+    std::string lines;
+    std::string message;
+  } cases[] = {
+      {"slots=8\n[run]\nslots=9\n", "line 4: the section [run] again (first at line 2)"},
+      {"slots=8\nslots=9\n", "line 4: key 'slots' again (first at line 3)"},
+      {"slots\n", "line 3: key 'slots': Value true not in range 2 to 4096"},
+      {"slots=1\n", "line 3: key 'slots': Value 1 not in range 2 to 4096"},
+      {"bogus=1\n", "line 3: unknown key 'bogus'"},
+      {std::string("ring=\"a\0b\"\n", 11), "line 3: a NUL byte"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_with_config(c.lines);
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_NE(r.err.find("config file " + dir_.file("hsring.conf") + " " + c.message),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
+// Windows editors start a file with a UTF-8 byte order mark; CLI11 refused the first line.
+TEST_F(ConfigFile, AByteOrderMarkIsSkipped) {
+  {
+    std::ofstream out(dir_.file("bom.conf"));
+    out << "\xEF\xBB\xBF[run]\nslots=bogus\n";
+  }
+  const auto r = crash::run_command(
+      {bin("hsring"), "--config", dir_.file("bom.conf"), "run", "--ring", ring_.name()});
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  // The section was read: the error is about the key's value, not the first line.
+  EXPECT_NE(r.err.find("slots"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("section"), std::string::npos) << r.err;
+}
+
 TEST_F(ConfigFile, ANonFiniteValueIsRefusedNamingTheKey) {
   const auto r = run_with_config("lr=nan\n");
   EXPECT_EQ(r.exit_code, kUsage) << r.err;
-  EXPECT_NE(r.err.find("--lr: 'nan' is not a finite number"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("line 3: key 'lr': 'nan' is not a finite number"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(ConfigFile, OtherMalformedLinesAreRefused) {
@@ -135,6 +195,51 @@ TEST_F(ConfigFile, OtherMalformedLinesAreRefused) {
   EXPECT_NE(config_text_problem("[run]\nring=\"\"\"a\n").find("multi-line strings"),
             std::string::npos);
   EXPECT_EQ(config_text_problem("[run]\nring=\"a \\\"b\\\" c\"  # ok\nslots = 8\nquiet\n"), "");
+}
+
+// Property: whatever bytes a config file holds (random, or the default config cut or
+// mutated anywhere), the checks and CLI11's reader after them return or throw
+// CLI::ConfigError with a line; nothing else escapes, nothing crashes.
+TEST_F(ConfigFile, RandomAndMutatedFilesGiveAnErrorNeverACrash) {
+  const auto r = crash::run_command({bin("hsring"), "config", "default"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string good = r.out;
+  std::mt19937_64 rng(33);
+  const auto read = [](const std::string& text) {
+    CheckedConfig checked("fuzz.conf");
+    std::istringstream in(text);
+    try {
+      (void)checked.from_config(in);
+    } catch (const CLI::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("fuzz.conf"), std::string::npos) << e.what();
+    } catch (const CLI::ParseError&) {  // CLI11's own refusal of what passed the checks
+    }
+  };
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    switch (round % 4) {
+      case 0:  // random bytes
+        text.resize(rng() % 200);
+        for (char& c : text) c = char(rng());
+        break;
+      case 1:  // the default config cut anywhere
+        text = good.substr(0, rng() % (good.size() + 1));
+        break;
+      case 2: {  // a few bytes of it changed
+        text = good;
+        for (int k = 0; k < 4; ++k) text[rng() % text.size()] = char(rng());
+        break;
+      }
+      default: {  // a config-looking line of random printable characters
+        static const std::string alphabet = "[]=\"'#\\ \tabcrun0123456789.-\n\r\xEF\xBB\xBF";
+        text = "[run]\n";
+        for (size_t k = rng() % 60; k > 0; --k) text += alphabet[rng() % alphabet.size()];
+      }
+    }
+    SCOPED_TRACE(::testing::PrintToString(text));
+    read(text);
+    (void)config_text_problem(text);
+  }
 }
 
 TEST_F(ConfigFile, TheDefaultConfigPassesTheChecks) {
@@ -206,6 +311,22 @@ TEST_F(CorruptShard, AFlippedTokenIsRefusedBeforeTheRunStarts) {
   EXPECT_EQ(skipped.exit_code, 0) << skipped.err;
 }
 
+// Found by the target mid-run (the preflight's read skipped): the run stops with 2 at once,
+// no restart of the target into the same token.
+TEST_F(CorruptShard, AnOutOfVocabularyTokenFoundByATargetStopsTheRunWithoutRestarts) {
+  set_token(700, 60000);
+  const auto r = crash::run_command(
+      {bin("hsring"), "run", "--ring", ring_.name(), "--model", "tiny", "--data", dir_.file("data"),
+       "--run-dir", dir_.file("run"), "--quiet", "--batches", "200", "--max-tokens", "128",
+       "--no-verify-data", "--max-restarts", "1000"},
+      Millis(60000));
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_NE(r.err.find("token 60000 is outside the vocabulary"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited 2, an error a restart cannot fix"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("restarting in"), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring_.name()));
+}
+
 TEST_F(CorruptShard, AnOutOfVocabularyTokenIsNamedWithItsShard) {
   set_token(700, 60000);
   const auto r = run();
@@ -217,22 +338,79 @@ TEST_F(CorruptShard, AnOutOfVocabularyTokenIsNamedWithItsShard) {
 }
 
 TEST(RunsThatFail, ARunWhoseDraftersConsumeNothingFails) {
-  // Another writer holds the checkpoint folder's lock: every drafter start is refused, the
+  // Every drafter hangs in its first step and is killed as hung (a crash: restarted), the
   // targets run, and no batch is ever consumed.
+  RingCleanup ring;
+  const auto r =
+      crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "synthetic",
+                          "--drafter-step-ms", "60000", "--hang-timeout", "1", "--drain-timeout",
+                          "1", "--seconds", "3", "--max-restarts", "1000", "--quiet"},
+                         Millis(60000));
+  EXPECT_EQ(r.exit_code, kNothingConsumed) << r.err;
+  EXPECT_NE(r.err.find("(hung) killed by SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restarting in"), std::string::npos) << "a crash is restarted:\n" << r.err;
+  EXPECT_NE(r.err.find("error: the drafters consumed no batch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the run did nothing"), std::string::npos) << r.err;
+}
+
+// A worker's own classified error (usage, data, model, checkpoint: exit 2) was restarted
+// five times and ended the run as a crash loop, exit 3 (issue 33). A restart reads the same
+// input: the run stops at once with the worker's class's code, 2.
+TEST(RunsThatFail, ACheckpointFolderLockedByAnotherRunEndsItWithTwoWithoutRestarts) {
   crash::TempDir dir;
   RingCleanup ring;
   std::filesystem::create_directories(dir.file("run/checkpoints"));
   const int lock = ::open(dir.file("run/checkpoints/.lock").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(lock, 0);
   ASSERT_EQ(::flock(lock, LOCK_EX | LOCK_NB), 0);
+  const auto started = std::chrono::steady_clock::now();
   const auto r = crash::run_command(
       {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", dir.file("run"),
-       "--seconds", "2", "--max-restarts", "1000", "--quiet", "--max-tokens", "128"},
+       "--seconds", "60", "--max-restarts", "1000", "--quiet", "--max-tokens", "128"},
       Millis(60000));
   ::close(lock);
-  EXPECT_EQ(r.exit_code, kNothingConsumed) << r.err;
-  EXPECT_NE(r.err.find("error: the drafters consumed no batch"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("the run did nothing"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, kUsage) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30))
+      << "stopped at the error, not at --seconds";
+  EXPECT_NE(r.err.find("drafter 0 exited 2, an error a restart cannot fix"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(".lock"), std::string::npos) << "the drafter's error names the lock\n"
+                                                    << r.err;
+  EXPECT_EQ(r.err.find("restarting in"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("crash loop"), std::string::npos) << r.err;
+  EXPECT_FALSE(crash::segment_exists(ring.name()));
+}
+
+// The /dev/shm entries whose names start with `ring`: the ring and its gradient exchange.
+std::vector<std::string> shm_entries_of(const std::string& ring) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().rfind(ring, 0) == 0)
+      names.push_back(entry.path().filename().string());
+  return names;
+}
+
+// A --run-dir that cannot be made (under a file, in a read-only folder) exited 4 and left
+// /dev/shm/RING behind, so the next run said "already exists" (issue 33).
+TEST(RunsThatFail, ARunFolderThatCannotBeMadeLeavesNoRing) {
+  crash::TempDir dir;
+  std::ofstream(dir.file("a-file")) << "not a folder";
+  std::filesystem::create_directory(dir.file("read-only"));
+  ::chmod(dir.file("read-only").c_str(), 0555);
+  std::vector<std::string> bad = {dir.file("a-file/run")};
+  if (::geteuid() != 0) bad.push_back(dir.file("read-only/run"));  // root writes anyway
+  for (const std::string& run_dir : bad) {
+    RingCleanup ring;
+    ASSERT_TRUE(shm_entries_of(ring.name()).empty());
+    const auto r = crash::run_command(
+        {bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny", "--run-dir", run_dir,
+         "--batches", "4", "--quiet", "--max-tokens", "128"},
+        Millis(60000));
+    EXPECT_EQ(r.exit_code, 4) << r.err;
+    EXPECT_NE(r.err.find(run_dir + ": cannot create the run folder"), std::string::npos) << r.err;
+    EXPECT_EQ(shm_entries_of(ring.name()), std::vector<std::string>{}) << run_dir;
+  }
+  ::chmod(dir.file("read-only").c_str(), 0755);
 }
 
 TEST(RunsThatFail, ANanLossEndsTheRunNamingTheBatchAndTheStep) {
@@ -415,7 +593,7 @@ TEST(RunsThatFail, AnEarlierRunsExportIsNeverReportedAsThisRuns) {
                           "1000", "--quiet", "--max-tokens", "128"},
                          Millis(60000));
   ::close(lock);
-  EXPECT_EQ(second.exit_code, kNothingConsumed) << second.err;
+  EXPECT_EQ(second.exit_code, kUsage) << second.err;
   EXPECT_EQ(second.err.find("evaluating the exported drafter"), std::string::npos) << second.err;
   EXPECT_EQ(second.err.find("acceptance"), std::string::npos) << second.err;
 }

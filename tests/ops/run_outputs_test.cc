@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/common/planted_files.h"
+#include "tests/common/special_files.h"
 #include "tests/crash/process_util.h"
 
 namespace hsring {
@@ -191,6 +192,13 @@ TEST(RunOutputs, PlantedLogFilesAreRefusedNotFollowed) {
   EXPECT_EQ(linked.exit_code, 2) << linked.err;
   EXPECT_NE(linked.err.find("2 names"), std::string::npos) << linked.err;
   EXPECT_TRUE(testing::victim_untouched(shared.victim));
+  // A FIFO with no reader blocked the launcher's open() of the log forever.
+  testing::plant_fifo(logs + "/target-0.log");
+  const auto fifo = planted_run(crash::unique_ring_name(), "", {"--log-dir", logs});
+  EXPECT_EQ(fifo.exit_code, 2) << fifo.err;
+  EXPECT_NE(fifo.err.find("target-0.log: worker log: a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << fifo.err;
 }
 
 }  // namespace
