@@ -55,17 +55,34 @@ int report_eval(const EvalReport& report, const std::string& json_path) {
 TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uint64_t model_seed,
                                                    const std::string& export_dir,
                                                    uint64_t train_seed, const PromptChoice& prompts,
-                                                   uint32_t threads) {
+                                                   uint32_t threads, int gpu) {
   const checkpoint::DflashExport trained = checkpoint::read_dflash_export(export_dir);
   const ModelConfig config = model_config_of(model);
   check_drafter_fits(config, trained);
   const ChosenPrompts chosen = choose_prompts(prompts, model, config.vocab_size);
-  const auto target = open_cpu_model(model, model_seed, {threads});
   checkpoint::DflashExport untrained = trained;
   train::init_dflash_params<float>(untrained.layout, train_seed, untrained.params);
   TrainedAgainstUntrained result;
-  result.trained = evaluate(*target, trained, chosen.prompts, kDefaultMaxNewTokens, threads);
   const size_t few = std::min<size_t>(kUntrainedPrompts, chosen.prompts.size());
+  if (gpu >= 0) {
+#if HSRING_HAVE_CUDA
+    const auto target = open_cuda_model(model, model_seed, gpu);
+    const TargetHead head = load_target_head(model, model_seed);
+    const GpuEvalOptions defaults;
+    result.trained = evaluate_on_gpu(*target, head, trained, chosen.prompts, kDefaultMaxNewTokens,
+                                     defaults.group);
+    result.untrained =
+        evaluate_on_gpu(*target, head, untrained, std::span(chosen.prompts).first(few),
+                        kDefaultMaxNewTokens, defaults.group);
+    result.prompts = chosen.description;
+    return result;
+#else
+    throw Error(Errc::kUsage, "GPU " + std::to_string(gpu) +
+                                  ": this hsring was built without CUDA and cannot evaluate on it");
+#endif
+  }
+  const auto target = open_cpu_model(model, model_seed, {threads});
+  result.trained = evaluate(*target, trained, chosen.prompts, kDefaultMaxNewTokens, threads);
   result.untrained = evaluate(*target, untrained, std::span(chosen.prompts).first(few),
                               kDefaultMaxNewTokens, threads);
   result.prompts = chosen.description;

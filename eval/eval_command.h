@@ -52,7 +52,7 @@ TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uin
                                                    const std::string& export_dir,
                                                    uint64_t train_seed,
                                                    const PromptChoice& prompts = {},
-                                                   uint32_t threads = 0);
+                                                   uint32_t threads = 0, int gpu = -1);
 
 // Loads everything, evaluates, prints the text report and writes the JSON one. Returns 0,
 // or 1 when the output differs from plain greedy decoding; throws on setup errors (a

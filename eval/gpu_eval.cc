@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "eval/gpu_speculative_decode.h"
-#include "model/target_head.h"
 
 namespace hsring::eval {
 namespace {
@@ -16,12 +15,19 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 EvalReport evaluate_on_gpu(const GpuEvalOptions& options, const checkpoint::DflashExport& drafter,
                            std::span<const EvalPrompt> chosen, uint32_t max_new_tokens) {
+  const auto target = open_cuda_model(options.model, options.model_seed, options.gpu);
+  const TargetHead head = load_target_head(options.model, options.model_seed);
+  return evaluate_on_gpu(*target, head, drafter, chosen, max_new_tokens, options.group);
+}
+
+EvalReport evaluate_on_gpu(CudaTargetModel& target, const TargetHead& head,
+                           const checkpoint::DflashExport& drafter,
+                           std::span<const EvalPrompt> chosen, uint32_t max_new_tokens,
+                           uint32_t group) {
   std::vector<std::vector<int32_t>> tokens;
   for (const EvalPrompt& p : chosen) tokens.push_back(p.tokens);
   const std::span<const std::vector<int32_t>> prompts = tokens;
-  const auto target = open_cuda_model(options.model, options.model_seed, options.gpu);
-  const TargetHead head = load_target_head(options.model, options.model_seed);
-  GpuSpeculativeDecoder decoder(*target, drafter, head, options.group);
+  GpuSpeculativeDecoder decoder(target, drafter, head, group);
   // A first forward allocates the target's scratch: not part of either timing.
   decoder.greedy(prompts.first(1), 1);
 

@@ -11,6 +11,8 @@
 #include "checkpoint/dflash_export.h"
 #include "eval/eval_prompts.h"
 #include "eval/eval_report.h"
+#include "model/cuda_target_model.h"
+#include "model/target_head.h"
 
 namespace hsring::eval {
 
@@ -25,5 +27,12 @@ struct GpuEvalOptions {
 // Error(kCuda) for CUDA failures (no such GPU, out of memory).
 EvalReport evaluate_on_gpu(const GpuEvalOptions& options, const checkpoint::DflashExport& drafter,
                            std::span<const EvalPrompt> prompts, uint32_t max_new_tokens);
+
+// The same on a target already loaded (its embedding and LM head `head`): the end of a
+// GPU run evaluates two drafters against one target.
+EvalReport evaluate_on_gpu(CudaTargetModel& target, const TargetHead& head,
+                           const checkpoint::DflashExport& drafter,
+                           std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,
+                           uint32_t group);
 
 }  // namespace hsring::eval

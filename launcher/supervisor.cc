@@ -461,10 +461,15 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   eval::PromptChoice prompts;
   prompts.prompts = options_.eval_prompts;
   if (!options_.data_is_builtin) prompts.data = options_.data;
-  log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ")");
+  log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ", on " +
+           (drafter0->gpu >= 0 ? "GPU " + std::to_string(drafter0->gpu) : std::string("the CPU")) +
+           ")");
   try {
-    const eval::TrainedAgainstUntrained r = eval::evaluate_against_untrained(
-        options_.model, options_.model_seed, export_dir, options_.train_seed, prompts);
+    // On drafter 0's GPU when it trained on one: the workers are gone, the GPU is free, and
+    // a large target would take the CPU minutes a prompt.
+    const eval::TrainedAgainstUntrained r =
+        eval::evaluate_against_untrained(options_.model, options_.model_seed, export_dir,
+                                         options_.train_seed, prompts, 0, drafter0->gpu);
     summary.evaluated = true;
     summary.acceptance_length = r.trained.acceptance_length;
     summary.acceptance_length_interval = r.trained.acceptance_length_interval;
