@@ -14,12 +14,12 @@ namespace hsring::cpu {
 
 // Scratch of the MLPs, sized on demand and kept between forwards.
 struct MlpScratch {
-  std::vector<float> gate, up;                     // [rows, width]
-  std::vector<float> router;                       // [rows, num_experts]
-  std::vector<ExpertChoice> choices;               // [rows, top_k]
-  std::vector<uint32_t> slots;                     // (row * top_k + rank) per expert, grouped
-  std::vector<float> gathered, expert_out;         // [n, H], [rows * top_k, H]
-  std::vector<float> shared_out, shared_gate;      // [rows, H], [rows]
+  std::vector<float> gate, up;                 // [rows, width]
+  std::vector<float> router;                   // [rows, num_experts]
+  std::vector<ExpertChoice> choices;           // [rows, top_k]
+  std::vector<uint32_t> slots;                 // (row * top_k + rank) per expert, grouped
+  std::vector<float> gathered, expert_out;     // [n, H], [rows * top_k, H]
+  std::vector<float> shared_out, shared_gate;  // [rows, H], [rows]
 };
 
 // out[r] = down(silu(gate(x[r])) * up(x[r])): x [rows, hidden], the projections [width,

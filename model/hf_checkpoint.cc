@@ -50,8 +50,8 @@ class CheckpointTensors {
     index_path_ = folder_ / kIndexFile;
     sharded_ = std::filesystem::exists(index_path_, ec);
     if (!sharded_ && !std::filesystem::exists(folder_ / kSingleFile, ec))
-      throw Error(Errc::kModelIo, "no " + std::string(kSingleFile) + " or " + kIndexFile +
-                                      " in '" + folder_.string() + "'");
+      throw Error(Errc::kModelIo, "no " + std::string(kSingleFile) + " or " + kIndexFile + " in '" +
+                                      folder_.string() + "'");
     if (sharded_) shard_of_ = read_index(index_path_);
   }
 
@@ -131,12 +131,11 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
   for (size_t i = 0; i < list.size(); ++i) {
     const WeightTensor& t = list[i];
     const std::string mlp = expert_mlp_prefix(t.name);
-    if (!mlp.empty() && (mlp == fused_done || (!tensors.find(t.name) &&
-                                               tensors.find(mlp + "experts.gate_up_proj")))) {
+    if (!mlp.empty() && (mlp == fused_done ||
+                         (!tensors.find(t.name) && tensors.find(mlp + "experts.gate_up_proj")))) {
       if (mlp != fused_done) {
         const uint32_t layer = uint32_t(std::stoul(mlp.substr(mlp.rfind("layers.") + 7)));
-        read_fused_experts(tensors, mlp, config.moe, config.hidden_size,
-                           weights.layers[layer].moe);
+        read_fused_experts(tensors, mlp, config.moe, config.hidden_size, weights.layers[layer].moe);
         fused_done = mlp;
       }
       continue;
@@ -155,8 +154,8 @@ std::vector<float> load_hf_tensor(const std::filesystem::path& folder,
                                   const std::vector<int64_t>& shape) {
   HSRING_REQUIRE(!names.empty());
   CheckpointTensors tensors(folder);
-  std::vector<float> out(size_t(std::accumulate(shape.begin(), shape.end(), int64_t(1),
-                                                std::multiplies<int64_t>())));
+  std::vector<float> out(
+      size_t(std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<int64_t>())));
   for (const std::string& name : names) {
     if (!tensors.find(name)) continue;
     tensors.read(name, shape, out);

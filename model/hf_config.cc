@@ -358,8 +358,9 @@ void read_moe(const ConfigReader& r, ModelConfig& c) {
 std::string not_built(const std::string& model_type, const ConfigReader& r) {
   std::string what;
   if (model_type == "gpt_oss")
-    what = "gpt-oss (attention sinks, alternating sliding-window layers, its biased, clamped "
-           "expert MLPs) is not built into hsring's forward";
+    what =
+        "gpt-oss (attention sinks, alternating sliding-window layers, its biased, clamped "
+        "expert MLPs) is not built into hsring's forward";
   else if (r.get("kv_lora_rank") || model_type.rfind("deepseek", 0) == 0)
     what = "DeepSeek-style multi-head latent attention (MLA) is not built into hsring's forward";
   else

@@ -141,9 +141,8 @@ std::string validate_config(const ModelConfig& c) {
   const bool outline = !c.no_native_forward.empty();
   if (!in_range(c.hidden_size, 65536)) return "hidden size must be in [1, 65536]";
   // Only dense MLPs need a width; an outline's is optional (a drafter picks one).
-  const bool dense_mlp =
-      c.mlp_kinds.empty() ||
-      std::find(c.mlp_kinds.begin(), c.mlp_kinds.end(), MlpKind::kDense) != c.mlp_kinds.end();
+  const bool dense_mlp = c.mlp_kinds.empty() || std::find(c.mlp_kinds.begin(), c.mlp_kinds.end(),
+                                                          MlpKind::kDense) != c.mlp_kinds.end();
   if ((dense_mlp && !outline) || c.intermediate_size != 0)
     if (!in_range(c.intermediate_size, 1u << 20)) return "intermediate size must be in [1, 2^20]";
   if (!in_range(c.num_layers, 1024)) return "layer count must be in [1, 1024]";
@@ -209,8 +208,7 @@ std::string cuda_forward_refusal(const ModelConfig& c) {
 }
 
 std::vector<std::string> named_model_configs() {
-  return {"tiny", "qwen3-8b", "qwen3.6-27b", "qwen3-dense-27b", "qwen3-30b-a3b",
-          "qwen3.6-35b-a3b"};
+  return {"tiny", "qwen3-8b", "qwen3.6-27b", "qwen3-dense-27b", "qwen3-30b-a3b", "qwen3.6-35b-a3b"};
 }
 
 ModelConfig named_model_config(std::string_view name) {

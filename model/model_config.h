@@ -43,7 +43,7 @@ struct MoeShape {
 };
 
 struct ModelConfig {
-  std::string name;                  // preset name or the config.json it came from
+  std::string name;  // preset name or the config.json it came from
   // "llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_5" or "qwen3_5_moe"; any other for an
   // outline (model_outline_of).
   std::string model_type = "qwen3";

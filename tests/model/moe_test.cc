@@ -87,8 +87,8 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
       std::vector<float> logits(c.moe.num_experts);
       cpu::linear(row, 1, h, moe.router.data(), logits.size(), logits.data(), 1);
       std::vector<ExpertChoice> picks(c.moe.experts_per_token);
-      route_token(logits.data(), c.moe.num_experts, c.moe.experts_per_token,
-                  c.moe.normalise_top_k, picks.data());
+      route_token(logits.data(), c.moe.num_experts, c.moe.experts_per_token, c.moe.normalise_top_k,
+                  picks.data());
       std::vector<float> want(h, 0.0f), y(h);
       for (const ExpertChoice& p : picks) {
         const SwigluWeights& e = moe.experts[p.expert];
@@ -99,8 +99,8 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
       }
       if (hybrid) {
         cpu::swiglu_mlp(row, 1, h, moe.shared.gate_proj.data(), moe.shared.up_proj.data(),
-                        moe.shared.down_proj.data(), c.moe.shared_intermediate, scratch,
-                        y.data(), 1);
+                        moe.shared.down_proj.data(), c.moe.shared_intermediate, scratch, y.data(),
+                        1);
         const float gate = 1.0f / (1.0f + std::exp(-cpu::dot(row, moe.shared_gate.data(), h)));
         for (size_t i = 0; i < h; ++i) want[i] += gate * y[i];
       }
@@ -157,8 +157,8 @@ TEST(MoeConfigTest, ReadsQwen3MoeAndQwen35MoeFields) {
   EXPECT_EQ(c.moe.expert_intermediate, 768u);
   EXPECT_TRUE(c.moe.normalise_top_k);
   // (layer + 1) % 2 == 0, and not layer 3.
-  const std::vector<MlpKind> want = {MlpKind::kDense,   MlpKind::kExperts, MlpKind::kDense,
-                                     MlpKind::kDense,   MlpKind::kDense,   MlpKind::kExperts};
+  const std::vector<MlpKind> want = {MlpKind::kDense, MlpKind::kExperts, MlpKind::kDense,
+                                     MlpKind::kDense, MlpKind::kDense,   MlpKind::kExperts};
   EXPECT_EQ(c.mlp_kinds, want);
   // transformers 5 saves num_experts under its alias num_local_experts.
   std::string aliased = kQwen3Moe;
@@ -224,37 +224,35 @@ TEST(MoeConfigTest, RefusalsNameWhatIsMissing) {
   EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3-8b")), "");
 }
 
-void write_weights(const std::filesystem::path& folder, const ModelConfig& c,
-                   const ModelWeights& w, bool fused) {
+void write_weights(const std::filesystem::path& folder, const ModelConfig& c, const ModelWeights& w,
+                   bool fused) {
   std::vector<test::TestTensor> tensors;
   std::vector<float> gate_up, down;
-  for_each_weight(c, w,
-                  [&](const std::string& name, const std::vector<int64_t>& shape,
-                      const std::vector<float>& values) {
-                    const size_t at = name.find("mlp.experts.");
-                    if (!fused || at == std::string::npos) {
-                      tensors.push_back(test::make_tensor(name, "F32", shape, values));
-                      return;
-                    }
-                    // Fused: [E, 2I, H] gate rows then up rows per expert, [E, H, I].
-                    std::vector<float>& into =
-                        name.find("down_proj") != std::string::npos ? down : gate_up;
-                    into.insert(into.end(), values.begin(), values.end());
-                    const std::string last = "experts." + std::to_string(c.moe.num_experts - 1) +
-                                             ".down_proj.weight";
-                    if (name.size() > last.size() &&
-                        name.compare(name.size() - last.size(), last.size(), last) == 0) {
-                      const std::string mlp = name.substr(0, at + 4);
-                      const int64_t e = c.moe.num_experts, i = c.moe.expert_intermediate,
-                                    h = c.hidden_size;
-                      tensors.push_back(test::make_tensor(mlp + "experts.gate_up_proj", "BF16",
-                                                          {e, 2 * i, h}, gate_up));
-                      tensors.push_back(
-                          test::make_tensor(mlp + "experts.down_proj", "BF16", {e, h, i}, down));
-                      gate_up.clear();
-                      down.clear();
-                    }
-                  });
+  for_each_weight(
+      c, w,
+      [&](const std::string& name, const std::vector<int64_t>& shape,
+          const std::vector<float>& values) {
+        const size_t at = name.find("mlp.experts.");
+        if (!fused || at == std::string::npos) {
+          tensors.push_back(test::make_tensor(name, "F32", shape, values));
+          return;
+        }
+        // Fused: [E, 2I, H] gate rows then up rows per expert, [E, H, I].
+        std::vector<float>& into = name.find("down_proj") != std::string::npos ? down : gate_up;
+        into.insert(into.end(), values.begin(), values.end());
+        const std::string last =
+            "experts." + std::to_string(c.moe.num_experts - 1) + ".down_proj.weight";
+        if (name.size() > last.size() &&
+            name.compare(name.size() - last.size(), last.size(), last) == 0) {
+          const std::string mlp = name.substr(0, at + 4);
+          const int64_t e = c.moe.num_experts, i = c.moe.expert_intermediate, h = c.hidden_size;
+          tensors.push_back(
+              test::make_tensor(mlp + "experts.gate_up_proj", "BF16", {e, 2 * i, h}, gate_up));
+          tensors.push_back(test::make_tensor(mlp + "experts.down_proj", "BF16", {e, h, i}, down));
+          gate_up.clear();
+          down.clear();
+        }
+      });
   test::write_safetensors(folder / "model.safetensors", tensors);
 }
 
@@ -293,12 +291,11 @@ TEST(ModelOutlineTest, AnyArchitectureGivesWhatADrafterNeeds) {
     "rope_theta": 150000, "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
     "tie_word_embeddings": false, "rms_norm_eps": 1e-05})");
   const std::vector<float> embed(90 * 64, 0.25f), head(90 * 64, -0.5f);
-  test::write_safetensors(
-      dir / "model.safetensors",
-      {test::make_tensor("model.embed_tokens.weight", "BF16", {90, 64}, embed),
-       test::make_tensor("lm_head.weight", "F32", {90, 64}, head),
-       test::make_tensor("model.layers.0.mlp.experts.gate_up_proj", "BF16", {4, 2}, {1, 2, 3, 4, 5,
-                                                                                     6, 7, 8})});
+  test::write_safetensors(dir / "model.safetensors",
+                          {test::make_tensor("model.embed_tokens.weight", "BF16", {90, 64}, embed),
+                           test::make_tensor("lm_head.weight", "F32", {90, 64}, head),
+                           test::make_tensor("model.layers.0.mlp.experts.gate_up_proj", "BF16",
+                                             {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8})});
   const std::string folder = dir.path().string();
   try {
     model_config_of(folder);
