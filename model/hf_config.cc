@@ -1,5 +1,6 @@
 // parse_hf_config: the fields of a Hugging Face config.json the forward needs, with
-// transformers' defaults, and the refusal of what it cannot honour, naming the field.
+// transformers' defaults, and the refusal of what it cannot honour, naming the field;
+// parse_hf_outline: the few a drafter needs, from any architecture's config.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -125,17 +126,18 @@ double original_positions(const ConfigReader& r, const JsonValue& rope, const st
   return r.positive_number("max_position_embeddings", 0);
 }
 
+// The Qwen3.5 hybrid, dense or mixture-of-experts (model_type after "_text" is dropped).
+bool is_qwen35(const std::string& model_type) {
+  return model_type == "qwen3_5" || model_type == "qwen3_5_moe";
+}
+
 // The RoPE rule. transformers 4 writes rope_theta and rope_scaling ({"rope_type" or "type",
 // factor, ...}); transformers 5 writes rope_parameters (the same keys and rope_theta). As
 // transformers reads them: a non-empty rope_scaling wins over rope_parameters, theta comes
 // from the chosen object, else from rope_theta, else 1e4. Types other than default, linear,
 // dynamic, yarn and llama3 are refused, naming the type.
-bool is_qwen35(const ModelConfig& c) {
-  return c.model_type == "qwen3_5" || c.model_type == "qwen3_5_moe";
-}
-
 void read_rope(const ConfigReader& r, ModelConfig& c) {
-  const bool qwen35 = is_qwen35(c);
+  const bool qwen35 = is_qwen35(c.model_type);
   c.rope_theta = r.positive_number("rope_theta", 10000.0);
   const JsonValue* rope = nullptr;
   std::string field;
@@ -262,8 +264,7 @@ void reject_unsupported(const ConfigReader& r, const std::string& model_type) {
                     "qwen2's q/k/v biases are)");
   r.require_false("mlp_bias", "biased MLP projections are not supported");
   r.require_false("use_sliding_window", "sliding-window attention is not supported");
-  if (model_type == "qwen3_5" || model_type == "qwen3_5_moe")
-    return;  // its layer_types are read by read_qwen35
+  if (is_qwen35(model_type)) return;  // its layer_types are read by read_qwen35
   if (const JsonValue* types = r.get("layer_types")) {
     if (!types->is_array()) r.fail("'layer_types' must be an array");
     for (const JsonValue& t : types->as_array())
@@ -384,7 +385,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   // save (qwen3_5_text / qwen3_5_moe_text) has them at the top and under model.
   const JsonValue* text = &root;
   std::string text_source = source;
-  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_moe") {
+  if (is_qwen35(c.model_type)) {
     text = top.get("text_config");
     if (!text || !text->is_object())
       top.fail("'text_config' must be an object for " + c.model_type);
@@ -409,7 +410,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   c.num_layers = r.positive_int("num_hidden_layers");
   c.num_heads = r.positive_int("num_attention_heads");
   c.num_kv_heads = r.positive_int("num_key_value_heads", &c.num_heads);
-  const bool qwen35 = is_qwen35(c);
+  const bool qwen35 = is_qwen35(c.model_type);
   const uint32_t derived_head_dim = qwen35 ? 256 : c.hidden_size / c.num_heads;
   c.head_dim = r.positive_int("head_dim", &derived_head_dim);
   c.vocab_size = r.positive_int("vocab_size");
