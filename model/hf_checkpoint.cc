@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "common/contract.h"
@@ -126,20 +127,20 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
     throw Error(Errc::kModelBadConfig, "cannot load weights for an invalid config: " + why);
   CheckpointTensors tensors(folder);
   ModelWeights weights;
-  std::vector<WeightTensor> list = weight_tensors(config, weights);
-  std::string fused_done;  // the mixture last read from fused tensors
-  for (size_t i = 0; i < list.size(); ++i) {
-    const WeightTensor& t = list[i];
-    const std::string mlp = expert_mlp_prefix(t.name);
-    if (!mlp.empty() && (mlp == fused_done ||
-                         (!tensors.find(t.name) && tensors.find(mlp + "experts.gate_up_proj")))) {
-      if (mlp != fused_done) {
-        const uint32_t layer = uint32_t(std::stoul(mlp.substr(mlp.rfind("layers.") + 7)));
-        read_fused_experts(tensors, mlp, config.moe, config.hidden_size, weights.layers[layer].moe);
-        fused_done = mlp;
-      }
+  const std::vector<WeightTensor> list = weight_tensors(config, weights);
+  // Mixtures whose checkpoint has the fused experts and not the per-expert tensors: read
+  // first, their per-expert names skipped below.
+  std::set<std::string> fused;
+  for (uint32_t i = 0; i < config.num_layers; ++i) {
+    const std::string mlp = config.weight_prefix + "layers." + std::to_string(i) + ".mlp.";
+    if (config.mlp_kind(i) != MlpKind::kExperts || tensors.find(mlp + "experts.0.up_proj.weight") ||
+        !tensors.find(mlp + "experts.gate_up_proj"))
       continue;
-    }
+    read_fused_experts(tensors, mlp, config.moe, config.hidden_size, weights.layers[i].moe);
+    fused.insert(mlp);
+  }
+  for (const WeightTensor& t : list) {
+    if (!fused.empty() && fused.count(expert_mlp_prefix(t.name))) continue;
     tensors.read(t.name, t.shape, *t.data);
     // Qwen3.5's norms apply 1 + w: the forward's multiplier, computed once here in fp32 as
     // transformers does.
