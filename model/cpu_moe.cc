@@ -39,15 +39,14 @@ void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
 
   // Group the (row, rank) slots by expert (a counting sort), so each expert's weights are
   // read once for all the rows that chose it.
-  std::vector<uint32_t> first(experts + 1, 0);
+  std::vector<uint32_t>& first = scratch.expert_begin;
+  first.assign(experts + 1, 0);
   for (const ExpertChoice& c : scratch.choices) ++first[c.expert + 1];
   for (size_t e = 0; e < experts; ++e) first[e + 1] += first[e];
   scratch.slots.resize(rows * top_k);
-  {
-    std::vector<uint32_t> next(first.begin(), first.end() - 1);
-    for (size_t s = 0; s < rows * top_k; ++s)
-      scratch.slots[next[scratch.choices[s].expert]++] = uint32_t(s);
-  }
+  scratch.next.assign(first.begin(), first.end() - 1);
+  for (size_t s = 0; s < rows * top_k; ++s)
+    scratch.slots[scratch.next[scratch.choices[s].expert]++] = uint32_t(s);
   ensure(scratch.expert_out, rows * top_k * hidden);
   for (size_t e = 0; e < experts; ++e) {
     const size_t n = first[e + 1] - first[e];

@@ -18,8 +18,9 @@ struct MlpScratch {
   std::vector<float> router;                   // [rows, num_experts]
   std::vector<ExpertChoice> choices;           // [rows, top_k]
   std::vector<uint32_t> slots;                 // (row * top_k + rank) per expert, grouped
+  std::vector<uint32_t> expert_begin, next;    // [num_experts + 1] into slots; fill cursors
   std::vector<float> gathered, expert_out;     // [n, H], [rows * top_k, H]
-  std::vector<float> shared_out, shared_gate;  // [rows, H], [rows]
+  std::vector<float> shared_out, shared_gate;  // an expert's [n, H], then the shared [rows, H]
 };
 
 // out[r] = down(silu(gate(x[r])) * up(x[r])): x [rows, hidden], the projections [width,
