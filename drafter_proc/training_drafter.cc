@@ -117,7 +117,8 @@ class TrainingLoop {
 
 void TrainingLoop::set_up() {
   const RingShape& s = ring_.shape();
-  const ModelConfig target = model_config_of(options_.target_model);
+  // The drafter never runs the target: any architecture's outline will do.
+  const ModelConfig target = model_outline_of(options_.target_model);
   if (target.hidden_size != s.hidden_size || target.vocab_size != s.vocab_size)
     throw Error(Errc::kUsage,
                 fmt::format("--model {} (hidden {}, vocab {}) is not the model this ring was "
@@ -474,7 +475,7 @@ void TrainingLoop::finish() {
     const train::DflashConfig& dflash = *trainer().dflash_config();
     const RingShape& s = ring_.shape();
     checkpoint::DflashExportOptions export_options;
-    export_options.num_target_layers = model_config_of(options_.target_model).num_layers;
+    export_options.num_target_layers = model_outline_of(options_.target_model).num_layers;
     // The text that names the trained id in the target's tokenizer, for the engines that
     // resolve the mask token by its text (none when the target has no tokenizer).
     if (const auto tokenizer = target_tokenizer(options_.target_model)) {

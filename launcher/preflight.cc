@@ -283,11 +283,12 @@ uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gp
   if (!runs_model(options) || on_gpu) return base;  // GPU workers keep weights on the GPU
   ModelConfig target;
   try {
-    target = model_config_of(options.model);
+    target = model_outline_of(options.model);
   } catch (const std::exception&) {
     return base;  // the ring shape check reports a bad --model
   }
-  if (role == Role::kTarget) return base + parameter_count(target) * sizeof(float);
+  if (role == Role::kTarget)  // a user command's own needs are unknown
+    return options.target_cmd.empty() ? base + parameter_count(target) * sizeof(float) : base;
   // A CPU drafter keeps parameters, gradients and two AdamW moments in fp32.
   const uint32_t k = options.num_layers ? options.num_layers : kDefaultCapturedLayers;
   try {
@@ -316,7 +317,7 @@ uint64_t grad_exchange_bytes(const RunOptions& options, const WorkerSpec& drafte
   if (!runs_model(options) || !drafters.cpu || drafters.count < 2 || options.nnodes > 1) return 0;
   try {
     const train::DrafterConfig drafter = train::default_drafter_config(
-        model_config_of(options.model), shape.num_layers, options.window);
+        model_outline_of(options.model), shape.num_layers, options.window);
     return GradExchange::segment_size(drafters.count, train::drafter_param_layout(drafter).total);
   } catch (const std::exception&) {
     return 0;  // the ring shape check and the drafters report a bad --model

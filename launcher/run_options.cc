@@ -268,10 +268,19 @@ std::vector<int32_t> parse_layer_list(const std::string& text) {
 }
 
 // Sets the model-dependent part of the shape: hidden size, vocabulary, captured layers.
-void apply_model(const RunOptions& o, RingShape& s) {
+void apply_model(const RunOptions& o, const WorkerSpec& targets, RingShape& s) {
   ModelConfig config;
   try {
-    config = model_config_of(o.model);
+    // Targets that are user commands run the model themselves: hsring's processes need
+    // only its outline, whatever the architecture. Its own targets refuse here, before
+    // anything starts, what their forward cannot run.
+    if (!o.target_cmd.empty()) {
+      config = model_outline_of(o.model);
+    } else {
+      config = model_config_of(o.model);
+      if (std::string why = targets.cpu ? "" : cuda_forward_refusal(config); !why.empty())
+        throw Error(Errc::kModelBadConfig, why);
+    }
   } catch (Error& e) {
     // A model error keeps its code and class (exit 2); a usage error names the flag itself.
     if (e.layer() == ErrorClass::kModel) e.prepend("--model: ");
@@ -338,7 +347,7 @@ RingShape ring_shape_of(const RunOptions& o, const WorkerSpec& targets,
   s.num_drafters = drafters.count;
   s.hs_min_ready = o.hs_min_ready;
   for (uint32_t k = 0; k < s.num_layers; ++k) s.layer_ids[k] = int32_t(k);
-  if (runs_model(o)) apply_model(o, s);
+  if (runs_model(o)) apply_model(o, targets, s);
   const bool unbounded = o.batches == 0 && o.seconds > 0;
   const uint64_t default_batches = runs_model(o) ? kDefaultModelRunBatches : kDefaultRunBatches;
   s.batch_limit = unbounded ? 0 : (o.batches ? o.batches : default_batches);

@@ -7,9 +7,11 @@
 #include "common/error.h"
 #include "model/cpu_delta_net.h"
 #include "model/cpu_kernels.h"
+#include "model/cpu_moe.h"
 #include "model/hf_checkpoint.h"
 #include "model/parallel.h"
 #include "model/rope.h"
+#include "model/text_file.h"
 
 namespace hsring {
 
@@ -29,6 +31,8 @@ CpuTargetModel::CpuTargetModel(ModelConfig config, ModelWeights weights, CpuMode
     : config_(std::move(config)),
       weights_(std::move(weights)),
       threads_(resolve_threads(options.threads)) {
+  if (!config_.no_native_forward.empty())
+    throw Error(Errc::kModelBadConfig, config_.no_native_forward);
   if (std::string why = validate_config(config_); !why.empty())
     throw Error(Errc::kModelBadConfig, "model '" + config_.name + "': " + why);
   if (std::string why = check_weights(config_, weights_); !why.empty())
@@ -79,11 +83,8 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
   const ModelConfig& c = config_;
   const size_t rows = batch.tokens.size();
   const size_t h = c.hidden_size;
-  const size_t inter = c.intermediate_size;
   ensure(normed_, rows * h);
   ensure(mixed_, rows * h);
-  ensure(gate_, rows * inter);
-  ensure(up_, rows * inter);
 
   // Token mixer: pre-norm, attention or DeltaNet, into the residual.
   cpu::rms_norm(residual_.data(), w.input_norm.data(), rows, h, c.rms_norm_eps, normed_.data());
@@ -93,13 +94,14 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
     run_attention(w, batch);
   for (size_t i = 0; i < rows * h; ++i) residual_[i] += mixed_[i];
 
-  // MLP block: pre-norm, SwiGLU, down projection into the residual.
+  // MLP block: pre-norm, SwiGLU or a mixture of SwiGLU experts, into the residual.
   cpu::rms_norm(residual_.data(), w.post_attention_norm.data(), rows, h, c.rms_norm_eps,
                 normed_.data());
-  cpu::linear(normed_.data(), rows, h, w.gate_proj.data(), inter, gate_.data(), threads_);
-  cpu::linear(normed_.data(), rows, h, w.up_proj.data(), inter, up_.data(), threads_);
-  cpu::swiglu(gate_.data(), up_.data(), rows * inter, gate_.data());
-  cpu::linear(gate_.data(), rows, inter, w.down_proj.data(), h, mixed_.data(), threads_);
+  if (c.mlp_kind(index) == MlpKind::kExperts)
+    cpu::moe_mlp(normed_.data(), rows, h, c.moe, w.moe, mlp_, mixed_.data(), threads_);
+  else
+    cpu::swiglu_mlp(normed_.data(), rows, h, w.gate_proj.data(), w.up_proj.data(),
+                    w.down_proj.data(), c.intermediate_size, mlp_, mixed_.data(), threads_);
   for (size_t i = 0; i < rows * h; ++i) residual_[i] += mixed_[i];
 }
 
@@ -205,6 +207,18 @@ ModelConfig model_config_of(const std::string& spec) {
   if (spec.find('/') != std::string::npos)
     throw Error(Errc::kModelIo, "model folder '" + spec + "' does not exist");
   return named_model_config(spec);
+}
+
+ModelConfig model_outline_of(const std::string& spec) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(spec, ec)) return model_config_of(spec);
+  try {
+    return model_config_of(spec);
+  } catch (const Error& e) {
+    if (e.code() != Errc::kModelBadConfig) throw;
+    const std::filesystem::path config = std::filesystem::path(spec) / "config.json";
+    return parse_hf_outline(read_text_file(config), config.string(), e.what());
+  }
 }
 
 std::unique_ptr<CpuTargetModel> open_cpu_model(const std::string& spec, uint64_t seed,

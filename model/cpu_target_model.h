@@ -1,5 +1,5 @@
-// The fp32 CPU reference of the target: a Llama / Qwen2 / Qwen3 / Qwen3.5 (hybrid) decoder
-// over packed documents.
+// The fp32 CPU reference of the target: a Llama / Qwen2 / Qwen3 / Qwen3.5 (hybrid) decoder,
+// dense or mixture-of-experts, over packed documents.
 // Correctness first (it is what a CUDA forward is checked against), threads over rows and
 // output columns so a tiny model serves a CPU-only pipeline.
 #pragma once
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cpu_moe.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/target_model.h"
@@ -42,8 +43,9 @@ class CpuTargetModel final : public TargetModel {
   ModelWeights weights_;
   uint32_t threads_;
   // Scratch, sized on demand and kept between forwards.
-  std::vector<float> residual_, normed_, mixed_, q_, k_, v_, attn_, attn_gate_, gate_, up_,
-      rope_cos_, rope_sin_;
+  std::vector<float> residual_, normed_, mixed_, q_, k_, v_, attn_, attn_gate_, rope_cos_,
+      rope_sin_;
+  cpu::MlpScratch mlp_;
   std::vector<float> dn_qkv_, dn_conv_, dn_z_, dn_a_, dn_b_, dn_out_;  // DeltaNet layers
 };
 

@@ -46,6 +46,8 @@ cuda_ops::DeltaShape delta_shape(const ModelConfig& c) {
 void check_config(const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
     throw Error(Errc::kModelBadConfig, "model '" + config.name + "': " + why);
+  if (std::string why = cuda_forward_refusal(config); !why.empty())
+    throw Error(Errc::kModelBadConfig, why);
   if (!cuda_ops::attention_supports(config.head_dim))
     throw Error(Errc::kModelBadConfig,
                 "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +

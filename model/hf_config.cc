@@ -1,5 +1,6 @@
 // parse_hf_config: the fields of a Hugging Face config.json the forward needs, with
-// transformers' defaults, and the refusal of what it cannot honour, naming the field.
+// transformers' defaults, and the refusal of what it cannot honour, naming the field;
+// parse_hf_outline: the few a drafter needs, from any architecture's config.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -125,13 +126,18 @@ double original_positions(const ConfigReader& r, const JsonValue& rope, const st
   return r.positive_number("max_position_embeddings", 0);
 }
 
+// The Qwen3.5 hybrid, dense or mixture-of-experts (model_type after "_text" is dropped).
+bool is_qwen35(const std::string& model_type) {
+  return model_type == "qwen3_5" || model_type == "qwen3_5_moe";
+}
+
 // The RoPE rule. transformers 4 writes rope_theta and rope_scaling ({"rope_type" or "type",
 // factor, ...}); transformers 5 writes rope_parameters (the same keys and rope_theta). As
 // transformers reads them: a non-empty rope_scaling wins over rope_parameters, theta comes
 // from the chosen object, else from rope_theta, else 1e4. Types other than default, linear,
 // dynamic, yarn and llama3 are refused, naming the type.
 void read_rope(const ConfigReader& r, ModelConfig& c) {
-  const bool qwen35 = c.model_type == "qwen3_5";
+  const bool qwen35 = is_qwen35(c.model_type);
   c.rope_theta = r.positive_number("rope_theta", 10000.0);
   const JsonValue* rope = nullptr;
   std::string field;
@@ -258,7 +264,7 @@ void reject_unsupported(const ConfigReader& r, const std::string& model_type) {
                     "qwen2's q/k/v biases are)");
   r.require_false("mlp_bias", "biased MLP projections are not supported");
   r.require_false("use_sliding_window", "sliding-window attention is not supported");
-  if (model_type == "qwen3_5") return;  // its layer_types are read by read_qwen35
+  if (is_qwen35(model_type)) return;  // its layer_types are read by read_qwen35
   if (const JsonValue* types = r.get("layer_types")) {
     if (!types->is_array()) r.fail("'layer_types' must be an array");
     for (const JsonValue& t : types->as_array())
@@ -303,6 +309,68 @@ void read_qwen35(const ConfigReader& r, ModelConfig& c) {
   c.delta_net.v_heads = r.positive_int("linear_num_value_heads", &d32);
 }
 
+// The mixture-of-experts fields, with transformers' defaults. Qwen3-MoE: a layer's MLP is a
+// mixture unless mlp_only_layers names it or (layer + 1) is not a multiple of
+// decoder_sparse_step; norm_topk_prob decides the renormalisation. Qwen3.5-MoE: every MLP
+// is a mixture with a gated shared expert, the top-k weights always renormalised.
+void read_moe(const ConfigReader& r, ModelConfig& c) {
+  const bool qwen35 = c.model_type == "qwen3_5_moe";
+  MoeShape& m = c.moe;
+  // transformers 5 writes Qwen3-MoE's num_experts under its alias num_local_experts.
+  const uint32_t default_experts = qwen35 ? 256 : 128;
+  const uint32_t experts = r.positive_int("num_local_experts", &default_experts);
+  m.num_experts = r.positive_int("num_experts", &experts);
+  const uint32_t eight = 8, default_width = qwen35 ? 512 : 768;
+  m.experts_per_token = r.positive_int("num_experts_per_tok", &eight);
+  m.expert_intermediate = r.positive_int("moe_intermediate_size", &default_width);
+  if (m.experts_per_token > m.num_experts)
+    r.fail("'num_experts_per_tok' (" + std::to_string(m.experts_per_token) +
+           ") exceeds the number of experts (" + std::to_string(m.num_experts) + ")");
+  if (const JsonValue* scoring = r.get("scoring_func");
+      scoring && !(scoring->is_string() && scoring->as_string() == "softmax"))
+    r.fail("'scoring_func' is " + describe_json(*scoring) +
+           ": only the softmax router of Qwen3 / Qwen3.5 MoE is built");
+  if (qwen35) {
+    const uint32_t shared = 512;
+    m.shared_intermediate = r.positive_int("shared_expert_intermediate_size", &shared);
+    m.normalise_top_k = true;
+    c.mlp_kinds.assign(c.num_layers, MlpKind::kExperts);
+    return;
+  }
+  m.normalise_top_k = r.boolean("norm_topk_prob", false);
+  const uint32_t one = 1;
+  const uint32_t step = r.positive_int("decoder_sparse_step", &one);
+  c.mlp_kinds.assign(c.num_layers, MlpKind::kDense);
+  for (uint32_t i = 0; i < c.num_layers; ++i)
+    if ((i + 1) % step == 0) c.mlp_kinds[i] = MlpKind::kExperts;
+  if (const JsonValue* dense = r.get("mlp_only_layers")) {
+    if (!dense->is_array()) r.fail("'mlp_only_layers' must be an array of layer ids");
+    for (const JsonValue& id : dense->as_array()) {
+      if (!id.is_number() || !id.as_int() || *id.as_int() < 0 || *id.as_int() >= c.num_layers)
+        r.fail("'mlp_only_layers' holds " + describe_json(id) + ", not a layer id in [0, " +
+               std::to_string(c.num_layers) + ")");
+      c.mlp_kinds[size_t(*id.as_int())] = MlpKind::kDense;
+    }
+  }
+}
+
+// Why hsring's own forward does not run `model_type`, naming what is missing, and the way
+// such a model still feeds a drafter.
+std::string not_built(const std::string& model_type, const ConfigReader& r) {
+  std::string what;
+  if (model_type == "gpt_oss")
+    what =
+        "gpt-oss (attention sinks, alternating sliding-window layers, its biased, clamped "
+        "expert MLPs) is not built into hsring's forward";
+  else if (r.get("kv_lora_rank") || model_type.rfind("deepseek", 0) == 0)
+    what = "DeepSeek-style multi-head latent attention (MLA) is not built into hsring's forward";
+  else
+    what = "model_type '" + model_type +
+           "' is not supported by hsring's forward (llama, qwen2, qwen3, qwen3_moe, qwen3_5, "
+           "qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text)";
+  return what + "; run the targets through --target-cmd (examples/hf_target.py)";
+}
+
 }  // namespace
 
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source) {
@@ -312,29 +380,37 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   ModelConfig c;
   c.name = source;
   c.model_type = top.string("model_type");
-  // Qwen3.5: the multimodal wrapper (model_type qwen3_5) keeps the text model's fields in
-  // text_config and its tensors under model.language_model.; a text-only save
-  // (qwen3_5_text) has them at the top and under model.
+  // Qwen3.5: the multimodal wrapper (model_type qwen3_5 / qwen3_5_moe) keeps the text
+  // model's fields in text_config and its tensors under model.language_model.; a text-only
+  // save (qwen3_5_text / qwen3_5_moe_text) has them at the top and under model.
   const JsonValue* text = &root;
   std::string text_source = source;
-  if (c.model_type == "qwen3_5") {
+  if (is_qwen35(c.model_type)) {
     text = top.get("text_config");
-    if (!text || !text->is_object()) top.fail("'text_config' must be an object for qwen3_5");
+    if (!text || !text->is_object())
+      top.fail("'text_config' must be an object for " + c.model_type);
     text_source = source + ": text_config";
     c.weight_prefix = "model.language_model.";
-  } else if (c.model_type == "qwen3_5_text") {
-    c.model_type = "qwen3_5";
-  } else if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3") {
-    top.fail("model_type '" + c.model_type +
-             "' is not supported (llama, qwen2, qwen3, qwen3_5, qwen3_5_text)");
+  } else if (c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text") {
+    c.model_type.resize(c.model_type.size() - 5);  // drop "_text"
+  } else if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
+             c.model_type != "qwen3_moe") {
+    top.fail(not_built(c.model_type, top));
   }
   const ConfigReader r(*text, text_source);
+  const bool experts = c.model_type == "qwen3_moe" || c.model_type == "qwen3_5_moe";
   c.hidden_size = r.positive_int("hidden_size");
-  c.intermediate_size = r.positive_int("intermediate_size");
+  // Qwen3-MoE's dense layers (mlp_only_layers) are intermediate_size wide, 6144 unless
+  // given; Qwen3.5-MoE has none.
+  const uint32_t moe_dense_width = 6144;
+  if (c.model_type == "qwen3_moe")
+    c.intermediate_size = r.positive_int("intermediate_size", &moe_dense_width);
+  else if (!experts)
+    c.intermediate_size = r.positive_int("intermediate_size");
   c.num_layers = r.positive_int("num_hidden_layers");
   c.num_heads = r.positive_int("num_attention_heads");
   c.num_kv_heads = r.positive_int("num_key_value_heads", &c.num_heads);
-  const bool qwen35 = c.model_type == "qwen3_5";
+  const bool qwen35 = is_qwen35(c.model_type);
   const uint32_t derived_head_dim = qwen35 ? 256 : c.hidden_size / c.num_heads;
   c.head_dim = r.positive_int("head_dim", &derived_head_dim);
   c.vocab_size = r.positive_int("vocab_size");
@@ -345,9 +421,10 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
   // The wrapper's own flag decides (transformers ties at the top level).
   c.tie_embeddings = top.boolean("tie_word_embeddings", r.boolean("tie_word_embeddings", false));
-  c.qk_norm = c.model_type == "qwen3";
+  c.qk_norm = c.model_type == "qwen3" || c.model_type == "qwen3_moe";
   c.qkv_bias = c.model_type == "qwen2";
   if (qwen35) read_qwen35(r, c);
+  if (experts) read_moe(r, c);
   reject_unsupported(r, c.model_type);
   if (std::string why = validate_config(c); !why.empty()) r.fail(why);
   return c;
@@ -355,6 +432,51 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
 
 ModelConfig load_hf_config(const std::filesystem::path& config_json) {
   return parse_hf_config(read_text_file(config_json), config_json.string());
+}
+
+ModelConfig parse_hf_outline(std::string_view json_text, const std::string& source,
+                             const std::string& why_not_native) {
+  const JsonValue root = parse_json(json_text, source);
+  if (!root.is_object()) throw Error(Errc::kModelBadConfig, source + ": not a JSON object");
+  const ConfigReader top(root, source);
+  ModelConfig c;
+  c.name = source;
+  c.model_type = top.string("model_type");
+  c.no_native_forward = why_not_native;
+  // A multimodal wrapper keeps its text model's fields in text_config (transformers'
+  // get_text_config) and, saved by transformers 5, its tensors under model.language_model.
+  const JsonValue* text = &root;
+  std::string text_source = source;
+  if (const JsonValue* t = top.get("text_config")) {
+    if (!t->is_object()) top.fail("'text_config' must be an object");
+    text = t;
+    text_source = source + ": text_config";
+    c.weight_prefix = "model.language_model.";
+  }
+  const ConfigReader r(*text, text_source);
+  c.hidden_size = r.positive_int("hidden_size");
+  c.vocab_size = r.positive_int("vocab_size");
+  c.num_layers = r.positive_int("num_hidden_layers");
+  c.num_heads = r.positive_int("num_attention_heads");
+  c.num_kv_heads = r.positive_int("num_key_value_heads", &c.num_heads);
+  const uint32_t derived_head_dim = std::max(c.hidden_size / c.num_heads, 1u);
+  c.head_dim = r.positive_int("head_dim", &derived_head_dim);
+  const uint32_t no_width = 0;
+  c.intermediate_size = r.positive_int("intermediate_size", &no_width);
+  // The base of the drafter's own RoPE (and of its export): rope_theta, else the theta of
+  // rope_parameters or of its full-attention entry (per-layer-type RoPE), else 1e4.
+  c.rope_theta = r.positive_number("rope_theta", 10000.0);
+  if (const JsonValue* rope = r.get("rope_parameters"); rope && rope->is_object()) {
+    const JsonValue* full = rope->find("full_attention");
+    const JsonValue* own = rope->find("rope_theta");
+    if (!own && full && full->is_object()) own = full->find("rope_theta");
+    c.rope_theta = r.positive_number(own && !own->is_null() ? own : nullptr,
+                                     "rope_parameters.rope_theta", c.rope_theta);
+  }
+  c.rms_norm_eps = r.positive_number("rms_norm_eps", 1e-6);
+  c.tie_embeddings = top.boolean("tie_word_embeddings", r.boolean("tie_word_embeddings", false));
+  if (std::string why = validate_config(c); !why.empty()) r.fail(why);
+  return c;
 }
 
 }  // namespace hsring

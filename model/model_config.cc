@@ -98,12 +98,53 @@ ModelConfig qwen36_27b_config() {
   return c;
 }
 
+ModelConfig qwen3_30b_a3b_config() {
+  // Qwen/Qwen3-30B-A3B's published config.json: 48 layers, every MLP a mixture of 128
+  // experts of 768, 8 per token, renormalised.
+  ModelConfig c = qwen3_8b_config();
+  c.name = "qwen3-30b-a3b";
+  c.model_type = "qwen3_moe";
+  c.hidden_size = 2048;
+  c.intermediate_size = 6144;  // of dense layers; it has none (mlp_only_layers is empty)
+  c.num_layers = 48;
+  c.num_heads = 32;
+  c.num_kv_heads = 4;
+  c.mlp_kinds.assign(c.num_layers, MlpKind::kExperts);
+  c.moe = {128, 8, 768, 0, true};
+  return c;
+}
+
+ModelConfig qwen36_35b_a3b_config() {
+  // Qwen/Qwen3.6-35B-A3B's text model (Qwen3.5-35B-A3B has the same shape): 10 groups of
+  // three DeltaNet layers and one gated attention layer, attention 16 / 2 heads of 256,
+  // DeltaNet 16 q/k and 32 v heads of 128; every MLP 256 experts of 512, 8 per token, and a
+  // shared expert of 512.
+  ModelConfig c = qwen36_27b_config();
+  c.name = "qwen3.6-35b-a3b";
+  c.model_type = "qwen3_5_moe";
+  c.hidden_size = 2048;
+  c.intermediate_size = 0;
+  c.num_layers = 40;
+  c.num_heads = 16;
+  c.num_kv_heads = 2;
+  c.layer_kinds.resize(c.num_layers);
+  c.delta_net = {16, 32, 128, 128, 4};
+  c.mlp_kinds.assign(c.num_layers, MlpKind::kExperts);
+  c.moe = {256, 8, 512, 512, true};
+  return c;
+}
+
 }  // namespace
 
 std::string validate_config(const ModelConfig& c) {
   const auto in_range = [](uint32_t v, uint32_t hi) { return v >= 1 && v <= hi; };
+  const bool outline = !c.no_native_forward.empty();
   if (!in_range(c.hidden_size, 65536)) return "hidden size must be in [1, 65536]";
-  if (!in_range(c.intermediate_size, 1u << 20)) return "intermediate size must be in [1, 2^20]";
+  // Only dense MLPs need a width; an outline's is optional (a drafter picks one).
+  const bool dense_mlp = c.mlp_kinds.empty() || std::find(c.mlp_kinds.begin(), c.mlp_kinds.end(),
+                                                          MlpKind::kDense) != c.mlp_kinds.end();
+  if ((dense_mlp && !outline) || c.intermediate_size != 0)
+    if (!in_range(c.intermediate_size, 1u << 20)) return "intermediate size must be in [1, 2^20]";
   if (!in_range(c.num_layers, kMaxModelLayers))
     return "layer count must be in [1, " + std::to_string(kMaxModelLayers) + "]";
   if (!in_range(c.num_heads, 1024)) return "attention head count must be in [1, 1024]";
@@ -119,9 +160,24 @@ std::string validate_config(const ModelConfig& c) {
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) return "rope theta must be positive";
   if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
     return "RMS norm eps must be positive";
-  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
-      c.model_type != "qwen3_5")
-    return "model type '" + c.model_type + "' is not supported (llama, qwen2, qwen3, qwen3_5)";
+  if (!outline && c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
+      c.model_type != "qwen3_moe" && c.model_type != "qwen3_5" && c.model_type != "qwen3_5_moe")
+    return "model type '" + c.model_type +
+           "' is not supported (llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_moe)";
+  if (!c.mlp_kinds.empty() && c.mlp_kinds.size() != c.num_layers)
+    return "MLP kinds list " + std::to_string(c.mlp_kinds.size()) + " layers, not " +
+           std::to_string(c.num_layers);
+  if (c.has_experts()) {
+    const MoeShape& m = c.moe;
+    if (!in_range(m.num_experts, 4096)) return "expert count must be in [1, 4096]";
+    if (!in_range(m.experts_per_token, m.num_experts))
+      return "experts per token must be in [1, num_experts = " + std::to_string(m.num_experts) +
+             "]";
+    if (!in_range(m.expert_intermediate, 1u << 20))
+      return "expert intermediate size must be in [1, 2^20]";
+    if (m.shared_intermediate > (1u << 20))
+      return "shared expert intermediate size must be at most 2^20";
+  }
   if (!c.layer_kinds.empty() && c.layer_kinds.size() != c.num_layers)
     return "layer kinds list " + std::to_string(c.layer_kinds.size()) + " layers, not " +
            std::to_string(c.num_layers);
@@ -143,8 +199,17 @@ std::string validate_config(const ModelConfig& c) {
   return "";
 }
 
+std::string cuda_forward_refusal(const ModelConfig& c) {
+  if (!c.has_experts()) return "";
+  return "model '" + c.name + "' (" + c.model_type + ") has mixture-of-experts MLPs (" +
+         std::to_string(c.moe.num_experts) + " experts, " +
+         std::to_string(c.moe.experts_per_token) +
+         " per token): MoE on the GPU is not built yet, nor expert parallelism across GPUs; "
+         "run the targets on the CPU or through --target-cmd";
+}
+
 std::vector<std::string> named_model_configs() {
-  return {"tiny", "qwen3-8b", "qwen3.6-27b", "qwen3-dense-27b"};
+  return {"tiny", "qwen3-8b", "qwen3.6-27b", "qwen3-dense-27b", "qwen3-30b-a3b", "qwen3.6-35b-a3b"};
 }
 
 ModelConfig named_model_config(std::string_view name) {
@@ -152,6 +217,8 @@ ModelConfig named_model_config(std::string_view name) {
   if (name == "qwen3-8b") return qwen3_8b_config();
   if (name == "qwen3.6-27b") return qwen36_27b_config();
   if (name == "qwen3-dense-27b") return dense_27b_config();
+  if (name == "qwen3-30b-a3b") return qwen3_30b_a3b_config();
+  if (name == "qwen3.6-35b-a3b") return qwen36_35b_a3b_config();
   std::string known;
   for (const std::string& n : named_model_configs()) known += (known.empty() ? "" : ", ") + n;
   throw Error(Errc::kModelBadConfig,
@@ -210,9 +277,17 @@ std::vector<int32_t> capture_layers_for(const ModelConfig& c, uint32_t k) {
   return ids;
 }
 
+bool ModelConfig::has_experts() const {
+  return std::find(mlp_kinds.begin(), mlp_kinds.end(), MlpKind::kExperts) != mlp_kinds.end();
+}
+
 bool ModelConfig::hybrid() const {
   return std::find(layer_kinds.begin(), layer_kinds.end(), LayerKind::kDeltaNet) !=
          layer_kinds.end();
+}
+
+uint32_t drafter_mlp_width(const ModelConfig& target) {
+  return target.intermediate_size ? target.intermediate_size : 3 * target.hidden_size;
 }
 
 uint64_t parameter_count(const ModelConfig& c) {
@@ -225,10 +300,13 @@ uint64_t parameter_count(const ModelConfig& c) {
   const uint64_t delta = h * d.conv_dim() + h * d.v_dim() + 2 * h * d.v_heads +
                          uint64_t(d.conv_dim()) * d.conv_kernel + 2 * d.v_heads + d.v_head_dim +
                          h * d.v_dim();
-  const uint64_t per_layer = 3 * h * c.intermediate_size + 2 * h;
+  const MoeShape& m = c.moe;
+  const uint64_t experts = uint64_t(m.num_experts) * (3 * h * m.expert_intermediate + h) +
+                           (m.shared_intermediate ? 3 * h * m.shared_intermediate + h : 0);
   uint64_t total = 0;
   for (uint32_t i = 0; i < c.num_layers; ++i)
-    total += per_layer + (c.kind(i) == LayerKind::kDeltaNet ? delta : attention);
+    total += 2 * h + (c.kind(i) == LayerKind::kDeltaNet ? delta : attention) +
+             (c.mlp_kind(i) == MlpKind::kExperts ? experts : 3 * h * c.intermediate_size);
   const uint64_t embed = uint64_t(c.vocab_size) * h;
   return total + embed * (c.tie_embeddings ? 1 : 2) + h;
 }

@@ -26,8 +26,15 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// Sizes the layers, and the experts of each mixture, to `c` (tensors left empty).
+void size_layers(const ModelConfig& c, ModelWeights& w) {
+  w.layers.resize(c.num_layers);
+  for (uint32_t i = 0; i < c.num_layers; ++i)
+    if (c.mlp_kind(i) == MlpKind::kExperts) w.layers[i].moe.experts.resize(c.moe.num_experts);
+}
+
 // Calls fn(name, shape, tensor) for every tensor `c` needs, in checkpoint order. W is
-// ModelWeights or const ModelWeights. REQUIRES: w.layers.size() == c.num_layers.
+// ModelWeights or const ModelWeights. REQUIRES: w is sized as size_layers sizes it.
 template <class W, class Fn>
 void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
   const int64_t h = c.hidden_size;
@@ -72,9 +79,28 @@ void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
       }
     }
     fn(p + "post_attention_layernorm.weight", std::vector<int64_t>{h}, l.post_attention_norm);
-    fn(p + "mlp.gate_proj.weight", std::vector<int64_t>{inter, h}, l.gate_proj);
-    fn(p + "mlp.up_proj.weight", std::vector<int64_t>{inter, h}, l.up_proj);
-    fn(p + "mlp.down_proj.weight", std::vector<int64_t>{h, inter}, l.down_proj);
+    if (c.mlp_kind(i) == MlpKind::kDense) {
+      fn(p + "mlp.gate_proj.weight", std::vector<int64_t>{inter, h}, l.gate_proj);
+      fn(p + "mlp.up_proj.weight", std::vector<int64_t>{inter, h}, l.up_proj);
+      fn(p + "mlp.down_proj.weight", std::vector<int64_t>{h, inter}, l.down_proj);
+      continue;
+    }
+    // Names as save_pretrained writes them (and the published checkpoints hold them): one
+    // set of projections per expert, not transformers' in-memory fused 3D tensors.
+    const auto swiglu = [&](const std::string& at, int64_t width, auto& mlp) {
+      fn(at + "gate_proj.weight", std::vector<int64_t>{width, h}, mlp.gate_proj);
+      fn(at + "up_proj.weight", std::vector<int64_t>{width, h}, mlp.up_proj);
+      fn(at + "down_proj.weight", std::vector<int64_t>{h, width}, mlp.down_proj);
+    };
+    auto& moe = l.moe;
+    const MoeShape& m = c.moe;
+    fn(p + "mlp.gate.weight", std::vector<int64_t>{m.num_experts, h}, moe.router);
+    for (uint32_t e = 0; e < m.num_experts; ++e)
+      swiglu(p + "mlp.experts." + std::to_string(e) + ".", m.expert_intermediate, moe.experts[e]);
+    if (m.shared_intermediate) {
+      swiglu(p + "mlp.shared_expert.", m.shared_intermediate, moe.shared);
+      fn(p + "mlp.shared_expert_gate.weight", std::vector<int64_t>{1, h}, moe.shared_gate);
+    }
   }
   fn(root + "norm.weight", std::vector<int64_t>{h}, w.final_norm);
   if (!c.tie_embeddings)
@@ -91,7 +117,7 @@ size_t element_count(const std::vector<int64_t>& shape) {
 
 std::vector<WeightTensor> weight_tensors(const ModelConfig& config, ModelWeights& weights) {
   weights = ModelWeights();
-  weights.layers.resize(config.num_layers);
+  size_layers(config, weights);
   std::vector<WeightTensor> list;
   visit_weights(config, weights,
                 [&list](std::string name, std::vector<int64_t> shape, std::vector<float>& data) {
@@ -110,6 +136,13 @@ std::string check_weights(const ModelConfig& config, const ModelWeights& weights
   if (weights.layers.size() != config.num_layers)
     return "the weights hold " + std::to_string(weights.layers.size()) + " layers, the config " +
            std::to_string(config.num_layers);
+  for (uint32_t i = 0; i < config.num_layers; ++i) {
+    const size_t want = config.mlp_kind(i) == MlpKind::kExperts ? config.moe.num_experts : 0;
+    if (weights.layers[i].moe.experts.size() != want)
+      return "layer " + std::to_string(i) + "'s weights hold " +
+             std::to_string(weights.layers[i].moe.experts.size()) + " experts, the config " +
+             std::to_string(want);
+  }
   std::string problem;
   visit_weights(config, weights,
                 [&problem](const std::string& name, const std::vector<int64_t>& shape,
@@ -136,7 +169,7 @@ void for_each_weight(const ModelConfig& config, const ModelWeights& weights,
 std::vector<WeightSpec> weight_specs(const ModelConfig& config) {
   // visit_weights only reads sizes: empty tensors of the right layer count are enough.
   ModelWeights empty;
-  empty.layers.resize(config.num_layers);
+  size_layers(config, empty);
   std::vector<WeightSpec> list;
   visit_weights(config, empty,
                 [&list](std::string name, std::vector<int64_t> shape, const std::vector<float>&) {

@@ -24,6 +24,22 @@ struct DeltaNetWeights {
   std::vector<float> out_proj;     // [H, V]
 };
 
+// One SwiGLU MLP of a mixture: an expert (mlp.experts.E.*) or the shared expert
+// (mlp.shared_expert.*); I = its intermediate size.
+struct SwigluWeights {
+  std::vector<float> gate_proj;  // [I, H]
+  std::vector<float> up_proj;    // [I, H]
+  std::vector<float> down_proj;  // [H, I]
+};
+
+// A mixture-of-experts MLP (mlp.*): the router, the experts and Qwen3.5's shared expert.
+struct MoeWeights {
+  std::vector<float> router;           // [num_experts, H]: mlp.gate.weight
+  std::vector<SwigluWeights> experts;  // [num_experts]
+  SwigluWeights shared;                // shared_intermediate > 0 only
+  std::vector<float> shared_gate;      // [1, H]: mlp.shared_expert_gate.weight
+};
+
 // One decoder layer. Norm vectors hold the multiplier the forward applies: Qwen3.5's
 // zero-centred checkpoint values (w, applied as 1 + w) are stored here as 1 + w.
 struct LayerWeights {
@@ -38,10 +54,11 @@ struct LayerWeights {
   std::vector<float> q_norm;               // [head_dim], QK-norm models only
   std::vector<float> k_norm;               // [head_dim], QK-norm models only
   std::vector<float> post_attention_norm;  // [H]
-  std::vector<float> gate_proj;            // [I, H]
-  std::vector<float> up_proj;              // [I, H]
-  std::vector<float> down_proj;            // [H, I]
+  std::vector<float> gate_proj;            // [I, H], dense MLPs only
+  std::vector<float> up_proj;              // [I, H], dense MLPs only
+  std::vector<float> down_proj;            // [H, I], dense MLPs only
   DeltaNetWeights delta_net;               // DeltaNet layers only (no self_attn tensors then)
+  MoeWeights moe;                          // mixture-of-experts MLPs only (no mlp.*_proj then)
 };
 
 struct ModelWeights {

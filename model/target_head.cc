@@ -24,13 +24,19 @@ std::vector<float> random_tensor(const WeightSpec& spec, uint64_t seed) {
 
 TargetHead load_target_head(const std::string& spec, uint64_t seed) {
   TargetHead head;
-  head.config = model_config_of(spec);
+  head.config = model_outline_of(spec);
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) {
-    // A folder's safetensors are read whole; the tensors the head does not need are dropped.
-    ModelWeights weights = load_hf_weights(spec, head.config);
-    head.embed = std::move(weights.embed_tokens);
-    head.lm_head = std::move(weights.lm_head);
+    // The two tensors alone: a 30B mixture's experts are never read. An outline's
+    // embedding may sit under another prefix than its config suggests (a wrapper saved by
+    // transformers 4 or 5): the known places are tried in turn.
+    const ModelConfig& c = head.config;
+    const std::vector<int64_t> shape = {c.vocab_size, c.hidden_size};
+    std::vector<std::string> embed = {c.weight_prefix + "embed_tokens.weight"};
+    for (const char* prefix : {"model.", "model.language_model.", "language_model.model."})
+      if (prefix != c.weight_prefix) embed.push_back(std::string(prefix) + "embed_tokens.weight");
+    head.embed = load_hf_tensor(spec, embed, shape);
+    if (!c.tie_embeddings) head.lm_head = load_hf_tensor(spec, {"lm_head.weight"}, shape);
     return head;
   }
   for (const WeightSpec& w : weight_specs(head.config)) {

@@ -18,7 +18,8 @@ struct TargetHead {
 };
 
 // The head of model `spec` (a preset drawn from `seed`, the same values random_weights
-// gives, or a Hugging Face folder). Throws Error like open_cpu_model.
+// gives, or a Hugging Face folder of any architecture: config from model_outline_of, only
+// the two tensors read). Throws Error like open_cpu_model.
 TargetHead load_target_head(const std::string& spec, uint64_t seed);
 
 }  // namespace hsring

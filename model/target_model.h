@@ -48,6 +48,12 @@ void validate_request(const ForwardRequest& request, const ModelConfig& config);
 // spec: an unknown preset (listing the known ones), a missing folder, a bad config.
 ModelConfig model_config_of(const std::string& spec);
 
+// What a drafter needs of model `spec`, whatever its architecture: model_config_of when
+// hsring's own forward runs it, else the folder's outline (parse_hf_outline), whose
+// no_native_forward says why that forward refused it. For processes that never run the
+// target themselves: drafters, and a launcher whose targets are user commands.
+ModelConfig model_outline_of(const std::string& spec);
+
 // Thread safety: a model runs one forward at a time (it owns its scratch memory).
 class TargetModel {
  public:

@@ -82,7 +82,7 @@ DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captu
   c.num_heads = target.num_heads;
   c.num_kv_heads = target.num_kv_heads;
   c.head_dim = target.head_dim;
-  c.intermediate_size = target.intermediate_size;
+  c.intermediate_size = drafter_mlp_width(target);
   c.vocab_size = target.vocab_size;
   c.rope_theta = target.rope_theta;
   c.rms_norm_eps = target.rms_norm_eps;

@@ -138,7 +138,7 @@ TEST(ModelConfigTest, MissingOrMistypedFieldsNameTheField) {
       {"rms_norm_eps", "-1", "'rms_norm_eps' must be a positive number"},
       {"tie_word_embeddings", "\"no\"", "'tie_word_embeddings' must be true or false"},
       {"num_key_value_heads", "5", "must be a multiple of KV heads"},
-      {"model_type", "\"qwen3_moe\"", "model_type 'qwen3_moe' is not supported"},
+      {"model_type", "\"qwen3_next\"", "model_type 'qwen3_next' is not supported"},
       {"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0}",
        "'rope_scaling.low_freq_factor' is required"},
       {"rope_scaling", "{\"rope_type\": \"longrope\"}", "\"longrope\": not supported"},

@@ -20,8 +20,10 @@ per document and tensor (the Qwen3.5 cases, whose gated RMSNorm over a DeltaNet 
 near zero magnifies any bf16 rounding, and short documents, whose few values make the
 relative error noisy, need it). Labels equal unless within 4 x
 the RMS logit difference of transformers' best (a near-tie bf16 may break). The Qwen3.5 cases also run a 150-token
-document, so the DeltaNet state crosses the CUDA forward's 64-token chunks. Exit 0 on
-success, 1 on a mismatch (with the numbers);
+document, so the DeltaNet state crosses the CUDA forward's 64-token chunks. The
+mixture-of-experts cases (qwen3_moe, qwen3_5_moe) must be refused by the CUDA forward (not
+built yet), naming it; with --hsring their folders also run through a short `hsring run`
+on the CPU. Exit 0 on success, 1 on a mismatch (with the numbers);
 "[  SKIPPED ]" and 0 with --cuda on a machine without a GPU.
 """
 
@@ -38,10 +40,14 @@ import torch
 import transformers
 from transformers import (AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config,
                           Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
-                          Qwen3_5TextConfig)
+                          Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration,
+                          Qwen3_5TextConfig, Qwen3MoeConfig)
 
 TOLERANCE = 1e-4  # fp32 CPU; set to 1e-2 for --cuda (bf16)
-HYBRID = ("qwen3_5", "qwen3_5-text")
+HYBRID = ("qwen3_5", "qwen3_5-text", "qwen3_5_moe")
+WRAPPERS = (Qwen3_5Config, Qwen3_5MoeConfig)
+MOE = ("qwen3_moe", "qwen3_5_moe")
+ZERO_CENTRED = (Qwen3_5Config, Qwen3_5TextConfig, Qwen3_5MoeConfig)
 # head_dim 32: a size the CUDA attention kernel is built for (32, 64, 128, 256).
 SHAPE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, head_dim=32, vocab_size=301, rms_norm_eps=1e-6)
@@ -71,6 +77,20 @@ def cases():
         vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
                            out_hidden_size=64))
     yield "qwen3_5-text", Qwen3_5TextConfig(**QWEN35_TEXT)
+    # Mixtures: 8 experts of 48, 2 per token. Qwen3-MoE with its default norm_topk_prob
+    # (false: the top-k probabilities kept as they are) and one dense layer
+    # (mlp_only_layers); Qwen3.5-MoE (renormalised, a gated shared expert) in its wrapper.
+    yield "qwen3_moe", Qwen3MoeConfig(**SHAPE, tie_word_embeddings=False,
+                                      max_position_embeddings=256, moe_intermediate_size=48,
+                                      num_experts=8, num_experts_per_tok=2, mlp_only_layers=[1],
+                                      rope_parameters={"rope_type": "default",
+                                                       "rope_theta": 1e6})
+    yield "qwen3_5_moe", Qwen3_5MoeConfig(
+        text_config=dict({k: v for k, v in QWEN35_TEXT.items() if k != "intermediate_size"},
+                         moe_intermediate_size=48, shared_expert_intermediate_size=80,
+                         num_experts=8, num_experts_per_tok=2),
+        vision_config=dict(depth=1, hidden_size=32, intermediate_size=32, num_heads=2,
+                           out_hidden_size=64))
     yield "llama-yarn", LlamaConfig(**SHAPE, max_position_embeddings=128,
                                     rope_parameters={"rope_type": "yarn", "rope_theta": 1e4,
                                                      "factor": 4.0,
@@ -103,8 +123,8 @@ def randomize(model, generator, zero_centred):
                 p.normal_(0.0, 1.0, generator=generator)
             elif p.dim() == 1:  # DeltaNet's A_log
                 p.uniform_(-1.0, 1.0, generator=generator)
-            else:
-                bound = (3.0 / (p[0].numel())) ** 0.5  # variance 1 / fan-in
+            else:  # Linear [out, in], conv [C, 1, K], fused experts [E, out, in]
+                bound = (3.0 / p.shape[-1]) ** 0.5  # variance 1 / fan-in
                 p.uniform_(-bound, bound, generator=generator)
 
 
@@ -218,21 +238,29 @@ def check(name, config, dump, work, docs):
     folder = os.path.join(work, name)
     generator = torch.Generator().manual_seed(1234)
     config._attn_implementation = "eager"
-    if isinstance(config, Qwen3_5Config):
+    if isinstance(config, WRAPPERS):
         config.text_config._attn_implementation = "eager"
-        model = Qwen3_5ForConditionalGeneration(config).float()
+        wrapper = (Qwen3_5ForConditionalGeneration if isinstance(config, Qwen3_5Config)
+                   else Qwen3_5MoeForConditionalGeneration)
+        model = wrapper(config).float()
     elif isinstance(config, Qwen3_5TextConfig):
         model = Qwen3_5ForCausalLM(config).float()
     else:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     language = language_of(model)
-    randomize(model, generator, zero_centred=isinstance(config, (Qwen3_5Config,
-                                                                 Qwen3_5TextConfig)))
+    randomize(model, generator, zero_centred=isinstance(config, ZERO_CENTRED))
     model.eval()
     model.save_pretrained(folder)
     saved = json.load(open(os.path.join(folder, "config.json")))
     text_saved = saved.get("text_config", saved)
     assert "rope_parameters" in text_saved and "dtype" in saved, sorted(saved)
+
+    if CUDA and name in MOE:  # not built on the GPU yet: the refusal must say so
+        result = hsring_forward(dump, folder, docs, os.path.join(work, name + ".bin"))
+        refused = isinstance(result, str) and "MoE on the GPU is not built yet" in result
+        print(f"{name} (CUDA): {'refused as expected' if refused else 'NOT REFUSED'}: "
+              f"{result if isinstance(result, str) else 'it ran'}", flush=True)
+        return refused
 
     offsets = np.cumsum([0] + [len(d) for d in docs]).tolist()
     floor_layers = floor_logits = None
@@ -303,11 +331,35 @@ def check(name, config, dump, work, docs):
     return ok
 
 
+def hsring_run(hsring, folder, work, name):
+    """A short `hsring run` on the saved folder: hsring's own CPU target feeding a DFlash
+    drafter over the built-in corpus (bytes: inside the 301-token vocabulary)."""
+    run = os.path.join(work, name + "-run")
+    summary = os.path.join(run, "summary.json")
+    argv = [hsring, "run", "--ring", "hsring-parity-%s-%d" % (name, os.getpid()),
+            "--model", folder, "--quiet", "--targets", "cpu:1", "--drafters", "cpu:1",
+            "--max-tokens", "128", "--slots", "4", "--hs-min-ready", "1", "--batches", "4",
+            "--objective", "dflash", "--run-dir", os.path.join(run, "out"),
+            "--summary-json", summary, "--log-dir", os.path.join(run, "logs")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        print(f"{name}: hsring run failed ({done.returncode}): {done.stderr.strip()}")
+        return False
+    result = json.load(open(summary))
+    ok = (result["batches_consumed"] >= 4 and result["batches_torn"] == 0
+          and result["batches_lost"] == 0 and np.isfinite(result["final_loss"]))
+    print(f"{name}: hsring run: {result['batches_consumed']} batches, {result['steps']} steps, "
+          f"final loss {result['final_loss']:.3f} {'ok' if ok else 'MISMATCH'}", flush=True)
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump", required=True, help="the hf_forward_dump binary")
     ap.add_argument("--work", required=True)
     ap.add_argument("--cuda", action="store_true", help="hsring's CUDA forward on GPU 0")
+    ap.add_argument("--hsring", help="the hsring binary: run the mixture-of-experts folders "
+                                     "through `hsring run` on the CPU as well")
     args = ap.parse_args()
     global TOLERANCE
     if args.cuda:
@@ -330,6 +382,8 @@ def main():
         for name, config in cases():
             results.append(check(name, config, args.dump, work,
                                  hybrid_docs if name in HYBRID else docs))
+            if args.hsring and not args.cuda and name in MOE:
+                results.append(hsring_run(args.hsring, os.path.join(work, name), work, name))
     except NoGpu as e:
         print(f"[  SKIPPED ] hf_parity --cuda: {e}")
         return 0

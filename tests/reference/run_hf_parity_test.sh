@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_hf_parity_test.sh HF_FORWARD_DUMP WORK_DIR [--cuda]: runs hf_parity_test.py in the
+# run_hf_parity_test.sh HF_FORWARD_DUMP WORK_DIR [--cuda | --hsring BIN]: runs hf_parity_test.py in the
 # reference venv (setup_venv.sh installs or reuses it), else in HSRING_REFERENCE_PYTHON or
 # this machine's python3 when either imports torch and transformers (the GPU machine has
 # them installed, and no network). Prints "[  SKIPPED ]" and exits 0 when none can

@@ -1,6 +1,7 @@
-"""examples/: hf_target.py (a transformers Qwen3 with random weights, built here and saved
-as an HF folder) feeding hsring's C++ CPU DFlash drafter on a model ring, and the slot's
-layers and labels checked against transformers' own hidden_states and logits; and
+"""examples/: hf_target.py (transformers models with random weights, built here and saved
+as HF folders: a dense Qwen3, a Qwen3-MoE, and a Mixtral, an architecture hsring's own
+forward does not build) feeding hsring's C++ CPU DFlash drafter on a model ring, and the
+slot's layers and labels checked against transformers' own hidden_states and logits; and
 torch_drafter.py training from hsring's C++ CPU target, with a resume after SIGKILL."""
 
 import json
@@ -34,14 +35,43 @@ def qwen3_folder(tmp_path_factory):
                          num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=16, max_position_embeddings=1024, tie_word_embeddings=False,
                          rms_norm_eps=1e-6, rope_theta=10000.0)
-    model = Qwen3ForCausalLM(config).to(torch.float32)
+    return save_random(Qwen3ForCausalLM(config).to(torch.float32), tmp_path_factory, "qwen3")
+
+
+def save_random(model, tmp_path_factory, tag):
     with torch.no_grad():  # larger weights than the 0.02 init, so the layers differ clearly
         for p in model.parameters():
-            if p.dim() == 2:
+            if p.dim() >= 2:
                 p.mul_(4.0)
-    path = tmp_path_factory.mktemp("qwen3")
+    path = tmp_path_factory.mktemp(tag)
     model.save_pretrained(str(path))
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def qwen3_moe_folder(tmp_path_factory):
+    """A 4-layer Qwen3-MoE with random weights: 4 experts of 32, 2 per token, renormalised."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    torch.manual_seed(0)
+    config = Qwen3MoeConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                            moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                            norm_topk_prob=True, num_hidden_layers=4, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
+                            tie_word_embeddings=False, rms_norm_eps=1e-6)
+    return save_random(Qwen3MoeForCausalLM(config).to(torch.float32), tmp_path_factory, "qwen3moe")
+
+
+@pytest.fixture(scope="module")
+def mixtral_folder(tmp_path_factory):
+    """A 4-layer Mixtral with random weights: a mixture hsring's own forward refuses, so
+    the run reads only its outline (hidden size, vocabulary, layers, embedding, LM head)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+    torch.manual_seed(0)
+    config = MixtralConfig(vocab_size=256, hidden_size=64, intermediate_size=64,
+                           num_local_experts=4, num_experts_per_tok=2, num_hidden_layers=4,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                           max_position_embeddings=1024, tie_word_embeddings=False)
+    return save_random(MixtralForCausalLM(config).to(torch.float32), tmp_path_factory, "mixtral")
 
 
 def ring_name(tag):
@@ -52,9 +82,11 @@ def hf_target_cmd(*extra):
     return "exec %s %s --threads 1 %s" % (PYTHON, os.path.join(EXAMPLES, "hf_target.py"), " ".join(extra))
 
 
-def test_hf_target_feeds_the_cpp_dflash_drafter(tmp_path, qwen3_folder):
+@pytest.mark.parametrize("folder", ["qwen3_folder", "mixtral_folder"])
+def test_hf_target_feeds_the_cpp_dflash_drafter(tmp_path, folder, request):
+    folder = request.getfixturevalue(folder)
     summary = tmp_path / "summary.json"
-    argv = [hsring_bin(), "run", "--ring", ring_name("hf"), "--model", qwen3_folder, "--quiet",
+    argv = [hsring_bin(), "run", "--ring", ring_name("hf"), "--model", folder, "--quiet",
             "--targets", "cpu:1", "--drafters", "cpu:1", "--layers", ",".join(map(str, LAYERS)),
             "--max-tokens", "128", "--slots", "4", "--hs-min-ready", "1", "--batches", "8",
             "--objective", "dflash", "--run-dir", str(tmp_path / "run"),
@@ -71,21 +103,23 @@ def test_hf_target_feeds_the_cpp_dflash_drafter(tmp_path, qwen3_folder):
     assert "hf_target 0 epoch 1" in (tmp_path / "logs" / "target-0.log").read_text()
 
 
-def test_hf_target_slots_equal_transformers_hidden_states(tmp_path, qwen3_folder):
+@pytest.mark.parametrize("folder", ["qwen3_folder", "qwen3_moe_folder"])
+def test_hf_target_slots_equal_transformers_hidden_states(tmp_path, folder, request):
     import hsring
     from transformers import AutoModelForCausalLM
+    folder = request.getfixturevalue(folder)
     name = ring_name("hfcheck")
-    subprocess.run([hsring_bin(), "run", "--create-only", "--ring", name, "--model", qwen3_folder,
+    subprocess.run([hsring_bin(), "run", "--create-only", "--ring", name, "--model", folder,
                     "--targets", "cpu:1", "--drafters", "cpu:1", "--dtype", "fp32",
                     "--layers", ",".join(map(str, LAYERS)), "--max-tokens", "128", "--slots", "4",
                     "--hs-min-ready", "1", "--batches", "0"], check=True, capture_output=True)
     env = dict(os.environ, HSRING_RING=name, HSRING_ROLE="target", HSRING_INDEX="0",
-               HSRING_MODEL=qwen3_folder)
+               HSRING_MODEL=folder)
     log = open(tmp_path / "target.log", "w")
     target = subprocess.Popen(hf_target_cmd(), shell=True, env=env, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        model = AutoModelForCausalLM.from_pretrained(qwen3_folder, dtype=torch.float32).eval()
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
         consumer = hsring.Consumer(name, 0)
         assert consumer.shape.layer_ids == LAYERS
         checked_docs = 0
