@@ -52,6 +52,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
                  "Prompts of the end-of-run evaluation (as `hsring eval --prompts`: a token-shard "
                  "folder or JSONL chats); default: held-out documents of --data, or the built-in "
                  "held-out prompts");
+  app.add_flag("!--no-eval", o.end_eval,
+               "End the run without decoding its export (`hsring eval --drafter RUN/export` "
+               "does it later)");
   app.add_flag("!--no-verify-data", o.verify_data,
                "Skip reading every token of --data before the run (its checksums and vocabulary; "
                "headers and offsets are still checked, token values as batches are built)");

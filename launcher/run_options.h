@@ -43,6 +43,7 @@ struct RunOptions {
   // The end-of-run evaluation's prompts (eval::PromptChoice::prompts): a prompt folder or
   // JSONL chats; "": held-out documents of the data.
   std::string eval_prompts;
+  bool end_eval = true;  // --no-eval: the run ends without decoding its export
   // Held-out curves: every eval_every steps (0: never) drafter 0 evaluates the held-out
   // batches of eval_data (resolved by main: eval::resolve_held_out_data).
   uint64_t eval_every = 0;

@@ -439,8 +439,9 @@ void Supervisor::write_metrics() {
 
 void Supervisor::evaluate_export(RunSummary& summary) {
   // A drafter that failed its last steps left no export of this run: what is there is older.
-  if (!runs_model(options_) || interrupted_ || crash_loop_ || options_.node_rank != 0 ||
-      !work_not_saved_.empty() || !non_finite_message_.empty() || !input_error_message_.empty())
+  if (!options_.end_eval || !runs_model(options_) || interrupted_ || crash_loop_ ||
+      options_.node_rank != 0 || !work_not_saved_.empty() || !non_finite_message_.empty() ||
+      !input_error_message_.empty())
     return;
   const Worker* drafter0 = nullptr;
   for (const Worker& w : workers_)
