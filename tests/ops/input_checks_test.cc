@@ -562,8 +562,8 @@ TEST(RunsThatFail, ADrafterDownWhenTheRunEndsFailsTheRun) {
 TEST(RunsThatFail, AnEarlierRunsExportIsNeverReportedAsThisRuns) {
   crash::TempDir dir;
   {
-    // Trained on a shard of its own (--data), so this run does not spend a minute
-    // evaluating its export by speculative decoding; the second run would.
+    // Trained on a shard of its own, and --no-eval: this run need not spend a minute
+    // evaluating its export by speculative decoding.
     std::filesystem::create_directories(dir.file("data"));
     data::ShardWriter writer(dir.file("data/part-0000.hstok"), 2, 200);
     std::mt19937 rng(7);
@@ -577,7 +577,7 @@ TEST(RunsThatFail, AnEarlierRunsExportIsNeverReportedAsThisRuns) {
     const auto first =
         crash::run_command({bin("hsring"), "run", "--ring", ring.name(), "--model", "tiny",
                             "--run-dir", dir.file("first"), "--data", dir.file("data"), "--batches",
-                            "4", "--quiet", "--max-tokens", "128"},
+                            "4", "--quiet", "--max-tokens", "128", "--no-eval"},
                            Millis(60000));
     ASSERT_EQ(first.exit_code, 0) << first.err;
     ASSERT_TRUE(std::filesystem::exists(dir.file("first/export/config.json"))) << first.err;
