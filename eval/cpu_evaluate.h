@@ -14,11 +14,6 @@
 
 namespace hsring::eval {
 
-// Throws Error(kModelBadInput) naming the field when `drafter` was not trained against a
-// target shaped like `target` (its width, vocabulary and layer count): every decoder
-// checks this before it loads weights.
-void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter);
-
 // Decodes every prompt speculatively with `drafter` (its embedding and LM head: the
 // target's) for `max_new_tokens`, checks each output against greedy decoding (one forward,
 // is_greedy_continuation, when it matches; greedy_decode in full when it does not, for the

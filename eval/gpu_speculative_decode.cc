@@ -199,10 +199,7 @@ GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
                                              const TargetHead& head, uint32_t group) {
   const ModelConfig& tc = target.config();
   const train::DflashConfig& dc = drafter.config;
-  if (dc.target_hidden != tc.hidden_size || dc.vocab_size != tc.vocab_size)
-    bad_input("the drafter (hidden " + std::to_string(dc.target_hidden) + ", vocab " +
-              std::to_string(dc.vocab_size) + ") does not fit target " + tc.name + " (hidden " +
-              std::to_string(tc.hidden_size) + ", vocab " + std::to_string(tc.vocab_size) + ")");
+  check_drafter_fits(tc, drafter);
   if (drafter.layer_ids.size() != dc.num_captured)
     bad_input(std::to_string(drafter.layer_ids.size()) + " layer ids for a drafter reading " +
               std::to_string(dc.num_captured) + " captured layers");

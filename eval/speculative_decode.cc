@@ -49,6 +49,21 @@ void draft_block(train::DflashModel& drafter, const ForwardOutput& out,
 
 }  // namespace
 
+void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter) {
+  const train::DflashConfig& c = drafter.config;
+  if (c.target_hidden != target.hidden_size)
+    bad_input("the drafter's hidden_size " + std::to_string(c.target_hidden) + " is not target " +
+              target.name + "'s " + std::to_string(target.hidden_size) +
+              ": it was trained against another model");
+  if (c.vocab_size != target.vocab_size)
+    bad_input("the drafter's vocab_size " + std::to_string(c.vocab_size) + " is not target " +
+              target.name + "'s " + std::to_string(target.vocab_size));
+  if (drafter.num_target_layers != target.num_layers)
+    bad_input("the drafter's num_target_layers " + std::to_string(drafter.num_target_layers) +
+              " is not target " + target.name + "'s " + std::to_string(target.num_layers) +
+              " layers");
+}
+
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
                                    uint32_t max_new_tokens, std::span<const int32_t> stop_tokens) {
   if (prompt.empty()) bad_input("greedy decoding needs a non-empty prompt");

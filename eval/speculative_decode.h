@@ -9,10 +9,16 @@
 #include <span>
 #include <vector>
 
+#include "checkpoint/dflash_export.h"
 #include "model/target_model.h"
 #include "train/dflash_model.h"
 
 namespace hsring::eval {
+
+// Throws Error(kModelBadInput) naming the field when `drafter` was not trained against a
+// target shaped like `target` (its width, vocabulary and layer count): every decoder
+// checks this before it loads weights.
+void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter);
 
 struct SpeculativeResult {
   std::vector<int32_t> tokens;  // the generated tokens, max_new_tokens of them
