@@ -337,6 +337,14 @@ int run(const Options& o) {
     print("delta_rule_ms_per_layer", ms, "%.3f");
     print("delta_rule_tflops", delta_flops_layer / (ms * 1e-3) / 1e12, "%.2f");
     print("delta_rule_share_of_forward", delta_rule_ms / forward_ms, "%.3f");
+    // The other product precision (cuda_ops::DeltaPrecision), for the record.
+    const double tf32_ms = time_ms(stream.get(), 3, 10, [&] {
+      HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
+          qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
+          span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
+          stream.get(), cuda_ops::DeltaPrecision::kTf32));
+    });
+    print("delta_rule_one_tf32_product_ms_per_layer", tf32_ms, "%.3f");
   }
 
   // The forward's GEMMs alone, each through the model's cuBLAS call on random data: where

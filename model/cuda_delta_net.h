@@ -18,7 +18,8 @@
 //   S_L = gamma_L S0 + K^T diag(gamma_L / gamma) U.
 // Pass 1 (every chunk and head in parallel) forms U', W and the masked score matrix P;
 // pass 2 walks each document's chunks in order per (value head, slice of dv columns: the
-// columns of S evolve independently), holding S in shared memory. All of it in fp32.
+// columns of S evolve independently), holding S in shared memory. Values are fp32; the
+// products run on the tensor cores (model/cuda_delta_rule.cu, DeltaPrecision).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -82,6 +83,12 @@ struct DeltaScratch {
 };
 uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);  // the four together
 
+// How the chunked rule's products run on the tensor cores: each operand split into a TF32
+// part and its TF32 remainder (three products: fp32 accuracy), or one TF32 product (11
+// significant bits; the default: 4.7e-4 relative error against the per-token recurrence,
+// well inside the bf16 model's parity bound against transformers, at 0.6 of the time).
+enum class DeltaPrecision { kTf32x3, kTf32 };
+
 // The chunked gated delta rule: out fp32 [rows, v_dim] from qkv (launch_delta_conv's
 // output), g and beta (launch_delta_gates'). chunks and documents come from delta_chunks
 // and delta_documents of the same batch, in device memory. REQUIRES:
@@ -89,7 +96,8 @@ uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);  // the four tog
 cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* beta, DeltaShape shape,
                               const DeltaSpan* chunks, uint32_t chunk_count,
                               const DeltaSpan* documents, uint32_t document_count,
-                              DeltaScratch scratch, float* out, cudaStream_t stream);
+                              DeltaScratch scratch, float* out, cudaStream_t stream,
+                              DeltaPrecision precision = DeltaPrecision::kTf32);
 
 // The recurrent form, one token after another (the test oracle; far slower): the same
 // inputs and output.
