@@ -12,7 +12,6 @@ documents, under the three test templates (chat_models.py):
 Every mask is checked token by token against the tests' own rendering; every malformed
 record is refused with its file and line."""
 
-import json
 
 import pytest
 from transformers import AutoTokenizer
@@ -89,7 +88,8 @@ def test_batch_output_joined_to_its_requests_trains_the_answer(models, prepare, 
     assert result.summary["batch_requests"] == 3 and result.summary["conversations"] == 2
     assert result.summary["refused"] == []
     [dropped] = result.summary["dropped"]
-    assert dropped["where"] == requests + ":3" and "'never-answered': no answer" in dropped["reason"]
+    assert dropped["where"] == requests + ":3"
+    assert "'never-answered': no answer" in dropped["reason"]
     # --train-turns all trains the dataset's earlier answer too, as asked.
     every = prepare(models[name], [outputs, requests], "--train-turns", "all")
     _, (_, flags) = every.documents()
