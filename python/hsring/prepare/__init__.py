@@ -5,7 +5,8 @@ tokenizers, jinja2; pyarrow for Parquet). An offline step: nothing here runs whi
 trains.
 
 The modules, in the order data flows through them: records (files to records),
-conversations (records to messages or text), masking (one rendering, tokens and flags),
+conversations (records to messages or text; engines: the files engines write when the
+target regenerates the answers), masking (one rendering, tokens and flags),
 output (shards and the summary), cli (flags, counting, exit codes); model_folder loads
 the tokenizer, vocabulary size and stop tokens.
 """

@@ -8,6 +8,7 @@ missing.) Nothing is left under -o unless the run succeeds.
 """
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ import time
 from typing import List, Optional
 
 from .conversations import FORMATS, Refusal, to_conversation
+from .engines import BatchRequests, is_batch_request
 from .output import OutputError, ShardSink, Summary, check_output_folder
 from .records import InputError, Record, read_records
 
@@ -41,7 +43,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="the records' shape: openai ('messages': role/content), sharegpt "
                         "('conversations': from/value), text ('text', every token trained); "
-                        "auto: by each record's field (default)")
+                        "what the target regenerated: openai-batch (vLLM's or SGLang's batch "
+                        "output, joined by custom_id to the batch input file, also given), "
+                        "specforge (regenerate_train_data.py's 'conversations'), speculators "
+                        "('input_ids' + 'loss_mask'); auto: by each record's fields (default)")
     p.add_argument("--max-length", type=_non_negative, default=0, metavar="N",
                    help="longest document in tokens (0: no limit)")
     p.add_argument("--overflow", choices=("truncate", "drop"), default="truncate",
@@ -52,9 +57,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument("--train-thinking", action="store_true",
                    help="train on the <think>...</think> blocks the template renders in the "
                         "assistant's turns (default: context only)")
-    p.add_argument("--train-turns", choices=("all", "last"), default="all",
-                   help="which assistant turns are trained: all (default), or the last one "
-                        "(regenerated data whose last turn alone is the target's)")
+    p.add_argument("--train-turns", choices=("auto", "all", "last"), default="auto",
+                   help="which assistant turns are trained: all, or the last one (regenerated "
+                        "data whose last turn alone is the target's); auto (default): the last "
+                        "for a batch answer and a row of SpecForge's per-turn expansion, else all")
     p.add_argument("--prompts-only", action="store_true",
                    help="write prompts, not training data: each conversation up to its last "
                         "user turn with the generation prompt, no mask (for hsring data "
@@ -111,8 +117,42 @@ class Run:
         self.summary = Summary(args.model, model.vocab_size,
                                "prompts-only" if args.prompts_only else "train")
         self.next_progress = time.monotonic() + PROGRESS_SECONDS
+        self.requests = BatchRequests()
+        self.request_files: List[str] = []
+
+    def read_batch_requests(self, paths: List[str]) -> None:
+        """The batch input files among the datasets (their first record a request), read
+        first, so that the output records can be joined to them in any file order."""
+        if self.args.format not in ("auto", "openai-batch"):
+            return
+        for path in paths:
+            records = read_records(path)
+            first = next(records, None)
+            if first is None or first.error is not None or not is_batch_request(first.value):
+                continue
+            self.request_files.append(path)
+            self.summary.files.append(path)
+            for record in itertools.chain([first], records):
+                self.summary.batch_requests += 1
+                if record.error is not None:
+                    self.refuse(record, record.error)
+                elif not is_batch_request(record.value):
+                    self.refuse(record, "not a batch request (custom_id, body), in a file of "
+                                        "batch requests")
+                else:
+                    reason = self.requests.add(record.value.get("custom_id"), record,
+                                               record.value["body"])
+                    if reason is not None:
+                        self.refuse(record, reason)
+
+    def unanswered_requests(self) -> None:
+        for record, custom_id in self.requests.unanswered():
+            self.drop(record, "custom_id %r: no answer in the batch output files given"
+                      % custom_id)
 
     def file(self, path: str) -> None:
+        if path in self.request_files:
+            return
         self.summary.files.append(path)
         for record in read_records(path):
             self.summary.conversations += 1
@@ -129,7 +169,8 @@ class Run:
             return self.refuse(record, record.error)
         try:
             conversation = to_conversation(record.value, self.args.format,
-                                           self.args.system_prompt)
+                                           self.args.system_prompt, where=record.where(),
+                                           requests=self.requests)
             encode = self.encoder.encode_prompt if self.args.prompts_only else self.encoder.encode
             doc = encode(conversation)
         except Refusal as e:
@@ -191,8 +232,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return fail(str(e), EXIT_USAGE)
     run = Run(args, model, sink)
     try:
+        run.read_batch_requests(args.dataset)
         for path in args.dataset:
             run.file(path)
+        run.unanswered_requests()
         summary = run.summary
         if summary.documents == 0:
             sink.abandon()

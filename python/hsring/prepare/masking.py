@@ -18,6 +18,10 @@ offsets; a token that straddles the edge of a span refuses the conversation.
 
 `<think>...</think>` blocks are context unless train_thinking: the reasoning the template
 renders before an assistant's answer then counts with the answer.
+
+An engine's tokens (speculators' rows) are kept as they are, with their mask: checked
+against the text the row says they decode to, and with the reasoning block taken out of
+the mask by its marker tokens unless train_thinking.
 """
 
 import bisect
@@ -44,7 +48,7 @@ Span = Tuple[int, int]  # [start, end) in characters of the rendering
 class Document:
     tokens: List[int]
     flags: Optional[List[int]]  # None: every token trained (plain text, prompts)
-    route: str  # "text", "generation-tags", "offsets" or "prompt"
+    route: str  # "text", "generation-tags", "offsets", "tokens" or "prompt"
 
 
 class Encoder:
@@ -52,8 +56,8 @@ class Encoder:
 
     def __init__(self, model: ModelFolder, train_thinking: bool = False,
                  train_turns: str = "all", template_kwargs: Optional[Dict] = None):
-        if train_turns not in ("all", "last"):
-            raise ValueError("train_turns: 'all' or 'last'")
+        if train_turns not in ("auto", "all", "last"):
+            raise ValueError("train_turns: 'auto', 'all' or 'last'")
         self.model = model
         self.tokenizer = model.tokenizer
         self.train_thinking = train_thinking
@@ -63,11 +67,18 @@ class Encoder:
     # -- training documents ---------------------------------------------------------
 
     def encode(self, conversation: Conversation) -> Document:
+        if conversation.is_tokens:
+            return self._encode_tokens(conversation)
         if not conversation.is_chat:
             return Document(self.tokenizer(conversation.text)["input_ids"], None, "text")
+        self._check_template_kwargs(conversation)
         messages = conversation.messages
         if not any(m["role"] == "assistant" for m in messages):
             raise Refusal("no assistant turn to train on")
+        # "auto": what the data says is the target's (the last turn of a batch answer or
+        # of SpecForge's per-turn rows), else every turn.
+        turns = self.train_turns if self.train_turns != "auto" else \
+            (conversation.train_turns or "all")
         text = self.render(messages, add_generation_prompt=False)
         tokens, offsets = self._tokenize(text)
         if self.model.has_generation_tags:
@@ -76,6 +87,7 @@ class Encoder:
         else:
             spans = self._content_spans(messages, text, tokens, offsets)
             route = "offsets"
+        spans = spans[-1:] if turns == "last" else spans
         if not self.train_thinking:
             spans = subtract(spans, [m.span() for m in THINK_BLOCK.finditer(text)])
         flags = flags_from_spans(text, offsets, spans)
@@ -123,7 +135,7 @@ class Encoder:
             spans = runs_to_spans(mask, offsets)
         if not spans:
             raise Refusal("the template's {% generation %} tags mark no text")
-        return spans[-1:] if self.train_turns == "last" else spans
+        return spans
 
     def _content_spans(self, messages, text, tokens, offsets) -> List[Span]:
         anchors = place_anchors(text, messages,
@@ -138,7 +150,7 @@ class Encoder:
                     begin = think_block_before(text, previous_end, begin)
                 spans.append((begin, self._through_stop_token(text, end, tokens, offsets, starts)))
             previous_end = anchor.end
-        return spans[-1:] if self.train_turns == "last" else spans
+        return spans
 
     def _place_by_sentinel(self, messages, i: int, text: str) -> Optional[int]:
         """Where message i's content starts, from a second rendering with a unique text in
@@ -164,13 +176,83 @@ class Encoder:
             return offsets[k][1]
         return end
 
+    def _check_template_kwargs(self, conversation: Conversation) -> None:
+        """The engine rendered the prompt with its request's template variables; the
+        rendering here must use the same, or the document is not what the target read."""
+        used = conversation.template_kwargs
+        if used is not None and dict(used) != self.template_kwargs:
+            raise Refusal("its request was rendered with chat_template_kwargs %s, this run with "
+                          "%s: give the request's with --chat-template-kwargs"
+                          % (_json(used), _json(self.template_kwargs)))
+
+    # -- an engine's tokens -------------------------------------------------------------
+
+    def _encode_tokens(self, conversation: Conversation) -> Document:
+        tokens, flags = conversation.tokens, list(conversation.flags)
+        if not tokens:
+            raise Refusal("'input_ids' is empty")
+        top = max(tokens)
+        if top >= self.model.vocab_size:  # before decoding: the tokenizer would fail on it
+            raise Refusal("token %d is outside the model's vocabulary of %d"
+                          % (top, self.model.vocab_size))
+        if conversation.review_text is not None:
+            decoded = self.tokenizer.decode(tokens, skip_special_tokens=False)
+            if decoded != conversation.review_text:
+                at = next((k for k, (a, b) in enumerate(zip(decoded, conversation.review_text))
+                           if a != b), min(len(decoded), len(conversation.review_text)))
+                raise Refusal("its tokens decode with this model's tokenizer to another text "
+                              "than its 'text' (from character %d: %r, not %r): written for "
+                              "another tokenizer?" % (at, decoded[at:at + 20],
+                                                      conversation.review_text[at:at + 20]))
+        if not any(flags):
+            raise Refusal("'loss_mask' marks no token")
+        if not self.train_thinking:
+            flags = self._untrain_reasoning(tokens, flags)
+            if not any(flags):
+                raise Refusal("no token is left to train once its <think> block is context "
+                              "(--train-thinking trains it)")
+        return Document(list(tokens), flags, "tokens")
+
+    def _untrain_reasoning(self, tokens: List[int], flags: List[int]) -> List[int]:
+        """flags less the `<think>...</think>` blocks and the whitespace right after them,
+        as the rendering route leaves them out. The block is found by its marker tokens
+        (one token each where the tokenizer has them, as Qwen3's and DeepSeek-R1's do);
+        a block may open in the prompt (a generation prompt ending in `<think>`)."""
+        vocab = self.tokenizer.get_vocab()
+        opening, closing = vocab.get(THINK_OPEN), vocab.get(THINK_CLOSE)
+        flags = list(flags)
+        inside = after_close = False
+        for k, t in enumerate(tokens):
+            if t == opening or t == closing:
+                inside, after_close = t == opening, t == closing
+                flags[k] = 0
+            elif inside:
+                flags[k] = 0
+            elif after_close and flags[k] and not self.tokenizer.decode([t]).strip():
+                flags[k] = 0
+            else:
+                after_close = False
+        for start, end in _runs(flags):
+            text = self.tokenizer.decode(tokens[start:end], skip_special_tokens=False)
+            if THINK_OPEN in text or THINK_CLOSE in text:
+                raise Refusal("its trained tokens spell %s or %s in several tokens: the "
+                              "reasoning cannot be told apart (--train-thinking trains it "
+                              "all)" % (THINK_OPEN, THINK_CLOSE))
+        return flags
+
     # -- prompts ------------------------------------------------------------------------
 
     def encode_prompt(self, conversation: Conversation) -> Document:
         """The conversation up to and including its last user turn, rendered with the
         generation prompt: what the target is asked to continue. No mask."""
+        if conversation.is_tokens:  # what the engine's target was given: up to its answer
+            first = next((k for k, f in enumerate(conversation.flags) if f), None)
+            if not first:
+                raise Refusal("'loss_mask' marks no generated token after a prompt")
+            return Document(list(conversation.tokens[:first]), None, "prompt")
         if not conversation.is_chat:
             return Document(self.tokenizer(conversation.text)["input_ids"], None, "prompt")
+        self._check_template_kwargs(conversation)
         messages = conversation.messages
         users = [i for i, m in enumerate(messages) if m["role"] == "user"]
         if not users:
@@ -317,6 +399,23 @@ def subtract(spans: Sequence[Span], holes: Sequence[Span]) -> List[Span]:
                       for p in ((a, min(b, hs)), (max(a, he), b)) if p[1] > p[0]]
         out.extend(pieces)
     return sorted(out)
+
+
+def _runs(flags: Sequence[int]) -> List[Span]:
+    """[start, end) of each run of 1s."""
+    runs, start = [], None
+    for k, f in enumerate(list(flags) + [0]):
+        if f and start is None:
+            start = k
+        elif not f and start is not None:
+            runs.append((start, k))
+            start = None
+    return runs
+
+
+def _json(value) -> str:
+    import json
+    return json.dumps(value, sort_keys=True)
 
 
 def runs_to_spans(mask: Sequence[int], offsets: Sequence[Span]) -> List[Span]:

@@ -87,7 +87,8 @@ class Summary:
     vocab_size: int
     mode: str  # "train" or "prompts-only"
     files: List[str] = field(default_factory=list)
-    conversations: int = 0  # records read, refused ones included
+    conversations: int = 0  # records read, refused ones included (batch requests apart)
+    batch_requests: int = 0  # records of batch input files, joined to their answers
     documents: int = 0
     tokens: int = 0
     trained_tokens: int = 0
@@ -107,6 +108,7 @@ class Summary:
         share = self.trained_tokens / self.tokens if self.tokens else 0.0
         return {"model": self.model, "vocab_size": self.vocab_size, "mode": self.mode,
                 "files": self.files, "conversations": self.conversations,
+                "batch_requests": self.batch_requests,
                 "documents": self.documents, "tokens": self.tokens,
                 "trained_tokens": self.trained_tokens, "trained_share": round(share, 6),
                 "truncated": self.truncated, "mask_routes": self.routes,
@@ -117,7 +119,8 @@ class Summary:
         lines = ["%d conversations in %d files: %d documents, %d dropped, %d refused; "
                  "%d truncated to --max-length"
                  % (self.conversations, len(self.files), self.documents, len(self.dropped),
-                    len(self.refused), self.truncated),
+                    len(self.refused), self.truncated)
+                 + ("; %d batch requests" % self.batch_requests if self.batch_requests else ""),
                  "%d tokens, %d trained (%.1f%%), vocabulary %d, %d shards"
                  % (self.tokens, self.trained_tokens, share, self.vocab_size, len(self.shards))]
         for kind, items in (("refused", self.refused), ("dropped", self.dropped)):

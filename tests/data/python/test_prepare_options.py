@@ -59,7 +59,8 @@ def test_refusals_name_the_conversation_and_why(models, make_model, prepare, tmp
     assert "role 'wizard'" in refused[4]
     assert refused[5] == "no assistant turn to train on"
     assert "tool calls" in refused[6]
-    assert "no 'messages', 'conversations' or 'text' field (its fields: prompt)" == refused[7]
+    assert refused[7] == ("no 'messages', 'conversations', 'text', 'input_ids' + 'loss_mask' "
+                          "or 'custom_id' + 'response' field (its fields: prompt)")
     assert "'image_url'" in refused[8]
     assert "'alien'" in refused[9]
     assert "not a list of messages" in refused[10]
