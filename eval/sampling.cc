@@ -10,12 +10,22 @@
 
 namespace hsring::eval {
 
+namespace {
+
+std::string shortest(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+}  // namespace
+
 std::string sampling_problem(const SamplingOptions& o) {
   if (!std::isfinite(o.temperature) || o.temperature < 0)
     return "--temperature must be a finite number >= 0 (0: greedy decoding), not " +
-           std::to_string(o.temperature);
+           shortest(o.temperature);
   if (!(o.top_p > 0 && o.top_p <= 1))
-    return "--top-p must be in (0, 1] (1: no nucleus cut), not " + std::to_string(o.top_p);
+    return "--top-p must be in (0, 1] (1: no nucleus cut), not " + shortest(o.top_p);
   return "";
 }
 
