@@ -122,10 +122,10 @@ std::string eval_report_text(const EvalReport& report) {
   s << line;
   if (report.speculative_seconds > 0 && report.greedy_seconds > 0) {
     const double tokens = double(report.generated_tokens);
-    std::snprintf(line, sizeof line,
-                  "on the GPU: speculative %.1f tokens/s, plain greedy %.1f tokens/s: %.2fx\n",
-                  tokens / report.speculative_seconds, tokens / report.greedy_seconds,
-                  report.greedy_seconds / report.speculative_seconds);
+    std::snprintf(
+        line, sizeof line, "on the GPU: speculative %.1f tokens/s, plain %s %.1f tokens/s: %.2fx\n",
+        tokens / report.speculative_seconds, report.sampling.greedy() ? "greedy" : "sampling",
+        tokens / report.greedy_seconds, report.greedy_seconds / report.speculative_seconds);
     s << line;
   }
   if (!report.sampling.greedy()) {

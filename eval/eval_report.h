@@ -42,7 +42,8 @@ struct EvalReport {
   // greedy output to equal: false, and the reports leave it out.
   bool matches_greedy = true;
   uint64_t target_forwards = 0, generated_tokens = 0;
-  // hsring eval --gpu: the wall time of each decoding of every prompt (0: not timed). Their
+  // hsring eval --gpu: the wall time of each decoding of every prompt (0: not timed): the
+  // speculative one and the plain one (greedy, or sampling at the run's settings). Their
   // ratio is the speed-up seen on that GPU, drafting and verification included.
   double speculative_seconds = 0, greedy_seconds = 0;
   std::vector<PromptResult> prompts;

@@ -68,8 +68,10 @@ void GpuTargetRunner::forward(const PackedDocs& docs, std::span<const int32_t> s
   ensure_bytes(greedy_device_, rows * sizeof(int32_t));
   out.greedy = greedy_device_.as<int32_t>();
   if (request.logits) {
-    ensure_bytes(logits_device_, rows * vocab * sizeof(float));
+    // Only the asked rows': the target computes the others' in its own chunked scratch.
+    ensure_bytes(logits_device_, logit_rows.size() * vocab * sizeof(float));
     out.logits = logits_device_.as<float>();
+    out.logit_rows = logit_rows;
   }
   if (capture) {
     request.capture_layers = capture_layers_;
@@ -84,18 +86,11 @@ void GpuTargetRunner::forward(const PackedDocs& docs, std::span<const int32_t> s
   greedy_.resize(rows);
   HSRING_CUDA_CHECK(cudaMemcpyAsync(greedy_.data(), greedy_device_.data(), rows * sizeof(int32_t),
                                     cudaMemcpyDeviceToHost, stream_.get()));
-  // The asked rows, consecutive ones (a block's) in one copy.
   logits_.resize(logit_rows.size() * vocab);
-  const size_t row_bytes = vocab * sizeof(float);
-  for (size_t i = 0; i < logit_rows.size();) {
-    size_t run = 1;
-    while (i + run < logit_rows.size() && logit_rows[i + run] == logit_rows[i] + int32_t(run))
-      ++run;
-    HSRING_CUDA_CHECK(cudaMemcpyAsync(logits_.data() + i * vocab,
-                                      logits_device_.data() + size_t(logit_rows[i]) * row_bytes,
-                                      run * row_bytes, cudaMemcpyDeviceToHost, stream_.get()));
-    i += run;
-  }
+  if (!logits_.empty())
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(logits_.data(), logits_device_.data(),
+                                      logits_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_.get()));
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
 }
 

@@ -50,8 +50,8 @@ class GpuTargetRunner {
   // One forward over `docs`: document i continues sequence slots[i] after cached[i]
   // positions (its positions from there; without a cache every cached[i] must be 0 and the
   // document is the whole sequence). Waits for it: greedy() holds its labels after, and
-  // logits() the fp32 logits of the batch rows `logit_rows`, in that order, [rows * V] (the
-  // forward computes every row's on the device; only these are copied back).
+  // logits() the fp32 logits of the batch rows `logit_rows`, in that order, [rows * V] (only
+  // these rows' are kept on the device and copied back: DeviceCapture::logit_rows).
   // REQUIRES: prepare() for these slots and lengths.
   void forward(const PackedDocs& docs, std::span<const int32_t> slots,
                std::span<const int32_t> cached, bool capture,

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "common/random.h"
 #include "eval/gpu_speculative_decode.h"
 #include "eval/gpu_target_runner.h"
+#include "eval/sampling.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 #include "model/cuda_kv_cache.h"
@@ -141,6 +144,16 @@ TEST(GpuEvalTest, CudaDraftingPredictsWhatTheCpuDrafterPredicts) {
         distinct += predictions[b * block + j] != predictions[j];
       }
     EXPECT_GT(distinct, 0u) << "every row drafts the same token: the comparison says little";
+    // With its logits (speculative sampling's q): the same drafts, each its row's argmax.
+    std::vector<float> logits;
+    EXPECT_EQ(gpu_drafter.draft({{}, tokens, positions, offsets, labels}, anchors, block,
+                                device.as<float>(), &logits),
+              drafted);
+    ASSERT_EQ(logits.size(), drafted.size() * dc.vocab_size);
+    for (size_t r = 0; r < drafted.size(); ++r) {
+      const float* row = logits.data() + r * dc.vocab_size;
+      EXPECT_EQ(std::max_element(row, row + dc.vocab_size) - row, drafted[r]) << "row " << r;
+    }
   }
 }
 
@@ -275,6 +288,123 @@ TEST_P(GpuDecoderTest, GreedyDecodingStopsAtAStopTokenAndTheOthersGoOn) {
     shorter += stopped[i].size() < 24;
   }
   EXPECT_GE(shorter, 1u);
+}
+
+// Speculative sampling on the GPU (`hsring eval --gpu --temperature`) and plain sampling
+// (`hsring data generate --gpu --temperature`). The GPU target computes in bf16 and the CPU
+// one in fp32, so the same seed cannot give the CPU's tokens; instead: the same seed gives
+// the same tokens in a group of four and one by one, another seed others, temperature 1e-6
+// gives greedy decoding's tokens, and the emitted tokens are distributed as the GPU
+// target's own sampling (below).
+TEST_P(GpuDecoderTest, SampledDecodingIsSeededAndNearZeroTemperatureIsGreedy) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  const ModelWeights w = random_weights(c, 11);
+  CudaTargetModel target(c, w, 0);
+  const checkpoint::DflashExport e = random_drafter(c, 4);
+  const auto prompts = prompts_for(c, 5, 21);
+  const uint32_t new_tokens = 19;
+  const eval::SamplingOptions hot{1.5, 0.9, 7}, other{1.5, 0.9, 8}, cold{1e-6, 1.0, 7};
+
+  eval::GpuSpeculativeDecoder together(target, e, head_of(c, w), 4);
+  eval::GpuSpeculativeDecoder alone(target, e, head_of(c, w), 1);
+  const auto greedy = together.greedy(prompts, new_tokens);
+  const auto sampled = together.speculative(prompts, new_tokens, hot);
+  const auto again = alone.speculative(prompts, new_tokens, hot);
+  const auto reseeded = together.speculative(prompts, new_tokens, other);
+  const auto near_zero = together.speculative(prompts, new_tokens, cold);
+  const auto plain = together.greedy(prompts, new_tokens, hot);
+  const auto plain_alone = alone.greedy(prompts, new_tokens, hot);
+  size_t differs = 0, differs_from_greedy = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    ASSERT_EQ(sampled[i].tokens.size(), new_tokens);
+    EXPECT_EQ(again[i].tokens, sampled[i].tokens);
+    EXPECT_EQ(again[i].produced, sampled[i].produced);
+    EXPECT_EQ(near_zero[i].tokens, greedy[i]);
+    EXPECT_EQ(plain[i].size(), new_tokens);
+    EXPECT_EQ(plain_alone[i], plain[i]);
+    const uint32_t produced =
+        std::accumulate(sampled[i].produced.begin(), sampled[i].produced.end(), 0u);
+    EXPECT_EQ(produced + 1, new_tokens);
+    differs += reseeded[i].tokens != sampled[i].tokens;
+    differs_from_greedy += sampled[i].tokens != greedy[i];
+  }
+  EXPECT_GT(differs, 0u) << "another seed gave every prompt the same tokens";
+  EXPECT_GT(differs_from_greedy, 0u) << "sampling at temperature 1.5 gave greedy decoding's tokens";
+}
+
+// Distributionally sound on the GPU: one prompt decoded 3000 times (each copy its own
+// prompt index, so its own draws) to 2 new tokens, the second settled by the acceptance rule
+// against one sampled draft. The pairs' counts match N p(t1) p(t2 | t1), computed from the
+// GPU target's own logits (chi-square over the cells expected >= 5, the rest pooled).
+TEST_P(GpuDecoderTest, SpeculativeSamplingEmitsTheTargetsDistribution) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  const ModelWeights w = random_weights(c, 11);
+  CudaTargetModel target(c, w, 0);
+  const checkpoint::DflashExport e = random_drafter(c, 4);
+  const std::vector<int32_t> prompt = prompts_for(c, 2, 33)[1];
+  const eval::SamplingOptions o{1.5, 0.9, 11};
+  constexpr size_t kCopies = 3000;
+  const std::vector<std::vector<int32_t>> copies(kCopies, prompt);
+  eval::GpuSpeculativeDecoder decoder(target, e, head_of(c, w), 500);
+  const auto results = decoder.speculative(copies, 2, o);
+  std::map<std::pair<int32_t, int32_t>, uint64_t> counts;
+  uint64_t accepted = 0;
+  for (const eval::SpeculativeResult& r : results) {
+    ASSERT_EQ(r.tokens.size(), 2u);
+    ++counts[{r.tokens[0], r.tokens[1]}];
+    accepted += r.accepted[1];
+  }
+
+  // p(t1) from the prompt's last row; p(t2 | t1) for every t1 that can reach 5 expected.
+  eval::GpuTargetRunner runner(target, {});
+  const size_t vocab = c.vocab_size;
+  std::vector<double> p1, p2;
+  runner.prepare(1, uint32_t(prompt.size()) + 1);
+  eval::PackedDocs first;
+  first.add(prompt);
+  const std::vector<int32_t> one_slot = {0}, no_prefix = {0};
+  runner.forward(first, one_slot, no_prefix, false,
+                 std::vector<int32_t>{int32_t(prompt.size()) - 1});
+  eval::sampling_distribution(runner.logits_row(0), o, p1);
+  std::vector<uint64_t> observed;
+  std::vector<double> expected;
+  uint64_t kept_count = 0;
+  double kept_mass = 0;
+  for (size_t t1 = 0; t1 < vocab; ++t1) {
+    if (p1[t1] * kCopies < 5) continue;
+    std::vector<int32_t> longer = prompt;
+    longer.push_back(int32_t(t1));
+    eval::PackedDocs doc;
+    doc.add(longer);
+    runner.forward(doc, one_slot, no_prefix, false, std::vector<int32_t>{int32_t(prompt.size())});
+    eval::sampling_distribution(runner.logits_row(0), o, p2);
+    for (size_t t2 = 0; t2 < vocab; ++t2) {
+      const double mass = p1[t1] * p2[t2];
+      if (mass * kCopies < 5) continue;
+      const uint64_t n = counts[{int32_t(t1), int32_t(t2)}];
+      observed.push_back(n);
+      expected.push_back(mass * kCopies);
+      kept_count += n;
+      kept_mass += mass;
+    }
+  }
+  ASSERT_GE(observed.size(), 2u) << "too few likely pairs for a test";
+  observed.push_back(kCopies - kept_count);  // the pooled rest
+  expected.push_back((1 - kept_mass) * kCopies);
+  double chi = 0;
+  for (size_t i = 0; i < observed.size(); ++i)
+    if (expected[i] > 0)
+      chi +=
+          (double(observed[i]) - expected[i]) * (double(observed[i]) - expected[i]) / expected[i];
+  // P(chi-square > df + 4.5 sqrt(2 df) + 10) < 0.001 for every df here (Wilson-Hilferty).
+  const double df = double(observed.size() - 1);
+  std::printf("%s: %zu cells, chi-square %.1f (df %.0f), %llu of %zu drafts accepted\n",
+              GetParam().c_str(), observed.size(), chi, df,
+              static_cast<unsigned long long>(accepted), kCopies);
+  EXPECT_LT(chi, df + 4.5 * std::sqrt(2 * df) + 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, GpuDecoderTest, ::testing::Values("tiny", "llama", "qwen3_5"));
