@@ -1,7 +1,9 @@
 // `hsring eval --gpu`'s pieces on a GPU: the drafter's CUDA drafting
 // (CudaDflashTrainer::draft) against the CPU DflashModel's predictions on the same features,
 // and the batched GPU speculative decoder (eval/gpu_speculative_decode.h) against plain
-// greedy decoding on the same GPU, on a Qwen3, a Llama and a Qwen3.5 hybrid target.
+// greedy decoding on the same GPU, on a Qwen3, a Llama and a Qwen3.5 hybrid target; and its
+// seeded sampling (eval/sampling.h, docs/sampling.md): reproducible, and distributed as the
+// GPU target's own sampling.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/random.h"
 #include "eval/gpu_speculative_decode.h"
 #include "eval/gpu_target_runner.h"
@@ -155,6 +158,52 @@ TEST(GpuEvalTest, CudaDraftingPredictsWhatTheCpuDrafterPredicts) {
       EXPECT_EQ(std::max_element(row, row + dc.vocab_size) - row, drafted[r]) << "row " << r;
     }
   }
+}
+
+// DeviceCapture::logit_rows (what sampled decoding asks for): the chosen rows' logits, in
+// the asked order, bit for bit those of a forward that keeps every row's.
+TEST(GpuEvalTest, ChosenLogitRowsAreThoseOfTheFullForward) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config("tiny");
+  CudaTargetModel target(c, random_weights(c, 3), 0);
+  const auto prompts = prompts_for(c, 2, 5);
+  std::vector<int32_t> tokens, positions, offsets = {0};
+  for (const auto& p : prompts) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      tokens.push_back(p[i]);
+      positions.push_back(int32_t(i));
+    }
+    offsets.push_back(int32_t(tokens.size()));
+  }
+  const size_t rows = tokens.size(), vocab = c.vocab_size;
+  ForwardRequest request;
+  request.logits = true;
+  gpu::DeviceBuffer greedy = gpu::DeviceBuffer::allocate(rows * sizeof(int32_t));
+  gpu::DeviceBuffer all = gpu::DeviceBuffer::allocate(rows * vocab * sizeof(float));
+  gpu::DeviceBuffer some = gpu::DeviceBuffer::allocate(3 * vocab * sizeof(float));
+  DeviceCapture full;
+  full.greedy = greedy.as<int32_t>();
+  full.logits = all.as<float>();
+  target.forward_device({tokens, positions, offsets}, request, nullptr, full);
+  const std::vector<int32_t> chosen = {int32_t(rows) - 1, 0, 4};
+  DeviceCapture picked = full;
+  picked.logits = some.as<float>();
+  picked.logit_rows = chosen;
+  target.forward_device({tokens, positions, offsets}, request, nullptr, picked);
+  std::vector<float> every(rows * vocab), three(3 * vocab);
+  ASSERT_EQ(cudaMemcpy(every.data(), all.data(), every.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(three.data(), some.data(), three.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < chosen.size(); ++i)
+    EXPECT_TRUE(std::equal(three.begin() + std::ptrdiff_t(i * vocab),
+                           three.begin() + std::ptrdiff_t((i + 1) * vocab),
+                           every.begin() + std::ptrdiff_t(size_t(chosen[i]) * vocab)))
+        << "row " << chosen[i];
+  const std::vector<int32_t> outside = {int32_t(rows)};
+  picked.logit_rows = outside;
+  EXPECT_THROW(target.forward_device({tokens, positions, offsets}, request, nullptr, picked),
+               Error);
 }
 
 class GpuDecoderTest : public ::testing::TestWithParam<std::string> {};
