@@ -47,7 +47,7 @@ void dump_first_block(CpuTargetModel& target, const checkpoint::DflashExport& dr
 int report_eval(const EvalReport& report, const std::string& json_path) {
   std::cout << eval_report_text(report) << std::flush;
   if (!json_path.empty()) write_file_atomically(json_path, eval_report_json(report));
-  return report.matches_greedy ? 0 : 1;
+  return !report.sampling.greedy() || report.matches_greedy ? 0 : 1;
 }
 
 }  // namespace
@@ -91,6 +91,8 @@ TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uin
 
 int run_eval(const EvalOptions& options) {
   if (options.drafter.empty()) throw Error(Errc::kUsage, "eval needs --drafter EXPORT_DIR");
+  if (const std::string problem = sampling_problem(options.sampling); !problem.empty())
+    throw Error(Errc::kUsage, "eval: " + problem);
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
   const std::string model = train::resolve_model_spec(options.model);
   // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
@@ -100,13 +102,14 @@ int run_eval(const EvalOptions& options) {
   std::cout << "eval: drafter " << options.drafter << " (" << train::describe(drafter.config)
             << ") against " << config.name << ", " << chosen.prompts.size()
             << " prompts: " << chosen.description << ", " << options.max_new_tokens
-            << " new tokens each, on "
+            << " new tokens each by " << describe_decoding(options.sampling) << ", on "
             << (options.gpu >= 0 ? "GPU " + std::to_string(options.gpu) : std::string("the CPU"))
             << "\n";
   if (options.gpu >= 0) {
 #if HSRING_HAVE_CUDA
     if (!options.dump_block.empty()) throw Error(Errc::kUsage, "--dump-block runs on the CPU only");
-    return report_eval(evaluate_on_gpu({model, options.model_seed, options.gpu, options.gpu_group},
+    return report_eval(evaluate_on_gpu({model, options.model_seed, options.gpu, options.gpu_group,
+                                        options.sampling},
                                        drafter, chosen.prompts, options.max_new_tokens),
                        options.json_path);
 #else
@@ -120,9 +123,9 @@ int run_eval(const EvalOptions& options) {
   if (!options.dump_block.empty())
     dump_first_block(*target, drafter, chosen.prompts.front().tokens, options.threads,
                      options.dump_block);
-  return report_eval(
-      evaluate(*target, drafter, chosen.prompts, options.max_new_tokens, options.threads),
-      options.json_path);
+  return report_eval(evaluate(*target, drafter, chosen.prompts, options.max_new_tokens,
+                              options.threads, options.sampling),
+                     options.json_path);
 }
 
 bool EvalCommand::selected() const { return command_ && *command_; }
@@ -160,6 +163,17 @@ EvalCommand add_eval_command(CLI::App& app) {
   eval->add_option("--max-new-tokens", o.max_new_tokens, "Tokens generated per prompt")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  eval->add_option("--temperature", o.sampling.temperature,
+                   "0: greedy verification (the default); > 0: speculative sampling at this "
+                   "temperature (drafts sampled from the drafter, the standard acceptance rule)")
+      ->capture_default_str();
+  eval->add_option("--top-p", o.sampling.top_p,
+                   "With --temperature: sample from the smallest set of tokens whose probability "
+                   "reaches P, for target and drafter alike (1: off)")
+      ->capture_default_str();
+  eval->add_option("--seed", o.sampling.seed,
+                   "With --temperature: the sampling seed (the same seed, the same tokens)")
+      ->capture_default_str();
   eval->add_option("--threads", o.threads, "CPU threads (0: all)")->capture_default_str();
   eval->add_option("--gpu", o.gpu,
                    "Decode on this GPU (CUDA target and drafter, many prompts at a time), "

@@ -12,6 +12,7 @@
 
 #include "eval/eval_prompts.h"
 #include "eval/eval_report.h"
+#include "eval/sampling.h"
 
 namespace CLI {
 class App;
@@ -29,9 +30,10 @@ struct EvalOptions {
   std::string drafter;            // a DFlash export folder (required)
   PromptChoice prompts;           // --prompts, --data, --max-prompts, --prompt-tokens
   uint32_t max_new_tokens = kDefaultMaxNewTokens;
-  uint32_t threads = 0;     // 0: every hardware thread
-  int gpu = -1;             // >= 0: decode on this GPU (eval/gpu_eval.h), not the CPU
-  uint32_t gpu_group = 16;  // --gpu: prompts decoded together, one forward each step
+  SamplingOptions sampling;  // --temperature, --top-p, --seed; greedy by default
+  uint32_t threads = 0;      // 0: every hardware thread
+  int gpu = -1;              // >= 0: decode on this GPU (eval/gpu_eval.h), not the CPU
+  uint32_t gpu_group = 16;   // --gpu: prompts decoded together, one forward each step
   std::string json_path;
   // Hidden (--dump-block PATH): the first block drafted for the first prompt, as JSON, for
   // the reference test (tests/reference, docs/dflash-export.md "Checked against the reference").
@@ -55,8 +57,9 @@ TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uin
                                                    uint32_t threads = 0, int gpu = -1);
 
 // Loads everything, evaluates, prints the text report and writes the JSON one. Returns 0,
-// or 1 when the output differs from plain greedy decoding; throws on setup errors (a
-// missing or malformed export, a drafter that does not fit the target, bad prompts).
+// or 1 when a greedy run's output differs from plain greedy decoding; throws on setup
+// errors (Error(kUsage) for bad sampling flags, before anything is read; a missing or
+// malformed export, a drafter that does not fit the target, bad prompts).
 int run_eval(const EvalOptions& options);
 
 class EvalCommand {

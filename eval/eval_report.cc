@@ -10,9 +10,14 @@ namespace hsring::eval {
 
 EvalReport summarise_decoding(std::span<const EvalPrompt> prompts,
                               std::span<SpeculativeResult> speculative,
-                              std::span<const std::vector<int32_t>> greedy, uint32_t block_size) {
-  HSRING_REQUIRE(speculative.size() == prompts.size() && greedy.size() == prompts.size());
+                              std::span<const std::vector<int32_t>> greedy, uint32_t block_size,
+                              const SamplingOptions& sampling) {
+  const bool checked = sampling.greedy();
+  HSRING_REQUIRE(speculative.size() == prompts.size() &&
+                 greedy.size() == (checked ? prompts.size() : 0));
   EvalReport report;
+  report.sampling = sampling;
+  report.matches_greedy = checked;
   report.block_size = block_size;
   std::vector<uint64_t> verified(block_size, 0), accepted(block_size, 0);
   std::vector<PromptTally> tallies;
@@ -25,8 +30,10 @@ EvalReport summarise_decoding(std::span<const EvalPrompt> prompts,
     p.source = prompts[i].source;
     p.prompt = prompts[i].tokens;
     p.output = std::move(r.tokens);
-    p.greedy = greedy[i];
-    p.matches_greedy = p.output == p.greedy;
+    if (checked) {
+      p.greedy = greedy[i];
+      p.matches_greedy = p.output == p.greedy;
+    }
     p.produced = std::move(r.produced);
     uint64_t sum = 0;
     for (const uint32_t n : p.produced) sum += n;
@@ -54,13 +61,20 @@ EvalReport summarise_decoding(std::span<const EvalPrompt> prompts,
 
 std::string eval_report_json(const EvalReport& report) {
   nlohmann::json j;
+  const bool greedy = report.sampling.greedy();
+  j["decoding"] = greedy ? "greedy" : "sampling";
+  if (!greedy) {
+    j["temperature"] = report.sampling.temperature;
+    j["top_p"] = report.sampling.top_p;
+    j["seed"] = report.sampling.seed;
+  }
   j["acceptance_length"] = report.acceptance_length;
   j["acceptance_length_interval"] = {report.acceptance_length_interval.low,
                                      report.acceptance_length_interval.high};
   j["acceptance_length_interval_level"] = report.acceptance_length_interval.level;
   j["position_acceptance"] = report.position_acceptance;
   j["ideal_speedup"] = report.ideal_speedup;
-  j["matches_greedy"] = report.matches_greedy;
+  if (greedy) j["matches_greedy"] = report.matches_greedy;
   j["block_size"] = report.block_size;
   j["target_forwards"] = report.target_forwards;
   j["generated_tokens"] = report.generated_tokens;
@@ -71,15 +85,16 @@ std::string eval_report_json(const EvalReport& report) {
     j["measured_speedup"] = report.greedy_seconds / report.speculative_seconds;
   }
   j["prompts"] = nlohmann::json::array();
-  for (const PromptResult& p : report.prompts)
-    j["prompts"].push_back({{"index", p.index},
-                            {"source", p.source},
-                            {"prompt", p.prompt},
-                            {"output", p.output},
-                            {"greedy", p.greedy},
-                            {"produced", p.produced},
-                            {"acceptance_length", p.acceptance_length},
-                            {"matches_greedy", p.matches_greedy}});
+  for (const PromptResult& p : report.prompts) {
+    nlohmann::json prompt = {{"index", p.index},       {"source", p.source},
+                             {"prompt", p.prompt},     {"output", p.output},
+                             {"produced", p.produced}, {"acceptance_length", p.acceptance_length}};
+    if (greedy) {
+      prompt["greedy"] = p.greedy;
+      prompt["matches_greedy"] = p.matches_greedy;
+    }
+    j["prompts"].push_back(std::move(prompt));
+  }
   return j.dump(2) + "\n";
 }
 
@@ -92,7 +107,7 @@ std::string format_acceptance_length(double tau, const AcceptanceInterval& inter
 
 std::string eval_report_text(const EvalReport& report) {
   std::ostringstream s;
-  char line[128];
+  char line[192];
   s << "acceptance length (tau) "
     << format_acceptance_length(report.acceptance_length, report.acceptance_length_interval)
     << " tokens per target forward, over " << report.prompts.size() << " prompts\n";
@@ -107,11 +122,22 @@ std::string eval_report_text(const EvalReport& report) {
   s << line;
   if (report.speculative_seconds > 0 && report.greedy_seconds > 0) {
     const double tokens = double(report.generated_tokens);
-    std::snprintf(line, sizeof line,
-                  "on the GPU: speculative %.1f tokens/s, plain greedy %.1f tokens/s: %.2fx\n",
-                  tokens / report.speculative_seconds, tokens / report.greedy_seconds,
-                  report.greedy_seconds / report.speculative_seconds);
+    std::snprintf(
+        line, sizeof line, "on the GPU: speculative %.1f tokens/s, plain %s %.1f tokens/s: %.2fx\n",
+        tokens / report.speculative_seconds, report.sampling.greedy() ? "greedy" : "sampling",
+        tokens / report.greedy_seconds, report.greedy_seconds / report.speculative_seconds);
     s << line;
+  }
+  if (!report.sampling.greedy()) {
+    std::snprintf(line, sizeof line,
+                  "sampled: temperature %g, top-p %g, seed %llu (%llu tokens, %llu target "
+                  "forwards; no greedy check)\n",
+                  report.sampling.temperature, report.sampling.top_p,
+                  static_cast<unsigned long long>(report.sampling.seed),
+                  static_cast<unsigned long long>(report.generated_tokens),
+                  static_cast<unsigned long long>(report.target_forwards));
+    s << line;
+    return s.str();
   }
   size_t matched = 0;
   for (const PromptResult& p : report.prompts) matched += p.matches_greedy;

@@ -84,7 +84,8 @@ GenerateSummary generate_continuations(const data::Corpus& prompts, const Genera
   uint64_t done = 0, continued = 0;
   const auto flush = [&] {
     if (pending.empty()) return;
-    const std::vector<std::vector<int32_t>> continuations = continuer(pending);
+    const std::vector<std::vector<int32_t>> continuations =
+        continuer(pending, continued - pending.size());
     for (size_t i = 0; i < pending.size(); ++i) {
       const std::vector<int32_t>& prompt = pending[i];
       const std::vector<int32_t>& continuation = continuations[i];
@@ -127,11 +128,14 @@ GenerateSummary generate_continuations(const data::Corpus& prompts, const Genera
 GenerateSummary generate_continuations(TargetModel& target, const data::Corpus& prompts,
                                        const GenerateOptions& options, data::ShardSetWriter& out,
                                        const std::function<void(uint64_t, uint64_t)>& progress) {
-  const Continuer one_by_one = [&](std::span<const std::vector<int32_t>> chunk) {
+  const Continuer one_by_one = [&](std::span<const std::vector<int32_t>> chunk, uint64_t first) {
     std::vector<std::vector<int32_t>> continuations;
-    for (const std::vector<int32_t>& prompt : chunk)
+    for (size_t i = 0; i < chunk.size(); ++i)
       continuations.push_back(
-          greedy_decode(target, prompt, options.max_new_tokens, options.stop_tokens));
+          options.sampling.greedy()
+              ? greedy_decode(target, chunk[i], options.max_new_tokens, options.stop_tokens)
+              : sample_decode(target, chunk[i], options.max_new_tokens,
+                              PromptSampler(options.sampling, first + i), options.stop_tokens));
     return continuations;
   };
   return generate_continuations(prompts, options, one_by_one, 1, out, progress);

@@ -1,7 +1,8 @@
 // `hsring data generate`: target-generated training data. Each document of a prompt corpus
-// is continued by the target's plain greedy decoding (greedy_decode) and written as prompt
-// + continuation, with a loss mask that counts only the continuation, so a drafter learns
-// to draft what the target itself says (as SpecForge regenerates responses).
+// is continued by the target's plain greedy decoding (greedy_decode), or by seeded
+// sampling (sample_decode, eval/sampling.h), and written as prompt + continuation, with a loss mask
+// that counts only the continuation, so a drafter learns to draft what the target itself says (as
+// SpecForge regenerates responses).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "data/corpus.h"
 #include "data/shard_set_writer.h"
+#include "eval/sampling.h"
 #include "model/target_model.h"
 
 namespace CLI {
@@ -31,6 +33,10 @@ struct GenerateOptions {
   // Decoding stops after one of these; empty: the model's eos_token_id (config.json,
   // generation_config.json) when it has one.
   std::vector<int32_t> stop_tokens;
+  // --temperature, --top-p, --seed: greedy by default. A prompt's draws are keyed by its
+  // place among the non-empty prompt documents, so a resumed run samples what an
+  // uninterrupted one would.
+  SamplingOptions sampling;
   uint32_t threads = 0;  // 0: every hardware thread
   int gpu = -1;          // >= 0: decode on this GPU, `gpu_group` prompts at a time
   uint32_t gpu_group = 64;
@@ -50,9 +56,10 @@ struct GenerateSummary {
   std::vector<std::string> shard_paths;
 };
 
-// How prompts are continued: each prompt's continuation, in order.
-using Continuer =
-    std::function<std::vector<std::vector<int32_t>>(std::span<const std::vector<int32_t>> prompts)>;
+// How prompts are continued: each prompt's continuation, in order. `first_prompt` is the
+// first one's index among the corpus's non-empty documents (the key of its sampling).
+using Continuer = std::function<std::vector<std::vector<int32_t>>(
+    std::span<const std::vector<int32_t>> prompts, uint64_t first_prompt)>;
 
 // Continues every document of `prompts` (shard order, then document order) with
 // `continuer`, `chunk` prompts a call, and adds prompt + continuation to `out`, the prompt
@@ -63,7 +70,8 @@ GenerateSummary generate_continuations(
     size_t chunk, data::ShardSetWriter& out,
     const std::function<void(uint64_t, uint64_t)>& progress = {});
 
-// The CPU's: each prompt by greedy_decode(target, prompt, max_new_tokens, stop_tokens).
+// The CPU's: each prompt by greedy_decode(target, prompt, max_new_tokens, stop_tokens), or
+// sample_decode when options.sampling is not greedy.
 GenerateSummary generate_continuations(
     TargetModel& target, const data::Corpus& prompts, const GenerateOptions& options,
     data::ShardSetWriter& out, const std::function<void(uint64_t, uint64_t)>& progress = {});

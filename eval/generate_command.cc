@@ -33,6 +33,7 @@ void check_flags(const GenerateOptions& o) {
   if (o.out_dir.empty()) usage("-o/--out is required (a new or empty folder)");
   if (o.max_new_tokens == 0) usage("--max-new-tokens must be at least 1");
   if (o.shard_tokens == 0) usage("--shard-tokens must be at least 1");
+  if (const std::string problem = sampling_problem(o.sampling); !problem.empty()) usage(problem);
   std::error_code ec;
   if (!fs::is_directory(o.data, ec)) usage("--data " + o.data + " is not a folder");
   if (fs::exists(o.out_dir, ec)) {
@@ -49,16 +50,22 @@ void check_flags(const GenerateOptions& o) {
 std::string run_record(const GenerateOptions& o, uint32_t vocab_size) {
   std::error_code ec;
   const fs::path data = fs::absolute(o.data, ec);
-  return nlohmann::json{{"model", o.model},
+  nlohmann::json record{{"model", o.model},
                         {"model_seed", o.model_seed},
                         {"data", data.lexically_normal().string()},
                         {"prompt_tokens", o.prompt_tokens},
                         {"max_new_tokens", o.max_new_tokens},
                         {"stop_tokens", o.stop_tokens},
                         {"vocab_size", vocab_size},
-                        {"decoder", o.gpu >= 0 ? "gpu" : "cpu"}}
-             .dump(2) +
-         "\n";
+                        {"decoder", o.gpu >= 0 ? "gpu" : "cpu"}};
+  // Only sampled runs name their sampling: a greedy run's record stays what it was, so a run
+  // begun before these flags existed still resumes.
+  if (!o.sampling.greedy()) {
+    record["temperature"] = o.sampling.temperature;
+    record["top_p"] = o.sampling.top_p;
+    record["seed"] = o.sampling.seed;
+  }
+  return record.dump(2) + "\n";
 }
 
 // The shard writer of a fresh run (its record written first) or of a resumed one (its
@@ -102,8 +109,9 @@ GenerateSummary generate(const GenerateOptions& o, const data::Corpus& prompts,
   const auto target = open_cuda_model(o.model, o.model_seed, o.gpu);
   GpuTargetRunner runner(*target, {});
   loaded();
-  const Continuer on_gpu = [&](std::span<const std::vector<int32_t>> chunk) {
-    return runner.greedy_decode(chunk, o.max_new_tokens, o.stop_tokens, o.gpu_group);
+  const Continuer on_gpu = [&](std::span<const std::vector<int32_t>> chunk, uint64_t first) {
+    return runner.greedy_decode(chunk, o.max_new_tokens, o.stop_tokens, o.gpu_group, o.sampling,
+                                first);
   };
   return generate_continuations(prompts, o, on_gpu, o.gpu_group, out, progress);
 #else
@@ -132,9 +140,10 @@ int run_data_generate(const GenerateOptions& given) {
   std::string stops;
   for (const int32_t id : o.stop_tokens) stops += (stops.empty() ? "" : " ") + std::to_string(id);
   std::cout << "generate: " << prompts.doc_count() << " prompt documents from " << o.data << ", "
-            << o.max_new_tokens << " new tokens each by greedy decoding with " << config.name
-            << " (stop tokens: " << (stops.empty() ? "none" : stops) << ") on "
-            << (o.gpu >= 0 ? "GPU " + std::to_string(o.gpu) : std::string("the CPU")) << "\n"
+            << o.max_new_tokens << " new tokens each by " << describe_decoding(o.sampling)
+            << " with " << config.name << " (stop tokens: " << (stops.empty() ? "none" : stops)
+            << ") on " << (o.gpu >= 0 ? "GPU " + std::to_string(o.gpu) : std::string("the CPU"))
+            << "\n"
             << std::flush;
 
   data::ShardSetWriter out = open_output(o, config.vocab_size);
@@ -177,8 +186,8 @@ GenerateCommand add_generate_command(CLI::App& data) {
   GenerateOptions& o = *command.options_;
   CLI::App* g = data.add_subcommand(
       "generate",
-      "Continue each prompt document with the target's greedy decoding; write shards whose "
-      "loss mask counts the generated tokens only");
+      "Continue each prompt document with the target's greedy decoding (or seeded sampling); "
+      "write shards whose loss mask counts the generated tokens only");
   command.command_ = g;
   g->add_option("--model", o.model, "Target: a preset, a Hugging Face folder, or builtin")
       ->required();
@@ -191,6 +200,16 @@ GenerateCommand add_generate_command(CLI::App& data) {
       ->check(CLI::PositiveNumber);
   g->add_option("--prompt-tokens", o.prompt_tokens,
                 "Prompt: each document's first N tokens; 0: the whole document")
+      ->capture_default_str();
+  g->add_option("--temperature", o.sampling.temperature,
+                "0: greedy decoding (the default); > 0: sample at this temperature")
+      ->capture_default_str();
+  g->add_option("--top-p", o.sampling.top_p,
+                "With --temperature: sample from the smallest set of tokens whose probability "
+                "reaches P (1: off)")
+      ->capture_default_str();
+  g->add_option("--seed", o.sampling.seed,
+                "With --temperature: the sampling seed (the same seed, the same shards)")
       ->capture_default_str();
   g->add_option("--stop-token", o.stop_tokens,
                 "Stop after this token (repeatable); default: the model's eos_token_id");

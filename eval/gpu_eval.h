@@ -1,6 +1,7 @@
 // `hsring eval --gpu N`: a DFlash export decoded speculatively on GPU N against the CUDA
 // target (eval/gpu_speculative_decode.h), checked against plain greedy decoding on the same
-// GPU, both timed, so the report gives the speed-up a user sees beside the ideal one.
+// GPU, both timed, so the report gives the speed-up a user sees beside the ideal one. A
+// sampled run (--temperature) is timed against plain sampling and has no greedy check.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "checkpoint/dflash_export.h"
 #include "eval/eval_prompts.h"
 #include "eval/eval_report.h"
+#include "eval/sampling.h"
 #include "model/cuda_target_model.h"
 #include "model/target_head.h"
 
@@ -21,6 +23,7 @@ struct GpuEvalOptions {
   uint64_t model_seed = 0;
   int gpu = 0;
   uint32_t group = 16;  // prompts per forward
+  SamplingOptions sampling;
 };
 
 // Throws Error(kBadInput) when the drafter does not fit the target or a prompt is bad,
@@ -33,6 +36,6 @@ EvalReport evaluate_on_gpu(const GpuEvalOptions& options, const checkpoint::Dfla
 EvalReport evaluate_on_gpu(CudaTargetModel& target, const TargetHead& head,
                            const checkpoint::DflashExport& drafter,
                            std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,
-                           uint32_t group);
+                           uint32_t group, const SamplingOptions& sampling = {});
 
 }  // namespace hsring::eval

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -22,6 +23,9 @@ struct Lane {
   uint32_t slot = 0;           // its place in the group, and in the KV cache
   int32_t target_row = 0;      // where its document began in the last target forward
   std::vector<int32_t> block;  // [v]: the anchor, then the drafts of positions 1 .. v - 1
+  // Sampled runs: the prompt's sampler and the distributions its drafts were drawn from.
+  std::optional<PromptSampler> sampler;
+  std::vector<std::vector<double>> q;
   SpeculativeResult result;
   size_t anchor_row() const { return seq.size() - 1; }
   bool done() const { return seq.size() >= max_length; }
@@ -34,7 +38,8 @@ struct GpuSpeculativeDecoder::Impl {
   size_t block_size = 0;
   uint32_t group = 0;
   std::unique_ptr<train::CudaDflashTrainer> drafter;
-  gpu::DeviceBuffer features;  // the drafter's batch
+  gpu::DeviceBuffer features;       // the drafter's batch
+  std::vector<float> draft_logits;  // sampled runs: the drafter's logits of the last draft()
   // With a KV cache the target computes only each step's new rows, so `history` keeps
   // every lane's captured rows so far, fp32 [slot * capacity + position, K*H], for the
   // drafter's context. Without one, each forward recomputes whole sequences and its
@@ -97,37 +102,57 @@ struct GpuSpeculativeDecoder::Impl {
     HSRING_CUDA_CHECK(cudaStreamSynchronize(stream()));
     const std::vector<int32_t> labels(rows, -1);
     const train::DrafterBatch batch{{}, packed.tokens, packed.positions, packed.offsets, labels};
-    const std::vector<int32_t> drafted = drafter->draft(batch, anchors, v, features.as<float>());
+    const bool sampled = lanes.front()->sampler.has_value();
+    const std::vector<int32_t> drafted =
+        drafter->draft(batch, anchors, v, features.as<float>(), sampled ? &draft_logits : nullptr);
+    const size_t vocab = runner.target().config().vocab_size;
     for (size_t i = 0; i < lanes.size(); ++i) {
       Lane& lane = *lanes[i];
       lane.block.assign(1, lane.seq.back());
-      lane.block.insert(lane.block.end(), drafted.begin() + std::ptrdiff_t(i * (v - 1)),
-                        drafted.begin() + std::ptrdiff_t((i + 1) * (v - 1)));
+      if (!sampled) {
+        lane.block.insert(lane.block.end(), drafted.begin() + std::ptrdiff_t(i * (v - 1)),
+                          drafted.begin() + std::ptrdiff_t((i + 1) * (v - 1)));
+        continue;
+      }
+      // Drafts drawn from the drafter's q, as the CPU's speculative_decode draws them.
+      lane.q.resize(v - 1);
+      for (size_t j = 1; j < v; ++j) {
+        const std::span<const float> row =
+            std::span<const float>(draft_logits).subspan((i * (v - 1) + j - 1) * vocab, vocab);
+        lane.block.push_back(lane.sampler->sample_draft(row, lane.anchor_row() + j, lane.q[j - 1]));
+      }
     }
   }
 
   // A forward over each lane's document (`docs`): lane i's continues its sequence after
   // cached[i] positions (all 0 without a cache).
+  // Sampled runs also copy back the logits of `logit_rows`.
   void forward_lanes(std::span<Lane* const> lanes, const PackedDocs& docs,
-                     std::span<const int32_t> cached) {
+                     std::span<const int32_t> cached, std::span<const int32_t> logit_rows = {}) {
     std::vector<int32_t> slots;
     for (const Lane* lane : lanes) slots.push_back(int32_t(lane->slot));
-    runner.forward(docs, slots, cached, true);
+    runner.forward(docs, slots, cached, true, logit_rows);
   }
 
   void decode_group(std::span<Lane> lanes) {
-    const bool cached = runner.cached();
+    const bool cached = runner.cached(), sampled = lanes.front().sampler.has_value();
     std::vector<Lane*> all;
     PackedDocs prefill;
+    std::vector<int32_t> last_rows;
     for (Lane& lane : lanes) {
       all.push_back(&lane);
       prefill.add(lane.seq);
+      if (sampled) last_rows.push_back(prefill.end(prefill.size() - 1) - 1);
     }
-    forward_lanes(all, prefill, std::vector<int32_t>(lanes.size(), 0));
+    forward_lanes(all, prefill, std::vector<int32_t>(lanes.size(), 0), last_rows);
     for (size_t i = 0; i < lanes.size(); ++i) {
-      lanes[i].target_row = prefill.begin(i);
-      if (cached) keep_rows(lanes[i], prefill.begin(i), 0, lanes[i].seq.size());
-      lanes[i].seq.push_back(runner.greedy()[size_t(prefill.end(i)) - 1]);  // the first anchor
+      Lane& lane = lanes[i];
+      lane.target_row = prefill.begin(i);
+      if (cached) keep_rows(lane, prefill.begin(i), 0, lane.seq.size());
+      // The first anchor.
+      lane.seq.push_back(sampled
+                             ? lane.sampler->sample_target(runner.logits_row(i), lane.seq.size())
+                             : runner.greedy()[size_t(prefill.end(i)) - 1]);
     }
     for (;;) {
       // Blocks of one size draft together: all of them but a prompt's last few.
@@ -143,7 +168,7 @@ struct GpuSpeculativeDecoder::Impl {
       // (with a cache: its anchor and drafts, continuing the cached rows before the anchor).
       PackedDocs verify;
       std::vector<Lane*> active;
-      std::vector<int32_t> before;
+      std::vector<int32_t> before, logit_rows;
       for (auto& entry : by_block_size)
         active.insert(active.end(), entry.second.begin(), entry.second.end());
       for (Lane* lane : active) {
@@ -153,30 +178,48 @@ struct GpuSpeculativeDecoder::Impl {
         doc.insert(doc.end(), lane->block.begin(), lane->block.end());
         before.push_back(cached ? s : 0);
         verify.add(doc, before.back());
+        // A sampled block's target distributions: its anchor's row and its drafts'.
+        const int32_t anchor_at = verify.end(verify.size() - 1) - int32_t(lane->block.size());
+        for (size_t j = 0; sampled && j < lane->block.size(); ++j)
+          logit_rows.push_back(anchor_at + int32_t(j));
       }
-      forward_lanes(active, verify, before);
+      forward_lanes(active, verify, before, logit_rows);
+      size_t logits_at = 0;  // the first row of logits() of each lane's block
       for (size_t i = 0; i < active.size(); ++i) {
         const int32_t anchor_at = verify.begin(i) + (cached ? 0 : int32_t(active[i]->anchor_row()));
-        accept(*active[i], anchor_at, verify.begin(i));
+        accept(*active[i], anchor_at, verify.begin(i), logits_at);
+        if (sampled) logits_at += active[i]->block.size();
       }
     }
   }
 
   // As speculative_decode: draft j stands at row s + j, and the target's token there is its
   // greedy after row s + j - 1, batch row anchor_at + j - 1. The longest agreeing prefix,
-  // then the bonus token. With a cache, the kept rows' capture joins the lane's history.
-  void accept(Lane& lane, int32_t anchor_at, int32_t doc_begin) {
+  // then the bonus token; a sampled block is settled by PromptSampler::verify_block over
+  // its logits, rows logits_at .. of the runner's logits(). With a cache, the kept rows'
+  // capture joins the lane's history.
+  void accept(Lane& lane, int32_t anchor_at, int32_t doc_begin, size_t logits_at) {
     const size_t s = lane.anchor_row(), v = lane.block.size();
-    const int32_t* after = runner.greedy().data() + anchor_at;
     size_t accepted = 0;
-    while (accepted + 1 < v && lane.block[accepted + 1] == after[accepted]) ++accepted;
+    int32_t next = 0;
+    if (lane.sampler) {
+      const BlockVerdict verdict =
+          lane.sampler->verify_block(s, std::span<const int32_t>(lane.block).subspan(1), lane.q,
+                                     runner.logits_row(logits_at, v));
+      accepted = verdict.accepted;
+      next = verdict.next;
+    } else {
+      const int32_t* after = runner.greedy().data() + anchor_at;
+      while (accepted + 1 < v && lane.block[accepted + 1] == after[accepted]) ++accepted;
+      next = after[accepted];
+    }
     for (size_t j = 0; j < v; ++j) {
       ++lane.result.verified[j];
       if (j <= accepted) ++lane.result.accepted[j];
     }
     const size_t produced = std::min(accepted + 1, lane.max_length - s - 1);
     for (size_t j = 1; j <= accepted && !lane.done(); ++j) lane.seq.push_back(lane.block[j]);
-    if (!lane.done()) lane.seq.push_back(after[accepted]);  // the bonus token
+    if (!lane.done()) lane.seq.push_back(next);  // the bonus token
     lane.result.produced.push_back(uint32_t(produced));
     lane.target_row = doc_begin;
     if (runner.cached()) keep_rows(lane, anchor_at, s, accepted + 1);
@@ -225,7 +268,8 @@ GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
 GpuSpeculativeDecoder::~GpuSpeculativeDecoder() = default;
 
 std::vector<SpeculativeResult> GpuSpeculativeDecoder::speculative(
-    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens) {
+    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
+    const SamplingOptions& sampling) {
   Impl& m = *impl_;
   m.check_prompts(prompts);
   HSRING_CUDA_CHECK(cudaSetDevice(m.runner.target().gpu()));
@@ -242,6 +286,7 @@ std::vector<SpeculativeResult> GpuSpeculativeDecoder::speculative(
       lane.max_length = lane.prompt_length + max_new_tokens;
       lane.result.verified.assign(m.block_size, 0);
       lane.result.accepted.assign(m.block_size, 0);
+      if (!sampling.greedy()) lane.sampler.emplace(sampling, first + i);
     }
     if (max_new_tokens > 0) m.decode_group(lanes);
     for (size_t i = 0; i < count; ++i) {
@@ -255,11 +300,12 @@ std::vector<SpeculativeResult> GpuSpeculativeDecoder::speculative(
 }
 
 std::vector<std::vector<int32_t>> GpuSpeculativeDecoder::greedy(
-    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens) {
+    std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
+    const SamplingOptions& sampling) {
   Impl& m = *impl_;
   m.check_prompts(prompts);
   HSRING_CUDA_CHECK(cudaSetDevice(m.runner.target().gpu()));
-  return m.runner.greedy_decode(prompts, max_new_tokens, {}, m.group);
+  return m.runner.greedy_decode(prompts, max_new_tokens, {}, m.group, sampling);
 }
 
 }  // namespace hsring::eval

@@ -12,6 +12,11 @@
 // recomputes each prompt's whole sequence at every step (no KV cache yet), so a step's cost
 // grows with the sequence; plain greedy decoding (greedy()) runs the same way, so the two
 // are timed on equal terms.
+//
+// Sampled runs (a non-greedy SamplingOptions) follow the CPU's speculative sampling too:
+// the drafter's logits and the target's logits of each block come back to the host, where
+// the one sampler of eval/sampling.h draws and verifies, keyed by the prompt's index, so a
+// prompt's tokens do not depend on the group it decodes in.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "checkpoint/dflash_export.h"
+#include "eval/sampling.h"
 #include "eval/speculative_decode.h"
 #include "model/cuda_target_model.h"
 #include "model/target_head.h"
@@ -38,13 +44,17 @@ class GpuSpeculativeDecoder {
   GpuSpeculativeDecoder(const GpuSpeculativeDecoder&) = delete;
   GpuSpeculativeDecoder& operator=(const GpuSpeculativeDecoder&) = delete;
 
-  // Each prompt decoded speculatively to max_new_tokens tokens, results in prompt order.
+  // Each prompt decoded speculatively to max_new_tokens tokens, results in prompt order;
+  // with a non-greedy `sampling`, by speculative sampling, prompt i keyed as i.
   // Throws Error(kBadInput) for an empty prompt or a token outside the vocabulary.
   std::vector<SpeculativeResult> speculative(std::span<const std::vector<int32_t>> prompts,
-                                             uint32_t max_new_tokens);
-  // Plain greedy decoding of each prompt, one target forward per token for a whole group.
+                                             uint32_t max_new_tokens,
+                                             const SamplingOptions& sampling = {});
+  // Plain greedy decoding of each prompt (or plain sampling, as speculative's), one target
+  // forward per token for a whole group.
   std::vector<std::vector<int32_t>> greedy(std::span<const std::vector<int32_t>> prompts,
-                                           uint32_t max_new_tokens);
+                                           uint32_t max_new_tokens,
+                                           const SamplingOptions& sampling = {});
 
  private:
   struct Impl;

@@ -51,15 +51,28 @@ const std::byte* GpuTargetRunner::captured_row(size_t row) const {
   return captured_.data() + row * row_bytes();
 }
 
+std::span<const float> GpuTargetRunner::logits_row(size_t i, size_t rows) const {
+  const size_t vocab = target_.config().vocab_size;
+  return std::span<const float>(logits_).subspan(i * vocab, rows * vocab);
+}
+
 void GpuTargetRunner::forward(const PackedDocs& docs, std::span<const int32_t> slots,
-                              std::span<const int32_t> cached, bool capture) {
-  const size_t rows = docs.tokens.size();
+                              std::span<const int32_t> cached, bool capture,
+                              std::span<const int32_t> logit_rows) {
+  const size_t rows = docs.tokens.size(), vocab = target_.config().vocab_size;
   ForwardRequest request;
   request.greedy = true;
+  request.logits = !logit_rows.empty();
   DeviceCapture out;
   out.dtype = DType::kFP32;
   ensure_bytes(greedy_device_, rows * sizeof(int32_t));
   out.greedy = greedy_device_.as<int32_t>();
+  if (request.logits) {
+    // Only the asked rows': the target computes the others' in its own chunked scratch.
+    ensure_bytes(logits_device_, logit_rows.size() * vocab * sizeof(float));
+    out.logits = logits_device_.as<float>();
+    out.logit_rows = logit_rows;
+  }
   if (capture) {
     request.capture_layers = capture_layers_;
     ensure_bytes(captured_, rows * row_bytes());
@@ -73,13 +86,20 @@ void GpuTargetRunner::forward(const PackedDocs& docs, std::span<const int32_t> s
   greedy_.resize(rows);
   HSRING_CUDA_CHECK(cudaMemcpyAsync(greedy_.data(), greedy_device_.data(), rows * sizeof(int32_t),
                                     cudaMemcpyDeviceToHost, stream_.get()));
+  logits_.resize(logit_rows.size() * vocab);
+  if (!logits_.empty())
+    HSRING_CUDA_CHECK(cudaMemcpyAsync(logits_.data(), logits_device_.data(),
+                                      logits_.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_.get()));
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
 }
 
 std::vector<std::vector<int32_t>> GpuTargetRunner::greedy_decode(
     std::span<const std::vector<int32_t>> prompts, uint32_t max_new_tokens,
-    std::span<const int32_t> stop_tokens, uint32_t group) {
+    std::span<const int32_t> stop_tokens, uint32_t group, const SamplingOptions& sampling,
+    uint64_t first_prompt) {
   std::vector<std::vector<int32_t>> outputs(prompts.size());
+  const bool sampled = !sampling.greedy();
   const auto stops = [&](int32_t token) {
     return std::find(stop_tokens.begin(), stop_tokens.end(), token) != stop_tokens.end();
   };
@@ -93,7 +113,7 @@ std::vector<std::vector<int32_t>> GpuTargetRunner::greedy_decode(
       // The unfinished sequences; with a cache, a step after the prefill feeds each its last
       // token only.
       PackedDocs docs;
-      std::vector<int32_t> slots, cached;
+      std::vector<int32_t> slots, cached, last_rows;
       std::vector<size_t> lanes;
       for (size_t i = 0; i < count; ++i) {
         if (done[i]) continue;
@@ -102,12 +122,15 @@ std::vector<std::vector<int32_t>> GpuTargetRunner::greedy_decode(
         slots.push_back(int32_t(i));
         cached.push_back(before);
         docs.add(std::span<const int32_t>(seqs[i]).subspan(size_t(before)), before);
+        if (sampled) last_rows.push_back(docs.end(lanes.size() - 1) - 1);
       }
       if (lanes.empty()) break;
-      forward(docs, slots, cached, false);
+      forward(docs, slots, cached, false, last_rows);
       for (size_t d = 0; d < lanes.size(); ++d) {
         std::vector<int32_t>& seq = seqs[lanes[d]];
-        seq.push_back(greedy_[size_t(docs.end(d)) - 1]);
+        seq.push_back(sampled ? PromptSampler(sampling, first_prompt + first + lanes[d])
+                                    .sample_target(logits_row(d), seq.size())
+                              : greedy_[size_t(docs.end(d)) - 1]);
         done[lanes[d]] =
             stops(seq.back()) || seq.size() - prompts[first + lanes[d]].size() == max_new_tokens;
       }

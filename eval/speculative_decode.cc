@@ -47,6 +47,27 @@ void draft_block(train::DflashModel& drafter, const ForwardOutput& out,
   drafter.forward({d.features, d.tokens, d.positions, d.offsets, d.labels, d.anchors});
 }
 
+// The drafter's logits of block positions 1 .. v - 1 of its last forward (one block),
+// [(v - 1) * V]: its final hidden states times `lm_head`, summed in double.
+std::vector<float> draft_logits(const train::DflashModel& drafter, std::span<const float> lm_head) {
+  const size_t hidden = drafter.config().width(), vocab = lm_head.size() / hidden;
+  const auto final_hidden = drafter.block_hidden();
+  const size_t v = final_hidden.size() / hidden;
+  std::vector<float> logits((v - 1) * vocab);
+  for (size_t j = 1; j < v; ++j)
+    for (size_t t = 0; t < vocab; ++t) {
+      double dot = 0;
+      for (size_t c = 0; c < hidden; ++c)
+        dot += double(final_hidden[j * hidden + c]) * double(lm_head[t * hidden + c]);
+      logits[(j - 1) * vocab + t] = float(dot);
+    }
+  return logits;
+}
+
+bool is_stop(std::span<const int32_t> stop_tokens, int32_t token) {
+  return std::find(stop_tokens.begin(), stop_tokens.end(), token) != stop_tokens.end();
+}
+
 }  // namespace
 
 void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter) {
@@ -74,7 +95,26 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
   for (uint32_t i = 0; i < max_new_tokens; ++i) {
     run_target(target, seq, request, out);
     seq.push_back(out.greedy.back());
-    if (std::find(stop_tokens.begin(), stop_tokens.end(), seq.back()) != stop_tokens.end()) break;
+    if (is_stop(stop_tokens, seq.back())) break;
+  }
+  return std::vector<int32_t>(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
+}
+
+std::vector<int32_t> sample_decode(TargetModel& target, std::span<const int32_t> prompt,
+                                   uint32_t max_new_tokens, const PromptSampler& sampler,
+                                   std::span<const int32_t> stop_tokens) {
+  if (prompt.empty()) bad_input("sampling needs a non-empty prompt");
+  const size_t vocab = target.config().vocab_size;
+  std::vector<int32_t> seq(prompt.begin(), prompt.end());
+  ForwardRequest request;
+  request.greedy = false;
+  request.logits = true;
+  ForwardOutput out;
+  for (uint32_t i = 0; i < max_new_tokens; ++i) {
+    run_target(target, seq, request, out);
+    const std::span<const float> last(out.logits.data() + (seq.size() - 1) * vocab, vocab);
+    seq.push_back(sampler.sample_target(last, seq.size()));
+    if (is_stop(stop_tokens, seq.back())) break;
   }
   return std::vector<int32_t>(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
 }
@@ -96,7 +136,8 @@ bool is_greedy_continuation(TargetModel& target, std::span<const int32_t> prompt
 
 SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
                                      std::span<const int32_t> layer_ids,
-                                     std::span<const int32_t> prompt, uint32_t max_new_tokens) {
+                                     std::span<const int32_t> prompt, uint32_t max_new_tokens,
+                                     const DraftSampling* sampling) {
   const ModelConfig& tc = target.config();
   const train::DflashConfig& dc = drafter.config();
   if (prompt.empty()) bad_input("speculative decoding needs a non-empty prompt");
@@ -108,7 +149,9 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
     bad_input(std::to_string(layer_ids.size()) + " layer ids for a drafter reading " +
               std::to_string(dc.num_captured) + " captured layers");
   const size_t bs = dc.block_size, hidden = tc.hidden_size, k = layer_ids.size();
-  const size_t max_length = prompt.size() + max_new_tokens;
+  const size_t max_length = prompt.size() + max_new_tokens, vocab = tc.vocab_size;
+  if (sampling && sampling->lm_head.size() != vocab * hidden)
+    bad_input("the LM head is not [vocab, hidden]");
 
   SpeculativeResult result;
   result.verified.assign(bs, 0);
@@ -117,16 +160,25 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
 
   ForwardRequest request;
   request.capture_layers.assign(layer_ids.begin(), layer_ids.end());
-  request.greedy = true;
+  request.greedy = !sampling;
+  request.logits = sampling != nullptr;
   validate_request(request, tc);
   ForwardOutput out;
+  // Target row r's logits (their distribution is the token at row r + 1's).
+  const auto logits_from = [&](size_t r, size_t rows) {
+    return std::span<const float>(out.logits).subspan(r * vocab, rows * vocab);
+  };
 
   std::vector<int32_t> seq(prompt.begin(), prompt.end());
   run_target(target, seq, request, out);
-  seq.push_back(out.greedy.back());  // the first anchor
+  // The first anchor.
+  seq.push_back(sampling
+                    ? sampling->sampler.sample_target(logits_from(seq.size() - 1, 1), seq.size())
+                    : out.greedy.back());
 
   DraftScratch scratch;
-  std::vector<int32_t> block;
+  std::vector<int32_t> block, drafts;
+  std::vector<std::vector<double>> q;
   // The last blocks are cut to the v rows left before max_length (v >= 2: a token is left
   // to produce), drafted and verified at that length, as the reference's dflash_generate
   // does; the drafter's own block size is restored whatever happens.
@@ -140,7 +192,18 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
     const size_t v = std::min(bs, max_length - s);
     if (v != drafter.config().block_size) drafter.set_block_size(uint32_t(v));
     draft_block(drafter, out, seq, k, hidden, scratch);
-    const auto drafts = drafter.predictions();  // [v]: position j's argmax at index j
+    // [v]: position j's draft at index j (its argmax, or its sample from q[j - 1]).
+    if (sampling) {
+      const std::vector<float> logits = draft_logits(drafter, sampling->lm_head);
+      drafts.assign(1, seq.back());
+      q.resize(v - 1);
+      for (size_t j = 1; j < v; ++j)
+        drafts.push_back(sampling->sampler.sample_draft(
+            std::span<const float>(logits).subspan((j - 1) * vocab, vocab), s + j, q[j - 1]));
+    } else {
+      const auto predicted = drafter.predictions();
+      drafts.assign(predicted.begin(), predicted.end());
+    }
 
     // Verify the anchor and its v - 1 drafts in one forward over everything so far.
     block.assign(seq.begin(), seq.end());
@@ -148,14 +211,23 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
     run_target(target, block, request, out);
     // Draft j stands at row s + j; the target's token there is its greedy after row s + j - 1.
     size_t accepted = 0;
-    while (accepted + 1 < v && drafts[accepted + 1] == out.greedy[s + accepted]) ++accepted;
+    int32_t next = 0;  // the token after the accepted drafts: the bonus
+    if (sampling) {
+      const BlockVerdict verdict = sampling->sampler.verify_block(
+          s, std::span<const int32_t>(drafts).subspan(1), q, logits_from(s, v));
+      accepted = verdict.accepted;
+      next = verdict.next;
+    } else {
+      while (accepted + 1 < v && drafts[accepted + 1] == out.greedy[s + accepted]) ++accepted;
+      next = out.greedy[s + accepted];
+    }
     for (size_t j = 0; j < v; ++j) {
       ++result.verified[j];
       if (j <= accepted) ++result.accepted[j];
     }
     const size_t produced = std::min(accepted + 1, max_length - s - 1);
     for (size_t j = 1; j <= accepted && seq.size() < max_length; ++j) seq.push_back(drafts[j]);
-    if (seq.size() < max_length) seq.push_back(out.greedy[s + accepted]);  // the bonus token
+    if (seq.size() < max_length) seq.push_back(next);  // the bonus token
     result.produced.push_back(uint32_t(produced));
   }
   result.tokens.assign(seq.begin() + std::ptrdiff_t(prompt.size()), seq.end());
@@ -188,16 +260,8 @@ DraftedBlock first_block(TargetModel& target, train::DflashModel& drafter,
   result.context_length = uint32_t(prompt.size());
   result.anchor = seq.back();
   const auto drafts = drafter.predictions();
-  const auto final_hidden = drafter.block_hidden();
   result.drafts.assign(drafts.begin() + 1, drafts.begin() + std::ptrdiff_t(bs));
-  result.logits.resize((bs - 1) * vocab);
-  for (size_t j = 1; j < bs; ++j)
-    for (size_t v = 0; v < vocab; ++v) {
-      double dot = 0;
-      for (size_t c = 0; c < hidden; ++c)
-        dot += double(final_hidden[j * hidden + c]) * double(lm_head[v * hidden + c]);
-      result.logits[(j - 1) * vocab + v] = float(dot);
-    }
+  result.logits = draft_logits(drafter, lm_head);
   return result;
 }
 

@@ -1,8 +1,8 @@
-// Speculative decoding with greedy verification on a target model and a DFlash drafter,
-// one prompt at a time: the drafter drafts a block from the target's captured layers, one
-// target forward verifies it, the longest agreeing prefix is kept plus the target's bonus
-// token. The reference for what `hsring eval` measures (docs/drafter-training.md,
-// "Measuring acceptance: hsring eval").
+// Speculative decoding with greedy verification (or speculative sampling, eval/sampling.h)
+// on a target model and a DFlash drafter, one prompt at a time: the drafter drafts a block
+// from the target's captured layers, one target forward verifies it, the longest agreeing
+// (accepted) prefix is kept plus the target's bonus token. The reference for what `hsring eval`
+// measures (docs/drafter-training.md, "Measuring acceptance: hsring eval").
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "checkpoint/dflash_export.h"
+#include "eval/sampling.h"
 #include "model/target_model.h"
 #include "train/dflash_model.h"
 
@@ -30,6 +31,12 @@ struct SpeculativeResult {
   std::vector<uint64_t> verified, accepted;
 };
 
+// Plain sampling, greedy_decode's twin: each token sampled by `sampler` from the target's
+// logits after the tokens before it (its row: its place in prompt + output).
+std::vector<int32_t> sample_decode(TargetModel& target, std::span<const int32_t> prompt,
+                                   uint32_t max_new_tokens, const PromptSampler& sampler,
+                                   std::span<const int32_t> stop_tokens = {});
+
 // Plain greedy decoding: max_new_tokens tokens, each from a full forward over the prompt
 // and the tokens so far (no cache), or fewer when a token of `stop_tokens` comes first (it
 // is the last token returned). Throws Error(kBadInput) for an empty prompt.
@@ -45,6 +52,14 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
 bool is_greedy_continuation(TargetModel& target, std::span<const int32_t> prompt,
                             std::span<const int32_t> output);
 
+// Speculative sampling instead of greedy verification: the prompt's sampler, and the LM head
+// ([V, H], the target's) through which the drafter's logits are computed from its final
+// hidden states, for its distributions q.
+struct DraftSampling {
+  PromptSampler sampler;
+  std::span<const float> lm_head;
+};
+
 // Speculative decoding of max_new_tokens tokens after `prompt`. The prefill forward gives the
 // first anchor (the target's greedy next token); each step drafts the block of the anchor
 // at row s (its context: the captured layers `layer_ids` of rows [0, s), from the previous
@@ -52,11 +67,14 @@ bool is_greedy_continuation(TargetModel& target, std::span<const int32_t> prompt
 // prompt + max_new_tokens - s)), accepts the drafts equal to the target's greedy tokens up
 // to the first mismatch, and appends the target's token after the last accepted row (the
 // bonus), the next anchor. The full forward is recomputed each step (no KV cache): slower,
-// the same tokens. Throws Error(kBadInput) when the prompt is empty, the drafter's
-// width or vocabulary is not the target's, or `layer_ids` does not fit both.
+// the same tokens. With `sampling`, every token is sampled instead (the first anchor from
+// the target, drafts from the drafter's q) and each block is settled by
+// PromptSampler::verify_block. Throws Error(kBadInput) when the prompt is empty, the
+// drafter's width or vocabulary is not the target's, or `layer_ids` does not fit both.
 SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
                                      std::span<const int32_t> layer_ids,
-                                     std::span<const int32_t> prompt, uint32_t max_new_tokens);
+                                     std::span<const int32_t> prompt, uint32_t max_new_tokens,
+                                     const DraftSampling* sampling = nullptr);
 
 // The first block speculative_decode drafts for `prompt`, with its logits: for
 // `hsring eval --dump-block`, which the reference test (tests/reference) compares with the

@@ -257,11 +257,20 @@ void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bo
                                               float(config.rms_norm_eps), normed, s));
   const uint32_t chunk = head_chunk_rows(vocab);
   // Chunks of rows also keep every GEMM's C under 2^31 elements.
+  const bool all_rows = out.logits && out.logit_rows.empty();
   for (uint32_t r0 = 0; r0 < rows; r0 += chunk) {
     const uint32_t n = std::min(chunk, rows - r0);
-    float* logits = out.logits ? out.logits + uint64_t(r0) * vocab : head_chunk.as<float>();
+    float* logits = all_rows ? out.logits + uint64_t(r0) * vocab : head_chunk.as<float>();
     blas->linear(normed + uint64_t(r0) * h, n, h, weights.lm_head(), vocab, logits, true, vocab);
     if (greedy) HSRING_CUDA_CHECK(cuda_ops::launch_argmax(logits, n, vocab, out.greedy + r0, s));
+    // The asked rows of this chunk, before the next chunk's product overwrites it.
+    for (size_t i = 0; out.logits && i < out.logit_rows.size(); ++i) {
+      const auto row = uint32_t(out.logit_rows[i]);
+      if (row < r0 || row >= r0 + n) continue;
+      HSRING_CUDA_CHECK(cudaMemcpyAsync(out.logits + i * vocab, logits + uint64_t(row - r0) * vocab,
+                                        uint64_t(vocab) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                        s));
+    }
   }
 }
 
@@ -323,6 +332,10 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   }
   if (request.greedy && !out.greedy) bad_capture("greedy labels requested without a buffer");
   if (request.logits && !out.logits) bad_capture("logits requested without a buffer");
+  for (const int32_t row : out.logit_rows)
+    if (row < 0 || uint64_t(row) >= batch.tokens.size())
+      bad_capture("logit row " + std::to_string(row) + " outside the batch of " +
+                  std::to_string(batch.tokens.size()) + " rows");
 
   HSRING_CUDA_CHECK(cudaSetDevice(m.gpu));
   const auto rows = uint32_t(batch.tokens.size());

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct DeviceCapture {
   std::vector<CaptureRegion> layers;  // one per request.capture_layers entry, in order
   int32_t* greedy = nullptr;          // [T] int32; required when request.greedy
   float* logits = nullptr;            // [T, V] fp32; required when request.logits
+  // When not empty, `logits` holds only these rows' (host row indices < T, any order),
+  // [logit_rows.size(), V]: a decoder that samples a few rows of a long packed batch need
+  // not hold [T, V] (GBs for a 150k vocabulary).
+  std::span<const int32_t> logit_rows;
 };
 
 // Thread safety: one forward at a time (the model owns its scratch memory and its cuBLAS

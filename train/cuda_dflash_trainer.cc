@@ -119,6 +119,7 @@ struct CudaDflashTrainer::Buffers {
   bool backward = false;
   bool drafting = false;  // draft(): the head writes each scored row's argmax to `drafted`
   Scratch<int32_t> drafted;
+  float* drafted_logits = nullptr;  // draft() with logits: [scored, V] on the host, or null
   Scratch<int32_t> positions, block_tokens, block_positions, context, scored_rows, scored_labels,
       row_agreed;
   // The last layer past its attention, the final norm and the head take only the scored
@@ -339,7 +340,8 @@ LossStats CudaDflashTrainer::compute_gradients_bf16(const uint16_t* features,
 
 std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
                                               std::span<const int32_t> anchors, uint32_t block_size,
-                                              const float* device_features) {
+                                              const float* device_features,
+                                              std::vector<float>* logits) {
   Buffers& b = *b_;
   if (b.bf16())
     throw Error(Errc::kModelBadConfig,
@@ -369,10 +371,13 @@ std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
   build_dflash_block_rows(blocks, config_, rows_);
   upload(batch);
   b.drafted.ensure(b.scored);
+  if (logits) logits->resize(b.scored * size_t(config_.vocab_size));
   b.drafting = true;
+  b.drafted_logits = logits ? logits->data() : nullptr;
   run_forward();
   run_head();
   b.drafting = false;
+  b.drafted_logits = nullptr;
   std::vector<int32_t> drafted(b.scored);
   HSRING_CUDA_CHECK(cudaMemcpyAsync(drafted.data(), b.drafted.get(), b.scored * sizeof(int32_t),
                                     cudaMemcpyDeviceToHost, b.stream.get()));
@@ -383,6 +388,7 @@ std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
 
 LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, const void* features) {
   b_->drafting = false;  // a draft() that threw mid-way must not leave its head behind
+  b_->drafted_logits = nullptr;
   b_->marks = 0;
   mark("start");
   // Holds live for one step, and only this step's products read them: the last step's end
@@ -829,6 +835,11 @@ void CudaDflashTrainer::run_head() {
     if (b.drafting) {
       HSRING_CUDA_CHECK(cuda_ops::launch_argmax(b.logits.fp32.get(), uint32_t(n), uint32_t(vocab),
                                                 b.drafted.get() + s0, ops.s));
+      // On the stream before the next chunk's product overwrites the buffer.
+      if (b.drafted_logits)
+        HSRING_CUDA_CHECK(cudaMemcpyAsync(b.drafted_logits + s0 * vocab, b.logits.fp32.get(),
+                                          n * vocab * sizeof(float), cudaMemcpyDeviceToHost,
+                                          ops.s));
       continue;
     }
     const auto cross_entropy = [&](auto* logits) {

@@ -64,11 +64,14 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   // blocks of `block_size` rows (2 .. the config's: a decode's last blocks are shorter), and
   // no loss or gradient. The features are `device_features`, fp32 [T, K*H] on the device
   // (batch.features and batch.labels are not read). Returns each block's argmax at
-  // positions 1 .. block_size - 1, [anchors.size() * (block_size - 1)], the first on ties.
-  // Needs the kFp32 precision (its logits are fp32). Throws Error(kBadInput) for a bad batch,
-  // anchors or block size, Error(kCuda).
+  // positions 1 .. block_size - 1, [anchors.size() * (block_size - 1)], the first on ties,
+  // and with `logits` those rows' fp32 logits too, [that many rows * V] on the host (for
+  // speculative sampling, whose drafts are drawn from them). Needs the kFp32 precision (its
+  // logits are fp32). Throws Error(kBadInput) for a bad batch, anchors or block size,
+  // Error(kCuda).
   std::vector<int32_t> draft(const DrafterBatch& batch, std::span<const int32_t> anchors,
-                             uint32_t block_size, const float* device_features);
+                             uint32_t block_size, const float* device_features,
+                             std::vector<float>* logits = nullptr);
 
   // Per-phase device time (cudaEvents between the step's phases, on its one stream): off
   // by default. When on, phase_ms() gives the last compute_gradients* and the

@@ -1,18 +1,24 @@
 // `hsring eval --gpu`'s pieces on a GPU: the drafter's CUDA drafting
 // (CudaDflashTrainer::draft) against the CPU DflashModel's predictions on the same features,
 // and the batched GPU speculative decoder (eval/gpu_speculative_decode.h) against plain
-// greedy decoding on the same GPU, on a Qwen3, a Llama and a Qwen3.5 hybrid target.
+// greedy decoding on the same GPU, on a Qwen3, a Llama and a Qwen3.5 hybrid target; and its
+// seeded sampling (eval/sampling.h, docs/sampling.md): reproducible, and distributed as the
+// GPU target's own sampling.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/random.h"
 #include "eval/gpu_speculative_decode.h"
 #include "eval/gpu_target_runner.h"
+#include "eval/sampling.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 #include "model/cuda_kv_cache.h"
@@ -141,7 +147,63 @@ TEST(GpuEvalTest, CudaDraftingPredictsWhatTheCpuDrafterPredicts) {
         distinct += predictions[b * block + j] != predictions[j];
       }
     EXPECT_GT(distinct, 0u) << "every row drafts the same token: the comparison says little";
+    // With its logits (speculative sampling's q): the same drafts, each its row's argmax.
+    std::vector<float> logits;
+    EXPECT_EQ(gpu_drafter.draft({{}, tokens, positions, offsets, labels}, anchors, block,
+                                device.as<float>(), &logits),
+              drafted);
+    ASSERT_EQ(logits.size(), drafted.size() * dc.vocab_size);
+    for (size_t r = 0; r < drafted.size(); ++r) {
+      const float* row = logits.data() + r * dc.vocab_size;
+      EXPECT_EQ(std::max_element(row, row + dc.vocab_size) - row, drafted[r]) << "row " << r;
+    }
   }
+}
+
+// DeviceCapture::logit_rows (what sampled decoding asks for): the chosen rows' logits, in
+// the asked order, bit for bit those of a forward that keeps every row's.
+TEST(GpuEvalTest, ChosenLogitRowsAreThoseOfTheFullForward) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config("tiny");
+  CudaTargetModel target(c, random_weights(c, 3), 0);
+  const auto prompts = prompts_for(c, 2, 5);
+  std::vector<int32_t> tokens, positions, offsets = {0};
+  for (const auto& p : prompts) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      tokens.push_back(p[i]);
+      positions.push_back(int32_t(i));
+    }
+    offsets.push_back(int32_t(tokens.size()));
+  }
+  const size_t rows = tokens.size(), vocab = c.vocab_size;
+  ForwardRequest request;
+  request.logits = true;
+  gpu::DeviceBuffer greedy = gpu::DeviceBuffer::allocate(rows * sizeof(int32_t));
+  gpu::DeviceBuffer all = gpu::DeviceBuffer::allocate(rows * vocab * sizeof(float));
+  gpu::DeviceBuffer some = gpu::DeviceBuffer::allocate(3 * vocab * sizeof(float));
+  DeviceCapture full;
+  full.greedy = greedy.as<int32_t>();
+  full.logits = all.as<float>();
+  target.forward_device({tokens, positions, offsets}, request, nullptr, full);
+  const std::vector<int32_t> chosen = {int32_t(rows) - 1, 0, 4};
+  DeviceCapture picked = full;
+  picked.logits = some.as<float>();
+  picked.logit_rows = chosen;
+  target.forward_device({tokens, positions, offsets}, request, nullptr, picked);
+  std::vector<float> every(rows * vocab), three(3 * vocab);
+  ASSERT_EQ(cudaMemcpy(every.data(), all.data(), every.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(three.data(), some.data(), three.size() * 4, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (size_t i = 0; i < chosen.size(); ++i)
+    EXPECT_TRUE(std::equal(three.begin() + std::ptrdiff_t(i * vocab),
+                           three.begin() + std::ptrdiff_t((i + 1) * vocab),
+                           every.begin() + std::ptrdiff_t(size_t(chosen[i]) * vocab)))
+        << "row " << chosen[i];
+  const std::vector<int32_t> outside = {int32_t(rows)};
+  picked.logit_rows = outside;
+  EXPECT_THROW(target.forward_device({tokens, positions, offsets}, request, nullptr, picked),
+               Error);
 }
 
 class GpuDecoderTest : public ::testing::TestWithParam<std::string> {};
@@ -275,6 +337,150 @@ TEST_P(GpuDecoderTest, GreedyDecodingStopsAtAStopTokenAndTheOthersGoOn) {
     shorter += stopped[i].size() < 24;
   }
   EXPECT_GE(shorter, 1u);
+}
+
+// Speculative sampling on the GPU (`hsring eval --gpu --temperature`) and plain sampling
+// (`hsring data generate --gpu --temperature`). The GPU target computes in bf16 and the CPU
+// one in fp32, so the same seed cannot give the CPU's tokens; instead: the same seed gives
+// the same tokens in a group of four and one by one, another seed others, temperature 1e-6
+// gives greedy decoding's tokens, and the emitted tokens are distributed as the GPU
+// target's own sampling (below).
+TEST_P(GpuDecoderTest, SampledDecodingIsSeededAndNearZeroTemperatureIsGreedy) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  const ModelWeights w = random_weights(c, 11);
+  CudaTargetModel target(c, w, 0);
+  const checkpoint::DflashExport e = random_drafter(c, 4);
+  const auto prompts = prompts_for(c, 5, 21);
+  const uint32_t new_tokens = 19;
+  const eval::SamplingOptions hot{1.5, 0.9, 7}, other{1.5, 0.9, 8}, cold{1e-6, 1.0, 7};
+
+  eval::GpuSpeculativeDecoder together(target, e, head_of(c, w), 4);
+  eval::GpuSpeculativeDecoder alone(target, e, head_of(c, w), 1);
+  const auto greedy = together.greedy(prompts, new_tokens);
+  const auto sampled = together.speculative(prompts, new_tokens, hot);
+  const auto again = alone.speculative(prompts, new_tokens, hot);
+  const auto reseeded = together.speculative(prompts, new_tokens, other);
+  const auto near_zero = together.speculative(prompts, new_tokens, cold);
+  const auto plain = together.greedy(prompts, new_tokens, hot);
+  const auto plain_alone = alone.greedy(prompts, new_tokens, hot);
+  size_t differs = 0, differs_from_greedy = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    ASSERT_EQ(sampled[i].tokens.size(), new_tokens);
+    EXPECT_EQ(again[i].tokens, sampled[i].tokens);
+    EXPECT_EQ(again[i].produced, sampled[i].produced);
+    EXPECT_EQ(near_zero[i].tokens, greedy[i]);
+    EXPECT_EQ(plain[i].size(), new_tokens);
+    EXPECT_EQ(plain_alone[i], plain[i]);
+    const uint32_t produced =
+        std::accumulate(sampled[i].produced.begin(), sampled[i].produced.end(), 0u);
+    EXPECT_EQ(produced + 1, new_tokens);
+    differs += reseeded[i].tokens != sampled[i].tokens;
+    differs_from_greedy += sampled[i].tokens != greedy[i];
+  }
+  EXPECT_GT(differs, 0u) << "another seed gave every prompt the same tokens";
+  EXPECT_GT(differs_from_greedy, 0u) << "sampling at temperature 1.5 gave greedy decoding's tokens";
+}
+
+// Distributionally sound on the GPU: one prompt decoded 3000 times (each copy its own
+// prompt index, so its own draws) to 2 new tokens, the second settled by the acceptance rule
+// against one sampled draft. The pairs' counts match N p(t1) p(t2 | t1), computed from the
+// GPU target's own logits (chi-square; unlikely pairs pooled).
+TEST_P(GpuDecoderTest, SpeculativeSamplingEmitsTheTargetsDistribution) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  const ModelWeights w = random_weights(c, 11);
+  CudaTargetModel target(c, w, 0);
+  const checkpoint::DflashExport e = random_drafter(c, 4);
+  const std::vector<int32_t> prompt = prompts_for(c, 2, 33)[1];
+  const eval::SamplingOptions o{1.5, 0.9, 11};
+  constexpr size_t kCopies = 3000;
+  const std::vector<std::vector<int32_t>> copies(kCopies, prompt);
+  eval::GpuSpeculativeDecoder decoder(target, e, head_of(c, w), 500);
+  const auto results = decoder.speculative(copies, 2, o);
+  std::map<std::pair<int32_t, int32_t>, uint64_t> counts;
+  uint64_t accepted = 0;
+  for (const eval::SpeculativeResult& r : results) {
+    ASSERT_EQ(r.tokens.size(), 2u);
+    ++counts[{r.tokens[0], r.tokens[1]}];
+    accepted += r.accepted[1];
+  }
+
+  // p(t1) from the prompt's last row, p(t2 | t1) for every t1 from one packed forward over
+  // prompt + t1 (a document each).
+  const size_t vocab = c.vocab_size;
+  eval::GpuTargetRunner runner(target, {});
+  runner.prepare(uint32_t(vocab) + 1, uint32_t(prompt.size()) + 1);
+  eval::PackedDocs docs;
+  std::vector<int32_t> slots, no_prefix, last_rows;
+  for (size_t t1 = 0; t1 <= vocab; ++t1) {  // document vocab: the prompt alone
+    std::vector<int32_t> doc = prompt;
+    if (t1 < vocab) doc.push_back(int32_t(t1));
+    docs.add(doc);
+    slots.push_back(int32_t(t1));
+    no_prefix.push_back(0);
+    last_rows.push_back(docs.end(t1) - 1);
+  }
+  runner.forward(docs, slots, no_prefix, false, last_rows);
+  std::vector<double> p1, p2;
+  eval::sampling_distribution(runner.logits_row(vocab), o, p1);
+  // Cells: a pair expected >= 5 times is its own; the others pool by (t1 mod 4, t2 mod 4),
+  // and pools expected < 5 times into one last cell. The partition does not look at the
+  // counts.
+  std::map<std::pair<int64_t, int64_t>, std::pair<double, uint64_t>> cells;  // expected, seen
+  const auto cell_of = [&](size_t t1, size_t t2, double mass) {
+    return mass * kCopies >= 5 ? std::pair<int64_t, int64_t>(t1, t2)
+                               : std::pair<int64_t, int64_t>(-1 - int64_t(t1 % 4), t2 % 4);
+  };
+  std::vector<std::vector<double>> p2_of(vocab);
+  for (size_t t1 = 0; t1 < vocab; ++t1) {
+    eval::sampling_distribution(runner.logits_row(t1), o, p2_of[t1]);
+    for (size_t t2 = 0; t2 < vocab; ++t2) {
+      const double mass = p1[t1] * p2_of[t1][t2];
+      if (mass > 0) cells[cell_of(t1, t2, mass)].first += mass * kCopies;
+    }
+  }
+  // A pair of probability 0 here can only be a token at the edge of the top-p set, which
+  // the decoder's forward (through the KV cache, bf16) may draw a hair differently.
+  uint64_t impossible = 0;
+  for (const auto& [pair, n] : counts) {
+    const auto t1 = size_t(pair.first), t2 = size_t(pair.second);
+    const double mass = p1[t1] * p2_of[t1][t2];
+    if (mass == 0) impossible += n;
+    cells[cell_of(t1, t2, mass)].second += n;
+  }
+  EXPECT_LE(impossible, 3u) << "pairs the target's sampling never emits";
+  std::vector<uint64_t> observed;
+  std::vector<double> expected;
+  double rest_expected = 0;
+  uint64_t rest_seen = 0, own = 0;
+  for (const auto& [key, cell] : cells) {
+    if (cell.first < 5) {
+      rest_expected += cell.first;
+      rest_seen += cell.second;
+      continue;
+    }
+    expected.push_back(cell.first);
+    observed.push_back(cell.second);
+    own += key.first >= 0;
+  }
+  expected.push_back(rest_expected);
+  observed.push_back(rest_seen);
+  ASSERT_GE(observed.size(), 4u) << "too few cells for a test";
+  double chi = 0;
+  for (size_t i = 0; i < observed.size(); ++i)
+    if (expected[i] > 0)
+      chi +=
+          (double(observed[i]) - expected[i]) * (double(observed[i]) - expected[i]) / expected[i];
+  // P(chi-square > df + 4.5 sqrt(2 df) + 10) < 0.001 for every df here (Wilson-Hilferty).
+  const double df = double(observed.size() - 1);
+  std::printf(
+      "%s: %zu cells (%llu single pairs), chi-square %.1f (df %.0f), %llu of %zu drafts "
+      "accepted\n",
+      GetParam().c_str(), observed.size(), static_cast<unsigned long long>(own), chi, df,
+      static_cast<unsigned long long>(accepted), kCopies);
+  EXPECT_LT(chi, df + 4.5 * std::sqrt(2 * df) + 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, GpuDecoderTest, ::testing::Values("tiny", "llama", "qwen3_5"));
