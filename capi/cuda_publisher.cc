@@ -99,9 +99,9 @@ void CudaPublisher::run() {
     if (queue_.empty()) return;  // closing, nothing left
     Pending p = queue_.front();  // stays queued (flush waits) until published
     lock.unlock();
-    // SYNC POINT: our own copy event, on our own thread (DESIGN.md invariant 6: never a
-    // peer's event). Only after it has completed is the payload in host memory, and only
-    // then may the release CAS in publish make the slot READY (invariant 2).
+    // SYNC POINT: our own copy event, on our own thread (docs/ring-protocol.md invariant 6:
+    // never a peer's event). Only after it has completed is the payload in host memory, and
+    // only then may the release CAS in publish make the slot READY (invariant 2).
     const cudaError_t e = cudaEventSynchronize(p.copied);
     ProcessEntry& entry = producer_.session().entry();
     hs_status status = HS_OK;

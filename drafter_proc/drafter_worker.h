@@ -1,6 +1,7 @@
 // The drafter's loop in verify mode: claim a random READY slot once enough are ready,
 // check every payload element and metadata field against the synthetic function, count
-// torn batches, release. Training replaces the check in a later stage.
+// torn batches, release. This is the synthetic ring's drafter; on a ring of model batches
+// the drafter trains instead (training_drafter.h).
 #pragma once
 
 #include <cstdint>

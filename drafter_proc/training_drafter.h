@@ -37,7 +37,8 @@ const char* to_string(DrafterObjective objective);
 DrafterObjective parse_drafter_objective(const std::string& text);
 
 // The DFlash drafter's choices (train/dflash_config.h, train/dflash_trainer.h); 0: the
-// default derived from the target.
+// default derived from the target. A drafter process fills these options from its flags
+// (training_options_of, drafter_flags.h): its defaults are the run's (worker/run_options.h).
 struct DflashChoices {
   uint32_t draft_layers = 0;
   uint32_t block_size = 16;

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/text_file.h"
 #include "eval/cpu_evaluate.h"
+#include "eval/gpu_decode_flags.h"
 #include "eval/speculative_decode.h"
 #if HSRING_HAVE_CUDA
 #include "eval/gpu_eval.h"
@@ -175,13 +176,9 @@ EvalCommand add_eval_command(CLI::App& app) {
                    "With --temperature: the sampling seed (the same seed, the same tokens)")
       ->capture_default_str();
   eval->add_option("--threads", o.threads, "CPU threads (0: all)")->capture_default_str();
-  eval->add_option("--gpu", o.gpu,
-                   "Decode on this GPU (CUDA target and drafter, many prompts at a time), "
-                   "timed against plain greedy decoding there")
-      ->check(CLI::NonNegativeNumber);
-  eval->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  add_gpu_decode_flags(*eval, o.gpu, o.gpu_group,
+                       "Decode on this GPU (CUDA target and drafter, many prompts at a time), "
+                       "timed against plain greedy decoding there");
   eval->add_option("--json", o.json_path, "Also write the report as JSON to PATH");
   // Hidden: for the reference test only (tests/reference).
   eval->add_option("--dump-block", o.dump_block,

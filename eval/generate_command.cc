@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/text_file.h"
 #include "eval/generate.h"
+#include "eval/gpu_decode_flags.h"
 #include "model/cpu_target_model.h"
 #if HSRING_HAVE_CUDA
 #include "eval/gpu_target_runner.h"
@@ -216,13 +217,9 @@ GenerateCommand add_generate_command(CLI::App& data) {
   g->add_option("--shard-tokens", o.shard_tokens, "Most tokens in one shard")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  g->add_option("--gpu", o.gpu,
-                "Decode on this GPU (the CUDA target, many prompts at a time, a KV cache "
-                "for attention-only models)")
-      ->check(CLI::NonNegativeNumber);
-  g->add_option("--gpu-group", o.gpu_group, "With --gpu: prompts decoded together")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  add_gpu_decode_flags(*g, o.gpu, o.gpu_group,
+                       "Decode on this GPU (the CUDA target, many prompts at a time, a KV cache "
+                       "for attention-only models)");
   g->add_flag("--resume", o.resume,
               "Continue the run a kill interrupted in -o (the same flags): its finished shards "
               "are kept, the rest is generated again");

@@ -38,15 +38,15 @@ UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint
     c.env.emplace_back("HSRING_GPU", std::to_string(gpu));
   }
   if (runs_model(options)) c.env.emplace_back("HSRING_MODEL", options.model);
-  // As worker_argv passes --profile-interval: the launcher's resolved value, even 0 while
-  // the inherited variable is set (libhsring reads the variable).
+  // The launcher's resolved value, as hsring's own workers get it with --profile-interval;
+  // even 0 while the inherited variable is set (libhsring reads the variable).
   if (options.profile_interval_s > 0 || std::getenv(kProfileIntervalEnv) != nullptr) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%.17g", options.profile_interval_s);
     c.env.emplace_back(kProfileIntervalEnv, seconds);
   }
   if (role == Role::kTarget) {
-    // What hsring-target's shard reader is given as flags (worker_command.cc).
+    // What hsring-target's shard reader is given as flags (worker/run_flag_table.cc).
     if (!options.data.empty()) c.env.emplace_back("HSRING_DATA", options.data);
     c.env.emplace_back("HSRING_DATA_SEED", std::to_string(options.data_seed));
     c.env.emplace_back("HSRING_READ_AHEAD", std::to_string(options.read_ahead));

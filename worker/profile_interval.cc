@@ -40,19 +40,13 @@ double profile_interval_from_env() {
   return parse_profile_interval(value, kProfileIntervalEnv);
 }
 
-CLI::Option* add_profile_interval_flag(CLI::App& app, double& seconds) {
-  const CLI::Validator check(
+CLI::Validator profile_interval_check() {
+  return CLI::Validator(
       [](std::string& text) {
         double ignored = 0;
         return interval_problem(text, ignored);  // CLI11 puts the flag's name first
       },
       "SECONDS");
-  return app
-      .add_option("--profile-interval", seconds,
-                  std::string("Workers log their stage timings (count, mean, p50, p99) every "
-                              "S seconds; 0: off. Default: $") +
-                      kProfileIntervalEnv + ", else 0")
-      ->check(check);
 }
 
 }  // namespace hsring

@@ -8,8 +8,7 @@
 // CLI11 is declared, not included: its header costs seconds of compile time in every
 // file that includes it, and only the files that build a command line use it.
 namespace CLI {
-class App;
-class Option;
+class Validator;
 }  // namespace CLI
 
 namespace hsring {
@@ -27,7 +26,8 @@ double parse_profile_interval(const std::string& text, const std::string& source
 // parse_profile_interval.
 double profile_interval_from_env();
 
-// Adds `--profile-interval` to `app`, checked by parse_profile_interval.
-CLI::Option* add_profile_interval_flag(CLI::App& app, double& seconds);
+// The CLI11 check of `--profile-interval` (declared with every run flag in
+// worker/run_flag_table.cc): parse_profile_interval's reason, after the flag's name.
+CLI::Validator profile_interval_check();
 
 }  // namespace hsring

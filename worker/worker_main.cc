@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "worker/profile_interval.h"
+#include "worker/run_flags.h"
 #include "worker/session_duties.h"
 
 namespace hsring {
@@ -55,6 +56,9 @@ std::unique_ptr<WorkerSession> start_worker_session(const std::string& ring_name
 
 namespace {
 
+constexpr char kIndexFlag[] = "--index";
+constexpr char kGpuFlag[] = "--gpu";
+
 // Replaces this process with `program` from this program's own folder, same arguments.
 // Returns only when it could not: nullopt when the program is not there (this build has
 // no GPU workers), else the exit code after logging why.
@@ -78,24 +82,30 @@ std::optional<int> exec_sibling(const std::string& program, int argc, char** arg
 
 }  // namespace
 
+std::vector<std::string> worker_place_argv(uint32_t index, int gpu) {
+  std::vector<std::string> argv = {kIndexFlag, std::to_string(index)};
+  if (gpu >= 0) argv.insert(argv.end(), {kGpuFlag, std::to_string(gpu)});
+  return argv;
+}
+
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body) {
-  app.add_option("--ring", flags.ring, "Name of the ring segment to attach to")->required();
-  app.add_option("--index", flags.index, "This worker's index within its role (0-based)")
+  add_flags_of(app, flags.run, role == Role::kTarget ? kTargets : kDrafters);
+  app.get_option("--ring")->required();
+  app.add_option(kIndexFlag, flags.index, "This worker's index within its role (0-based)")
       ->required();
+  app.add_option(kGpuFlag, flags.gpu, "GPU id to run on (default: CPU mode)")
+      ->check(CLI::Range(0, 1023));
   app.add_option("--lock-wait-ms", flags.lock_wait_ms,
                  "How long to wait for a dying predecessor of this index to let go")
       ->check(CLI::Range(0, 600000));
-  CLI::Option* profile_flag = add_profile_interval_flag(app, flags.profile_interval_s);
   refuse_non_finite_numbers(app);  // --lr nan would fail later, or silently
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
-  // The role's own --gpu, when it has one and it was given: CPU mode otherwise.
-  const CLI::Option* gpu_flag = app.get_option_no_throw("--gpu");
-  const int gpu = gpu_flag != nullptr && gpu_flag->count() > 0 ? gpu_flag->as<int>() : -1;
+  const int gpu = flags.gpu;
   if (gpu >= 0 && !flags.gpu_program.empty()) {
     if (const std::optional<int> failed = exec_sibling(flags.gpu_program, argc, argv))
       return *failed;
@@ -104,17 +114,18 @@ int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** a
   die_with_launcher();
   set_log_prefix(worker_log_prefix(role, flags.index, gpu, 0));
   try {
-    if (profile_flag->count() == 0) flags.profile_interval_s = profile_interval_from_env();
+    if (app.count("--profile-interval") == 0)
+      flags.run.profile_interval_s = profile_interval_from_env();
   } catch (const Error& e) {
     log_line(std::string("error: ") + e.what());
     return exit_code_of(e.layer());
   }
   try {
-    auto session = start_worker_session(flags.ring, role, flags.index,
+    auto session = start_worker_session(flags.run.ring, role, flags.index,
                                         std::chrono::milliseconds(flags.lock_wait_ms));
     set_log_prefix(worker_log_prefix(role, flags.index, gpu, session->identity().epoch));
-    attach_session_duties(*session, uint64_t(flags.profile_interval_s * 1e9), log_line);
-    const std::string ring_name = flags.ring;
+    attach_session_duties(*session, uint64_t(flags.run.profile_interval_s * 1e9), log_line);
+    const std::string ring_name = flags.run.ring;
     session->on_ring_damage([ring_name](const std::string& damage) {
       log_line("error: ring '" + ring_name + "' changed under the run (" + damage +
                "): another process wrote into the segment; stopping");

@@ -6,9 +6,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "shm/worker_session.h"
+#include "worker/run_options.h"
 
 // CLI11 is declared, not included: its header costs seconds of compile time in every
 // file that includes it, and only the files that build a command line use it.
@@ -18,11 +20,15 @@ class App;
 
 namespace hsring {
 
+// A worker's flags: the run's that reach its role, declared with `hsring run`'s
+// (worker/run_flag_table.cc), and its place in the run.
 struct WorkerFlags {
-  std::string ring;
+  // --ring, --profile-interval (stage-timing log period; 0: off, worker/profile_interval.h)
+  // and whatever else of the run reaches the role.
+  RunOptions run;
   uint32_t index = 0;  // index within the role: target t, drafter d
+  int gpu = -1;        // CPU mode
   int lock_wait_ms = 2000;
-  double profile_interval_s = 0;  // stage-timing log period; 0: off (worker/profile_interval.h)
   // Set by the CPU build of a worker program: the GPU build beside it (e.g.
   // "hsring-target-gpu"), exec'd with the same arguments when --gpu is given, so the CPU
   // build never loads a CUDA library. Where it does not exist (a build without CUDA) the
@@ -69,10 +75,15 @@ std::unique_ptr<WorkerSession> start_worker_session(const std::string& ring_name
                                                     uint32_t index,
                                                     std::chrono::milliseconds lock_wait);
 
-// Parses `app` (which already holds the role's own flags, `--gpu` among them when the
-// role can run on one), execs flags.gpu_program when --gpu is given and it is set, then runs
-// `body` with a started session whose profile log is on
-// when --profile-interval (or HSRING_PROFILE_INTERVAL) asks. Returns the exit code.
+// The flags that place a worker in its run, as worker_main parses them: --index, and --gpu
+// when `gpu` >= 0. The launcher writes them with the run's (worker/run_flags.h).
+std::vector<std::string> worker_place_argv(uint32_t index, int gpu);
+
+// Adds the run's flags that reach `role` (into flags.run) and the worker's place (--index,
+// --gpu, --lock-wait-ms) to `app`, which holds the program's own flags; parses; execs
+// flags.gpu_program when --gpu is given and it is set; then runs `body` with a started
+// session whose profile log is on when --profile-interval (or HSRING_PROFILE_INTERVAL) asks.
+// Returns the exit code.
 int worker_main(CLI::App& app, WorkerFlags& flags, Role role, int argc, char** argv,
                 const std::function<int(WorkerSession&)>& body);
 
