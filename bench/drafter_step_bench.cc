@@ -42,6 +42,7 @@
 #include "train/cuda_gemm.h"
 #include "train/cuda_trainer.h"
 #include "train/dflash_blocks.h"
+#include "train/dflash_flops.h"
 
 namespace hsring {
 namespace {
@@ -214,16 +215,7 @@ int run_dflash(const Options& o) {
   print("loss", loss, "%.3f");
   print("blocks", blocks, "%.0f");
 
-  const double d = c.width(), rows = blocks * c.block_size, scored = blocks * (c.block_size - 1);
-  const double layer_params =
-      d * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) + 3.0 * d * c.intermediate_size;
-  // The last layer's o_proj and MLP take the scored rows only (CudaDflashTrainer).
-  const double last_layer_skipped =
-      6.0 * (rows - scored) * (d * c.q_dim() + 3.0 * d * c.intermediate_size);
-  const double flops = 4.0 * t * c.feature_dim() * d +
-                       c.num_layers * (6.0 * rows * layer_params + 6.0 * t * 2.0 * c.kv_dim() * d) -
-                       last_layer_skipped + 4.0 * scored * d * c.vocab_size +
-                       c.num_layers * (4.0 + 14.0) * double(c.head_dim) * c.num_heads * pairs;
+  const double flops = train::dflash_step_flops(c, t, blocks, pairs);
   const double ms = median(step_ms);
   print("step_ms", ms, "%.1f");
   std::printf("step_ms_each=");  // the spread behind the median, in step order

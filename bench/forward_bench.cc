@@ -34,6 +34,7 @@
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
 #include "model/cuda_target_model.h"
+#include "model/forward_flops.h"
 
 namespace hsring {
 namespace {
@@ -193,22 +194,12 @@ int run(const Options& o) {
     model->forward_device(view, request, stream.get(), capture);
   });
 
-  // FLOPs: the embedding is a gather, every other weight a matmul (a tied head reuses the
-  // embedding as a matmul, which parameter_count counts once).
-  const double vh = double(c.vocab_size) * double(h);
-  const double matmul_params = double(parameter_count(c)) - (c.tie_embeddings ? 0.0 : vh);
-  const double attention_flops_layer = 4.0 * c.head_dim * c.num_heads * keys_seen;
-  // The delta rule as the chunked kernels compute it, per token and value head (C = 64):
-  // scores k.k and q.k 2 C dk, the triangular solve (C - 1)(dk + dv), W S, Q S and K^T U
-  // 6 dk dv, P U 2 C dv.
+  // FLOPs as model/forward_flops.h counts them.
   const DeltaNetShape& dn = c.delta_net;
-  const double chunk = cuda_ops::kDeltaChunk;
-  const double delta_flops_layer =
-      double(t) * dn.v_heads *
-      (2 * chunk * dn.qk_head_dim + (chunk - 1) * (dn.qk_head_dim + dn.v_head_dim) +
-       6.0 * dn.qk_head_dim * dn.v_head_dim + 2 * chunk * dn.v_head_dim);
-  const double flops = 2.0 * matmul_params * t + attention_flops_layer * attention_layers +
-                       delta_flops_layer * delta_layers;
+  const double matmul_params = matmul_parameters(c);
+  const double attention_flops_layer = attention_layer_flops(c, keys_seen);
+  const double delta_flops_layer = delta_rule_layer_flops(c.delta_net, t);
+  const double flops = forward_flops(c, t, keys_seen);
   print("forward_ms", forward_ms, "%.2f");
   print("forward_tokens_per_s", t / (forward_ms * 1e-3), "%.0f");
   print("model_flops_per_token", flops / t, "%.4g");

@@ -20,6 +20,7 @@
 #include "eval/builtin_data.h"
 #include "eval/eval_command.h"
 #include "eval/generate.h"
+#include "launcher/gpu_split.h"
 #include "launcher/metrics.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
@@ -329,7 +330,9 @@ int main(int argc, char** argv) {
         run_options.eval_data = held_out.dir;
         run_options.eval_data_held_out = held_out.held_out_only;
       }
-      // Neither flag nor config: every GPU of the machine, when it has any.
+      // Neither flag nor config: every GPU of the machine, when it has any, split by --split
+      // (checked on every machine).
+      parse_split(run_options.split);
       if (run->get_option("--targets")->count() == 0 && run->get_option("--drafters")->count() == 0)
         apply_default_gpu_split(run_options);
       // A flag (or config key) left out: torchrun's or Slurm's word, else one machine.

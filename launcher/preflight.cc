@@ -1,14 +1,17 @@
 #include "launcher/preflight.h"
 #include "common/error.h"
+#include "launcher/gpu_split.h"
 #include "launcher/training_plan.h"
 
 #include "model/model_config.h"
 #include "model/target_model.h"
+#include "train/dflash_blocks.h"
 #include "train/dflash_config.h"
 #include "train/dflash_params.h"
 #include "train/drafter_config.h"
 #include "train/drafter_params.h"
 
+#include <fmt/format.h>
 #include <sched.h>
 #include <sys/statvfs.h>
 
@@ -324,15 +327,58 @@ uint64_t grad_exchange_bytes(const RunOptions& options, const WorkerSpec& drafte
   }
 }
 
+namespace {
+
+// --split auto's rates, from the run's target and its default drafter at the run's batch.
+StageRates run_stage_rates(const RunOptions& options) {
+  const ModelConfig target = model_outline_of(options.model);
+  const uint32_t k = options.num_layers ? options.num_layers : kDefaultCapturedLayers;
+  const uint32_t layers =
+      options.draft_layers ? options.draft_layers : train::default_draft_layers(target);
+  const train::DflashConfig drafter =
+      train::default_dflash_config(target, std::min(k, target.num_layers), layers);
+  const double tokens = options.max_tokens;
+  const double anchors = options.anchors ? options.anchors : train::default_anchor_count(tokens);
+  return estimate_stage_rates(target, drafter, tokens, anchors, kNominalGemmTflops);
+}
+
+}  // namespace
+
 void apply_default_gpu_split(RunOptions& options) {
+  const SplitRequest request = parse_split(options.split);  // refused on any machine
   int gpus = 0;
 #if HSRING_HAVE_CUDA
   gpus = gpu::probe_gpus().count;
 #endif
-  const std::optional<WorkerSplit> split = default_gpu_split(gpus);
+  if (gpus <= 0) return;
+  int targets = 0;
+  std::string why;
+  if (gpus >= 2 && request.automatic && runs_model(options)) {
+    try {
+      const StageRates rates = run_stage_rates(options);
+      targets = best_target_count(gpus, rates);
+      why = fmt::format(
+          "--split auto: per GPU, the target forwards about {:.1f} K tokens/s and a drafter "
+          "trains on about {:.1f} K (from their shapes at {:.0f} TFLOP/s bf16 GEMMs and the "
+          "shares hsring's kernels reach); {} target(s) : {} drafter(s) deliver about "
+          "{:.1f} K tokens/s",
+          rates.target / 1e3, rates.drafter / 1e3, kNominalGemmTflops, targets, gpus - targets,
+          std::min(targets * rates.target, (gpus - targets) * rates.drafter) / 1e3);
+    } catch (const std::exception&) {
+      targets = 0;  // the ring shape check reports a bad --model; the ratio stands in
+    }
+  }
+  if (gpus >= 2 && targets == 0) {
+    const int t = request.automatic ? 5 : request.targets;
+    const int d = request.automatic ? 3 : request.drafters;
+    targets = ratio_target_count(gpus, t, d);
+    why = fmt::format("--split {}:{}", t, d);
+  }
+  const std::optional<WorkerSplit> split = gpu_split(gpus, targets);
   if (!split) return;
   options.targets = split->targets;
   options.drafters = split->drafters;
+  if (!why.empty()) log_line(why);
   log_line("using all " + std::to_string(gpus) + " GPU(s): targets on " + split->targets +
            ", drafters on " + split->drafters + " (--targets / --drafters choose otherwise)");
 }

@@ -51,10 +51,10 @@ WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
   return spec;
 }
 
-std::optional<WorkerSplit> default_gpu_split(int gpus) {
+std::optional<WorkerSplit> gpu_split(int gpus, int target_gpus) {
   if (gpus <= 0) return std::nullopt;
   if (gpus == 1) return WorkerSplit{"0", "0"};
-  const int targets = std::clamp(int(std::lround(gpus * 5.0 / 8.0)), 1, gpus - 1);
+  const int targets = std::clamp(target_gpus, 1, gpus - 1);
   const auto ids = [](int from, int to) {
     std::string list;
     for (int id = from; id < to; ++id) list += (list.empty() ? "" : ",") + std::to_string(id);

@@ -20,12 +20,12 @@ struct WorkerSpec {
 WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag);
 
 // What `hsring run` uses when neither --targets nor --drafters is given and `gpus` GPUs
-// are visible: every GPU, targets and drafters in the ratio 5:3 (at least one of each;
-// 8 GPUs: targets 0-4, drafters 5-7; 2: one each; 1: both on GPU 0). No GPU: nullopt, the
-// CPU defaults stay.
+// are visible: every GPU, the first `target_gpus` (1 .. gpus - 1, launcher/gpu_split.h
+// chooses) targets and the rest drafters; 1 GPU: both on GPU 0. No GPU: nullopt, the CPU
+// defaults stay.
 struct WorkerSplit {
   std::string targets, drafters;  // --targets / --drafters values
 };
-std::optional<WorkerSplit> default_gpu_split(int gpus);
+std::optional<WorkerSplit> gpu_split(int gpus, int target_gpus);
 
 }  // namespace hsring

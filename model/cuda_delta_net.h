@@ -32,7 +32,7 @@
 
 namespace hsring::cuda_ops {
 
-inline constexpr uint32_t kDeltaChunk = 64;
+inline constexpr uint32_t kDeltaChunk = 64;  // model/forward_flops.h counts with it
 // Head sizes the kernels take: multiples of 4 up to 128 (Qwen3.5: 128 and 128).
 bool delta_net_supports(uint32_t qk_head_dim, uint32_t v_head_dim);
 

@@ -13,10 +13,14 @@
 #include "model/cuda_kernels.h"
 #include "model/cuda_scratch.h"
 #include "model/cuda_weights.h"
+#include "model/forward_flops.h"
 #include "model/hf_checkpoint.h"
 #include "model/rope.h"
 
 namespace hsring {
+
+static_assert(cuda_ops::kDeltaChunk == kDeltaRuleChunk,
+              "forward_flops counts the delta rule in the kernels' chunks");
 
 namespace {
 

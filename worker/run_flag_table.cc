@@ -22,8 +22,13 @@ constexpr RunFlag kRunFlags[] = {
     {.name = "--targets",
      .field = &R::targets,
      .help = "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU "
-             "machine: every GPU, targets:drafters 5:3)"},
+             "machine: every GPU, split by --split)"},
     {.name = "--drafters", .field = &R::drafters, .help = "Drafters: cpu:N, or GPU ids like 2"},
+    {.name = "--split",
+     .field = &R::split,
+     .help = "Without --targets and --drafters, how a GPU machine's GPUs are shared: auto (the "
+             "split that delivers the most tokens/s, from the target's and the drafter's "
+             "shapes) or a ratio targets:drafters such as 5:3"},
     {.name = "--target-cmd",
      .field = &R::target_cmd,
      .help = "Run this shell command as each target instead of hsring-target (a PyTorch "

@@ -13,6 +13,9 @@ struct RunOptions {
   std::string ring = "hsring";
   std::string targets = "cpu:2";
   std::string drafters = "cpu:1";
+  // How a GPU machine is split when neither is given: auto or targets:drafters
+  // (launcher/gpu_split.h)
+  std::string split = "auto";
   // User commands run as the targets / drafters instead of hsring's own programs
   // (launcher/user_command.h); "" : hsring-target / hsring-drafter.
   std::string target_cmd;

@@ -4,6 +4,7 @@
 // Each is one line that names what to change. Also the readers of the memory facts and
 // the facts of this machine.
 #include "launcher/preflight.h"
+#include "launcher/gpu_split.h"
 
 #include <gtest/gtest.h>
 
@@ -321,11 +322,14 @@ TEST(PreflightTest, ThisMachinesFactsAreMeasured) {
 namespace hsring {
 namespace {
 
-// `hsring run` without --targets / --drafters on a GPU machine: every GPU, 5:3.
+// `hsring run` without --targets / --drafters on a GPU machine, --split 5:3: every GPU, 5:3.
 TEST(DefaultGpuSplitTest, EveryGpuTargetsToDraftersFiveToThree) {
-  EXPECT_FALSE(default_gpu_split(0)) << "no GPU: the CPU defaults stay";
-  const auto split = [](int gpus) {
-    const std::optional<WorkerSplit> s = default_gpu_split(gpus);
+  const auto five_to_three = [](int gpus) {
+    return gpu_split(gpus, gpus >= 2 ? ratio_target_count(gpus, 5, 3) : 1);
+  };
+  EXPECT_FALSE(five_to_three(0)) << "no GPU: the CPU defaults stay";
+  const auto split = [&](int gpus) {
+    const std::optional<WorkerSplit> s = five_to_three(gpus);
     return s ? s->targets + " | " + s->drafters : std::string("none");
   };
   EXPECT_EQ(split(1), "0 | 0");
@@ -335,7 +339,7 @@ TEST(DefaultGpuSplitTest, EveryGpuTargetsToDraftersFiveToThree) {
   EXPECT_EQ(split(8), "0,1,2,3,4 | 5,6,7");
   EXPECT_EQ(split(16), "0,1,2,3,4,5,6,7,8,9 | 10,11,12,13,14,15");
   for (int gpus = 2; gpus <= 64; ++gpus) {
-    const WorkerSplit s = *default_gpu_split(gpus);
+    const WorkerSplit s = *five_to_three(gpus);
     const WorkerSpec targets = parse_worker_spec(s.targets, "--targets");
     const WorkerSpec drafters = parse_worker_spec(s.drafters, "--drafters");
     EXPECT_GE(targets.gpus.size(), 1u);

@@ -29,6 +29,19 @@ TEST(WorkerFlags, ADrafterStartedByHandRefusesAnAnchorCountTheLauncherRefuses) {
   EXPECT_EQ(launcher.exit_code, kUsage) << launcher.err;
 }
 
+// --split is checked on every machine, GPUs or none, with --targets given or not.
+TEST(WorkerFlags, ABadSplitIsRefusedWithTheUsageCodeNamingTheFlag) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--targets", "cpu:1"}}) {
+    std::vector<std::string> argv = {
+        crash::bin_dir() + "/hsring", "run", "--model", "synthetic", "--split", "0:3"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const auto r = crash::run_command(argv);
+    EXPECT_EQ(r.exit_code, kUsage) << r.err;
+    EXPECT_NE(r.err.find("--split '0:3'"), std::string::npos) << r.err;
+  }
+}
+
 TEST(WorkerFlags, EveryCheckedFlagGivenByHandIsRefusedWithTheUsageCode) {
   for (const RunFlag& flag : run_flags()) {
     const std::optional<std::string> bad = testing::refused_text(flag);
