@@ -6,6 +6,7 @@ import ctypes
 
 from . import _lib
 from ._errors import StateError
+from ._views import SegmentMemory
 from .shape import from_struct
 
 _POLL_MS = 100  # each wait returns this often, so Python's signal handlers run
@@ -22,6 +23,11 @@ class Endpoint:
         _lib.check(self._c("shape")(handle, ctypes.byref(s)))
         self.shape = from_struct(s)
         self.epoch = self._c("epoch")(handle)
+        base, size, fd = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_int(-1)
+        _lib.check(self._c("segment")(handle, ctypes.byref(base), ctypes.byref(size),
+                                      ctypes.byref(fd)))
+        # Jobs' and batches' views are of this mapping: they may outlive the handle.
+        self._memory = SegmentMemory(base.value, size.value, fd.value)
 
     def _c(self, name):
         return getattr(_lib.lib(), "hs_%s_%s" % (self._ROLE, name))
@@ -54,8 +60,11 @@ class Endpoint:
                     raise TimeoutError("no %s within %s s" % (waiting_for, timeout))
 
     def close(self):
+        """Ends the worker. Views of its jobs or batches stay readable (they keep their
+        mapping of the ring) but see whatever the slot holds from then on."""
         if getattr(self, "_handle", None) is not None:
             handle, self._handle = self._handle, None
+            self._memory = None  # unmapped once the last view is gone
             _lib.check(self._c("close")(handle))
 
     def __enter__(self):

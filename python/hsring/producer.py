@@ -9,7 +9,7 @@ from ._endpoint import Endpoint
 from ._errors import ShapeError, StateError
 from ._tensors import (c_index, c_name, current_stream_handle, int32_host, layer_parts,
                        loaded_torch)
-from ._views import address_of, view
+from ._views import address_of, copy_of
 
 
 
@@ -38,12 +38,13 @@ class Job:
         self.token_count = s.token_count
         self.num_docs = s.num_docs
         t, d = self.token_count, self.num_docs
-        self.input_ids = view(address_of(s.tokens), (t,), "int32")
-        self.positions = view(address_of(s.positions), (t,), "int32")
-        self.doc_offsets = view(address_of(s.doc_offsets), (d + 1,) if t else (0,), "int32")
+        memory = self._producer._memory
+        self.input_ids = memory.view(address_of(s.tokens), (t,), "int32")
+        self.positions = memory.view(address_of(s.positions), (t,), "int32")
+        self.doc_offsets = memory.view(address_of(s.doc_offsets), (d + 1,) if t else (0,), "int32")
         # A copy: the library's mask lives only until the job is published.
         mask = address_of(s.loss_mask)
-        self.loss_mask = view(mask, (t,), "uint8").astype(bool) if mask else None
+        self.loss_mask = copy_of(mask, (t,), "uint8").astype(bool) if mask else None
 
     def _call(self, name, *args):
         if self._published:
