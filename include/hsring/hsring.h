@@ -145,8 +145,8 @@ HS_API uint32_t hs_producer_epoch(const hs_producer* producer);
  * address the handle hands out lies at its offset from `base`: a caller whose views of slot
  * memory may outlive the handle (python/hsring) maps `fd` itself and keeps that mapping as
  * long as its views, so reading them after close reads the ring, never unmapped memory. */
-HS_API hs_status hs_producer_segment(const hs_producer* producer, const void** base,
-                                     uint64_t* size, int* fd);
+HS_API hs_status hs_producer_segment(const hs_producer* producer, const void** base, uint64_t* size,
+                                     int* fd);
 
 /* The next job: first the batches a previous epoch left unpublished, then the shard in
  * order. Waits up to timeout_ms (0: one attempt) for a free slot. HS_TIMEOUT when the ring
@@ -231,8 +231,8 @@ HS_API hs_status hs_consumer_close(hs_consumer* consumer);
 HS_API hs_status hs_consumer_shape(const hs_consumer* consumer, hs_ring_shape* out);
 HS_API uint32_t hs_consumer_epoch(const hs_consumer* consumer);
 /* hs_producer_segment for a consumer. */
-HS_API hs_status hs_consumer_segment(const hs_consumer* consumer, const void** base,
-                                     uint64_t* size, int* fd);
+HS_API hs_status hs_consumer_segment(const hs_consumer* consumer, const void** base, uint64_t* size,
+                                     int* fd);
 /* Waits (up to timeout_ms; 0: one attempt) until hs_min_ready slots are READY (one once
  * no more can come), then claims one at random. HS_TIMEOUT when none came; HS_STOPPED
  * when the run stops. */

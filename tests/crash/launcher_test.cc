@@ -71,10 +71,10 @@ TEST_F(LauncherTest, RestartsKilledWorkersAndKeepsDataIntact) {
 // other and waits for a free slot. A restarted target makes no progress, so each of its
 // crashes is one of a crash loop; the drain ends the sleeping drafter after 1 s.
 std::vector<std::string> stuck_target_flags(const std::vector<std::string>& more) {
-  std::vector<std::string> flags = {"--seconds",         "120",    "--targets",       "cpu:1",
-                                    "--drafters",        "cpu:1",  "--slots",         "2",
-                                    "--hs-min-ready",    "1",      "--drafter-step-ms", "600000",
-                                    "--drain-timeout",   "1"};
+  std::vector<std::string> flags = {"--seconds",       "120",   "--targets",         "cpu:1",
+                                    "--drafters",      "cpu:1", "--slots",           "2",
+                                    "--hs-min-ready",  "1",     "--drafter-step-ms", "600000",
+                                    "--drain-timeout", "1"};
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;
 }
