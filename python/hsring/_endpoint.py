@@ -29,6 +29,12 @@ class Endpoint:
         # Jobs' and batches' views are of this mapping: they may outlive the handle.
         self._memory = SegmentMemory(base.value, size.value, fd.value)
 
+    def _open_handle(self):
+        """The C handle; a StateError once closed (the C API would only say NULL)."""
+        if self._handle is None:
+            raise StateError("HS_ERR_STATE", "the %s is closed" % self._ROLE)
+        return self._handle
+
     def _c(self, name):
         return getattr(_lib.lib(), "hs_%s_%s" % (self._ROLE, name))
 
@@ -45,11 +51,10 @@ class Endpoint:
         `timeout` seconds (None: no limit) naming `waiting_for`."""
         remaining = None if timeout is None else max(0, int(timeout * 1000))
         while True:
-            if self._handle is None:
-                raise StateError("HS_ERR_STATE", "the %s is closed" % self._ROLE)
+            handle = self._open_handle()
             wait = _POLL_MS if remaining is None else min(_POLL_MS, remaining)
             out = struct_type()
-            status = _lib.check(call(self._handle, wait, ctypes.byref(out)))
+            status = _lib.check(call(handle, wait, ctypes.byref(out)))
             if status == _lib.HS_OK:
                 return out
             if status == _lib.HS_STOPPED:

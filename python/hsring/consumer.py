@@ -68,8 +68,9 @@ class Batch:
         """Marks the batch consumed and frees the slot. A second release is a StateError."""
         if self._released:
             raise StateError("HS_ERR_STATE", "batch %d was released already" % self.batch_id)
+        handle = self._consumer._open_handle()
         self._released = True
-        _lib.check(_lib.lib().hs_consumer_release(self._consumer._handle, self._ticket))
+        _lib.check(_lib.lib().hs_consumer_release(handle, self._ticket))
 
     def __enter__(self):
         return self

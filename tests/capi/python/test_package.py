@@ -241,8 +241,15 @@ tokens = job.input_ids.copy()
 ids = job.input_ids
 batch = consumer.next_batch(timeout=5)
 layers, hidden, labels = batch.layers, batch.hidden, batch.labels
+unpublished = producer.next_job(timeout=5)
 producer.close()
 consumer.close()
+for late in (unpublished.publish, batch.release, producer.flush):
+    try:
+        late()
+        raise SystemExit("%s after close did not raise" % late)
+    except hsring.StateError as e:
+        assert "closed" in str(e), e
 assert (ids == tokens).all() and (batch.input_ids == tokens).all()
 for k in range(3):
     assert (layers[k] == expected[k]).all()
@@ -258,7 +265,7 @@ try:
     raise SystemExit("a view of the ring was writable")
 except ValueError:
     pass
-del job, batch, ids, layers, hidden, labels
+del job, unpublished, batch, ids, layers, hidden, labels
 import gc
 gc.collect()
 assert ring not in open("/proc/self/maps").read(), "the mapping outlived its views"
