@@ -287,3 +287,23 @@ def test_views_of_a_job_or_batch_outlive_close_without_crashing(make_ring, tmp_p
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
     assert "views outlived close" in done.stdout
+
+
+def test_layers_whose_elements_are_not_dense_rows_are_copied(make_ring):
+    # Column-major, every other column, rows reversed (a negative row stride): none is T
+    # rows of H adjacent values at a non-negative pitch, so each is copied, never read as one.
+    ring = make_ring()
+    with hsring.Producer(ring.name, 0) as producer, hsring.Consumer(ring.name, 0) as consumer:
+        job = producer.next_job(timeout=5)
+        t = job.token_count
+        good = [layer_array(producer.shape, job.batch_id, k, t) for k in range(3)]
+        wide = np.zeros((t, 32), np.float32)
+        wide[:, ::2] = good[1]
+        layers = [np.asfortranarray(good[0]), wide[:, ::2], good[2][::-1].copy()[::-1]]
+        assert not layers[0].flags.c_contiguous and layers[2].strides[0] < 0
+        job.write_layers(layers)
+        job.publish()
+        batch = consumer.next_batch(timeout=5)
+        for k in range(3):
+            np.testing.assert_array_equal(batch.layers[k], good[k])
+        batch.release()
