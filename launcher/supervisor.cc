@@ -282,8 +282,11 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
     log_line(input_error_message_);
     return;
   }
-  // Relaxed: the worker is dead and reaped; its last count came before its exit.
+  // Relaxed: the worker is dead and reaped; its last count came before its exit. A worker
+  // killed as hung failed by itself, whatever it did before: one that hangs again and again
+  // is a crash loop.
   const bool made_progress =
+      !w.killed_as_hung &&
       entry_of(w).batches.load(std::memory_order_relaxed) != w.batches_at_spawn;
   if (!w.policy.on_crash(now, made_progress)) {
     crash_loop_ = true;

@@ -60,7 +60,7 @@ class Supervisor {
     // launcher's, so a step of the wall clock neither makes nor hides a hang.
     uint32_t epoch_at_spawn = 0;  // the table's epoch before this incarnation attached
     // The entry's batch count (published or consumed) at the spawn: a crash after it moved
-    // is a worker killed while it worked, restarted fast (RestartPolicy::on_crash).
+    // (not a hang) is a worker killed while it worked, restarted fast (RestartPolicy::on_crash).
     uint64_t batches_at_spawn = 0;
     bool attached_before = false;  // an earlier incarnation in this run attached
     uint64_t heartbeat_seen = 0;

@@ -219,6 +219,30 @@ TEST_F(LauncherTest, HungDrafterIsKilledAndRestartedAndLosesNothing) {
   expect_cleaned_up();
 }
 
+// (d2') A hang is the worker's own failure, whatever it did before: a drafter that consumes
+// and then hangs, again and again, is a crash loop, not a worker killed while it worked.
+TEST_F(LauncherTest, AWorkerThatHangsAgainAndAgainAfterWorkIsACrashLoop) {
+  start_run({"--seconds", "120", "--target-rate", "300", "--hang-timeout", "1", "--max-restarts",
+             "2", "--restart-window", "60"});
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  uint64_t consumed = 0;
+  for (int hang = 1; hang <= 2; ++hang) {
+    ASSERT_TRUE(drafter);
+    consumed += 10;
+    ASSERT_TRUE(wait_for_consumed(consumed)) << launcher_->stderr_text();
+    ASSERT_EQ(::kill(drafter->id.pid, SIGSTOP), 0);
+    if (hang == 2) break;
+    drafter = wait_for_worker("drafter", 0, Millis(10000), &*drafter);
+  }
+  EXPECT_EQ(wait_launcher(), 3) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("drafter 0 crashed 2 times within 60 s (last: hung, killed by SIGKILL)"),
+            std::string::npos)
+      << log;
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
 // (d3) A short --hang-timeout kills nobody in a healthy run: the start (exec, attach,
 // recovery) does not count, and idle loops (drafters waiting for a batch, targets for a
 // free slot) heartbeat.
