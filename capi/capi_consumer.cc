@@ -55,6 +55,15 @@ HS_API uint32_t hs_consumer_epoch(const hs_consumer* consumer) {
   return consumer ? consumer->impl->epoch() : 0;
 }
 
+HS_API hs_status hs_consumer_segment(const hs_consumer* consumer, const void** base, uint64_t* size,
+                                     int* fd) {
+  return guarded([&] {
+    require_pointer(consumer, "consumer");
+    hsring::capi::segment_of(consumer->impl->ring(), base, size, fd);
+    return HS_OK;
+  });
+}
+
 HS_API hs_status hs_consumer_next(hs_consumer* consumer, uint32_t timeout_ms, hs_batch* out) {
   return guarded([&] {
     require_pointer(out, "out");

@@ -57,6 +57,15 @@ HS_API uint32_t hs_producer_epoch(const hs_producer* producer) {
   return producer ? producer->impl->epoch() : 0;
 }
 
+HS_API hs_status hs_producer_segment(const hs_producer* producer, const void** base, uint64_t* size,
+                                     int* fd) {
+  return guarded([&] {
+    require_pointer(producer, "producer");
+    hsring::capi::segment_of(producer->impl->ring(), base, size, fd);
+    return HS_OK;
+  });
+}
+
 HS_API hs_status hs_producer_next_job(hs_producer* producer, uint32_t timeout_ms, hs_job* out) {
   return guarded([&] {
     require_pointer(out, "out");

@@ -1,4 +1,10 @@
 // The C ABI's process-wide entry points: versions, status names, the ring's shape, stop.
+#include <fcntl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
 #include "capi/capi_error.h"
 #include "capi/shape_of.h"
 #include "common/signals.h"
@@ -24,6 +30,22 @@ hs_ring_shape to_c_shape(const RingShape& s) {
     out.layer_ids[k] = s.layer_ids[k];
   out.batch_limit = s.batch_limit;
   return out;
+}
+
+void segment_of(const Ring& ring, const void** base, uint64_t* size, int* fd) {
+  require_pointer(base, "base");
+  require_pointer(size, "size");
+  require_pointer(fd, "fd");
+  // Not dup(): a duplicate shares the open file description, whose lock is the handle's
+  // liveness (a mapping of it would keep a closed worker alive to the launcher).
+  const std::string self = "/proc/self/fd/" + std::to_string(ring.fd());
+  const int reopened = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reopened < 0)
+    throw Error(Errc::kSystem, "ring '" + ring.name() + "': cannot reopen its segment through " +
+                                   self + ": " + std::strerror(errno) + " (is /proc mounted?)");
+  *base = ring.base();
+  *size = ring.size();
+  *fd = reopened;
 }
 
 static_assert(HS_MAX_LAYERS == kMaxCapturedLayers, "hs_ring_shape.layer_ids mirrors the ring's");

@@ -148,4 +148,10 @@ std::string describe_wait_status(int wait_status) {
   return "ended with status " + std::to_string(wait_status);
 }
 
+bool killed_by_signal(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return true;
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) > 128 &&
+         WEXITSTATUS(wait_status) < 128 + NSIG;
+}
+
 }  // namespace hsring

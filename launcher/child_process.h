@@ -53,4 +53,8 @@ class ChildProcess {
 // "exited with 3", "killed by SIGKILL"
 std::string describe_wait_status(int wait_status);
 
+// True for a death by a signal: the process's own, or its command's as a shell that stayed
+// between reports it (exit 128 + N, N a signal number).
+bool killed_by_signal(int wait_status);
+
 }  // namespace hsring

@@ -1,6 +1,7 @@
-// When to restart a crashed worker, and when to give up: exponential backoff with a reset
-// after healthy running, and a crash-loop limit. Pure logic on timestamps, so tests can
-// drive it with any clock.
+// When to restart a crashed worker, and when to give up: exponential backoff for a crash
+// loop, a fast restart for a worker that was doing its work (it made progress, or ran
+// healthy_after_ns), and a crash-loop limit. Pure logic on timestamps, so tests can drive
+// it with any clock.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +24,13 @@ class RestartPolicy {
   // Records a start of the worker at `now_ns`.
   void on_start(uint64_t now_ns) { started_ns_ = now_ns; }
 
-  // Records a crash at `now_ns`. Returns false when this crash makes a crash loop
-  // (max_crashes within the window): the worker must not be restarted.
-  bool on_crash(uint64_t now_ns);
+  // Records a crash at `now_ns`; `made_progress`: the worker published or consumed a batch
+  // since its start. A crash after progress (or after healthy_after_ns of running) is a
+  // worker killed while it worked (the OOM killer, an operator, chaos), not a loop: it
+  // restarts after the initial delay and the crashes before it no longer count. Returns
+  // false when this crash makes a crash loop (max_crashes within the window, none of them
+  // after progress): the worker must not be restarted.
+  bool on_crash(uint64_t now_ns, bool made_progress);
 
   // The delay before the restart that follows the last crash.
   uint64_t restart_delay_ns() const { return delay_ns_; }

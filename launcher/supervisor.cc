@@ -187,9 +187,12 @@ std::string Supervisor::log_path_of(const Worker& w) {
 
 void Supervisor::start_worker(Worker& w) {
   w.log_path = log_path_of(w);
+  w.attached_before = w.attached_before || (w.spawned_ns != 0 && attached(w));
   // Before the spawn: the child bumps the epoch when it attaches, so until the epoch moves
-  // the entry is the predecessor's (its state may still say running).
+  // the entry is the predecessor's (its state may still say running). Relaxed loads: the
+  // predecessor is dead (reaped) and nothing else writes the entry until the spawn.
   w.epoch_at_spawn = entry_of(w).epoch.load(std::memory_order_relaxed);
+  w.batches_at_spawn = entry_of(w).batches.load(std::memory_order_relaxed);
   w.heartbeat_seen = 0;
   w.heartbeat_seen_at_ns = 0;
   w.killed_as_hung = false;
@@ -212,6 +215,7 @@ bool Supervisor::attached(const Worker& w) const {
 
 void Supervisor::check_user_attach(Worker& w, bool exited, int wait_status) {
   if (!w.user_command || !setup_failure_.empty() || attached(w)) return;
+  if (exited && w.attached_before && killed_by_signal(wait_status)) return;  // a crash
   const uint64_t waited = monotonic_ns() - w.spawned_ns;
   if (!exited && waited < uint64_t(options_.attach_timeout_s * 1e9)) return;
   std::ostringstream why;
@@ -278,7 +282,13 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
     log_line(input_error_message_);
     return;
   }
-  if (!w.policy.on_crash(now)) {
+  // Relaxed: the worker is dead and reaped; its last count came before its exit. A worker
+  // killed as hung failed by itself, whatever it did before: one that hangs again and again
+  // is a crash loop.
+  const bool made_progress =
+      !w.killed_as_hung &&
+      entry_of(w).batches.load(std::memory_order_relaxed) != w.batches_at_spawn;
+  if (!w.policy.on_crash(now, made_progress)) {
     crash_loop_ = true;
     crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
                           " times within " + std::to_string(int(options_.restart_window_s)) +

@@ -59,6 +59,10 @@ class Supervisor {
     // was running, and when (monotonic) the launcher first saw that value. The clock is the
     // launcher's, so a step of the wall clock neither makes nor hides a hang.
     uint32_t epoch_at_spawn = 0;  // the table's epoch before this incarnation attached
+    // The entry's batch count (published or consumed) at the spawn: a crash after it moved
+    // (not a hang) is a worker killed while it worked, restarted fast (RestartPolicy::on_crash).
+    uint64_t batches_at_spawn = 0;
+    bool attached_before = false;  // an earlier incarnation in this run attached
     uint64_t heartbeat_seen = 0;
     uint64_t heartbeat_seen_at_ns = 0;
     bool killed_as_hung = false;  // SIGKILL sent; the pidfd reports the death
@@ -85,7 +89,9 @@ class Supervisor {
   void kill_hung_workers();
   // A user command that exited before attaching, or has not attached within
   // --attach-timeout, is a setup error to report (with its log's last lines), not a crash
-  // to retry: it would fail the same way again.
+  // to retry: it would fail the same way again. Except a death by a signal of a command
+  // that attached before in this run (the OOM killer strikes during a model load): that
+  // is a crash, restarted with backoff.
   void check_user_attach(Worker& worker, bool exited, int wait_status);
   bool attached(const Worker& worker) const;
   // Where a worker logs: --log-dir, else stderr; user commands always to a file (their

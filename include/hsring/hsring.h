@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct or a signature below changes. */
-#define HS_API_VERSION 2
+#define HS_API_VERSION 3
 
 typedef enum hs_status {
   HS_OK = 0,
@@ -139,6 +139,14 @@ HS_API hs_status hs_producer_close(hs_producer* producer);
 HS_API hs_status hs_producer_shape(const hs_producer* producer, hs_ring_shape* out);
 /* This incarnation's epoch. */
 HS_API uint32_t hs_producer_epoch(const hs_producer* producer);
+/* The ring's memory as the handle maps it (API version 3): the mapping's `base` and `size`,
+ * and `fd`, a new read-only descriptor of the segment that the caller owns and closes. It
+ * is a new open file description, so it never carries the handle's liveness lock. Every
+ * address the handle hands out lies at its offset from `base`: a caller whose views of slot
+ * memory may outlive the handle (python/hsring) maps `fd` itself and keeps that mapping as
+ * long as its views, so reading them after close reads the ring, never unmapped memory. */
+HS_API hs_status hs_producer_segment(const hs_producer* producer, const void** base, uint64_t* size,
+                                     int* fd);
 
 /* The next job: first the batches a previous epoch left unpublished, then the shard in
  * order. Waits up to timeout_ms (0: one attempt) for a free slot. HS_TIMEOUT when the ring
@@ -222,6 +230,9 @@ HS_API hs_status hs_consumer_open(const char* ring, uint32_t index,
 HS_API hs_status hs_consumer_close(hs_consumer* consumer);
 HS_API hs_status hs_consumer_shape(const hs_consumer* consumer, hs_ring_shape* out);
 HS_API uint32_t hs_consumer_epoch(const hs_consumer* consumer);
+/* hs_producer_segment for a consumer. */
+HS_API hs_status hs_consumer_segment(const hs_consumer* consumer, const void** base, uint64_t* size,
+                                     int* fd);
 /* Waits (up to timeout_ms; 0: one attempt) until hs_min_ready slots are READY (one once
  * no more can come), then claims one at random. HS_TIMEOUT when none came; HS_STOPPED
  * when the run stops. */

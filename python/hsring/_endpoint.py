@@ -6,6 +6,7 @@ import ctypes
 
 from . import _lib
 from ._errors import StateError
+from ._views import SegmentMemory
 from .shape import from_struct
 
 _POLL_MS = 100  # each wait returns this often, so Python's signal handlers run
@@ -22,6 +23,17 @@ class Endpoint:
         _lib.check(self._c("shape")(handle, ctypes.byref(s)))
         self.shape = from_struct(s)
         self.epoch = self._c("epoch")(handle)
+        base, size, fd = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_int(-1)
+        _lib.check(self._c("segment")(handle, ctypes.byref(base), ctypes.byref(size),
+                                      ctypes.byref(fd)))
+        # Jobs' and batches' views are of this mapping: they may outlive the handle.
+        self._memory = SegmentMemory(base.value, size.value, fd.value)
+
+    def _open_handle(self):
+        """The C handle; a StateError once closed (the C API would only say NULL)."""
+        if self._handle is None:
+            raise StateError("HS_ERR_STATE", "the %s is closed" % self._ROLE)
+        return self._handle
 
     def _c(self, name):
         return getattr(_lib.lib(), "hs_%s_%s" % (self._ROLE, name))
@@ -39,11 +51,10 @@ class Endpoint:
         `timeout` seconds (None: no limit) naming `waiting_for`."""
         remaining = None if timeout is None else max(0, int(timeout * 1000))
         while True:
-            if self._handle is None:
-                raise StateError("HS_ERR_STATE", "the %s is closed" % self._ROLE)
+            handle = self._open_handle()
             wait = _POLL_MS if remaining is None else min(_POLL_MS, remaining)
             out = struct_type()
-            status = _lib.check(call(self._handle, wait, ctypes.byref(out)))
+            status = _lib.check(call(handle, wait, ctypes.byref(out)))
             if status == _lib.HS_OK:
                 return out
             if status == _lib.HS_STOPPED:
@@ -54,8 +65,11 @@ class Endpoint:
                     raise TimeoutError("no %s within %s s" % (waiting_for, timeout))
 
     def close(self):
+        """Ends the worker. Views of its jobs or batches stay readable (they keep their
+        mapping of the ring) but see whatever the slot holds from then on."""
         if getattr(self, "_handle", None) is not None:
             handle, self._handle = self._handle, None
+            self._memory = None  # unmapped once the last view is gone
             _lib.check(self._c("close")(handle))
 
     def __enter__(self):

@@ -9,7 +9,7 @@ from ._errors import error_for
 HS_OK, HS_STOPPED, HS_TIMEOUT = 0, 1, 2
 HS_TOKENS_AUTO, HS_TOKENS_CALLER = 0, 1
 MAX_LAYERS = 16
-API_VERSION = 2
+API_VERSION = 3
 
 
 class ShapeStruct(ctypes.Structure):
@@ -88,6 +88,7 @@ def _declare(lib):
         "hs_producer_close": (c.c_int, [vp]),
         "hs_producer_shape": (c.c_int, [vp, c.POINTER(ShapeStruct)]),
         "hs_producer_epoch": (u32, [vp]),
+        "hs_producer_segment": (c.c_int, [vp, c.POINTER(vp), c.POINTER(u64), c.POINTER(c.c_int)]),
         "hs_producer_next_job": (c.c_int, [vp, u32, c.POINTER(JobStruct)]),
         "hs_job_set_tokens": (c.c_int, [vp, u64, vp, vp, u32, vp, u32]),
         "hs_job_write_layer": (c.c_int, [vp, u64, u32, vp, u64]),
@@ -103,6 +104,7 @@ def _declare(lib):
         "hs_consumer_close": (c.c_int, [vp]),
         "hs_consumer_shape": (c.c_int, [vp, c.POINTER(ShapeStruct)]),
         "hs_consumer_epoch": (u32, [vp]),
+        "hs_consumer_segment": (c.c_int, [vp, c.POINTER(vp), c.POINTER(u64), c.POINTER(c.c_int)]),
         "hs_consumer_next": (c.c_int, [vp, u32, c.POINTER(BatchStruct)]),
         "hs_consumer_release": (c.c_int, [vp, u64]),
         "hs_consumer_copy_to_device": (c.c_int, [vp, u64, vp, u64, vp, c.c_float, u64, u64]),

@@ -10,7 +10,7 @@ from . import _env, _lib
 from ._endpoint import Endpoint
 from ._errors import StateError
 from ._tensors import c_index, c_name, import_torch, loaded_torch
-from ._views import address_of, view
+from ._views import address_of
 
 
 class Batch:
@@ -21,20 +21,21 @@ class Batch:
         self._consumer = consumer
         self._ticket = s.ticket
         self._released = False
-        shape = consumer.shape
+        shape, memory = consumer.shape, consumer._memory
         t, d = s.token_count, s.num_docs
         self.batch_id = s.batch_id
         self.slot = s.slot
         self.token_count = t
         self.num_docs = d
         self.length_bucket = s.length_bucket
-        self.input_ids = view(address_of(s.tokens), (t,), "int32")
-        self.positions = view(address_of(s.positions), (t,), "int32")
-        self.doc_offsets = view(address_of(s.doc_offsets), (d + 1,), "int32")
-        self.labels = view(address_of(s.labels), (t,), "int32")
+        self.input_ids = memory.view(address_of(s.tokens), (t,), "int32")
+        self.positions = memory.view(address_of(s.positions), (t,), "int32")
+        self.doc_offsets = memory.view(address_of(s.doc_offsets), (d + 1,), "int32")
+        self.labels = memory.view(address_of(s.labels), (t,), "int32")
         item = shape.dtype_size
-        self.layers = [view(s.layers[k], (t, shape.hidden_size), shape.numpy_dtype,
-                            strides=(s.layer_row_pitch, item))
+        self._memory, self._first_layer = memory, s.layers[0]
+        self.layers = [memory.view(s.layers[k], (t, shape.hidden_size), shape.numpy_dtype,
+                                   strides=(s.layer_row_pitch, item))
                        for k in range(shape.num_layers)]
         self._hidden = None
 
@@ -43,9 +44,9 @@ class Batch:
         concatenated, else a copy (bf16: uint16 bits)."""
         shape = self._consumer.shape
         if not shape.split_layers:
-            first = self.layers[0]
-            return view(first.ctypes.data, (self.token_count, shape.num_layers * shape.hidden_size),
-                        shape.numpy_dtype)
+            return self._memory.view(self._first_layer,
+                                     (self.token_count, shape.num_layers * shape.hidden_size),
+                                     shape.numpy_dtype)
         return np.concatenate(self.layers, axis=1)
 
     @property
@@ -67,8 +68,9 @@ class Batch:
         """Marks the batch consumed and frees the slot. A second release is a StateError."""
         if self._released:
             raise StateError("HS_ERR_STATE", "batch %d was released already" % self.batch_id)
+        handle = self._consumer._open_handle()
         self._released = True
-        _lib.check(_lib.lib().hs_consumer_release(self._consumer._handle, self._ticket))
+        _lib.check(_lib.lib().hs_consumer_release(handle, self._ticket))
 
     def __enter__(self):
         return self

@@ -9,7 +9,7 @@ from ._endpoint import Endpoint
 from ._errors import ShapeError, StateError
 from ._tensors import (c_index, c_name, current_stream_handle, int32_host, layer_parts,
                        loaded_torch)
-from ._views import address_of, view
+from ._views import address_of, copy_of
 
 
 
@@ -38,17 +38,19 @@ class Job:
         self.token_count = s.token_count
         self.num_docs = s.num_docs
         t, d = self.token_count, self.num_docs
-        self.input_ids = view(address_of(s.tokens), (t,), "int32")
-        self.positions = view(address_of(s.positions), (t,), "int32")
-        self.doc_offsets = view(address_of(s.doc_offsets), (d + 1,) if t else (0,), "int32")
+        memory = self._producer._memory
+        self.input_ids = memory.view(address_of(s.tokens), (t,), "int32")
+        self.positions = memory.view(address_of(s.positions), (t,), "int32")
+        self.doc_offsets = memory.view(address_of(s.doc_offsets), (d + 1,) if t else (0,), "int32")
         # A copy: the library's mask lives only until the job is published.
         mask = address_of(s.loss_mask)
-        self.loss_mask = view(mask, (t,), "uint8").astype(bool) if mask else None
+        self.loss_mask = copy_of(mask, (t,), "uint8").astype(bool) if mask else None
 
     def _call(self, name, *args):
         if self._published:
             raise StateError("HS_ERR_STATE", "batch %d was published already" % self.batch_id)
-        return _lib.check(getattr(_lib.lib(), name)(self._producer._handle, self._ticket, *args))
+        handle = self._producer._open_handle()
+        return _lib.check(getattr(_lib.lib(), name)(handle, self._ticket, *args))
 
     def set_tokens(self, input_ids, positions=None, doc_offsets=None):
         """For a producer opened with caller_tokens=True: this batch's tokens (a pure
@@ -93,6 +95,7 @@ class Job:
         if self._published:
             raise StateError("HS_ERR_STATE", "batch %d was published already" % self.batch_id)
         p = self._producer
+        handle = p._open_handle()
         shape, rows = p.shape, self.token_count
         sources, pitches = p._sources, p._pitches
         keep = []  # alive until the call returns (CUDA: the copies are enqueued by then)
@@ -110,10 +113,10 @@ class Job:
                                  % (first, _device_name(device), first + i, _device_name(where)))
         n = len(tensors)
         if device >= 0:
-            status = p._copy_layers(p._handle, self._ticket, first, n, sources, pitches,
+            status = p._copy_layers(handle, self._ticket, first, n, sources, pitches,
                                     current_stream_handle(device))
         else:
-            status = p._write_layers(p._handle, self._ticket, first, n, sources, pitches)
+            status = p._write_layers(handle, self._ticket, first, n, sources, pitches)
         if status < 0:
             _lib.check(status)
 
@@ -130,7 +133,7 @@ class Job:
         if self._published:
             raise StateError("HS_ERR_STATE", "batch %d was published already" % self.batch_id)
         p = self._producer
-        status = p._publish(p._handle, self._ticket)
+        status = p._publish(p._open_handle(), self._ticket)
         if status < 0:
             _lib.check(status)
         self._published = True
@@ -202,4 +205,4 @@ class Producer(Endpoint):
 
     def flush(self):
         """Waits until every published job's device copies are done and it is READY."""
-        _lib.check(_lib.lib().hs_producer_flush(self._handle))
+        _lib.check(_lib.lib().hs_producer_flush(self._open_handle()))

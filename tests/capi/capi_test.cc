@@ -4,6 +4,7 @@
 // bound, whose successor re-produces that very batch into the same slot.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,6 +126,47 @@ TEST(CapiTest, RoundTripIsVerifiedByTheSyntheticChecker) {
   EXPECT_EQ(ring->process(1).stages[uint32_t(Stage::kDrafterStep)].count.load(), 5u);
   EXPECT_EQ(hs_consumer_close(c), HS_OK);
   EXPECT_EQ(hs_producer_close(p), HS_OK);
+}
+
+// What python/hsring maps so that its views outlive the handle: the handle's own segment
+// (the same bytes at the same offsets), read-only, and not the handle's liveness lock: once
+// the handle is closed, its index opens again while the caller's mapping lives on.
+TEST(CapiTest, TheSegmentIsTheHandlesOwnAndOutlivesItWithoutItsLock) {
+  ScopedRingName name("capi-segment");
+  const RingShape s = small_shape();
+  auto ring = Ring::create(name.str(), s);
+  hs_producer* p = nullptr;
+  ASSERT_EQ(hs_producer_open(name.str().c_str(), 0, nullptr, &p), HS_OK) << hs_last_error();
+  const void* base = nullptr;
+  uint64_t size = 0;
+  int fd = -1;
+  ASSERT_EQ(hs_producer_segment(p, &base, &size, &fd), HS_OK) << hs_last_error();
+  EXPECT_EQ(size, ring->size());
+  ASSERT_GE(fd, 0);
+  void* mine = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(mine, MAP_FAILED);
+  EXPECT_EQ(hs_producer_segment(p, &base, &size, nullptr), HS_ERR_INVALID_ARGUMENT);
+
+  const hs_job job = take_job(p);
+  const size_t offset =
+      size_t(reinterpret_cast<const std::byte*>(job.tokens) - static_cast<const std::byte*>(base));
+  ASSERT_LT(offset, size);
+  const auto* tokens = reinterpret_cast<const int32_t*>(static_cast<std::byte*>(mine) + offset);
+  EXPECT_EQ(std::memcmp(tokens, job.tokens, job.token_count * sizeof(int32_t)), 0);
+  EXPECT_EQ(std::memcmp(tokens, ring->tokens(job.slot), job.token_count * sizeof(int32_t)), 0);
+  EXPECT_EQ(hs_producer_close(p), HS_OK);
+
+  hs_producer_options quick{};
+  quick.lock_wait_ms = 1;
+  ASSERT_EQ(hs_producer_open(name.str().c_str(), 0, &quick, &p), HS_OK) << hs_last_error();
+  EXPECT_EQ(hs_producer_close(p), HS_OK);
+  hs_consumer* c = nullptr;
+  ASSERT_EQ(hs_consumer_open(name.str().c_str(), 0, nullptr, &c), HS_OK) << hs_last_error();
+  ASSERT_EQ(hs_consumer_segment(c, &base, &size, &fd), HS_OK) << hs_last_error();
+  ::close(fd);
+  EXPECT_EQ(hs_consumer_close(c), HS_OK);
+  ::munmap(mine, size);
 }
 
 TEST(CapiTest, CallsOutOfOrderAndWrongSizesAreRefused) {

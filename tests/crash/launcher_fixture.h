@@ -140,6 +140,22 @@ class LauncherTest : public ::testing::Test {
     return false;
   }
 
+  // Waits until target `index` has published `batches` over all its incarnations; false
+  // on timeout.
+  bool wait_for_published(uint32_t index, uint64_t batches, Millis timeout = kStartLimit) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline && !launcher_->wait(Millis(0))) {
+      try {
+        auto ring = Ring::attach(ring_, Ring::Access::kReadOnly);
+        if (ring->process(index).batches.load(std::memory_order_relaxed) >= batches) return true;
+      } catch (const Error&) {
+        // Not created (or not initialised) yet.
+      }
+      std::this_thread::sleep_for(Millis(20));
+    }
+    return false;
+  }
+
   // SIGKILLs worker `role` `index` and waits for the launcher to start its successor.
   // Returns the successor, or nullopt when none came.
   std::optional<WorkerProcess> kill_and_await_restart(const WorkerProcess& victim,

@@ -66,11 +66,26 @@ TEST_F(LauncherTest, RestartsKilledWorkersAndKeepsDataIntact) {
   expect_cleaned_up();
 }
 
-// (b) Each crash of the same worker doubles the delay before its restart.
+// Flags of a run whose target can publish nothing after its first two batches: the
+// drafter holds one of the two slots for its whole (simulated) step, the target fills the
+// other and waits for a free slot. A restarted target makes no progress, so each of its
+// crashes is one of a crash loop; the drain ends the sleeping drafter after 1 s.
+std::vector<std::string> stuck_target_flags(const std::vector<std::string>& more) {
+  std::vector<std::string> flags = {"--seconds",       "120",   "--targets",         "cpu:1",
+                                    "--drafters",      "cpu:1", "--slots",           "2",
+                                    "--hs-min-ready",  "1",     "--drafter-step-ms", "600000",
+                                    "--drain-timeout", "1"};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+// (b) Each crash of the same worker that made no progress doubles the delay before its
+// restart. (The first crash follows the first incarnation's two batches: 100 ms.)
 TEST_F(LauncherTest, RestartDelaysDoubleAfterEachCrash) {
-  start_run({"--seconds", "120", "--target-rate", "100", "--max-restarts", "100"});
+  start_run(stuck_target_flags({"--max-restarts", "100"}));
   std::optional<WorkerProcess> target = wait_for_worker("target", 0);
   ASSERT_TRUE(target);
+  ASSERT_TRUE(wait_for_published(0, 2)) << launcher_->stderr_text();
   const std::vector<int> expected = {100, 200, 400, 800, 1600};
   std::vector<double> gaps_ms;
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -96,10 +111,10 @@ TEST_F(LauncherTest, RestartDelaysDoubleAfterEachCrash) {
 
 // (c) --max-restarts crashes within --restart-window stop the run with exit 3.
 TEST_F(LauncherTest, CrashLoopStopsTheRun) {
-  start_run({"--seconds", "120", "--target-rate", "100", "--max-restarts", "3", "--restart-window",
-             "60"});
+  start_run(stuck_target_flags({"--max-restarts", "3", "--restart-window", "60"}));
   std::optional<WorkerProcess> target = wait_for_worker("target", 0);
   ASSERT_TRUE(target);
+  ASSERT_TRUE(wait_for_published(0, 2)) << launcher_->stderr_text();
   for (int crash = 1; crash <= 2; ++crash) {
     target = kill_and_await_restart(*target);
     ASSERT_TRUE(target) << "no restart after crash " << crash;
@@ -113,6 +128,34 @@ TEST_F(LauncherTest, CrashLoopStopsTheRun) {
   EXPECT_NE(log.find("--max-restarts"), std::string::npos) << "no advice in:\n" << log;
   // Stopped at the crash, not at the 120 s deadline.
   EXPECT_LT(elapsed_ms(last_kill), 60000);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (c') A worker SIGKILLed while it works (it published since its start) is no crash loop,
+// however often: it restarts after the initial 100 ms every time (issue 33: under a kill
+// every 2 s every restart waited the 10 s cap, and five kills within 60 s ended the run).
+TEST_F(LauncherTest, AWorkerKilledWhileItWorksRestartsFastAndNeverLoops) {
+  start_run({"--seconds", "120", "--target-rate", "200"});  // 5 crashes in 60 s: a loop
+  std::optional<WorkerProcess> target = wait_for_worker("target", 0);
+  ASSERT_TRUE(target);
+  constexpr int kKills = 8;
+  for (int kill = 1; kill <= kKills; ++kill) {
+    auto ring = Ring::attach(ring_, Ring::Access::kReadOnly);
+    const uint64_t published = ring->process(0).batches.load(std::memory_order_relaxed);
+    // Progress of this incarnation: its start (the epoch) and one batch more than before.
+    ASSERT_TRUE(wait_for_published(0, published + 1)) << launcher_->stderr_text();
+    target = kill_and_await_restart(*target);
+    ASSERT_TRUE(target) << "no restart after kill " << kill << "\n" << launcher_->stderr_text();
+  }
+  ASSERT_TRUE(wait_for_published(
+      0, Ring::attach(ring_, Ring::Access::kReadOnly)->process(0).batches.load() + 1));
+  launcher_->signal(SIGTERM);
+  EXPECT_EQ(wait_launcher(), 0) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_EQ(logged_restart_delays(log, "target 0"), std::vector<int>(kKills, 100)) << log;
+  EXPECT_EQ(log.find("crash loop"), std::string::npos) << log;
+  EXPECT_EQ(summary("restarts_target"), double(kKills));
   expect_data_intact();
   expect_cleaned_up();
 }
@@ -172,6 +215,30 @@ TEST_F(LauncherTest, HungDrafterIsKilledAndRestartedAndLosesNothing) {
   EXPECT_GE(summary("restarts_drafter"), 1);
   EXPECT_EQ(summary("restarts_target"), 0);
   EXPECT_GT(summary("batches_consumed"), 50);
+  expect_data_intact();
+  expect_cleaned_up();
+}
+
+// (d2') A hang is the worker's own failure, whatever it did before: a drafter that consumes
+// and then hangs, again and again, is a crash loop, not a worker killed while it worked.
+TEST_F(LauncherTest, AWorkerThatHangsAgainAndAgainAfterWorkIsACrashLoop) {
+  start_run({"--seconds", "120", "--target-rate", "300", "--hang-timeout", "1", "--max-restarts",
+             "2", "--restart-window", "60"});
+  std::optional<WorkerProcess> drafter = wait_for_worker("drafter", 0);
+  uint64_t consumed = 0;
+  for (int hang = 1; hang <= 2; ++hang) {
+    ASSERT_TRUE(drafter);
+    consumed += 10;
+    ASSERT_TRUE(wait_for_consumed(consumed)) << launcher_->stderr_text();
+    ASSERT_EQ(::kill(drafter->id.pid, SIGSTOP), 0);
+    if (hang == 2) break;
+    drafter = wait_for_worker("drafter", 0, Millis(10000), &*drafter);
+  }
+  EXPECT_EQ(wait_launcher(), 3) << launcher_->stderr_text();
+  const std::string log = launcher_->stderr_text();
+  EXPECT_NE(log.find("drafter 0 crashed 2 times within 60 s (last: hung, killed by SIGKILL)"),
+            std::string::npos)
+      << log;
   expect_data_intact();
   expect_cleaned_up();
 }

@@ -1,5 +1,6 @@
 // The launcher's restart policy, driven with a synthetic clock: exponential backoff from
-// 100 ms to a 10 s cap, reset after a healthy run, and crash-loop detection in a window.
+// 100 ms to a 10 s cap, reset after a healthy run or progress, and crash-loop detection in
+// a window.
 #include "launcher/restart_policy.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,7 @@ constexpr uint64_t kS = 1'000 * kMs;
 bool run_and_crash(RestartPolicy& policy, uint64_t& now, uint64_t run) {
   policy.on_start(now);
   now += run;
-  return policy.on_crash(now);
+  return policy.on_crash(now, /*made_progress=*/false);
 }
 
 TEST(RestartPolicyTest, BackoffDoublesFrom100msAndCapsAt10s) {
@@ -68,16 +69,16 @@ TEST(RestartPolicyTest, CrashesOlderThanTheWindowAgeOut) {
   // more than 60 s old by then, so three remain and the worker is restarted.
   for (uint64_t t : {1ull, 11ull, 21ull, 31ull}) {
     policy.on_start((t - 1) * kS);
-    ASSERT_TRUE(policy.on_crash(t * kS));
+    ASSERT_TRUE(policy.on_crash(t * kS, false));
   }
   policy.on_start(70 * kS);
-  EXPECT_TRUE(policy.on_crash(75 * kS));
+  EXPECT_TRUE(policy.on_crash(75 * kS, false));
   EXPECT_EQ(policy.crashes_in_window(), 3u);
   // Two more inside the window reach five again.
   policy.on_start(76 * kS);
-  EXPECT_TRUE(policy.on_crash(77 * kS));
+  EXPECT_TRUE(policy.on_crash(77 * kS, false));
   policy.on_start(78 * kS);
-  EXPECT_FALSE(policy.on_crash(79 * kS));
+  EXPECT_FALSE(policy.on_crash(79 * kS, false));
 }
 
 TEST(RestartPolicyTest, CrashesSpacedWiderThanTheWindowNeverLoop) {
@@ -102,6 +103,43 @@ TEST(RestartPolicyTest, CustomLimitsAreHonoured) {
   EXPECT_EQ(policy.restart_delay_ns(), 1 * kS);
   EXPECT_FALSE(run_and_crash(policy, now, 1 * kS));
   EXPECT_EQ(policy.restart_delay_ns(), 2 * kS);
+}
+
+// A worker SIGKILLed every 2 s while it works (issue 33's chaos soak: every restart waited
+// the 10 s cap, and the run crash-looped): it restarts after 100 ms every time, however
+// many times it is killed, and is never a crash loop.
+TEST(RestartPolicyTest, AWorkerKilledWhileItWorksRestartsFastAndIsNoCrashLoop) {
+  RestartPolicy policy{RestartLimits{}};  // 5 crashes within 60 s
+  uint64_t now = 5 * kS;
+  for (int i = 0; i < 100; ++i) {
+    policy.on_start(now);
+    now += 2 * kS;
+    ASSERT_TRUE(policy.on_crash(now, /*made_progress=*/true)) << "kill " << i;
+    EXPECT_EQ(policy.restart_delay_ns(), 100 * kMs) << "kill " << i;
+    EXPECT_EQ(policy.crashes_in_window(), 1u);
+    now += policy.restart_delay_ns();
+  }
+}
+
+// Crashes with no work between them are a loop, whatever came before: after a crash that
+// followed progress, four more without progress reach the limit of five and back off.
+TEST(RestartPolicyTest, CrashesWithoutProgressAfterProgressStillMakeALoop) {
+  RestartPolicy policy{RestartLimits{}};
+  uint64_t now = 5 * kS;
+  ASSERT_TRUE(run_and_crash(policy, now, 1 * kS));
+  ASSERT_TRUE(run_and_crash(policy, now, 1 * kS));
+  EXPECT_EQ(policy.restart_delay_ns(), 200 * kMs);
+  policy.on_start(now);
+  now += 1 * kS;
+  ASSERT_TRUE(policy.on_crash(now, /*made_progress=*/true));
+  EXPECT_EQ(policy.restart_delay_ns(), 100 * kMs);
+  EXPECT_EQ(policy.crashes_in_window(), 1u) << "the crashes before the work are forgotten";
+  const std::vector<uint64_t> backoff = {200 * kMs, 400 * kMs, 800 * kMs};
+  for (uint64_t delay : backoff) {
+    ASSERT_TRUE(run_and_crash(policy, now, 1 * kS));
+    EXPECT_EQ(policy.restart_delay_ns(), delay);
+  }
+  EXPECT_FALSE(run_and_crash(policy, now, 1 * kS)) << "five crashes, the last four without work";
 }
 
 }  // namespace

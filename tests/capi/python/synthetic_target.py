@@ -1,6 +1,8 @@
 """A Python target for a synthetic ring: writes hsring's synthetic hidden states from numpy
 (or torch, with --torch), so hsring's C++ drafter verifies every element. --die-after N
-makes it SIGKILL itself with its N-th job bound and half written (crash tests)."""
+makes it SIGKILL itself with its N-th job bound and half written (crash tests);
+--die-before-attach-on-start N makes its N-th start (counted in --starts-file) SIGKILL
+itself before it attaches, as the OOM killer does during a model load."""
 
 import argparse
 import os
@@ -16,7 +18,17 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--torch", action="store_true")
 parser.add_argument("--cuda", action="store_true", help="torch CUDA tensors: the device copy path")
 parser.add_argument("--die-after", type=int, default=0)
+parser.add_argument("--die-before-attach-on-start", type=int, default=0)
+parser.add_argument("--starts-file")
 args = parser.parse_args()
+
+if args.starts_file:
+    with open(args.starts_file, "a+") as f:
+        f.write("start\n")
+        f.seek(0)
+        starts = len(f.readlines())
+    if starts == args.die_before_attach_on_start:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 producer = hsring.Producer.from_env()
 shape = producer.shape

@@ -218,3 +218,92 @@ def test_broadcast_torch_rows_are_copied_too(make_ring):
         batch = consumer.next_batch(timeout=5)
         np.testing.assert_array_equal(batch.layers[2], np.broadcast_to(np.arange(16.0), (t, 16)))
         batch.release()
+
+
+# Run in a child: before views kept their mapping, reading one after close was a SIGSEGV,
+# which would take pytest down with it.
+_VIEWS_AFTER_CLOSE = r"""
+import subprocess, sys
+import numpy as np
+import torch
+import hsring
+from synthetic import layer_array
+
+ring, hsring_bin = sys.argv[1], sys.argv[2]
+producer = hsring.Producer(ring, 0)
+consumer = hsring.Consumer(ring, 0)
+job = producer.next_job(timeout=5)
+shape = producer.shape
+expected = [layer_array(shape, job.batch_id, k, job.token_count) for k in range(3)]
+job.write_layers(expected)
+job.publish()
+tokens = job.input_ids.copy()
+ids = job.input_ids
+batch = consumer.next_batch(timeout=5)
+layers, hidden, labels = batch.layers, batch.hidden, batch.labels
+unpublished = producer.next_job(timeout=5)
+producer.close()
+consumer.close()
+for late in (unpublished.publish, batch.release, producer.flush):
+    try:
+        late()
+        raise SystemExit("%s after close did not raise" % late)
+    except hsring.StateError as e:
+        assert "closed" in str(e), e
+assert (ids == tokens).all() and (batch.input_ids == tokens).all()
+for k in range(3):
+    assert (layers[k] == expected[k]).all()
+assert torch.equal(hidden, torch.from_numpy(np.concatenate(expected, axis=1)))
+# The views hold no worker's liveness: the index opens again at once.
+again = hsring.Producer(ring, 0, lock_wait_ms=1)
+again.close()
+# Nor the ring's name: removed, it is still readable through the views.
+subprocess.run([hsring_bin, "ring", "remove", "--force", ring], check=True, capture_output=True)
+assert (ids == tokens).all() and (layers[2] == expected[2]).all() and labels.shape == ids.shape
+try:
+    ids[0] = 1
+    raise SystemExit("a view of the ring was writable")
+except ValueError:
+    pass
+del job, unpublished, batch, ids, layers, hidden, labels
+import gc
+gc.collect()
+assert ring not in open("/proc/self/maps").read(), "the mapping outlived its views"
+print("views outlived close")
+"""
+
+
+def test_views_of_a_job_or_batch_outlive_close_without_crashing(make_ring, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from conftest import hsring_bin
+    ring = make_ring()
+    script = tmp_path / "views_after_close.py"
+    script.write_text(_VIEWS_AFTER_CLOSE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(script), ring.name, hsring_bin()],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    assert "views outlived close" in done.stdout
+
+
+def test_layers_whose_elements_are_not_dense_rows_are_copied(make_ring):
+    # Column-major, every other column, rows reversed (a negative row stride): none is T
+    # rows of H adjacent values at a non-negative pitch, so each is copied, never read as one.
+    ring = make_ring()
+    with hsring.Producer(ring.name, 0) as producer, hsring.Consumer(ring.name, 0) as consumer:
+        job = producer.next_job(timeout=5)
+        t = job.token_count
+        good = [layer_array(producer.shape, job.batch_id, k, t) for k in range(3)]
+        wide = np.zeros((t, 32), np.float32)
+        wide[:, ::2] = good[1]
+        layers = [np.asfortranarray(good[0]), wide[:, ::2], good[2][::-1].copy()[::-1]]
+        assert not layers[0].flags.c_contiguous and layers[2].strides[0] < 0
+        job.write_layers(layers)
+        job.publish()
+        batch = consumer.next_batch(timeout=5)
+        for k in range(3):
+            np.testing.assert_array_equal(batch.layers[k], good[k])
+        batch.release()

@@ -70,6 +70,21 @@ def test_sigkilled_python_targets_lose_and_double_nothing(tmp_path):
     assert "adopted 1 unpublished batch" in logs
 
 
+def test_a_restarted_command_killed_before_attaching_is_a_crash_not_a_setup_error(tmp_path):
+    # Its first start attached and worked, then died (SIGKILL, 3rd job); its second start is
+    # SIGKILLed before attaching (the OOM killer during a model load). That is a crash: back
+    # off and restart, not the run's end with exit 4.
+    starts = tmp_path / "starts"
+    done, result = run(tmp_path, "--targets", "cpu:1", "--drafters", "cpu:1", "--batches", "40",
+                       "--target-cmd", target_cmd("--die-after", "3",
+                                                  "--die-before-attach-on-start", "2",
+                                                  "--starts-file", str(starts)))
+    assert_intact(done, result, 40)
+    assert len(starts.read_text().splitlines()) == 3
+    assert result["restarts_target"] == 2
+    assert "before attaching" not in done.stderr
+
+
 def test_a_missing_command_is_named_with_its_log(tmp_path):
     done, _ = run(tmp_path, "--targets", "cpu:1", "--drafters", "cpu:1", "--batches", "10",
                   "--target-cmd", "no-such-program-hsring --flag")
