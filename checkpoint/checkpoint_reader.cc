@@ -13,6 +13,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 #include "data/read_queue.h"
 
 namespace hsring::checkpoint {
@@ -51,8 +52,7 @@ class ReadOnlyFile {
   }
 
   [[noreturn]] void fail_io(const char* call, int error, uint64_t offset) const {
-    throw Error(Errc::kCheckpointIo, path_, offset,
-                std::string(call) + ": " + std::strerror(error));
+    throw sys_error(Errc::kCheckpointIo, error, path_, offset, call);
   }
   [[noreturn]] void fail_shrank(uint64_t offset) const {
     throw Error(Errc::kCheckpointTruncated, path_, offset,
@@ -166,10 +166,9 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
 std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOptions& options) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
-    throw Error(Errc::kCheckpointIo, dir,
-                errno == ENOENT
-                    ? std::string("the checkpoint directory does not exist")
-                    : "cannot read the checkpoint directory: " + std::string(std::strerror(errno)));
+    throw errno == ENOENT
+        ? Error(Errc::kCheckpointIo, dir, "the checkpoint directory does not exist")
+        : sys_error(Errc::kCheckpointIo, errno, dir, "cannot read the checkpoint directory");
   if (!S_ISDIR(st.st_mode)) throw Error(Errc::kCheckpointIo, dir, "not a directory");
   const std::vector<CheckpointFile> files = list_checkpoint_files(dir);
   if (files.empty()) return std::nullopt;

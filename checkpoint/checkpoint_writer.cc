@@ -4,6 +4,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::checkpoint {
 
@@ -66,8 +69,7 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
       throw Error(Errc::kCheckpointLocked, dir_,
                   "another writer (a run still alive?) holds " + lock_path +
                       "; two runs must not share a checkpoint directory");
-    throw Error(Errc::kCheckpointIo, lock_path,
-                std::string("cannot lock: ") + std::strerror(error));
+    throw sys_error(Errc::kCheckpointIo, error, lock_path, "cannot lock");
   }
   // Holding the lock, every temporary here is a dead writer's.
   remove_temporary_files(dir_);
@@ -135,9 +137,9 @@ void CheckpointWriter::remove_old(uint64_t newest_step) {
   for (const CheckpointFile* f : doomed)
     if (::unlink(f->path.c_str()) != 0 && errno != ENOENT)
       throw Error(Errc::kCheckpointIo, f->path,
-                  std::string("cannot remove an old checkpoint: ") + std::strerror(errno) +
-                      " (the new checkpoint of step " + std::to_string(newest_step) +
-                      " is written)");
+                  fmt::format("cannot remove an old checkpoint: {} (the new checkpoint of step {} "
+                              "is written)",
+                              errno_text(errno), newest_step));
   sync_directory(dir_);
 }
 

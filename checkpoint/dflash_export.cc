@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "common/error.h"
 #include "common/exclusive_file.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
@@ -98,9 +101,7 @@ void write_text_file(const fs::path& path, const std::string& text, const WriteO
 fs::path temporary_folder(const fs::path& dir) {
   const ExclusiveFolder f =
       create_exclusive_folder(dir.parent_path().string(), "." + dir.filename().string() + ".tmp-");
-  if (f.error != 0)
-    throw Error(Errc::kCheckpointIo, f.path,
-                std::string("cannot create: ") + std::strerror(f.error));
+  if (f.error != 0) throw sys_error(Errc::kCheckpointIo, f.error, f.path, "cannot create");
   return f.path;
 }
 
@@ -116,16 +117,15 @@ void install_folder(const fs::path& from, const fs::path& to) {
   if (::rename(from.c_str(), to.c_str()) == 0) return;
   const int first = errno;
   if (first != EEXIST && first != ENOTEMPTY)
-    throw Error(Errc::kCheckpointIo, to.string(),
-                std::string("rename from ") + from.string() + ": " + std::strerror(first));
+    throw sys_error(Errc::kCheckpointIo, first, to.string(),
+                    fmt::format("rename from {}", from.string()));
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
     remove_quietly(from);  // now the old export
     return;
   }
   const fs::path aside = temporary_folder(to);  // empty: the rename replaces it
   if (::rename(to.c_str(), aside.c_str()) != 0 || ::rename(from.c_str(), to.c_str()) != 0)
-    throw Error(Errc::kCheckpointIo, to.string(),
-                std::string("cannot replace the folder: ") + std::strerror(errno));
+    throw sys_error(Errc::kCheckpointIo, errno, to.string(), "cannot replace the folder");
   remove_quietly(aside);
 }
 

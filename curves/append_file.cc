@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::curves {
 
@@ -39,8 +42,9 @@ void AppendFile::append(std::string_view bytes) {
       const bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
       throw Error(
           full ? Errc::kCheckpointNoSpace : Errc::kCheckpointIo, path_,
-          std::string("cannot append: ") + std::strerror(e) +
-              (full ? " (free space on its file system, or raise the file-size limit)" : ""));
+          fmt::format(
+              "cannot append: {}{}", errno_text(e),
+              full ? " (free space on its file system, or raise the file-size limit)" : ""));
     }
     bytes.remove_prefix(size_t(n));
   }

@@ -11,13 +11,14 @@
 #include "common/error.h"
 #include "common/exclusive_file.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
 namespace {
 
 [[noreturn]] void io_error(const std::string& path, uint64_t offset, const char* call, int err) {
-  throw Error(Errc::kDataIo, path, offset, std::string(call) + ": " + std::strerror(err));
+  throw sys_error(Errc::kDataIo, err, path, offset, call);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "data/read_queue.h"
 
 namespace hsring::data {
@@ -39,9 +40,7 @@ void stream_file(const File& file, uint64_t begin, uint64_t end, const StreamOpt
 
   for (uint64_t head = 0; head < chunks;) {
     const ReadResult r = *queue.poll(true);
-    if (r.error != 0)
-      throw Error(Errc::kDataIo, file.path(), r.stop_offset,
-                  std::string("read: ") + std::strerror(r.error));
+    if (r.error != 0) throw sys_error(Errc::kDataIo, r.error, file.path(), r.stop_offset, "read");
     if (r.ended_early)
       throw Error(Errc::kDataTruncated, file.path(), r.stop_offset,
                   "file ends early (it is " + std::to_string(r.stop_offset) + " bytes, at least " +

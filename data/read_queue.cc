@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "common/tsan_liburing.h"
 
 namespace hsring::data {
@@ -80,7 +81,7 @@ void ReadQueue::submit() {
   do {
     rc = io_uring_submit(&ring_);
   } while (rc == -EINTR);
-  if (rc < 0) throw Error(Errc::kDataIo, std::string("io_uring_submit: ") + std::strerror(-rc));
+  if (rc < 0) throw sys_error(Errc::kDataIo, -rc, "io_uring_submit");
   unsubmitted_ = 0;
 }
 
@@ -104,7 +105,7 @@ void ReadQueue::reap(bool wait) {
     do {
       rc = io_uring_wait_cqe(&ring_, &cqe);
     } while (rc == -EINTR);
-    if (rc < 0) throw Error(Errc::kDataIo, std::string("io_uring_wait_cqe: ") + std::strerror(-rc));
+    if (rc < 0) throw sys_error(Errc::kDataIo, -rc, "io_uring_wait_cqe");
   }
   while (io_uring_peek_cqe(&ring_, &cqe) == 0 && cqe != nullptr) {
     const auto index = uint32_t(io_uring_cqe_get_data64(cqe));

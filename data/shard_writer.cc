@@ -5,6 +5,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
@@ -102,7 +103,7 @@ void ShardWriter::finish() {
   file_.write_all(header.data(), header.size(), 0);
   file_.sync();
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0)
-    throw Error(Errc::kDataIo, path_, 0, std::string("rename: ") + std::strerror(errno));
+    throw sys_error(Errc::kDataIo, errno, path_, 0, "rename");
   finished_ = true;
 }
 

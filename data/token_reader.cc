@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
@@ -66,8 +67,7 @@ void TokenReader::complete(const ReadResult& r) {
   Pending& pending = *ahead_[uint32_t(r.tag >> 32) - uint32_t(head_seq_)];
   const PieceRead& read = pending.reads[uint32_t(r.tag)];
   const std::string& path = corpus_.shards()[read.shard].path;
-  if (r.error != 0)
-    throw Error(Errc::kDataIo, path, r.stop_offset, std::string("read: ") + std::strerror(r.error));
+  if (r.error != 0) throw sys_error(Errc::kDataIo, r.error, path, r.stop_offset, "read");
   // The corpus was checked at open; a short read means the file changed since.
   if (r.ended_early)
     throw Error(Errc::kDataTruncated, path, r.stop_offset,

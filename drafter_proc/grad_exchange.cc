@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "shm/futex.h"
 #include "shm/segment_file.h"
 #include "shm/slot_state.h"
@@ -113,8 +114,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
     // Reserved now: tmpfs would otherwise SIGBUS on first touch of a full /dev/shm.
     if (int err = ::posix_fallocate(fd, 0, off_t(total)); err != 0) {
       remove(name);
-      throw Error(Errc::kGroupRendezvous, fmt::format("cannot reserve {} MiB for {}: {}",
-                                                      total >> 20, what, std::strerror(err)));
+      throw sys_error(Errc::kGroupRendezvous, err,
+                      fmt::format("cannot reserve {} MiB for {}", total >> 20, what));
     }
   } else {
     // The creator reserves the whole size before it stores the magic.

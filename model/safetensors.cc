@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -14,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 #include "model/float_convert.h"
 #include "model/json.h"
 
@@ -43,8 +46,6 @@ uint32_t element_size_of(std::string_view dtype) {
   return 0;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
 }  // namespace
 
 std::string shape_string(std::span<const int64_t> shape) {
@@ -62,9 +63,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   const int fd = opened.fd;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     ::close(fd);
-    throw Error(Errc::kModelIo, "cannot read safetensors file '" + path.string() + "': " + why);
+    throw sys_error(Errc::kModelIo, err,
+                    fmt::format("cannot read safetensors file '{}'", path.string()));
   }
   const auto size = size_t(st.st_size);
   if (size < 8) {
@@ -75,11 +77,11 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   }
   // MAP_PRIVATE read-only: the weights are copied out once; nothing writes the file.
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const std::string map_error = map == MAP_FAILED ? errno_text() : "";
+  const int map_error = map == MAP_FAILED ? errno : 0;
   ::close(fd);  // the mapping keeps the file
   if (map == MAP_FAILED)
-    throw Error(Errc::kModelIo,
-                "cannot mmap safetensors file '" + path.string() + "': " + map_error);
+    throw sys_error(Errc::kModelIo, map_error,
+                    fmt::format("cannot mmap safetensors file '{}'", path.string()));
   std::unique_ptr<SafetensorsFile> file(
       new SafetensorsFile(path, static_cast<const std::byte*>(map), size));
   file->parse_header();

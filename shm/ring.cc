@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "shm/bus_guard.h"
 #include "shm/segment_file.h"
 
@@ -325,8 +326,8 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
                               "enlarge /dev/shm",
                               name, mib(layout.total_size), free_space));
     }
-    throw Error(Errc::kRingSystem, fmt::format("cannot reserve {} for ring '{}': {}",
-                                               mib(layout.total_size), name, std::strerror(err)));
+    throw sys_error(Errc::kRingSystem, err,
+                    fmt::format("cannot reserve {} for ring '{}'", mib(layout.total_size), name));
   }
   try {
     segment->mapping = SegmentMapping(fd, layout.total_size, true, what);

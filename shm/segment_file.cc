@@ -4,13 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <boost/interprocess/exceptions.hpp>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring {
 
@@ -26,10 +28,10 @@ std::string octal_mode(mode_t mode) {
   return text;
 }
 
-// The system's words for a Boost error: strerror of the errno Boost caught, or Boost's own
+// The system's words for a Boost error: those of the errno Boost caught, or Boost's own
 // text for an error of its own making (no errno).
 std::string reason_of(const bip::interprocess_exception& e) {
-  return e.get_native_error() != 0 ? std::strerror(e.get_native_error()) : e.what();
+  return e.get_native_error() != 0 ? errno_text(e.get_native_error()) : e.what();
 }
 
 // Boost reports errors as interprocess_exception; turn them into Error.
@@ -92,17 +94,16 @@ SegmentFile SegmentFile::open(const std::string& name, const std::string& what, 
   // hold its liveness locks alive after we die, and could write a segment they never opened.
   const int flags = ::fcntl(fd, F_GETFD);
   if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
-    throw Error(Errc::kRingSystem, "fcntl(FD_CLOEXEC) on " + what + ": " + std::strerror(errno));
+    throw sys_error(Errc::kRingSystem, errno, fmt::format("fcntl(FD_CLOEXEC) on {}", what));
   // The umask can only narrow the mode of a new file, and Boost does not check its own
   // fchmod; make it exact.
   if (created && ::fchmod(fd, 0600) != 0) {
     const int err = errno;
     bip::shared_memory_object::remove(name.c_str());
-    throw Error(Errc::kRingSystem, "fchmod of " + what + ": " + std::strerror(err));
+    throw sys_error(Errc::kRingSystem, err, fmt::format("fchmod of {}", what));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw Error(Errc::kRingSystem, "fstat of " + what + ": " + std::strerror(errno));
+  syscheck(::fstat(fd, &st), Errc::kRingSystem, fmt::format("fstat of {}", what));
   // A file of another user, or one that others may write, could be rewritten under us at
   // any time: refuse it before it is mapped, whatever it holds.
   if (st.st_uid != ::geteuid()) {
@@ -142,10 +143,10 @@ struct MappableFd {
 SegmentMapping::SegmentMapping(int fd, size_t size, bool writable, const std::string& what) {
   auto failed = [&](const std::string& reason) {
     return Error(Errc::kRingSystem,
-                 "cannot map " + std::to_string(size) + " bytes of " + what + ": " + reason);
+                 fmt::format("cannot map {} bytes of {}: {}", size, what, reason));
   };
   // mapped_region reads a size of 0 as "the whole file"; mmap refuses it, and so do we.
-  if (size == 0) throw failed(std::strerror(EINVAL));
+  if (size == 0) throw failed(errno_text(EINVAL));
   try {
     region_ =
         bip::mapped_region(MappableFd{fd}, writable ? bip::read_write : bip::read_only, 0, size);
