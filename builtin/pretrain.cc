@@ -31,7 +31,7 @@ namespace {
 // The longest piece a batch holds is batch_tokens; config.json says so.
 constexpr uint32_t kMaxPositions = 4096;
 
-[[noreturn]] void io_error(const std::string& what) { throw Error(Errc::kModelIo, what); }
+[[noreturn]] void io_error(const std::string& what) { throw Error(Errc::kModel, what); }
 
 std::string number(double v) {
   char text[32];
@@ -183,7 +183,7 @@ void write_pretrained_folder(const fs::path& out, const ModelConfig& config,
   const auto sibling = [&](const char* kind) {
     const ExclusiveFolder f = create_exclusive_folder(parent.string(), "." + base + kind);
     if (f.error != 0)
-      throw sys_error(Errc::kModelIo, f.error, fmt::format("cannot create '{}'", f.path));
+      throw sys_error(Errc::kModel, f.error, fmt::format("cannot create '{}'", f.path));
     return fs::path(f.path);
   };
   const fs::path staging = sibling(".tmp-");
@@ -353,7 +353,7 @@ std::string builtin_target_dir(const std::string& cache_root,
                o.out = staging;
                run_pretrain(o, progress);
              },
-             Errc::kModelIo)
+             Errc::kModel)
       .string();
 }
 

@@ -77,7 +77,7 @@ void AtomicFile::fail(const char* call, int error, uint64_t offset) const {
   const std::string where = fmt::format("cannot write {} (through {}, {} at byte {}): {}",
                                         final_path_, temporary_, call, offset, errno_text(error));
   if (!is_space_error(error))
-    throw Error(Errc::kCheckpointIo, dir_,
+    throw Error(Errc::kCheckpoint, dir_,
                 where + ". The files already in the directory are untouched.");
   struct statvfs fs {};
   const std::string free_text =
@@ -85,7 +85,7 @@ void AtomicFile::fail(const char* call, int error, uint64_t offset) const {
           ? bytes_text(uint64_t(fs.f_bavail) * fs.f_frsize) + " are free there"
           : "the free space is unknown";
   throw Error(
-      Errc::kCheckpointNoSpace, dir_,
+      Errc::kCheckpoint, dir_,
       where + ". The file needs " + bytes_text(size_) + "; " + free_text +
           (error == EFBIG ? " (or a file size limit, ulimit -f, is below the file's size)" : "") +
           ". Free space there or choose another directory; the files already in the directory "
@@ -111,11 +111,11 @@ void AtomicFile::commit() {
 void sync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    throw sys_error(Errc::kCheckpointIo, errno, dir, "cannot open the directory to sync it");
+    throw sys_error(Errc::kCheckpoint, errno, dir, "cannot open the directory to sync it");
   const int rc = ::fsync(fd);
   const int error = errno;
   ::close(fd);
-  if (rc != 0) throw sys_error(Errc::kCheckpointIo, error, dir, "cannot sync the directory");
+  if (rc != 0) throw sys_error(Errc::kCheckpoint, error, dir, "cannot sync the directory");
 }
 
 }  // namespace hsring::checkpoint

@@ -19,7 +19,7 @@ AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
   const RegularFileOpen opened = try_open_regular_file(path_, O_WRONLY | O_APPEND | O_CREAT);
   fd_ = opened.fd;
   if (fd_ < 0)
-    throw Error(Errc::kCheckpointIo, path_,
+    throw Error(Errc::kCheckpoint, path_,
                 "cannot open for appending: " + opened.problem +
                     " (check the run folder's permissions, or give another --run-dir)");
 }
@@ -41,7 +41,7 @@ void AppendFile::append(std::string_view bytes) {
       const int e = errno;
       const bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
       throw Error(
-          full ? Errc::kCheckpointNoSpace : Errc::kCheckpointIo, path_,
+          full ? Errc::kCheckpoint : Errc::kCheckpoint, path_,
           fmt::format(
               "cannot append: {}{}", errno_text(e),
               full ? " (free space on its file system, or raise the file-size limit)" : ""));

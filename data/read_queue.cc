@@ -12,7 +12,7 @@
 namespace hsring::data {
 
 ReadQueue::ReadQueue(uint32_t capacity) {
-  if (capacity == 0) throw Error(Errc::kDataBadOptions, "read queue capacity must be > 0");
+  if (capacity == 0) throw Error(Errc::kData, "read queue capacity must be > 0");
   requests_.resize(capacity);
   for (uint32_t i = capacity; i-- > 0;) free_.push_back(i);
   // The SQ holds `capacity` entries and the CQ twice that, so the requests in the kernel
@@ -81,7 +81,7 @@ void ReadQueue::submit() {
   do {
     rc = io_uring_submit(&ring_);
   } while (rc == -EINTR);
-  if (rc < 0) throw sys_error(Errc::kDataIo, -rc, "io_uring_submit");
+  if (rc < 0) throw sys_error(Errc::kData, -rc, "io_uring_submit");
   unsubmitted_ = 0;
 }
 
@@ -105,7 +105,7 @@ void ReadQueue::reap(bool wait) {
     do {
       rc = io_uring_wait_cqe(&ring_, &cqe);
     } while (rc == -EINTR);
-    if (rc < 0) throw sys_error(Errc::kDataIo, -rc, "io_uring_wait_cqe");
+    if (rc < 0) throw sys_error(Errc::kData, -rc, "io_uring_wait_cqe");
   }
   while (io_uring_peek_cqe(&ring_, &cqe) == 0 && cqe != nullptr) {
     const auto index = uint32_t(io_uring_cqe_get_data64(cqe));

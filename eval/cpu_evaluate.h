@@ -17,7 +17,7 @@ namespace hsring::eval {
 // Decodes every prompt speculatively with `drafter` (its embedding and LM head: the
 // target's) for `max_new_tokens`, checks each output against greedy decoding (one forward,
 // is_greedy_continuation, when it matches; greedy_decode in full when it does not, for the
-// report's `greedy`) and sums up (summarise_decoding). Throws Error(kModelBadInput) when
+// report's `greedy`) and sums up (summarise_decoding). Throws Error(kModel) when
 // the drafter does not fit the target or a prompt does.
 EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
                     std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,

@@ -36,10 +36,10 @@ void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
   const std::string how = WIFEXITED(status)
                               ? "exited with status " + std::to_string(WEXITSTATUS(status))
                               : "was killed by signal " + std::to_string(WTERMSIG(status));
-  throw Error(Errc::kDataBadOptions, "rendering the chats of " + jsonl + " into prompts failed: `" +
-                                         command + "` " + how +
-                                         " (its message is above; give --prompts a token-shard "
-                                         "folder instead)");
+  throw Error(Errc::kData, "rendering the chats of " + jsonl + " into prompts failed: `" + command +
+                               "` " + how +
+                               " (its message is above; give --prompts a token-shard "
+                               "folder instead)");
 }
 
 }  // namespace hsring::eval

@@ -176,7 +176,7 @@ void check_shm_space(const RunOptions& options, const RingLayout& layout, uint64
   if (!facts.shm_free_bytes || *facts.shm_free_bytes >= needed) return;
   const std::string what = grads > 0 ? segments_text(options, layout, grads) + " need "
                                      : "ring '" + options.ring + "' needs ";
-  throw Error(Errc::kRingNoSpace,
+  throw Error(Errc::kRing,
               fmt::format("{}{} but /dev/shm has {} free: remove stale rings (`hsring ring remove "
                           "NAME`), use fewer --slots or --max-tokens, or enlarge /dev/shm",
                           what, human_bytes(needed), human_bytes(*facts.shm_free_bytes)));

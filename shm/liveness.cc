@@ -34,7 +34,7 @@ bool try_hold_liveness_lock(int fd, uint32_t index) {
   struct flock request = lock_request(F_WRLCK, index);
   if (::fcntl(fd, F_OFD_SETLK, &request) == 0) return true;
   if (errno == EAGAIN || errno == EACCES) return false;
-  throw sys_error(Errc::kRingSystem, errno, "liveness lock: fcntl(F_OFD_SETLK)");
+  throw sys_error(Errc::kRing, errno, "liveness lock: fcntl(F_OFD_SETLK)");
 }
 
 void release_liveness_lock(int fd, uint32_t index) {
@@ -45,8 +45,7 @@ void release_liveness_lock(int fd, uint32_t index) {
 bool liveness_lock_held_elsewhere(int fd, uint32_t index) {
   // Probe with a read lock: it conflicts with the holder's write lock only.
   struct flock request = lock_request(F_RDLCK, index);
-  syscheck(::fcntl(fd, F_OFD_GETLK, &request), Errc::kRingSystem,
-           "liveness lock: fcntl(F_OFD_GETLK)");
+  syscheck(::fcntl(fd, F_OFD_GETLK, &request), Errc::kRing, "liveness lock: fcntl(F_OFD_GETLK)");
   return request.l_type != F_UNLCK;
 }
 
@@ -61,8 +60,7 @@ bool any_liveness_lock_held_elsewhere(int fd) {
   // the first conflicting lock in the range.
   struct flock request = lock_request(F_RDLCK, 0);
   request.l_len = off_t(kLauncherLockIndex) + 1;
-  syscheck(::fcntl(fd, F_OFD_GETLK, &request), Errc::kRingSystem,
-           "liveness lock: fcntl(F_OFD_GETLK)");
+  syscheck(::fcntl(fd, F_OFD_GETLK, &request), Errc::kRing, "liveness lock: fcntl(F_OFD_GETLK)");
   return request.l_type != F_UNLCK;
 }
 
