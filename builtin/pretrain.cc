@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "common/error.h"
 #include "common/exclusive_file.h"
 #include "common/random.h"
+#include "common/syscheck.h"
 #include "common/text_file.h"
 #include "data/default_corpus.h"
 #include "data/text_pack.h"
@@ -28,7 +31,7 @@ namespace {
 // The longest piece a batch holds is batch_tokens; config.json says so.
 constexpr uint32_t kMaxPositions = 4096;
 
-[[noreturn]] void io_error(const std::string& what) { throw Error(Errc::kModelIo, what); }
+[[noreturn]] void io_error(const std::string& what) { throw Error(Errc::kModel, what); }
 
 std::string number(double v) {
   char text[32];
@@ -39,7 +42,7 @@ std::string number(double v) {
 void write_text(const fs::path& path, const std::string& text) {
   try {
     write_file_atomically(path.string(), text);
-  } catch (const std::runtime_error& e) {
+  } catch (const Error& e) {  // a file of the model folder: class model, as its other files
     io_error(e.what());
   }
 }
@@ -179,7 +182,8 @@ void write_pretrained_folder(const fs::path& out, const ModelConfig& config,
   // parent is never written into. `old` is empty, so the rename below replaces it.
   const auto sibling = [&](const char* kind) {
     const ExclusiveFolder f = create_exclusive_folder(parent.string(), "." + base + kind);
-    if (f.error != 0) io_error("cannot create '" + f.path + "': " + std::strerror(f.error));
+    if (f.error != 0)
+      throw sys_error(Errc::kModel, f.error, fmt::format("cannot create '{}'", f.path));
     return fs::path(f.path);
   };
   const fs::path staging = sibling(".tmp-");
@@ -349,7 +353,7 @@ std::string builtin_target_dir(const std::string& cache_root,
                o.out = staging;
                run_pretrain(o, progress);
              },
-             Errc::kModelIo)
+             Errc::kModel)
       .string();
 }
 

@@ -49,11 +49,11 @@ class ShardTokens final : public JobTokens {
     // The data's labels land too; write_labels replaces them (publish requires it).
     if (!data::copy_to_slot_arrays(batch, ring.shape().max_tokens, ring.tokens(slot),
                                    ring.positions(slot), ring.doc_offsets(slot), ring.labels(slot)))
-      throw Error(Errc::kDataBadOptions, "batch " + std::to_string(plan.batch_id) + " has " +
-                                             std::to_string(batch.token_count()) +
-                                             " tokens, more than the "
-                                             "ring's " +
-                                             std::to_string(ring.shape().max_tokens));
+      throw Error(Errc::kData, "batch " + std::to_string(plan.batch_id) + " has " +
+                                   std::to_string(batch.token_count()) +
+                                   " tokens, more than the "
+                                   "ring's " +
+                                   std::to_string(ring.shape().max_tokens));
     return loss_mask_of(batch);
   }
 

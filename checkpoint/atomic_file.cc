@@ -4,6 +4,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include "checkpoint/write_queue.h"
 #include "common/error.h"
 #include "common/exclusive_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::checkpoint {
 
@@ -71,11 +74,10 @@ AtomicFile::~AtomicFile() {
 bool AtomicFile::uses_io_uring() const { return queue_->uses_io_uring(); }
 
 void AtomicFile::fail(const char* call, int error, uint64_t offset) const {
-  const std::string where = "cannot write " + final_path_ + " (through " + temporary_ + ", " +
-                            std::string(call) + " at byte " + std::to_string(offset) +
-                            "): " + std::strerror(error);
+  const std::string where = fmt::format("cannot write {} (through {}, {} at byte {}): {}",
+                                        final_path_, temporary_, call, offset, errno_text(error));
   if (!is_space_error(error))
-    throw Error(Errc::kCheckpointIo, dir_,
+    throw Error(Errc::kCheckpoint, dir_,
                 where + ". The files already in the directory are untouched.");
   struct statvfs fs {};
   const std::string free_text =
@@ -83,7 +85,7 @@ void AtomicFile::fail(const char* call, int error, uint64_t offset) const {
           ? bytes_text(uint64_t(fs.f_bavail) * fs.f_frsize) + " are free there"
           : "the free space is unknown";
   throw Error(
-      Errc::kCheckpointNoSpace, dir_,
+      Errc::kCheckpoint, dir_,
       where + ". The file needs " + bytes_text(size_) + "; " + free_text +
           (error == EFBIG ? " (or a file size limit, ulimit -f, is below the file's size)" : "") +
           ". Free space there or choose another directory; the files already in the directory "
@@ -109,14 +111,11 @@ void AtomicFile::commit() {
 void sync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    throw Error(Errc::kCheckpointIo, dir,
-                std::string("cannot open the directory to sync it: ") + std::strerror(errno));
+    throw sys_error(Errc::kCheckpoint, errno, dir, "cannot open the directory to sync it");
   const int rc = ::fsync(fd);
   const int error = errno;
   ::close(fd);
-  if (rc != 0)
-    throw Error(Errc::kCheckpointIo, dir,
-                std::string("cannot sync the directory: ") + std::strerror(error));
+  if (rc != 0) throw sys_error(Errc::kCheckpoint, error, dir, "cannot sync the directory");
 }
 
 }  // namespace hsring::checkpoint

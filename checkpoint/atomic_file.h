@@ -28,8 +28,8 @@ struct WriteOptions {
 class AtomicFile {
  public:
   // Creates a temporary in the directory of `final_path` (named by temporary_prefix, so
-  // remove_temporary_files knows it) for a file of `size` bytes. Throws Error: kNoSpace
-  // when the reservation fails for space, kIo otherwise; either way nothing is left behind.
+  // remove_temporary_files knows it) for a file of `size` bytes. Throws Error: no space
+  // when the reservation fails for space, I/O otherwise; either way nothing is left behind.
   AtomicFile(std::string final_path, uint64_t size, const WriteOptions& options);
   // Without commit(): waits for the writes in flight, then removes the temporary.
   ~AtomicFile();
@@ -38,11 +38,11 @@ class AtomicFile {
 
   bool uses_io_uring() const;
   // Writes `size` bytes at `offset`; bytes never written read as zeros. Throws
-  // Error (kNoSpace, kIo) on a failure seen so far.
+  // Error (no space, I/O) on a failure seen so far.
   // REQUIRES: `bytes` stays valid until commit() returns or the AtomicFile is destroyed.
   void write(const void* bytes, size_t size, uint64_t offset);
   // Waits for every write, fsyncs, renames the temporary to the final path, fsyncs the
-  // directory. Throws Error (kNoSpace, kIo); the temporary is then removed and
+  // directory. Throws Error (no space, I/O); the temporary is then removed and
   // whatever had the final name before is untouched.
   void commit();
 
@@ -59,7 +59,7 @@ class AtomicFile {
 };
 
 // fsyncs directory `dir`, so the renames and unlinks in it are durable. Throws
-// Error(kIo).
+// Error (I/O).
 void sync_directory(const std::string& dir);
 
 }  // namespace hsring::checkpoint

@@ -44,7 +44,7 @@ std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir) {
     if (step && !it->is_directory(type_error)) files.push_back({*step, it->path().string()});
   }
   if (ec)
-    throw Error(Errc::kCheckpointIo, dir, "cannot list the checkpoint directory: " + ec.message());
+    throw Error(Errc::kCheckpoint, dir, "cannot list the checkpoint directory: " + ec.message());
   // Two names can parse to one step ("step-7" and "step-000000007"): the longer name, the
   // one this writer produces, sorts last and so is tried first.
   std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {

@@ -27,7 +27,7 @@ struct CheckpointFile {
   std::string path;
 };
 // The checkpoint files of `dir`, by increasing step; temporaries, other names and folders
-// named like a step file are ignored. Throws Error(kIo) when `dir` cannot be listed (missing
+// named like a step file are ignored. Throws Error (I/O) when `dir` cannot be listed (missing
 // included).
 std::vector<CheckpointFile> list_checkpoint_files(const std::string& dir);
 

@@ -8,11 +8,14 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/file_header.h"
 
 namespace hsring::checkpoint {
 
 static_assert(std::endian::native == std::endian::little, "checkpoints are little-endian on disk");
 static_assert(sizeof(float) == 4);
+static_assert(kHeaderSize == kFileHeaderSize && kFieldVersion == kFileVersionOffset &&
+              kFieldHeaderCrc == kFileHeaderCrcOffset);
 
 namespace {
 
@@ -22,23 +25,18 @@ constexpr uint64_t kMetadataEntryFixed = 8;  // u32 key length, u32 value length
 constexpr uint64_t kTensorEntryFixed = 32;   // u32 name length, dtype, rank, reserved;
                                              // u64 data offset, element count
 
-template <class T>
-T load(const std::byte* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
-
-template <class T>
-void store(std::byte* at, T value) {
-  std::memcpy(at, &value, sizeof value);
-}
+constexpr FileFormat kCheckpointFormat{Errc::kCheckpoint,
+                                       kCheckpointMagic,
+                                       "an hsring checkpoint",
+                                       "; move the file out of the checkpoint directory",
+                                       "the write of this checkpoint was cut short",
+                                       ": the header is damaged"};
 
 template <class T>
 void append(std::vector<std::byte>& out, T value) {
   const size_t at = out.size();
   out.resize(at + sizeof value);
-  store(out.data() + at, value);
+  store_le(out.data() + at, value);
 }
 
 void append_bytes(std::vector<std::byte>& out, const std::string& s) {
@@ -90,7 +88,7 @@ std::optional<uint64_t> element_count_of(const std::vector<int64_t>& shape) {
 }
 
 [[noreturn]] void bad_value(uint64_t step, const std::string& what) {
-  throw Error(Errc::kCheckpointBadCheckpoint, "checkpoint of step " + std::to_string(step),
+  throw Error(Errc::kCheckpoint, "checkpoint of step " + std::to_string(step),
               what + " (a bug in the caller: fix the checkpoint before writing it)");
 }
 
@@ -113,7 +111,7 @@ std::optional<uint64_t> Checkpoint::get_u64(const std::string& key) const {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    throw Error(Errc::kCheckpointBadTable, "checkpoint of step " + std::to_string(step),
+    throw Error(Errc::kCheckpoint, "checkpoint of step " + std::to_string(step),
                 "metadata '" + printable(key) + "' is \"" + printable(text) +
                     "\", not a uint64 in decimal");
   return value;
@@ -140,16 +138,16 @@ uint64_t CheckpointHeader::data_offset() const { return align_data(kHeaderSize +
 std::array<std::byte, kHeaderSize> encode_header(const CheckpointHeader& h) {
   std::array<std::byte, kHeaderSize> out{};
   std::memcpy(out.data(), kCheckpointMagic.data(), kCheckpointMagic.size());
-  store(out.data() + kFieldVersion, h.version);
-  store(out.data() + kFieldHeaderSize, kHeaderSize);
-  store(out.data() + kFieldFlags, h.flags);
-  store(out.data() + kFieldMetadataCount, h.metadata_count);
-  store(out.data() + kFieldTensorCount, h.tensor_count);
-  store(out.data() + kFieldTableCrc, h.table_crc);
-  store(out.data() + kFieldStep, h.step);
-  store(out.data() + kFieldTableSize, h.table_size);
-  store(out.data() + kFieldFileSize, h.file_size);
-  store(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
+  store_le(out.data() + kFieldVersion, h.version);
+  store_le(out.data() + kFieldHeaderSize, kHeaderSize);
+  store_le(out.data() + kFieldFlags, h.flags);
+  store_le(out.data() + kFieldMetadataCount, h.metadata_count);
+  store_le(out.data() + kFieldTensorCount, h.tensor_count);
+  store_le(out.data() + kFieldTableCrc, h.table_crc);
+  store_le(out.data() + kFieldStep, h.step);
+  store_le(out.data() + kFieldTableSize, h.table_size);
+  store_le(out.data() + kFieldFileSize, h.file_size);
+  store_le(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
   return out;
 }
 
@@ -157,7 +155,7 @@ std::array<std::byte, kFooterSize> encode_footer(uint32_t crc_before_footer) {
   std::array<std::byte, kFooterSize> out{};
   std::memcpy(out.data(), kFooterMagic.data(), kFooterMagic.size());
   // Bytes 8..11 are reserved zeros; the CRC continues over them and the magic.
-  store(out.data() + 12, crc32_update(crc_before_footer, out.data(), 12));
+  store_le(out.data() + 12, crc32_update(crc_before_footer, out.data(), 12));
   return out;
 }
 
@@ -258,70 +256,47 @@ std::vector<std::byte> encode_checkpoint(const Checkpoint& c) {
 
 CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
                                const std::string& path) {
-  // Magic first, over whatever bytes there are: a short file that starts like a checkpoint
-  // is a truncated checkpoint, anything else is a foreign file.
-  const size_t magic_bytes = std::min(available, kCheckpointMagic.size());
-  for (size_t i = 0; i < magic_bytes; ++i)
-    if (bytes[i] != std::byte(kCheckpointMagic[i]))
-      fail(Errc::kCheckpointForeign, path, i,
-           "not an hsring checkpoint (magic \"HSRCKPNT\" expected); move the file out of the "
-           "checkpoint directory");
-  if (available < kHeaderSize)
-    fail(Errc::kCheckpointTruncated, path, available,
-         "file ends inside the header (" + std::to_string(kHeaderSize) +
-             " bytes expected): the write of this checkpoint was cut short");
-
   CheckpointHeader h;
-  h.version = load<uint32_t>(bytes + kFieldVersion);
-  // Version before the CRC: another version may lay its header out differently.
+  h.version = check_file_magic(kCheckpointFormat, bytes, available, path);
   if (h.version != kCheckpointVersion)
-    fail(Errc::kCheckpointBadVersion, path, kFieldVersion,
+    fail(Errc::kCheckpoint, path, kFieldVersion,
          "format version " + std::to_string(h.version) + ", this build reads version " +
              std::to_string(kCheckpointVersion) + " (written by another hsring release?)");
-  if (crc32(bytes, kFieldHeaderCrc) != load<uint32_t>(bytes + kFieldHeaderCrc))
-    fail(Errc::kCheckpointChecksum, path, kFieldHeaderCrc,
-         "header checksum mismatch: the header is damaged");
+  check_file_header_crc(kCheckpointFormat, bytes, path);
 
-  const uint32_t header_size = load<uint32_t>(bytes + kFieldHeaderSize);
-  h.flags = load<uint32_t>(bytes + kFieldFlags);
-  h.metadata_count = load<uint32_t>(bytes + kFieldMetadataCount);
-  h.tensor_count = load<uint32_t>(bytes + kFieldTensorCount);
-  h.table_crc = load<uint32_t>(bytes + kFieldTableCrc);
-  h.step = load<uint64_t>(bytes + kFieldStep);
-  h.table_size = load<uint64_t>(bytes + kFieldTableSize);
-  h.file_size = load<uint64_t>(bytes + kFieldFileSize);
+  const uint32_t header_size = load_le<uint32_t>(bytes + kFieldHeaderSize);
+  h.flags = load_le<uint32_t>(bytes + kFieldFlags);
+  h.metadata_count = load_le<uint32_t>(bytes + kFieldMetadataCount);
+  h.tensor_count = load_le<uint32_t>(bytes + kFieldTensorCount);
+  h.table_crc = load_le<uint32_t>(bytes + kFieldTableCrc);
+  h.step = load_le<uint64_t>(bytes + kFieldStep);
+  h.table_size = load_le<uint64_t>(bytes + kFieldTableSize);
+  h.file_size = load_le<uint64_t>(bytes + kFieldFileSize);
 
   if (header_size != kHeaderSize)
-    fail(Errc::kCheckpointBadHeader, path, kFieldHeaderSize,
+    fail(Errc::kCheckpoint, path, kFieldHeaderSize,
          "header size " + std::to_string(header_size) + ", version 1 has 64");
   if (h.flags != 0)
-    fail(Errc::kCheckpointBadHeader, path, kFieldFlags,
+    fail(Errc::kCheckpoint, path, kFieldFlags,
          "flags " + std::to_string(h.flags) + ": version 1 defines none");
   if (h.metadata_count > kMaxEntries)
-    fail(Errc::kCheckpointBadHeader, path, kFieldMetadataCount, "impossible metadata count");
+    fail(Errc::kCheckpoint, path, kFieldMetadataCount, "impossible metadata count");
   if (h.tensor_count > kMaxEntries)
-    fail(Errc::kCheckpointBadHeader, path, kFieldTensorCount, "impossible tensor count");
+    fail(Errc::kCheckpoint, path, kFieldTensorCount, "impossible tensor count");
   if (h.table_size > kMaxTableBytes ||
       h.table_size < kMetadataEntryFixed * h.metadata_count + kTensorEntryFixed * h.tensor_count)
-    fail(Errc::kCheckpointBadHeader, path, kFieldTableSize,
+    fail(Errc::kCheckpoint, path, kFieldTableSize,
          "table size " + std::to_string(h.table_size) + " impossible for " +
              std::to_string(h.metadata_count) + " metadata and " + std::to_string(h.tensor_count) +
              " tensor entries");
   if (h.file_size > kMaxFileBytes || h.file_size < h.data_offset() + kFooterSize ||
       (h.file_size - kFooterSize) % kDataAlignment != 0)
-    fail(Errc::kCheckpointBadHeader, path, kFieldFileSize,
+    fail(Errc::kCheckpoint, path, kFieldFileSize,
          "impossible file size " + std::to_string(h.file_size));
-  if (load<uint32_t>(bytes + kFieldReserved) != 0)
-    fail(Errc::kCheckpointBadHeader, path, kFieldReserved, "reserved bytes not zero");
+  if (load_le<uint32_t>(bytes + kFieldReserved) != 0)
+    fail(Errc::kCheckpoint, path, kFieldReserved, "reserved bytes not zero");
 
-  if (file_size < h.file_size)
-    fail(Errc::kCheckpointTruncated, path, file_size,
-         "file ends early: the header says it has " + std::to_string(h.file_size) +
-             " bytes (the write of this checkpoint was cut short)");
-  if (file_size > h.file_size)
-    fail(Errc::kCheckpointTrailingBytes, path, h.file_size,
-         "file has " + std::to_string(file_size - h.file_size) +
-             " bytes past the end the header gives");
+  check_file_size(kCheckpointFormat, file_size, h.file_size, path);
   return h;
 }
 
@@ -329,14 +304,13 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
                              const std::string& path) {
   const uint64_t base = h.table_offset();
   if (crc32(bytes, h.table_size) != h.table_crc)
-    fail(Errc::kCheckpointChecksum, path, base,
-         "entry table checksum mismatch: the table is damaged");
+    fail(Errc::kCheckpoint, path, base, "entry table checksum mismatch: the table is damaged");
   CheckpointTable table;
   uint64_t at = 0;  // position inside the table
   // Every variable-size read is bounds-checked against the table size first.
   const auto need = [&](uint64_t size, const std::string& what) {
     if (size > h.table_size - at)
-      fail(Errc::kCheckpointBadTable, path, base + at,
+      fail(Errc::kCheckpoint, path, base + at,
            what + " runs past the end of the table (" + std::to_string(h.table_size) + " bytes)");
   };
   const auto text = [&](uint64_t size) {
@@ -349,14 +323,14 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     const std::string what = "metadata entry " + std::to_string(i);
     const uint64_t entry = at;
     need(kMetadataEntryFixed, what);
-    const uint32_t key_size = load<uint32_t>(bytes + at);
-    const uint32_t value_size = load<uint32_t>(bytes + at + 4);
+    const uint32_t key_size = load_le<uint32_t>(bytes + at);
+    const uint32_t value_size = load_le<uint32_t>(bytes + at + 4);
     if (key_size == 0 || key_size > kMaxNameBytes)
-      fail(Errc::kCheckpointBadTable, path, base + at,
+      fail(Errc::kCheckpoint, path, base + at,
            what + ": key of " + std::to_string(key_size) + " bytes (1 to " +
                std::to_string(kMaxNameBytes) + " allowed)");
     if (value_size > kMaxValueBytes)
-      fail(Errc::kCheckpointBadTable, path, base + at + 4,
+      fail(Errc::kCheckpoint, path, base + at + 4,
            what + ": value of " + std::to_string(value_size) + " bytes (at most " +
                std::to_string(kMaxValueBytes) + ")");
     at += kMetadataEntryFixed;
@@ -365,7 +339,7 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     std::string value = text(value_size);
     // Strictly increasing keys make the encoding canonical and the keys unique.
     if (!table.metadata.empty() && !(table.metadata.rbegin()->first < key))
-      fail(Errc::kCheckpointBadTable, path, base + entry,
+      fail(Errc::kCheckpoint, path, base + entry,
            what + ": key '" + printable(key) + "' is not after '" +
                printable(table.metadata.rbegin()->first) +
                "' (keys are unique, in increasing byte order)");
@@ -378,47 +352,47 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     std::string what = "tensor entry " + std::to_string(i);
     need(kTensorEntryFixed, what);
     const uint64_t entry = base + at;
-    const uint32_t name_size = load<uint32_t>(bytes + at);
-    const uint32_t dtype = load<uint32_t>(bytes + at + 4);
-    const uint32_t rank = load<uint32_t>(bytes + at + 8);
-    const uint32_t reserved = load<uint32_t>(bytes + at + 12);
+    const uint32_t name_size = load_le<uint32_t>(bytes + at);
+    const uint32_t dtype = load_le<uint32_t>(bytes + at + 4);
+    const uint32_t rank = load_le<uint32_t>(bytes + at + 8);
+    const uint32_t reserved = load_le<uint32_t>(bytes + at + 12);
     TensorEntry t;
-    t.offset = load<uint64_t>(bytes + at + 16);
-    t.element_count = load<uint64_t>(bytes + at + 24);
+    t.offset = load_le<uint64_t>(bytes + at + 16);
+    t.element_count = load_le<uint64_t>(bytes + at + 24);
     if (name_size == 0 || name_size > kMaxNameBytes)
-      fail(Errc::kCheckpointBadTable, path, entry,
+      fail(Errc::kCheckpoint, path, entry,
            what + ": name of " + std::to_string(name_size) + " bytes (1 to " +
                std::to_string(kMaxNameBytes) + " allowed)");
     if (dtype != kDtypeF32)
-      fail(Errc::kCheckpointBadTable, path, entry + 4,
+      fail(Errc::kCheckpoint, path, entry + 4,
            what + ": dtype " + std::to_string(dtype) + " (version 1 has only 1, fp32)");
     if (rank > kMaxRank)
-      fail(Errc::kCheckpointBadTable, path, entry + 8,
+      fail(Errc::kCheckpoint, path, entry + 8,
            what + ": rank " + std::to_string(rank) + ", at most " + std::to_string(kMaxRank));
     if (reserved != 0)
-      fail(Errc::kCheckpointBadTable, path, entry + 12, what + ": reserved bytes not zero");
+      fail(Errc::kCheckpoint, path, entry + 12, what + ": reserved bytes not zero");
     at += kTensorEntryFixed;
     need(8ull * rank + name_size, what);
     for (uint32_t d = 0; d < rank; ++d) {
-      t.shape.push_back(load<int64_t>(bytes + at));
+      t.shape.push_back(load_le<int64_t>(bytes + at));
       at += 8;
     }
     t.name = text(name_size);
     what += " '" + printable(t.name) + "'";
     if (!names.insert(t.name).second)
-      fail(Errc::kCheckpointBadTable, path, entry, what + ": the name appears twice");
+      fail(Errc::kCheckpoint, path, entry, what + ": the name appears twice");
     const std::optional<uint64_t> count = element_count_of(t.shape);
     if (!count || *count != t.element_count)
-      fail(Errc::kCheckpointBadTable, path, entry + 24,
+      fail(Errc::kCheckpoint, path, entry + 24,
            what + ": element count " + std::to_string(t.element_count) +
                " does not match its shape " + shape_text(t.shape));
     // Tensors lie back to back in table order, each at the next 64-byte boundary.
     if (t.offset != align_data(end))
-      fail(Errc::kCheckpointBadTable, path, entry + 16,
+      fail(Errc::kCheckpoint, path, entry + 16,
            what + ": data offset " + std::to_string(t.offset) + ", expected " +
                std::to_string(align_data(end)));
     if (t.byte_size() > h.footer_offset() - t.offset)
-      fail(Errc::kCheckpointBadTable, path, entry + 24,
+      fail(Errc::kCheckpoint, path, entry + 24,
            what + ": its " + std::to_string(t.byte_size()) + " bytes at " +
                std::to_string(t.offset) + " run past the footer at " +
                std::to_string(h.footer_offset()));
@@ -426,10 +400,10 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     table.tensors.push_back(std::move(t));
   }
   if (at != h.table_size)
-    fail(Errc::kCheckpointBadTable, path, base + at,
+    fail(Errc::kCheckpoint, path, base + at,
          std::to_string(h.table_size - at) + " table bytes after the last entry");
   if (align_data(end) != h.footer_offset())
-    fail(Errc::kCheckpointBadHeader, path, kFieldFileSize,
+    fail(Errc::kCheckpoint, path, kFieldFileSize,
          "file size " + std::to_string(h.file_size) + " does not match the tensors, which end at " +
              std::to_string(end));
   return table;
@@ -439,7 +413,7 @@ void check_padding(const std::byte* bytes, uint64_t size, uint64_t offset,
                    const std::string& path) {
   for (uint64_t i = 0; i < size; ++i)
     if (bytes[i] != std::byte{0})
-      fail(Errc::kCheckpointBadTable, path, offset + i, "padding byte not zero");
+      fail(Errc::kCheckpoint, path, offset + i, "padding byte not zero");
 }
 
 void check_footer(const std::byte* footer, uint32_t crc_before_footer, const CheckpointHeader& h,
@@ -447,15 +421,15 @@ void check_footer(const std::byte* footer, uint32_t crc_before_footer, const Che
   const uint64_t at = h.footer_offset();
   // The CRC first: a damaged footer is as likely as damage anywhere else.
   const uint32_t crc = crc32_update(crc_before_footer, footer, 12);
-  if (crc != load<uint32_t>(footer + 12))
-    fail(Errc::kCheckpointChecksum, path, at + 12,
+  if (crc != load_le<uint32_t>(footer + 12))
+    fail(Errc::kCheckpoint, path, at + 12,
          "file checksum mismatch: some byte of the file is damaged (disk or memory corruption, "
          "or a write that never reached the disk)");
   for (size_t i = 0; i < kFooterMagic.size(); ++i)
     if (footer[i] != std::byte(kFooterMagic[i]))
-      fail(Errc::kCheckpointBadHeader, path, at + i, "footer magic \"HSRCKEND\" expected");
-  if (load<uint32_t>(footer + 8) != 0)
-    fail(Errc::kCheckpointBadHeader, path, at + 8, "reserved footer bytes not zero");
+      fail(Errc::kCheckpoint, path, at + i, "footer magic \"HSRCKEND\" expected");
+  if (load_le<uint32_t>(footer + 8) != 0)
+    fail(Errc::kCheckpoint, path, at + 8, "reserved footer bytes not zero");
 }
 
 Checkpoint decode_checkpoint(std::span<const std::byte> file, const std::string& path) {

@@ -36,7 +36,7 @@ struct Checkpoint {
   // nullptr when no tensor has that name.
   const Tensor* find(std::string_view name) const;
   // Metadata holding a uint64 as decimal text. get_u64 returns nullopt when the key is
-  // absent and throws Error(kBadTable) when the value is not such a number.
+  // absent and throws Error (bad table) when the value is not such a number.
   void set_u64(const std::string& key, uint64_t value);
   std::optional<uint64_t> get_u64(const std::string& key) const;
 };
@@ -106,13 +106,13 @@ struct CheckpointTable {
   std::vector<TensorEntry> tensors;  // in file order
 };
 
-// A whole checkpoint in memory. Throws Error(kBadCheckpoint) for a value that
+// A whole checkpoint in memory. Throws Error (bad checkpoint) for a value that
 // cannot be written: empty, long or duplicate names, data that does not fill the shape,
 // bounds above.
 std::vector<std::byte> encode_checkpoint(const Checkpoint& checkpoint);
 
 // Decodes and checks a whole checkpoint file `path` held in `file`. Throws Error
-// (kForeign, kBadVersion, kBadHeader, kTruncated, kTrailingBytes, kChecksum, kBadTable).
+// (foreign, bad version, bad header, truncated, trailing bytes, checksum, bad table).
 Checkpoint decode_checkpoint(std::span<const std::byte> file, const std::string& path);
 
 // ---- The pieces of the two above, for a writer and a reader that stream tensor data
@@ -126,7 +126,7 @@ struct CheckpointPlan {
   std::vector<uint64_t> tensor_offsets;
   uint64_t file_size = 0;
 };
-// Checks `checkpoint` as encode_checkpoint does; throws Error(kBadCheckpoint).
+// Checks `checkpoint` as encode_checkpoint does; throws Error (bad checkpoint).
 CheckpointPlan plan_checkpoint(const Checkpoint& checkpoint);
 // The footer, given the CRC-32 (continued from 0) of every byte before it.
 std::array<std::byte, kFooterSize> encode_footer(uint32_t crc_before_footer);

@@ -13,6 +13,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 #include "data/read_queue.h"
 
 namespace hsring::checkpoint {
@@ -22,7 +23,7 @@ namespace {
 class ReadOnlyFile {
  public:
   explicit ReadOnlyFile(const std::string& path) : path_(path) {
-    fd_ = open_regular_file(path, Errc::kCheckpointIo);
+    fd_ = open_regular_file(path, Errc::kCheckpoint);
     struct stat st {};
     if (::fstat(fd_, &st) != 0) fail_io("fstat", errno, 0);
     size_ = uint64_t(st.st_size);
@@ -51,11 +52,10 @@ class ReadOnlyFile {
   }
 
   [[noreturn]] void fail_io(const char* call, int error, uint64_t offset) const {
-    throw Error(Errc::kCheckpointIo, path_, offset,
-                std::string(call) + ": " + std::strerror(error));
+    throw sys_error(Errc::kCheckpoint, error, path_, offset, call);
   }
   [[noreturn]] void fail_shrank(uint64_t offset) const {
-    throw Error(Errc::kCheckpointTruncated, path_, offset,
+    throw Error(Errc::kCheckpoint, path_, offset,
                 "file ended while being read (something is shrinking it)");
   }
 
@@ -101,7 +101,7 @@ void read_regions(const ReadOnlyFile& file, const std::vector<Region>& regions,
   } catch (const Error& e) {
     // The data layer's ReadQueue failed (io_uring_submit): an i/o error of this file.
     if (e.layer() != ErrorClass::kData) throw;
-    throw Error(Errc::kCheckpointIo, file.path(), e.what());
+    throw Error(Errc::kCheckpoint, file.path(), e.what());
   }
 }
 
@@ -114,7 +114,7 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
   const CheckpointHeader h = decode_header(head.data(), got, file.size(), path);
   if (const auto step = parse_checkpoint_file_name(std::filesystem::path(path).filename().string());
       step && *step != h.step)
-    throw Error(Errc::kCheckpointBadHeader, path, kFieldStep,
+    throw Error(Errc::kCheckpoint, path, kFieldStep,
                 "the header says step " + std::to_string(h.step) + " but the file name says step " +
                     std::to_string(*step) + " (renamed by hand?)");
 
@@ -166,11 +166,10 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
 std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOptions& options) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
-    throw Error(Errc::kCheckpointIo, dir,
-                errno == ENOENT
-                    ? std::string("the checkpoint directory does not exist")
-                    : "cannot read the checkpoint directory: " + std::string(std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) throw Error(Errc::kCheckpointIo, dir, "not a directory");
+    throw errno == ENOENT
+        ? Error(Errc::kCheckpoint, dir, "the checkpoint directory does not exist")
+        : sys_error(Errc::kCheckpoint, errno, dir, "cannot read the checkpoint directory");
+  if (!S_ISDIR(st.st_mode)) throw Error(Errc::kCheckpoint, dir, "not a directory");
   const std::vector<CheckpointFile> files = list_checkpoint_files(dir);
   if (files.empty()) return std::nullopt;
   LoadedCheckpoint result;
@@ -189,7 +188,7 @@ std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOp
   const std::string verdict = files.size() == 1 ? "the one checkpoint file is not valid"
                                                 : "none of the " + std::to_string(files.size()) +
                                                       " checkpoint files is valid";
-  throw Error(Errc::kCheckpointNoValidCheckpoint, dir,
+  throw Error(Errc::kCheckpoint, dir,
               verdict +
                   "; refusing to start over from step 0. Repair them, or move them "
                   "away to start a fresh run:" +

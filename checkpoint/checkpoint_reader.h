@@ -19,13 +19,13 @@ struct ReadOptions {
 };
 
 // Reads and checks checkpoint file `path`. When its name is `step-<N>.hsckpt`, the step
-// in its header must be N. Throws Error (kIo, and every decoding error of
+// in its header must be N. Throws Error (I/O, and every decoding error of
 // decode_checkpoint) naming the file, the byte and what is wrong.
 Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options = {});
 
 struct RejectedCheckpoint {
   std::string path;
-  Errc code = Errc::kCheckpointIo;
+  Errc code = Errc::kCheckpoint;
   std::string reason;  // the Error's message
 };
 
@@ -39,8 +39,8 @@ struct LoadedCheckpoint {
 // The newest checkpoint of `dir` that is valid, trying its step files from the highest
 // step down; temporaries and other files are ignored (and never removed: a writer may be
 // writing them). Returns nullopt when `dir` holds no checkpoint file.
-// Throws Error: kNoValidCheckpoint when checkpoint files exist and none is valid
-// (the message lists each with its reason), kIo when `dir` is missing or unreadable.
+// Throws Error: no valid checkpoint when checkpoint files exist and none is valid
+// (the message lists each with its reason), I/O when `dir` is missing or unreadable.
 std::optional<LoadedCheckpoint> load_latest(const std::string& dir,
                                             const ReadOptions& options = {});
 

@@ -4,6 +4,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::checkpoint {
 
@@ -37,8 +40,7 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
     created.push_back(p);
   if (!ec) fs::create_directories(dir_, ec);
   if (ec)
-    throw Error(Errc::kCheckpointIo, dir_,
-                "cannot create the checkpoint directory: " + ec.message());
+    throw Error(Errc::kCheckpoint, dir_, "cannot create the checkpoint directory: " + ec.message());
   for (auto it = created.rbegin(); it != created.rend(); ++it)
     sync_directory(it->parent_path().string());
   const std::string lock_path = (fs::path(dir_) / kLockFileName).string();
@@ -48,7 +50,7 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
       try_open_regular_file(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
   lock_fd_ = opened.fd;
   if (lock_fd_ < 0)
-    throw Error(Errc::kCheckpointIo, lock_path,
+    throw Error(Errc::kCheckpoint, lock_path,
                 "cannot open the lock file: " + opened.problem +
                     (opened.error == ELOOP ? " (it is a symlink; remove it)"
                      : opened.error == 0   ? " (remove it)"
@@ -63,11 +65,10 @@ CheckpointWriter::CheckpointWriter(std::string dir, WriterOptions options)
     const int error = errno;
     ::close(lock_fd_);
     if (error == EWOULDBLOCK)
-      throw Error(Errc::kCheckpointLocked, dir_,
+      throw Error(Errc::kCheckpoint, dir_,
                   "another writer (a run still alive?) holds " + lock_path +
                       "; two runs must not share a checkpoint directory");
-    throw Error(Errc::kCheckpointIo, lock_path,
-                std::string("cannot lock: ") + std::strerror(error));
+    throw sys_error(Errc::kCheckpoint, error, lock_path, "cannot lock");
   }
   // Holding the lock, every temporary here is a dead writer's.
   remove_temporary_files(dir_);
@@ -134,10 +135,10 @@ void CheckpointWriter::remove_old(uint64_t newest_step) {
   if (doomed.empty()) return;
   for (const CheckpointFile* f : doomed)
     if (::unlink(f->path.c_str()) != 0 && errno != ENOENT)
-      throw Error(Errc::kCheckpointIo, f->path,
-                  std::string("cannot remove an old checkpoint: ") + std::strerror(errno) +
-                      " (the new checkpoint of step " + std::to_string(newest_step) +
-                      " is written)");
+      throw Error(Errc::kCheckpoint, f->path,
+                  fmt::format("cannot remove an old checkpoint: {} (the new checkpoint of step {} "
+                              "is written)",
+                              errno_text(errno), newest_step));
   sync_directory(dir_);
 }
 

@@ -23,7 +23,7 @@ struct WriterOptions {
 class CheckpointWriter {
  public:
   // Creates `dir` if needed, takes its lock and removes temporaries that dead writers
-  // left. Throws Error: kLocked when another writer holds `dir`, kIo otherwise.
+  // left. Throws Error: locked when another writer holds `dir`, I/O otherwise.
   explicit CheckpointWriter(std::string dir, WriterOptions options = {});
   ~CheckpointWriter();  // releases the lock
   CheckpointWriter(const CheckpointWriter&) = delete;
@@ -37,8 +37,8 @@ class CheckpointWriter {
   // path. A file of the same step is replaced. Then removes every checkpoint of a greater
   // step (a timeline this run abandoned: it resumed from an earlier checkpoint) and all
   // but the `keep_last` newest of the rest.
-  // Throws Error: kBadCheckpoint (invalid value; nothing written), kNoSpace (with
-  // the space needed and free), kIo. On a throw before the rename, the temporary is gone
+  // Throws Error: bad checkpoint (invalid value; nothing written), no space (with
+  // the space needed and free), I/O. On a throw before the rename, the temporary is gone
   // and the directory holds what it held before.
   std::string write(const Checkpoint& checkpoint);
 

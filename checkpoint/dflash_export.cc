@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "common/error.h"
 #include "common/exclusive_file.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
@@ -32,7 +35,7 @@ using train::ParamLayout;
 constexpr size_t kMaxConfigBytes = 1u << 20;
 
 [[noreturn]] void bad_export(const std::string& dir, const std::string& what) {
-  throw Error(Errc::kCheckpointBadCheckpoint, dir, what);
+  throw Error(Errc::kCheckpoint, dir, what);
 }
 
 bool same_layout(const ParamLayout& a, const ParamLayout& b) {
@@ -98,9 +101,7 @@ void write_text_file(const fs::path& path, const std::string& text, const WriteO
 fs::path temporary_folder(const fs::path& dir) {
   const ExclusiveFolder f =
       create_exclusive_folder(dir.parent_path().string(), "." + dir.filename().string() + ".tmp-");
-  if (f.error != 0)
-    throw Error(Errc::kCheckpointIo, f.path,
-                std::string("cannot create: ") + std::strerror(f.error));
+  if (f.error != 0) throw sys_error(Errc::kCheckpoint, f.error, f.path, "cannot create");
   return f.path;
 }
 
@@ -116,16 +117,15 @@ void install_folder(const fs::path& from, const fs::path& to) {
   if (::rename(from.c_str(), to.c_str()) == 0) return;
   const int first = errno;
   if (first != EEXIST && first != ENOTEMPTY)
-    throw Error(Errc::kCheckpointIo, to.string(),
-                std::string("rename from ") + from.string() + ": " + std::strerror(first));
+    throw sys_error(Errc::kCheckpoint, first, to.string(),
+                    fmt::format("rename from {}", from.string()));
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
     remove_quietly(from);  // now the old export
     return;
   }
   const fs::path aside = temporary_folder(to);  // empty: the rename replaces it
   if (::rename(to.c_str(), aside.c_str()) != 0 || ::rename(from.c_str(), to.c_str()) != 0)
-    throw Error(Errc::kCheckpointIo, to.string(),
-                std::string("cannot replace the folder: ") + std::strerror(errno));
+    throw sys_error(Errc::kCheckpoint, errno, to.string(), "cannot replace the folder");
   remove_quietly(aside);
 }
 
@@ -135,7 +135,7 @@ class ConfigReader {
  public:
   ConfigReader(const json& j, std::string file) : j_(j), file_(std::move(file)) {}
 
-  [[noreturn]] void fail(const std::string& what, Errc code = Errc::kCheckpointBadHeader) const {
+  [[noreturn]] void fail(const std::string& what, Errc code = Errc::kCheckpoint) const {
     throw Error(code, file_, what);
   }
   const json& at(const json& obj, const std::string& key, const std::string& where = "") const {
@@ -164,14 +164,14 @@ class ConfigReader {
 json read_config_json(const std::string& dir, std::string& file) {
   const fs::path folder(dir);
   if (!fs::is_directory(folder))
-    throw Error(Errc::kCheckpointIo, dir,
+    throw Error(Errc::kCheckpoint, dir,
                 "no such folder: a DFlash export holds config.json and model.safetensors");
   file = (folder / kDflashConfigFile).string();
-  const std::string text = read_regular_file(file, Errc::kCheckpointIo, kMaxConfigBytes);
+  const std::string text = read_regular_file(file, Errc::kCheckpoint, kMaxConfigBytes);
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(Errc::kCheckpointBadHeader, file, std::string("not JSON: ") + e.what());
+    throw Error(Errc::kCheckpoint, file, std::string("not JSON: ") + e.what());
   }
 }
 
@@ -217,7 +217,7 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   const fs::path parent = final_dir.parent_path();
   std::error_code ec;
   fs::create_directories(parent, ec);
-  if (ec) throw Error(Errc::kCheckpointIo, parent.string(), "cannot create: " + ec.message());
+  if (ec) throw Error(Errc::kCheckpoint, parent.string(), "cannot create: " + ec.message());
   const fs::path tmp = temporary_folder(final_dir);
   try {
     write_text_file(tmp / kDflashConfigFile, config_json(config, layer_ids, options).dump(2) + "\n",
@@ -254,7 +254,7 @@ DflashExport read_dflash_export(const std::string& dir) {
   if (arch != json::array({kDflashArchitecture}))
     r.fail("architectures is " + arch.dump() + ", not [\"" + kDflashArchitecture +
                "\"]: not a DFlash drafter",
-           Errc::kCheckpointForeign);
+           Errc::kCheckpoint);
   if (const json& type = r.at(j, "model_type"); type != "qwen3")
     r.fail("model_type is " + type.dump() + ", not \"qwen3\"");
 
@@ -360,13 +360,13 @@ DflashExport read_dflash_export(const std::string& dir) {
   for (const train::ParamInfo& p : out.layout.tensors) {
     expected.insert(p.name);
     const TensorInfo* t = weights->find(p.name);
-    if (!t) throw Error(Errc::kCheckpointBadTable, weights_file, "missing tensor " + p.name);
+    if (!t) throw Error(Errc::kCheckpoint, weights_file, "missing tensor " + p.name);
     if (t->shape != p.shape)
-      throw Error(Errc::kCheckpointBadTable, weights_file,
+      throw Error(Errc::kCheckpoint, weights_file,
                   "tensor " + p.name + " has shape " + shape_string(t->shape) +
                       ", config.json implies " + shape_string(p.shape));
     if (t->dtype != "BF16" && t->dtype != "F16" && t->dtype != "F32")
-      throw Error(Errc::kCheckpointBadTable, weights_file,
+      throw Error(Errc::kCheckpoint, weights_file,
                   "tensor " + p.name + " has dtype " + t->dtype + ", not a float one");
   }
   out.params.assign(out.layout.total, 0.0f);
@@ -374,7 +374,7 @@ DflashExport read_dflash_export(const std::string& dir) {
     weights->read_weights(p.name, p.shape, std::span<float>(out.params).subspan(p.offset, p.size));
   for (const TensorInfo& t : weights->tensors())
     if (!expected.count(t.name))
-      throw Error(Errc::kCheckpointBadTable, weights_file,
+      throw Error(Errc::kCheckpoint, weights_file,
                   "unexpected tensor " + t.name +
                       " (a DFlash export holds the drafter's weights only: no "
                       "embedding, no LM head)");

@@ -51,9 +51,9 @@ struct DflashExportOptions {
 // fed by target layers `layer_ids` (layer id i: the output of decoder layer i, HF
 // hidden_states[i + 1]). Both files go into a temporary sibling folder, fsynced, which then
 // replaces `dir` in one rename (an existing `dir` is exchanged atomically, then removed).
-// Throws Error: kBadCheckpoint when the config is invalid, the layout is not
+// Throws Error: bad checkpoint when the config is invalid, the layout is not
 // dflash_param_layout(config), params has not layout.total values, layer_ids does not hold
-// config.num_captured ids in [0, num_target_layers); kNoSpace, kIo. Nothing is left behind
+// config.num_captured ids in [0, num_target_layers); no space, I/O. Nothing is left behind
 // on failure.
 void write_dflash_export(const std::string& dir, const train::DflashConfig& config,
                          std::span<const int32_t> layer_ids, const train::ParamLayout& layout,
@@ -73,12 +73,12 @@ struct DflashExport {
 };
 
 // Reads a folder written by write_dflash_export (or any DFlash drafter of this shape).
-// Throws Error naming the file and the problem: kIo for a missing folder or
-// file; kForeign when architectures is not ["DFlashDraftModel"]; kBadHeader for JSON that
+// Throws Error naming the file and the problem: I/O for a missing folder or
+// file; foreign when architectures is not ["DFlashDraftModel"]; bad header for JSON that
 // does not parse, a missing or mistyped key, values that contradict each other (a block
 // size in two places, layer ids outside num_target_layers) or a config the drafter cannot
-// run (sliding windows, causal layers, an invalid shape); kBadTable for a missing, extra,
-// misshapen or non-float tensor. A malformed safetensors file throws Error(kBadFile)
+// run (sliding windows, causal layers, an invalid shape); bad table for a missing, extra,
+// misshapen or non-float tensor. A malformed safetensors file throws Error (bad file)
 // from SafetensorsFile::open, also naming the file.
 DflashExport read_dflash_export(const std::string& dir);
 

@@ -13,8 +13,7 @@ namespace hsring::checkpoint {
 namespace {
 
 [[noreturn]] void bad_export(const std::string& path, const std::string& what) {
-  throw Error(Errc::kCheckpointBadCheckpoint, path,
-              "cannot export: " + what + " (nothing was written)");
+  throw Error(Errc::kCheckpoint, path, "cannot export: " + what + " (nothing was written)");
 }
 
 // Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF), which JSON and

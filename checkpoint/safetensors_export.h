@@ -25,8 +25,8 @@ struct ExportOptions {
 };
 
 // Writes `tensors` to `path` (temporary, fsync, rename, directory fsync). Throws
-// Error: kBadCheckpoint for names that are empty, duplicate, "__metadata__" or
-// not UTF-8, or data that does not fill a shape (nothing is written); kNoSpace, kIo.
+// Error: bad checkpoint for names that are empty, duplicate, "__metadata__" or
+// not UTF-8, or data that does not fill a shape (nothing is written); no space, I/O.
 void export_safetensors(const std::string& path, std::span<const Tensor> tensors,
                         const ExportOptions& options = {});
 

@@ -61,117 +61,35 @@ const char* to_string(ErrorClass layer) {
   return "invalid";
 }
 
-// Each layer's names as that layer had them: messages and `data inspect` print them.
 const char* to_string(Errc code) {
   switch (code) {
-    case Errc::kUsage:
-      return "usage";
     case Errc::kRingNotFound:
       return "not-found";
     case Errc::kRingExists:
       return "exists";
-    case Errc::kRingForeignOwner:
-      return "foreign-owner";
-    case Errc::kRingPermission:
-      return "permission";
-    case Errc::kRingBadMagic:
-      return "bad-magic";
-    case Errc::kRingBadVersion:
-      return "bad-version";
-    case Errc::kRingBadLayout:
-      return "bad-layout";
-    case Errc::kRingTruncated:
-      return "truncated";
     case Errc::kRingBadShape:
       return "bad-shape";
-    case Errc::kRingNoSpace:
-      return "no-space";
     case Errc::kRingProcessBusy:
       return "process-busy";
-    case Errc::kRingSystem:
-      return "system";
     case Errc::kRingBadName:
       return "bad-name";
-    case Errc::kRingUnsafeMode:
-      return "unsafe-mode";
-    case Errc::kDataIo:
-      return "i/o error";
-    case Errc::kDataForeign:
-      return "not a token shard";
-    case Errc::kDataBadVersion:
-      return "unsupported shard version";
-    case Errc::kDataBadHeader:
-      return "bad shard header";
-    case Errc::kDataTruncated:
-      return "truncated shard";
-    case Errc::kDataTrailingBytes:
-      return "trailing bytes after shard";
-    case Errc::kDataChecksum:
-      return "checksum mismatch";
-    case Errc::kDataBadOffsets:
-      return "bad document offsets";
-    case Errc::kDataBadToken:
-      return "token out of range";
-    case Errc::kDataBadMask:
-      return "bad loss mask";
-    case Errc::kDataEmptyCorpus:
-      return "empty corpus";
-    case Errc::kDataBadOptions:
-      return "bad data options";
-    case Errc::kModelIo:
-      return "io";
-    case Errc::kModelBadJson:
-      return "bad-json";
     case Errc::kModelBadConfig:
       return "bad-config";
-    case Errc::kModelBadFile:
-      return "bad-file";
-    case Errc::kModelMissingTensor:
-      return "missing-tensor";
-    case Errc::kModelBadTensor:
-      return "bad-tensor";
-    case Errc::kModelBadInput:
-      return "bad-input";
-    case Errc::kCheckpointIo:
-      return "i/o error";
-    case Errc::kCheckpointNoSpace:
-      return "no space for the checkpoint";
-    case Errc::kCheckpointLocked:
-      return "checkpoint directory in use";
-    case Errc::kCheckpointForeign:
-      return "not a checkpoint";
-    case Errc::kCheckpointBadVersion:
-      return "unsupported checkpoint version";
-    case Errc::kCheckpointBadHeader:
-      return "bad checkpoint header";
-    case Errc::kCheckpointTruncated:
-      return "truncated checkpoint";
-    case Errc::kCheckpointTrailingBytes:
-      return "trailing bytes after checkpoint";
-    case Errc::kCheckpointChecksum:
-      return "checksum mismatch";
-    case Errc::kCheckpointBadTable:
-      return "bad checkpoint entry table";
-    case Errc::kCheckpointNoValidCheckpoint:
-      return "no valid checkpoint";
-    case Errc::kCheckpointBadCheckpoint:
-      return "checkpoint cannot be written";
-    case Errc::kCuda:
-      return "cuda";
-    case Errc::kGroupFile:
-      return "bad group file";
-    case Errc::kGroupRendezvous:
-      return "group rendezvous";
     case Errc::kApiState:
       return "wrong state";
     case Errc::kApiShape:
       return "bad shape";
     case Errc::kApiUnsupported:
       return "unsupported";
+    case Errc::kUsage:
+    case Errc::kRing:
+    case Errc::kData:
+    case Errc::kModel:
+    case Errc::kCheckpoint:
+    case Errc::kCuda:
+    case Errc::kGroup:
     case Errc::kSystem:
-      return "system";
-    case Errc::kInternal:
-      return "internal";
+      return to_string(layer_of(code));
   }
   return "invalid";
 }

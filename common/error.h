@@ -26,82 +26,44 @@ enum class ErrorClass {
   kSystem = 8,      // another system call failed, or a broken invariant
 };
 
+// A code is its class (the hundreds digit, as ErrorClass numbers them) or, where a caller
+// branches on it, a code of its own within that class's range. The message says what went
+// wrong in words; a new code is added only for a caller that must tell it apart:
+//   kRingNotFound      `hsring stop` / `ring remove` of a ring already gone; the C API
+//   kRingExists        Ring::create_or_attach; the C API's name for it
+//   kRingBadShape, kRingBadName, kRingProcessBusy   the C API's statuses
+//   kModelBadConfig    model_outline_of falls back to the outline of an unsupported config
+//   kApiState, kApiShape, kApiUnsupported           the C API's statuses
 enum class Errc : uint16_t {
-  // usage 0-99
-  kUsage = 0,  // a bad flag, config value or request (was std::invalid_argument)
+  kUsage = 0,  // a bad flag, config value or request
 
-  // ring / shm 100-199 (was RingErrc)
-  kRingNotFound = 100,  // no segment of that name
-  kRingExists,          // create: a segment of that name is already there
-  kRingForeignOwner,    // the segment belongs to another user
-  kRingPermission,      // the OS refused access
-  kRingBadMagic,        // not an hsring segment
-  kRingBadVersion,      // an hsring segment of another protocol version
-  kRingBadLayout,       // header fields inconsistent with each other
-  kRingTruncated,       // the segment is smaller than its header says
-  kRingBadShape,        // create: an impossible ring shape; attach: an index it lacks
-  kRingNoSpace,         // /dev/shm cannot hold the segment
-  kRingProcessBusy,     // the process index is held by a live process
-  kRingSystem,          // another system call on the ring failed
-  kRingBadName,         // a name that cannot be a segment's (ring_name_problem)
-  kRingUnsafeMode,      // the segment's file mode is not 0600: others may write it
+  kRing = 100,       // the ring segment: create, attach, remove, another process's damage
+  kRingNotFound,     // no segment of that name
+  kRingExists,       // create: a segment of that name is already there
+  kRingBadShape,     // create: an impossible ring shape; attach: an index it lacks
+  kRingProcessBusy,  // the process index (or the launcher's lock) is held by a live process
+  kRingBadName,      // a name that cannot be a segment's (ring_name_problem)
 
-  // data 200-299 (was data::DataErrc)
-  kDataIo = 200,       // a system call on the file failed
-  kDataForeign,        // not a token shard (wrong magic)
-  kDataBadVersion,     // a token shard of another format version
-  kDataBadHeader,      // header fields impossible or inconsistent
-  kDataTruncated,      // the file ends before the header says it should
-  kDataTrailingBytes,  // the file is longer than the header says
-  kDataChecksum,       // a CRC-32 does not match the bytes it covers
-  kDataBadOffsets,     // document offsets not 0 .. token_count, non-decreasing
-  kDataBadToken,       // a token outside the vocabulary or beyond int32
-  kDataBadMask,        // a loss mask with bits set past the last token
-  kDataEmptyCorpus,    // no shard, or no token in any shard
-  kDataBadOptions,     // impossible packing or reader options
+  kData = 200,  // token shards and corpora: a foreign, damaged or unreadable file, a bad token
 
-  // model 300-399 (was ModelErrc)
-  kModelIo = 300,       // a file is missing or cannot be read or mapped
-  kModelBadJson,        // text that is not strict JSON
-  kModelBadConfig,      // a model config that is incomplete, inconsistent or unsupported
-  kModelBadFile,        // a safetensors file or index whose structure is broken or truncated
-  kModelMissingTensor,  // a weight the model needs is in no file
-  kModelBadTensor,      // a weight with the wrong shape or dtype
-  kModelBadInput,       // a batch, a forward request or a ring shape that does not fit
+  kModel = 300,     // model folders, weight files, inputs that do not fit a model
+  kModelBadConfig,  // a model config that is incomplete, inconsistent or unsupported
 
-  // checkpoint 400-499 (was checkpoint::CheckpointErrc)
-  kCheckpointIo = 400,           // a system call on the file or directory failed
-  kCheckpointNoSpace,            // the file system is full, a quota or a size limit was hit
-  kCheckpointLocked,             // another writer holds the checkpoint directory
-  kCheckpointForeign,            // not an hsring checkpoint (wrong magic)
-  kCheckpointBadVersion,         // a checkpoint of another format version
-  kCheckpointBadHeader,          // header fields impossible or inconsistent
-  kCheckpointTruncated,          // the file ends before the header says it should
-  kCheckpointTrailingBytes,      // the file is longer than the header says
-  kCheckpointChecksum,           // a CRC-32 does not match the bytes it covers
-  kCheckpointBadTable,           // a metadata or tensor entry is impossible or inconsistent
-  kCheckpointNoValidCheckpoint,  // checkpoint files exist but none of them is valid
-  kCheckpointBadCheckpoint,      // a Checkpoint value that cannot be written
+  kCheckpoint = 400,  // training checkpoints and exports: damaged, locked, a full disk
 
-  // cuda 500-599 (was gpu::CudaError; detail() is the cudaError_t)
-  kCuda = 500,  // a CUDA or cuBLAS call failed, or the device cannot do what is asked
+  kCuda = 500,  // a CUDA or cuBLAS call failed (detail() is the cudaError_t)
 
-  // group / NCCL rendezvous 600-699
-  kGroupFile = 600,  // a rendezvous file that is not one (was GroupFileError)
-  kGroupRendezvous,  // a drafter group could not form or its collective failed
+  kGroup = 600,  // a drafter group's rendezvous, its files and collectives
 
-  // api 700-799 (the C API's own refusals, was capi::ApiError; capi maps every code)
-  kApiState = 700,  // wrong order: publish without a job, a double release
+  kApiState = 700,  // the C API's misuse: wrong order (publish without a job, a double release)
   kApiShape,        // a buffer's size, shape, dtype or values do not fit the ring
   kApiUnsupported,  // a CUDA entry point of a library built without CUDA
 
-  // system / internal 800-899
-  kSystem = 800,  // a system call failed outside the layers above
-  kInternal,      // a broken invariant of hsring itself
+  kSystem = 800,  // a system call failed outside the layers above, or a broken invariant
 };
 
 ErrorClass layer_of(Errc code);
-// The code's short name ("not-found", "checksum mismatch", ...), as each layer named it.
+// The code's short name: its class's ("data"), or its own ("not-found").
 const char* to_string(Errc code);
 const char* to_string(ErrorClass layer);
 

@@ -3,8 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
-#include <cstring>
+
+#include "common/syscheck.h"
 
 namespace hsring {
 
@@ -45,19 +48,19 @@ RegularFileOpen try_open_regular_file(const std::string& path, int flags, mode_t
     if ((error == ENXIO || error == EISDIR) && ::stat(path.c_str(), &st) == 0 &&
         !S_ISREG(st.st_mode))
       return refused(0, not_regular(st.st_mode));
-    return refused(error, std::strerror(error));
+    return refused(error, errno_text(error));
   }
   std::string problem;
   int error = 0;
   if (::fstat(fd, &st) != 0) {
     error = errno;
-    problem = std::string("fstat: ") + std::strerror(error);
+    problem = fmt::format("fstat: {}", errno_text(error));
   } else if (!S_ISREG(st.st_mode)) {
     problem = not_regular(st.st_mode);
   } else if (const int now = ::fcntl(fd, F_GETFL);
              now < 0 || ::fcntl(fd, F_SETFL, now & ~O_NONBLOCK) != 0) {
     error = errno;
-    problem = std::string("fcntl: ") + std::strerror(error);
+    problem = fmt::format("fcntl: {}", errno_text(error));
   }
   if (problem.empty()) return RegularFileOpen{fd, 0, ""};
   ::close(fd);
@@ -78,12 +81,19 @@ std::string read_regular_file(const std::string& path, Errc code, size_t max_byt
     ::close(fd);
     throw Error(code, path, what);
   };
+  const auto fail_call = [&](const char* call) {
+    const int err = errno;
+    ::close(fd);
+    throw sys_error(code, err, path, call);
+  };
   const auto too_large = [&](const std::string& size) {
-    fail("it is " + size + " bytes, more than the " + std::to_string(max_bytes) +
-         " a file of this kind can need: is it the right file?");
+    fail(
+        fmt::format("it is {} bytes, more than the {} a file of this kind can need: is it the "
+                    "right file?",
+                    size, max_bytes));
   };
   struct stat st {};
-  if (::fstat(fd, &st) != 0) fail(std::string("fstat: ") + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) fail_call("fstat");
   if (uint64_t(st.st_size) > max_bytes) too_large(std::to_string(st.st_size));
   // Read to the end rather than st_size bytes, and never past max_bytes: a file that
   // grows while it is read is still bounded.
@@ -93,7 +103,7 @@ std::string read_regular_file(const std::string& path, Errc code, size_t max_byt
   while (true) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(std::string("read: ") + std::strerror(errno));
+    if (n < 0) fail_call("read");
     if (n == 0) break;
     if (text.size() + size_t(n) > max_bytes) too_large("over " + std::to_string(max_bytes));
     text.append(buffer, size_t(n));

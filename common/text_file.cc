@@ -3,12 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
-#include <cstring>
-#include <stdexcept>
 
 #include "common/exclusive_file.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring {
 
@@ -20,7 +21,7 @@ std::string base_name(const std::string& path) {
 }
 
 [[noreturn]] void cannot_write(const std::string& path, const std::string& how, int err) {
-  throw std::runtime_error("cannot write " + path + " (" + how + "): " + std::strerror(err));
+  throw sys_error(Errc::kSystem, err, fmt::format("cannot write {} ({})", path, how));
 }
 
 }  // namespace
@@ -64,7 +65,7 @@ std::optional<std::string> read_file_if_exists(const std::string& path) {
   const RegularFileOpen opened = try_open_regular_file(path);
   if (opened.fd < 0) {
     if (opened.error == ENOENT) return std::nullopt;
-    throw std::runtime_error("cannot read " + path + ": " + opened.problem);
+    throw Error(Errc::kSystem, fmt::format("cannot read {}: {}", path, opened.problem));
   }
   const int fd = opened.fd;
   std::string text;
@@ -76,7 +77,7 @@ std::optional<std::string> read_file_if_exists(const std::string& path) {
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      throw std::runtime_error("cannot read " + path + ": " + std::strerror(err));
+      throw sys_error(Errc::kSystem, err, fmt::format("cannot read {}", path));
     }
     text.append(buffer, size_t(n));
   }

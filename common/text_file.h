@@ -12,10 +12,10 @@ namespace hsring {
 // temporary is a new file of a random name beside `path` (create_exclusive_temporary), so
 // writers on several machines sharing the folder never collide and a symlink or file that
 // another user planted, at the temporary's name or at `path`, is never written through.
-// Throws std::runtime_error naming the path and the reason.
+// Throws Error (class system) naming the path and the reason.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-// The whole file, or nullopt when it does not exist. Throws std::runtime_error for any
+// The whole file, or nullopt when it does not exist. Throws Error (class system) for any
 // other failure to read it.
 std::optional<std::string> read_file_if_exists(const std::string& path);
 

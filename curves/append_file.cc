@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::curves {
 
@@ -16,7 +19,7 @@ AppendFile::AppendFile(std::string path) : path_(std::move(path)) {
   const RegularFileOpen opened = try_open_regular_file(path_, O_WRONLY | O_APPEND | O_CREAT);
   fd_ = opened.fd;
   if (fd_ < 0)
-    throw Error(Errc::kCheckpointIo, path_,
+    throw Error(Errc::kCheckpoint, path_,
                 "cannot open for appending: " + opened.problem +
                     " (check the run folder's permissions, or give another --run-dir)");
 }
@@ -38,9 +41,10 @@ void AppendFile::append(std::string_view bytes) {
       const int e = errno;
       const bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
       throw Error(
-          full ? Errc::kCheckpointNoSpace : Errc::kCheckpointIo, path_,
-          std::string("cannot append: ") + std::strerror(e) +
-              (full ? " (free space on its file system, or raise the file-size limit)" : ""));
+          full ? Errc::kCheckpoint : Errc::kCheckpoint, path_,
+          fmt::format(
+              "cannot append: {}{}", errno_text(e),
+              full ? " (free space on its file system, or raise the file-size limit)" : ""));
     }
     bytes.remove_prefix(size_t(n));
   }

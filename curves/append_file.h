@@ -10,7 +10,7 @@ namespace hsring::curves {
 
 class AppendFile {
  public:
-  // Opens (creating it 0644) `path` for appending. Throws Error(kCheckpointIo) naming it.
+  // Opens (creating it 0644) `path` for appending. Throws Error(kCheckpoint) naming it.
   explicit AppendFile(std::string path);
   ~AppendFile();
   AppendFile(AppendFile&& other) noexcept;
@@ -18,8 +18,8 @@ class AppendFile {
   AppendFile(const AppendFile&) = delete;
   AppendFile& operator=(const AppendFile&) = delete;
 
-  // Appends `bytes` (short writes are continued). Throws Error(kCheckpointNoSpace) for a
-  // full file system or quota, Error(kCheckpointIo) for any other failure.
+  // Appends `bytes` (short writes are continued). Throws Error(kCheckpoint) naming the
+  // failure, with the remedy for a full file system or quota.
   void append(std::string_view bytes);
   const std::string& path() const { return path_; }
 

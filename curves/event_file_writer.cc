@@ -29,7 +29,7 @@ std::string host_name() {
 void write_event(AppendFile& file, const tb::Event& event) {
   std::string bytes;
   if (!event.SerializeToString(&bytes))
-    throw Error(Errc::kInternal, "a TensorBoard event could not be serialised");
+    throw Error(Errc::kSystem, "a TensorBoard event could not be serialised");
   std::string record;
   record.reserve(bytes.size() + 16);
   append_tfrecord(record, bytes);
@@ -42,7 +42,7 @@ EventFileWriter EventFileWriter::create(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
-    throw Error(Errc::kCheckpointIo, dir,
+    throw Error(Errc::kCheckpoint, dir,
                 "cannot create the TensorBoard folder: " + ec.message() +
                     " (check the run folder's permissions, or give another --run-dir)");
   static std::atomic<uint32_t> files{0};

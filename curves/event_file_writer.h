@@ -22,11 +22,12 @@ class EventFileWriter {
   // Creates `dir` (and its parents) and a new file in it,
   // events.out.tfevents.<unix seconds>.<host>.<pid>.<n>, starting with the file-version
   // record. Each call makes a new file (n counts them in this process): TensorBoard reads
-  // every file of a folder, in name order. Throws Error(kCheckpointIo / kCheckpointNoSpace).
+  // every file of a folder, in name order. Throws Error(kCheckpoint): a full disk or another
+  // failure, named.
   static EventFileWriter create(const std::string& dir);
 
   // Appends one event holding `scalars` at `step`; `wall_time`: seconds since the Unix
-  // epoch. Throws Error(kCheckpointIo / kCheckpointNoSpace).
+  // epoch. Throws Error(kCheckpoint): a full disk or another failure, named.
   void write_scalars(int64_t step, double wall_time, std::span<const Scalar> scalars);
 
   const std::string& path() const { return file_.path(); }

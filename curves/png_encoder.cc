@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/contract.h"
+#include "common/error.h"
 
 namespace hsring::curves {
 namespace {
@@ -41,7 +42,7 @@ std::string encode_png_rgb(uint32_t width, uint32_t height, std::span<const uint
   std::string deflated(deflated_size, '\0');
   if (::compress2(reinterpret_cast<Bytef*>(deflated.data()), &deflated_size, raw.data(),
                   uLong(raw.size()), Z_BEST_COMPRESSION) != Z_OK)
-    throw std::runtime_error("zlib could not compress the image");
+    throw Error(Errc::kSystem, "zlib could not compress the image");
   deflated.resize(deflated_size);
 
   std::string png = "\x89PNG\r\n\x1a\n";

@@ -33,9 +33,9 @@ BatchIndex::BatchIndex(const std::vector<std::vector<uint64_t>>& doc_offsets,
                        const PackOptions& options)
     : options_(options) {
   if (options.max_tokens == 0 || options.max_tokens > kMaxBatchTokens)
-    throw Error(Errc::kDataBadOptions,
+    throw Error(Errc::kData,
                 "max tokens per batch must be in [1, " + std::to_string(kMaxBatchTokens) + "]");
-  if (options.window == 0) throw Error(Errc::kDataBadOptions, "packing window must be > 0");
+  if (options.window == 0) throw Error(Errc::kData, "packing window must be > 0");
   // Documents longer than the budget become consecutive pieces of at most max_tokens;
   // empty documents have nothing to train on and are dropped.
   std::vector<Piece> pieces;
@@ -49,9 +49,9 @@ BatchIndex::BatchIndex(const std::vector<std::vector<uint64_t>>& doc_offsets,
       }
     }
   }
-  if (pieces.empty()) throw Error(Errc::kDataEmptyCorpus, "the corpus has no token to pack");
+  if (pieces.empty()) throw Error(Errc::kData, "the corpus has no token to pack");
   if (pieces.size() >= UINT32_MAX)  // packing indexes pieces with uint32
-    throw Error(Errc::kDataBadOptions, "too many pieces: raise max tokens per batch");
+    throw Error(Errc::kData, "too many pieces: raise max tokens per batch");
   // One seeded Fisher-Yates shuffle, so a batch mixes documents from across the corpus.
   uint64_t rng = mix64(options.seed ^ kShuffleSalt);
   for (size_t i = pieces.size() - 1; i > 0; --i)

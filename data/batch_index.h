@@ -41,7 +41,7 @@ struct BatchRef {
 class BatchIndex {
  public:
   // `doc_offsets[s]` is shard s's offset table (cu_seqlens style). Throws
-  // Error(kBadOptions) for a zero budget or window, kEmptyCorpus without tokens.
+  // Error (bad options) for a zero budget or window, empty corpus without tokens.
   BatchIndex(const std::vector<std::vector<uint64_t>>& doc_offsets, const PackOptions& options);
   BatchIndex(const Corpus& corpus, const PackOptions& options);
 

@@ -14,7 +14,7 @@ std::vector<std::string> Corpus::list_shards(const std::string& dir) {
   std::error_code ec;
   std::vector<std::string> paths;
   fs::directory_iterator it(dir, ec);
-  if (ec) throw Error(Errc::kDataIo, dir, 0, "cannot list the folder: " + ec.message());
+  if (ec) throw Error(Errc::kData, dir, 0, "cannot list the folder: " + ec.message());
   for (const fs::directory_entry& entry : it)
     if (entry.path().extension() == kShardExtension) paths.push_back(entry.path().string());
   std::sort(paths.begin(), paths.end());
@@ -35,16 +35,16 @@ Corpus Corpus::from_shards(std::string dir, std::vector<ShardInfo> shards) {
   corpus.dir_ = std::move(dir);
   corpus.shards_ = std::move(shards);
   if (corpus.shards_.size() > UINT32_MAX)
-    throw Error(Errc::kDataBadOptions, corpus.dir_ + ": too many shards");
+    throw Error(Errc::kData, corpus.dir_ + ": too many shards");
   for (const ShardInfo& s : corpus.shards_) {
     corpus.token_count_ += s.header.token_count;
     corpus.doc_count_ += s.header.doc_count;
   }
   if (corpus.shards_.empty())
-    throw Error(Errc::kDataEmptyCorpus,
+    throw Error(Errc::kData,
                 corpus.dir_ + ": no token shard (*" + std::string(kShardExtension) + ") here");
   if (corpus.token_count_ == 0)
-    throw Error(Errc::kDataEmptyCorpus, corpus.dir_ + ": the shards hold no token");
+    throw Error(Errc::kData, corpus.dir_ + ": the shards hold no token");
   return corpus;
 }
 

@@ -21,7 +21,7 @@ struct CorpusOptions {
 
 class Corpus {
  public:
-  // Throws Error: kIo (no such folder), kEmptyCorpus (no shard, or no token), or the
+  // Throws Error: I/O (no such folder), empty corpus (no shard, or no token), or the
   // first bad shard's error, naming its file and byte.
   static Corpus open(const std::string& dir, const CorpusOptions& options = {});
   // A corpus of shards already opened (tests, tools); same checks as open() less the I/O.
@@ -32,7 +32,7 @@ class Corpus {
   uint64_t token_count() const { return token_count_; }
   uint64_t doc_count() const { return doc_count_; }
 
-  // The "*.hstok" files of `dir`, sorted by name. Throws Error(kIo).
+  // The "*.hstok" files of `dir`, sorted by name. Throws Error (I/O).
   static std::vector<std::string> list_shards(const std::string& dir);
 
  private:

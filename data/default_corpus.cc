@@ -74,7 +74,7 @@ std::string packed_dir(const std::string& cache_root, BuiltinSplit split) {
              [](const fs::path& dir) {
                return fs::is_directory(dir) && opens_cleanly(dir.string());
              },
-             [split](const fs::path& staging) { pack_into(staging, split); }, Errc::kDataIo)
+             [split](const fs::path& staging) { pack_into(staging, split); }, Errc::kData)
       .string();
 }
 

@@ -11,19 +11,20 @@
 #include "common/error.h"
 #include "common/exclusive_file.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
 namespace {
 
 [[noreturn]] void io_error(const std::string& path, uint64_t offset, const char* call, int err) {
-  throw Error(Errc::kDataIo, path, offset, std::string(call) + ": " + std::strerror(err));
+  throw sys_error(Errc::kData, err, path, offset, call);
 }
 
 }  // namespace
 
 File File::open_read(const std::string& path) {
-  return File(open_regular_file(path, Errc::kDataIo), path);
+  return File(open_regular_file(path, Errc::kData), path);
 }
 
 File File::create_temporary_beside(const std::string& final_path) {
@@ -71,7 +72,7 @@ size_t File::read_some(void* out, size_t size, uint64_t offset) const {
 void File::read_exact(void* out, size_t size, uint64_t offset) const {
   const size_t got = read_some(out, size, offset);
   if (got < size)
-    throw Error(Errc::kDataTruncated, path_, offset + got,
+    throw Error(Errc::kData, path_, offset + got,
                 "file ends early (" + std::to_string(size - got) + " more bytes expected)");
 }
 

@@ -10,9 +10,9 @@ namespace hsring::data {
 
 class File {
  public:
-  static File open_read(const std::string& path);  // throws Error(kIo)
+  static File open_read(const std::string& path);  // throws Error (I/O)
   // A new file of a random name beside `final_path`, to be renamed to it once complete
-  // (common/exclusive_file.h: a planted name is never opened). 0644; throws Error(kIo).
+  // (common/exclusive_file.h: a planted name is never opened). 0644; throws Error (I/O).
   static File create_temporary_beside(const std::string& final_path);
 
   File() = default;
@@ -24,10 +24,10 @@ class File {
 
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
-  uint64_t size() const;  // fstat; throws Error(kIo)
+  uint64_t size() const;  // fstat; throws Error (I/O)
 
-  // Reads exactly `size` bytes at `offset`. Throws Error(kTruncated) naming the byte
-  // where the file ended, or Error(kIo).
+  // Reads exactly `size` bytes at `offset`. Throws Error (truncated) naming the byte
+  // where the file ended, or Error (I/O).
   void read_exact(void* out, size_t size, uint64_t offset) const;
   // Reads up to `size` bytes at `offset`; returns how many (fewer only at end of file).
   size_t read_some(void* out, size_t size, uint64_t offset) const;

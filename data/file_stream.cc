@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "data/read_queue.h"
 
 namespace hsring::data {
@@ -19,7 +20,7 @@ struct FreeDeleter {
 void stream_file(const File& file, uint64_t begin, uint64_t end, const StreamOptions& options,
                  const std::function<void(const std::byte*, size_t)>& consume) {
   if (options.chunk_bytes == 0 || options.depth == 0)
-    throw Error(Errc::kDataBadOptions, "stream chunk size and depth must be > 0");
+    throw Error(Errc::kData, "stream chunk size and depth must be > 0");
   if (end <= begin) return;
   const uint64_t chunk = options.chunk_bytes;
   const uint64_t chunks = (end - begin + chunk - 1) / chunk;
@@ -39,11 +40,9 @@ void stream_file(const File& file, uint64_t begin, uint64_t end, const StreamOpt
 
   for (uint64_t head = 0; head < chunks;) {
     const ReadResult r = *queue.poll(true);
-    if (r.error != 0)
-      throw Error(Errc::kDataIo, file.path(), r.stop_offset,
-                  std::string("read: ") + std::strerror(r.error));
+    if (r.error != 0) throw sys_error(Errc::kData, r.error, file.path(), r.stop_offset, "read");
     if (r.ended_early)
-      throw Error(Errc::kDataTruncated, file.path(), r.stop_offset,
+      throw Error(Errc::kData, file.path(), r.stop_offset,
                   "file ends early (it is " + std::to_string(r.stop_offset) + " bytes, at least " +
                       std::to_string(end) + " expected)");
     done[r.tag % depth] = true;

@@ -16,7 +16,7 @@ struct StreamOptions {
 };
 
 // Calls `consume(bytes, size)` for consecutive chunks of [begin, end) of `file`, in order.
-// Throws Error: kTruncated (naming the byte where the file ended), kIo, kBadOptions;
+// Throws Error: truncated (naming the byte where the file ended), I/O, bad options;
 // exceptions from `consume` propagate after the reads in flight have finished.
 void stream_file(const File& file, uint64_t begin, uint64_t end, const StreamOptions& options,
                  const std::function<void(const std::byte*, size_t)>& consume);

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
@@ -76,7 +77,7 @@ int exec_python_module(const std::string& command, const std::string& module,
   ::execvp(python.c_str(), argv.data());
   const int err = errno;
   std::cerr << command << ": error: cannot run the Python interpreter '" << python
-            << "': " << std::strerror(err)
+            << "': " << errno_text(err)
             << " (set HSRING_PYTHON to one); it needs hsring's Python package with its data "
                "extra: "
             << python << " -m pip install " << python_install_command() << "\n";

@@ -6,12 +6,13 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "common/tsan_liburing.h"
 
 namespace hsring::data {
 
 ReadQueue::ReadQueue(uint32_t capacity) {
-  if (capacity == 0) throw Error(Errc::kDataBadOptions, "read queue capacity must be > 0");
+  if (capacity == 0) throw Error(Errc::kData, "read queue capacity must be > 0");
   requests_.resize(capacity);
   for (uint32_t i = capacity; i-- > 0;) free_.push_back(i);
   // The SQ holds `capacity` entries and the CQ twice that, so the requests in the kernel
@@ -80,7 +81,7 @@ void ReadQueue::submit() {
   do {
     rc = io_uring_submit(&ring_);
   } while (rc == -EINTR);
-  if (rc < 0) throw Error(Errc::kDataIo, std::string("io_uring_submit: ") + std::strerror(-rc));
+  if (rc < 0) throw sys_error(Errc::kData, -rc, "io_uring_submit");
   unsubmitted_ = 0;
 }
 
@@ -104,7 +105,7 @@ void ReadQueue::reap(bool wait) {
     do {
       rc = io_uring_wait_cqe(&ring_, &cqe);
     } while (rc == -EINTR);
-    if (rc < 0) throw Error(Errc::kDataIo, std::string("io_uring_wait_cqe: ") + std::strerror(-rc));
+    if (rc < 0) throw sys_error(Errc::kData, -rc, "io_uring_wait_cqe");
   }
   while (io_uring_peek_cqe(&ring_, &cqe) == 0 && cqe != nullptr) {
     const auto index = uint32_t(io_uring_cqe_get_data64(cqe));

@@ -25,7 +25,7 @@ struct ReadResult {
 class ReadQueue {
  public:
   // Up to `capacity` requests are in the kernel at once; more wait in the queue's own
-  // submission path. Throws Error(kBadOptions) for capacity 0.
+  // submission path. Throws Error (bad options) for capacity 0.
   explicit ReadQueue(uint32_t capacity);
   ~ReadQueue();
   ReadQueue(const ReadQueue&) = delete;

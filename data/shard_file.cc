@@ -42,7 +42,7 @@ uint64_t verify_mask(const File& file, const ShardInfo& shard, const StreamOptio
         at += size;
       });
   if (crc != h.mask_crc)
-    throw Error(Errc::kDataChecksum, shard.path, h.mask_offset(),
+    throw Error(Errc::kData, shard.path, h.mask_offset(),
                 "loss mask checksum mismatch: the mask is corrupt");
   return counted;
 }
@@ -52,7 +52,7 @@ uint64_t verify_mask(const File& file, const ShardInfo& shard, const StreamOptio
 ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options) {
   const ShardHeader& h = shard.header;
   if (options.chunk_bytes % 4 != 0)
-    throw Error(Errc::kDataBadOptions, "verify chunk size must be a multiple of 4 bytes");
+    throw Error(Errc::kData, "verify chunk size must be a multiple of 4 bytes");
   const File file = File::open_read(shard.path);
   const uint64_t max_token = max_token_of(h);
   const bool check_values = max_token < (1ull << (8 * h.token_bytes)) - 1;
@@ -68,14 +68,14 @@ ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& opti
                 if (bad < count) {
                   uint32_t token = 0;
                   std::memcpy(&token, bytes + bad * h.token_bytes, h.token_bytes);
-                  throw Error(Errc::kDataBadToken, shard.path, at + bad * h.token_bytes,
+                  throw Error(Errc::kData, shard.path, at + bad * h.token_bytes,
                               "token " + std::to_string(token) + " is outside the vocabulary of " +
                                   std::to_string(max_token + 1));
                 }
                 at += size;
               });
   if (crc != h.tokens_crc)
-    throw Error(Errc::kDataChecksum, shard.path, h.tokens_offset(),
+    throw Error(Errc::kData, shard.path, h.tokens_offset(),
                 "token checksum mismatch: the tokens are corrupt");
   return ShardCheck{h.has_mask() ? verify_mask(file, shard, options) : h.token_count};
 }

@@ -29,8 +29,8 @@ struct ShardCheck {
 
 // Reads every token of `shard` (io_uring, `options.depth` chunks in flight), checks the
 // token CRC and that each token is in the vocabulary, then the loss mask's CRC and that its
-// padding bits are zero. Throws Error (kChecksum, kBadToken naming the token's byte,
-// kBadMask naming the mask byte, kTruncated, kIo).
+// padding bits are zero. Throws Error (checksum, bad token naming the token's byte,
+// bad mask naming the mask byte, truncated, I/O).
 ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& options = {});
 
 // The largest token value a shard may hold (vocabulary, else int32 / the width allows).

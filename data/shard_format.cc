@@ -6,24 +6,17 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/file_header.h"
 
 namespace hsring::data {
 
 static_assert(std::endian::native == std::endian::little, "shards are little-endian on disk");
+static_assert(kShardHeaderSize == kFileHeaderSize && kFieldVersion == kFileVersionOffset &&
+              kFieldHeaderCrc == kFileHeaderCrcOffset);
 
 namespace {
 
-template <class T>
-T load(const std::byte* at) {
-  T value;
-  std::memcpy(&value, at, sizeof value);
-  return value;
-}
-
-template <class T>
-void store(std::byte* at, T value) {
-  std::memcpy(at, &value, sizeof value);
-}
+constexpr FileFormat kShardFormat{Errc::kData, kShardMagic, "an hsring token shard", "", "", ""};
 
 [[noreturn]] void fail(Errc code, const std::string& path, uint64_t offset,
                        const std::string& what) {
@@ -35,90 +28,71 @@ void store(std::byte* at, T value) {
 std::array<std::byte, kShardHeaderSize> encode_header(const ShardHeader& h) {
   std::array<std::byte, kShardHeaderSize> out{};
   std::memcpy(out.data(), kShardMagic.data(), kShardMagic.size());
-  store(out.data() + kFieldVersion, h.version);
-  store(out.data() + kFieldHeaderSize, h.header_size);
-  store(out.data() + kFieldTokenBytes, h.token_bytes);
-  store(out.data() + kFieldVocabSize, h.vocab_size);
-  store(out.data() + kFieldTokenCount, h.token_count);
-  store(out.data() + kFieldDocCount, h.doc_count);
-  store(out.data() + kFieldTokensCrc, h.tokens_crc);
-  store(out.data() + kFieldOffsetsCrc, h.offsets_crc);
+  store_le(out.data() + kFieldVersion, h.version);
+  store_le(out.data() + kFieldHeaderSize, h.header_size);
+  store_le(out.data() + kFieldTokenBytes, h.token_bytes);
+  store_le(out.data() + kFieldVocabSize, h.vocab_size);
+  store_le(out.data() + kFieldTokenCount, h.token_count);
+  store_le(out.data() + kFieldDocCount, h.doc_count);
+  store_le(out.data() + kFieldTokensCrc, h.tokens_crc);
+  store_le(out.data() + kFieldOffsetsCrc, h.offsets_crc);
   if (h.version >= 2) {
-    store(out.data() + kFieldFlags, h.flags);
-    store(out.data() + kFieldMaskCrc, h.mask_crc);
+    store_le(out.data() + kFieldFlags, h.flags);
+    store_le(out.data() + kFieldMaskCrc, h.mask_crc);
   }
-  store(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
+  store_le(out.data() + kFieldHeaderCrc, crc32(out.data(), kFieldHeaderCrc));
   return out;
 }
 
 ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
                           const std::string& path) {
-  // Magic first, over whatever bytes there are: a short file that starts like a shard is
-  // a truncated shard, anything else is a foreign file.
-  const size_t magic_bytes = std::min(available, kShardMagic.size());
-  for (size_t i = 0; i < magic_bytes; ++i)
-    if (bytes[i] != std::byte(kShardMagic[i]))
-      fail(Errc::kDataForeign, path, i, "not an hsring token shard (magic \"HSRTOKNS\" expected)");
-  if (available < kShardHeaderSize)
-    fail(Errc::kDataTruncated, path, available,
-         "file ends inside the header (" + std::to_string(kShardHeaderSize) + " bytes expected)");
-
   ShardHeader h;
-  h.version = load<uint32_t>(bytes + kFieldVersion);
-  // Version before the CRC: another version may lay its header out differently.
+  h.version = check_file_magic(kShardFormat, bytes, available, path);
   if (h.version != kShardVersionNoMask && h.version != kShardVersion)
-    fail(Errc::kDataBadVersion, path, kFieldVersion,
+    fail(Errc::kData, path, kFieldVersion,
          "format version " + std::to_string(h.version) + ", this build reads versions 1 and " +
              std::to_string(kShardVersion));
-  const uint32_t stored_crc = load<uint32_t>(bytes + kFieldHeaderCrc);
-  if (crc32(bytes, kFieldHeaderCrc) != stored_crc)
-    fail(Errc::kDataChecksum, path, kFieldHeaderCrc, "header checksum mismatch");
+  check_file_header_crc(kShardFormat, bytes, path);
 
-  h.header_size = load<uint32_t>(bytes + kFieldHeaderSize);
-  h.token_bytes = load<uint32_t>(bytes + kFieldTokenBytes);
-  h.vocab_size = load<uint32_t>(bytes + kFieldVocabSize);
-  h.token_count = load<uint64_t>(bytes + kFieldTokenCount);
-  h.doc_count = load<uint64_t>(bytes + kFieldDocCount);
-  h.tokens_crc = load<uint32_t>(bytes + kFieldTokensCrc);
-  h.offsets_crc = load<uint32_t>(bytes + kFieldOffsetsCrc);
+  h.header_size = load_le<uint32_t>(bytes + kFieldHeaderSize);
+  h.token_bytes = load_le<uint32_t>(bytes + kFieldTokenBytes);
+  h.vocab_size = load_le<uint32_t>(bytes + kFieldVocabSize);
+  h.token_count = load_le<uint64_t>(bytes + kFieldTokenCount);
+  h.doc_count = load_le<uint64_t>(bytes + kFieldDocCount);
+  h.tokens_crc = load_le<uint32_t>(bytes + kFieldTokensCrc);
+  h.offsets_crc = load_le<uint32_t>(bytes + kFieldOffsetsCrc);
 
   if (h.header_size != kShardHeaderSize)
-    fail(Errc::kDataBadHeader, path, kFieldHeaderSize,
+    fail(Errc::kData, path, kFieldHeaderSize,
          "header size " + std::to_string(h.header_size) + ", versions 1 and 2 have 64");
   if (h.token_bytes != 1 && h.token_bytes != 2 && h.token_bytes != 4)
-    fail(Errc::kDataBadHeader, path, kFieldTokenBytes,
+    fail(Errc::kData, path, kFieldTokenBytes,
          "token width " + std::to_string(h.token_bytes) + " bytes (1, 2 or 4 expected)");
   // Tokens become int32 in a batch: a vocabulary must fit the width and int32.
   const uint64_t width_limit = h.token_bytes == 4 ? (1ull << 31) : (1ull << (8 * h.token_bytes));
   if (h.vocab_size > width_limit)
-    fail(Errc::kDataBadHeader, path, kFieldVocabSize,
+    fail(Errc::kData, path, kFieldVocabSize,
          "vocabulary of " + std::to_string(h.vocab_size) + " does not fit " +
              std::to_string(h.token_bytes) + "-byte tokens and int32");
   if (h.token_count > kMaxShardTokens)
-    fail(Errc::kDataBadHeader, path, kFieldTokenCount, "impossible token count");
+    fail(Errc::kData, path, kFieldTokenCount, "impossible token count");
   if (h.doc_count > kMaxShardDocs)
-    fail(Errc::kDataBadHeader, path, kFieldDocCount, "impossible document count");
+    fail(Errc::kData, path, kFieldDocCount, "impossible document count");
   if (h.version >= 2) {
-    h.flags = load<uint32_t>(bytes + kFieldFlags);
-    h.mask_crc = load<uint32_t>(bytes + kFieldMaskCrc);
+    h.flags = load_le<uint32_t>(bytes + kFieldFlags);
+    h.mask_crc = load_le<uint32_t>(bytes + kFieldMaskCrc);
     if ((h.flags & ~kKnownFlags) != 0)
-      fail(Errc::kDataBadHeader, path, kFieldFlags,
+      fail(Errc::kData, path, kFieldFlags,
            "unknown flag bits " + std::to_string(h.flags & ~kKnownFlags) +
                " (this build knows bit 0, the loss mask)");
     if (!h.has_mask() && h.mask_crc != 0)
-      fail(Errc::kDataBadHeader, path, kFieldMaskCrc, "mask checksum set without a loss mask");
+      fail(Errc::kData, path, kFieldMaskCrc, "mask checksum set without a loss mask");
   }
   const uint32_t reserved_from = h.version >= 2 ? kFieldReserved2 : kFieldReserved;
   for (uint32_t i = reserved_from; i < kFieldHeaderCrc; ++i)
-    if (bytes[i] != std::byte{0}) fail(Errc::kDataBadHeader, path, i, "reserved byte not zero");
+    if (bytes[i] != std::byte{0}) fail(Errc::kData, path, i, "reserved byte not zero");
 
-  if (file_size < h.file_size())
-    fail(Errc::kDataTruncated, path, file_size,
-         "file ends early: the header says it has " + std::to_string(h.file_size()) + " bytes");
-  if (file_size > h.file_size())
-    fail(Errc::kDataTrailingBytes, path, h.file_size(),
-         "file has " + std::to_string(file_size - h.file_size()) +
-             " bytes past the end the header gives");
+  check_file_size(kShardFormat, file_size, h.file_size(), path);
   return h;
 }
 
@@ -126,18 +100,18 @@ std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& 
                                      const std::string& path) {
   const uint64_t base = h.offsets_offset();
   if (crc32(bytes, h.offsets_size()) != h.offsets_crc)
-    fail(Errc::kDataChecksum, path, base, "document offset table checksum mismatch");
+    fail(Errc::kData, path, base, "document offset table checksum mismatch");
   std::vector<uint64_t> offsets(h.doc_count + 1);
   for (uint64_t i = 0; i <= h.doc_count; ++i) {
-    offsets[i] = load<uint64_t>(bytes + 8 * i);
+    offsets[i] = load_le<uint64_t>(bytes + 8 * i);
     const bool ok = i == 0 ? offsets[0] == 0 : offsets[i] >= offsets[i - 1];
     if (!ok || offsets[i] > h.token_count)
-      fail(Errc::kDataBadOffsets, path, base + 8 * i,
+      fail(Errc::kData, path, base + 8 * i,
            "document offset " + std::to_string(i) + " is " + std::to_string(offsets[i]) +
                " (offsets run from 0, never decrease, end at the token count)");
   }
   if (offsets.back() != h.token_count)
-    fail(Errc::kDataBadOffsets, path, base + 8 * h.doc_count,
+    fail(Errc::kData, path, base + 8 * h.doc_count,
          "last document offset " + std::to_string(offsets.back()) + " is not the token count " +
              std::to_string(h.token_count));
   return offsets;
@@ -154,7 +128,7 @@ uint64_t check_mask_bytes(const std::byte* bytes, size_t size, uint64_t first_by
         token_count > first_token ? std::min<uint64_t>(8, token_count - first_token) : 0;
     const unsigned pad = real == 8 ? 0u : (0xFFu << real) & 0xFFu;
     if ((byte & pad) != 0)
-      fail(Errc::kDataBadMask, path, file_offset + i,
+      fail(Errc::kData, path, file_offset + i,
            "loss mask bits past the last token (" + std::to_string(token_count) +
                " tokens) are not zero");
     counted += uint64_t(std::popcount(byte));

@@ -74,8 +74,8 @@ std::array<std::byte, kShardHeaderSize> encode_header(const ShardHeader& header)
 
 // Decodes the first `available` bytes of `path`, a file of `file_size` bytes, and checks
 // that the header is valid and that the file has exactly the size it implies.
-// Throws Error (kForeign, kBadVersion, kChecksum, kBadHeader, kTruncated,
-// kTrailingBytes). Reads versions 1 and 2.
+// Throws Error (foreign, bad version, checksum, bad header, truncated,
+// trailing bytes). Reads versions 1 and 2.
 ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t file_size,
                           const std::string& path);
 
@@ -86,7 +86,7 @@ std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& 
 
 // Checks `size` bytes of the mask that start at mask byte `first_byte` of a mask of
 // `token_count` bits: the bits past the last token must be zero. Returns the number of set
-// bits among them. Throws Error(kBadMask) naming the byte at `file_offset + i`.
+// bits among them. Throws Error (bad mask) naming the byte at `file_offset + i`.
 uint64_t check_mask_bytes(const std::byte* bytes, size_t size, uint64_t first_byte,
                           uint64_t token_count, uint64_t file_offset, const std::string& path);
 

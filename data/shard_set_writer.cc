@@ -30,13 +30,12 @@ ShardSetWriter::ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t v
       token_bytes_(token_bytes),
       vocab_size_(vocab_size),
       shard_tokens_(shard_tokens) {
-  if (shard_tokens == 0) throw Error(Errc::kDataBadOptions, "tokens per shard must be > 0");
+  if (shard_tokens == 0) throw Error(Errc::kData, "tokens per shard must be > 0");
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec) throw Error(Errc::kDataIo, dir_, 0, "cannot create the folder: " + ec.message());
+  if (ec) throw Error(Errc::kData, dir_, 0, "cannot create the folder: " + ec.message());
   if (!Corpus::list_shards(dir_).empty())
-    throw Error(Errc::kDataBadOptions,
-                dir_ + " already holds shards; write into an empty or new folder");
+    throw Error(Errc::kData, dir_ + " already holds shards; write into an empty or new folder");
 }
 
 ShardSetWriter::ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
@@ -45,7 +44,7 @@ ShardSetWriter::ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t v
       token_bytes_(token_bytes),
       vocab_size_(vocab_size),
       shard_tokens_(shard_tokens) {
-  if (shard_tokens == 0) throw Error(Errc::kDataBadOptions, "tokens per shard must be > 0");
+  if (shard_tokens == 0) throw Error(Errc::kData, "tokens per shard must be > 0");
 }
 
 ShardSetWriter ShardSetWriter::resume(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
@@ -55,17 +54,17 @@ ShardSetWriter ShardSetWriter::resume(std::string dir, uint32_t token_bytes, uin
   for (size_t i = 0; i < paths.size(); ++i) {
     const std::string want = (fs::path(set.dir_) / shard_name(i)).string();
     if (paths[i] != want)
-      throw Error(Errc::kDataBadOptions,
+      throw Error(Errc::kData,
                   set.dir_ + " holds " + paths[i] + " where " + want +
                       " should be: not the shards of one interrupted writer; write into a new "
                       "folder");
     const ShardInfo shard = read_shard_info(paths[i]);
     if (shard.header.token_bytes != token_bytes || shard.header.vocab_size != vocab_size)
-      throw Error(Errc::kDataBadOptions,
-                  paths[i] + " has " + std::to_string(shard.header.token_bytes) +
-                      "-byte tokens of a vocabulary of " + std::to_string(shard.header.vocab_size) +
-                      ", not " + std::to_string(token_bytes) + " and " +
-                      std::to_string(vocab_size) + ": another model's shards");
+      throw Error(Errc::kData, paths[i] + " has " + std::to_string(shard.header.token_bytes) +
+                                   "-byte tokens of a vocabulary of " +
+                                   std::to_string(shard.header.vocab_size) + ", not " +
+                                   std::to_string(token_bytes) + " and " +
+                                   std::to_string(vocab_size) + ": another model's shards");
     set.summary_.shard_paths.push_back(paths[i]);
     set.summary_.documents += shard.doc_offsets.size() - 1;
     set.summary_.tokens += shard.doc_offsets.back();

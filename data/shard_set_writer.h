@@ -25,8 +25,8 @@ struct ShardSetSummary {
 
 class ShardSetWriter {
  public:
-  // Creates `dir` if needed. Throws Error(kBadOptions) if it already holds shards, so
-  // two writers never mix into one corpus, or if shard_tokens is 0; kIo.
+  // Creates `dir` if needed. Throws Error (bad options) if it already holds shards, so
+  // two writers never mix into one corpus, or if shard_tokens is 0; I/O.
   // REQUIRES: token_bytes and vocab_size as ShardWriter takes them.
   ShardSetWriter(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
                  uint64_t shard_tokens = kDefaultShardTokens);
@@ -34,7 +34,7 @@ class ShardSetWriter {
   // Continues a set a killed writer left in `dir`: its finished shards (shard-00000 ..
   // shard-N-1, each complete, since a shard is renamed into place whole) are kept and
   // counted in the summary, the temporaries of unfinished ones removed, and the next
-  // document goes to shard N. Throws Error(kBadOptions) when the shards are not such a
+  // document goes to shard N. Throws Error (bad options) when the shards are not such a
   // sequence or their token width or vocabulary differs; a bad shard's error.
   static ShardSetWriter resume(std::string dir, uint32_t token_bytes, uint32_t vocab_size,
                                uint64_t shard_tokens = kDefaultShardTokens);

@@ -5,6 +5,7 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
@@ -15,14 +16,13 @@ constexpr size_t kFlushBytes = 1 << 20;
 ShardWriter::ShardWriter(std::string path, uint32_t token_bytes, uint32_t vocab_size)
     : path_(std::move(path)) {
   if (token_bytes != 1 && token_bytes != 2 && token_bytes != 4)
-    throw Error(Errc::kDataBadOptions, "token width must be 1, 2 or 4 bytes");
+    throw Error(Errc::kData, "token width must be 1, 2 or 4 bytes");
   header_.token_bytes = token_bytes;
   header_.vocab_size = vocab_size;
   const uint64_t width_limit = token_bytes == 4 ? (1ull << 31) : (1ull << (8 * token_bytes));
   if (vocab_size > width_limit)
-    throw Error(Errc::kDataBadOptions, "a vocabulary of " + std::to_string(vocab_size) +
-                                           " does not fit " + std::to_string(token_bytes) +
-                                           "-byte tokens");
+    throw Error(Errc::kData, "a vocabulary of " + std::to_string(vocab_size) + " does not fit " +
+                                 std::to_string(token_bytes) + "-byte tokens");
   token_limit_ = vocab_size ? vocab_size : width_limit;
   file_ = File::create_temporary_beside(path_);
   temp_path_ = file_.path();
@@ -36,7 +36,7 @@ ShardWriter::~ShardWriter() {
 void ShardWriter::check_token(uint32_t token) const {
   if (token >= token_limit_)
     throw Error(
-        Errc::kDataBadToken, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
+        Errc::kData, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
         "token " + std::to_string(token) + " does not fit below " + std::to_string(token_limit_));
 }
 
@@ -61,9 +61,8 @@ void ShardWriter::append_mask(std::span<const uint8_t> counted, uint64_t tokens)
 
 void ShardWriter::add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted) {
   if (!counted.empty() && counted.size() != tokens.size())
-    throw Error(Errc::kDataBadOptions, path_ + ": a loss mask of " +
-                                           std::to_string(counted.size()) + " flags for " +
-                                           std::to_string(tokens.size()) + " tokens");
+    throw Error(Errc::kData, path_ + ": a loss mask of " + std::to_string(counted.size()) +
+                                 " flags for " + std::to_string(tokens.size()) + " tokens");
   // Checked first so that a refused document leaves the shard as it was.
   for (uint32_t token : tokens) check_token(token);
   for (uint32_t token : tokens) append_token(token);
@@ -102,7 +101,7 @@ void ShardWriter::finish() {
   file_.write_all(header.data(), header.size(), 0);
   file_.sync();
   if (std::rename(temp_path_.c_str(), path_.c_str()) != 0)
-    throw Error(Errc::kDataIo, path_, 0, std::string("rename: ") + std::strerror(errno));
+    throw sys_error(Errc::kData, errno, path_, 0, "rename");
   finished_ = true;
 }
 

@@ -24,8 +24,8 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // Appends one document. `counted` is its loss mask, one flag per token (nonzero: the
-  // token is a training target), or empty: every token counts. Throws Error(kBadToken)
-  // for a token that does not fit the width or the vocabulary, kBadOptions for a mask of
+  // token is a training target), or empty: every token counts. Throws Error (bad token)
+  // for a token that does not fit the width or the vocabulary, bad options for a mask of
   // another length; nothing is appended then.
   void add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted = {});
   // Appends one document whose tokens are the bytes of `text` (byte-level, vocab 256).

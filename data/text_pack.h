@@ -26,7 +26,7 @@ std::vector<std::string_view> split_documents(std::string_view text, bool split_
 // Writes the documents of texts into a new corpus folder (ShardSetWriter), byte-level.
 class TextPacker {
  public:
-  // Creates `dir` if needed. Throws Error(kBadOptions) if it already holds shards, so
+  // Creates `dir` if needed. Throws Error (bad options) if it already holds shards, so
   // two packs never mix into one corpus.
   TextPacker(std::string dir, const TextPackOptions& options);
   void add_text(std::string_view text);  // split as the options say, then added
@@ -37,7 +37,7 @@ class TextPacker {
   ShardSetWriter writer_;
 };
 
-// Reads a file whole. Throws Error(kIo).
+// Reads a file whole. Throws Error (I/O).
 std::string read_text_file(const std::string& path);
 
 }  // namespace hsring::data

@@ -60,7 +60,7 @@ TokenBatch assemble_batch(const Corpus& corpus, const BatchRef& ref, const std::
     if (good < piece.length) {
       uint32_t token = 0;
       std::memcpy(&token, raw + good * width, width);
-      throw Error(Errc::kDataBadToken, shard.path, offset + uint64_t(good) * width,
+      throw Error(Errc::kData, shard.path, offset + uint64_t(good) * width,
                   "token " + std::to_string(token) + " is outside the vocabulary of " +
                       std::to_string(max_token_of(shard.header) + 1));
     }

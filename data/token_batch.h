@@ -60,7 +60,7 @@ struct PieceRead {
 std::vector<PieceRead> batch_reads(const Corpus& corpus, const BatchRef& ref);
 
 // Builds the batch of `ref` from `raw`: the bytes of batch_reads(corpus, ref), end to end.
-// Throws Error(kBadToken) naming the shard and byte of a token outside its shard's
+// Throws Error (bad token) naming the shard and byte of a token outside its shard's
 // vocabulary.
 TokenBatch assemble_batch(const Corpus& corpus, const BatchRef& ref, const std::byte* raw);
 

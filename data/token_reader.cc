@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring::data {
 
@@ -19,7 +20,7 @@ BatchIdSource strided_ids(uint64_t first, uint64_t stride, uint64_t count) {
 TokenReader::TokenReader(const Corpus& corpus, const BatchIndex& index, BatchIdSource ids,
                          const ReaderOptions& options)
     : corpus_(corpus), index_(index), ids_(std::move(ids)), options_(options) {
-  if (options.depth == 0) throw Error(Errc::kDataBadOptions, "read-ahead depth must be > 0");
+  if (options.depth == 0) throw Error(Errc::kData, "read-ahead depth must be > 0");
   files_.reserve(corpus.shards().size());
   for (const ShardInfo& shard : corpus.shards()) files_.push_back(File::open_read(shard.path));
   queue_ = std::make_unique<ReadQueue>(options.queue_capacity);
@@ -66,11 +67,10 @@ void TokenReader::complete(const ReadResult& r) {
   Pending& pending = *ahead_[uint32_t(r.tag >> 32) - uint32_t(head_seq_)];
   const PieceRead& read = pending.reads[uint32_t(r.tag)];
   const std::string& path = corpus_.shards()[read.shard].path;
-  if (r.error != 0)
-    throw Error(Errc::kDataIo, path, r.stop_offset, std::string("read: ") + std::strerror(r.error));
+  if (r.error != 0) throw sys_error(Errc::kData, r.error, path, r.stop_offset, "read");
   // The corpus was checked at open; a short read means the file changed since.
   if (r.ended_early)
-    throw Error(Errc::kDataTruncated, path, r.stop_offset,
+    throw Error(Errc::kData, path, r.stop_offset,
                 "file ends early: it was truncated after the corpus was opened");
   --pending.reads_left;
 }
@@ -84,7 +84,7 @@ std::optional<TokenBatch> TokenReader::next() {
   if (ahead_.front()->reads_left == 0) ++stats_.ready_on_arrival;
   while (ahead_.front()->reads_left > 0) {
     const std::optional<ReadResult> r = queue_->poll(true);
-    if (!r) throw Error(Errc::kDataIo, "read queue lost a read (internal error)");
+    if (!r) throw Error(Errc::kData, "read queue lost a read (internal error)");
     complete(*r);
   }
 

@@ -44,7 +44,7 @@ struct ReaderStats {
 class TokenReader {
  public:
   // `corpus` and `index` must outlive the reader. Opens every shard file; throws
-  // Error (kIo, kBadOptions for depth 0).
+  // Error (I/O, bad options for depth 0).
   TokenReader(const Corpus& corpus, const BatchIndex& index, BatchIdSource ids,
               const ReaderOptions& options = {});
   ~TokenReader();

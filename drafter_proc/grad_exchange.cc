@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "shm/futex.h"
 #include "shm/segment_file.h"
 #include "shm/slot_state.h"
@@ -97,8 +98,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
                                                  uint64_t ring_stamp) {
   const std::string what = "gradient exchange '" + name + "'";
   if (members < 1 || rank >= members || length < 1 || length > (1ull << 34))
-    throw Error(Errc::kGroupRendezvous, fmt::format("{}: bad request (rank {} of {}, {} floats)",
-                                                    what, rank, members, length));
+    throw Error(Errc::kGroup, fmt::format("{}: bad request (rank {} of {}, {} floats)", what, rank,
+                                          members, length));
   const uint64_t buffer_bytes = align_up(length * sizeof(float));
   const uint64_t stride = align_up(sizeof(MemberSlot)) + 2 * buffer_bytes;
   const uint64_t total = segment_size(members, length);
@@ -113,8 +114,8 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
     // Reserved now: tmpfs would otherwise SIGBUS on first touch of a full /dev/shm.
     if (int err = ::posix_fallocate(fd, 0, off_t(total)); err != 0) {
       remove(name);
-      throw Error(Errc::kGroupRendezvous, fmt::format("cannot reserve {} MiB for {}: {}",
-                                                      total >> 20, what, std::strerror(err)));
+      throw sys_error(Errc::kGroup, err,
+                      fmt::format("cannot reserve {} MiB for {}", total >> 20, what));
     }
   } else {
     // The creator reserves the whole size before it stores the magic.
@@ -124,7 +125,7 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (uint64_t(st.st_size) != total)
-      throw Error(Errc::kGroupRendezvous,
+      throw Error(Errc::kGroup,
                   fmt::format("{} has {} bytes, not the {} that {} members of {} floats need: "
                               "it was made for another group or drafter; remove it (`hsring "
                               "ring remove`) when no drafter runs",
@@ -155,22 +156,22 @@ std::unique_ptr<GradExchange> GradExchange::open(const std::string& name, uint32
   const auto deadline = std::chrono::steady_clock::now() + kOpenWait;
   while (h.magic.load(std::memory_order_acquire) != kMagic) {
     if (std::chrono::steady_clock::now() >= deadline)
-      throw Error(Errc::kGroupRendezvous, what +
-                                              " was never initialised (its creator died?): "
-                                              "remove it (`hsring ring remove`) when no "
-                                              "drafter runs");
+      throw Error(Errc::kGroup, what +
+                                    " was never initialised (its creator died?): "
+                                    "remove it (`hsring ring remove`) when no "
+                                    "drafter runs");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (h.version != kVersion || h.members != members || h.length != length ||
       h.slot_stride != stride || h.total_size != total)
-    throw Error(Errc::kGroupRendezvous,
+    throw Error(Errc::kGroup,
                 fmt::format("{} is version {} for {} members of {} floats; this drafter needs "
                             "version {}, {} members of {} floats",
                             what, h.version, h.members, h.length, kVersion, members, length));
   if (h.ring_stamp != ring_stamp)
-    throw Error(Errc::kGroupRendezvous, what +
-                                            " belongs to an earlier ring of that name: remove "
-                                            "it (`hsring ring remove`) when no drafter runs");
+    throw Error(Errc::kGroup, what +
+                                  " belongs to an earlier ring of that name: remove "
+                                  "it (`hsring ring remove`) when no drafter runs");
   return exchange;
 }
 

@@ -75,8 +75,7 @@ class GradExchange {
   // it does not exist. `length` is the flat gradient's float count and `ring_stamp`
   // identifies the ring incarnation (its creation time): a segment made for another
   // member count, length or ring is refused, and so is a segment of another user or of a
-  // mode other than 0600 (shm/segment_file.h, Error). Throws std::runtime_error (or
-  // its Error) with the reason.
+  // mode other than 0600 (shm/segment_file.h). Throws Error with the reason.
   static std::unique_ptr<GradExchange> open(const std::string& name, uint32_t members,
                                             uint32_t rank, uint64_t length, uint64_t ring_stamp);
   // Unlinks the segment; false when there was none. Mapped members keep their mapping.

@@ -56,7 +56,7 @@ class GradientGroup {
 };
 
 // `join`'s member through GradExchange's segment beside its ring, reducing `trainer`'s
-// host gradients. Throws std::runtime_error (a foreign or mismatched segment).
+// host gradients. Throws Error (a foreign or mismatched segment).
 std::unique_ptr<GradientGroup> open_shared_memory_group(const GroupJoin& join,
                                                         train::DrafterTrainer& trainer);
 

@@ -40,7 +40,7 @@ void seal(std::string& out) { put<uint32_t>(out, crc32(out.data(), out.size()));
 void check_sealed(std::string_view bytes, size_t size, const char (&magic)[8], const char* what,
                   const std::string& path) {
   const auto fail = [&](const std::string& problem) {
-    throw Error(Errc::kGroupFile, path,
+    throw Error(Errc::kGroup, path,
                 fmt::format("{}; it is not a {} of an hsring drafter group. Give the group a "
                             "folder of its own (--rendezvous-dir), or remove the file if no "
                             "run uses it",
@@ -69,7 +69,7 @@ std::string encode_group_record(const GroupRecord& record) {
 GroupRecord decode_group_record(std::string_view bytes, const std::string& path) {
   check_sealed(bytes, kGroupBytes, kGroupMagic, "group record", path);
   if (const uint32_t version = get<uint32_t>(bytes, 8); version != kGroupVersion)
-    throw Error(Errc::kGroupFile, path,
+    throw Error(Errc::kGroup, path,
                 fmt::format("group record version {}, this hsring reads version {}: every "
                             "machine of a run must run the same hsring",
                             version, kGroupVersion));
@@ -78,7 +78,7 @@ GroupRecord decode_group_record(std::string_view bytes, const std::string& path)
   record.generation = get<uint64_t>(bytes, 16);
   std::memcpy(record.id.data(), bytes.data() + 24, kGroupIdBytes);
   if (record.members < 2 || record.generation == 0)
-    throw Error(Errc::kGroupFile, path,
+    throw Error(Errc::kGroup, path,
                 fmt::format("a group record of {} members, generation {} (a group has 2 or "
                             "more members and generations from 1)",
                             record.members, record.generation));
@@ -102,7 +102,7 @@ GroupFiles::GroupFiles(std::string dir, uint32_t members, uint32_t rank)
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec)
-    throw Error(Errc::kGroupRendezvous,
+    throw Error(Errc::kGroup,
                 fmt::format("cannot create the drafter group's rendezvous folder {}: {}", dir_,
                             ec.message()));
 }

@@ -54,7 +54,7 @@ uint64_t decode_generation(std::string_view bytes, const std::string& path);
 class GroupFiles {
  public:
   // Member `rank` of a group of `members` in `dir` (created when missing). Throws
-  // Error(kGroupRendezvous) when the folder cannot be made.
+  // Error(kGroup) when the folder cannot be made.
   GroupFiles(std::string dir, uint32_t members, uint32_t rank);
 
   // The leader: publishes a new generation with `id`; returns its number.

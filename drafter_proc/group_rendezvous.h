@@ -49,8 +49,8 @@ class GroupRendezvous {
 std::unique_ptr<GroupRendezvous> ring_rendezvous(Ring& ring, uint32_t rank, uint32_t epoch,
                                                  PeerWatch peers);
 
-// Across machines: member `rank` of `members` through the files in `dir`. Throws
-// std::runtime_error when the folder cannot be made.
+// Across machines: member `rank` of `members` through the files in `dir`. Throws Error
+// when the folder cannot be made.
 std::unique_ptr<GroupRendezvous> file_rendezvous(const std::string& dir, uint32_t members,
                                                  uint32_t rank);
 

@@ -37,7 +37,7 @@ class CpuTrainingBackend final : public TrainingBackend {
 
 std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join) {
   if (join.spans_machines())
-    throw Error(Errc::kGroupRendezvous,
+    throw Error(Errc::kGroup,
                 "drafters on several machines all-reduce with NCCL, which this "
                 "drafter cannot use (CPU mode, or a build without NCCL): run GPU "
                 "drafters from a CUDA build with NCCL, or train on one machine");

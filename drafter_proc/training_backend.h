@@ -37,8 +37,8 @@ class TrainingBackend {
   // For the log: "on the CPU, 2 threads" / "on GPU 1 (NVIDIA H200), bf16 products".
   virtual std::string describe() const = 0;
   // The group this member trains one model in: the shared-memory exchange beside the
-  // ring unless the backend has its own (NCCL between GPUs). Throws std::runtime_error
-  // for a segment that cannot be used.
+  // ring unless the backend has its own (NCCL between GPUs). Throws Error for a segment
+  // that cannot be used.
   virtual std::unique_ptr<GradientGroup> join_group(const GroupJoin& join);
   // How this backend's consumer polls an early-published slot's CUDA event (a GPU's
   // CopyEventPoller); empty: it reads such slots once their producer settles the ticket.

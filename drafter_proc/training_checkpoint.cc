@@ -17,7 +17,7 @@ checkpoint::Tensor tensor_of(const std::string& name, const train::ParamInfo& in
 }
 
 [[noreturn]] void refuse(const std::string& why) {
-  throw Error(Errc::kCheckpointBadCheckpoint, "checkpoint", "cannot resume from it: " + why);
+  throw Error(Errc::kCheckpoint, "checkpoint", "cannot resume from it: " + why);
 }
 
 void copy_into(const checkpoint::Checkpoint& saved, const std::string& name,

@@ -208,7 +208,7 @@ void TrainingLoop::join_group() {
   // (a skipped update does not advance its step): equal on members that loaded the same
   // checkpoint, which is what the exchange compares.
   exchange_step_ = trainer().optimizer_step() + 1;
-  // A group that cannot form throws Error(kGroupRendezvous) or Error(kCuda): exit 4.
+  // A group that cannot form throws Error(kGroup) or Error(kCuda): exit 4.
   exchange_ = backend_->join_group(
       GroupJoin{ring_, members, rank_, local_members, options_.node_rank * local_members,
                 session_.identity().epoch, exchange_step_, options_.rendezvous_dir, peer_watch(),

@@ -65,7 +65,7 @@ std::string continuations_dir(const std::string& cache_root, data::BuiltinSplit 
                                         options.shard_tokens);
                generate_continuations(*target, prompts, options, out, progress);
              },
-             Errc::kDataIo)
+             Errc::kData)
       .string();
 }
 

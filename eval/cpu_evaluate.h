@@ -19,8 +19,8 @@ namespace hsring::eval {
 // is_greedy_continuation, when it matches; greedy_decode in full when it does not, for the
 // report's `greedy`) and sums up (summarise_decoding). With a non-greedy `sampling`, prompt
 // i is decoded by speculative sampling keyed by (sampling.seed, i) and not checked against
-// greedy decoding. Throws Error(kModelBadInput) when the drafter does not fit the target
-// or a prompt does.
+// greedy decoding. Throws Error(kModel) when the drafter does not fit the target or a
+// prompt does.
 EvalReport evaluate(CpuTargetModel& target, const checkpoint::DflashExport& drafter,
                     std::span<const EvalPrompt> prompts, uint32_t max_new_tokens,
                     uint32_t threads = 1, const SamplingOptions& sampling = {});

@@ -31,7 +31,7 @@ std::string source_of(const data::Corpus& corpus, uint32_t shard, uint64_t docum
 }
 
 [[noreturn]] void no_prompt(const data::Corpus& corpus, const std::string& why) {
-  throw Error(Errc::kDataEmptyCorpus, "corpus " + corpus.dir() + " has no " + why);
+  throw Error(Errc::kData, "corpus " + corpus.dir() + " has no " + why);
 }
 
 }  // namespace
@@ -118,7 +118,7 @@ data::Corpus open_checked(const std::string& dir, const std::string& model, uint
   data::Corpus corpus = data::open_token_data(dir);
   if (const std::string problem = data::vocabulary_problem(corpus, vocab_size, model);
       !problem.empty())
-    throw Error(Errc::kDataBadOptions, problem);
+    throw Error(Errc::kData, problem);
   return corpus;
 }
 
@@ -166,12 +166,12 @@ ChosenPrompts choose_prompts(const PromptChoice& choice, const std::string& mode
     const data::Corpus corpus = open_checked(choice.data, model, vocab_size);
     const uint64_t first = data::first_held_out_document(corpus);
     if (first == corpus.doc_count())
-      throw Error(Errc::kDataEmptyCorpus,
-                  "corpus " + corpus.dir() + " has " + std::to_string(corpus.doc_count()) +
-                      " documents, too few to hold any out (one in " +
-                      std::to_string(data::kHeldOutFraction) +
-                      " is, from 16 on): name prompts with --prompts (hsring eval) or "
-                      "--eval-prompts (hsring run)");
+      throw Error(Errc::kData, "corpus " + corpus.dir() + " has " +
+                                   std::to_string(corpus.doc_count()) +
+                                   " documents, too few to hold any out (one in " +
+                                   std::to_string(data::kHeldOutFraction) +
+                                   " is, from 16 on): name prompts with --prompts (hsring eval) or "
+                                   "--eval-prompts (hsring run)");
     chosen.prompts = held_out_prompts(corpus, choice.max_prompts, choice.prompt_tokens, first);
     chosen.description = "the first " + std::to_string(choice.prompt_tokens) +
                          " tokens of the held-out documents of " + corpus.dir();

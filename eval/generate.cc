@@ -25,7 +25,7 @@ std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_
   uint64_t length = end - begin;
   if (limit != 0 && length > limit) length = limit;
   if (length > UINT32_MAX)
-    throw Error(Errc::kDataBadOptions, shard.path,
+    throw Error(Errc::kData, shard.path,
                 shard.header.tokens_offset() + begin * shard.header.token_bytes,
                 "a document of " + std::to_string(length) +
                     " tokens is too long for a prompt; cap it with --prompt-tokens");
@@ -39,12 +39,12 @@ std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_
 void add_eos_ids(const fs::path& file, std::vector<int32_t>& out) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return;
-  const std::string text = read_regular_file(file.string(), Errc::kModelIo, kMaxConfigBytes);
+  const std::string text = read_regular_file(file.string(), Errc::kModel, kMaxConfigBytes);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(Errc::kModelBadJson, file.string() + ": " + e.what());
+    throw Error(Errc::kModel, file.string() + ": " + e.what());
   }
   if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
   const nlohmann::json& eos = j["eos_token_id"];

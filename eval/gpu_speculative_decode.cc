@@ -14,7 +14,7 @@
 namespace hsring::eval {
 namespace {
 
-[[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModelBadInput, what); }
+[[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModel, what); }
 
 // One prompt in flight.
 struct Lane {

@@ -4,11 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 
 extern char** environ;
 
@@ -25,7 +28,7 @@ void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
   for (size_t i = 1; i < args.size(); ++i) command += " " + args[i];
   pid_t pid = 0;
   if (const int e = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ); e != 0)
-    throw Error(Errc::kSystem, "could not start `" + command + "`: " + std::strerror(e));
+    throw sys_error(Errc::kSystem, e, fmt::format("could not start `{}`", command));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw Error(Errc::kSystem, "waiting for `" + command + "` failed");
@@ -33,10 +36,10 @@ void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
   const std::string how = WIFEXITED(status)
                               ? "exited with status " + std::to_string(WEXITSTATUS(status))
                               : "was killed by signal " + std::to_string(WTERMSIG(status));
-  throw Error(Errc::kDataBadOptions, "rendering the chats of " + jsonl + " into prompts failed: `" +
-                                         command + "` " + how +
-                                         " (its message is above; give --prompts a token-shard "
-                                         "folder instead)");
+  throw Error(Errc::kData, "rendering the chats of " + jsonl + " into prompts failed: `" + command +
+                               "` " + how +
+                               " (its message is above; give --prompts a token-shard "
+                               "folder instead)");
 }
 
 }  // namespace hsring::eval

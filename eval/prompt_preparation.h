@@ -8,7 +8,7 @@
 namespace hsring::eval {
 
 // Runs `/proc/self/exe data prepare --model MODEL --dataset JSONL --prompts-only -o DIR` and
-// waits for it; `dir` must not exist yet. Throws Error(kDataBadOptions) with the command
+// waits for it; `dir` must not exist yet. Throws Error(kData) with the command
 // and its exit status when it fails (prepare's own message is on stderr before it).
 void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
                           const std::string& dir);

@@ -18,7 +18,7 @@ void run_target(TargetModel& target, std::span<const int32_t> tokens, const Forw
   target.forward({tokens, positions, offsets}, request, out);
 }
 
-[[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModelBadInput, what); }
+[[noreturn]] void bad_input(const std::string& what) { throw Error(Errc::kModel, what); }
 
 // The drafter's batch for the anchor at the last row s of `seq`: rows [0, s) context (the
 // captured layers of the target forward `out`), row s the anchor, B - 1 rows after it so

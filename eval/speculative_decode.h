@@ -16,7 +16,7 @@
 
 namespace hsring::eval {
 
-// Throws Error(kModelBadInput) naming the field when `drafter` was not trained against a
+// Throws Error(kModel) naming the field when `drafter` was not trained against a
 // target shaped like `target` (its width, vocabulary and layer count): every decoder
 // checks this before it loads weights.
 void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter);

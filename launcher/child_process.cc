@@ -6,13 +6,13 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <cerrno>
+
+#include <fmt/format.h>
 
 #include <cerrno>
-#include <cstring>
-#include <stdexcept>
 #include <string>
 
+#include "common/syscheck.h"
 #include "launcher/worker_logs.h"
 
 namespace hsring {
@@ -44,13 +44,13 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std
 
   // Report exec failure through a close-on-exec pipe: EOF means exec succeeded.
   int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  syscheck(::pipe2(pipe_fds, O_CLOEXEC), Errc::kSystem, "pipe2");
   const pid_t pid = ::fork();
   if (pid < 0) {
+    const int err = errno;
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    throw sys_error(Errc::kSystem, err, "fork");
   }
   if (pid == 0) {
     ::close(pipe_fds[0]);
@@ -84,13 +84,12 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const std
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     child.pid_ = -1;
-    throw std::runtime_error(std::string("pidfd_open: ") + std::strerror(err) +
-                             " (hsring needs Linux 5.3 or newer)");
+    throw sys_error(Errc::kSystem, err, "pidfd_open (hsring needs Linux 5.3 or newer)");
   }
   if (got == sizeof exec_errno) {
     int status;
     child.try_reap(status);
-    throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(exec_errno));
+    throw sys_error(Errc::kSystem, exec_errno, fmt::format("cannot run {}", argv[0]));
   }
   return child;
 }

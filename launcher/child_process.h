@@ -15,7 +15,7 @@ class ChildProcess {
  public:
   // fork + exec of `argv` (argv[0] is the program path). The child gets its own process
   // group (the launcher decides how workers stop), SIGTERM when the launcher dies, and
-  // HSRING_LAUNCHER_PID. Throws std::runtime_error when it cannot be started.
+  // HSRING_LAUNCHER_PID. Throws Error (class system) when it cannot be started.
   // With `log_path`, the child's stdout and stderr append to that file (open_worker_log:
   // Error(kUsage) when it is a symlink or another user's file).
   // `env` is added to the child's environment (after HSRING_LAUNCHER_PID).

@@ -21,7 +21,7 @@ void check_target_data(const RunOptions& options, const RingShape& shape) {
     if (e.layer() == ErrorClass::kData) e.prepend(flag + ": ");  // its class stays: exit 2
     throw;
   }
-  if (!problem.empty()) throw Error(Errc::kDataBadToken, flag + ": " + problem);
+  if (!problem.empty()) throw Error(Errc::kData, flag + ": " + problem);
 }
 
 }  // namespace hsring

@@ -15,6 +15,8 @@
 #include <sched.h>
 #include <sys/statvfs.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -177,10 +179,10 @@ void check_shm_space(const RunOptions& options, const RingLayout& layout, uint64
   if (!facts.shm_free_bytes || *facts.shm_free_bytes >= needed) return;
   const std::string what = grads > 0 ? segments_text(options, layout, grads) + " need "
                                      : "ring '" + options.ring + "' needs ";
-  throw std::runtime_error(what + human_bytes(needed) + " but /dev/shm has " +
-                           human_bytes(*facts.shm_free_bytes) +
-                           " free: remove stale rings (`hsring ring remove NAME`), use fewer "
-                           "--slots or --max-tokens, or enlarge /dev/shm");
+  throw Error(Errc::kRing,
+              fmt::format("{}{} but /dev/shm has {} free: remove stale rings (`hsring ring remove "
+                          "NAME`), use fewer --slots or --max-tokens, or enlarge /dev/shm",
+                          what, human_bytes(needed), human_bytes(*facts.shm_free_bytes)));
 }
 
 void check_memory(const RunOptions& options, const WorkerSpec& targets, const WorkerSpec& drafters,
@@ -194,13 +196,14 @@ void check_memory(const RunOptions& options, const WorkerSpec& targets, const Wo
   // /dev/shm is memory: its segments count with the workers.
   const uint64_t needed = layout.total_size + grads + workers_bytes;
   if (needed <= *facts.mem_available) return;
-  throw std::runtime_error(
-      segments_text(options, layout, grads) + " and " +
-      std::to_string(targets.count + drafters.count) + " workers (about " +
-      human_bytes(workers_bytes) + ") need " + human_bytes(needed) + " of memory, but only " +
-      human_bytes(*facts.mem_available) + " is available (" + facts.mem_available_source +
-      "): use fewer --slots or a smaller --max-tokens, fewer workers (--targets, --drafters), "
-      "or GPU workers for a large --model");
+  throw Error(
+      Errc::kSystem,
+      fmt::format("{} and {} workers (about {}) need {} of memory, but only {} is available "
+                  "({}): use fewer --slots or a smaller --max-tokens, fewer workers "
+                  "(--targets, --drafters), or GPU workers for a large --model",
+                  segments_text(options, layout, grads), targets.count + drafters.count,
+                  human_bytes(workers_bytes), human_bytes(needed),
+                  human_bytes(*facts.mem_available), facts.mem_available_source));
 }
 
 void check_gpus(const WorkerSpec& targets, const WorkerSpec& drafters, const SystemFacts& facts) {
@@ -244,10 +247,12 @@ void check_cpus(const WorkerSpec& targets, const WorkerSpec& drafters, const Sys
   const std::string cpus = std::to_string(facts.cpus) + (facts.cpus == 1 ? " CPU" : " CPUs");
   const uint32_t gpu_workers = gpu_worker_count(targets, drafters);
   if (gpu_workers > facts.cpus)
-    throw std::runtime_error(
-        std::to_string(gpu_workers) + " GPU workers need a CPU each to keep their GPUs fed, but " +
-        "this process may run on " + cpus + " (sched_getaffinity): allow more CPUs (taskset, " +
-        "cpuset, systemd CPUAffinity=) or run fewer GPU workers (--targets, --drafters)");
+    throw Error(Errc::kSystem,
+                fmt::format("{} GPU workers need a CPU each to keep their GPUs fed, but this "
+                            "process may run on {} (sched_getaffinity): allow more CPUs (taskset, "
+                            "cpuset, systemd CPUAffinity=) or run fewer GPU workers (--targets, "
+                            "--drafters)",
+                            gpu_workers, cpus));
   const uint32_t workers = targets.count + drafters.count;
   if (workers > facts.cpus)
     warnings.push_back(std::to_string(workers) + " workers will share " + cpus +
@@ -438,7 +443,7 @@ std::vector<std::string> check_run_request(const RunOptions& options, const Work
     if (std::string problem =
             gpu::memlock_problem(pinned, "ring '" + options.ring + "'", facts.memlock_limit);
         !problem.empty())
-      throw std::runtime_error(problem);
+      throw Error(Errc::kSystem, problem);
     check_gpus(targets, drafters, facts);
     check_slots(options, targets, shape);
     if (!drafters.cpu) (void)gpu::parse_noise_schedule(options.noise_schedule, options.noise_std);

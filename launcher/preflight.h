@@ -40,8 +40,8 @@ SystemFacts measure_system_facts(const WorkerSpec& targets, const WorkerSpec& dr
 
 // Checks a run request against `facts`. Returns warnings (a request that works, but
 // worse than it could); throws Error(kUsage) for a bad request (a GPU that does
-// not exist, too few slots, a bad noise schedule) and std::runtime_error for a machine
-// that cannot serve it (/dev/shm, memory, memlock, CPUs for GPU workers).
+// not exist, too few slots, a bad noise schedule) and Error of class ring (/dev/shm) or
+// system (memory, memlock, CPUs for GPU workers) for a machine that cannot serve it.
 std::vector<std::string> check_run_request(const RunOptions& options, const WorkerSpec& targets,
                                            const WorkerSpec& drafters, const RingShape& shape,
                                            const SystemFacts& facts);

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "drafter_proc/grad_exchange.h"
 #include "shm/liveness.h"
 #include "shm/ring.h"
@@ -56,7 +57,7 @@ int stop_ring(const std::string& name) {
   ::close(pidfd);
   if (signalled != 0) {
     std::cerr << "hsring stop: cannot signal the launcher of ring '" << name << "' (pid " << pid
-              << "): " << std::strerror(err) << "\n";
+              << "): " << errno_text(err) << "\n";
     return 1;
   }
   std::cerr << "hsring stop: asked the launcher of ring '" << name << "' (pid " << pid

@@ -56,7 +56,7 @@ struct RunSummary {
 RunSummary summarize_run(const Ring& ring, double wall_s, uint64_t restarts_target,
                          uint64_t restarts_drafter);
 std::string summary_json(const RunSummary& summary);
-// Writes atomically (temporary file + rename). Throws std::runtime_error on failure.
+// Writes atomically (temporary file + rename). Throws Error (class system) on failure.
 void write_summary_json(const RunSummary& summary, const std::string& path);
 std::string summary_text(const RunSummary& summary);
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "launcher/data_preflight.h"
 #include "launcher/preflight.h"
 #include "launcher/ring_commands.h"
@@ -27,7 +30,7 @@ namespace {
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   ::execv(args[0], args.data());
-  throw std::runtime_error("cannot run " + argv[0] + ": " + std::strerror(errno));
+  throw sys_error(Errc::kSystem, errno, fmt::format("cannot run {}", argv[0]));
 }
 
 // A user command as a unit's worker: the environment `hsring run` gives it, with the

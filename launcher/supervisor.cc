@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/syscheck.h"
 #include "drafter_proc/grad_exchange.h"
 #include "eval/eval_command.h"
 #include "launcher/data_preflight.h"
@@ -102,8 +105,8 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigprocmask(SIG_BLOCK, &signals, nullptr);
-  signal_fd_ = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+  signal_fd_ =
+      syscheck(signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK), Errc::kSystem, "signalfd");
 
   if (!options_.log_dir.empty()) prepare_log_folder(options_.log_dir);
   // Folders first: a --run-dir that cannot be made must fail before there is a ring to leak.
@@ -116,7 +119,8 @@ Supervisor::Supervisor(RunOptions options, std::string bin_dir)
     // to another ring (the drafters refuse it), so it goes before any worker starts.
     GradExchange::remove(GradExchange::name_for(options_.ring));
     if (!try_hold_liveness_lock(ring_->fd(), kLauncherLockIndex))
-      throw std::runtime_error("cannot take the launcher lock of ring '" + options_.ring + "'");
+      throw Error(Errc::kRingProcessBusy,
+                  fmt::format("cannot take the launcher lock of ring '{}'", options_.ring));
     ring_->header().launcher_pid.store(::getpid(), std::memory_order_relaxed);
     if (runs_model(options_)) start_training(training);
   } catch (...) {

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 
 namespace hsring {
 
@@ -36,9 +39,9 @@ void prepare_log_folder(const std::string& dir) {
   struct stat st {};
   if (ec || ::stat(dir.c_str(), &st) != 0)
     throw Error(Errc::kUsage, dir,
-                "--log-dir: cannot create the folder: " +
-                    (ec ? ec.message() : std::string(std::strerror(errno))) +
-                    "; give a folder this user can write");
+                fmt::format("--log-dir: cannot create the folder: {}; give a folder this user "
+                            "can write",
+                            ec ? ec.message() : errno_text(errno)));
   if (!S_ISDIR(st.st_mode))
     throw Error(Errc::kUsage, dir, "--log-dir: not a folder; give a folder");
   if (st.st_uid != ::geteuid())
@@ -53,8 +56,9 @@ std::string create_private_log_folder(const std::string& parent, const std::stri
   std::string name = parent + "/hsring-" + ring + "-XXXXXX";
   if (::mkdtemp(name.data()) == nullptr)
     throw Error(Errc::kSystem, parent,
-                std::string("cannot create a folder for the user commands' logs: ") +
-                    std::strerror(errno) + "; set TMPDIR or give --log-dir");
+                fmt::format("cannot create a folder for the user commands' logs: {}; set "
+                            "TMPDIR or give --log-dir",
+                            errno_text(errno)));
   return name;
 }
 
@@ -73,13 +77,12 @@ int open_worker_log(const std::string& path) {
       throw Error(Errc::kUsage, path,
                   "worker log: a symlink has the log's name; hsring does not write through "
                   "links. Remove it, or give a --log-dir of this user's own");
-    throw Error(Errc::kSystem, path,
-                std::string("cannot open the worker log: ") + std::strerror(error));
+    throw sys_error(Errc::kSystem, error, path, "cannot open the worker log");
   }
   struct stat st {};
   std::string problem;
   if (::fstat(fd, &st) != 0)
-    problem = std::string("cannot stat it: ") + std::strerror(errno);
+    problem = fmt::format("cannot stat it: {}", errno_text(errno));
   else if (st.st_uid != ::geteuid())
     problem = "the file belongs to " + user_text(st.st_uid) + ", who would read the logs";
   else if (st.st_nlink != 1)

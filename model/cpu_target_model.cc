@@ -205,7 +205,7 @@ ModelConfig model_config_of(const std::string& spec) {
   std::error_code ec;
   if (std::filesystem::is_directory(spec, ec)) return load_hf_checkpoint_config(spec);
   if (spec.find('/') != std::string::npos)
-    throw Error(Errc::kModelIo, "model folder '" + spec + "' does not exist");
+    throw Error(Errc::kModel, "model folder '" + spec + "' does not exist");
   return named_model_config(spec);
 }
 

@@ -44,7 +44,7 @@ CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const
                            std::span<const int32_t> slots, std::span<const int32_t> cached_lengths,
                            uint32_t sequences, uint32_t capacity, uint32_t pack) {
   const auto bad = [](const std::string& what) {
-    throw Error(Errc::kModelBadInput, "bad cached prefix: " + what);
+    throw Error(Errc::kModel, "bad cached prefix: " + what);
   };
   const size_t docs = doc_offsets.size() - 1;
   if (slots.size() != docs || cached_lengths.size() != docs)

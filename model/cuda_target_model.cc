@@ -66,7 +66,7 @@ void check_config(const ModelConfig& config) {
 }
 
 [[noreturn]] void bad_capture(const std::string& what) {
-  throw Error(Errc::kModelBadInput, "bad device capture: " + what);
+  throw Error(Errc::kModel, "bad device capture: " + what);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
   const std::string source = index_path.string();
   const JsonValue index = parse_json(read_text_file(index_path), source);
   const auto bad = [&source](const std::string& what) {
-    return Error(Errc::kModelBadFile, "shard index '" + source + "': " + what);
+    return Error(Errc::kModel, "shard index '" + source + "': " + what);
   };
   const JsonValue* map = index.find("weight_map");
   if (!map || !map->is_object()) throw bad("no \"weight_map\" object");
@@ -53,8 +53,8 @@ class CheckpointTensors {
     index_path_ = folder_ / kIndexFile;
     sharded_ = std::filesystem::exists(index_path_, ec);
     if (!sharded_ && !std::filesystem::exists(folder_ / kSingleFile, ec))
-      throw Error(Errc::kModelIo, "no " + std::string(kSingleFile) + " or " + kIndexFile + " in '" +
-                                      folder_.string() + "'");
+      throw Error(Errc::kModel, "no " + std::string(kSingleFile) + " or " + kIndexFile + " in '" +
+                                    folder_.string() + "'");
     if (sharded_) shard_of_ = read_index(index_path_);
   }
 
@@ -104,8 +104,8 @@ class CheckpointTensors {
   const SafetensorsFile& holder_of(const std::string& name) {
     const SafetensorsFile* holder = find(name);
     if (!holder && sharded_)
-      throw Error(Errc::kModelMissingTensor, "tensor '" + name + "' is missing: '" +
-                                                 index_path_.string() + "' names no shard for it");
+      throw Error(Errc::kModel, "tensor '" + name + "' is missing: '" + index_path_.string() +
+                                    "' names no shard for it");
     return holder ? *holder : file(kSingleFile);
   }
 
@@ -241,8 +241,7 @@ std::vector<float> load_hf_tensor(const std::filesystem::path& folder,
   }
   std::string listed;
   for (const std::string& name : names) listed += (listed.empty() ? "'" : ", '") + name + "'";
-  throw Error(Errc::kModelMissingTensor,
-              "none of the tensors " + listed + " is in '" + folder.string() + "'");
+  throw Error(Errc::kModel, "none of the tensors " + listed + " is in '" + folder.string() + "'");
 }
 
 }  // namespace hsring

@@ -31,8 +31,8 @@ struct TokenizerVocab {
 };
 
 // The tokenizer of model folder `dir`, or nullopt when it has neither tokenizer.json nor
-// tokenizer_config.json. Throws Error: kModelIo when a file cannot be read, kModelBadJson
-// when one is not JSON, kModelBadConfig (naming the file and the key) when a vocabulary or
+// tokenizer_config.json. Throws Error: kModel when a file cannot be read or is not JSON,
+// kModelBadConfig (naming the file and the key) when a vocabulary or
 // an added token is malformed. An added token's text wins over the vocabulary's for its id,
 // as in transformers' get_vocab().
 std::optional<TokenizerVocab> read_tokenizer_vocab(const std::filesystem::path& dir);

@@ -61,7 +61,7 @@ class TreeBuilder final : public nlohmann::json_sax<nlohmann::json> {
     std::string what = error.what();
     const size_t at = what.find(" at line ");
     what = at == std::string::npos ? what.substr(what.find(']') + 2) : what.substr(at + 4);
-    throw Error(Errc::kModelBadJson, source_ + ": " + what);
+    throw Error(Errc::kModel, source_ + ": " + what);
   }
 
  private:
@@ -73,7 +73,7 @@ class TreeBuilder final : public nlohmann::json_sax<nlohmann::json> {
   };
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw Error(Errc::kModelBadJson, source_ + ": " + what);
+    throw Error(Errc::kModel, source_ + ": " + what);
   }
 
   bool add(JsonValue value) {

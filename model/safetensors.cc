@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -14,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/regular_file.h"
+#include "common/syscheck.h"
 #include "model/float_convert.h"
 #include "model/json.h"
 
@@ -43,8 +46,6 @@ uint32_t element_size_of(std::string_view dtype) {
   return 0;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
 }  // namespace
 
 std::string shape_string(std::span<const int64_t> shape) {
@@ -56,30 +57,31 @@ std::string shape_string(std::span<const int64_t> shape) {
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
   const RegularFileOpen opened = try_open_regular_file(path.string());
   if (opened.fd < 0)
-    throw Error(Errc::kModelIo, "cannot open safetensors file '" + path.string() +
-                                    "': " + opened.problem +
-                                    (opened.error == 0 ? ": give the path of a regular file" : ""));
+    throw Error(Errc::kModel, "cannot open safetensors file '" + path.string() +
+                                  "': " + opened.problem +
+                                  (opened.error == 0 ? ": give the path of a regular file" : ""));
   const int fd = opened.fd;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     ::close(fd);
-    throw Error(Errc::kModelIo, "cannot read safetensors file '" + path.string() + "': " + why);
+    throw sys_error(Errc::kModel, err,
+                    fmt::format("cannot read safetensors file '{}'", path.string()));
   }
   const auto size = size_t(st.st_size);
   if (size < 8) {
     ::close(fd);
-    throw Error(Errc::kModelBadFile,
-                "safetensors file '" + path.string() + "' is " + std::to_string(size) +
-                    " bytes, too short for its 8-byte header length (truncated?)");
+    throw Error(Errc::kModel, "safetensors file '" + path.string() + "' is " +
+                                  std::to_string(size) +
+                                  " bytes, too short for its 8-byte header length (truncated?)");
   }
   // MAP_PRIVATE read-only: the weights are copied out once; nothing writes the file.
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const std::string map_error = map == MAP_FAILED ? errno_text() : "";
+  const int map_error = map == MAP_FAILED ? errno : 0;
   ::close(fd);  // the mapping keeps the file
   if (map == MAP_FAILED)
-    throw Error(Errc::kModelIo,
-                "cannot mmap safetensors file '" + path.string() + "': " + map_error);
+    throw sys_error(Errc::kModel, map_error,
+                    fmt::format("cannot mmap safetensors file '{}'", path.string()));
   std::unique_ptr<SafetensorsFile> file(
       new SafetensorsFile(path, static_cast<const std::byte*>(map), size));
   file->parse_header();
@@ -92,7 +94,7 @@ SafetensorsFile::SafetensorsFile(std::filesystem::path path, const std::byte* ma
 SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(map_), size_); }
 
 void SafetensorsFile::fail(const std::string& what) const {
-  throw Error(Errc::kModelBadFile, "safetensors file '" + path_.string() + "': " + what);
+  throw Error(Errc::kModel, "safetensors file '" + path_.string() + "': " + what);
 }
 
 void SafetensorsFile::parse_header() {
@@ -219,8 +221,8 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
   const std::span<const std::byte> data = bytes(*t);
   const size_t count = data.size() / t->element_size;
   if (count != out.size())  // the shape matched, so only a caller's bad buffer gets here
-    throw Error(Errc::kModelBadTensor, where + ": output holds " + std::to_string(out.size()) +
-                                           " elements, not " + std::to_string(count));
+    throw Error(Errc::kModel, where + ": output holds " + std::to_string(out.size()) +
+                                  " elements, not " + std::to_string(count));
   // memcpy per element: tensors need not be aligned inside the file.
   if (t->dtype == "F32") {
     if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());  // empty: null data()
@@ -232,7 +234,7 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
       out[i] = bf16 ? bf16_to_float(bits) : fp16_to_float(bits);
     }
   } else {
-    throw Error(Errc::kModelBadTensor,
+    throw Error(Errc::kModel,
                 where + " has dtype " + t->dtype + "; weights must be BF16, F16 or F32");
   }
 }
@@ -244,7 +246,7 @@ void SafetensorsFile::read_weights(std::string_view name, std::span<const int64_
   // still "matched greedy"): such a file is damaged or its training diverged.
   const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
   if (bad != out.end())
-    throw Error(Errc::kModelBadTensor,
+    throw Error(Errc::kModel,
                 "tensor '" + std::string(name) + "' in '" + path_.string() + "' holds " +
                     (std::isnan(*bad) ? "NaN"
                      : *bad > 0       ? "+Inf"
@@ -258,10 +260,10 @@ void SafetensorsFile::check_tensor(std::string_view name,
                                    std::span<const int64_t> expected_shape) const {
   const std::string where = "tensor '" + std::string(name) + "' in '" + path_.string() + "'";
   const TensorInfo* t = find(name);
-  if (!t) throw Error(Errc::kModelMissingTensor, where + " is missing");
+  if (!t) throw Error(Errc::kModel, where + " is missing");
   if (!std::equal(t->shape.begin(), t->shape.end(), expected_shape.begin(), expected_shape.end()))
-    throw Error(Errc::kModelBadTensor, where + " has shape " + shape_string(t->shape) +
-                                           ", expected " + shape_string(expected_shape));
+    throw Error(Errc::kModel, where + " has shape " + shape_string(t->shape) + ", expected " +
+                                  shape_string(expected_shape));
 }
 
 }  // namespace hsring

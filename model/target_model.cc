@@ -10,7 +10,7 @@ namespace hsring {
 namespace {
 
 [[noreturn]] void bad_input(const std::string& what) {
-  throw Error(Errc::kModelBadInput, "bad batch: " + what);
+  throw Error(Errc::kModel, "bad batch: " + what);
 }
 
 }  // namespace
@@ -37,9 +37,9 @@ void validate_batch(const PackedBatch& b, const ModelConfig& config) {
 void validate_request(const ForwardRequest& request, const ModelConfig& config) {
   for (int32_t id : request.capture_layers)
     if (id < 0 || uint32_t(id) >= config.num_layers)
-      throw Error(Errc::kModelBadInput, "capture layer " + std::to_string(id) + " is outside [0, " +
-                                            std::to_string(config.num_layers) + ") of model '" +
-                                            config.name + "'");
+      throw Error(Errc::kModel, "capture layer " + std::to_string(id) + " is outside [0, " +
+                                    std::to_string(config.num_layers) + ") of model '" +
+                                    config.name + "'");
 }
 
 }  // namespace hsring

@@ -6,7 +6,7 @@
 namespace hsring {
 
 std::string read_text_file(const std::filesystem::path& path, size_t max_bytes) {
-  return read_regular_file(path.string(), Errc::kModelIo, max_bytes);
+  return read_regular_file(path.string(), Errc::kModel, max_bytes);
 }
 
 }  // namespace hsring

@@ -20,7 +20,7 @@ flavours=(release)
 failed=()
 [ "${1:-}" = "--sanitizers" ] && flavours+=(asan tsan)
 for flavour in "${flavours[@]}"; do
-  dir=$(./scripts/build.sh "$flavour" | tail -n 1)
+  dir=$(./scripts/build.sh "$flavour" --tests | tail -n 1)
   phase_done "build-$flavour"
   # The built-in trained target and its continuations of the built-in corpus (the default
   # job's data), once per machine (cached; ~25 s and ~40 s on two cores), so no test pays
@@ -36,26 +36,14 @@ for flavour in "${flavours[@]}"; do
     phase_done "tidy+venv"
   fi
   echo "=== ctest ($flavour, $dir)"
-  selection=()  # ctest -LE / -E: what this flavour leaves out
-  # Forked crash tests are not TSan's business (they prove crash safety, not races). Nor are
-  # the numerics at scale: the eval's decoding and training runs, and the pretraining runs,
-  # which TSan slows ~35x (the trained-drafter eval: 9 s in release, over 300 s under TSan
-  # on a busy machine) and whose only threads are the compute pool's, which the
-  # ThreadCountDoesNotChangeBits tests run under TSan. The sanitizer builds build no
-  # benchmarks (scripts/build.sh).
-  [ "$flavour" = tsan ] && selection=(-LE "crash|reference|eval"
-    -E "^train[.](PretrainTest[.]|CausalLmTest[.]WrittenFolder|DflashTrainingTest[.])")
-  # The reference test (tests/reference) checks the export against Python's DFlash model,
-  # not hsring's memory: the release build alone (the sanitizer builds do not register it).
-  # The default job's end-to-end run (200 training steps, then the eval) takes minutes
-  # under ASan and runs no code the smaller training runs leave out: release only.
-  [ "$flavour" = asan ] && selection=(-LE "reference" -E "^crash[.]TrainingRunTest[.]TheDefaultJob")
-  # A failing flavour does not stop the others: one run reports every flavour's failures.
-  # Two at a time on two cores: most tests are one thread and brief. Those that kill
-  # processes or time backoffs hold a lock (EXCLUSIVE), the heavy ones both cores
-  # (PROCESSORS 2), the stress tests the machine (SERIAL): cmake/HsringTests.cmake.
-  ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$(nproc)" "${selection[@]}" ||
-    failed+=("$flavour")
+  # What each flavour leaves out, and why: CMakePresets.json's test presets (the sanitizer
+  # builds skip the Python tests, the runs that measure quality at scale and, under TSan,
+  # the forked crash tests). A failing flavour does not stop the others: one run reports
+  # every flavour's failures. Two at a time on two cores: most tests are one thread and
+  # brief. Those that kill processes or time backoffs hold a lock (EXCLUSIVE), the heavy
+  # ones both cores (PROCESSORS 2), the stress tests the machine (SERIAL):
+  # cmake/HsringTests.cmake.
+  ctest --preset "$flavour" -j "$(nproc)" || failed+=("$flavour")
   phase_done "ctest-$flavour"
 done
 if ((${#failed[@]})); then

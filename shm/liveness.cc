@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include <cerrno>
-#include <cstring>
-#include <stdexcept>
 #include <string>
+
+#include "common/syscheck.h"
 
 namespace hsring {
 
@@ -34,8 +34,7 @@ bool try_hold_liveness_lock(int fd, uint32_t index) {
   struct flock request = lock_request(F_WRLCK, index);
   if (::fcntl(fd, F_OFD_SETLK, &request) == 0) return true;
   if (errno == EAGAIN || errno == EACCES) return false;
-  throw std::runtime_error(std::string("liveness lock: fcntl(F_OFD_SETLK): ") +
-                           std::strerror(errno));
+  throw sys_error(Errc::kRing, errno, "liveness lock: fcntl(F_OFD_SETLK)");
 }
 
 void release_liveness_lock(int fd, uint32_t index) {
@@ -46,10 +45,7 @@ void release_liveness_lock(int fd, uint32_t index) {
 bool liveness_lock_held_elsewhere(int fd, uint32_t index) {
   // Probe with a read lock: it conflicts with the holder's write lock only.
   struct flock request = lock_request(F_RDLCK, index);
-  if (::fcntl(fd, F_OFD_GETLK, &request) != 0) {
-    throw std::runtime_error(std::string("liveness lock: fcntl(F_OFD_GETLK): ") +
-                             std::strerror(errno));
-  }
+  syscheck(::fcntl(fd, F_OFD_GETLK, &request), Errc::kRing, "liveness lock: fcntl(F_OFD_GETLK)");
   return request.l_type != F_UNLCK;
 }
 
@@ -64,10 +60,7 @@ bool any_liveness_lock_held_elsewhere(int fd) {
   // the first conflicting lock in the range.
   struct flock request = lock_request(F_RDLCK, 0);
   request.l_len = off_t(kLauncherLockIndex) + 1;
-  if (::fcntl(fd, F_OFD_GETLK, &request) != 0) {
-    throw std::runtime_error(std::string("liveness lock: fcntl(F_OFD_GETLK): ") +
-                             std::strerror(errno));
-  }
+  syscheck(::fcntl(fd, F_OFD_GETLK, &request), Errc::kRing, "liveness lock: fcntl(F_OFD_GETLK)");
   return request.l_type != F_UNLCK;
 }
 

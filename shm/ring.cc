@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/syscheck.h"
 #include "shm/bus_guard.h"
 #include "shm/segment_file.h"
 
@@ -151,10 +152,10 @@ RingLayout compute_layout(const RingShape& s) {
 RingGeometry validate_segment(const std::byte* base, size_t size, const std::string& name) {
   const std::string ring = "ring '" + name + "'";
   if (size < sizeof(RingHeader)) {
-    throw Error(Errc::kRingTruncated, ring + " is truncated: " + std::to_string(size) +
-                                          " bytes, smaller than its header; remove it with "
-                                          "`hsring ring remove " +
-                                          name + "`");
+    throw Error(Errc::kRing, ring + " is truncated: " + std::to_string(size) +
+                                 " bytes, smaller than its header; remove it with "
+                                 "`hsring ring remove " +
+                                 name + "`");
   }
   // The header is plain bytes until validated: copy it out rather than trusting its atomics.
   alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
@@ -163,34 +164,33 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
   uint64_t magic;
   std::memcpy(&magic, copy, sizeof magic);
   if (magic != kRingMagic) {
-    throw Error(Errc::kRingBadMagic, ring +
-                                         " is not an hsring segment (wrong magic); "
-                                         "another program owns " +
-                                         Ring::path_of(name) + " or it was never initialised");
+    throw Error(Errc::kRing, ring +
+                                 " is not an hsring segment (wrong magic); "
+                                 "another program owns " +
+                                 Ring::path_of(name) + " or it was never initialised");
   }
   if (h.version != kRingVersion) {
-    throw Error(Errc::kRingBadVersion,
-                ring + " uses protocol version " + std::to_string(h.version) +
-                    ", this build speaks version " + std::to_string(kRingVersion) +
-                    ": stop the run that made it, or use the hsring that created it");
+    throw Error(Errc::kRing, ring + " uses protocol version " + std::to_string(h.version) +
+                                 ", this build speaks version " + std::to_string(kRingVersion) +
+                                 ": stop the run that made it, or use the hsring that created it");
   }
   if (h.header_size != sizeof(RingHeader)) {
-    throw Error(Errc::kRingBadLayout, ring + " has a header of " + std::to_string(h.header_size) +
-                                          " bytes, expected " + std::to_string(sizeof(RingHeader)));
+    throw Error(Errc::kRing, ring + " has a header of " + std::to_string(h.header_size) +
+                                 " bytes, expected " + std::to_string(sizeof(RingHeader)));
   }
   if (std::string why = validate_shape(h.shape); !why.empty()) {
-    throw Error(Errc::kRingBadLayout, ring + " has an invalid shape: " + why);
+    throw Error(Errc::kRing, ring + " has an invalid shape: " + why);
   }
   const RingLayout expected = compute_layout(h.shape);
   if (std::memcmp(&expected, &h.layout, sizeof(RingLayout)) != 0) {
-    throw Error(Errc::kRingBadLayout,
+    throw Error(Errc::kRing,
                 ring + " has a layout that does not follow from its shape (corrupt header)");
   }
   if (expected.total_size > size) {
-    throw Error(Errc::kRingTruncated, ring + " is truncated: its layout needs " +
-                                          std::to_string(expected.total_size) +
-                                          " bytes, the segment has " + std::to_string(size) +
-                                          "; remove it with `hsring ring remove " + name + "`");
+    throw Error(Errc::kRing, ring + " is truncated: its layout needs " +
+                                 std::to_string(expected.total_size) + " bytes, the segment has " +
+                                 std::to_string(size) + "; remove it with `hsring ring remove " +
+                                 name + "`");
   }
   return RingGeometry{h.shape, h.layout, h.creator_uid};
 }
@@ -319,14 +319,14 @@ std::unique_ptr<Ring> Ring::create(const std::string& name, const RingShape& sha
                                  : "unknown free space";
     Ring::remove(name);
     if (err == ENOSPC) {
-      throw Error(Errc::kRingNoSpace,
+      throw Error(Errc::kRing,
                   fmt::format("ring '{}' needs {} but /dev/shm has {}: remove stale rings "
                               "(`hsring ring gc`), use fewer --slots or --max-tokens, or "
                               "enlarge /dev/shm",
                               name, mib(layout.total_size), free_space));
     }
-    throw Error(Errc::kRingSystem, fmt::format("cannot reserve {} for ring '{}': {}",
-                                               mib(layout.total_size), name, std::strerror(err)));
+    throw sys_error(Errc::kRing, err,
+                    fmt::format("cannot reserve {} for ring '{}'", mib(layout.total_size), name));
   }
   try {
     segment->mapping = SegmentMapping(fd, layout.total_size, true, what);
@@ -375,7 +375,7 @@ std::unique_ptr<Ring> Ring::attach(const std::string& name, Access access) {
     rethrow_for_ring(e, name);
   }
   const size_t size = size_t(segment->file.size_at_open());
-  if (size < sizeof(RingHeader)) validate_segment(nullptr, size, name);  // throws kTruncated
+  if (size < sizeof(RingHeader)) validate_segment(nullptr, size, name);  // throws: truncated
   segment->mapping = SegmentMapping(segment->file.fd(), size, writable, what);
   const std::byte* base = segment->mapping.base();
   // SYNC POINT READ: pairs with the creator's release store of the magic.

@@ -4,13 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <boost/interprocess/exceptions.hpp>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "common/error.h"
+#include "common/syscheck.h"
 
 namespace hsring {
 
@@ -26,10 +28,10 @@ std::string octal_mode(mode_t mode) {
   return text;
 }
 
-// The system's words for a Boost error: strerror of the errno Boost caught, or Boost's own
+// The system's words for a Boost error: those of the errno Boost caught, or Boost's own
 // text for an error of its own making (no errno).
 std::string reason_of(const bip::interprocess_exception& e) {
-  return e.get_native_error() != 0 ? std::strerror(e.get_native_error()) : e.what();
+  return e.get_native_error() != 0 ? errno_text(e.get_native_error()) : e.what();
 }
 
 // Boost reports errors as interprocess_exception; turn them into Error.
@@ -44,11 +46,10 @@ std::string reason_of(const bip::interprocess_exception& e) {
       // Boost files EACCES under security_error and EPERM under other_error: both are a
       // permission refusal.
       if (e.get_error_code() == bip::security_error || e.get_native_error() == EPERM)
-        throw Error(Errc::kRingPermission, std::string("cannot ") + action + " " + what +
-                                               ": permission denied; " + path_of(name) +
-                                               " may belong to another user");
-      throw Error(Errc::kRingSystem,
-                  std::string("cannot ") + action + " " + what + ": " + reason_of(e));
+        throw Error(Errc::kRing, std::string("cannot ") + action + " " + what +
+                                     ": permission denied; " + path_of(name) +
+                                     " may belong to another user");
+      throw Error(Errc::kRing, std::string("cannot ") + action + " " + what + ": " + reason_of(e));
   }
 }
 
@@ -92,21 +93,20 @@ SegmentFile SegmentFile::open(const std::string& name, const std::string& what, 
   // hold its liveness locks alive after we die, and could write a segment they never opened.
   const int flags = ::fcntl(fd, F_GETFD);
   if (flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
-    throw Error(Errc::kRingSystem, "fcntl(FD_CLOEXEC) on " + what + ": " + std::strerror(errno));
+    throw sys_error(Errc::kRing, errno, fmt::format("fcntl(FD_CLOEXEC) on {}", what));
   // The umask can only narrow the mode of a new file, and Boost does not check its own
   // fchmod; make it exact.
   if (created && ::fchmod(fd, 0600) != 0) {
     const int err = errno;
     bip::shared_memory_object::remove(name.c_str());
-    throw Error(Errc::kRingSystem, "fchmod of " + what + ": " + std::strerror(err));
+    throw sys_error(Errc::kRing, err, fmt::format("fchmod of {}", what));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw Error(Errc::kRingSystem, "fstat of " + what + ": " + std::strerror(errno));
+  syscheck(::fstat(fd, &st), Errc::kRing, fmt::format("fstat of {}", what));
   // A file of another user, or one that others may write, could be rewritten under us at
   // any time: refuse it before it is mapped, whatever it holds.
   if (st.st_uid != ::geteuid()) {
-    throw Error(Errc::kRingForeignOwner,
+    throw Error(Errc::kRing,
                 what + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " +
                     std::to_string(::geteuid()) +
                     "); hsring never opens another user's "
@@ -114,7 +114,7 @@ SegmentFile SegmentFile::open(const std::string& name, const std::string& what, 
                     path_of(name));
   }
   if (check == Check::kOwnerAndMode && (st.st_mode & 07777) != 0600) {
-    throw Error(Errc::kRingUnsafeMode,
+    throw Error(Errc::kRing,
                 what + " has mode " + octal_mode(st.st_mode) +
                     ", not 0600: other users may be able to write it, so hsring will not "
                     "map it; if nobody else should have made it, remove " +
@@ -141,11 +141,10 @@ struct MappableFd {
 
 SegmentMapping::SegmentMapping(int fd, size_t size, bool writable, const std::string& what) {
   auto failed = [&](const std::string& reason) {
-    return Error(Errc::kRingSystem,
-                 "cannot map " + std::to_string(size) + " bytes of " + what + ": " + reason);
+    return Error(Errc::kRing, fmt::format("cannot map {} bytes of {}: {}", size, what, reason));
   };
   // mapped_region reads a size of 0 as "the whole file"; mmap refuses it, and so do we.
-  if (size == 0) throw failed(std::strerror(EINVAL));
+  if (size == 0) throw failed(errno_text(EINVAL));
   try {
     region_ =
         bip::mapped_region(MappableFd{fd}, writable ? bip::read_write : bip::read_only, 0, size);

@@ -31,7 +31,7 @@ ModelSlotWriter::ModelSlotWriter(std::unique_ptr<TargetModel> model, const RingS
     : model_(std::move(model)), shape_(shape) {
   const ModelConfig& c = model_->config();
   const auto bad = [&c](const std::string& what) {
-    return Error(Errc::kModelBadInput, "ring shape does not fit model '" + c.name + "': " + what);
+    return Error(Errc::kModel, "ring shape does not fit model '" + c.name + "': " + what);
   };
   if (shape.hidden_size != c.hidden_size)
     throw bad("ring hidden size " + std::to_string(shape.hidden_size) + ", model hidden size " +
@@ -62,15 +62,14 @@ void ModelSlotWriter::produce(const PackedBatch& batch, const Ring& ring, uint32
   const RingShape& r = ring.shape();
   if (r.hidden_size != s.hidden_size || r.num_layers != s.num_layers || r.dtype != s.dtype ||
       r.split_layers != s.split_layers || r.max_tokens != s.max_tokens)
-    throw Error(Errc::kModelBadInput,
+    throw Error(Errc::kModel,
                 "ring '" + ring.name() + "' does not have the shape the writer was made for");
   if (slot >= ring.slot_count())
-    throw Error(Errc::kModelBadInput,
+    throw Error(Errc::kModel,
                 "slot " + std::to_string(slot) + " is outside ring '" + ring.name() + "'");
   if (batch.tokens.size() > s.max_tokens)
-    throw Error(Errc::kModelBadInput, "bad batch: " + std::to_string(batch.tokens.size()) +
-                                          " tokens exceed the slot's " +
-                                          std::to_string(s.max_tokens));
+    throw Error(Errc::kModel, "bad batch: " + std::to_string(batch.tokens.size()) +
+                                  " tokens exceed the slot's " + std::to_string(s.max_tokens));
   model_->forward(batch, request_, output_);
   const size_t rows = output_.token_count;
   const size_t elem = dtype_size(s.dtype);

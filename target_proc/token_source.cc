@@ -34,7 +34,7 @@ TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& m
       num_targets_(num_targets) {
   if (std::string problem = data::vocabulary_problem(corpus_, model.vocab_size, model.name);
       !problem.empty())
-    throw Error(Errc::kModelBadInput, problem);
+    throw Error(Errc::kModel, problem);
   log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
            std::to_string(corpus_.doc_count()) + " documents (" +
            std::to_string(

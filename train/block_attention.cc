@@ -45,7 +45,7 @@ void axpy(double a, const Real* x, double* acc, size_t n) {
 
 void check_shape(const BlockAttentionShape& s, std::span<const ContextRange> context) {
   const auto bad = [](const std::string& what) {
-    throw Error(Errc::kModelBadInput, "block attention: " + what);
+    throw Error(Errc::kModel, "block attention: " + what);
   };
   if (s.kv_heads == 0 || s.heads % s.kv_heads != 0)
     bad("heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +

@@ -26,7 +26,7 @@ void ensure(std::vector<T>& buffer, size_t size) {
 }
 
 [[noreturn]] void bad_batch(const std::string& what) {
-  throw Error(Errc::kModelBadInput, "causal LM batch: " + what);
+  throw Error(Errc::kModel, "causal LM batch: " + what);
 }
 
 std::string layer_name(size_t i, const char* rest) {
@@ -95,16 +95,14 @@ ParamLayout causal_lm_layout(const ModelConfig& c) {
 ModelWeights causal_lm_weights(const ModelConfig& config, const ParamLayout& layout,
                                std::span<const float> params) {
   if (params.size() != layout.total)
-    throw Error(Errc::kModelBadTensor, "causal LM parameters: " + std::to_string(params.size()) +
-                                           " values, " + std::to_string(layout.total) +
-                                           " expected");
+    throw Error(Errc::kModel, "causal LM parameters: " + std::to_string(params.size()) +
+                                  " values, " + std::to_string(layout.total) + " expected");
   ModelWeights weights;
   for (const WeightTensor& t : weight_tensors(config, weights)) {
     const ParamInfo& p = layout.at(t.name);
     if (p.size != t.data->size())
-      throw Error(Errc::kModelBadTensor, "tensor '" + t.name + "' has " + std::to_string(p.size) +
-                                             " values, the model " +
-                                             std::to_string(t.data->size()));
+      throw Error(Errc::kModel, "tensor '" + t.name + "' has " + std::to_string(p.size) +
+                                    " values, the model " + std::to_string(t.data->size()));
     std::copy_n(params.begin() + std::ptrdiff_t(p.offset), p.size, t.data->begin());
   }
   return weights;
@@ -155,7 +153,7 @@ BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t t
 template <class Real>
 std::span<const Real> BasicCausalLm<Real>::layer_output(size_t layer) const {
   if (layer >= config_.num_layers)
-    throw Error(Errc::kModelBadInput, "causal LM: no layer " + std::to_string(layer));
+    throw Error(Errc::kModel, "causal LM: no layer " + std::to_string(layer));
   return std::span<const Real>(residual_[layer + 1]).first(rows_ * config_.hidden_size);
 }
 

@@ -235,11 +235,11 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   for (const auto& [values, name] :
        {std::pair{&options.embed, "embedding"}, {tied ? &options.embed : &options.lm_head, "head"}})
     if (values->size() != want)
-      throw Error(Errc::kModelBadTensor, std::string("dflash: the target's ") + name + " holds " +
-                                             std::to_string(values->size()) + " values, [" +
-                                             std::to_string(config_.vocab_size) + ", " +
-                                             std::to_string(config_.width()) + "] needs " +
-                                             std::to_string(want));
+      throw Error(Errc::kModel, std::string("dflash: the target's ") + name + " holds " +
+                                    std::to_string(values->size()) + " values, [" +
+                                    std::to_string(config_.vocab_size) + ", " +
+                                    std::to_string(config_.width()) + "] needs " +
+                                    std::to_string(want));
   layout_ = dflash_param_layout(config_);
   std::vector<float> host(layout_.total, 0.0f);
   init_dflash_params<float>(layout_, options.seed, host);
@@ -348,9 +348,8 @@ std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
                 "dflash drafting needs the fp32 precision: its argmax "
                 "reads fp32 logits");
   if (block_size < 2 || block_size > options_.model.block_size)
-    throw Error(Errc::kModelBadInput, "dflash drafting: a block of " + std::to_string(block_size) +
-                                          " rows, not 2 .. " +
-                                          std::to_string(options_.model.block_size));
+    throw Error(Errc::kModel, "dflash drafting: a block of " + std::to_string(block_size) +
+                                  " rows, not 2 .. " + std::to_string(options_.model.block_size));
   if (anchors.empty()) return {};
   // The blocks' rows and kernels read config_.block_size: a shorter block for this call only.
   struct RestoreBlockSize {

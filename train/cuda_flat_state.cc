@@ -32,8 +32,8 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
   if (std::string why = validate_adamw_options(optimizer_); !why.empty())
     throw Error(Errc::kModelBadConfig, "optimizer: " + why);
   if (initial.size() != total_)
-    throw Error(Errc::kModelBadTensor, "initial weights hold " + std::to_string(initial.size()) +
-                                           " values, not " + std::to_string(total_));
+    throw Error(Errc::kModel, "initial weights hold " + std::to_string(initial.size()) +
+                                  " values, not " + std::to_string(total_));
   const size_t bytes = total_ * sizeof(float);
   params_ = gpu::DeviceBuffer::allocate(bytes);
   grads_ = gpu::DeviceBuffer::allocate(bytes);

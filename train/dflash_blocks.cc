@@ -13,7 +13,7 @@ namespace {
 
 void check_documents(std::span<const int32_t> doc_offsets, size_t rows, uint32_t block_size) {
   const auto bad = [](const std::string& what) {
-    throw Error(Errc::kModelBadInput, "dflash anchors: " + what);
+    throw Error(Errc::kModel, "dflash anchors: " + what);
   };
   if (block_size < 2) bad("block_size must be at least 2");
   if (const std::string problem = doc_partition_problem(doc_offsets, rows, "label count");

@@ -27,7 +27,7 @@ void ensure(std::vector<T>& buffer, size_t size) {
 }
 
 [[noreturn]] void bad_batch(const std::string& what) {
-  throw Error(Errc::kModelBadInput, "dflash batch: " + what);
+  throw Error(Errc::kModel, "dflash batch: " + what);
 }
 
 // The first index of the largest value, NaNs skipped: the target's greedy rule, and
@@ -133,11 +133,11 @@ void BasicDflashModel<Real>::set_target_weights(DflashTargetWeights target) {
   const size_t want = size_t(config_.vocab_size) * config_.width();
   for (const auto& [span, name] : {std::pair{target.embed, "embedding"}, {target.lm_head, "head"}})
     if (span.size() != want)
-      throw Error(Errc::kModelBadTensor, std::string("dflash: the target's ") + name + " holds " +
-                                             std::to_string(span.size()) + " values, [" +
-                                             std::to_string(config_.vocab_size) + ", " +
-                                             std::to_string(config_.width()) + "] needs " +
-                                             std::to_string(want));
+      throw Error(Errc::kModel, std::string("dflash: the target's ") + name + " holds " +
+                                    std::to_string(span.size()) + " values, [" +
+                                    std::to_string(config_.vocab_size) + ", " +
+                                    std::to_string(config_.width()) + "] needs " +
+                                    std::to_string(want));
   if constexpr (std::is_same_v<Real, float>) {
     embed_ = target.embed.data();
     head_ = target.lm_head.data();

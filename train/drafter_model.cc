@@ -22,7 +22,7 @@ void ensure(std::vector<T>& buffer, size_t size) {
 }
 
 [[noreturn]] void bad_batch(const std::string& what) {
-  throw Error(Errc::kModelBadInput, "drafter batch: " + what);
+  throw Error(Errc::kModel, "drafter batch: " + what);
 }
 
 }  // namespace

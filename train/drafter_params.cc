@@ -32,8 +32,7 @@ const ParamInfo* ParamLayout::find(std::string_view name) const {
 
 const ParamInfo& ParamLayout::at(std::string_view name) const {
   if (const ParamInfo* t = find(name)) return *t;
-  throw Error(Errc::kModelMissingTensor,
-              "the drafter has no parameter '" + std::string(name) + "'");
+  throw Error(Errc::kModel, "the drafter has no parameter '" + std::string(name) + "'");
 }
 
 ParamLayout drafter_param_layout(const DrafterConfig& c) {
@@ -79,7 +78,7 @@ void init_drafter_params(const DrafterConfig& config, const ParamLayout& layout,
     uint64_t state = mix64(init.seed ^ fnv1a(t.name));
     if (t.name == "lm_head.weight" && !init.lm_head.empty()) {
       if (init.lm_head.size() != t.size)
-        throw Error(Errc::kModelBadTensor,
+        throw Error(Errc::kModel,
                     "lm_head init holds " + std::to_string(init.lm_head.size()) +
                         " values, the drafter's [" + std::to_string(config.vocab_size) + ", " +
                         std::to_string(config.width) + "] head needs " + std::to_string(t.size));

@@ -70,9 +70,9 @@ void AdamW::reset() {
 
 UpdateStats AdamW::update(std::span<float> params, std::span<const float> grads) {
   if (params.size() != total_ || grads.size() != total_)
-    throw Error(Errc::kModelBadInput, "optimizer: buffers of " + std::to_string(params.size()) +
-                                          " and " + std::to_string(grads.size()) +
-                                          " values, the layout has " + std::to_string(total_));
+    throw Error(Errc::kModel, "optimizer: buffers of " + std::to_string(params.size()) + " and " +
+                                  std::to_string(grads.size()) + " values, the layout has " +
+                                  std::to_string(total_));
   const AdamWOptions& o = options_;
   UpdateStats stats;
   stats.grad_norm = global_norm(grads);

@@ -77,9 +77,8 @@ void check_state_sizes(const TrainerState& state, size_t total) {
   for (const std::vector<float>* buffer :
        {&state.params, &state.first_moment, &state.second_moment}) {
     if (buffer->size() != total)
-      throw Error(Errc::kModelBadTensor,
-                  "trainer state: a buffer of " + std::to_string(buffer->size()) +
-                      " values, the drafter's layout has " + std::to_string(total));
+      throw Error(Errc::kModel, "trainer state: a buffer of " + std::to_string(buffer->size()) +
+                                    " values, the drafter's layout has " + std::to_string(total));
   }
 }
 

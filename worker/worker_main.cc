@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/signals.h"
+#include "common/syscheck.h"
 #include "worker/profile_interval.h"
 #include "worker/run_flags.h"
 #include "worker/session_duties.h"
@@ -76,7 +77,7 @@ std::optional<int> exec_sibling(const std::string& program, int argc, char** arg
   args[0] = path.data();
   args.push_back(nullptr);
   ::execv(path.c_str(), args.data());
-  log_line("error: cannot start " + path + ": " + std::strerror(errno));
+  log_line(fmt::format("error: cannot start {}: {}", path, errno_text(errno)));
   return kExitInternal;
 }
 

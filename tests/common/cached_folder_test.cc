@@ -56,8 +56,8 @@ class CachedFolderTest : public ::testing::Test {
 
 TEST_F(CachedFolderTest, BuildsOnceAndReusesTheFolderAfter) {
   const fs::path dir = root_ / "cache";
-  EXPECT_EQ(cached_folder(dir, holds, build(), Errc::kDataIo), dir);
-  EXPECT_EQ(cached_folder(dir, holds, build(), Errc::kDataIo), dir);
+  EXPECT_EQ(cached_folder(dir, holds, build(), Errc::kData), dir);
+  EXPECT_EQ(cached_folder(dir, holds, build(), Errc::kData), dir);
   EXPECT_EQ(builds_.load(), 1);
   EXPECT_TRUE(holds(dir));
   EXPECT_EQ(leftovers(dir), 0u);
@@ -67,7 +67,7 @@ TEST_F(CachedFolderTest, AFolderLeftBrokenIsBuiltAgain) {
   const fs::path dir = root_ / "cache";
   fs::create_directories(dir);
   std::ofstream(dir / "content") << "half";
-  EXPECT_EQ(cached_folder(dir, holds, build(), Errc::kDataIo), dir);
+  EXPECT_EQ(cached_folder(dir, holds, build(), Errc::kData), dir);
   EXPECT_TRUE(holds(dir));
   EXPECT_EQ(builds_.load(), 2);  // the first rename fails onto the broken folder
   EXPECT_EQ(leftovers(dir), 0u);
@@ -81,7 +81,7 @@ TEST_F(CachedFolderTest, AThrowingBuildLeavesNothingAndPassesItsErrorOn) {
                      fs::create_directories(staging);
                      throw std::runtime_error("disk full");
                    },
-                   Errc::kDataIo),
+                   Errc::kData),
                std::runtime_error);
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_EQ(leftovers(dir), 0u);
@@ -91,11 +91,10 @@ TEST_F(CachedFolderTest, ABuildThatNeverHoldsEndsInAnErrorNamingTheFolder) {
   const fs::path dir = root_ / "cache";
   try {
     cached_folder(
-        dir, holds, [](const fs::path& staging) { fs::create_directories(staging); },
-        Errc::kModelIo);
+        dir, holds, [](const fs::path& staging) { fs::create_directories(staging); }, Errc::kModel);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelIo);
+    EXPECT_EQ(e.code(), Errc::kModel);
     EXPECT_NE(std::string(e.what()).find(dir.string()), std::string::npos) << e.what();
   }
 }
@@ -106,7 +105,7 @@ TEST_F(CachedFolderTest, ThreadsRacingToBuildAllGetOneWholeFolder) {
   std::atomic<int> whole{0};
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&] {
-      const fs::path got = cached_folder(dir, holds, build(), Errc::kDataIo);
+      const fs::path got = cached_folder(dir, holds, build(), Errc::kData);
       whole.fetch_add(got == dir && holds(got));
     });
   for (auto& t : threads) t.join();

@@ -43,10 +43,10 @@ TEST_F(RegularFileTest, AFifoWithoutAWriterIsRefusedAtOnceForReadingAndForWritin
     EXPECT_EQ(opened.problem, "a FIFO (named pipe), not a regular file");
   }
   try {
-    (void)read_regular_file(fifo, Errc::kModelIo, 1024);
+    (void)read_regular_file(fifo, Errc::kModel, 1024);
     FAIL() << "a FIFO was read";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelIo);
+    EXPECT_EQ(e.code(), Errc::kModel);
     EXPECT_EQ(std::string(e.what()), fifo +
                                          ": cannot open: a FIFO (named pipe), not a regular "
                                          "file: give the path of a regular file");
@@ -89,24 +89,24 @@ TEST_F(RegularFileTest, AMissingFileGivesItsErrno) {
   EXPECT_LT(opened.fd, 0);
   EXPECT_EQ(opened.error, ENOENT);
   EXPECT_FALSE(read_file_if_exists(file("absent")).has_value());
-  EXPECT_THROW(open_regular_file(file("absent"), Errc::kDataIo), Error);
+  EXPECT_THROW(open_regular_file(file("absent"), Errc::kData), Error);
 }
 
 TEST_F(RegularFileTest, ARegularFileIsOpenedBlockingAndReadWhole) {
   std::ofstream(file("text")) << "hello\n";
-  const int fd = open_regular_file(file("text"), Errc::kDataIo);
+  const int fd = open_regular_file(file("text"), Errc::kData);
   EXPECT_EQ(::fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
   ::close(fd);
-  EXPECT_EQ(read_regular_file(file("text"), Errc::kDataIo, 6), "hello\n");
+  EXPECT_EQ(read_regular_file(file("text"), Errc::kData, 6), "hello\n");
 }
 
 TEST_F(RegularFileTest, AFileLargerThanItsKindIsRefusedBeforeItIsRead) {
   std::ofstream(file("big")) << std::string(100, 'x');
   try {
-    (void)read_regular_file(file("big"), Errc::kCheckpointIo, 99);
+    (void)read_regular_file(file("big"), Errc::kCheckpoint, 99);
     FAIL() << "read past the bound";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kCheckpointIo);
+    EXPECT_EQ(e.code(), Errc::kCheckpoint);
     EXPECT_NE(std::string(e.what()).find("100 bytes, more than the 99"), std::string::npos)
         << e.what();
   }

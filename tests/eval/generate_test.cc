@@ -273,7 +273,7 @@ TEST(GenerateTest, StopsAfterAStopTokenAndReadsTheModelsEos) {
     (void)model_stop_tokens(model);
     ADD_FAILURE() << "a FIFO was read";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelIo);
+    EXPECT_EQ(e.code(), Errc::kModel);
     EXPECT_NE(std::string(e.what()).find("generation_config.json: cannot open: a FIFO"),
               std::string::npos)
         << e.what();

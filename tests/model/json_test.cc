@@ -13,7 +13,7 @@ std::string parse_error(const std::string& text) {
   try {
     parse_json(text, "doc.json");
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelBadJson);
+    EXPECT_EQ(e.code(), Errc::kModel);
     return e.what();
   }
   ADD_FAILURE() << "parsed: " << text;

@@ -203,7 +203,7 @@ bool parses_or_fails_cleanly(const std::string& text) {
     EXPECT_EQ(c.name, "fuzz/config.json");
     return true;
   } catch (const Error& e) {
-    EXPECT_TRUE(e.code() == Errc::kModelBadJson || e.code() == Errc::kModelBadConfig) << text;
+    EXPECT_TRUE(e.code() == Errc::kModel || e.code() == Errc::kModelBadConfig) << text;
     EXPECT_EQ(std::string(e.what()).rfind("fuzz/config.json", 0), 0u) << e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not an Error: " << e.what() << "\n" << text;

@@ -55,7 +55,7 @@ Error config_error(const std::string& text) {
     return e;
   }
   ADD_FAILURE() << "parsed: " << text;
-  return Error(Errc::kModelIo, "");
+  return Error(Errc::kModel, "");
 }
 
 // kQwen3_8B with one field replaced (or removed when `value` is empty).
@@ -120,7 +120,7 @@ TEST(ModelConfigTest, ReadsRopeParametersOfNewerTransformers) {
 
 TEST(ModelConfigTest, BadJsonIsAClearError) {
   const Error e = config_error("{\"hidden_size\": 4096,,}");
-  EXPECT_EQ(e.code(), Errc::kModelBadJson);
+  EXPECT_EQ(e.code(), Errc::kModel);
   EXPECT_NE(std::string(e.what()).find("cfg/config.json: line 1"), std::string::npos) << e.what();
   EXPECT_EQ(config_error("[1, 2]").code(), Errc::kModelBadConfig);
 }
@@ -175,7 +175,7 @@ TEST(ModelConfigTest, LoadsFromFileAndReportsMissingFile) {
     load_hf_config(dir / "nope.json");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelIo);
+    EXPECT_EQ(e.code(), Errc::kModel);
     EXPECT_NE(std::string(e.what()).find("nope.json"), std::string::npos);
   }
 }

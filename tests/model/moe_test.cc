@@ -196,7 +196,7 @@ Error parse_error(const std::string& text) {
     return e;
   }
   ADD_FAILURE() << "parsed: " << text;
-  return Error(Errc::kModelIo, "");
+  return Error(Errc::kModel, "");
 }
 
 TEST(MoeConfigTest, RefusalsNameWhatIsMissing) {

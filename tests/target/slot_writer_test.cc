@@ -139,7 +139,7 @@ TEST(SlotWriterShapeTest, RejectsRingsThatDoNotFitTheModel) {
     ModelSlotWriter writer(tiny_model(), shape);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::kModelBadInput);
+    EXPECT_EQ(e.code(), Errc::kModel);
     EXPECT_NE(std::string(e.what()).find("ring hidden size 256, model hidden size 128"),
               std::string::npos);
   }

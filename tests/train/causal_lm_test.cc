@@ -79,7 +79,7 @@ Errc error_code(Fn&& fn) {
     return e.code();
   }
   ADD_FAILURE() << "no Error thrown";
-  return Errc::kModelBadInput;
+  return Errc::kModel;
 }
 
 TEST(CausalLmLayoutTest, HuggingFaceNamesInCheckpointOrder) {
@@ -128,10 +128,10 @@ TEST(CausalLmTest, RejectsBadBatches) {
   CausalLm model(small_lm_config(true, true), 1);
   OwnedLmBatch b = random_lm_batch({4}, 11, 2);
   b.tokens[1] = 11;
-  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModelBadInput);
+  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModel);
   b = random_lm_batch({4}, 11, 2);
   b.offsets = {0, 2};
-  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModelBadInput);
+  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModel);
 }
 
 // A few updates, then the folder: open_cpu_model's forward gives the same greedy tokens and
@@ -269,18 +269,18 @@ TEST(PretrainTest, RefusesAnOutThatIsNotAPreviousOutput) {
   fs::create_directories(dir);
   check_pretrain_out(dir);  // an empty folder is fine
   std::ofstream(dir / "notes.txt") << "keep me";
-  EXPECT_EQ(error_code([&] { check_pretrain_out(dir); }), Errc::kModelIo);
+  EXPECT_EQ(error_code([&] { check_pretrain_out(dir); }), Errc::kModel);
   PretrainOptions o;
   o.out = dir;
   o.steps = 1;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelIo);
+  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModel);
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   EXPECT_FALSE(fs::exists(dir / "config.json"));
 
   const fs::path file = dir / "notes.txt";
-  EXPECT_EQ(error_code([&] { check_pretrain_out(file); }), Errc::kModelIo);
+  EXPECT_EQ(error_code([&] { check_pretrain_out(file); }), Errc::kModel);
   o.out = file;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelIo);
+  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModel);
   o.out = dir / "fresh";
   o.steps = 0;
   EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelBadConfig);

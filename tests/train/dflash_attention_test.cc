@@ -160,12 +160,12 @@ TEST(BlockAttentionTest, RejectsBadRanges) {
     } catch (const Error& e) {
       return e.code();
     }
-    return Errc::kModelIo;  // nothing thrown
+    return Errc::kModel;  // nothing thrown
   };
-  EXPECT_EQ(code({{0, 2}, {1, 4}}), Errc::kModelIo);
-  EXPECT_EQ(code({{0, 2}, {1, 5}}), Errc::kModelBadInput);
-  EXPECT_EQ(code({{2, 1}, {1, 4}}), Errc::kModelBadInput);
-  EXPECT_EQ(code({{0, 2}}), Errc::kModelBadInput);
+  EXPECT_EQ(code({{0, 2}, {1, 4}}), Errc::kModel);
+  EXPECT_EQ(code({{0, 2}, {1, 5}}), Errc::kModel);
+  EXPECT_EQ(code({{2, 1}, {1, 4}}), Errc::kModel);
+  EXPECT_EQ(code({{0, 2}}), Errc::kModel);
 }
 
 }  // namespace
