@@ -22,6 +22,18 @@ std::vector<float> random_tensor(const WeightSpec& spec, uint64_t seed) {
 
 }  // namespace
 
+TargetHead random_target_head(const ModelConfig& config, uint64_t seed) {
+  TargetHead head;
+  head.config = config;
+  // A preset's embedding sits under its weight root (model.language_model. for the
+  // Qwen3.5 / 3.6 hybrid), as random_weights names it.
+  for (const WeightSpec& w : weight_specs(config)) {
+    if (w.name == config.weight_prefix + "embed_tokens.weight") head.embed = random_tensor(w, seed);
+    if (w.name == "lm_head.weight") head.lm_head = random_tensor(w, seed);
+  }
+  return head;
+}
+
 TargetHead load_target_head(const std::string& spec, uint64_t seed) {
   TargetHead head;
   head.config = model_outline_of(spec);
@@ -39,10 +51,7 @@ TargetHead load_target_head(const std::string& spec, uint64_t seed) {
     if (!c.tie_embeddings) head.lm_head = load_hf_tensor(spec, {"lm_head.weight"}, shape);
     return head;
   }
-  for (const WeightSpec& w : weight_specs(head.config)) {
-    if (w.name == "model.embed_tokens.weight") head.embed = random_tensor(w, seed);
-    if (w.name == "lm_head.weight") head.lm_head = random_tensor(w, seed);
-  }
+  return random_target_head(head.config, seed);
   return head;
 }
 

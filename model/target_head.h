@@ -21,5 +21,7 @@ struct TargetHead {
 // gives, or a Hugging Face folder of any architecture: config from model_outline_of, only
 // the two tensors read). Throws Error like open_cpu_model.
 TargetHead load_target_head(const std::string& spec, uint64_t seed);
+// The head random_weights(config, seed) draws, alone.
+TargetHead random_target_head(const ModelConfig& config, uint64_t seed);
 
 }  // namespace hsring

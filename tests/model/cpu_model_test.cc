@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "model/cpu_kernels.h"
+#include "model/target_head.h"
 #include "reference_forward.h"
 
 namespace hsring {
@@ -248,6 +249,34 @@ TEST(CpuModelDeterminismTest, SameSeedSameBitsAcrossThreadCounts) {
   one.forward(p.view(), all_layers(c), again);
   EXPECT_EQ(a.captured, again.captured);
   EXPECT_EQ(random_weights(c, 5).embed_tokens, random_weights(c, 5).embed_tokens);
+}
+
+// A drafter of a preset target reads the head random_weights draws, under the preset's own
+// weight root: the Qwen3.5 / 3.6 hybrid's (model.language_model.) once gave no embedding,
+// and `hsring run --model qwen3.6-27b` ended with its drafter's exit 2.
+TEST(CpuModelTest, ARandomPresetsHeadIsTheOneItsWeightsHold) {
+  ModelConfig untied = named_model_config("tiny");
+  untied.tie_embeddings = false;
+  ModelConfig hybrid = named_model_config("qwen3.6-27b");
+  hybrid.hidden_size = 64;
+  hybrid.intermediate_size = 96;
+  hybrid.num_layers = 4;
+  hybrid.layer_kinds.resize(4);
+  hybrid.num_heads = 2;
+  hybrid.num_kv_heads = 1;
+  hybrid.head_dim = 32;
+  hybrid.rotary_dim = 8;
+  hybrid.vocab_size = 300;
+  hybrid.delta_net = DeltaNetShape{2, 4, 16, 8, 4};
+  ASSERT_EQ(hybrid.weight_prefix, "model.language_model.");
+  for (const ModelConfig& c : {named_model_config("tiny"), untied, hybrid}) {
+    SCOPED_TRACE(c.name);
+    const ModelWeights w = random_weights(c, 5);
+    const TargetHead head = random_target_head(c, 5);
+    ASSERT_EQ(head.embed.size(), size_t(c.vocab_size) * c.hidden_size);
+    EXPECT_EQ(head.embed, w.embed_tokens);
+    EXPECT_EQ(head.lm_head, c.tie_embeddings ? std::vector<float>{} : w.lm_head);
+  }
 }
 
 TEST(CpuModelInputTest, BadBatchesAndRequestsAreClearErrors) {
