@@ -21,6 +21,7 @@
 #include "eval/sampling.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
+#include "model/cpu_target_model.h"
 #include "model/cuda_kv_cache.h"
 #include "model/model_weights.h"
 #include "train/cuda_dflash_trainer.h"
@@ -47,6 +48,11 @@ ModelConfig target_config(const std::string& kind) {
     c.model_type = "llama";
     c.qk_norm = false;
     c.tie_embeddings = false;
+    c.num_layers = 3;
+  } else if (kind == "qwen2") {
+    c.model_type = "qwen2";
+    c.qk_norm = false;
+    c.qkv_bias = true;
     c.num_layers = 3;
   } else if (kind == "qwen3_5") {
     c = named_model_config("qwen3.6-27b");
@@ -492,6 +498,66 @@ TEST_P(GpuDecoderTest, SpeculativeSamplingEmitsTheTargetsDistribution) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, GpuDecoderTest, ::testing::Values("tiny", "llama", "qwen3_5"));
+
+// `hsring data generate --gpu` (GpuTargetRunner::greedy_decode, bf16) against the fp32 CPU
+// target on the same weights, on the four architectures: every token the GPU chose is the
+// CPU's argmax after the same prefix, except where the CPU's two best logits lie within
+// bf16's reach of each other (a near-tie, which either may take). Random weights make
+// near-ties common; they must stay the exception.
+class GpuGreedyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuGreedyTest, GreedyDecodingIsTheCpuTargetsWhereItsChoiceIsClear) {
+  HSRING_REQUIRE_GPUS(1);
+  const ModelConfig c = target_config(GetParam());
+  const ModelWeights w = random_weights(c, 21);
+  CudaTargetModel target(c, w, 0);
+  CpuTargetModel cpu(c, w, {1});
+  const auto prompts = prompts_for(c, 6, 41);
+  constexpr uint32_t kNew = 24;
+  eval::GpuTargetRunner runner(target, {});
+  const auto continued = runner.greedy_decode(prompts, kNew, {}, 4);
+  size_t clear = 0, ties = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("prompt " + std::to_string(i));
+    ASSERT_EQ(continued[i].size(), kNew);
+    // The CPU's logits along the GPU's path: one forward over prompt + continuation.
+    std::vector<int32_t> tokens = prompts[i], positions;
+    tokens.insert(tokens.end(), continued[i].begin(), continued[i].end());
+    for (size_t p = 0; p < tokens.size(); ++p) positions.push_back(int32_t(p));
+    const std::vector<int32_t> offsets = {0, int32_t(tokens.size())};
+    ForwardRequest request;
+    request.logits = true;
+    ForwardOutput out;
+    cpu.forward({tokens, positions, offsets}, request, out);
+    const size_t vocab = c.vocab_size;
+    for (size_t j = 0; j < kNew; ++j) {
+      const float* row = out.logits.data() + (prompts[i].size() - 1 + j) * vocab;
+      const auto best = size_t(std::max_element(row, row + vocab) - row);
+      double squares = 0;
+      float second = -INFINITY;
+      for (size_t v = 0; v < vocab; ++v) {
+        squares += double(row[v]) * row[v];
+        if (v != best) second = std::max(second, row[v]);
+      }
+      // bf16 weights and activations move logits by about 0.5 % of their scale
+      // (CudaModelTest); 3 % of the row's RMS is a tie.
+      const double reach = 0.03 * std::sqrt(squares / double(vocab));
+      const bool tie = double(row[best]) - second < reach;
+      if (!tie) {
+        ++clear;
+        EXPECT_EQ(continued[i][j], int32_t(best)) << "token " << j << ": a clear choice";
+      } else {
+        ++ties;
+        EXPECT_GE(double(row[continued[i][j]]), double(row[best]) - reach) << "token " << j;
+      }
+    }
+  }
+  std::printf("%s: %zu clear choices, %zu near-ties\n", GetParam().c_str(), clear, ties);
+  EXPECT_GT(clear, 4 * ties) << "near-ties should be the exception";
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, GpuGreedyTest,
+                         ::testing::Values("tiny", "llama", "qwen2", "qwen3_5"));
 
 }  // namespace
 }  // namespace hsring
