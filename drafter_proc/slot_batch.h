@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "train/drafter_model.h"
+#include "train/drafter_batch.h"
 
 namespace hsring {
 

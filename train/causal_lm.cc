@@ -59,15 +59,7 @@ ParamLayout causal_lm_layout(const ModelConfig& c) {
   HSRING_REQUIRE(validate_config(c).empty());
   ParamLayout layout;
   const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
-    ParamInfo t;
-    t.name = std::move(name);
-    t.size = 1;
-    for (int64_t d : shape) t.size *= size_t(d);
-    t.weight_decay = shape.size() > 1;
-    t.shape = std::move(shape);
-    t.offset = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
-    layout.total = t.offset + t.size;
-    layout.tensors.push_back(std::move(t));
+    layout.add(std::move(name), std::move(shape));
   };
   const int64_t h = c.hidden_size, v = c.vocab_size, inter = c.intermediate_size;
   const int64_t q = c.q_dim(), kv = c.kv_dim(), hd = c.head_dim;

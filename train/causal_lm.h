@@ -16,10 +16,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ignore_label.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
-#include "train/drafter_model.h"  // LossStats, kIgnoreLabel
-#include "train/drafter_params.h"
+#include "train/loss_stats.h"
+#include "train/param_layout.h"
 #include "train/param_store.h"
 
 namespace hsring::train {

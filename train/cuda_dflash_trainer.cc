@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/ignore_label.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "model/cpu_kernels.h"

@@ -10,15 +10,7 @@ namespace hsring::train {
 ParamLayout dflash_param_layout(const DflashConfig& c) {
   ParamLayout layout;
   const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
-    ParamInfo t;
-    t.name = std::move(name);
-    t.size = 1;
-    for (int64_t d : shape) t.size *= size_t(d);
-    t.weight_decay = shape.size() > 1;
-    t.shape = std::move(shape);
-    t.offset = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
-    layout.total = t.offset + t.size;
-    layout.tensors.push_back(std::move(t));
+    layout.add(std::move(name), std::move(shape));
   };
   const int64_t d = c.width(), inter = c.intermediate_size, hd = c.head_dim;
   const int64_t q = c.q_dim(), kv = c.kv_dim();

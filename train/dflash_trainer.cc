@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/ignore_label.h"
 #include "common/random.h"
 #include "train/dflash_blocks.h"
 

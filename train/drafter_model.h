@@ -14,36 +14,13 @@
 #include <vector>
 
 #include "common/ignore_label.h"
+#include "train/drafter_batch.h"
 #include "train/drafter_config.h"
 #include "train/drafter_params.h"
+#include "train/loss_stats.h"
 #include "train/param_store.h"
 
 namespace hsring::train {
-
-// One packed batch of documents; views, not owned.
-struct DrafterBatch {
-  std::span<const float> features;       // [T, K*H] row-major: the K captured layers of a token
-  std::span<const int32_t> tokens;       // [T] input tokens (read only with embed_tokens)
-  std::span<const int32_t> positions;    // [T] RoPE positions, >= 0
-  std::span<const int32_t> doc_offsets;  // [D + 1] cu_seqlens: 0 = o_0 < ... < o_D = T
-  std::span<const int32_t> labels;       // [T] target's greedy next token; < 0: ignored
-
-  size_t rows() const { return tokens.size(); }
-};
-
-struct LossStats {
-  double loss = 0;       // mean cross-entropy over counted positions (0 when none)
-  double agreement = 0;  // fraction of counted positions whose argmax is the label
-  uint64_t tokens = 0;   // positions in the batch (T)
-  uint64_t counted = 0;  // positions with a label in [0, vocab)
-  uint64_t agreed = 0;   // counted positions whose argmax is the label
-  // The DFlash objective's teacher-forced acceptance length (tau, tokens per target forward
-  // under greedy verification, bonus token included); 0 for the same-position objective.
-  double acceptance_length = 0;
-  // DFlash: [B], accepted_at[j] blocks whose positions 1..j all matched, accepted_at[0] the
-  // blocks (DflashStats'); empty for the same-position objective.
-  std::vector<uint64_t> accepted_at;
-};
 
 // Throws Error(kBadInput) naming the first problem: an empty batch, mismatched lengths,
 // bad document offsets, a negative position, a label >= vocab, a token outside the

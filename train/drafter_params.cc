@@ -24,30 +24,11 @@ float unit_uniform(uint64_t& state) {
 
 }  // namespace
 
-const ParamInfo* ParamLayout::find(std::string_view name) const {
-  for (const ParamInfo& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
-const ParamInfo& ParamLayout::at(std::string_view name) const {
-  if (const ParamInfo* t = find(name)) return *t;
-  throw Error(Errc::kModel, "the drafter has no parameter '" + std::string(name) + "'");
-}
-
 ParamLayout drafter_param_layout(const DrafterConfig& c) {
   HSRING_REQUIRE(validate_drafter_config(c).empty());
   ParamLayout layout;
   const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
-    ParamInfo t;
-    t.name = std::move(name);
-    t.size = 1;
-    for (int64_t d : shape) t.size *= size_t(d);
-    t.weight_decay = shape.size() > 1;
-    t.shape = std::move(shape);
-    t.offset = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
-    layout.total = t.offset + t.size;
-    layout.tensors.push_back(std::move(t));
+    layout.add(std::move(name), std::move(shape));
   };
   const int64_t d = c.width, v = c.vocab_size, inter = c.intermediate_size;
   const int64_t q = c.q_dim(), kv = c.kv_dim();

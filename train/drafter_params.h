@@ -11,31 +11,9 @@
 #include <vector>
 
 #include "train/drafter_config.h"
+#include "train/param_layout.h"
 
 namespace hsring::train {
-
-// Every tensor starts at a multiple of this many elements (256 bytes in fp32, the
-// alignment cudaMalloc gives) so a device copy of the flat buffer can hand each tensor to
-// cuBLAS as it is. The gaps between tensors are zero in every buffer and stay zero.
-inline constexpr size_t kParamAlignment = 64;
-
-struct ParamInfo {
-  std::string name;            // HF-style: "fc.weight", "layers.0.self_attn.q_proj.weight"
-  std::vector<int64_t> shape;  // [out, in] for Linear weights (HF layout), [dim] for norms
-  size_t offset = 0;           // first element in the flat buffer
-  size_t size = 0;             // elements: the product of shape
-  bool weight_decay = true;    // false for norm weights (every 1-D tensor)
-};
-
-struct ParamLayout {
-  std::vector<ParamInfo> tensors;  // in buffer order
-  size_t total = 0;                // elements of the flat buffer, gaps included
-
-  // The tensor called `name`, or nullptr.
-  const ParamInfo* find(std::string_view name) const;
-  // Same; throws Error(kMissingTensor) naming it.
-  const ParamInfo& at(std::string_view name) const;
-};
 
 // The layout of `config`, in this order (embed_tokens only when config.embed_tokens):
 //   embed_tokens.weight [V, D], fc.weight [D, K*H], hidden_norm.weight [D],

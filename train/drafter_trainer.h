@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "train/dflash_config.h"
+#include "train/drafter_batch.h"
 #include "train/drafter_config.h"
-#include "train/drafter_model.h"
 #include "train/drafter_params.h"
+#include "train/loss_stats.h"
 #include "train/optimizer.h"
 
 namespace hsring::train {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "train/drafter_batch.h"
 #include "train/drafter_config.h"
-#include "train/drafter_model.h"
 
 namespace hsring::train::testing {
 

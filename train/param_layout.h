@@ -1,0 +1,39 @@
+// The layout of a model's parameters in one flat buffer: named tensors (HF names, shapes,
+// offsets) that a model, its optimizer, gradient all-reduce and checkpoints share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hsring::train {
+
+// Every tensor starts at a multiple of this many elements (256 bytes in fp32, the
+// alignment cudaMalloc gives) so a device copy of the flat buffer can hand each tensor to
+// cuBLAS as it is. The gaps between tensors are zero in every buffer and stay zero.
+inline constexpr size_t kParamAlignment = 64;
+
+struct ParamInfo {
+  std::string name;            // HF-style: "fc.weight", "layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> shape;  // [out, in] for Linear weights (HF layout), [dim] for norms
+  size_t offset = 0;           // first element in the flat buffer
+  size_t size = 0;             // elements: the product of shape
+  bool weight_decay = true;    // false for norm weights (every 1-D tensor)
+};
+
+struct ParamLayout {
+  std::vector<ParamInfo> tensors;  // in buffer order
+  size_t total = 0;                // elements of the flat buffer, gaps included
+
+  // The tensor called `name`, or nullptr.
+  const ParamInfo* find(std::string_view name) const;
+  // Same; throws Error(kModel) naming it.
+  const ParamInfo& at(std::string_view name) const;
+  // Appends tensor `name` of `shape` at the next aligned offset; weight decay for every
+  // tensor of two or more dimensions (not the norms).
+  void add(std::string name, std::vector<int64_t> shape);
+};
+
+}  // namespace hsring::train
