@@ -22,7 +22,9 @@
 #include "data/text_pack.h"
 #include "train/optimizer.h"
 
-namespace hsring::train {
+namespace hsring::builtin {
+
+using namespace hsring::train;  // the causal LM and its optimizer this command trains
 
 namespace fs = std::filesystem;
 
@@ -309,9 +311,9 @@ PretrainResult run_pretrain(const PretrainOptions& o,
   return result;
 }
 
-}  // namespace hsring::train
+}  // namespace hsring::builtin
 
-namespace hsring::train {
+namespace hsring::builtin {
 
 namespace {
 
@@ -371,4 +373,4 @@ std::string resolve_model_spec(const std::string& spec) {
   });
 }
 
-}  // namespace hsring::train
+}  // namespace hsring::builtin

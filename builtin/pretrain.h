@@ -13,7 +13,7 @@
 #include "model/model_config.h"
 #include "train/causal_lm.h"
 
-namespace hsring::train {
+namespace hsring::builtin {
 
 // The vocabulary: the 256 byte values, plus token 256, which never occurs in the data. It
 // is reserved for the DFlash drafter's mask_token_id (the block positions still to draft).
@@ -43,7 +43,7 @@ class CorpusBatcher {
   CorpusBatcher(std::vector<std::vector<int32_t>> documents, size_t batch_tokens, uint64_t seed,
                 bool shuffle = true);
   // Fills the next batch (the spans stay valid until the next call).
-  CausalLmBatch next();
+  train::CausalLmBatch next();
   uint64_t epoch() const { return epoch_; }
 
  private:
@@ -140,4 +140,4 @@ std::string resolve_model_spec(const std::string& spec);
 // The config.json text of `config` for transformers (Qwen3ForCausalLM, float32).
 std::string hf_config_json(const ModelConfig& config, uint32_t max_position_embeddings);
 
-}  // namespace hsring::train
+}  // namespace hsring::builtin

@@ -40,7 +40,7 @@ int run_data_pack(const DataPackArgs& args) {
     options.split_blank_lines = args.split_blank_lines;
     const std::vector<std::string> files = expand_inputs(args.inputs);
     TextPacker packer(args.out_dir, options);
-    for (const std::string& file : files) packer.add_text(read_text_file(file));
+    for (const std::string& file : files) packer.add_text(read_corpus_file(file));
     const PackSummary summary = packer.finish();
     std::cout << "packed " << files.size() << " files: " << summary.documents << " documents, "
               << summary.tokens << " tokens (uint8, vocabulary 256) into "

@@ -47,7 +47,7 @@ void TextPacker::add_text(std::string_view text) {
 
 PackSummary TextPacker::finish() { return writer_.finish(); }
 
-std::string read_text_file(const std::string& path) {
+std::string read_corpus_file(const std::string& path) {
   const File file = File::open_read(path);
   std::string text(file.size(), '\0');
   file.read_exact(text.data(), text.size(), 0);

@@ -37,7 +37,7 @@ class TextPacker {
   ShardSetWriter writer_;
 };
 
-// Reads a file whole. Throws Error (I/O).
-std::string read_text_file(const std::string& path);
+// Reads a corpus file whole (hsring data pack). Throws Error (class data).
+std::string read_corpus_file(const std::string& path);
 
 }  // namespace hsring::data

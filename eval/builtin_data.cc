@@ -45,7 +45,7 @@ bool holds_shards(const fs::path& dir) {
 std::string continuations_dir(const std::string& cache_root, data::BuiltinSplit split,
                               const std::function<void(uint64_t, uint64_t)>& progress) {
   const fs::path root = cache_root.empty() ? data::default_cache_root() : cache_root;
-  const fs::path target_dir = train::builtin_target_dir(root.string());
+  const fs::path target_dir = builtin::builtin_target_dir(root.string());
   const bool training = split == data::BuiltinSplit::kTraining;
   const fs::path dir =
       root / ((training ? "builtin-data-" : "builtin-heldout-data-") + data_tag(target_dir));
@@ -95,7 +95,7 @@ std::string resolve_builtin_data() {
 }
 
 RunData resolve_run_data(const std::string& data, const std::string& model_spec) {
-  if (data == kBuiltinData || (data.empty() && model_spec == train::kBuiltinModel))
+  if (data == kBuiltinData || (data.empty() && model_spec == builtin::kBuiltinModel))
     return {resolve_builtin_data(), true};
   return {data, false};
 }

@@ -95,7 +95,7 @@ int run_eval(const EvalOptions& options) {
   if (const std::string problem = sampling_problem(options.sampling); !problem.empty())
     throw Error(Errc::kUsage, "eval: " + problem);
   const checkpoint::DflashExport drafter = checkpoint::read_dflash_export(options.drafter);
-  const std::string model = train::resolve_model_spec(options.model);
+  const std::string model = builtin::resolve_model_spec(options.model);
   // Before any weight is drawn or read: a mismatched 8B target would cost minutes.
   const ModelConfig config = model_config_of(model);
   check_drafter_fits(config, drafter);

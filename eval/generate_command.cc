@@ -127,7 +127,7 @@ GenerateSummary generate(const GenerateOptions& o, const data::Corpus& prompts,
 int run_data_generate(const GenerateOptions& given) {
   check_flags(given);
   GenerateOptions o = given;
-  o.model = train::resolve_model_spec(o.model);
+  o.model = builtin::resolve_model_spec(o.model);
   const ModelConfig config = model_config_of(o.model);
   if (o.stop_tokens.empty()) o.stop_tokens = model_stop_tokens(o.model);
   for (const int32_t id : o.stop_tokens)

@@ -137,13 +137,13 @@ int inspect_ring(const std::string& name) {
 }
 
 // `hsring model pretrain`: progress lines while training, then what it reached.
-int pretrain_model(train::PretrainOptions options, const std::string& out) {
+int pretrain_model(builtin::PretrainOptions options, const std::string& out) {
   options.out = out;
   std::printf("pretrain: %u layers, %llu steps of %zu tokens, seed %llu -> %s\n", options.layers,
               (unsigned long long)options.steps, options.batch_tokens,
               (unsigned long long)options.seed, out.c_str());
-  const train::PretrainResult r =
-      train::run_pretrain(options, [](const train::PretrainProgress& p) {
+  const builtin::PretrainResult r =
+      builtin::run_pretrain(options, [](const builtin::PretrainProgress& p) {
         std::printf("step %5llu/%llu  loss %.4f  lr %.2e  %.0f tokens/s  %.1f s\n",
                     (unsigned long long)p.step, (unsigned long long)p.total_steps, p.loss, p.lr,
                     p.tokens_per_s, p.elapsed_s);
@@ -158,7 +158,7 @@ int pretrain_model(train::PretrainOptions options, const std::string& out) {
       (unsigned long long)r.steps, (unsigned long long)r.tokens, r.seconds, r.tokens_per_s,
       r.stopped_by_time ? ", stopped by --seconds" : "", r.first_loss, r.last_loss,
       r.eval_loss_start, r.eval_loss_end, 100 * r.eval_agreement_end, out.c_str(),
-      train::kReservedMaskToken);
+      builtin::kReservedMaskToken);
   return 0;
 }
 
@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
   install->add_flag("--overwrite-config", install_options.overwrite_config,
                     "Replace an existing config");
 
-  train::PretrainOptions pretrain_options;
+  builtin::PretrainOptions pretrain_options;
   std::string pretrain_out = pretrain_options.out.string();
   CLI::App* model_cmd = app.add_subcommand("model", "Target models");
   model_cmd->require_subcommand(1);
@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
     if (*run) {
       // Once, here: the workers get the folder, never the name (one training at most).
       const std::string model_spec = run_options.model;
-      run_options.model = train::resolve_model_spec(run_options.model);
+      run_options.model = builtin::resolve_model_spec(run_options.model);
       if (create_only) return create_ring_only(run_options);
       if (remove_only) return remove_ring_only(run_options);
       // The built-in target learns from its own continuations unless --data says otherwise;
@@ -362,11 +362,11 @@ int main(int argc, char** argv) {
     }
     if (*pretrain) return pretrain_model(pretrain_options, pretrain_out);
     if (*builtin) {
-      std::cout << train::resolve_model_spec(train::kBuiltinModel) << "\n";
+      std::cout << builtin::resolve_model_spec(builtin::kBuiltinModel) << "\n";
       return 0;
     }
     if (*data_builtin) {
-      (void)train::resolve_model_spec(train::kBuiltinModel);  // saying so when it is trained
+      (void)builtin::resolve_model_spec(builtin::kBuiltinModel);  // saying so when it is trained
       std::cout << eval::resolve_builtin_data() << "\n";
       return 0;
     }

@@ -9,9 +9,9 @@
 #include "model/cpu_kernels.h"
 #include "model/cpu_moe.h"
 #include "model/hf_checkpoint.h"
+#include "model/model_text_file.h"
 #include "model/parallel.h"
 #include "model/rope.h"
-#include "model/text_file.h"
 
 namespace hsring {
 
@@ -217,7 +217,7 @@ ModelConfig model_outline_of(const std::string& spec) {
   } catch (const Error& e) {
     if (e.code() != Errc::kModelBadConfig) throw;
     const std::filesystem::path config = std::filesystem::path(spec) / "config.json";
-    return parse_hf_outline(read_text_file(config), config.string(), e.what());
+    return parse_hf_outline(read_model_text_file(config), config.string(), e.what());
   }
 }
 

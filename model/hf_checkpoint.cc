@@ -12,8 +12,8 @@
 #include "common/contract.h"
 #include "common/error.h"
 #include "model/json.h"
+#include "model/model_text_file.h"
 #include "model/safetensors.h"
-#include "model/text_file.h"
 
 namespace hsring {
 
@@ -25,7 +25,7 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 // Tensor name -> shard file name, from the index's weight_map.
 std::map<std::string, std::string> read_index(const std::filesystem::path& index_path) {
   const std::string source = index_path.string();
-  const JsonValue index = parse_json(read_text_file(index_path), source);
+  const JsonValue index = parse_json(read_model_text_file(index_path), source);
   const auto bad = [&source](const std::string& what) {
     return Error(Errc::kModel, "shard index '" + source + "': " + what);
   };

@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "model/json.h"
 #include "model/model_config.h"
-#include "model/text_file.h"
+#include "model/model_text_file.h"
 
 namespace hsring {
 
@@ -431,7 +431,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
 }
 
 ModelConfig load_hf_config(const std::filesystem::path& config_json) {
-  return parse_hf_config(read_text_file(config_json), config_json.string());
+  return parse_hf_config(read_model_text_file(config_json), config_json.string());
 }
 
 ModelConfig parse_hf_outline(std::string_view json_text, const std::string& source,

@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "model/json.h"
-#include "model/text_file.h"
+#include "model/model_text_file.h"
 
 namespace hsring {
 namespace {
@@ -59,7 +59,7 @@ void read_added(TokenizerVocab& vocab, int64_t id, const JsonValue& token, const
 }
 
 void read_tokenizer_json(TokenizerVocab& vocab, const fs::path& file) {
-  const JsonValue root = parse_json(read_text_file(file), file.string());
+  const JsonValue root = parse_json(read_model_text_file(file), file.string());
   if (!root.is_object()) bad(file, "not a JSON object");
   if (const JsonValue* model = root.find("model"); model && model->is_object())
     read_model_vocab(vocab, *model, file);
@@ -74,7 +74,7 @@ void read_tokenizer_json(TokenizerVocab& vocab, const fs::path& file) {
 }
 
 void read_tokenizer_config(TokenizerVocab& vocab, const fs::path& file) {
-  const JsonValue root = parse_json(read_text_file(file), file.string());
+  const JsonValue root = parse_json(read_model_text_file(file), file.string());
   if (!root.is_object()) bad(file, "not a JSON object");
   if (const JsonValue* decoder = root.find("added_tokens_decoder");
       decoder && decoder->is_object()) {

@@ -84,7 +84,7 @@ TEST(GenerateCliTest, ContinuationIsTheTargetsGreedyDecodeAndTheMaskCoversExactl
   EXPECT_NE(r.out.find("generated 18 tokens after"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 empty prompts skipped"), std::string::npos) << r.out;
 
-  const auto target = open_cpu_model(train::resolve_model_spec("builtin"), 0, {1});
+  const auto target = open_cpu_model(builtin::resolve_model_spec("builtin"), 0, {1});
   const auto prompt_docs = documents_of(data::Corpus::open(prompts));
   const data::Corpus written = data::Corpus::open(out);
   ASSERT_EQ(written.shards().size(), 1u);
@@ -311,7 +311,7 @@ TEST(BuiltinDataTest, EachDocumentIsAPromptAndTheBuiltinTargetsContinuation) {
   }
   EXPECT_EQ(counted, expected_counted);
   // The continuations are the built-in target's own (two documents: a decode is seconds).
-  const auto target = open_cpu_model(train::resolve_model_spec("builtin"), 0, {2});
+  const auto target = open_cpu_model(builtin::resolve_model_spec("builtin"), 0, {2});
   for (const size_t d : {size_t(0), docs.size() - 1}) {
     const size_t prompt = docs[d].size() - kBuiltinNewTokens;
     const std::vector<int32_t> head(docs[d].begin(), docs[d].begin() + long(prompt));
@@ -323,13 +323,13 @@ TEST(BuiltinDataTest, EachDocumentIsAPromptAndTheBuiltinTargetsContinuation) {
 
 TEST(BuiltinDataTest, TheBuiltinTargetTrainsOnItUnlessDataIsGiven) {
   const std::string dir = builtin_data_dir();
-  const RunData by_default = resolve_run_data("", train::kBuiltinModel);
+  const RunData by_default = resolve_run_data("", builtin::kBuiltinModel);
   EXPECT_EQ(by_default.dir, dir);
   EXPECT_TRUE(by_default.builtin);
   const RunData named = resolve_run_data(kBuiltinData, "tiny");
   EXPECT_EQ(named.dir, dir);
   EXPECT_TRUE(named.builtin);
-  const RunData given = resolve_run_data("/my/shards", train::kBuiltinModel);
+  const RunData given = resolve_run_data("/my/shards", builtin::kBuiltinModel);
   EXPECT_EQ(given.dir, "/my/shards");
   EXPECT_FALSE(given.builtin);
   const RunData preset = resolve_run_data("", "tiny");  // the built-in corpus

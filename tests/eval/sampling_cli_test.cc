@@ -35,7 +35,7 @@ crash::CommandResult hsring(const std::vector<std::string>& args) {
 
 // A DFlash export for the built-in target: init's weights plus noise, so its drafts vary.
 std::string write_drafter(const std::string& dir) {
-  const ModelConfig target = model_config_of(train::resolve_model_spec(train::kBuiltinModel));
+  const ModelConfig target = model_config_of(builtin::resolve_model_spec(builtin::kBuiltinModel));
   train::DflashConfig config = train::default_dflash_config(target, 2, 1);
   config.block_size = 4;
   const train::ParamLayout layout = train::dflash_param_layout(config);

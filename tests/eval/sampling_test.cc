@@ -206,7 +206,7 @@ TEST(SamplerTest, BadOptionsNameTheFlag) {
 // On the built-in trained target with a random drafter, decoding at temperature 1e-4 is
 // greedy decoding, speculative and plain; at temperature 1 it is not, and it is seeded.
 TEST(SampledDecodingTest, NearZeroTemperatureIsGreedyAndSeedsReproduce) {
-  const auto target = open_cpu_model(train::resolve_model_spec(train::kBuiltinModel), 0, {2});
+  const auto target = open_cpu_model(builtin::resolve_model_spec(builtin::kBuiltinModel), 0, {2});
   const ModelConfig& tc = target->config();
   const ModelWeights& w = target->weights();
   train::DflashConfig dc = train::default_dflash_config(tc, 2, 1);

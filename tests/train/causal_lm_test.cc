@@ -21,6 +21,8 @@
 namespace hsring::train {
 namespace {
 
+using namespace hsring::builtin;  // hsring model pretrain, tested beside the causal LM it trains
+
 namespace fs = std::filesystem;
 
 struct OwnedLmBatch {
