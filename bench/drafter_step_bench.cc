@@ -11,7 +11,7 @@
 // more step timed by cudaEvents between its phases (CudaDflashTrainer::set_phase_timing),
 // printed as phase_ms:<phase>=<ms>, summed over the layers; --profile one more step between
 // cudaProfilerStart and cudaProfilerStop, the one bench/ncu_dflash_step.sh profiles.
-// --objective same-position times train/cuda_trainer.h:
+// --objective same-position times train/cuda_same_position_trainer.h:
 //   1. the default drafter of --model fed by 5 captured layers (qwen3-8b: K 5 x H 4096 ->
 //      D 4096, vocab 151936), T tokens packed as documents of 256..4096 tokens, features
 //      bf16 on the device as a slot's DMA leaves them; compute_gradients_bf16 +
@@ -40,7 +40,7 @@
 #include "model/target_model.h"
 #include "train/cuda_dflash_trainer.h"
 #include "train/cuda_gemm.h"
-#include "train/cuda_trainer.h"
+#include "train/cuda_same_position_trainer.h"
 #include "train/dflash_blocks.h"
 #include "train/dflash_flops.h"
 

@@ -12,7 +12,7 @@
 #include "gpu/host_registration.h"
 #include "shm/ring.h"
 #include "train/cuda_dflash_trainer.h"
-#include "train/cuda_trainer.h"
+#include "train/cuda_same_position_trainer.h"
 
 namespace hsring {
 

@@ -2,7 +2,7 @@
 // layers are DMAed straight into the [T, K*H] device array the CUDA trainer reads
 // (slot_dma.h), the slot is released once that copy completed, and the step runs on the
 // device (fp32 master weights, bf16 products): the DFlash step (train/cuda_dflash_trainer.h)
-// or the same-position one (train/cuda_trainer.h).
+// or the same-position one (train/cuda_same_position_trainer.h).
 #pragma once
 
 #include <memory>

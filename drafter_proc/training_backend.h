@@ -1,7 +1,7 @@
 // Where a training drafter's steps run, and how a claimed slot's batch gets there: on the
-// CPU (the batch widened to fp32 in host memory, train/trainer.h) or on a GPU (the slot's
-// bf16 payload DMAed to the device, train/cuda_trainer.h; gpu_training_backend.h). The
-// training loop (training_drafter.h) is the same for both.
+// CPU (the batch widened to fp32 in host memory, train/same_position_trainer.h) or on a GPU (the
+// slot's bf16 payload DMAed to the device, train/cuda_same_position_trainer.h;
+// gpu_training_backend.h). The training loop (training_drafter.h) is the same for both.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "shm/slot_view.h"
 #include "train/dflash_trainer.h"
 #include "train/drafter_trainer.h"
-#include "train/trainer.h"
+#include "train/same_position_trainer.h"
 #include "worker/batch_consumer.h"
 
 namespace hsring {

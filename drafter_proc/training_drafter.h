@@ -1,7 +1,7 @@
 // The drafter's loop in training mode (a ring of model batches, on the CPU or a GPU:
 // training_backend.h): claim a READY
 // slot once enough are ready, check the batch's invariants, copy it out and release the
-// slot, then one optimizer step of the drafter (train/trainer.h) on it. Every
+// slot, then one optimizer step of the drafter (train/same_position_trainer.h) on it. Every
 // `checkpoint_every` steps, and at a clean stop, the trainer is checkpointed; a drafter
 // that starts with checkpoints in its directory resumes from the newest valid one, so a
 // drafter SIGKILLed mid-run continues its loss curve from there.

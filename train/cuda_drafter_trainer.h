@@ -1,6 +1,6 @@
 // What a drafter trainer on a GPU offers beyond DrafterTrainer, whichever objective it
-// trains (train/cuda_trainer.h: same-position; train/cuda_dflash_trainer.h: DFlash): a
-// step from features already on the device, and its stream and flat gradient for an NCCL
+// trains (train/cuda_same_position_trainer.h: same-position; train/cuda_dflash_trainer.h: DFlash):
+// a step from features already on the device, and its stream and flat gradient for an NCCL
 // all-reduce (drafter_proc/nccl_group.h).
 #pragma once
 

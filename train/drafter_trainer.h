@@ -1,7 +1,7 @@
 // What a training drafter process needs of a trainer, whichever device it runs on: the CPU
-// one (train/trainer.h, fp32) or the CUDA one (train/cuda_trainer.h, bf16 compute on fp32
-// master weights). The step is split in two so that processes training one drafter
-// together can average their gradients in between:
+// one (train/same_position_trainer.h, fp32) or the CUDA one (train/cuda_same_position_trainer.h,
+// bf16 compute on fp32 master weights). The step is split in two so that processes training one
+// drafter together can average their gradients in between:
 //
 //   LossStats local = trainer.compute_gradients(batch);        // this process's batch
 //   trainer.scale_gradients(float(local.counted) / counted_over_all_processes);

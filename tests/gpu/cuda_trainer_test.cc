@@ -1,8 +1,8 @@
-// The CUDA drafter step against the CPU reference (train/trainer.h) on the same weights and
-// batches. In fp32 (GemmPrecision::kFp32) the two must agree to float rounding: that checks
-// every kernel's maths and the backward's wiring. In bf16 (the default) they must agree to
+// The CUDA drafter step against the CPU reference (train/same_position_trainer.h) on the same
+// weights and batches. In fp32 (GemmPrecision::kFp32) the two must agree to float rounding: that
+// checks every kernel's maths and the backward's wiring. In bf16 (the default) they must agree to
 // bf16 rounding, and a short run must learn.
-#include "train/cuda_trainer.h"
+#include "train/cuda_same_position_trainer.h"
 
 #include <gtest/gtest.h>
 

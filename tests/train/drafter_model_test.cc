@@ -1,4 +1,4 @@
-#include "train/drafter_model.h"
+#include "train/same_position_model.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "grad_check.h"
-#include "train/drafter_model.h"
+#include "train/same_position_model.h"
 
 namespace hsring::train {
 namespace {

@@ -1,5 +1,6 @@
-// The DFlash-style drafter on the CPU: forward, loss and hand-written backward over a packed
-// batch of captured target states, with every parameter and gradient in one flat buffer.
+// The same-position drafter on the CPU (the DFlash drafter is train/dflash_model.h):
+// forward, loss and hand-written backward over a packed batch of captured target states,
+// with every parameter and gradient in one flat buffer.
 //
 //   x  = RMSNorm(features fc^T) [+ embed_tokens[token]]       features: [T, K*H]
 //   x += Attention(RoPE(q), RoPE(k), v) Wo^T                    q, k, v from RMSNorm(x)

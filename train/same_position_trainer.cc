@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "train/same_position_trainer.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-// One drafter training process's step on the CPU, in fp32: the model and its AdamW
+// The same-position drafter's training step on the CPU, in fp32: the model and its AdamW
 // optimizer (train/drafter_trainer.h has the step's protocol).
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "train/drafter_config.h"
-#include "train/drafter_model.h"
 #include "train/drafter_trainer.h"
 #include "train/optimizer.h"
+#include "train/same_position_model.h"
 
 namespace hsring::train {
 

@@ -1,4 +1,4 @@
-// The drafter's training step on one GPU: the CPU reference's model (train/drafter_model.h)
+// The drafter's training step on one GPU: the CPU reference's model (train/same_position_model.h)
 // and AdamW (train/optimizer.h) with fp32 master weights, gradients and moments on the
 // device, and the linear layers' products in bf16 on the tensor cores (train/cuda_gemm.h;
 // kFp32 for the tests that compare with the CPU to ~1e-5). Everything of a step is enqueued
@@ -15,7 +15,7 @@
 
 #include "train/cuda_drafter_trainer.h"
 #include "train/cuda_gemm.h"
-#include "train/trainer.h"
+#include "train/same_position_trainer.h"
 
 namespace hsring::train {
 

@@ -1,4 +1,4 @@
-#include "train/cuda_trainer.h"
+#include "train/cuda_same_position_trainer.h"
 
 #include <algorithm>
 #include <cmath>
