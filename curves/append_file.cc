@@ -41,7 +41,7 @@ void AppendFile::append(std::string_view bytes) {
       const int e = errno;
       const bool full = e == ENOSPC || e == EDQUOT || e == EFBIG;
       throw Error(
-          full ? Errc::kCheckpoint : Errc::kCheckpoint, path_,
+          Errc::kCheckpoint, path_,
           fmt::format(
               "cannot append: {}{}", errno_text(e),
               full ? " (free space on its file system, or raise the file-size limit)" : ""));
