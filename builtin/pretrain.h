@@ -107,7 +107,7 @@ struct PretrainResult {
 };
 
 // Refuses, before any work, an --out that exists and is neither an empty folder nor a
-// previous pretrain output. Throws Error(kIo) with the remedy.
+// previous pretrain output. Throws Error(kModel) with the remedy.
 void check_pretrain_out(const std::filesystem::path& out);
 
 // Trains and writes the folder. The folder appears complete or not at all: it is written

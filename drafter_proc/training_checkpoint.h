@@ -29,7 +29,7 @@ checkpoint::Checkpoint save_training(const train::DrafterTrainer& trainer,
                                      const TrainingPosition& position);
 
 // Restores parameters, moments and step into `trainer` and returns the data position.
-// Throws Error(kBadCheckpoint) naming the problem when the
+// Throws Error(kCheckpoint) naming the problem when the
 // checkpoint is of another drafter shape or lacks a tensor.
 TrainingPosition restore_training(const checkpoint::Checkpoint& saved,
                                   train::DrafterTrainer& trainer);

@@ -77,7 +77,7 @@ GenerateSummary generate_continuations(
     data::ShardSetWriter& out, const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 // The stop tokens a model folder declares: eos_token_id (a number or a list) of its
-// config.json and generation_config.json; none for a preset. Throws Error(kBadJson).
+// config.json and generation_config.json; none for a preset. Throws Error(kModel).
 std::vector<int32_t> model_stop_tokens(const std::string& spec);
 
 // Checks the options (naming the flag at fault; Error(kUsage)), loads the model and

@@ -26,7 +26,7 @@ struct GpuEvalOptions {
   SamplingOptions sampling;
 };
 
-// Throws Error(kBadInput) when the drafter does not fit the target or a prompt is bad,
+// Throws Error(kModel) when the drafter does not fit the target or a prompt is bad,
 // Error(kCuda) for CUDA failures (no such GPU, out of memory).
 EvalReport evaluate_on_gpu(const GpuEvalOptions& options, const checkpoint::DflashExport& drafter,
                            std::span<const EvalPrompt> prompts, uint32_t max_new_tokens);

@@ -36,7 +36,7 @@ namespace hsring::eval {
 class GpuSpeculativeDecoder {
  public:
   // The drafter `drafter` (its embedding and LM head: `head`'s, the target's) on the target's
-  // GPU. `group` prompts go through each forward together (> 0). Throws Error(kBadInput)
+  // GPU. `group` prompts go through each forward together (> 0). Throws Error(kModel)
   // when the drafter does not fit the target (width, vocabulary, layer ids), Error(kCuda).
   GpuSpeculativeDecoder(CudaTargetModel& target, const checkpoint::DflashExport& drafter,
                         const TargetHead& head, uint32_t group = 16);
@@ -46,7 +46,7 @@ class GpuSpeculativeDecoder {
 
   // Each prompt decoded speculatively to max_new_tokens tokens, results in prompt order;
   // with a non-greedy `sampling`, by speculative sampling, prompt i keyed as i.
-  // Throws Error(kBadInput) for an empty prompt or a token outside the vocabulary.
+  // Throws Error(kModel) for an empty prompt or a token outside the vocabulary.
   std::vector<SpeculativeResult> speculative(std::span<const std::vector<int32_t>> prompts,
                                              uint32_t max_new_tokens,
                                              const SamplingOptions& sampling = {});

@@ -39,7 +39,7 @@ std::vector<int32_t> sample_decode(TargetModel& target, std::span<const int32_t>
 
 // Plain greedy decoding: max_new_tokens tokens, each from a full forward over the prompt
 // and the tokens so far (no cache), or fewer when a token of `stop_tokens` comes first (it
-// is the last token returned). Throws Error(kBadInput) for an empty prompt.
+// is the last token returned). Throws Error(kModel) for an empty prompt.
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
                                    uint32_t max_new_tokens,
                                    std::span<const int32_t> stop_tokens = {});
@@ -48,7 +48,7 @@ std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t>
 // the target's greedy token after the tokens before it. One forward over prompt + output
 // answers it (the target is causal: row t sees rows 0..t only, as greedy_decode's forward
 // over those tokens does), where greedy_decode needs one per token. Throws
-// Error(kBadInput) for an empty prompt.
+// Error(kModel) for an empty prompt.
 bool is_greedy_continuation(TargetModel& target, std::span<const int32_t> prompt,
                             std::span<const int32_t> output);
 
@@ -69,7 +69,7 @@ struct DraftSampling {
 // bonus), the next anchor. The full forward is recomputed each step (no KV cache): slower,
 // the same tokens. With `sampling`, every token is sampled instead (the first anchor from
 // the target, drafts from the drafter's q) and each block is settled by
-// PromptSampler::verify_block. Throws Error(kBadInput) when the prompt is empty, the
+// PromptSampler::verify_block. Throws Error(kModel) when the prompt is empty, the
 // drafter's width or vocabulary is not the target's, or `layer_ids` does not fit both.
 SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& drafter,
                                      std::span<const int32_t> layer_ids,
@@ -78,7 +78,7 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
 
 // The first block speculative_decode drafts for `prompt`, with its logits: for
 // `hsring eval --dump-block`, which the reference test (tests/reference) compares with the
-// reference DFlashDraftModel. Throws Error(kBadInput) like speculative_decode, or when
+// reference DFlashDraftModel. Throws Error(kModel) like speculative_decode, or when
 // `lm_head` is not [V, H].
 struct DraftedBlock {
   uint32_t context_length = 0;  // context rows: the prompt; the anchor stands at this row

@@ -22,7 +22,7 @@ struct CpuModelOptions {
 
 class CpuTargetModel final : public TargetModel {
  public:
-  // Throws Error(kBadConfig) when the config is invalid or the weights do not fit it.
+  // Throws Error(kModelBadConfig) when the config is invalid or the weights do not fit it.
   CpuTargetModel(ModelConfig config, ModelWeights weights, CpuModelOptions options = {});
 
   const ModelConfig& config() const override { return config_; }

@@ -22,7 +22,7 @@ namespace hsring {
 
 class CudaKvCache {
  public:
-  // On the current device (the model's GPU). Throws Error(kBadConfig) for a model the cache
+  // On the current device (the model's GPU). Throws Error(kModelBadConfig) for a model the cache
   // cannot serve (cache_problem), Error(kCuda) when the memory is not there.
   CudaKvCache(const ModelConfig& config, uint32_t sequences, uint32_t capacity);
 
@@ -55,7 +55,7 @@ struct CachedPrefix {
 
 // The attention tiles of a forward over the new rows of each document (their cache rows,
 // `pack` query heads a tile) and each batch row's cache row, for a cache of `sequences`
-// slots of `capacity` positions (a CachedPrefix's slot and cached). Throws Error(kBadInput) when
+// slots of `capacity` positions (a CachedPrefix's slot and cached). Throws Error(kModel) when
 // the prefix does not describe the batch: a document count that differs, a slot outside the
 // cache, a sequence past its capacity, or positions that are not cached[d] + j.
 struct CachedLayout {

@@ -48,7 +48,7 @@ struct DeviceCapture {
 class CudaTargetModel final : public TargetModel {
  public:
   // Uploads `weights` (fp32, HF layout) to GPU `gpu`, rounded to bf16. Throws
-  // Error(kBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
+  // Error(kModelBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
   // 128, 256; DeltaNet head dims outside cuda_ops::delta_net_supports) or weights that do
   // not fit it, Error(kCuda) for CUDA failures (out of memory: a message naming the
   // model, the bytes needed and the GPU).
@@ -72,7 +72,7 @@ class CudaTargetModel final : public TargetModel {
   void reserve(uint32_t max_tokens);
 
   // The host interface: runs forward_device on the model's own stream and copies the fp32
-  // results back. Throws Error(kBadInput) on bad input, Error(kCuda) on CUDA failure.
+  // results back. Throws Error(kModel) on bad input, Error(kCuda) on CUDA failure.
   void forward(const PackedBatch& batch, const ForwardRequest& request,
                ForwardOutput& out) override;
 
@@ -82,13 +82,13 @@ class CudaTargetModel final : public TargetModel {
   // out.dtype, and the greedy labels / logits when requested. Every launch goes to
   // `stream`; nothing synchronises the device. The host may wait only for the staging of the
   // forward two calls back, and for the previous forward when scratch must grow (reserve).
-  // Makes gpu() the calling thread's current device. Throws Error(kBadInput) for a bad
+  // Makes gpu() the calling thread's current device. Throws Error(kModel) for a bad
   // batch, request or capture (missing pointers, a row pitch under H elements, an unknown
   // dtype), Error(kCuda) when CUDA or cuBLAS fail.
   //
   // With `prefix` (model/cuda_kv_cache.h), each document continues a sequence whose keys and
   // values are cached: its attention reads them, and its own are written there. Throws
-  // Error(kBadConfig) for a model the cache cannot serve (cache_problem), Error(kBadInput)
+  // Error(kModelBadConfig) for a model the cache cannot serve (cache_problem), Error(kModel)
   // for a prefix that does not describe the batch.
   void forward_device(const PackedBatch& batch, const ForwardRequest& request, cudaStream_t stream,
                       const DeviceCapture& out, const CachedPrefix* prefix = nullptr);

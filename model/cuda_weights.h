@@ -66,7 +66,7 @@ class DeviceWeights {
     void* data = nullptr;
     bool fp32 = false;  // norm vector (fp32) or matrix (bf16)
   };
-  // Where the tensor with this HF name lives. Throws Error(kBadConfig) for a name the
+  // Where the tensor with this HF name lives. Throws Error(kModelBadConfig) for a name the
   // layout does not know (a model_weights.cc change not followed here).
   Place place(const std::string& name) const;
 

@@ -69,14 +69,14 @@ class CheckpointTensors {
   }
 
   // Checks that tensor `name` is there with shape `shape`, reading nothing. Throws
-  // Error(kMissingTensor) naming the index or the file when it is in none,
-  // Error(kBadTensor) when its shape is not `shape`.
+  // Error(kModel) naming the index or the file when it is in none,
+  // Error(kModel) when its shape is not `shape`.
   void check(const std::string& name, const std::vector<int64_t>& shape) {
     holder_of(name).check_tensor(name, shape);
   }
 
   // Reads tensor `name` as fp32, refusing a non-finite value (SafetensorsFile::read_weights).
-  // Throws as check(), and Error(kBadTensor) naming the first NaN or infinity.
+  // Throws as check(), and Error(kModel) naming the first NaN or infinity.
   void read(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>& out) {
     holder_of(name).read_weights(name, shape, out);
   }

@@ -24,7 +24,7 @@ ModelConfig load_hf_checkpoint_config(const std::filesystem::path& folder);
 ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelConfig& config);
 
 // One tensor of `folder` as fp32: the first of `names` the checkpoint holds, of `shape`.
-// Throws Error(kMissingTensor) listing the names when it holds none of them, and the errors
+// Throws Error(kModel) listing the names when it holds none of them, and the errors
 // of load_hf_weights. REQUIRES: !names.empty().
 std::vector<float> load_hf_tensor(const std::filesystem::path& folder,
                                   const std::vector<std::string>& names,

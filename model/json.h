@@ -59,7 +59,7 @@ class JsonValue {
 
 const char* to_string(JsonValue::Type type);
 
-// Parses one JSON document (surrounding whitespace allowed). Throws Error(kBadJson)
+// Parses one JSON document (surrounding whitespace allowed). Throws Error(kModel)
 // "<source>: line L, column C: <what is wrong>".
 JsonValue parse_json(std::string_view text, const std::string& source);
 

@@ -108,7 +108,7 @@ std::string cuda_forward_refusal(const ModelConfig& config);
 
 // Presets (docs/target-model.md): "tiny", "qwen3-8b", "qwen3.6-27b" (the Qwen3.5 / 3.6 hybrid
 // shape), "qwen3-dense-27b" (a dense stand-in of that size), "qwen3-30b-a3b" and
-// "qwen3.6-35b-a3b" (the mixture-of-experts shapes). Throws Error(kBadConfig) listing the
+// "qwen3.6-35b-a3b" (the mixture-of-experts shapes). Throws Error(kModelBadConfig) listing the
 // known names.
 ModelConfig named_model_config(std::string_view name);
 std::vector<std::string> named_model_configs();
@@ -117,17 +117,17 @@ std::vector<std::string> named_model_configs();
 // cannot honour (other RoPE types, o/MLP biases, sliding windows, other activations or model
 // types). Reads the fields of transformers 4 (rope_theta, rope_scaling, torch_dtype) and 5
 // (rope_parameters, dtype) alike.
-// Throws Error(kBadJson) or Error(kBadConfig) naming `source` and the field.
+// Throws Error(kModel) or Error(kModelBadConfig) naming `source` and the field.
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source);
-// Same, from a file. Throws Error(kIo) when it cannot be read.
+// Same, from a file. Throws Error(kModel) when it cannot be read.
 ModelConfig load_hf_config(const std::filesystem::path& config_json);
 
 // What a drafter needs of any decoder-only model, whatever its architecture: hidden size,
 // vocabulary, layer count, attention heads and head size, MLP width, RoPE base, RMS eps,
 // whether the head is tied, where its tensors live (the text model of a multimodal
 // wrapper: `text_config`, tensors under "model.language_model."). Layer kinds and experts
-// are not read. `why_not_native` becomes no_native_forward. Throws Error(kBadJson) or
-// Error(kBadConfig) naming the field a drafter cannot do without.
+// are not read. `why_not_native` becomes no_native_forward. Throws Error(kModel) or
+// Error(kModelBadConfig) naming the field a drafter cannot do without.
 ModelConfig parse_hf_outline(std::string_view json_text, const std::string& source,
                              const std::string& why_not_native);
 
@@ -137,7 +137,7 @@ ModelConfig parse_hf_outline(std::string_view json_text, const std::string& sour
 // layer only when k is the layer count; k == 1 takes the middle layer, never the last. The
 // last layer is avoided because HF's hidden_states[num_layers] is it after the final norm
 // (a capture is before it): a drafter trained on it would not match what engines feed it.
-// Throws Error(kBadConfig) when k is 0 or exceeds num_layers.
+// Throws Error(kModelBadConfig) when k is 0 or exceeds num_layers.
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k);
 
 // The layers a run captures by default for `config`: default_capture_layers for dense

@@ -37,10 +37,10 @@ struct ForwardOutput {
   std::vector<int32_t> greedy;               // [T] when requested, else empty
 };
 
-// Throws Error(kBadInput) naming the first problem: mismatched lengths, an empty
+// Throws Error(kModel) naming the first problem: mismatched lengths, an empty
 // batch, bad document offsets, a token outside the vocabulary, a negative position.
 void validate_batch(const PackedBatch& batch, const ModelConfig& config);
-// Throws Error(kBadInput) when a layer id is outside [0, num_layers).
+// Throws Error(kModel) when a layer id is outside [0, num_layers).
 void validate_request(const ForwardRequest& request, const ModelConfig& config);
 
 // The config of model `spec`: a preset name ("tiny", "qwen3-8b", ...) or a Hugging Face
@@ -61,7 +61,7 @@ class TargetModel {
   virtual const ModelConfig& config() const = 0;
   // Runs the forward over `batch` and fills `out` (fp32, on the host). A pure function of
   // the weights and the batch: the same batch always gives the same bits, so a batch
-  // produced again after a crash is identical. Throws Error(kBadInput) on bad input.
+  // produced again after a crash is identical. Throws Error(kModel) on bad input.
   virtual void forward(const PackedBatch& batch, const ForwardRequest& request,
                        ForwardOutput& out) = 0;
 };

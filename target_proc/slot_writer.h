@@ -25,7 +25,7 @@ void convert_rows(const float* src, size_t rows, size_t hidden, DType dtype, std
 class ModelSlotWriter {
  public:
   // The captured layers are the ring's shape.layer_ids[0..num_layers). Throws
-  // Error(kBadInput) when the shape does not fit the model: hidden sizes differ, a
+  // Error(kModel) when the shape does not fit the model: hidden sizes differ, a
   // layer id is outside the model or repeated, or the dtype is unknown.
   ModelSlotWriter(std::unique_ptr<TargetModel> model, const RingShape& shape);
 
@@ -36,7 +36,7 @@ class ModelSlotWriter {
   // of decoder layer capture_layers()[k] (split regions or the concatenated [T, K*H]
   // region, as the ring is laid out); labels[t] is the model's greedy next token at t (for
   // every t, including a document's last token). Rows past the batch are left as they are;
-  // the slot header is not touched. Throws Error(kBadInput) for a bad batch, one longer
+  // the slot header is not touched. Throws Error(kModel) for a bad batch, one longer
   // than max_tokens, a slot out of range, or a ring of another shape than the constructor's.
   void produce(const PackedBatch& batch, const Ring& ring, uint32_t slot);
 

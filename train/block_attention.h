@@ -32,7 +32,7 @@ struct ContextRange {
 // q [rows, heads * hd] (row b * B + j is position j of block b); ctx_k, ctx_v [context_rows,
 // kv_heads * hd]; block_k, block_v [rows, kv_heads * hd]; out like q; lse [rows, heads]
 // receives each softmax's log-sum-exp for the backward. context: one range per block.
-// Throws Error(kBadInput) when a range is reversed or past context_rows, or when
+// Throws Error(kModel) when a range is reversed or past context_rows, or when
 // heads is not a multiple of kv_heads.
 template <class Real>
 void block_attention_forward(const Real* q, const Real* ctx_k, const Real* ctx_v,

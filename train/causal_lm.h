@@ -35,7 +35,7 @@ struct CausalLmBatch {
   size_t rows() const { return tokens.size(); }
 };
 
-// Throws Error(kBadInput) naming the first problem (lengths, offsets, negative
+// Throws Error(kModel) naming the first problem (lengths, offsets, negative
 // positions, a token or label outside the vocabulary).
 void validate_causal_lm_batch(const CausalLmBatch& batch, const ModelConfig& config);
 
@@ -60,12 +60,12 @@ class BasicCausalLm : public ParamStore<Real> {
  public:
   // Initialises from `seed`: norms 1, Linear weights uniform in +-1/sqrt(fan_in), the
   // embedding (and a separate head) uniform with standard deviation 0.02, so the first
-  // logits are nearly uniform. Throws Error(kBadConfig) for an invalid config.
+  // logits are nearly uniform. Throws Error(kModelBadConfig) for an invalid config.
   BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t threads = 1);
 
   const ModelConfig& config() const { return config_; }
 
-  // Loss and agreement over the batch's counted labels. Throws Error(kBadInput).
+  // Loss and agreement over the batch's counted labels. Throws Error(kModel).
   LossStats forward(const CausalLmBatch& batch);
   // The same, and adds d(mean loss)/d(params) to grads().
   LossStats forward_backward(const CausalLmBatch& batch);

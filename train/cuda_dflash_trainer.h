@@ -31,8 +31,8 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
  public:
   // On the current device; options as DflashTrainer's (threads is not used; the target
   // weights are uploaded, options' copies may be freed after). Throws
-  // Error(kBadConfig) for an invalid model or optimizer config or a head_dim the
-  // kernel does not take (a multiple of 32 up to 256), Error(kBadTensor) for target
+  // Error(kModelBadConfig) for an invalid model or optimizer config or a head_dim the
+  // kernel does not take (a multiple of 32 up to 256), Error(kModel) for target
   // weights of the wrong size, Error(kCuda) when device memory does not suffice. The head
   // runs over the scored rows in chunks of at most max_logit_values logits (at least a row).
   explicit CudaDflashTrainer(const DflashTrainerOptions& options,
@@ -67,7 +67,7 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   // positions 1 .. block_size - 1, [anchors.size() * (block_size - 1)], the first on ties,
   // and with `logits` those rows' fp32 logits too, [that many rows * V] on the host (for
   // speculative sampling, whose drafts are drawn from them). Needs the kFp32 precision (its
-  // logits are fp32). Throws Error(kBadInput) for a bad batch, anchors or block size,
+  // logits are fp32). Throws Error(kModel) for a bad batch, anchors or block size,
   // Error(kCuda).
   std::vector<int32_t> draft(const DrafterBatch& batch, std::span<const int32_t> anchors,
                              uint32_t block_size, const float* device_features,

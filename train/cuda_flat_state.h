@@ -42,7 +42,7 @@ class Scratch {
 class FlatState {
  public:
   // Allocates the four buffers, copies `initial` (layout.total floats) into the weights and
-  // zeroes the rest; returns once the copy is done. Throws Error(kBadConfig) for
+  // zeroes the rest; returns once the copy is done. Throws Error(kModelBadConfig) for
   // invalid optimizer options, Error(kCuda) when device memory does not suffice.
   FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
             std::span<const float> initial, cudaStream_t stream);
@@ -83,7 +83,7 @@ class FlatState {
   std::vector<float> download_params() const;
   std::vector<float> download_gradients();
   TrainerState state() const;
-  // Throws Error(kBadTensor) unless every buffer holds size() floats; then nothing
+  // Throws Error(kModel) unless every buffer holds size() floats; then nothing
   // changes.
   void load_state(const TrainerState& state);
 

@@ -21,9 +21,9 @@ namespace hsring::train {
 
 class CudaTrainer final : public CudaDrafterTrainer {
  public:
-  // On the current device. Throws Error(kBadConfig) for an invalid model or optimizer
+  // On the current device. Throws Error(kModelBadConfig) for an invalid model or optimizer
   // config or a head_dim the attention kernels do not take (a multiple of 32 up to 256),
-  // Error(kBadTensor) for an lm_head_init of the wrong size, Error(kCuda) when the
+  // Error(kModel) for an lm_head_init of the wrong size, Error(kCuda) when the
   // device memory does not suffice. options.threads is not used.
   explicit CudaTrainer(const TrainerOptions& options,
                        cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);

@@ -37,7 +37,7 @@ inline int32_t dflash_block_label(std::span<const int32_t> labels, size_t anchor
 // labels[a] >= 0, with anchor_in_document. So no block starts inside a prompt, whose
 // tokens the target never drafts from, and a response's last trained tokens anchor blocks
 // that the document's end cuts off. A loss mask is expressed as ignored (negative)
-// labels. Throws Error(kBadInput) when doc_offsets is not 0 = o_0 < ... < o_D =
+// labels. Throws Error(kModel) when doc_offsets is not 0 = o_0 < ... < o_D =
 // labels.size() or block_size < 2.
 std::vector<int32_t> anchor_candidates(std::span<const int32_t> doc_offsets,
                                        std::span<const int32_t> labels, uint32_t block_size);

@@ -35,14 +35,14 @@ struct DflashConfig {
 // "" when the config is usable, else what is wrong with it (the first problem found).
 std::string validate_dflash_config(const DflashConfig& config);
 
-// Throws Error(kBadConfig) with validate_dflash_config's message.
+// Throws Error(kModelBadConfig) with validate_dflash_config's message.
 void check_dflash_config(const DflashConfig& config);
 
 // The DFlash drafter of `target` fed by `num_captured` captured layers, with `num_layers`
 // decoder layers of the target's shape (hidden size, heads, KV heads, head dim,
 // intermediate size, vocabulary, RoPE theta, RMS eps), B 16 and gamma 7. The mask token is
 // the vocabulary's last row: set the tokenizer's own mask token when it has one. Throws
-// Error(kBadConfig) when the target config is invalid or the result is.
+// Error(kModelBadConfig) when the target config is invalid or the result is.
 DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captured,
                                    uint32_t num_layers);
 

@@ -60,7 +60,7 @@ struct DflashStats {
   std::vector<uint64_t> accepted_at;
 };
 
-// Throws Error(kBadInput) naming the first problem: mismatched lengths, bad document
+// Throws Error(kModel) naming the first problem: mismatched lengths, bad document
 // offsets, a negative position, a token outside the vocabulary, a label >= vocab, an
 // anchor outside the batch or one without a context row in its document (anchor_in_document).
 void validate_dflash_batch(const DflashBatch& batch, const DflashConfig& config);
@@ -93,22 +93,22 @@ class BasicDflashModel : public ParamStore<Real> {
  public:
   // Parameters from init_dflash_params(seed). The float model reads `target` in place (it
   // must outlive the model or the next set_target_weights); the double one copies it.
-  // Throws Error(kBadConfig) for an invalid config, Error(kBadTensor) when the
+  // Throws Error(kModelBadConfig) for an invalid config, Error(kModel) when the
   // embedding or the head is not V * D values. threads 0: every hardware thread.
   BasicDflashModel(DflashConfig config, DflashTargetWeights target, uint64_t seed = 0,
                    uint32_t threads = 1);
 
   const DflashConfig& config() const { return config_; }
-  // Throws Error(kBadTensor) like the constructor.
+  // Throws Error(kModel) like the constructor.
   void set_target_weights(DflashTargetWeights target);
   // Later forwards use blocks of `block_size` rows: the anchor and block_size - 1 mask rows.
   // For drafting a block cut short by a length limit, as the reference's dflash_generate
   // drafts only the rows it will verify (the block attends to all its rows, so the cut
-  // changes every draft); the parameters do not depend on it. Throws Error(kBadConfig)
+  // changes every draft); the parameters do not depend on it. Throws Error(kModelBadConfig)
   // for a size validate_dflash_config refuses; then nothing changes.
   void set_block_size(uint32_t block_size);
 
-  // Loss and statistics only. Throws Error(kBadInput) via validate_dflash_batch.
+  // Loss and statistics only. Throws Error(kModel) via validate_dflash_batch.
   DflashStats forward(const DflashBatch& batch);
   // The same, and adds d(loss)/d(params) to grads() (zero_grads() first for the gradient
   // of this batch alone). Nothing flows to the features, the embedding or the head.

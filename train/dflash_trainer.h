@@ -55,8 +55,8 @@ LossStats dflash_loss_stats(const DflashStats& stats, size_t tokens);
 // Thread safety: none; a trainer is driven by one thread (it uses others inside a step).
 class DflashTrainer final : public DrafterTrainer {
  public:
-  // Throws Error(kBadConfig) for an invalid model or optimizer config,
-  // Error(kBadTensor) for target weights of the wrong size.
+  // Throws Error(kModelBadConfig) for an invalid model or optimizer config,
+  // Error(kModel) for target weights of the wrong size.
   explicit DflashTrainer(DflashTrainerOptions options);
   // The model reads the target weights that options_ owns: neither copied nor moved.
   DflashTrainer(const DflashTrainer&) = delete;

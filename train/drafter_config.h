@@ -34,14 +34,14 @@ struct DrafterConfig {
 // "" when the config is usable, else what is wrong with it (the first problem found).
 std::string validate_drafter_config(const DrafterConfig& config);
 
-// Throws Error(kBadConfig) with validate_drafter_config's message.
+// Throws Error(kModelBadConfig) with validate_drafter_config's message.
 void check_drafter_config(const DrafterConfig& config);
 
 // The default drafter of `target` fed by `num_captured` captured layers: its decoder layer
 // has the target's shape (width = hidden size, heads, KV heads, head dim, intermediate
 // size, RoPE theta, RMS eps) and the target's vocabulary, so the target's LM head can
 // initialise the drafter's. The tiny target (H 128) gives D 128, 4 / 2 heads of 32,
-// intermediate 384, vocab 256. Throws Error(kBadConfig) when the target config is
+// intermediate 384, vocab 256. Throws Error(kModelBadConfig) when the target config is
 // invalid or the result is.
 DrafterConfig default_drafter_config(const ModelConfig& target, uint32_t num_captured,
                                      uint32_t window = 256);

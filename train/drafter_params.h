@@ -31,7 +31,7 @@ struct DrafterInit {
 
 // Fills `params` (layout.total elements): each tensor a pure function of (seed, name).
 // Linear weights and lm_head uniform in +-1/sqrt(fan_in) (PyTorch's Linear default), norm
-// weights 1, embed_tokens uniform with unit variance, gaps 0. Throws Error(kBadTensor)
+// weights 1, embed_tokens uniform with unit variance, gaps 0. Throws Error(kModel)
 // when init.lm_head is neither empty nor V * D values.
 template <class Real>
 void init_drafter_params(const DrafterConfig& config, const ParamLayout& layout,

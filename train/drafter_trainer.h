@@ -45,7 +45,7 @@ struct TrainerState {
   uint64_t step = 0;  // updates applied
 };
 
-// Throws Error(kBadTensor) unless each of the state's buffers holds `total` floats.
+// Throws Error(kModel) unless each of the state's buffers holds `total` floats.
 void check_state_sizes(const TrainerState& state, size_t total);
 
 class AdamW;
@@ -66,7 +66,7 @@ class DrafterTrainer {
   virtual const DflashConfig* dflash_config() const { return nullptr; }
 
   // Zeroes the gradients, then forward and backward over `batch`: the gradients hold the
-  // gradient of this batch's mean loss. Throws Error(kBadInput) for a bad batch.
+  // gradient of this batch's mean loss. Throws Error(kModel) for a bad batch.
   virtual LossStats compute_gradients(const DrafterBatch& batch) = 0;
   virtual void scale_gradients(float factor) = 0;
   // Clips and applies the gradients with AdamW at the schedule's rate.
@@ -90,7 +90,7 @@ class DrafterTrainer {
   virtual void host_gradients_changed() = 0;
 
   virtual TrainerState state() const = 0;
-  // Throws Error(kBadTensor) when a buffer is not layout().total floats.
+  // Throws Error(kModel) when a buffer is not layout().total floats.
   virtual void load_state(const TrainerState& state) = 0;
 
   // compute_gradients then apply_gradients, timed.

@@ -59,7 +59,7 @@ double clip_global_norm(std::span<float> grads, double max_norm);
 // Thread safety: none; one update at a time, by the owner of the parameters.
 class AdamW {
  public:
-  // Throws Error(kBadConfig) when the options are invalid.
+  // Throws Error(kModelBadConfig) when the options are invalid.
   AdamW(AdamWOptions options, const ParamLayout& layout);
 
   // One update: clips (scaling inside the update; `grads` is only read), then for every

@@ -25,7 +25,7 @@ class ParamStore {
   std::span<const Real> params() const { return params_; }
   std::span<Real> grads() { return grads_; }
   std::span<const Real> grads() const { return grads_; }
-  // One tensor's slice of params() / grads(). Throws Error(kMissingTensor).
+  // One tensor's slice of params() / grads(). Throws Error(kModel).
   std::span<Real> param(std::string_view name) { return slice(params_, name); }
   std::span<Real> grad(std::string_view name) { return slice(grads_, name); }
 

@@ -23,7 +23,7 @@
 
 namespace hsring::train {
 
-// Throws Error(kBadInput) naming the first problem: an empty batch, mismatched lengths,
+// Throws Error(kModel) naming the first problem: an empty batch, mismatched lengths,
 // bad document offsets, a negative position, a label >= vocab, a token outside the
 // vocabulary (with embed_tokens).
 void validate_drafter_batch(const DrafterBatch& batch, const DrafterConfig& config);
@@ -37,14 +37,14 @@ void validate_drafter_metadata(const DrafterBatch& batch, const DrafterConfig& c
 template <class Real>
 class BasicDrafterModel : public ParamStore<Real> {
  public:
-  // Throws Error(kBadConfig) for an invalid config, Error(kBadTensor) for an
+  // Throws Error(kModelBadConfig) for an invalid config, Error(kModel) for an
   // lm_head init of the wrong size. threads 0: every hardware thread.
   explicit BasicDrafterModel(DrafterConfig config, const DrafterInit& init = {},
                              uint32_t threads = 1);
 
   const DrafterConfig& config() const { return config_; }
 
-  // Loss and agreement only. Throws Error(kBadInput) via validate_drafter_batch.
+  // Loss and agreement only. Throws Error(kModel) via validate_drafter_batch.
   LossStats forward(const DrafterBatch& batch);
   // Loss and agreement, and adds d(loss)/d(params) to grads() (zero_grads() first for the
   // gradient of this batch alone). The loss is the mean over this batch's counted positions.

@@ -25,8 +25,8 @@ struct TrainerOptions {
 // Thread safety: none; a trainer is driven by one thread (it uses others inside a step).
 class Trainer final : public DrafterTrainer {
  public:
-  // Throws Error(kBadConfig) for an invalid model or optimizer config,
-  // Error(kBadTensor) for an lm_head_init of the wrong size.
+  // Throws Error(kModelBadConfig) for an invalid model or optimizer config,
+  // Error(kModel) for an lm_head_init of the wrong size.
   explicit Trainer(TrainerOptions options);
 
   const DrafterConfig& config() const { return model_.config(); }
