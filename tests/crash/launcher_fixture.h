@@ -122,19 +122,26 @@ class LauncherTest : public ::testing::Test {
     return workers;
   }
 
+  // The batches the ring's drafters have consumed over all their incarnations; 0 while the
+  // ring is not created (or not initialised) yet. Relaxed loads: a count to poll, nothing
+  // read through it.
+  uint64_t consumed_now() {
+    try {
+      auto ring = Ring::attach(ring_, Ring::Access::kReadOnly);
+      uint64_t consumed = 0;
+      for (uint32_t i = ring->shape().num_targets; i < ring->process_count(); ++i)
+        consumed += ring->process(i).batches.load(std::memory_order_relaxed);
+      return consumed;
+    } catch (const Error&) {
+      return 0;
+    }
+  }
+
   // Waits until the ring's drafters have consumed `batches`; false on timeout.
   bool wait_for_consumed(uint64_t batches, Millis timeout = kStartLimit) {
     const auto deadline = Clock::now() + timeout;
     while (Clock::now() < deadline && !launcher_->wait(Millis(0))) {
-      try {
-        auto ring = Ring::attach(ring_, Ring::Access::kReadOnly);
-        uint64_t consumed = 0;
-        for (uint32_t i = ring->shape().num_targets; i < ring->process_count(); ++i)
-          consumed += ring->process(i).batches.load(std::memory_order_relaxed);
-        if (consumed >= batches) return true;
-      } catch (const Error&) {
-        // Not created (or not initialised) yet.
-      }
+      if (consumed_now() >= batches) return true;
       std::this_thread::sleep_for(Millis(20));
     }
     return false;
