@@ -5,12 +5,12 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/parallel.h"
 #include "model/cpu_delta_net.h"
 #include "model/cpu_kernels.h"
 #include "model/cpu_moe.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_text_file.h"
-#include "model/parallel.h"
 #include "model/rope.h"
 
 namespace hsring {

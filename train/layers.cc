@@ -8,8 +8,8 @@
 
 #include "common/contract.h"
 #include "common/doc_offsets.h"
+#include "common/parallel.h"
 #include "model/cpu_kernels.h"
-#include "model/parallel.h"
 
 namespace hsring::train {
 

@@ -2,11 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <vector>
-
-#include "model/parallel.h"
 
 namespace hsring {
 namespace {
@@ -125,20 +122,6 @@ TEST(CpuKernelsTest, ArgmaxTakesFirstOfTiesAndSkipsNaN) {
   EXPECT_EQ(cpu::argmax(x.data(), x.size()), 1);
   const std::vector<float> y = {NAN, -5, -2};
   EXPECT_EQ(cpu::argmax(y.data(), y.size()), 2);
-}
-
-TEST(ParallelTest, CoversTheRangeOnceForAnyThreadCount) {
-  for (uint32_t threads : {1u, 2u, 3u, 8u}) {
-    for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(100)}) {
-      std::vector<std::atomic<int>> hits(n);
-      parallel_for(n, threads, 2, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
-      });
-      for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1);
-    }
-  }
-  EXPECT_GE(resolve_threads(0), 1u);
-  EXPECT_EQ(resolve_threads(3), 3u);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-#include "model/parallel.h"
+#include "common/parallel.h"
 
 #include <algorithm>
 #include <thread>
-#include <vector>
+
+#include "common/thread_pool.h"
 
 namespace hsring {
 
@@ -21,14 +22,8 @@ void parallel_for(size_t n, uint32_t threads, size_t min_chunk,
     return;
   }
   const auto chunk_begin = [n, chunks](size_t c) { return n * c / chunks; };
-  {
-    // jthreads join on scope exit, also when starting one of them throws.
-    std::vector<std::jthread> workers;
-    workers.reserve(chunks - 1);
-    for (size_t c = 1; c < chunks; ++c)
-      workers.emplace_back([&body, b = chunk_begin(c), e = chunk_begin(c + 1)] { body(b, e); });
-    body(0, chunk_begin(1));
-  }
+  ThreadPool::shared().run(chunks, chunks - 1,
+                           [&](size_t c) { body(chunk_begin(c), chunk_begin(c + 1)); });
 }
 
 }  // namespace hsring
