@@ -9,8 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "common/contract.h"
 #include "common/error.h"
+
 #include "model/json.h"
 #include "model/model_text_file.h"
 #include "model/safetensors.h"
@@ -25,16 +27,16 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 // Tensor name -> shard file name, from the index's weight_map.
 std::map<std::string, std::string> read_index(const std::filesystem::path& index_path) {
   const std::string source = index_path.string();
-  const JsonValue index = parse_json(read_model_text_file(index_path), source);
+  const nlohmann::json index = parse_json(read_model_text_file(index_path), source);
   const auto bad = [&source](const std::string& what) {
     return Error(Errc::kModel, "shard index '" + source + "': " + what);
   };
-  const JsonValue* map = index.find("weight_map");
+  const nlohmann::json* map = json_member(index, "weight_map");
   if (!map || !map->is_object()) throw bad("no \"weight_map\" object");
   std::map<std::string, std::string> shards;
-  for (const auto& [tensor, file] : map->as_object()) {
+  for (const auto& [tensor, file] : map->items()) {
     if (!file.is_string()) throw bad("tensor '" + tensor + "' maps to " + describe_json(file));
-    const std::string& name = file.as_string();
+    const std::string& name = file.get_ref<const std::string&>();
     // A shard is a file beside the index: no directories, so no escaping the folder.
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos)

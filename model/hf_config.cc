@@ -7,7 +7,9 @@
 #include <limits>
 #include <optional>
 
+#include <nlohmann/json.hpp>
 #include "common/error.h"
+
 #include "model/json.h"
 #include "model/model_config.h"
 #include "model/model_text_file.h"
@@ -19,35 +21,36 @@ namespace {
 // Field readers: each names the source and the key in its error.
 class ConfigReader {
  public:
-  ConfigReader(const JsonValue& root, const std::string& source) : root_(root), source_(source) {}
+  ConfigReader(const nlohmann::json& root, const std::string& source)
+      : root_(root), source_(source) {}
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(Errc::kModelBadConfig, source_ + ": " + what);
   }
 
   // Absent and null read the same: HF writes `"head_dim": null` for "derive it".
-  const JsonValue* get(std::string_view key) const {
-    const JsonValue* v = root_.find(key);
+  const nlohmann::json* get(std::string_view key) const {
+    const nlohmann::json* v = json_member(root_, key);
     return v && !v->is_null() ? v : nullptr;
   }
 
   uint32_t positive_int(std::string_view key, const uint32_t* fallback = nullptr) const {
-    const JsonValue* v = get(key);
+    const nlohmann::json* v = get(key);
     if (!v) {
       if (fallback) return *fallback;
       fail("required field '" + std::string(key) + "' is missing");
     }
-    if (!v->is_number() || !v->as_int() || *v->as_int() < 1 ||
-        *v->as_int() > std::numeric_limits<int32_t>::max())
+    if (!v->is_number() || !json_int(*v) || *json_int(*v) < 1 ||
+        *json_int(*v) > std::numeric_limits<int32_t>::max())
       fail("'" + std::string(key) + "' must be a positive integer, got " + describe_json(*v));
-    return uint32_t(*v->as_int());
+    return uint32_t(*json_int(*v));
   }
 
-  double positive_number(const JsonValue* v, std::string_view key, double fallback) const {
+  double positive_number(const nlohmann::json* v, std::string_view key, double fallback) const {
     if (!v) return fallback;
-    if (!v->is_number() || !(v->as_double() > 0))
+    if (!v->is_number() || !(v->get<double>() > 0))
       fail("'" + std::string(key) + "' must be a positive number, got " + describe_json(*v));
-    return v->as_double();
+    return v->get<double>();
   }
 
   double positive_number(std::string_view key, double fallback) const {
@@ -55,19 +58,19 @@ class ConfigReader {
   }
 
   bool boolean(std::string_view key, bool fallback) const {
-    const JsonValue* v = get(key);
+    const nlohmann::json* v = get(key);
     if (!v) return fallback;
-    if (!v->is_bool())
+    if (!v->is_boolean())
       fail("'" + std::string(key) + "' must be true or false, got " + describe_json(*v));
-    return v->as_bool();
+    return v->get<bool>();
   }
 
   std::string string(std::string_view key) const {
-    const JsonValue* v = get(key);
+    const nlohmann::json* v = get(key);
     if (!v) fail("required field '" + std::string(key) + "' is missing");
     if (!v->is_string())
       fail("'" + std::string(key) + "' must be a string, got " + describe_json(*v));
-    return v->as_string();
+    return v->get_ref<const std::string&>();
   }
 
   void require_false(std::string_view key, const std::string& why) const {
@@ -75,7 +78,7 @@ class ConfigReader {
   }
 
  private:
-  const JsonValue& root_;
+  const nlohmann::json& root_;
   const std::string& source_;
 };
 
@@ -98,23 +101,24 @@ constexpr std::string_view kRopeKeys[] = {"rope_type",
 
 // A number member of a RoPE object (null reads as absent): `fallback` when absent, or a
 // failure naming `field.key` when there is none.
-double rope_number(const ConfigReader& r, const JsonValue& rope, const std::string& field,
+double rope_number(const ConfigReader& r, const nlohmann::json& rope, const std::string& field,
                    std::string_view key, std::optional<double> fallback = std::nullopt) {
-  const JsonValue* v = rope.find(key);
+  const nlohmann::json* v = json_member(rope, key);
   const std::string name = "'" + field + "." + std::string(key) + "'";
   if (!v || v->is_null()) {
     if (!fallback) r.fail(name + " is required by this rope_type");
     return *fallback;
   }
-  if (!v->is_number() || !std::isfinite(v->as_double()))
+  if (!v->is_number() || !std::isfinite(v->get<double>()))
     r.fail(name + " must be a number, got " + describe_json(*v));
-  return v->as_double();
+  return v->get<double>();
 }
 
 // original_max_position_embeddings of llama3 / yarn: the RoPE object's, else the top-level
 // one, else max_position_embeddings (how transformers standardises it).
-double original_positions(const ConfigReader& r, const JsonValue& rope, const std::string& field) {
-  const JsonValue* own = rope.find("original_max_position_embeddings");
+double original_positions(const ConfigReader& r, const nlohmann::json& rope,
+                          const std::string& field) {
+  const nlohmann::json* own = json_member(rope, "original_max_position_embeddings");
   if (own && !own->is_null())
     return rope_number(r, rope, field, "original_max_position_embeddings");
   if (r.get("original_max_position_embeddings"))
@@ -139,14 +143,14 @@ bool is_qwen35(const std::string& model_type) {
 void read_rope(const ConfigReader& r, ModelConfig& c) {
   const bool qwen35 = is_qwen35(c.model_type);
   c.rope_theta = r.positive_number("rope_theta", 10000.0);
-  const JsonValue* rope = nullptr;
+  const nlohmann::json* rope = nullptr;
   std::string field;
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    const JsonValue* v = r.get(key);
+    const nlohmann::json* v = r.get(key);
     if (!v) continue;
     if (!v->is_object())
       r.fail("'" + std::string(key) + "' must be an object or null, got " + describe_json(*v));
-    if (!rope && !v->as_object().empty()) {
+    if (!rope && !v->empty()) {
       rope = v;
       field = key;
     }
@@ -154,10 +158,10 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
   // Partial RoPE: Qwen3.5 rotates the first quarter of each head (its default, as
   // transformers sets it); the rope object's own factor wins over the top-level one.
   double partial = qwen35 ? 0.25 : 1.0;
-  if (const JsonValue* v = r.get("partial_rotary_factor")) {
-    if (!v->is_number() || !(v->as_double() > 0 && v->as_double() <= 1))
+  if (const nlohmann::json* v = r.get("partial_rotary_factor")) {
+    if (!v->is_number() || !(v->get<double>() > 0 && v->get<double>() <= 1))
       r.fail("'partial_rotary_factor' must be a number in (0, 1], got " + describe_json(*v));
-    partial = v->as_double();
+    partial = v->get<double>();
   }
   const auto set_rotary = [&](double factor) {
     if (factor == 1.0) {
@@ -171,7 +175,7 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
   };
   set_rotary(partial);
   if (!rope) return;
-  for (const auto& [key, value] : rope->as_object()) {
+  for (const auto& [key, value] : rope->items()) {
     if (value.is_object())
       r.fail("'" + field + "." + key + "' is an object: per-layer-type RoPE is not supported");
     // Multimodal RoPE: with text positions its three sections rotate by the same position,
@@ -182,14 +186,15 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
   }
   std::string type = "default";
   for (const char* key : {"rope_type", "type"}) {
-    const JsonValue* v = rope->find(key);
+    const nlohmann::json* v = json_member(*rope, key);
     if (!v || v->is_null()) continue;
     if (!v->is_string())
       r.fail("'" + field + "." + key + "' must be a string, got " + describe_json(*v));
-    type = v->as_string();
+    type = v->get_ref<const std::string&>();
     break;
   }
-  c.rope_theta = r.positive_number(rope->find("rope_theta"), field + ".rope_theta", c.rope_theta);
+  c.rope_theta =
+      r.positive_number(json_member(*rope, "rope_theta"), field + ".rope_theta", c.rope_theta);
   const double own_partial = rope_number(r, *rope, field, "partial_rotary_factor", partial);
   if (!(own_partial > 0 && own_partial <= 1))
     r.fail("'" + field + ".partial_rotary_factor' must be in (0, 1]");
@@ -216,7 +221,7 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
     s.type = RopeType::kYarn;
     s.original_max_positions = original_positions(r, *rope, field);
     // No factor: the ratio of the new context to the original one (DeepSeek-V3 style).
-    const JsonValue* factor = rope->find("factor");
+    const nlohmann::json* factor = json_member(*rope, "factor");
     if (!factor || factor->is_null()) {
       if (!r.get("max_position_embeddings"))
         r.fail("'" + field + ".factor' is missing and so is 'max_position_embeddings'");
@@ -229,9 +234,9 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
     if (s.beta_fast == 0) s.beta_fast = 32.0;
     s.beta_slow = rope_number(r, *rope, field, "beta_slow", 1.0);
     if (s.beta_slow == 0) s.beta_slow = 1.0;
-    if (const JsonValue* t = rope->find("truncate"); t && !t->is_null()) {
-      if (!t->is_bool()) r.fail("'" + field + ".truncate' must be true or false");
-      s.truncate = t->as_bool();
+    if (const nlohmann::json* t = json_member(*rope, "truncate"); t && !t->is_null()) {
+      if (!t->is_boolean()) r.fail("'" + field + ".truncate' must be true or false");
+      s.truncate = t->get<bool>();
     }
     // cos / sin scale: attention_factor, else mscale's ratio, else 0.1 ln(factor) + 1.
     const auto mscale = [](double scale, double m) {
@@ -239,7 +244,7 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
     };
     const double m = rope_number(r, *rope, field, "mscale", 0.0);
     const double m_all = rope_number(r, *rope, field, "mscale_all_dim", 0.0);
-    if (const JsonValue* a = rope->find("attention_factor"); a && !a->is_null())
+    if (const nlohmann::json* a = json_member(*rope, "attention_factor"); a && !a->is_null())
       s.attention_factor = rope_number(r, *rope, field, "attention_factor");
     else if (m != 0 && m_all != 0)
       s.attention_factor = mscale(s.factor, m) / mscale(s.factor, m_all);
@@ -253,8 +258,8 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
 }
 
 void reject_unsupported(const ConfigReader& r, const std::string& model_type) {
-  if (const JsonValue* act = r.get("hidden_act");
-      act && !(act->is_string() && act->as_string() == "silu"))
+  if (const nlohmann::json* act = r.get("hidden_act");
+      act && !(act->is_string() && act->get_ref<const std::string&>() == "silu"))
     r.fail("'hidden_act' is " + describe_json(*act) + ": only \"silu\" (SwiGLU) is supported");
   // Qwen2's q/k/v biases come with its model_type (transformers ignores this flag there);
   // elsewhere the flag biases o_proj too, which the forward does not implement.
@@ -265,10 +270,10 @@ void reject_unsupported(const ConfigReader& r, const std::string& model_type) {
   r.require_false("mlp_bias", "biased MLP projections are not supported");
   r.require_false("use_sliding_window", "sliding-window attention is not supported");
   if (is_qwen35(model_type)) return;  // its layer_types are read by read_qwen35
-  if (const JsonValue* types = r.get("layer_types")) {
+  if (const nlohmann::json* types = r.get("layer_types")) {
     if (!types->is_array()) r.fail("'layer_types' must be an array");
-    for (const JsonValue& t : types->as_array())
-      if (!(t.is_string() && t.as_string() == "full_attention"))
+    for (const nlohmann::json& t : *types)
+      if (!(t.is_string() && t.get_ref<const std::string&>() == "full_attention"))
         r.fail("'layer_types' holds " + describe_json(t) +
                ": only \"full_attention\" layers are supported");
   }
@@ -281,12 +286,12 @@ void read_qwen35(const ConfigReader& r, ModelConfig& c) {
   c.qk_norm = true;
   c.attention_gate = true;
   c.zero_centred_norms = true;
-  if (const JsonValue* types = r.get("layer_types")) {
+  if (const nlohmann::json* types = r.get("layer_types")) {
     if (!types->is_array()) r.fail("'layer_types' must be an array");
-    for (const JsonValue& t : types->as_array()) {
-      if (t.is_string() && t.as_string() == "full_attention")
+    for (const nlohmann::json& t : *types) {
+      if (t.is_string() && t.get_ref<const std::string&>() == "full_attention")
         c.layer_kinds.push_back(LayerKind::kAttention);
-      else if (t.is_string() && t.as_string() == "linear_attention")
+      else if (t.is_string() && t.get_ref<const std::string&>() == "linear_attention")
         c.layer_kinds.push_back(LayerKind::kDeltaNet);
       else
         r.fail("'layer_types' holds " + describe_json(t) +
@@ -326,8 +331,8 @@ void read_moe(const ConfigReader& r, ModelConfig& c) {
   if (m.experts_per_token > m.num_experts)
     r.fail("'num_experts_per_tok' (" + std::to_string(m.experts_per_token) +
            ") exceeds the number of experts (" + std::to_string(m.num_experts) + ")");
-  if (const JsonValue* scoring = r.get("scoring_func");
-      scoring && !(scoring->is_string() && scoring->as_string() == "softmax"))
+  if (const nlohmann::json* scoring = r.get("scoring_func");
+      scoring && !(scoring->is_string() && scoring->get_ref<const std::string&>() == "softmax"))
     r.fail("'scoring_func' is " + describe_json(*scoring) +
            ": only the softmax router of Qwen3 / Qwen3.5 MoE is built");
   if (qwen35) {
@@ -343,13 +348,13 @@ void read_moe(const ConfigReader& r, ModelConfig& c) {
   c.mlp_kinds.assign(c.num_layers, MlpKind::kDense);
   for (uint32_t i = 0; i < c.num_layers; ++i)
     if ((i + 1) % step == 0) c.mlp_kinds[i] = MlpKind::kExperts;
-  if (const JsonValue* dense = r.get("mlp_only_layers")) {
+  if (const nlohmann::json* dense = r.get("mlp_only_layers")) {
     if (!dense->is_array()) r.fail("'mlp_only_layers' must be an array of layer ids");
-    for (const JsonValue& id : dense->as_array()) {
-      if (!id.is_number() || !id.as_int() || *id.as_int() < 0 || *id.as_int() >= c.num_layers)
+    for (const nlohmann::json& id : *dense) {
+      if (!id.is_number() || !json_int(id) || *json_int(id) < 0 || *json_int(id) >= c.num_layers)
         r.fail("'mlp_only_layers' holds " + describe_json(id) + ", not a layer id in [0, " +
                std::to_string(c.num_layers) + ")");
-      c.mlp_kinds[size_t(*id.as_int())] = MlpKind::kDense;
+      c.mlp_kinds[size_t(*json_int(id))] = MlpKind::kDense;
     }
   }
 }
@@ -374,7 +379,7 @@ std::string not_built(const std::string& model_type, const ConfigReader& r) {
 }  // namespace
 
 ModelConfig parse_hf_config(std::string_view json_text, const std::string& source) {
-  const JsonValue root = parse_json(json_text, source);
+  const nlohmann::json root = parse_json(json_text, source);
   if (!root.is_object()) throw Error(Errc::kModelBadConfig, source + ": not a JSON object");
   const ConfigReader top(root, source);
   ModelConfig c;
@@ -383,7 +388,7 @@ ModelConfig parse_hf_config(std::string_view json_text, const std::string& sourc
   // Qwen3.5: the multimodal wrapper (model_type qwen3_5 / qwen3_5_moe) keeps the text
   // model's fields in text_config and its tensors under model.language_model.; a text-only
   // save (qwen3_5_text / qwen3_5_moe_text) has them at the top and under model.
-  const JsonValue* text = &root;
+  const nlohmann::json* text = &root;
   std::string text_source = source;
   if (is_qwen35(c.model_type)) {
     text = top.get("text_config");
@@ -436,7 +441,7 @@ ModelConfig load_hf_config(const std::filesystem::path& config_json) {
 
 ModelConfig parse_hf_outline(std::string_view json_text, const std::string& source,
                              const std::string& why_not_native) {
-  const JsonValue root = parse_json(json_text, source);
+  const nlohmann::json root = parse_json(json_text, source);
   if (!root.is_object()) throw Error(Errc::kModelBadConfig, source + ": not a JSON object");
   const ConfigReader top(root, source);
   ModelConfig c;
@@ -445,9 +450,9 @@ ModelConfig parse_hf_outline(std::string_view json_text, const std::string& sour
   c.no_native_forward = why_not_native;
   // A multimodal wrapper keeps its text model's fields in text_config (transformers'
   // get_text_config) and, saved by transformers 5, its tensors under model.language_model.
-  const JsonValue* text = &root;
+  const nlohmann::json* text = &root;
   std::string text_source = source;
-  if (const JsonValue* t = top.get("text_config")) {
+  if (const nlohmann::json* t = top.get("text_config")) {
     if (!t->is_object()) top.fail("'text_config' must be an object");
     text = t;
     text_source = source + ": text_config";
@@ -466,10 +471,10 @@ ModelConfig parse_hf_outline(std::string_view json_text, const std::string& sour
   // The base of the drafter's own RoPE (and of its export): rope_theta, else the theta of
   // rope_parameters or of its full-attention entry (per-layer-type RoPE), else 1e4.
   c.rope_theta = r.positive_number("rope_theta", 10000.0);
-  if (const JsonValue* rope = r.get("rope_parameters"); rope && rope->is_object()) {
-    const JsonValue* full = rope->find("full_attention");
-    const JsonValue* own = rope->find("rope_theta");
-    if (!own && full && full->is_object()) own = full->find("rope_theta");
+  if (const nlohmann::json* rope = r.get("rope_parameters"); rope && rope->is_object()) {
+    const nlohmann::json* full = json_member(*rope, "full_attention");
+    const nlohmann::json* own = json_member(*rope, "rope_theta");
+    if (!own && full && full->is_object()) own = json_member(*full, "rope_theta");
     c.rope_theta = r.positive_number(own && !own->is_null() ? own : nullptr,
                                      "rope_parameters.rope_theta", c.rope_theta);
   }

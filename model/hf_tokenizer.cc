@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <limits>
 
+#include <nlohmann/json.hpp>
 #include "common/error.h"
+
 #include "model/json.h"
 #include "model/model_text_file.h"
 
@@ -16,11 +18,11 @@ namespace fs = std::filesystem;
   throw Error(Errc::kModelBadConfig, file.string() + ": " + what);
 }
 
-int64_t token_id(const JsonValue& v, const fs::path& file, const std::string& where) {
-  if (!v.is_number() || !v.as_int() || *v.as_int() < 0 ||
-      *v.as_int() > std::numeric_limits<int32_t>::max())
+int64_t token_id(const nlohmann::json& v, const fs::path& file, const std::string& where) {
+  if (!v.is_number() || !json_int(v) || *json_int(v) < 0 ||
+      *json_int(v) > std::numeric_limits<int32_t>::max())
     bad(file, where + " is " + describe_json(v) + ", not a token id");
-  return *v.as_int();
+  return *json_int(v);
 }
 
 void name(TokenizerVocab& vocab, int64_t id, const std::string& text) {
@@ -31,65 +33,64 @@ void name(TokenizerVocab& vocab, int64_t id, const std::string& text) {
   vocab.next_id = std::max(vocab.next_id, id + 1);
 }
 
-void read_model_vocab(TokenizerVocab& vocab, const JsonValue& model, const fs::path& file) {
-  const JsonValue* v = model.find("vocab");
+void read_model_vocab(TokenizerVocab& vocab, const nlohmann::json& model, const fs::path& file) {
+  const nlohmann::json* v = json_member(model, "vocab");
   if (!v || v->is_null()) return;  // a model without a vocabulary of its own
   if (v->is_object()) {            // BPE, WordPiece, WordLevel: {"text": id}
-    for (const auto& [text, id] : v->as_object())
-      name(vocab, token_id(id, file, "model.vocab"), text);
+    for (const auto& [text, id] : v->items()) name(vocab, token_id(id, file, "model.vocab"), text);
   } else if (v->is_array()) {  // Unigram: [["text", score], ...], the id is the index
     int64_t id = 0;
-    for (const JsonValue& piece : v->as_array()) {
-      if (!piece.is_array() || piece.as_array().empty() || !piece.as_array()[0].is_string())
+    for (const nlohmann::json& piece : *v) {
+      if (!piece.is_array() || piece.empty() || !piece[0].is_string())
         bad(file, "model.vocab holds " + describe_json(piece) + ", not a [text, score] pair");
-      name(vocab, id++, piece.as_array()[0].as_string());
+      name(vocab, id++, piece[0].get_ref<const std::string&>());
     }
   } else {
     bad(file, "model.vocab is " + describe_json(*v) + ", not an object or a list");
   }
 }
 
-void read_added(TokenizerVocab& vocab, int64_t id, const JsonValue& token, const fs::path& file,
-                const std::string& where) {
-  const JsonValue* content = token.find("content");
-  if (!content || !content->is_string() || content->as_string().empty())
+void read_added(TokenizerVocab& vocab, int64_t id, const nlohmann::json& token,
+                const fs::path& file, const std::string& where) {
+  const nlohmann::json* content = json_member(token, "content");
+  if (!content || !content->is_string() || content->get_ref<const std::string&>().empty())
     bad(file, where + " has no \"content\" text");
-  name(vocab, id, content->as_string());
-  vocab.added[id] = content->as_string();
+  name(vocab, id, content->get_ref<const std::string&>());
+  vocab.added[id] = content->get_ref<const std::string&>();
 }
 
 void read_tokenizer_json(TokenizerVocab& vocab, const fs::path& file) {
-  const JsonValue root = parse_json(read_model_text_file(file), file.string());
+  const nlohmann::json root = parse_json(read_model_text_file(file), file.string());
   if (!root.is_object()) bad(file, "not a JSON object");
-  if (const JsonValue* model = root.find("model"); model && model->is_object())
+  if (const nlohmann::json* model = json_member(root, "model"); model && model->is_object())
     read_model_vocab(vocab, *model, file);
-  const JsonValue* added = root.find("added_tokens");
+  const nlohmann::json* added = json_member(root, "added_tokens");
   if (!added || added->is_null()) return;
   if (!added->is_array()) bad(file, "added_tokens is " + describe_json(*added) + ", not a list");
-  for (const JsonValue& token : added->as_array()) {
-    const JsonValue* id = token.find("id");
+  for (const nlohmann::json& token : *added) {
+    const nlohmann::json* id = json_member(token, "id");
     if (!id) bad(file, "an entry of added_tokens has no \"id\"");
     read_added(vocab, token_id(*id, file, "added_tokens' id"), token, file, "added_tokens entry");
   }
 }
 
 void read_tokenizer_config(TokenizerVocab& vocab, const fs::path& file) {
-  const JsonValue root = parse_json(read_model_text_file(file), file.string());
+  const nlohmann::json root = parse_json(read_model_text_file(file), file.string());
   if (!root.is_object()) bad(file, "not a JSON object");
-  if (const JsonValue* decoder = root.find("added_tokens_decoder");
+  if (const nlohmann::json* decoder = json_member(root, "added_tokens_decoder");
       decoder && decoder->is_object()) {
-    for (const auto& [key, token] : decoder->as_object()) {
-      const JsonValue id = parse_json(key, file.string() + " added_tokens_decoder key");
+    for (const auto& [key, token] : decoder->items()) {
+      const nlohmann::json id = parse_json(key, file.string() + " added_tokens_decoder key");
       read_added(vocab, token_id(id, file, "added_tokens_decoder key \"" + key + "\""), token, file,
                  "added_tokens_decoder[\"" + key + "\"]");
     }
   }
   // "mask_token": "<mask>", or an AddedToken {"content": "<mask>", ...}, or null.
-  if (const JsonValue* mask = root.find("mask_token"); mask && !mask->is_null()) {
-    const JsonValue* text = mask->is_object() ? mask->find("content") : mask;
-    if (!text || !text->is_string() || text->as_string().empty())
+  if (const nlohmann::json* mask = json_member(root, "mask_token"); mask && !mask->is_null()) {
+    const nlohmann::json* text = mask->is_object() ? json_member(*mask, "content") : mask;
+    if (!text || !text->is_string() || text->get_ref<const std::string&>().empty())
       bad(file, "mask_token is " + describe_json(*mask) + ", not a token text");
-    vocab.declared_mask = text->as_string();
+    vocab.declared_mask = text->get_ref<const std::string&>();
   }
 }
 

@@ -14,10 +14,12 @@
 #include <cstring>
 #include <limits>
 
+#include <nlohmann/json.hpp>
 #include "common/error.h"
 #include "common/regular_file.h"
 #include "common/syscheck.h"
 #include "model/float_convert.h"
+
 #include "model/json.h"
 
 namespace hsring {
@@ -110,60 +112,59 @@ void SafetensorsFile::parse_header() {
   const uint64_t data_size = size_ - data_offset_;
 
   const std::string_view text(reinterpret_cast<const char*>(map_ + 8), header_len);
-  JsonValue header;
+  nlohmann::json header;
   try {
     header = parse_json(text, "header");
   } catch (const Error& e) {
     fail(std::string("garbage header: ") + e.what());
   }
-  if (!header.is_object())
-    fail("header is " + std::string(to_string(header.type())) + ", not an object");
+  if (!header.is_object()) fail("header is " + std::string(json_kind(header)) + ", not an object");
 
-  for (const auto& [name, entry] : header.as_object()) {
+  for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("__metadata__ must be an object of strings");
-      for (const auto& [key, value] : entry.as_object())
+      for (const auto& [key, value] : entry.items())
         if (!value.is_string()) fail("__metadata__ entry '" + key + "' is not a string");
       continue;
     }
     const std::string where = "tensor '" + name + "'";
-    if (!entry.is_object()) fail(where + " is " + to_string(entry.type()) + ", not an object");
-    for (const auto& [key, unused] : entry.as_object())
+    if (!entry.is_object()) fail(where + " is " + json_kind(entry) + ", not an object");
+    for (const auto& [key, unused] : entry.items())
       if (key != "dtype" && key != "shape" && key != "data_offsets")
         fail(where + " has an unknown field '" + key + "'");
-    const JsonValue* dtype = entry.find("dtype");
-    const JsonValue* shape = entry.find("shape");
-    const JsonValue* offsets = entry.find("data_offsets");
+    const nlohmann::json* dtype = json_member(entry, "dtype");
+    const nlohmann::json* shape = json_member(entry, "shape");
+    const nlohmann::json* offsets = json_member(entry, "data_offsets");
     if (!dtype || !shape || !offsets) fail(where + " lacks dtype, shape or data_offsets");
 
     TensorInfo t;
     t.name = name;
     if (!dtype->is_string()) fail(where + ": dtype is not a string");
-    t.dtype = dtype->as_string();
+    t.dtype = dtype->get_ref<const std::string&>();
     t.element_size = element_size_of(t.dtype);
     if (t.element_size == 0) fail(where + ": unknown dtype " + describe_json(*dtype));
 
     if (!shape->is_array()) fail(where + ": shape is not an array");
     uint64_t elements = 1;
-    for (const JsonValue& dim : shape->as_array()) {
-      if (!dim.is_number() || !dim.as_int() || *dim.as_int() < 0)
+    for (const nlohmann::json& dim : *shape) {
+      if (!dim.is_number() || !json_int(dim) || *json_int(dim) < 0)
         fail(where + ": shape holds " + describe_json(dim) + ", not a non-negative integer");
-      const auto d = uint64_t(*dim.as_int());
+      const auto d = uint64_t(*json_int(dim));
       if (d != 0 && elements > std::numeric_limits<uint64_t>::max() / t.element_size / d)
         fail(where + ": shape " + describe_json(dim) + " overflows");
       elements *= d;
       t.shape.push_back(int64_t(d));
     }
 
-    if (!offsets->is_array() || offsets->as_array().size() != 2)
+    if (!offsets->is_array() || offsets->size() != 2)
       fail(where + ": data_offsets must be [begin, end]");
-    const JsonValue& b = offsets->as_array()[0];
-    const JsonValue& e = offsets->as_array()[1];
-    if (!b.is_number() || !b.as_int() || *b.as_int() < 0 || !e.is_number() || !e.as_int() ||
-        *e.as_int() < 0)
+    const nlohmann::json& b = (*offsets)[0];
+    const nlohmann::json& e = (*offsets)[1];
+    if (!b.is_number() || !json_int(b) || *json_int(b) < 0 || !e.is_number() || !json_int(e) ||
+        *json_int(e) < 0)
       fail(where + ": data_offsets must be non-negative integers");
-    t.begin = uint64_t(*b.as_int());
-    t.end = uint64_t(*e.as_int());
+    t.begin = uint64_t(*json_int(b));
+    t.end = uint64_t(*json_int(e));
     if (t.end < t.begin)
       fail(where + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
            "] end before they begin");
