@@ -332,9 +332,9 @@ int main(int argc, char** argv) {
       }
       // Neither flag nor config: every GPU of the machine, when it has any, split by --split
       // (checked on every machine).
-      parse_split(run_options.split);
+      const SplitRequest split = parse_split(run_options.split);
       if (run->get_option("--targets")->count() == 0 && run->get_option("--drafters")->count() == 0)
-        apply_default_gpu_split(run_options);
+        apply_default_gpu_split(run_options, split);
       // A flag (or config key) left out: torchrun's or Slurm's word, else one machine.
       const auto given = [&](const char* flag, uint32_t value) {
         return run->get_option(flag)->count() > 0 ? std::optional<uint32_t>(value) : std::nullopt;

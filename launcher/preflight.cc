@@ -349,8 +349,7 @@ StageRates run_stage_rates(const RunOptions& options) {
 
 }  // namespace
 
-void apply_default_gpu_split(RunOptions& options) {
-  const SplitRequest request = parse_split(options.split);  // refused on any machine
+void apply_default_gpu_split(RunOptions& options, const SplitRequest& request) {
   int gpus = 0;
 #if HSRING_HAVE_CUDA
   gpus = gpu::probe_gpus().count;

@@ -21,6 +21,8 @@
 
 namespace hsring {
 
+struct SplitRequest;  // launcher/gpu_split.h
+
 // What the machine offers this process, as far as the checks need to know.
 struct SystemFacts {
   bool cuda_build = false;                  // this build can run GPU workers
@@ -46,9 +48,10 @@ std::vector<std::string> check_run_request(const RunOptions& options, const Work
                                            const WorkerSpec& drafters, const RingShape& shape,
                                            const SystemFacts& facts);
 
-// Sets --targets / --drafters to default_gpu_split() of the GPUs this process sees (none in
-// a build without CUDA), and logs the choice; leaves the CPU defaults when there is none.
-void apply_default_gpu_split(RunOptions& options);
+// Sets --targets / --drafters to the split `request` (options.split, parsed by the caller on
+// every machine) asks for of the GPUs this process sees (none in a build without CUDA), and
+// logs the choice; leaves the CPU defaults when there is none.
+void apply_default_gpu_split(RunOptions& options, const SplitRequest& request);
 
 // measure_system_facts, then check_run_request; logs the warnings ("warning: ...").
 void preflight_run(const RunOptions& options, const WorkerSpec& targets, const WorkerSpec& drafters,
