@@ -17,39 +17,21 @@ seconds=60
 period_ms=2000
 bin_dir=${HSRING_BIN_DIR:-build/bin}
 work=
-usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-while getopts "s:p:b:w:h" opt; do
-  case $opt in
-    s) seconds=$OPTARG ;;
-    p) period_ms=$OPTARG ;;
-    b) bin_dir=$OPTARG ;;
-    w) work=$OPTARG ;;
-    *) usage ;;
+chaos_usage_lines=2,13
+chaos_own_options=s:w:
+chaos_default_run_flags=(--model tiny --checkpoint-every 5 --no-eval)
+chaos_option() {
+  case $1 in
+    s) seconds=$2 ;;
+    w) work=$2 ;;
   esac
-done
-shift $((OPTIND - 1))
-[[ $seconds =~ ^[0-9]+$ && $seconds -gt 0 && $period_ms =~ ^[0-9]+$ && $period_ms -gt 0 ]] || usage
-if [[ ! -x $bin_dir/hsring ]]; then
-  echo "chaos.sh: no hsring in '$bin_dir' (pass -b BIN_DIR or set HSRING_BIN_DIR)" >&2
-  exit 2
-fi
-run_flags=("$@")
-((${#run_flags[@]})) || run_flags=(--model tiny --checkpoint-every 5 --no-eval)
+}
+# shellcheck source=bench/chaos_options.sh
+source "$(dirname "$0")/chaos_options.sh"
+chaos_parse_options "$@"
+chaos_require_positive "$seconds"
 [[ -n $work ]] || work=$(mktemp -d /tmp/hsring-chaos-XXXXXX)
 mkdir -p "$work"
-
-launcher=
-cleanup() {
-  if [[ -n $launcher ]] && kill -0 "$launcher" 2>/dev/null; then
-    kill -TERM "$launcher" 2>/dev/null || true
-    wait "$launcher" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # run NAME KILL: one run in WORK/NAME; KILL=1 SIGKILLs a random live worker every period.
 # Leaves NAME/summary.json, NAME/launcher.log, NAME/rc and NAME/kills.

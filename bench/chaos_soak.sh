@@ -17,38 +17,21 @@ kills_wanted=10000
 max_seconds=1800
 period_ms=10
 bin_dir=${HSRING_BIN_DIR:-build/bin}
-usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-while getopts "k:t:p:b:h" opt; do
-  case $opt in
-    k) kills_wanted=$OPTARG ;;
-    t) max_seconds=$OPTARG ;;
-    p) period_ms=$OPTARG ;;
-    b) bin_dir=$OPTARG ;;
-    *) usage ;;
+chaos_usage_lines=2,15
+chaos_own_options=k:t:
+chaos_default_run_flags=(--model synthetic --targets cpu:4 --drafters cpu:2)
+chaos_option() {
+  case $1 in
+    k) kills_wanted=$2 ;;
+    t) max_seconds=$2 ;;
   esac
-done
-shift $((OPTIND - 1))
-for n in "$kills_wanted" "$max_seconds" "$period_ms"; do [[ $n =~ ^[0-9]+$ && $n -gt 0 ]] || usage; done
-if [[ ! -x $bin_dir/hsring ]]; then
-  echo "chaos_soak.sh: no hsring in '$bin_dir' (pass -b BIN_DIR or set HSRING_BIN_DIR)" >&2
-  exit 2
-fi
-run_flags=("$@")
-((${#run_flags[@]})) || run_flags=(--model synthetic --targets cpu:4 --drafters cpu:2)
+}
+# shellcheck source=bench/chaos_options.sh
+source "$(dirname "$0")/chaos_options.sh"
+chaos_parse_options "$@"
+chaos_require_positive "$kills_wanted" "$max_seconds"
 
 work=$(mktemp -d /tmp/hsring-soak-XXXXXX)
-launcher=
-cleanup() {
-  if [[ -n $launcher ]] && kill -0 "$launcher" 2>/dev/null; then
-    kill -TERM "$launcher" 2>/dev/null || true
-    wait "$launcher" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # The launcher's own deadline is a backstop past ours; the drain is our SIGTERM. The soak
 # is about the data, not the crash-loop limit: a worker killed before its first batch on a
