@@ -3,14 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <sstream>
 
 #include "common/contract.h"
 #include "common/regular_file.h"
-#include "worker/profile_interval.h"
+#include "worker/run_flags.h"
 
 namespace hsring {
 
@@ -26,8 +24,8 @@ UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint
   // bash exec a lone command in place; for any other the launcher signals the whole
   // process group, so nothing of the command outlives its worker.
   c.argv = {"/bin/sh", "-c", user_command_of(options, role)};
-  c.env = {{"HSRING_RING", options.ring},
-           {"HSRING_ROLE", to_string(role)},
+  // Its place in the run, which hsring's own workers get as flags of their own...
+  c.env = {{"HSRING_ROLE", to_string(role)},
            {"HSRING_INDEX", std::to_string(index)},
            {"HSRING_EPOCH", std::to_string(epoch)},
            {"HSRING_LIB", bin_dir + "/libhsring.so"},
@@ -37,22 +35,11 @@ UserWorkerCommand user_worker_command(const RunOptions& options, Role role, uint
     // The machine's GPU id (CUDA_VISIBLE_DEVICES renumbers it 0): for status and the log.
     c.env.emplace_back("HSRING_GPU", std::to_string(gpu));
   }
-  if (runs_model(options)) c.env.emplace_back("HSRING_MODEL", options.model);
-  // The launcher's resolved value, as hsring's own workers get it with --profile-interval;
-  // even 0 while the inherited variable is set (libhsring reads the variable).
-  if (options.profile_interval_s > 0 || std::getenv(kProfileIntervalEnv) != nullptr) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.17g", options.profile_interval_s);
-    c.env.emplace_back(kProfileIntervalEnv, seconds);
-  }
-  if (role == Role::kTarget) {
-    // What hsring-target's shard reader is given as flags (worker/run_flag_table.cc).
-    if (!options.data.empty()) c.env.emplace_back("HSRING_DATA", options.data);
-    c.env.emplace_back("HSRING_DATA_SEED", std::to_string(options.data_seed));
-    c.env.emplace_back("HSRING_READ_AHEAD", std::to_string(options.read_ahead));
-    c.env.emplace_back("HSRING_NNODES", std::to_string(options.nnodes));
-    c.env.emplace_back("HSRING_NODE_RANK", std::to_string(options.node_rank));
-  }
+  // ... and the run's flags that reach its role, declared with their variable in the flag
+  // table (worker/run_flag_table.cc): the ring, the model, the data options, the profile
+  // period the launcher resolved (0 too, over an inherited variable).
+  for (auto& [name, value] : run_flag_environment(options, role, gpu >= 0))
+    c.env.emplace_back(std::move(name), std::move(value));
   return c;
 }
 

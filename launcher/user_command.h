@@ -1,10 +1,11 @@
 // Workers that are user commands (`hsring run --target-cmd '...' --drafter-cmd '...'`): a
 // shell command line instead of hsring's own worker program, told its place in the run
 // through the environment, which python/hsring's from_env() (or any C API caller) reads:
-// HSRING_RING, HSRING_ROLE, HSRING_INDEX, HSRING_EPOCH (the epoch its start will open),
-// CUDA_VISIBLE_DEVICES and HSRING_GPU for its GPU, HSRING_PROFILE_INTERVAL when the run
-// profiles (libhsring writes the profile log), HSRING_LIB (libhsring.so beside hsring) and the data
-// options a target's shard reader needs. Supervision is the built-in workers' own.
+// HSRING_ROLE, HSRING_INDEX, HSRING_EPOCH (the epoch its start will open), CUDA_VISIBLE_DEVICES
+// and HSRING_GPU for its GPU, HSRING_LIB (libhsring.so beside hsring), and the run's flags
+// that the flag table gives a variable (run_flag_environment, worker/run_flags.h):
+// HSRING_RING, HSRING_MODEL, HSRING_PROFILE_INTERVAL (libhsring writes the profile log) and
+// the data options a target's shard reader needs. Supervision is the built-in workers' own.
 #pragma once
 
 #include <cstdint>

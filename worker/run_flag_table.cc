@@ -18,7 +18,8 @@ constexpr RunFlag kRunFlags[] = {
      .reach = kEveryProgram,
      .check = {FlagCheck::Kind::kRingName},
      .help = "Name of the ring segment (in /dev/shm)",
-     .always = true},
+     .always = true,
+     .env = "HSRING_RING"},
     {.name = "--targets",
      .field = &R::targets,
      .help = "Targets: cpu:N, or GPU ids like 0,1 (given neither this nor --drafters on a GPU "
@@ -48,7 +49,8 @@ constexpr RunFlag kRunFlags[] = {
              "use), tiny, qwen3-8b, qwen3.6-27b, qwen3-dense-27b (random weights), a Hugging "
              "Face folder, or synthetic (verifiable made-up batches)",
      .passed = Passed::kModelRun,
-     .always = true},
+     .always = true,
+     .env = "HSRING_MODEL"},
     {.name = "--model-seed",
      .field = &R::model_seed,
      .reach = kEveryProgram,
@@ -60,7 +62,8 @@ constexpr RunFlag kRunFlags[] = {
      .help = "Folder of token shards (hsring data pack), or builtin: the built-in target's "
              "continuations of the built-in corpus; default: builtin with --model builtin, "
              "else the built-in corpus",
-     .passed = Passed::kModelRun},
+     .passed = Passed::kModelRun,
+     .env = "HSRING_DATA"},
     {.name = "--eval-prompts",
      .field = &R::eval_prompts,
      .help = "Prompts of the end-of-run evaluation (as `hsring eval --prompts`: a token-shard "
@@ -78,7 +81,8 @@ constexpr RunFlag kRunFlags[] = {
      .field = &R::data_seed,
      .reach = kLauncher | kTargets,
      .help = "Seed of the batch packing and epoch order",
-     .passed = Passed::kModelRun},
+     .passed = Passed::kModelRun,
+     .env = "HSRING_DATA_SEED"},
     {.name = "--layers",
      .field = &R::layers,
      .help = "Captured layer ids, e.g. 1,16,31,46,61 (default: K spread from layer 1 to L-3)"},
@@ -87,7 +91,8 @@ constexpr RunFlag kRunFlags[] = {
      .reach = kLauncher | kTargets,
      .check = range(1, 256),
      .help = "Batches each target reads ahead of its forward (io_uring)",
-     .passed = Passed::kModelRun},
+     .passed = Passed::kModelRun,
+     .env = "HSRING_READ_AHEAD"},
     {.name = "--run-dir",
      .field = &R::run_dir,
      .reach = kLauncher | kDrafters,
@@ -241,13 +246,15 @@ constexpr RunFlag kRunFlags[] = {
      .check = range(1, kMaxNodes),
      .help = "Machines whose drafters train one model, one launcher each (default: torchrun's "
              "or Slurm's, else 1)",
-     .passed = Passed::kModelRun},
+     .passed = Passed::kModelRun,
+     .env = "HSRING_NNODES"},
     {.name = "--node-rank",
      .field = &R::node_rank,
      .reach = kEveryProgram,
      .check = range(0, kMaxNodes - 1),
      .help = "This machine's rank, 0 to NNODES-1 (node 0's drafter 0 writes the checkpoints)",
-     .passed = Passed::kModelRun},
+     .passed = Passed::kModelRun,
+     .env = "HSRING_NODE_RANK"},
     {.name = "--rendezvous-dir",
      .field = &R::rendezvous_dir,
      .reach = kLauncher | kDrafters,
@@ -379,7 +386,8 @@ constexpr RunFlag kRunFlags[] = {
      .check = {FlagCheck::Kind::kProfileInterval},
      .help = "Workers log their stage timings (count, mean, p50, p99) every S seconds; 0: off. "
              "Default: $HSRING_PROFILE_INTERVAL, else 0",
-     .always = true},
+     .always = true,
+     .env = "HSRING_PROFILE_INTERVAL"},
 };
 
 // The table's own consistency, checked by the compiler: "" when every row is well formed.

@@ -127,6 +127,19 @@ std::vector<std::string> run_flag_argv(const RunOptions& options, Role role, boo
   return argv;
 }
 
+std::vector<std::pair<std::string, std::string>> run_flag_environment(const RunOptions& options,
+                                                                      Role role, bool gpu) {
+  const uint8_t program = role == Role::kTarget ? kTargets : kDrafters;
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const RunFlag& flag : run_flags()) {
+    if (flag.env.empty() || (flag.reach & program) == 0 || !passed_in(flag, options, gpu)) continue;
+    std::string value = flag_value_text(options, flag);
+    if (value.empty()) continue;  // an empty string flag, which a user command reads as unset
+    env.emplace_back(flag.env, std::move(value));
+  }
+  return env;
+}
+
 std::string flag_value_text(const RunOptions& options, const RunFlag& flag) {
   return std::visit([&](auto member) { return text_of(options.*member); }, flag.field);
 }

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct RunFlag {
   bool always = false;
   std::string_view worker_name = {};  // the workers' name, when it is not `name`
   std::string_view alias = {};        // a short form, launcher only ("-q")
+  // The environment variable that gives the flag's value to a worker that is a user command
+  // (--target-cmd, --drafter-cmd: python/hsring's from_env() reads it), "" when none does.
+  std::string_view env = {};
 };
 
 // Every flag, in the order of `hsring run --help`.
@@ -103,6 +107,13 @@ inline void add_run_flags(CLI::App& app, RunOptions& options) {
 // resolved for the workers: each flag that reaches the role, in a run it is passed in,
 // whose value differs from its default (or is passed always), as the worker parses it.
 std::vector<std::string> run_flag_argv(const RunOptions& options, Role role, bool gpu);
+
+// The variables a user-command worker of `role` (on a GPU when `gpu`) gets from the flags:
+// each flag with an `env` name that reaches the role, in a run it is passed in (the same
+// rules as run_flag_argv), at its value whatever it is (a user command knows no defaults),
+// as flag_value_text writes it; a string flag left empty is left out.
+std::vector<std::pair<std::string, std::string>> run_flag_environment(const RunOptions& options,
+                                                                      Role role, bool gpu);
 
 // The text of `flag`'s value in `options`, as a worker parses it back to the same value
 // (doubles in their shortest exact form); "" for a bool (a flag has no value).

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "launcher/user_command.h"
+#include "worker/run_flags.h"
 
 namespace hsring {
 namespace {
@@ -75,7 +76,7 @@ std::optional<std::string> env_of(const UserWorkerCommand& c, const std::string&
 
 // A user command learns its place as hsring's own workers do from their flags: the GPU
 // (renumbered 0 by CUDA_VISIBLE_DEVICES; HSRING_GPU keeps the machine's id for status),
-// the epoch its start opens, and the profile period the launcher resolved.
+// the epoch its start opens, and the profile period the launcher resolved (0: off).
 TEST(WorkerCommandTest, UserCommandsGetTheirPlaceThroughTheEnvironment) {
   ::unsetenv("HSRING_PROFILE_INTERVAL");
   RunOptions o = model_run();
@@ -89,7 +90,7 @@ TEST(WorkerCommandTest, UserCommandsGetTheirPlaceThroughTheEnvironment) {
   EXPECT_EQ(env_of(gpu, "HSRING_EPOCH"), "5");
   EXPECT_EQ(env_of(gpu, "CUDA_VISIBLE_DEVICES"), "3");
   EXPECT_EQ(env_of(gpu, "HSRING_GPU"), "3");
-  EXPECT_EQ(env_of(gpu, "HSRING_PROFILE_INTERVAL"), std::nullopt) << "the run does not profile";
+  EXPECT_EQ(env_of(gpu, "HSRING_PROFILE_INTERVAL"), "0") << "the run does not profile";
   o.profile_interval_s = 0.25;
   const UserWorkerCommand cpu = user_worker_command(o, Role::kTarget, 0, -1, 1, "/bin");
   EXPECT_EQ(env_of(cpu, "CUDA_VISIBLE_DEVICES"), std::nullopt);
@@ -102,6 +103,60 @@ TEST(WorkerCommandTest, UserCommandsGetTheirPlaceThroughTheEnvironment) {
       env_of(user_worker_command(o, Role::kTarget, 0, -1, 1, "/bin"), "HSRING_PROFILE_INTERVAL"),
       "0");
   ::unsetenv("HSRING_PROFILE_INTERVAL");
+}
+
+// The run's flags reach a user command through the flag table: each row that names a
+// variable gives its value, as the flag's own worker would read it, to the roles it reaches
+// in the runs it is passed in; a new row with a variable needs no code here.
+TEST(WorkerCommandTest, UserCommandsGetTheFlagsTheTableGivesAVariable) {
+  RunOptions o = model_run();
+  o.ring = "r";
+  o.target_cmd = o.drafter_cmd = "python3 w.py";
+  o.data = "/data/shards";
+  o.data_seed = 7;
+  o.read_ahead = 9;
+  o.nnodes = 3;
+  o.node_rank = 1;
+  o.profile_interval_s = 0.5;
+  size_t with_env = 0;
+  for (const RunFlag& flag : run_flags()) {
+    if (flag.env.empty()) continue;
+    ++with_env;
+    for (Role role : {Role::kTarget, Role::kDrafter}) {
+      const uint8_t program = role == Role::kTarget ? kTargets : kDrafters;
+      const std::optional<std::string> got =
+          env_of(user_worker_command(o, role, 0, -1, 1, "/bin"), std::string(flag.env));
+      if (flag.reach & program)
+        EXPECT_EQ(got, flag_value_text(o, flag)) << flag.env << " for " << to_string(role);
+      else
+        EXPECT_EQ(got, std::nullopt) << flag.env << " for " << to_string(role);
+    }
+  }
+  EXPECT_GE(with_env, 8u);
+  // What python/hsring's from_env() reads (producer.py, consumer.py, _env.py).
+  const UserWorkerCommand target = user_worker_command(o, Role::kTarget, 2, -1, 1, "/bin");
+  EXPECT_EQ(env_of(target, "HSRING_RING"), "r");
+  EXPECT_EQ(env_of(target, "HSRING_MODEL"), "tiny");
+  EXPECT_EQ(env_of(target, "HSRING_DATA"), "/data/shards");
+  EXPECT_EQ(env_of(target, "HSRING_DATA_SEED"), "7");
+  EXPECT_EQ(env_of(target, "HSRING_READ_AHEAD"), "9");
+  EXPECT_EQ(env_of(target, "HSRING_NNODES"), "3");
+  EXPECT_EQ(env_of(target, "HSRING_NODE_RANK"), "1");
+  EXPECT_EQ(env_of(target, "HSRING_PROFILE_INTERVAL"), "0.5");
+  const UserWorkerCommand drafter = user_worker_command(o, Role::kDrafter, 0, -1, 1, "/bin");
+  EXPECT_EQ(env_of(drafter, "HSRING_RING"), "r");
+  EXPECT_EQ(env_of(drafter, "HSRING_DATA"), std::nullopt) << "--data reaches the targets only";
+  // A synthetic run has no model, and its targets read no data (as hsring-target is passed
+  // none of it); an empty --data is no variable.
+  o.model = "synthetic";
+  const UserWorkerCommand synthetic = user_worker_command(o, Role::kTarget, 0, -1, 1, "/bin");
+  EXPECT_EQ(env_of(synthetic, "HSRING_MODEL"), std::nullopt);
+  EXPECT_EQ(env_of(synthetic, "HSRING_DATA_SEED"), std::nullopt);
+  EXPECT_EQ(env_of(synthetic, "HSRING_RING"), "r");
+  o.model = "tiny";
+  o.data.clear();
+  EXPECT_EQ(env_of(user_worker_command(o, Role::kTarget, 0, -1, 1, "/bin"), "HSRING_DATA"),
+            std::nullopt);
 }
 
 }  // namespace
