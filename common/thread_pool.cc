@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -43,9 +44,17 @@ ThreadPool& ThreadPool::shared() {
 void ThreadPool::forget_threads_after_fork() {
   // The child's only thread is the one that forked; jobs queued by the parent's other
   // threads belong to stacks that do not exist here.
-  g_pool->queue_.clear();
-  g_pool->threads_ = 0;
-  g_pool->mutex_.unlock();
+  ThreadPool& pool = *g_pool;
+  pool.queue_.clear();
+  pool.threads_ = 0;
+  // The copied condition variables still count the parent's waiting threads as waiters,
+  // and a notify may wait for them to leave, which they never do here (glibc's
+  // pthread_cond_signal did, under ASan): the child gets fresh ones, and a fresh mutex in
+  // place of the one the prepare handler locked. Nothing else refers to the old ones, and
+  // their destructors have nothing to free.
+  new (&pool.work_) std::condition_variable();
+  new (&pool.done_) std::condition_variable();
+  new (&pool.mutex_) std::mutex();
 }
 
 size_t ThreadPool::threads() const {

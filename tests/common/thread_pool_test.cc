@@ -131,7 +131,8 @@ TEST(ThreadPoolTest, AForkedChildGrowsAPoolOfItsOwn) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    // Waiting on the parent's threads (which the child lacks) would hang, not exit.
+    // Waiting on the parent's threads (which the child lacks), or notifying condition
+    // variables that still count them as waiters, would hang, not exit.
     const bool ok =
         chunked_values(1000, 4) == chunked_values(1000, 1) && ThreadPool::shared().threads() >= 1;
     ::_exit(ok ? 0 : 1);
