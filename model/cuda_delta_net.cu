@@ -16,7 +16,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxHeadDim = 128;
+constexpr int kMaxHeadDim = int(kDeltaMaxHeadDim);
 constexpr int kPerLane = kMaxHeadDim / 32;
 
 __device__ __forceinline__ float to_float(Bf16 bits) {

@@ -32,7 +32,8 @@
 
 namespace hsring::cuda_ops {
 
-inline constexpr uint32_t kDeltaChunk = 64;  // model/forward_flops.h counts with it
+inline constexpr uint32_t kDeltaChunk = 64;        // model/forward_flops.h counts with it
+inline constexpr uint32_t kDeltaMaxHeadDim = 128;  // delta_net_supports' bound on both dims
 // Head sizes the kernels take: multiples of 4 up to 128 (Qwen3.5: 128 and 128).
 bool delta_net_supports(uint32_t qk_head_dim, uint32_t v_head_dim);
 
