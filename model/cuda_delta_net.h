@@ -83,6 +83,8 @@ struct DeltaScratch {
   float* g_sum = nullptr;
 };
 uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);  // the four together
+// The parts, laid out one after another from `base` (delta_scratch_floats(rows, shape)).
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape shape);
 
 // How the chunked rule's products run on the tensor cores: each operand split into a TF32
 // part and its TF32 remainder (three products: fp32 accuracy), or one TF32 product (11

@@ -232,12 +232,8 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   HSRING_CUDA_CHECK(cuda_ops::launch_delta_gates(
       proj + conv + vd + vh, proj + conv + vd, width, rows, vh, w.delta_a_log, w.delta_dt_bias,
       a.delta_g.as<float>(), a.delta_beta.as<float>(), s));
-  float* scratch = a.delta_scratch.as<float>();
-  const cuda_ops::DeltaScratch parts{
-      scratch, scratch + uint64_t(rows) * vh * shape.qk_head_dim,
-      scratch + uint64_t(rows) * vh * (shape.qk_head_dim + shape.v_head_dim),
-      scratch +
-          uint64_t(rows) * vh * (shape.qk_head_dim + shape.v_head_dim + cuda_ops::kDeltaChunk)};
+  const cuda_ops::DeltaScratch parts =
+      cuda_ops::delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
   HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
       a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape,
       reinterpret_cast<const cuda_ops::DeltaSpan*>(inputs + layout.delta_chunks_at),

@@ -591,11 +591,8 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
         cudaMemcpy(d_chunks.data(), chunks.data(), d_chunks.size(), cudaMemcpyHostToDevice));
     HSRING_CUDA_CHECK(
         cudaMemcpy(d_docs.data(), docs.data(), d_docs.size(), cudaMemcpyHostToDevice));
-    float* s = scratch.as<float>();
-    const uint64_t vh = shape.v_heads;
-    const cuda_ops::DeltaScratch parts{
-        s, s + t * vh * shape.qk_head_dim, s + t * vh * (shape.qk_head_dim + shape.v_head_dim),
-        s + t * vh * (shape.qk_head_dim + shape.v_head_dim + cuda_ops::kDeltaChunk)};
+    const cuda_ops::DeltaScratch parts =
+        cuda_ops::delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
     HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule_recurrent(
         d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape,
         d_docs.as<cuda_ops::DeltaSpan>(), uint32_t(docs.size()), d_want.as<float>(), nullptr));
