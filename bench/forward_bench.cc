@@ -39,6 +39,7 @@
 #include "model/cuda_kernels.h"
 #include "model/cuda_moe.h"
 #include "model/cuda_target_model.h"
+#include "model/cuda_weights.h"
 #include "model/forward_flops.h"
 
 namespace hsring {
@@ -465,7 +466,7 @@ int run(const Options& o) {
         {"gate_up", t, h, 2 * inter, false, 0.0f, dense_mlp_layers},
         {"down", t, inter, h, true, 1.0f, dense_mlp_layers},
         // Mixtures: the router (hi and lo halves of its input), the shared expert.
-        {"router", t, h, uint64_t(c.moe.num_experts) + (si ? 1 : 0), true, 0.0f, 2ull * moe_layers},
+        {"router", t, h, moe_layers ? router_rows(c) : 0, true, 0.0f, 2ull * moe_layers},
         {"shared_gate_up", t, h, 2 * si, false, 0.0f, si ? moe_layers : 0},
         {"shared_down", t, si, h, true, 0.0f, si ? moe_layers : 0},
         {"lm_head", std::min<uint64_t>(head_rows, t), h, v, true, 0.0f,

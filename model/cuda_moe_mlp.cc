@@ -16,7 +16,7 @@ void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& c, const DeviceLayerWe
   const uint32_t slots = rows * top_k;
   const uint32_t ei = moe.expert_intermediate;
   const uint32_t si = moe.shared_intermediate;
-  const uint32_t stride = router_stride(c);
+  const uint32_t stride = router_rows(c);  // padded rows: one cuBLAS product at full rate
   auto* normed = a.normed.as<Bf16>();
   auto* logits = a.router_logits.as<float>();
   auto* choices = a.expert_choices.as<ExpertChoice>();
@@ -25,9 +25,8 @@ void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& c, const DeviceLayerWe
   HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm_split(a.residual.as<float>(), w.post_norm, rows, h,
                                                     float(c.rms_norm_eps), normed,
                                                     a.normed_lo.as<Bf16>(), s));
-  const uint32_t router_rows = experts + (si ? 1 : 0);
-  blas.linear(normed, rows, h, w.router, router_rows, logits, true, stride);
-  blas.linear(a.normed_lo.as<Bf16>(), rows, h, w.router, router_rows, logits, true, stride, 1.0f);
+  blas.linear(normed, rows, h, w.router, stride, logits, true, stride);
+  blas.linear(a.normed_lo.as<Bf16>(), rows, h, w.router, stride, logits, true, stride, 1.0f);
   HSRING_CUDA_CHECK(cuda_ops::launch_route(logits, rows, stride, experts, top_k,
                                            moe.normalise_top_k, choices, s));
   const cuda_ops::ExpertGroups groups{a.chunk_counts.as<int32_t>(), a.expert_begin.as<int32_t>(),

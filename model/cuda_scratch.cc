@@ -9,6 +9,7 @@
 #include "gpu/device.h"
 #include "gpu/memlock.h"
 #include "model/cuda_moe.h"
+#include "model/cuda_weights.h"
 
 namespace hsring {
 
@@ -21,10 +22,6 @@ uint64_t align16(uint64_t bytes) { return (bytes + 15) / 16 * 16; }
 uint64_t max_tiles(uint32_t tokens) { return 2 * uint64_t(tokens); }
 
 }  // namespace
-
-uint32_t router_stride(const ModelConfig& c) {
-  return (c.moe.num_experts + (c.moe.shared_intermediate ? 1 : 0) + 3) / 4 * 4;
-}
 
 void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   if (tokens <= capacity) return;
@@ -67,7 +64,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&delta_out, hybrid ? t * dn.v_dim() * 4 : 0},
       {&delta_normed, hybrid ? t * dn.v_dim() * 2 : 0},
       {&normed_lo, moe ? t * h * 2 : 0},
-      {&router_logits, moe ? t * router_stride(c) * 4 : 0},
+      {&router_logits, moe ? t * router_rows(c) * 4 : 0},
       {&expert_choices, moe ? slots * sizeof(ExpertChoice) : 0},
       {&chunk_counts, moe ? uint64_t(cuda_ops::group_chunks(slots)) * experts * 4 : 0},
       {&expert_begin, moe ? (experts + 1) * 4 : 0},

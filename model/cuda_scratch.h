@@ -39,7 +39,7 @@ struct ForwardActivations {
   // Mixture-of-experts layers (else empty); S = T * top_k slots, E experts, I_e and I_s the
   // experts' and the shared expert's widths (model/cuda_moe.h).
   gpu::DeviceBuffer normed_lo;       // bf16 [T, H]: what normed leaves of the fp32 norm
-  gpu::DeviceBuffer router_logits;   // fp32 [T, router_stride(config)]
+  gpu::DeviceBuffer router_logits;   // fp32 [T, router_rows(config)]
   gpu::DeviceBuffer expert_choices;  // ExpertChoice [S]
   gpu::DeviceBuffer chunk_counts;    // int32 [group_chunks(S), E]
   gpu::DeviceBuffer expert_begin;    // int32 [E + 1]
@@ -58,10 +58,6 @@ struct ForwardActivations {
   // buffers (the caller synchronised their stream).
   void grow(const ModelConfig& config, uint32_t tokens, int gpu);
 };
-
-// The row stride of the router's logits: the experts, the shared-expert gate where there is
-// one, padded to 4 floats.
-uint32_t router_stride(const ModelConfig& config);
 
 // Where a batch's inputs lie in one staged block: tokens, positions, the attention tiles
 // (16-byte aligned), one double per token for dynamic NTK RoPE (its document's base;

@@ -69,6 +69,10 @@ class Layout {
 
 }  // namespace
 
+uint32_t router_rows(const ModelConfig& c) {
+  return (c.moe.num_experts + (c.moe.shared_intermediate ? 1 : 0) + 7) / 8 * 8;
+}
+
 DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   DeviceWeights w;
   const uint64_t h = c.hidden_size;
@@ -121,7 +125,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
     l.experts = c.mlp_kind(i) == MlpKind::kExperts;
     if (l.experts) {
       const uint64_t ei = moe.expert_intermediate, si = moe.shared_intermediate;
-      l.router = layout.take((uint64_t(moe.num_experts) + (si ? 1 : 0)) * h * 2);
+      l.router = layout.take(uint64_t(router_rows(c)) * h * 2);
       l.experts_gate_up = layout.take(uint64_t(moe.num_experts) * 2 * ei * h * 2);
       l.experts_down = layout.take(uint64_t(moe.num_experts) * h * ei * 2);
       l.shared_gate_up = si ? layout.take(2 * si * h * 2) : 0;
@@ -174,6 +178,10 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
     }
     if (l.experts) {
       d.router = bf16_at(l.router);
+      // The padding rows: zero logits nobody reads, but never NaNs from stale memory.
+      const uint64_t used = uint64_t(c.moe.num_experts) + (c.moe.shared_intermediate ? 1 : 0);
+      HSRING_CUDA_CHECK(
+          cudaMemset(d.router + used * h, 0, (uint64_t(router_rows(c)) - used) * h * 2));
       d.experts_gate_up = bf16_at(l.experts_gate_up);
       d.experts_down = bf16_at(l.experts_down);
       d.shared_gate_up = c.moe.shared_intermediate ? bf16_at(l.shared_gate_up) : nullptr;

@@ -41,12 +41,17 @@ struct DeviceLayerWeights {
   // A mixture-of-experts MLP (gate_up and down null then): the router, with Qwen3.5's
   // shared-expert gate as one more row (one fp32-exact product gives both), every expert's
   // stacked gate/up and down, one after the other, and the shared expert (null without one).
-  cuda_ops::Bf16* router = nullptr;           // [E (+ 1), H]: mlp.gate, mlp.shared_expert_gate
+  cuda_ops::Bf16* router = nullptr;           // [router_rows, H]: mlp.gate, shared_expert_gate
   cuda_ops::Bf16* experts_gate_up = nullptr;  // [E, 2 I_e, H]
   cuda_ops::Bf16* experts_down = nullptr;     // [E, H, I_e]
   cuda_ops::Bf16* shared_gate_up = nullptr;   // [2 I_s, H]
   cuda_ops::Bf16* shared_down = nullptr;      // [H, I_s]
 };
+
+// Rows of a mixture's router matrix on the GPU: the experts, Qwen3.5's shared-expert gate,
+// then zero rows up to a multiple of 8 (cuBLAS ran the 257 rows of qwen3.6-35b-a3b at a
+// quarter of the rate of 128, bench/RESULTS.md); also the row stride of its logits.
+uint32_t router_rows(const ModelConfig& config);
 
 class DeviceWeights {
  public:
