@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct MoeCase {
   uint32_t tokens, hidden, experts, top_k, expert_inter, shared_inter;
   bool normalise;
 };
+
+// Test names and ctest's labels show the case's name, not its bytes.
+void PrintTo(const MoeCase& m, std::ostream* os) { *os << m.name; }
 
 // A one-layer mixture model: only its layer 0's MLP is used here.
 ModelConfig moe_config(const MoeCase& m) {
