@@ -216,12 +216,16 @@ TEST(MoeConfigTest, RefusalsNameWhatIsMissing) {
   mla.replace(mla.find("\"qwen3_moe\""), 11, "\"deepseek_v3\"");
   EXPECT_NE(std::string(parse_error(mla).what()).find("multi-head latent attention (MLA)"),
             std::string::npos);
-  // The CUDA forward refuses a mixture, naming what it lacks and the ways around it.
-  const std::string gpu = cuda_forward_refusal(named_model_config("qwen3-30b-a3b"));
-  EXPECT_NE(gpu.find("MoE on the GPU is not built yet"), std::string::npos) << gpu;
-  EXPECT_NE(gpu.find("expert parallelism across GPUs"), std::string::npos) << gpu;
-  EXPECT_NE(gpu.find("on the CPU or through --target-cmd"), std::string::npos) << gpu;
+  // The CUDA forward runs the released mixtures; one whose rows its grouped GEMM cannot copy
+  // in 16-byte pieces is refused, naming the sizes and the ways around it.
+  EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3-30b-a3b")), "");
+  EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3.6-35b-a3b")), "");
   EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3-8b")), "");
+  ModelConfig odd = named_model_config("qwen3-30b-a3b");
+  odd.moe.expert_intermediate = 100;
+  const std::string gpu = cuda_forward_refusal(odd);
+  EXPECT_NE(gpu.find("multiples of 8, not 2048 and 100"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("on the CPU or through --target-cmd"), std::string::npos) << gpu;
 }
 
 void write_weights(const std::filesystem::path& folder, const ModelConfig& c, const ModelWeights& w,
