@@ -7,7 +7,7 @@
 
 #include "common/contract.h"
 #include "common/doc_offsets.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 
 namespace hsring::cpu {
 

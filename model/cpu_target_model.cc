@@ -10,7 +10,7 @@
 #include "model/cpu_moe.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_text_file.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 #include "model/rope.h"
 
 namespace hsring {

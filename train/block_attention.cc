@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 
 namespace hsring::train {
 

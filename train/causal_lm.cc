@@ -6,7 +6,7 @@
 #include "common/contract.h"
 #include "common/doc_offsets.h"
 #include "common/error.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 #include "train/layers.h"
 
 namespace hsring::train {

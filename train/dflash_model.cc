@@ -9,7 +9,7 @@
 
 #include "common/doc_offsets.h"
 #include "common/error.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 #include "train/dflash_blocks.h"
 #include "train/layers.h"
 

@@ -9,7 +9,7 @@
 #include "common/contract.h"
 #include "common/doc_offsets.h"
 #include "model/cpu_kernels.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 
 namespace hsring::train {
 

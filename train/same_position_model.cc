@@ -5,7 +5,7 @@
 
 #include "common/doc_offsets.h"
 #include "common/error.h"
-#include "model/parallel.h"
+#include "common/parallel.h"
 #include "train/layers.h"
 
 namespace hsring::train {
