@@ -189,6 +189,47 @@ TEST(OpsGradientTest, EmbeddingGradients) {
   EXPECT_LT(g.max_error, kTolerance) << g.describe("dtable");
 }
 
+TEST(OpsGradientTest, BiasGradients) {
+  const size_t rows = 5, dim = 7;
+  std::vector<double> bias = random_values(dim, 55);
+  const std::vector<double> base = random_values(rows * dim, 56);
+  const std::vector<double> c = random_values(rows * dim, 57);
+  const auto loss = [&] {
+    std::vector<double> y = base;
+    ops::bias_forward(y.data(), rows, dim, bias.data());
+    return project(y, c);
+  };
+  std::vector<double> dbias(dim, 0.5);  // the gradient adds to what is there
+  ops::bias_backward(c.data(), rows, dim, dbias.data());
+  for (double& d : dbias) d -= 0.5;
+  const auto g = check_gradient(bias, dbias, loss, all(dim));
+  EXPECT_LT(g.max_error, kTolerance) << g.describe("dbias");
+}
+
+TEST(OpsGradientTest, PartialRopeGradientsLeaveTheRestAlone) {
+  // rotary_dim 4 of head_dim 8 (partial RoPE): dims 4..7 of every head pass unchanged.
+  const size_t rows = 3, heads = 2, hd = 8, rotary = 4;
+  const std::vector<int32_t> positions = {0, 5, 17};
+  std::vector<double> cos(rows * rotary / 2), sin(rows * rotary / 2);
+  rope_angles<double>(positions, rotary, 10000.0, cos.data(), sin.data());
+  std::vector<double> x = random_values(rows * heads * hd, 58);
+  const std::vector<double> c = random_values(x.size(), 59);
+  const RopeShape shape{rows, heads, hd, rotary};
+  const auto loss = [&] {
+    std::vector<double> y = x;
+    ops::rope_forward(y.data(), shape, cos.data(), sin.data(), kSums);
+    return project(y, c);
+  };
+  std::vector<double> y = x;
+  ops::rope_forward(y.data(), shape, cos.data(), sin.data(), kSums);
+  for (size_t r = 0; r < rows * heads; ++r)
+    for (size_t i = rotary; i < hd; ++i) EXPECT_EQ(y[r * hd + i], x[r * hd + i]);
+  std::vector<double> dx = c;
+  ops::rope_backward(dx.data(), shape, cos.data(), sin.data());
+  const auto g = check_gradient(x, dx, loss, all(x.size()));
+  EXPECT_LT(g.max_error, kTolerance) << g.describe("dx");
+}
+
 TEST(OpsGradientTest, CrossEntropyGradientsIgnoreLabels) {
   const size_t rows = 6, vocab = 9;
   const std::vector<int32_t> labels = {3, kIgnoreLabel, 0, 8, -1, 3};
