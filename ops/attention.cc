@@ -61,11 +61,10 @@ Acc score_dot(const Real* a, const Real* b, size_t n) {
 // acc[i] += p * x[i] in Acc.
 template <class Acc, class Real>
 void add_scaled(Acc p, const Real* x, Acc* acc, size_t n) {
-  if constexpr (std::is_same_v<Acc, double>) {
+  if constexpr (std::is_same_v<Acc, double>)
     axpy_double(p, x, acc, n);
-  } else {
-    for (size_t i = 0; i < n; ++i) acc[i] += p * x[i];
-  }
+  else
+    axpy_float(p, x, acc, n);
 }
 
 template <class Acc, class Real>

@@ -72,6 +72,14 @@ void dot4_double(const Real* a, const Real* const b[4], size_t k, double out[4])
     for (size_t g = 0; g < 4; ++g) out[g] += double(a[p]) * double(b[g][p]);
 }
 
+// As a type, so that matmul_nt inlines it.
+template <class Real>
+struct Dot4Double {
+  void operator()(const Real* a, const Real* const b[4], size_t k, double out[4]) const {
+    dot4_double(a, b, k, out);
+  }
+};
+
 // c[i, j] (+)= sum_p a[i, p] * b[j, p]: a [m, k], b [n, k], c [m, n], every element by
 // Dot4. Blocks of 16 rows of b stay in cache while the rows of a pass over them; threads
 // split the larger of m and n (the split changes no element).
@@ -120,12 +128,15 @@ void linear_forward(const Real* x, size_t rows, size_t in, const Real* w, size_t
                     Sums sums, uint32_t threads) {
   if constexpr (std::is_same_v<Real, float>) {
     if (sums == Sums::kFloat) {
-      matmul_nt(x, rows, w, out, in, y, false, threads, dot4_float);
+      matmul_nt(x, rows, w, out, in, y, false, threads,
+                [](const float* a, const float* const b[4], size_t k, double r[4]) {
+                  dot4_float(a, b, k, r);
+                });
       return;
     }
   }
   HSRING_REQUIRE(sums == Sums::kDouble);
-  matmul_nt(x, rows, w, out, in, y, false, threads, dot4_double<Real>);
+  matmul_nt(x, rows, w, out, in, y, false, threads, Dot4Double<Real>{});
 }
 
 template <class Real>
@@ -157,7 +168,7 @@ void linear_backward_weight(const Real* dy, size_t rows, size_t out, const Real*
   // dw = dy^T x as dot products over rows: transposed copies of dy and x (activation-sized).
   const std::vector<Real> dy_t = transposed(dy, rows, out);
   const std::vector<Real> x_t = transposed(x, rows, in);
-  matmul_nt(dy_t.data(), out, x_t.data(), in, rows, dw, true, threads, dot4_double<Real>);
+  matmul_nt(dy_t.data(), out, x_t.data(), in, rows, dw, true, threads, Dot4Double<Real>{});
 }
 
 #define HSRING_OPS_LINEAR(Real)                                                                 \
