@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/parallel.h"
+#include "common/parallel.h"
 
 namespace hsring::cpu {
 

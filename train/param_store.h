@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/parallel.h"
+#include "common/parallel.h"
 #include "train/drafter_params.h"
 
 namespace hsring::train {

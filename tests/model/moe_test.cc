@@ -7,12 +7,13 @@
 #include <string>
 
 #include "common/error.h"
-#include "model/cpu_kernels.h"
 #include "model/cpu_moe.h"
 #include "model/cpu_target_model.h"
 #include "model/hf_checkpoint.h"
 #include "model/moe_router.h"
 #include "model/target_head.h"
+#include "ops/dot.h"
+#include "ops/linear.h"
 #include "test_files.h"
 
 namespace hsring {
@@ -85,7 +86,8 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
     for (size_t r = 0; r < rows; ++r) {
       const float* row = x.data() + r * h;
       std::vector<float> logits(c.moe.num_experts);
-      cpu::linear(row, 1, h, moe.router.data(), logits.size(), logits.data(), 1);
+      ops::linear_forward(row, 1, h, moe.router.data(), logits.size(), logits.data(),
+                          ops::Sums::kFloat, 1);
       std::vector<ExpertChoice> picks(c.moe.experts_per_token);
       route_token(logits.data(), c.moe.num_experts, c.moe.experts_per_token, c.moe.normalise_top_k,
                   picks.data());
@@ -101,7 +103,7 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
         cpu::swiglu_mlp(row, 1, h, moe.shared.gate_proj.data(), moe.shared.up_proj.data(),
                         moe.shared.down_proj.data(), c.moe.shared_intermediate, scratch, y.data(),
                         1);
-        const float gate = 1.0f / (1.0f + std::exp(-cpu::dot(row, moe.shared_gate.data(), h)));
+        const float gate = 1.0f / (1.0f + std::exp(-ops::dot(row, moe.shared_gate.data(), h)));
         for (size_t i = 0; i < h; ++i) want[i] += gate * y[i];
       }
       EXPECT_EQ(std::vector<float>(grouped.begin() + std::ptrdiff_t(r * h),

@@ -1,4 +1,4 @@
-#include "model/parallel.h"
+#include "common/parallel.h"
 
 #include <algorithm>
 #include <thread>
