@@ -16,7 +16,6 @@
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
-#include "model/cpu_kernels.h"
 #include "model/cpu_moe.h"
 #include "model/cuda_blas.h"
 #include "model/cuda_moe.h"
@@ -25,6 +24,8 @@
 #include "model/cuda_weights.h"
 #include "model/float_convert.h"
 #include "model/moe_router.h"
+#include "ops/linear.h"
+#include "ops/rms_norm.h"
 
 namespace hsring {
 namespace {
@@ -114,8 +115,10 @@ TEST_P(CudaMoeTest, MatchesTheCpuMixture) {
   // The CPU: the fp32 norm, the router's own choices, the mixture.
   const LayerWeights& l = w.layers[0];
   std::vector<float> normed(x.size()), logits(size_t(t) * m.experts), out(x.size());
-  cpu::rms_norm(x.data(), l.post_attention_norm.data(), t, h, c.rms_norm_eps, normed.data());
-  cpu::linear(normed.data(), t, h, l.moe.router.data(), m.experts, logits.data(), 2);
+  ops::rms_norm_forward(x.data(), l.post_attention_norm.data(), t, h, c.rms_norm_eps, normed.data(),
+                        ops::Sums::kFloat);
+  ops::linear_forward(normed.data(), t, h, l.moe.router.data(), m.experts, logits.data(),
+                      ops::Sums::kFloat, 2);
   std::vector<ExpertChoice> want_choices(size_t(t) * k);
   for (uint32_t r = 0; r < t; ++r)
     route_token(logits.data() + size_t(r) * m.experts, m.experts, k, m.normalise,

@@ -25,8 +25,8 @@ mixture-of-experts cases (qwen3_moe, qwen3_5_moe) run on the CUDA forward too, u
 same bounds, except where a token's router has its k-th and (k+1)-th expert within 2e-2
 (transformers' fp32 logits; bf16 rounding may pick either, transformers' own bf16 forward
 included): a document that misses its bound then is compared on the tokens before that
-token (causal: they cannot depend on it), and labels after it may differ. With --hsring their folders also run through a
-short `hsring run` on the CPU. Exit 0 on success, 1 on a mismatch (with the numbers);
+token (causal: they cannot depend on it), and labels after it may differ. With --hsring their
+folders also run through a short `hsring run` (on GPU 0 with --cuda). Exit 0 on success, 1 on a mismatch (with the numbers);
 "[  SKIPPED ]" and 0 with --cuda on a machine without a GPU.
 """
 
@@ -374,12 +374,14 @@ def check(name, config, dump, work, docs):
 
 
 def hsring_run(hsring, folder, work, name):
-    """A short `hsring run` on the saved folder: hsring's own CPU target feeding a DFlash
-    drafter over the built-in corpus (bytes: inside the 301-token vocabulary)."""
+    """A short `hsring run` on the saved folder: hsring's own target feeding a DFlash drafter
+    over the built-in corpus (bytes: inside the 301-token vocabulary), both on the CPU, or
+    both on GPU 0 with --cuda (the workers' -gpu programs beside `hsring`)."""
     run = os.path.join(work, name + "-run")
     summary = os.path.join(run, "summary.json")
+    where = "0" if CUDA else "cpu:1"
     argv = [hsring, "run", "--ring", "hsring-parity-%s-%d" % (name, os.getpid()),
-            "--model", folder, "--quiet", "--targets", "cpu:1", "--drafters", "cpu:1",
+            "--model", folder, "--quiet", "--targets", where, "--drafters", where,
             "--max-tokens", "128", "--slots", "4", "--hs-min-ready", "1", "--batches", "4",
             "--objective", "dflash", "--run-dir", os.path.join(run, "out"),
             "--summary-json", summary, "--log-dir", os.path.join(run, "logs")]
@@ -390,7 +392,7 @@ def hsring_run(hsring, folder, work, name):
     result = json.load(open(summary))
     ok = (result["batches_consumed"] >= 4 and result["batches_torn"] == 0
           and result["batches_lost"] == 0 and np.isfinite(result["final_loss"]))
-    print(f"{name}: hsring run: {result['batches_consumed']} batches, {result['steps']} steps, "
+    print(f"{name}: hsring run ({'GPU 0' if CUDA else 'CPU'}): {result['batches_consumed']} batches, {result['steps']} steps, "
           f"final loss {result['final_loss']:.3f} {'ok' if ok else 'MISMATCH'}", flush=True)
     return ok
 
@@ -401,7 +403,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--cuda", action="store_true", help="hsring's CUDA forward on GPU 0")
     ap.add_argument("--hsring", help="the hsring binary: run the mixture-of-experts folders "
-                                     "through `hsring run` on the CPU as well")
+                                     "through `hsring run` as well (on GPU 0 with --cuda)")
     args = ap.parse_args()
     global TOLERANCE
     if args.cuda:
@@ -424,7 +426,7 @@ def main():
         for name, config in cases():
             results.append(check(name, config, args.dump, work,
                                  hybrid_docs if name in HYBRID else docs))
-            if args.hsring and not args.cuda and name in MOE:
+            if args.hsring and name in MOE:
                 results.append(hsring_run(args.hsring, os.path.join(work, name), work, name))
     except NoGpu as e:
         print(f"[  SKIPPED ] hf_parity --cuda: {e}")
