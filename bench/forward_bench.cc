@@ -10,10 +10,14 @@
 //   4. one large bf16 GEMM through the same cuBLAS call the model uses, before and after;
 //   5. for a hybrid (Qwen3.5) model: one DeltaNet layer's and one attention layer's time
 //      inside the forward (forwards that stop after layer 0, 2 and 3), and the chunked
-//      delta rule alone on the same documents, with its FLOP rate against cuBLAS's.
+//      delta rule alone on the same documents, with its FLOP rate against cuBLAS's;
+//   6. for a mixture of experts (qwen3-30b-a3b, qwen3.6-35b-a3b): FLOPs of the active
+//      experts only, the routing and the grouped expert GEMMs alone on a random routing, and
+//      the forward's rate against the grouped GEMMs' (forward_over_grouped_gemm).
 // --num-layers cuts the preset to its first N layers; --docs-out writes the batch's
 // document lengths, one a line, for a transformers forward of the same documents
-// (bench/hybrid_forward_torch.py). Prints one `key=value` line per figure. Needs a GPU.
+// (bench/hybrid_forward_torch.py, bench/moe_forward_torch.py). Prints one `key=value` line per
+// figure. Needs a GPU.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -33,7 +37,9 @@
 #include "model/cuda_blas.h"
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
+#include "model/cuda_moe.h"
 #include "model/cuda_target_model.h"
+#include "model/cuda_weights.h"
 #include "model/forward_flops.h"
 
 namespace hsring {
@@ -116,6 +122,96 @@ double gemm_tflops(const Options& o, cudaStream_t stream) {
   return 2.0 * double(m) * double(n) * double(kk) / (ms * 1e-3) / 1e12;
 }
 
+struct ExpertTiming {
+  double routing_ms = 0;     // one layer: router softmax / top-k and the grouping
+  double grouped_ms = 0;     // one layer: the gate/up and down grouped GEMMs
+  double grouped_flops = 0;  // theirs, one layer
+};
+
+// A mixture layer's routing and grouped GEMMs alone (model/cuda_moe.h), on random data and
+// a random routing (each token's top_k experts uniform without repeats, as random router
+// weights give): its tokens' expert loads vary as a real batch's do.
+ExpertTiming time_experts(const ModelConfig& c, uint32_t t, uint64_t seed, cudaStream_t stream) {
+  using cuda_ops::Bf16;
+  const MoeShape& m = c.moe;
+  const uint64_t h = c.hidden_size, ei = m.expert_intermediate, e = m.num_experts;
+  const uint32_t k = m.experts_per_token;
+  const uint64_t slots = uint64_t(t) * k;
+  std::vector<ExpertChoice> choices(slots);
+  uint64_t state = seed ^ 0xE0E0u;
+  for (uint32_t r = 0; r < t; ++r)
+    for (uint32_t j = 0; j < k; ++j) {
+      uint32_t pick = 0;
+      bool taken = true;
+      while (taken) {
+        pick = uint32_t(splitmix64(state) % e);
+        taken = false;
+        for (uint32_t i = 0; i < j; ++i) taken |= choices[r * k + i].expert == pick;
+      }
+      choices[r * k + j] = {pick, 1.0f / float(k)};
+    }
+  const uint32_t chunks = cuda_ops::group_chunks(slots);
+  const uint32_t tiles = cuda_ops::max_expert_tiles(slots, uint32_t(e));
+  gpu::DeviceBuffer choice_buffer = gpu::DeviceBuffer::allocate(slots * sizeof(ExpertChoice));
+  gpu::DeviceBuffer logits = gpu::DeviceBuffer::allocate(uint64_t(t) * e * 4);
+  gpu::DeviceBuffer ints = gpu::DeviceBuffer::allocate((uint64_t(chunks) * e + e + 1) * 4);
+  gpu::DeviceBuffer rows = gpu::DeviceBuffer::allocate(2 * slots * 4);
+  gpu::DeviceBuffer tile_buffer = gpu::DeviceBuffer::allocate(tiles * sizeof(cuda_ops::ExpertTile));
+  gpu::DeviceBuffer x = gpu::DeviceBuffer::allocate(uint64_t(t) * h * 2);
+  gpu::DeviceBuffer gate_up = gpu::DeviceBuffer::allocate(slots * 2 * ei * 2);
+  gpu::DeviceBuffer act = gpu::DeviceBuffer::allocate(slots * ei * 2);
+  gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(slots * h * 4);
+  gpu::DeviceBuffer w_up = gpu::DeviceBuffer::allocate(e * 2 * ei * h * 2);
+  gpu::DeviceBuffer w_down = gpu::DeviceBuffer::allocate(e * h * ei * 2);
+  HSRING_CUDA_CHECK(cudaMemcpy(choice_buffer.data(), choices.data(), slots * sizeof(ExpertChoice),
+                               cudaMemcpyHostToDevice));
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(logits.as<float>(), uint64_t(t) * e, 8, 2.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(x.as<Bf16>(), uint64_t(t) * h, 9, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(act.as<Bf16>(), slots * ei, 10, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(w_up.as<Bf16>(), e * 2 * ei * h, 11, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(
+      cuda_ops::launch_random_fill(w_down.as<Bf16>(), e * h * ei, 12, 0.02f, 0.0f, stream));
+  auto* int_base = ints.as<int32_t>();
+  const cuda_ops::ExpertGroups groups{int_base, int_base + uint64_t(chunks) * e, rows.as<int32_t>(),
+                                      rows.as<int32_t>() + slots,
+                                      tile_buffer.as<cuda_ops::ExpertTile>()};
+  gpu::DeviceBuffer routed = gpu::DeviceBuffer::allocate(slots * sizeof(ExpertChoice));
+  ExpertTiming timing;
+  // The routing of random logits (into a buffer of its own: the grouping below reads the
+  // uniform choices), then the grouping; the logits are overwritten by each run alike.
+  timing.routing_ms = time_ms(stream, 2, 10, [&] {
+    HSRING_CUDA_CHECK(cuda_ops::launch_route(logits.as<float>(), t, e, uint32_t(e), k,
+                                             m.normalise_top_k, routed.as<ExpertChoice>(), stream));
+    HSRING_CUDA_CHECK(cuda_ops::launch_group_by_expert(
+        choice_buffer.as<ExpertChoice>(), uint32_t(slots), k, uint32_t(e), groups, stream));
+  });
+  cuda_ops::GroupedProduct up{x.as<Bf16>(), groups.row_token, h,     w_up.as<Bf16>(),
+                              2 * ei * h,   gate_up.data(),   false, 2 * ei,
+                              uint32_t(h),  uint32_t(2 * ei)};
+  cuda_ops::GroupedProduct down{act.as<Bf16>(), nullptr, ei, w_down.as<Bf16>(), h * ei,
+                                out.data(),     true,    h,  uint32_t(ei),      uint32_t(h)};
+  const double up_ms = time_ms(stream, 2, 10, [&] {
+    HSRING_CUDA_CHECK(cuda_ops::launch_grouped_linear(up, groups.tiles, tiles, stream));
+  });
+  const double down_ms = time_ms(stream, 2, 10, [&] {
+    HSRING_CUDA_CHECK(cuda_ops::launch_grouped_linear(down, groups.tiles, tiles, stream));
+  });
+  const double up_flops = 2.0 * double(slots) * double(h) * 2.0 * double(ei);
+  const double down_flops = 2.0 * double(slots) * double(ei) * double(h);
+  print("moe_routing_ms_per_layer", timing.routing_ms, "%.3f");
+  print("grouped_gate_up_ms_per_layer", up_ms, "%.3f");
+  print("grouped_gate_up_tflops", up_flops / (up_ms * 1e-3) / 1e12, "%.1f");
+  print("grouped_down_ms_per_layer", down_ms, "%.3f");
+  print("grouped_down_tflops", down_flops / (down_ms * 1e-3) / 1e12, "%.1f");
+  timing.grouped_ms = up_ms + down_ms;
+  timing.grouped_flops = up_flops + down_flops;
+  return timing;
+}
+
 int run(const Options& o) {
   HSRING_CUDA_CHECK(cudaSetDevice(o.gpu));
   std::printf("gpu=%s\n", gpu::describe_gpu(o.gpu).c_str());
@@ -133,6 +229,7 @@ int run(const Options& o) {
                   "--num-layers exceeds the model's " + std::to_string(cut.num_layers));
     cut.num_layers = o.num_layers;
     if (!cut.layer_kinds.empty()) cut.layer_kinds.resize(o.num_layers);
+    if (!cut.mlp_kinds.empty()) cut.mlp_kinds.resize(o.num_layers);
     model = CudaTargetModel::with_random_weights(cut, o.seed, o.gpu);
   } else {
     model = open_cuda_model(o.model, o.seed, o.gpu);
@@ -167,9 +264,12 @@ int run(const Options& o) {
       std::fprintf(f, "%d\n", batch.offsets[d + 1] - batch.offsets[d]);
     std::fclose(f);
   }
-  uint32_t attention_layers = 0;
-  for (uint32_t i = 0; i < c.num_layers; ++i)
+  uint32_t attention_layers = 0, moe_layers = 0;
+  for (uint32_t i = 0; i < c.num_layers; ++i) {
     attention_layers += c.kind(i) == LayerKind::kAttention;
+    moe_layers += c.mlp_kind(i) == MlpKind::kExperts;
+  }
+  const uint32_t dense_mlp_layers = c.num_layers - moe_layers;
   const uint32_t delta_layers = c.num_layers - attention_layers;
 
   ForwardRequest request;
@@ -311,12 +411,8 @@ int run(const Options& o) {
                                                    stream.get()));
     HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f,
                                                    stream.get()));
-    float* sc = scratch.as<float>();
-    const uint64_t rows_heads = uint64_t(t) * shape.v_heads;
-    const cuda_ops::DeltaScratch parts{
-        sc, sc + rows_heads * shape.qk_head_dim,
-        sc + rows_heads * (shape.qk_head_dim + shape.v_head_dim),
-        sc + rows_heads * (shape.qk_head_dim + shape.v_head_dim + cuda_ops::kDeltaChunk)};
+    const cuda_ops::DeltaScratch parts =
+        cuda_ops::delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
     const auto* span_base = spans.as<cuda_ops::DeltaSpan>();
     const double ms = time_ms(stream.get(), 3, 10, [&] {
       HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
@@ -328,23 +424,27 @@ int run(const Options& o) {
     print("delta_rule_ms_per_layer", ms, "%.3f");
     print("delta_rule_tflops", delta_flops_layer / (ms * 1e-3) / 1e12, "%.2f");
     print("delta_rule_share_of_forward", delta_rule_ms / forward_ms, "%.3f");
-    // The other product precision (cuda_ops::DeltaPrecision), for the record.
-    const double tf32_ms = time_ms(stream.get(), 3, 10, [&] {
+    // The other product precision (cuda_ops::DeltaPrecision; the model uses one TF32
+    // product), for the record.
+    const double split_ms = time_ms(stream.get(), 3, 10, [&] {
       HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
           qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
           span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
-          stream.get(), cuda_ops::DeltaPrecision::kTf32));
+          stream.get(), cuda_ops::DeltaPrecision::kTf32x3));
     });
-    print("delta_rule_one_tf32_product_ms_per_layer", tf32_ms, "%.3f");
+    print("delta_rule_3xtf32_ms_per_layer", split_ms, "%.3f");
   }
 
   // The forward's GEMMs alone, each through the model's cuBLAS call on random data: where
   // the time goes. The rest (norms, RoPE, SwiGLU, captures, argmax) is what remains.
+  // Mixtures add the grouped GEMMs and the routing alone (time_experts).
+  double grouped_tflops = 0, routing_ms = 0;
   {
     cuda_ops::Blas blas;
     blas.bind(stream.get());
     const uint64_t q_rows = c.attention_gate ? 2ull * c.q_dim() : c.q_dim();
     const uint64_t qkv = q_rows + 2ull * c.kv_dim(), inter = c.intermediate_size;
+    const uint64_t si = c.moe.shared_intermediate;
     const uint64_t delta_in = uint64_t(dn.conv_dim()) + dn.v_dim() + 2ull * dn.v_heads;
     const uint64_t v = c.vocab_size;
     const uint64_t head_rows = std::max<uint64_t>(64, (1ull << 30) / (v * 4) / 64 * 64);
@@ -360,8 +460,12 @@ int run(const Options& o) {
         {"o_proj", t, c.q_dim(), h, true, 1.0f, attention_layers},
         {"delta_in_proj", t, h, delta_in, true, 0.0f, delta_layers},
         {"delta_out_proj", t, dn.v_dim(), h, true, 1.0f, delta_layers},
-        {"gate_up", t, h, 2 * inter, false, 0.0f, c.num_layers},
-        {"down", t, inter, h, true, 1.0f, c.num_layers},
+        {"gate_up", t, h, 2 * inter, false, 0.0f, dense_mlp_layers},
+        {"down", t, inter, h, true, 1.0f, dense_mlp_layers},
+        // Mixtures: the router (hi and lo halves of its input), the shared expert.
+        {"router", t, h, moe_layers ? router_rows(c) : 0, true, 0.0f, 2ull * moe_layers},
+        {"shared_gate_up", t, h, 2 * si, false, 0.0f, si ? moe_layers : 0},
+        {"shared_down", t, si, h, true, 0.0f, si ? moe_layers : 0},
         {"lm_head", std::min<uint64_t>(head_rows, t), h, v, true, 0.0f,
          (t + head_rows - 1) / head_rows},
     };
@@ -394,9 +498,19 @@ int run(const Options& o) {
       gemm_ms += ms * double(p.repeats);
       gemm_flops += 2.0 * p.rows * p.in * p.out * double(p.repeats);
     }
+    if (moe_layers) {
+      const ExpertTiming e = time_experts(c, t, o.seed, stream.get());
+      gemm_ms += e.grouped_ms * moe_layers;
+      gemm_flops += e.grouped_flops * moe_layers;
+      grouped_tflops = e.grouped_flops / (e.grouped_ms * 1e-3) / 1e12;
+      routing_ms = e.routing_ms * moe_layers;
+      print("routing_share_of_forward", routing_ms / forward_ms, "%.3f");
+      print("grouped_gemm_share_of_forward", e.grouped_ms * moe_layers / forward_ms, "%.3f");
+    }
     print("gemm_ms_per_forward", gemm_ms, "%.1f");
     print("gemm_tflops_in_forward_shapes", gemm_flops / (gemm_ms * 1e-3) / 1e12, "%.1f");
-    print("other_ms_per_forward", forward_ms - gemm_ms - attention_ms - delta_rule_ms, "%.1f");
+    print("other_ms_per_forward", forward_ms - gemm_ms - attention_ms - delta_rule_ms - routing_ms,
+          "%.1f");
   }
 
   // cuBLAS clocks vary from one measurement to the next (power and thermal state): the
@@ -407,6 +521,13 @@ int run(const Options& o) {
   const double gemm_best = std::max(gemm_before, gemm_after);
   print("cublas_gemm_tflops", gemm_best, "%.1f");
   print("forward_over_cublas", forward_tflops / gemm_best, "%.3f");
+  if (grouped_tflops > 0) {
+    // Active-expert FLOPs (forward_flops) against the grouped GEMM's own rate on this
+    // routing and shape: what the rest of the layer costs on top of the experts.
+    print("grouped_gemm_tflops", grouped_tflops, "%.1f");
+    print("forward_over_grouped_gemm", forward_tflops / grouped_tflops, "%.3f");
+    print("grouped_gemm_over_cublas", grouped_tflops / gemm_best, "%.3f");
+  }
   if (delta_rule_ms > 0)
     print("delta_rule_over_cublas",
           delta_flops_layer * delta_layers / (delta_rule_ms * 1e-3) / 1e12 / gemm_best, "%.3f");
@@ -420,7 +541,8 @@ int main(int argc, char** argv) {
   hsring::Options o;
   CLI::App app{"CUDA target forward throughput against cuBLAS's bf16 GEMM rate"};
   app.add_option("--model", o.model,
-                 "Preset (qwen3-8b, qwen3-dense-27b, qwen3.6-27b, tiny) or HF folder");
+                 "Preset (qwen3-8b, qwen3-dense-27b, qwen3.6-27b, qwen3-30b-a3b, qwen3.6-35b-a3b, "
+                 "tiny) or HF folder");
   app.add_option("--num-layers", o.num_layers, "Only the model's first N layers (0: all)");
   app.add_option("--docs-out", o.docs_out, "Write the document lengths here, one a line");
   app.add_option("--tokens", o.tokens, "Tokens per batch")->check(CLI::Range(1u, 1u << 20));

@@ -1,19 +1,10 @@
 #include "drafter_proc/busy_fractions.h"
 
 #include <algorithm>
-#include <span>
 
 #include "common/clock.h"
 
 namespace hsring {
-
-namespace {
-
-constexpr Stage kTargetWork[] = {Stage::kTargetForward};
-constexpr Stage kDrafterWork[] = {Stage::kDrafterH2D, Stage::kDrafterNoise, Stage::kDrafterVerify,
-                                  Stage::kDrafterStep};
-
-}  // namespace
 
 BusyFractions::BusyFractions(const Ring& ring)
     : ring_(ring), last_ns_(monotonic_ns()), last_busy_ns_(ring.process_count()) {
@@ -22,12 +13,10 @@ BusyFractions::BusyFractions(const Ring& ring)
 
 uint64_t BusyFractions::busy_ns(uint32_t process) const {
   const ProcessEntry& entry = ring_.process(process);
-  const bool target = process < ring_.shape().num_targets;
   uint64_t total = 0;
   // Relaxed, like the writes: statistics, each counter read on its own.
-  for (Stage s :
-       target ? std::span<const Stage>(kTargetWork) : std::span<const Stage>(kDrafterWork))
-    total += entry.stages[uint32_t(s)].total_ns.load(std::memory_order_relaxed);
+  for (uint32_t s = 0; s < kStageCount; ++s)
+    if (is_work_stage(Stage(s))) total += entry.stages[s].total_ns.load(std::memory_order_relaxed);
   return total;
 }
 

@@ -2,7 +2,9 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -40,6 +42,19 @@ std::vector<StageRow> stage_rows(const StatusSample::Process& before,
                     stage_stats(histogram_diff(before.stages[s], after.stages[s]))});
   }
   return rows;
+}
+
+// The share of the interval the worker spent in its work stages (is_work_stage): how busy
+// its GPU (or CPU) was. None without an interval. A stage counts when it ends, so one that
+// began before the interval may push the share over 1: clamped.
+std::optional<double> busy_fraction(const StatusSample::Process& before,
+                                    const StatusSample::Process& after, double interval_s) {
+  if (interval_s <= 0) return std::nullopt;
+  uint64_t busy_ns = 0;
+  for (uint32_t s = 0; s < kStageCount; ++s)
+    if (is_work_stage(Stage(s)) && after.stages[s].total_ns >= before.stages[s].total_ns)
+      busy_ns += after.stages[s].total_ns - before.stages[s].total_ns;
+  return std::clamp(double(busy_ns) / (interval_s * 1e9), 0.0, 1.0);
 }
 
 std::string worker_name(const Ring& ring, uint32_t i) {
@@ -151,6 +166,8 @@ std::string status_json(const Ring& ring, const StatusSample& before_sample,
         json_number(interval > 0 ? double(after[i].tokens - before[i].tokens) / interval : 0, 1);
     process["hs_bytes_per_s"] = json_number(
         interval > 0 ? double(after[i].hs_bytes - before[i].hs_bytes) / interval : 0, 1);
+    const std::optional<double> busy = busy_fraction(before[i], after[i], interval);
+    process["busy"] = busy ? json_number(*busy, 3) : Json();
     process["restarts"] = starts > 0 ? starts - 1 : 0;
     process["torn"] = p.torn.load(std::memory_order_relaxed);
     process["gpu"] = p.gpu.load(std::memory_order_relaxed);
@@ -215,9 +232,10 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
   }
   out << "\n";
   char header[256];
-  std::snprintf(header, sizeof header, "%-10s %8s %6s %-14s %-5s %9s %12s %10s %12s %10s %8s %6s\n",
-                "worker", "pid", "epoch", "state", "alive", "uptime_s", "heartbeat_s", "batches",
-                "tokens/s", "MB/s", "restarts", "torn");
+  std::snprintf(header, sizeof header,
+                "%-10s %8s %6s %-14s %-5s %9s %12s %10s %12s %10s %5s %8s %6s\n", "worker", "pid",
+                "epoch", "state", "alive", "uptime_s", "heartbeat_s", "batches", "tokens/s", "MB/s",
+                "busy", "restarts", "torn");
   out << header;
   for (uint32_t i = 0; i < ring.process_count(); ++i) {
     const ProcessEntry& p = ring.process(i);
@@ -234,13 +252,15 @@ std::string render_status(const Ring& ring, const StatusSample& before_sample,
     const uint64_t torn = p.torn.load(std::memory_order_relaxed);
     const std::optional<double> age = heartbeat_age_s(p, now_unix);
     const std::string age_text = age ? fixed(*age, 1) : "-";
+    const std::optional<double> busy = busy_fraction(before[i], after[i], interval);
+    const std::string busy_text = busy ? fixed(*busy, 2) : "-";
     char row[256];
     std::snprintf(row, sizeof row,
-                  "%-10s %8d %6u %-14s %-5s %9.1f %12s %10llu %12.0f %10.1f %8u %6llu\n",
+                  "%-10s %8d %6u %-14s %-5s %9.1f %12s %10llu %12.0f %10.1f %5s %8u %6llu\n",
                   worker_name(ring, i).c_str(), p.pid.load(std::memory_order_relaxed), epoch,
                   state_name(p, alive, epoch), alive ? "yes" : "no", uptime, age_text.c_str(),
-                  (unsigned long long)after[i].batches, tokens_rate, bytes_rate / 1e6, restarts,
-                  (unsigned long long)torn);
+                  (unsigned long long)after[i].batches, tokens_rate, bytes_rate / 1e6,
+                  busy_text.c_str(), restarts, (unsigned long long)torn);
     out << row;
   }
   // Stage timings (shm/stage_timer.h; GPU stages are GPU time from CUDA events, see

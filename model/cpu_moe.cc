@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/cpu_kernels.h"
+#include "model/decoder_layer.h"
+#include "ops/linear.h"
 
 namespace hsring::cpu {
 
@@ -20,10 +21,10 @@ void swiglu_mlp(const float* x, size_t rows, size_t hidden, const float* gate_pr
                 float* out, uint32_t threads) {
   ensure(scratch.gate, rows * width);
   ensure(scratch.up, rows * width);
-  linear(x, rows, hidden, gate_proj, width, scratch.gate.data(), threads);
-  linear(x, rows, hidden, up_proj, width, scratch.up.data(), threads);
-  swiglu(scratch.gate.data(), scratch.up.data(), rows * width, scratch.gate.data());
-  linear(scratch.gate.data(), rows, width, down_proj, hidden, out, threads);
+  // The decoder layer's MLP (without its norm and skip); SwiGLU overwrites gate.
+  const MlpBlockParams<const float*> w{nullptr, gate_proj, up_proj, down_proj};
+  swiglu_mlp_forward(x, rows, hidden, w, width, scratch.gate.data(), scratch.up.data(),
+                     scratch.gate.data(), out, ops::Sums::kFloat, threads);
 }
 
 void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
@@ -32,7 +33,8 @@ void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
   const size_t top_k = shape.experts_per_token;
   ensure(scratch.router, rows * experts);
   scratch.choices.resize(rows * top_k);
-  linear(x, rows, hidden, weights.router.data(), experts, scratch.router.data(), threads);
+  ops::linear_forward(x, rows, hidden, weights.router.data(), experts, scratch.router.data(),
+                      ops::Sums::kFloat, threads);
   for (size_t r = 0; r < rows; ++r)
     route_token(scratch.router.data() + r * experts, uint32_t(experts), uint32_t(top_k),
                 shape.normalise_top_k, scratch.choices.data() + r * top_k);
@@ -57,8 +59,9 @@ void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
       const float* row = x + (slots[i] / top_k) * hidden;
       std::copy(row, row + hidden, scratch.gathered.begin() + std::ptrdiff_t(i * hidden));
     }
-    // The expert's outputs land in gathered's order; copied to their slots below. linear()
-    // gives each element exactly dot(row, weight row), so gathering changes no bit.
+    // The expert's outputs land in gathered's order; copied to their slots below.
+    // ops::linear_forward gives each element exactly dot(row, weight row), so gathering changes no
+    // bit.
     ensure(scratch.shared_out, n * hidden);
     const SwigluWeights& w = weights.experts[e];
     swiglu_mlp(scratch.gathered.data(), n, hidden, w.gate_proj.data(), w.up_proj.data(),
@@ -85,7 +88,8 @@ void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
   const SwigluWeights& s = weights.shared;
   swiglu_mlp(x, rows, hidden, s.gate_proj.data(), s.up_proj.data(), s.down_proj.data(),
              shape.shared_intermediate, scratch, scratch.shared_out.data(), threads);
-  linear(x, rows, hidden, weights.shared_gate.data(), 1, scratch.shared_gate.data(), threads);
+  ops::linear_forward(x, rows, hidden, weights.shared_gate.data(), 1, scratch.shared_gate.data(),
+                      ops::Sums::kFloat, threads);
   for (size_t r = 0; r < rows; ++r) {
     const float gate = 1.0f / (1.0f + std::exp(-scratch.shared_gate[r]));
     for (size_t i = 0; i < hidden; ++i)

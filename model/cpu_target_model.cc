@@ -7,11 +7,15 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "model/cpu_delta_net.h"
-#include "model/cpu_kernels.h"
 #include "model/cpu_moe.h"
+#include "model/decoder_layer.h"
 #include "model/hf_checkpoint.h"
 #include "model/model_text_file.h"
 #include "model/rope.h"
+#include "ops/argmax.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/rms_norm.h"
 
 namespace hsring {
 
@@ -20,6 +24,9 @@ namespace {
 // Rows of logits computed at once when only the greedy labels are wanted: bounds the
 // scratch to kHeadChunk * V floats (39 MB for Qwen's 151936-token vocabulary).
 constexpr size_t kHeadChunk = 64;
+
+// The CPU forward sums in fp32 (ops/sums.h): the rounding the CUDA forward is checked with.
+constexpr ops::Sums kSums = ops::Sums::kFloat;
 
 void ensure(std::vector<float>& buffer, size_t size) {
   if (buffer.size() < size) buffer.resize(size);
@@ -47,10 +54,8 @@ void CpuTargetModel::forward(const PackedBatch& batch, const ForwardRequest& req
   const size_t h = config_.hidden_size;
 
   ensure(residual_, rows * h);
-  for (size_t t = 0; t < rows; ++t) {
-    const float* row = weights_.embed_tokens.data() + size_t(batch.tokens[t]) * h;
-    std::copy(row, row + h, residual_.begin() + std::ptrdiff_t(t * h));
-  }
+  ops::embedding_forward(weights_.embed_tokens.data(), batch.tokens.data(), rows, h,
+                         residual_.data(), false);
   // RoPE angles depend on positions (and, for dynamic NTK, document lengths) only: once per
   // forward, shared by every layer.
   const size_t half = config_.rope_dim() / 2;
@@ -85,71 +90,35 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
   const size_t h = c.hidden_size;
   ensure(normed_, rows * h);
   ensure(mixed_, rows * h);
+  ensure(mid_, rows * h);
+  const DecoderLayerShape shape = decoder_layer_shape(c);
 
-  // Token mixer: pre-norm, attention or DeltaNet, into the residual.
-  cpu::rms_norm(residual_.data(), w.input_norm.data(), rows, h, c.rms_norm_eps, normed_.data());
-  if (c.kind(index) == LayerKind::kDeltaNet)
+  // Token mixer, residual_ -> mid_: the attention block (model/decoder_layer.h), or
+  // pre-norm and DeltaNet with its skip.
+  if (c.kind(index) == LayerKind::kDeltaNet) {
+    ops::rms_norm_forward(residual_.data(), w.input_norm.data(), rows, h, c.rms_norm_eps,
+                          normed_.data(), kSums);
     run_delta_net(w, batch);
-  else
-    run_attention(w, batch);
-  for (size_t i = 0; i < rows * h; ++i) residual_[i] += mixed_[i];
-
-  // MLP block: pre-norm, SwiGLU or a mixture of SwiGLU experts, into the residual.
-  cpu::rms_norm(residual_.data(), w.post_attention_norm.data(), rows, h, c.rms_norm_eps,
-                normed_.data());
-  if (c.mlp_kind(index) == MlpKind::kExperts)
-    cpu::moe_mlp(normed_.data(), rows, h, c.moe, w.moe, mlp_, mixed_.data(), threads_);
-  else
-    cpu::swiglu_mlp(normed_.data(), rows, h, w.gate_proj.data(), w.up_proj.data(),
-                    w.down_proj.data(), c.intermediate_size, mlp_, mixed_.data(), threads_);
-  for (size_t i = 0; i < rows * h; ++i) residual_[i] += mixed_[i];
-}
-
-void CpuTargetModel::run_attention(const LayerWeights& w, const PackedBatch& batch) {
-  const ModelConfig& c = config_;
-  const size_t rows = batch.tokens.size();
-  const size_t h = c.hidden_size;
-  const size_t hd = c.head_dim;
-  const size_t qd = c.q_dim();
-  const size_t kvd = c.kv_dim();
-  ensure(q_, rows * qd);
-  ensure(k_, rows * kvd);
-  ensure(v_, rows * kvd);
-  ensure(attn_, rows * qd);
-  if (c.attention_gate) {
-    // Qwen3.5: q_proj gives [q_h | gate_h] per head; split into q_ and attn_gate_.
-    ensure(attn_gate_, rows * qd);
-    ensure(attn_, rows * 2 * qd);
-    cpu::linear(normed_.data(), rows, h, w.q_proj.data(), 2 * qd, attn_.data(), threads_);
-    for (size_t r = 0; r < rows * c.num_heads; ++r) {
-      const float* both = attn_.data() + r * 2 * hd;
-      std::copy(both, both + hd, q_.begin() + std::ptrdiff_t(r * hd));
-      std::copy(both + hd, both + 2 * hd, attn_gate_.begin() + std::ptrdiff_t(r * hd));
-    }
+    for (size_t i = 0; i < rows * h; ++i) mid_[i] = residual_[i] + mixed_[i];
   } else {
-    cpu::linear(normed_.data(), rows, h, w.q_proj.data(), qd, q_.data(), threads_);
+    const AttentionBlockParams<const float*> aw{
+        w.input_norm.data(), w.q_proj.data(), w.k_proj.data(), w.v_proj.data(), w.o_proj.data(),
+        w.q_bias.data(),     w.k_bias.data(), w.v_bias.data(), w.q_norm.data(), w.k_norm.data()};
+    attention_block_forward(shape, aw, residual_.data(), rows, batch.doc_offsets, rope_cos_.data(),
+                            rope_sin_.data(), attention_, mid_.data(), kSums, threads_);
   }
-  cpu::linear(normed_.data(), rows, h, w.k_proj.data(), kvd, k_.data(), threads_);
-  cpu::linear(normed_.data(), rows, h, w.v_proj.data(), kvd, v_.data(), threads_);
-  if (c.qkv_bias) {
-    cpu::add_bias(q_.data(), rows, qd, w.q_bias.data());
-    cpu::add_bias(k_.data(), rows, kvd, w.k_bias.data());
-    cpu::add_bias(v_.data(), rows, kvd, w.v_bias.data());
+
+  // MLP, mid_ -> residual_: the MLP block, or pre-norm and a mixture of experts with its skip.
+  if (c.mlp_kind(index) == MlpKind::kExperts) {
+    ops::rms_norm_forward(mid_.data(), w.post_attention_norm.data(), rows, h, c.rms_norm_eps,
+                          normed_.data(), kSums);
+    cpu::moe_mlp(normed_.data(), rows, h, c.moe, w.moe, mlp_, mixed_.data(), threads_);
+    for (size_t i = 0; i < rows * h; ++i) residual_[i] = mid_[i] + mixed_[i];
+  } else {
+    const MlpBlockParams<const float*> mw{w.post_attention_norm.data(), w.gate_proj.data(),
+                                          w.up_proj.data(), w.down_proj.data()};
+    mlp_block_forward(shape, mw, mid_.data(), rows, dense_mlp_, residual_.data(), kSums, threads_);
   }
-  if (c.qk_norm) {
-    // Qwen3 normalises each head vector over head_dim, before RoPE.
-    cpu::rms_norm(q_.data(), w.q_norm.data(), rows * c.num_heads, hd, c.rms_norm_eps, q_.data());
-    cpu::rms_norm(k_.data(), w.k_norm.data(), rows * c.num_kv_heads, hd, c.rms_norm_eps, k_.data());
-  }
-  cpu::apply_rope(q_.data(), rows, c.num_heads, hd, rope_cos_.data(), rope_sin_.data(),
-                  c.rope_dim());
-  cpu::apply_rope(k_.data(), rows, c.num_kv_heads, hd, rope_cos_.data(), rope_sin_.data(),
-                  c.rope_dim());
-  cpu::packed_causal_attention(q_.data(), k_.data(), v_.data(), rows, c.num_heads, c.num_kv_heads,
-                               hd, batch.doc_offsets, attn_.data(), threads_);
-  if (c.attention_gate)
-    for (size_t i = 0; i < rows * qd; ++i) attn_[i] *= 1.0f / (1.0f + std::exp(-attn_gate_[i]));
-  cpu::linear(attn_.data(), rows, qd, w.o_proj.data(), h, mixed_.data(), threads_);
 }
 
 void CpuTargetModel::run_delta_net(const LayerWeights& w, const PackedBatch& batch) {
@@ -164,11 +133,14 @@ void CpuTargetModel::run_delta_net(const LayerWeights& w, const PackedBatch& bat
   ensure(dn_a_, rows * s.v_heads);
   ensure(dn_b_, rows * s.v_heads);
   ensure(dn_out_, rows * s.v_dim());
-  cpu::linear(normed_.data(), rows, h, n.in_proj_qkv.data(), s.conv_dim(), dn_qkv_.data(),
-              threads_);
-  cpu::linear(normed_.data(), rows, h, n.in_proj_z.data(), s.v_dim(), dn_z_.data(), threads_);
-  cpu::linear(normed_.data(), rows, h, n.in_proj_b.data(), s.v_heads, dn_b_.data(), threads_);
-  cpu::linear(normed_.data(), rows, h, n.in_proj_a.data(), s.v_heads, dn_a_.data(), threads_);
+  ops::linear_forward(normed_.data(), rows, h, n.in_proj_qkv.data(), s.conv_dim(), dn_qkv_.data(),
+                      kSums, threads_);
+  ops::linear_forward(normed_.data(), rows, h, n.in_proj_z.data(), s.v_dim(), dn_z_.data(), kSums,
+                      threads_);
+  ops::linear_forward(normed_.data(), rows, h, n.in_proj_b.data(), s.v_heads, dn_b_.data(), kSums,
+                      threads_);
+  ops::linear_forward(normed_.data(), rows, h, n.in_proj_a.data(), s.v_heads, dn_a_.data(), kSums,
+                      threads_);
   cpu::causal_conv_silu(dn_qkv_.data(), s.conv_dim(), n.conv.data(), s.conv_kernel,
                         batch.doc_offsets, dn_conv_.data());
   cpu::delta_gates(dn_a_.data(), dn_b_.data(), rows, s.v_heads, n.a_log.data(), n.dt_bias.data());
@@ -176,15 +148,16 @@ void CpuTargetModel::run_delta_net(const LayerWeights& w, const PackedBatch& bat
                         dn_out_.data(), threads_);
   cpu::gated_rms_norm(dn_out_.data(), dn_z_.data(), n.norm.data(), rows * s.v_heads, s.v_head_dim,
                       c.rms_norm_eps, dn_out_.data());
-  cpu::linear(dn_out_.data(), rows, s.v_dim(), n.out_proj.data(), h, mixed_.data(), threads_);
+  ops::linear_forward(dn_out_.data(), rows, s.v_dim(), n.out_proj.data(), h, mixed_.data(), kSums,
+                      threads_);
 }
 
 void CpuTargetModel::run_head(size_t rows, const ForwardRequest& request, ForwardOutput& out) {
   const size_t h = config_.hidden_size;
   const size_t vocab = config_.vocab_size;
   const std::vector<float>& head = weights_.lm_head_or_embeddings();
-  cpu::rms_norm(residual_.data(), weights_.final_norm.data(), rows, h, config_.rms_norm_eps,
-                normed_.data());
+  ops::rms_norm_forward(residual_.data(), weights_.final_norm.data(), rows, h, config_.rms_norm_eps,
+                        normed_.data(), kSums);
   if (request.logits) out.logits.resize(rows * vocab);
   if (request.greedy) out.greedy.resize(rows);
   std::vector<float> chunk;
@@ -195,9 +168,9 @@ void CpuTargetModel::run_head(size_t rows, const ForwardRequest& request, Forwar
       chunk.resize(n * vocab);
       logits = chunk.data();
     }
-    cpu::linear(normed_.data() + r0 * h, n, h, head.data(), vocab, logits, threads_);
+    ops::linear_forward(normed_.data() + r0 * h, n, h, head.data(), vocab, logits, kSums, threads_);
     if (request.greedy)
-      for (size_t r = 0; r < n; ++r) out.greedy[r0 + r] = cpu::argmax(logits + r * vocab, vocab);
+      for (size_t r = 0; r < n; ++r) out.greedy[r0 + r] = ops::argmax(logits + r * vocab, vocab);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/cpu_moe.h"
+#include "model/decoder_layer.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/target_model.h"
@@ -31,10 +32,9 @@ class CpuTargetModel final : public TargetModel {
                ForwardOutput& out) override;
 
  private:
-  // Runs decoder layer `index` on residual_ [T, H] in place.
+  // Runs decoder layer `index` on residual_ [T, H] in place (through mid_).
   void run_layer(uint32_t index, const PackedBatch& batch);
-  // The token mixers: normed_ [T, H] in, mixed_ [T, H] out.
-  void run_attention(const LayerWeights& w, const PackedBatch& batch);
+  // The DeltaNet token mixer: normed_ [T, H] in, mixed_ [T, H] out.
   void run_delta_net(const LayerWeights& w, const PackedBatch& batch);
   // Final norm, LM head in chunks of rows (no [T, V] buffer unless logits are requested).
   void run_head(size_t rows, const ForwardRequest& request, ForwardOutput& out);
@@ -43,9 +43,10 @@ class CpuTargetModel final : public TargetModel {
   ModelWeights weights_;
   uint32_t threads_;
   // Scratch, sized on demand and kept between forwards.
-  std::vector<float> residual_, normed_, mixed_, q_, k_, v_, attn_, attn_gate_, rope_cos_,
-      rope_sin_;
-  cpu::MlpScratch mlp_;
+  std::vector<float> residual_, mid_, normed_, mixed_, rope_cos_, rope_sin_;
+  AttentionBlockActivations<float> attention_;                         // of the attention layers
+  MlpBlockActivations<float> dense_mlp_;                               // of the dense MLPs
+  cpu::MlpScratch mlp_;                                                // of the mixtures of experts
   std::vector<float> dn_qkv_, dn_conv_, dn_z_, dn_a_, dn_b_, dn_out_;  // DeltaNet layers
 };
 

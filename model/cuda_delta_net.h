@@ -32,7 +32,8 @@
 
 namespace hsring::cuda_ops {
 
-inline constexpr uint32_t kDeltaChunk = 64;  // model/forward_flops.h counts with it
+inline constexpr uint32_t kDeltaChunk = 64;        // model/forward_flops.h counts with it
+inline constexpr uint32_t kDeltaMaxHeadDim = 128;  // delta_net_supports' bound on both dims
 // Head sizes the kernels take: multiples of 4 up to 128 (Qwen3.5: 128 and 128).
 bool delta_net_supports(uint32_t qk_head_dim, uint32_t v_head_dim);
 
@@ -82,6 +83,8 @@ struct DeltaScratch {
   float* g_sum = nullptr;
 };
 uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);  // the four together
+// The parts, laid out one after another from `base` (delta_scratch_floats(rows, shape)).
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape shape);
 
 // How the chunked rule's products run on the tensor cores: each operand split into a TF32
 // part and its TF32 remainder (three products: fp32 accuracy), or one TF32 product (11

@@ -1,18 +1,20 @@
 // The chunked gated delta rule on the tensor cores (the algebra is in model/cuda_delta_net.h).
 //
-// Every product is a WMMA m16n16k8 TF32 product with fp32 accumulation, each operand split
-// into its TF32 part and the TF32 rounding of the remainder ("3xTF32": hi*hi + hi*lo +
-// lo*hi). One TF32 product keeps 11 significant bits, which the gated RMSNorm after the
-// rule magnifies where its input is near zero (docs/target-model.md); the split keeps the
-// fp32 kernels' accuracy at a third of the TF32 rate, still far above what SIMT fp32 gave.
+// Every product is a WMMA m16n16k8 TF32 product with fp32 accumulation. One TF32 product
+// (the default) keeps 11 significant bits; 3xTF32 splits each operand into its TF32 part and
+// the TF32 rounding of the remainder (hi*hi + hi*lo + lo*hi) and keeps fp32's accuracy at a
+// third of the rate. With one product, every operand tile is rounded to TF32 once, where it
+// is written (shared memory or scratch), not in each warp that loads it: the per-fragment
+// conversions were most of the products' instructions (ncu, bench/RESULTS.md).
 //
 // Pass 1, one block per (chunk, value head): K K^T and Q K^T on the tensor cores, masked and
 // decayed into A and P, the unit-lower-triangular system inverted blockwise (16 x 16
 // diagonal blocks by substitution, then the off-diagonal blocks level by level), and W and
 // U' as products of that inverse.
 // Pass 2, one block per (document, value head, 64 state columns), walks the document's
-// chunks in order with the state in shared memory: U = U' - W S, O = diag(gamma) Q S + P U,
-// S = gamma_L S + (K diag(gamma_L / gamma))^T U.
+// chunks in order: U = U' - W S, O = diag(gamma) Q S + P U, S = gamma_L S +
+// (K diag(gamma_L / gamma))^T U. The state's fp32 value stays in the accumulators of the
+// warps that update it; shared memory holds its operand copy for the products.
 // Shared tiles have row strides of 16 m + 4 floats: rows fall on different banks, and every
 // 16 x 8 operand tile still starts 32-byte aligned, as WMMA requires.
 #include <cuda_pipeline.h>
@@ -69,26 +71,53 @@ __device__ __forceinline__ void load_tf32(Fragment& f, const float* p, int ld) {
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
 }
 
-// acc += A[16 x depth] B[depth x 16]: a and b point at the tiles' first elements. kSplit:
-// 3xTF32 products, else one TF32 product.
-template <bool kSplit, class LayoutA, class LayoutB>
+// What a product's operand tiles hold: fp32 values to split (3xTF32), fp32 values to round
+// as they are loaded, or values already rounded to TF32 (operand<false>).
+enum class Operands { kSplit, kRound, kRounded };
+
+// The value an operand tile stores for x: its TF32 rounding with one product, x itself for
+// the split.
+template <bool kSplit>
+__device__ __forceinline__ float operand(float x) {
+  if constexpr (kSplit)
+    return x;
+  else
+    return wmma::__float_to_tf32(x);
+}
+
+template <bool kSplit>
+constexpr Operands kStored = kSplit ? Operands::kSplit : Operands::kRounded;
+
+// acc += A[16 x depth] B[depth x 16]: a and b point at the tiles' first elements.
+template <Operands kMode, class LayoutA, class LayoutB>
 __device__ __forceinline__ void accumulate(Accumulator& acc, const float* a, int lda,
                                            const float* b, int ldb, int depth) {
   wmma::fragment<wmma::matrix_a, kTile, kTile, 8, wmma::precision::tf32, LayoutA> a_hi, a_lo;
   wmma::fragment<wmma::matrix_b, kTile, kTile, 8, wmma::precision::tf32, LayoutB> b_hi, b_lo;
   for (int k = 0; k < depth; k += 8) {
-    if constexpr (kSplit) {
-      load_split(a_hi, a_lo, a + at<LayoutA>(0, k, lda), lda);
-      load_split(b_hi, b_lo, b + at<LayoutB>(k, 0, ldb), ldb);
+    const float* a_k = a + at<LayoutA>(0, k, lda);
+    const float* b_k = b + at<LayoutB>(k, 0, ldb);
+    if constexpr (kMode == Operands::kSplit) {
+      load_split(a_hi, a_lo, a_k, lda);
+      load_split(b_hi, b_lo, b_k, ldb);
       // Small terms first: their sum is rounded once into the large one.
       wmma::mma_sync(acc, a_lo, b_hi, acc);
       wmma::mma_sync(acc, a_hi, b_lo, acc);
+    } else if constexpr (kMode == Operands::kRound) {
+      load_tf32(a_hi, a_k, lda);
+      load_tf32(b_hi, b_k, ldb);
     } else {
-      load_tf32(a_hi, a + at<LayoutA>(0, k, lda), lda);
-      load_tf32(b_hi, b + at<LayoutB>(k, 0, ldb), ldb);
+      wmma::load_matrix_sync(a_hi, a_k, unsigned(lda));
+      wmma::load_matrix_sync(b_hi, b_k, unsigned(ldb));
     }
     wmma::mma_sync(acc, a_hi, b_hi, acc);
   }
+}
+
+template <bool kSplit>
+__device__ __forceinline__ void round_operand(Accumulator& acc) {
+#pragma unroll
+  for (int i = 0; i < acc.num_elements; ++i) acc.x[i] = operand<kSplit>(acc.x[i]);
 }
 
 // Writes the tile's rows < rows and columns < columns to dst (row stride ld): straight from
@@ -138,8 +167,8 @@ __device__ __forceinline__ void wait_for_copies() {
 }
 
 // Multiplies rows r < rows of the shared tile (columns [0, columns), a multiple of 4) by
-// scale(r).
-template <class Scale>
+// scale(r), leaving an operand tile (operand<kSplit>).
+template <bool kSplit, class Scale>
 __device__ __forceinline__ void scale_rows(float* tile, int ld, int rows, int columns,
                                            Scale scale) {
   const int quads = columns / 4;
@@ -147,7 +176,8 @@ __device__ __forceinline__ void scale_rows(float* tile, int ld, int rows, int co
     const int r = e / quads;
     const float s = scale(r);
     float4& v = *reinterpret_cast<float4*>(tile + r * ld + (e % quads) * 4);
-    v = make_float4(v.x * s, v.y * s, v.z * s, v.w * s);
+    v = make_float4(operand<kSplit>(v.x * s), operand<kSplit>(v.y * s), operand<kSplit>(v.z * s),
+                    operand<kSplit>(v.w * s));
   }
 }
 
@@ -225,8 +255,9 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     const float* rows = scores ? qv_s + ti * kTile * qs : k_s + ti * kTile * ks;
     Accumulator acc;
     wmma::fill_fragment(acc, 0.0f);
-    accumulate<kSplit, wmma::row_major, wmma::col_major>(acc, rows, scores ? qs : ks,
-                                                         k_s + tj * kTile * ks, ks, dkp);
+    // K and Q as copied: fp32, rounded as they are loaded (K is scaled later, from fp32).
+    accumulate<kSplit ? Operands::kSplit : Operands::kRound, wmma::row_major, wmma::col_major>(
+        acc, rows, scores ? qs : ks, k_s + tj * kTile * ks, ks, dkp);
     if (!scores) {
       wmma::store_matrix_sync(a_s + ti * kTile * as + tj * kTile, acc, as, wmma::mem_row_major);
       continue;
@@ -236,7 +267,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     for (int e = tid % 32; e < kTile * kTile; e += 32) {
       const int i = ti * kTile + e / kTile, j = tj * kTile + e % kTile;
       if (i < len)
-        p_out[uint64_t(c0 + i) * p_stride + j] = j <= i ? expf(g_s[i] - g_s[j]) * staging[e] : 0.0f;
+        p_out[uint64_t(c0 + i) * p_stride + j] =
+            j <= i ? operand<kSplit>(expf(g_s[i] - g_s[j]) * staging[e]) : 0.0f;
     }
     __syncwarp();
   }
@@ -257,7 +289,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     float& a = a_s[i * as + j];
     a = j < i ? b_s[i] * expf(g_s[i] - g_s[j]) * a : 0.0f;
   }
-  scale_rows(k_s, ks, len, dkp, [&](int r) { return b_s[r] * expf(g_s[r]); });
+  scale_rows<kSplit>(k_s, ks, len, dkp, [&](int r) { return b_s[r] * expf(g_s[r]); });
   __syncthreads();
 
   // T = (I + A)^-1, lower triangular. Its four 16 x 16 diagonal blocks by forward
@@ -295,9 +327,14 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     __syncthreads();
   }
 
+  // T is whole: its operand copy, in place (the blocks the products read: j <= i).
+  for (int e = tid; e < kChunk * kChunk; e += kPrepareThreads) {
+    const int i = e / kChunk, j = e % kChunk;
+    if (j / kTile <= i / kTile) t_s[i * as + j] = operand<kSplit>(t_s[i * as + j]);
+  }
   __pipeline_wait_prior(0);
   __syncthreads();
-  scale_rows(qv_s, qs, len, dvp, [&](int r) { return b_s[r]; });  // U''s right-hand side
+  scale_rows<kSplit>(qv_s, qs, len, dvp, [&](int r) { return b_s[r]; });  // U''s right-hand side
   __syncthreads();
 
   // W = T diag(beta gamma) K and U' = T diag(beta) V, row tile i reading T's blocks 0..i.
@@ -309,10 +346,11 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     if (ti * kTile >= len) continue;
     Accumulator acc;
     wmma::fill_fragment(acc, 0.0f);
-    accumulate<kSplit, wmma::row_major, wmma::row_major>(acc, t_s + ti * kTile * as, as,
-                                                         (is_w ? k_s + column : qv_s + column),
-                                                         is_w ? ks : qs, (ti + 1) * kTile);
+    accumulate<kStored<kSplit>, wmma::row_major, wmma::row_major>(
+        acc, t_s + ti * kTile * as, as, (is_w ? k_s + column : qv_s + column), is_w ? ks : qs,
+        (ti + 1) * kTile);
     const uint64_t row = uint64_t(c0 + ti * kTile) * vh + h;
+    if (is_w) round_operand<kSplit>(acc);  // W is pass 2's operand; U' seeds its accumulator
     if (is_w)
       store_tile(acc, scratch.w + row * dk + column, uint64_t(vh) * dk, len - ti * kTile,
                  dk - column, staging);
@@ -367,6 +405,14 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   const float* k_src = q_src + shape.qk_dim();
   // This warp's tile of U and O: rows ti, columns tn.
   const int ti = warp / (kSlice / kTile), tn = warp % (kSlice / kTile);
+  // The state's fp32 value: this warp's tiles warp, warp + kWarps, ... of S's
+  // [dkp / kTile][kSlice / kTile] tiles, kept across chunks.
+  constexpr int kStateTilesPerWarp =
+      round16(int(kDeltaMaxHeadDim)) / kTile * (kSlice / kTile) / kWarps;
+  const int state_tiles = dkp / kTile * (kSlice / kTile);
+  Accumulator state[kStateTilesPerWarp];
+#pragma unroll
+  for (int n = 0; n < kStateTilesPerWarp; ++n) wmma::fill_fragment(state[n], 0.0f);
 
   for (int e = tid; e < dkp * ss; e += kStateThreads) s_s[e] = 0.0f;  // a document starts empty
 
@@ -384,8 +430,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     if (tid < kChunk) g_s[tid] = tid < len ? scratch.g_sum[first + uint64_t(tid) * vh] : 0.0f;
     wait_for_copies();
     const float g_last = g_s[len - 1];
-    scale_rows(q_s, ks, len, dkp, [&](int r) { return expf(g_s[r]); });
-    scale_rows(k_s, ks, len, dkp, [&](int r) { return expf(g_last - g_s[r]); });
+    scale_rows<kSplit>(q_s, ks, len, dkp, [&](int r) { return expf(g_s[r]); });
+    scale_rows<kSplit>(k_s, ks, len, dkp, [&](int r) { return expf(g_last - g_s[r]); });
     __syncthreads();
 
     // U = U' - W S and diag(gamma) Q S, both from the chunk's starting state.
@@ -398,38 +444,41 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       wmma::load_matrix_sync(acc_u, u_tile, ss, wmma::mem_row_major);
 #pragma unroll
       for (int i = 0; i < acc_u.num_elements; ++i) acc_u.x[i] = -acc_u.x[i];
-      accumulate<kSplit, wmma::row_major, wmma::row_major>(acc_u, w_s + ti * kTile * ks, ks,
-                                                           s_s + tn * kTile, ss, dkp);
+      accumulate<kStored<kSplit>, wmma::row_major, wmma::row_major>(acc_u, w_s + ti * kTile * ks,
+                                                                    ks, s_s + tn * kTile, ss, dkp);
 #pragma unroll
-      for (int i = 0; i < acc_u.num_elements; ++i) acc_u.x[i] = -acc_u.x[i];
+      for (int i = 0; i < acc_u.num_elements; ++i) acc_u.x[i] = operand<kSplit>(-acc_u.x[i]);
       wmma::store_matrix_sync(u_tile, acc_u, ss, wmma::mem_row_major);
-      accumulate<kSplit, wmma::row_major, wmma::row_major>(acc_o, q_s + ti * kTile * ks, ks,
-                                                           s_s + tn * kTile, ss, dkp);
+      accumulate<kStored<kSplit>, wmma::row_major, wmma::row_major>(acc_o, q_s + ti * kTile * ks,
+                                                                    ks, s_s + tn * kTile, ss, dkp);
     }
     __syncthreads();  // U is whole, and every read of the starting state is done
 
     // O = diag(gamma) Q S + P U.
     if (live) {
-      accumulate<kSplit, wmma::row_major, wmma::row_major>(acc_o, p_s + ti * kTile * ss, ss,
-                                                           u_s + tn * kTile, ss, (ti + 1) * kTile);
+      accumulate<kStored<kSplit>, wmma::row_major, wmma::row_major>(
+          acc_o, p_s + ti * kTile * ss, ss, u_s + tn * kTile, ss, (ti + 1) * kTile);
       store_tile(
           acc_o,
           out + uint64_t(c0 + ti * kTile) * shape.v_dim() + size_t(h) * dv + col0 + tn * kTile,
           shape.v_dim(), len - ti * kTile, cols - tn * kTile, staging);
     }
-    // S = gamma_L S + (K diag(gamma_L / gamma))^T U, two 16 x 16 tiles of S per warp.
+    // S = gamma_L S + (K diag(gamma_L / gamma))^T U on this warp's tiles of S, then their
+    // operand copies for the next chunk.
     const float decay = expf(g_last);
     const int depth = (len + 7) / 8 * 8;
-    for (int tile = warp; tile < dkp / kTile * (kSlice / kTile); tile += kWarps) {
-      const int tm = tile / (kSlice / kTile), tc = tile % (kSlice / kTile);
-      float* s_tile = s_s + tm * kTile * ss + tc * kTile;
-      Accumulator acc;
-      wmma::load_matrix_sync(acc, s_tile, ss, wmma::mem_row_major);
 #pragma unroll
-      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= decay;
-      accumulate<kSplit, wmma::col_major, wmma::row_major>(acc, k_s + tm * kTile, ks,
-                                                           u_s + tc * kTile, ss, depth);
-      wmma::store_matrix_sync(s_tile, acc, ss, wmma::mem_row_major);
+    for (int n = 0; n < kStateTilesPerWarp; ++n) {
+      const int tile = warp + n * kWarps;
+      if (tile >= state_tiles) break;
+      const int tm = tile / (kSlice / kTile), tc = tile % (kSlice / kTile);
+#pragma unroll
+      for (int i = 0; i < state[n].num_elements; ++i) state[n].x[i] *= decay;
+      accumulate<kStored<kSplit>, wmma::col_major, wmma::row_major>(state[n], k_s + tm * kTile, ks,
+                                                                    u_s + tc * kTile, ss, depth);
+      Accumulator copy = state[n];
+      round_operand<kSplit>(copy);
+      wmma::store_matrix_sync(s_s + tm * kTile * ss + tc * kTile, copy, ss, wmma::mem_row_major);
     }
   }
 }

@@ -8,6 +8,8 @@
 #include "common/error.h"
 #include "gpu/device.h"
 #include "gpu/memlock.h"
+#include "model/cuda_moe.h"
+#include "model/cuda_weights.h"
 
 namespace hsring {
 
@@ -32,6 +34,9 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const uint64_t q_rows = c.attention_gate ? 2 * qd : qd;
   const DeltaNetShape& dn = c.delta_net;
   const bool hybrid = c.hybrid();
+  const bool moe = c.has_experts();
+  const uint64_t slots = t * c.moe.experts_per_token;
+  const uint64_t experts = c.moe.num_experts;
   const cuda_ops::DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
                                    dn.conv_kernel};
   struct Want {
@@ -58,6 +63,22 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&delta_scratch, hybrid ? cuda_ops::delta_scratch_floats(tokens, shape) * 4 : 0},
       {&delta_out, hybrid ? t * dn.v_dim() * 4 : 0},
       {&delta_normed, hybrid ? t * dn.v_dim() * 2 : 0},
+      {&normed_lo, moe ? t * h * 2 : 0},
+      {&router_logits, moe ? t * router_rows(c) * 4 : 0},
+      {&expert_choices, moe ? slots * sizeof(ExpertChoice) : 0},
+      {&chunk_counts, moe ? uint64_t(cuda_ops::group_chunks(slots)) * experts * 4 : 0},
+      {&expert_begin, moe ? (experts + 1) * 4 : 0},
+      {&slot_row, moe ? slots * 4 : 0},
+      {&row_token, moe ? slots * 4 : 0},
+      {&expert_tiles,
+       moe ? cuda_ops::max_expert_tiles(slots, uint32_t(experts)) * sizeof(cuda_ops::ExpertTile)
+           : 0},
+      {&expert_gate_up, moe ? slots * 2 * c.moe.expert_intermediate * 2 : 0},
+      {&expert_act, moe ? slots * c.moe.expert_intermediate * 2 : 0},
+      {&expert_out, moe ? slots * h * 4 : 0},
+      {&shared_gate_up, moe ? t * 2 * c.moe.shared_intermediate * 2 : 0},
+      {&shared_act, moe ? t * c.moe.shared_intermediate * 2 : 0},
+      {&shared_out, moe && c.moe.shared_intermediate ? t * h * 4 : 0},
   };
   uint64_t total = 0;
   for (const Want& w : wants) {

@@ -36,6 +36,22 @@ struct ForwardActivations {
   gpu::DeviceBuffer delta_scratch;  // fp32, cuda_ops::delta_scratch_floats
   gpu::DeviceBuffer delta_out;      // fp32 [T, V]: the delta rule's output
   gpu::DeviceBuffer delta_normed;   // bf16 [T, V]: after the gated norm, a GEMM input
+  // Mixture-of-experts layers (else empty); S = T * top_k slots, E experts, I_e and I_s the
+  // experts' and the shared expert's widths (model/cuda_moe.h).
+  gpu::DeviceBuffer normed_lo;       // bf16 [T, H]: what normed leaves of the fp32 norm
+  gpu::DeviceBuffer router_logits;   // fp32 [T, router_rows(config)]
+  gpu::DeviceBuffer expert_choices;  // ExpertChoice [S]
+  gpu::DeviceBuffer chunk_counts;    // int32 [group_chunks(S), E]
+  gpu::DeviceBuffer expert_begin;    // int32 [E + 1]
+  gpu::DeviceBuffer slot_row;        // int32 [S]
+  gpu::DeviceBuffer row_token;       // int32 [S]
+  gpu::DeviceBuffer expert_tiles;    // ExpertTile [max_expert_tiles(S, E)]
+  gpu::DeviceBuffer expert_gate_up;  // bf16 [S, 2 I_e], grouped order
+  gpu::DeviceBuffer expert_act;      // bf16 [S, I_e]
+  gpu::DeviceBuffer expert_out;      // fp32 [S, H]
+  gpu::DeviceBuffer shared_gate_up;  // bf16 [T, 2 I_s]
+  gpu::DeviceBuffer shared_act;      // bf16 [T, I_s]
+  gpu::DeviceBuffer shared_out;      // fp32 [T, H]
 
   // Reallocates every buffer for `tokens` tokens when it holds fewer. Throws Error(kCuda);
   // out of memory names the model, the bytes and the GPU. REQUIRES: no forward is using the

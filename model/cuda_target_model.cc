@@ -11,6 +11,8 @@
 #include "model/cuda_blas.h"
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
+#include "model/cuda_moe.h"
+#include "model/cuda_moe_mlp.h"
 #include "model/cuda_scratch.h"
 #include "model/cuda_weights.h"
 #include "model/forward_flops.h"
@@ -157,6 +159,10 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
   else
     run_attention(index, rows, layout, s);
 
+  if (c.mlp_kind(index) == MlpKind::kExperts) {
+    run_moe_mlp(*blas, c, w, a, rows, s);
+    return;
+  }
   // MLP block: x += (silu(m Wg^T) * m Wu^T) Wd^T, m = norm(x).
   HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.post_norm, rows, h, eps, normed, s));
   blas->linear(normed, rows, h, w.gate_up, 2 * inter, a.gate_up.data(), false, 2 * inter);
@@ -232,12 +238,8 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   HSRING_CUDA_CHECK(cuda_ops::launch_delta_gates(
       proj + conv + vd + vh, proj + conv + vd, width, rows, vh, w.delta_a_log, w.delta_dt_bias,
       a.delta_g.as<float>(), a.delta_beta.as<float>(), s));
-  float* scratch = a.delta_scratch.as<float>();
-  const cuda_ops::DeltaScratch parts{
-      scratch, scratch + uint64_t(rows) * vh * shape.qk_head_dim,
-      scratch + uint64_t(rows) * vh * (shape.qk_head_dim + shape.v_head_dim),
-      scratch +
-          uint64_t(rows) * vh * (shape.qk_head_dim + shape.v_head_dim + cuda_ops::kDeltaChunk)};
+  const cuda_ops::DeltaScratch parts =
+      cuda_ops::delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
   HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
       a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape,
       reinterpret_cast<const cuda_ops::DeltaSpan*>(inputs + layout.delta_chunks_at),
@@ -341,6 +343,17 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
       bad_capture("logit row " + std::to_string(row) + " outside the batch of " +
                   std::to_string(batch.tokens.size()) + " rows");
 
+  if (c.has_experts()) {
+    // The grouped GEMM's grid has one row of blocks per possible tile (at most 65535).
+    const uint64_t slots = uint64_t(batch.tokens.size()) * c.moe.experts_per_token;
+    const uint64_t most = (65535 - uint64_t(c.moe.num_experts)) * cuda_ops::kExpertRowTile;
+    if (slots > most)
+      throw Error(Errc::kModel, "a batch of " + std::to_string(batch.tokens.size()) +
+                                    " tokens routes " + std::to_string(slots) +
+                                    " token-expert pairs, more than the CUDA mixture-of-experts "
+                                    "MLP's " +
+                                    std::to_string(most) + "; split it");
+  }
   HSRING_CUDA_CHECK(cudaSetDevice(m.gpu));
   const auto rows = uint32_t(batch.tokens.size());
   m.prefix = nullptr;

@@ -58,12 +58,20 @@ class Layout {
   throw gpu::cuda_error(
       cudaErrorMemoryAllocation,
       fmt::format("model '{}' needs {} of GPU memory for its weights ({} "
-                  "parameters in bf16), but {} has {} free{}",
+                  "parameters in bf16), but {} has {} free{}{}",
                   config.name, gpu::human_bytes(bytes), billions(parameter_count(config)),
-                  gpu::describe_gpu(gpu), free_text, cause));
+                  gpu::describe_gpu(gpu), free_text, cause,
+                  config.has_experts()
+                      ? "; a mixture-of-experts target must fit one GPU (expert parallelism "
+                        "across GPUs is not built)"
+                      : ""));
 }
 
 }  // namespace
+
+uint32_t router_rows(const ModelConfig& c) {
+  return (c.moe.num_experts + (c.moe.shared_intermediate ? 1 : 0) + 7) / 8 * 8;
+}
 
 DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   DeviceWeights w;
@@ -78,6 +86,10 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   w.conv_dim_ = dn.conv_dim();
   w.delta_v_dim_ = dn.v_dim();
   w.delta_v_heads_ = dn.v_heads;
+  const MoeShape& moe = c.moe;
+  w.experts_ = moe.num_experts;
+  w.expert_inter_ = moe.expert_intermediate;
+  w.shared_inter_ = moe.shared_intermediate;
 
   // Offsets first, pointers once the block exists.
   Layout layout;
@@ -88,6 +100,8 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
     bool delta = false;
     uint64_t qkv, o, gate_up, down, input_norm, post_norm, q_norm, k_norm, qkv_bias;
     uint64_t delta_in, delta_conv, delta_out, dt_bias, a_log, delta_norm;
+    bool experts = false;
+    uint64_t router, experts_gate_up, experts_down, shared_gate_up, shared_down;
   };
   const uint64_t delta_in_rows = uint64_t(w.conv_dim_) + w.delta_v_dim_ + 2ull * dn.v_heads;
   std::vector<LayerOffsets> offsets(c.num_layers);
@@ -108,8 +122,18 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
       l.k_norm = c.qk_norm ? layout.take(uint64_t(c.head_dim) * 4) : 0;
       l.qkv_bias = c.qkv_bias ? layout.take((uint64_t(w.q_rows_) + 2ull * w.kv_rows_) * 4) : 0;
     }
-    l.gate_up = layout.take(2 * inter * h * 2);
-    l.down = layout.take(h * inter * 2);
+    l.experts = c.mlp_kind(i) == MlpKind::kExperts;
+    if (l.experts) {
+      const uint64_t ei = moe.expert_intermediate, si = moe.shared_intermediate;
+      l.router = layout.take(uint64_t(router_rows(c)) * h * 2);
+      l.experts_gate_up = layout.take(uint64_t(moe.num_experts) * 2 * ei * h * 2);
+      l.experts_down = layout.take(uint64_t(moe.num_experts) * h * ei * 2);
+      l.shared_gate_up = si ? layout.take(2 * si * h * 2) : 0;
+      l.shared_down = si ? layout.take(h * si * 2) : 0;
+    } else {
+      l.gate_up = layout.take(2 * inter * h * 2);
+      l.down = layout.take(h * inter * 2);
+    }
     l.input_norm = layout.take(h * 4);
     l.post_norm = layout.take(h * 4);
   }
@@ -152,8 +176,20 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
       d.k_norm = c.qk_norm ? f32_at(l.k_norm) : nullptr;
       d.qkv_bias = c.qkv_bias ? f32_at(l.qkv_bias) : nullptr;
     }
-    d.gate_up = bf16_at(l.gate_up);
-    d.down = bf16_at(l.down);
+    if (l.experts) {
+      d.router = bf16_at(l.router);
+      // The padding rows: zero logits nobody reads, but never NaNs from stale memory.
+      const uint64_t used = uint64_t(c.moe.num_experts) + (c.moe.shared_intermediate ? 1 : 0);
+      HSRING_CUDA_CHECK(
+          cudaMemset(d.router + used * h, 0, (uint64_t(router_rows(c)) - used) * h * 2));
+      d.experts_gate_up = bf16_at(l.experts_gate_up);
+      d.experts_down = bf16_at(l.experts_down);
+      d.shared_gate_up = c.moe.shared_intermediate ? bf16_at(l.shared_gate_up) : nullptr;
+      d.shared_down = c.moe.shared_intermediate ? bf16_at(l.shared_down) : nullptr;
+    } else {
+      d.gate_up = bf16_at(l.gate_up);
+      d.down = bf16_at(l.down);
+    }
     d.input_norm = f32_at(l.input_norm);
     d.post_norm = f32_at(l.post_norm);
   }
@@ -201,6 +237,9 @@ DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
         if (field == "self_attn.k_proj.bias") return {l.qkv_bias + q_rows_, true};
         if (field == "self_attn.v_proj.bias") return {l.qkv_bias + q_rows_ + kv_rows_, true};
       }
+      if (l.router) {
+        if (const Place to = expert_place(l, field); to.data) return to;
+      }
       if (field == "mlp.gate_proj.weight") return {l.gate_up, false};
       if (field == "mlp.up_proj.weight") return {l.gate_up + uint64_t(inter_) * h, false};
       if (field == "mlp.down_proj.weight") return {l.down, false};
@@ -208,6 +247,33 @@ DeviceWeights::Place DeviceWeights::place(const std::string& name) const {
   }
   throw Error(Errc::kModelBadConfig,
               "the GPU weight layout has no place for tensor '" + name + "'");
+}
+
+DeviceWeights::Place DeviceWeights::expert_place(const DeviceLayerWeights& l,
+                                                 const std::string& field) const {
+  const uint64_t h = hidden_;
+  if (field == "mlp.gate.weight") return {l.router, false};
+  if (field == "mlp.shared_expert_gate.weight" && shared_inter_)
+    return {l.router + uint64_t(experts_) * h, false};
+  if (l.shared_gate_up) {
+    if (field == "mlp.shared_expert.gate_proj.weight") return {l.shared_gate_up, false};
+    if (field == "mlp.shared_expert.up_proj.weight")
+      return {l.shared_gate_up + uint64_t(shared_inter_) * h, false};
+    if (field == "mlp.shared_expert.down_proj.weight") return {l.shared_down, false};
+  }
+  const std::string experts = "mlp.experts.";
+  if (field.compare(0, experts.size(), experts) != 0) return {};
+  uint32_t e = 0;
+  const char* first = field.data() + experts.size();
+  const char* last = field.data() + field.size();
+  const auto [end, ec] = std::from_chars(first, last, e);
+  if (ec != std::errc() || end == last || *end != '.' || e >= experts_) return {};
+  const std::string proj(end + 1, last);
+  const uint64_t size = uint64_t(expert_inter_) * h;  // one [I_e, H] or [H, I_e] matrix
+  if (proj == "gate_proj.weight") return {l.experts_gate_up + e * 2 * size, false};
+  if (proj == "up_proj.weight") return {l.experts_gate_up + e * 2 * size + size, false};
+  if (proj == "down_proj.weight") return {l.experts_down + e * size, false};
+  return {};
 }
 
 void DeviceWeights::upload(const ModelConfig& config, const ModelWeights& host,

@@ -1,6 +1,7 @@
 // The target's weights on one GPU, in one allocation: bf16 matrices, fp32 norm, bias and
 // gate vectors (tiny, and near 1 where bf16 would keep only 8 bits). q/k/v projections are stacked
-// into one [q + 2 kv, H] matrix and gate/up into one [2 I, H] matrix, so each pair is one GEMM.
+// into one [q + 2 kv, H] matrix and gate/up into one [2 I, H] matrix, so each pair is one GEMM;
+// a mixture's experts lie one after the other, so one grouped GEMM reads any of them.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -37,7 +38,20 @@ struct DeviceLayerWeights {
   float* delta_dt_bias = nullptr;        // [v_heads]
   float* delta_a_log = nullptr;          // [v_heads]
   float* delta_norm = nullptr;           // [v_head_dim]
+  // A mixture-of-experts MLP (gate_up and down null then): the router, with Qwen3.5's
+  // shared-expert gate as one more row (one fp32-exact product gives both), every expert's
+  // stacked gate/up and down, one after the other, and the shared expert (null without one).
+  cuda_ops::Bf16* router = nullptr;           // [router_rows, H]: mlp.gate, shared_expert_gate
+  cuda_ops::Bf16* experts_gate_up = nullptr;  // [E, 2 I_e, H]
+  cuda_ops::Bf16* experts_down = nullptr;     // [E, H, I_e]
+  cuda_ops::Bf16* shared_gate_up = nullptr;   // [2 I_s, H]
+  cuda_ops::Bf16* shared_down = nullptr;      // [H, I_s]
 };
+
+// Rows of a mixture's router matrix on the GPU: the experts, Qwen3.5's shared-expert gate,
+// then zero rows up to a multiple of 8 (cuBLAS ran the 257 rows of qwen3.6-35b-a3b at a
+// quarter of the rate of 128, bench/RESULTS.md); also the row stride of its logits.
+uint32_t router_rows(const ModelConfig& config);
 
 class DeviceWeights {
  public:
@@ -69,6 +83,9 @@ class DeviceWeights {
   // Where the tensor with this HF name lives. Throws Error(kModelBadConfig) for a name the
   // layout does not know (a model_weights.cc change not followed here).
   Place place(const std::string& name) const;
+  // The same for a field of a mixture-of-experts layer ("mlp.experts.3.up_proj.weight"),
+  // {} when `field` is none of the mixture's.
+  Place expert_place(const DeviceLayerWeights& layer, const std::string& field) const;
 
   gpu::UniqueCuda<void*, gpu::DeviceMemory::free> memory_;
   uint64_t bytes_ = 0;
@@ -79,6 +96,7 @@ class DeviceWeights {
   std::string prefix_;  // where the text model's tensors live ("model.", ...)
   uint32_t q_rows_ = 0, kv_rows_ = 0, inter_ = 0, hidden_ = 0;
   uint32_t conv_dim_ = 0, delta_v_dim_ = 0, delta_v_heads_ = 0;
+  uint32_t experts_ = 0, expert_inter_ = 0, shared_inter_ = 0;
 };
 
 }  // namespace hsring

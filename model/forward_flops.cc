@@ -4,7 +4,14 @@ namespace hsring {
 
 double matmul_parameters(const ModelConfig& c) {
   const double embedding = double(c.vocab_size) * double(c.hidden_size);
-  return double(parameter_count(c)) - (c.tie_embeddings ? 0.0 : embedding);
+  // The experts a token does not run through cost it nothing.
+  const MoeShape& m = c.moe;
+  const double idle_expert = 3.0 * c.hidden_size * m.expert_intermediate;
+  double idle = 0;
+  for (uint32_t i = 0; i < c.num_layers; ++i)
+    if (c.mlp_kind(i) == MlpKind::kExperts)
+      idle += double(m.num_experts - m.experts_per_token) * idle_expert;
+  return double(parameter_count(c)) - (c.tie_embeddings ? 0.0 : embedding) - idle;
 }
 
 double attention_layer_flops(const ModelConfig& c, double keys_seen) {

@@ -9,8 +9,9 @@ namespace hsring {
 // Tokens per chunk of the chunked delta rule (model/cuda_delta_net.h's kernels).
 inline constexpr uint32_t kDeltaRuleChunk = 64;
 
-// The parameters that act as matmuls: every weight but the embedding gather (a tied head
-// reuses the embedding as one). Mixture-of-experts layers count every expert.
+// The parameters that act as matmuls on a token: every weight but the embedding gather (a
+// tied head reuses the embedding as one). Mixture-of-experts layers count the router, the
+// shared expert and the top-k experts a token runs through, not the idle ones.
 double matmul_parameters(const ModelConfig& config);
 // One attention layer over queries that see `keys_seen` keys in all (the sum over tokens
 // of the keys each attends to, itself included): 4 head_dim FLOPs a head and pair.

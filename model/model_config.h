@@ -102,8 +102,10 @@ inline constexpr uint32_t kMaxModelLayers = 1024;
 // "" when the config is usable, else what is wrong with it.
 std::string validate_config(const ModelConfig& config);
 
-// Why the CUDA forward cannot run `config` though the CPU forward can, "" when it can: it
-// has no mixture-of-experts MLPs yet, nor expert parallelism across GPUs.
+// Why the CUDA forward cannot run `config` though the CPU forward can, "" when it can: a
+// mixture of experts whose hidden or expert width is not a multiple of 8. (A mixture must
+// also fit one GPU: there is no expert parallelism across GPUs, which the weights'
+// out-of-memory error says.)
 std::string cuda_forward_refusal(const ModelConfig& config);
 
 // Presets (docs/target-model.md): "tiny", "qwen3-8b", "qwen3.6-27b" (the Qwen3.5 / 3.6 hybrid

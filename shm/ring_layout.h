@@ -189,6 +189,14 @@ enum class Stage : uint32_t {
 inline constexpr uint32_t kStageCount = uint32_t(Stage::kCount);
 const char* to_string(Stage stage);
 
+// The stages that are a worker's work, for busy fractions: a target's forward, a drafter's
+// copy out of the ring (H2D, noise, verify) and its step. Waits and hand-offs are not.
+constexpr bool is_work_stage(Stage stage) {
+  return stage == Stage::kTargetForward || stage == Stage::kDrafterH2D ||
+         stage == Stage::kDrafterNoise || stage == Stage::kDrafterVerify ||
+         stage == Stage::kDrafterStep;
+}
+
 // Relaxed counters: they are statistics, read by status without ordering needs.
 struct StageCounter {
   static constexpr uint32_t kBuckets = 40;  // bucket b counts durations in [2^b, 2^(b+1)) ns

@@ -9,39 +9,17 @@
 
 #include "common/error.h"
 #include "common/parallel.h"
+#include "ops/dot.h"
+#include "ops/sums.h"
 
 namespace hsring::train {
 
 namespace {
 
-// Below this many multiply-adds a call runs on the caller's thread.
-constexpr size_t kMinParallelWork = size_t(1) << 16;
-
-uint32_t threads_for(size_t work, uint32_t threads) {
-  return work < kMinParallelWork ? 1u : std::max(1u, threads);
-}
-
-// Sum of a[i] * b[i] in double: four interleaved partial sums, combined in a fixed tree.
-template <class Real>
-double dot(const Real* a, const Real* b, size_t n) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += double(a[i]) * double(b[i]);
-    s1 += double(a[i + 1]) * double(b[i + 1]);
-    s2 += double(a[i + 2]) * double(b[i + 2]);
-    s3 += double(a[i + 3]) * double(b[i + 3]);
-  }
-  double sum = (s0 + s1) + (s2 + s3);
-  for (; i < n; ++i) sum += double(a[i]) * double(b[i]);
-  return sum;
-}
-
-// acc[i] += a * x[i].
-template <class Real>
-void axpy(double a, const Real* x, double* acc, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] += a * double(x[i]);
-}
+// The sums of ops/ (Sums::kDouble): the same lanes as the decoder layer's attention.
+using ops::axpy_double;
+using ops::dot_double;
+using ops::threads_for;
 
 void check_shape(const BlockAttentionShape& s, std::span<const ContextRange> context) {
   const auto bad = [](const std::string& what) {
@@ -106,11 +84,12 @@ void block_attention_forward(const Real* q, const Real* ctx_k, const Real* ctx_v
             // Keys in a fixed order: the context rows, then the block's rows.
             double max_score = -std::numeric_limits<double>::infinity();
             for (size_t j = 0; j < n_ctx; ++j) {
-              scores[j] = dot(qh, ctx_k + (c.begin + j) * g.kv_stride + off, hd) * g.scale;
+              scores[j] = dot_double(qh, ctx_k + (c.begin + j) * g.kv_stride + off, hd) * g.scale;
               max_score = std::max(max_score, scores[j]);
             }
             for (size_t i = 0; i < bs; ++i) {
-              scores[n_ctx + i] = dot(qh, block_k + (b * bs + i) * g.kv_stride + off, hd) * g.scale;
+              scores[n_ctx + i] =
+                  dot_double(qh, block_k + (b * bs + i) * g.kv_stride + off, hd) * g.scale;
               max_score = std::max(max_score, scores[n_ctx + i]);
             }
             double total = 0;
@@ -118,12 +97,12 @@ void block_attention_forward(const Real* q, const Real* ctx_k, const Real* ctx_v
             for (size_t j = 0; j < n_ctx; ++j) {
               const double p = std::exp(scores[j] - max_score);
               total += p;
-              axpy(p, ctx_v + (c.begin + j) * g.kv_stride + off, acc.data(), hd);
+              axpy_double(p, ctx_v + (c.begin + j) * g.kv_stride + off, acc.data(), hd);
             }
             for (size_t i = 0; i < bs; ++i) {
               const double p = std::exp(scores[n_ctx + i] - max_score);
               total += p;
-              axpy(p, block_v + (b * bs + i) * g.kv_stride + off, acc.data(), hd);
+              axpy_double(p, block_v + (b * bs + i) * g.kv_stride + off, acc.data(), hd);
             }
             Real* o = out + r * g.q_stride + h * hd;
             for (size_t i = 0; i < hd; ++i) o[i] = Real(acc[i] / total);
@@ -148,11 +127,11 @@ void block_attention_backward(const Real* q, const Real* ctx_k, const Real* ctx_
 
   // delta[r, h] = do . o: the softmax Jacobian's correction term of each query.
   std::vector<double> delta(rows * heads);
-  for (size_t i = 0; i < rows * heads; ++i) delta[i] = dot(dout + i * hd, out + i * hd, hd);
+  for (size_t i = 0; i < rows * heads; ++i) delta[i] = dot_double(dout + i * hd, out + i * hd, hd);
 
   // The probability of query (r, h) on the key at `key`, recomputed as the forward did.
   const auto prob = [&](size_t r, size_t h, const Real* key) {
-    const double s = dot(q + r * g.q_stride + h * hd, key, hd);
+    const double s = dot_double(q + r * g.q_stride + h * hd, key, hd);
     return std::exp(s * g.scale - lse[r * heads + h]);
   };
 
@@ -168,8 +147,8 @@ void block_attention_backward(const Real* q, const Real* ctx_k, const Real* ctx_
         const double dl = delta[r * heads + h];
         std::fill(acc.begin(), acc.end(), 0.0);
         const auto add_key = [&](const Real* k, const Real* v) {
-          const double ds = prob(r, h, k) * (dot(doh, v, hd) - dl);
-          axpy(ds, k, acc.data(), hd);
+          const double ds = prob(r, h, k) * (dot_double(doh, v, hd) - dl);
+          axpy_double(ds, k, acc.data(), hd);
         };
         for (size_t j = c.begin; j < c.end; ++j)
           add_key(ctx_k + j * g.kv_stride + off, ctx_v + j * g.kv_stride + off);
@@ -193,9 +172,9 @@ void block_attention_backward(const Real* q, const Real* ctx_k, const Real* ctx_
         for (size_t h = kv_head * g.group; h < (kv_head + 1) * g.group; ++h) {
           const Real* doh = dout + r * g.q_stride + h * hd;
           const double p = prob(r, h, k);
-          const double ds = p * (dot(doh, v, hd) - delta[r * heads + h]);
-          axpy(ds, q + r * g.q_stride + h * hd, acc_k, hd);
-          axpy(p, doh, acc_v, hd);
+          const double ds = p * (dot_double(doh, v, hd) - delta[r * heads + h]);
+          axpy_double(ds, q + r * g.q_stride + h * hd, acc_k, hd);
+          axpy_double(p, doh, acc_v, hd);
         }
     for (size_t i = 0; i < hd; ++i) {
       dk[i] = Real(acc_k[i] * g.scale);

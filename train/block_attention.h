@@ -2,8 +2,8 @@
 // query rows of draft block b attend to a range of context rows, [context[b].begin,
 // context[b].end), and to all B rows of their own block (bidirectionally); to nothing else.
 // A forward keeping each softmax's log-sum-exp and a hand-written backward, for Real =
-// float and double, with the conventions of train/layers.h: sums in double in an order fixed
-// by the shapes, results bit-identical for any thread count.
+// float and double, with the conventions of ops/ (ops/sums.h, Sums::kDouble): sums in
+// double in an order fixed by the shapes, results bit-identical for any thread count.
 #pragma once
 
 #include <cstddef>

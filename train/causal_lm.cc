@@ -7,7 +7,12 @@
 #include "common/doc_offsets.h"
 #include "common/error.h"
 #include "common/parallel.h"
-#include "train/layers.h"
+#include "ops/argmax.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
 
 namespace hsring::train {
 
@@ -19,6 +24,9 @@ constexpr size_t kHeadRows = 256;
 // The embedding's standard deviation at initialisation (HF's initializer_range): with a
 // tied head the first logits then have a spread of about 0.02 * sqrt(H), nearly uniform.
 constexpr double kEmbedStd = 0.02;
+
+// Training sums in double (ops/sums.h): the backward's precision, and the gradient checks'.
+constexpr ops::Sums kSums = ops::Sums::kDouble;
 
 template <class T>
 void ensure(std::vector<T>& buffer, size_t size) {
@@ -105,6 +113,10 @@ BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t t
     : ParamStore<Real>(threads), config_(std::move(config)) {
   if (std::string why = validate_config(config_); !why.empty())
     throw Error(Errc::kModelBadConfig, "causal LM '" + config_.name + "': " + why);
+  shape_ = decoder_layer_shape(config_);
+  // causal_lm_layout has no q/k/v biases and no attention gate: the layer trains without.
+  shape_.qkv_bias = false;
+  shape_.attention_gate = false;
   this->allocate(causal_lm_layout(config_));
   const auto offset = [this](const std::string& name) { return layout_.at(name).offset; };
   embed_ = offset("model.embed_tokens.weight");
@@ -160,16 +172,38 @@ LossStats BasicCausalLm<Real>::forward_backward(const CausalLmBatch& batch) {
 }
 
 template <class Real>
+template <class P>
+AttentionBlockParams<P> BasicCausalLm<Real>::attention_params(P base, const LayerOffsets& o) const {
+  AttentionBlockParams<P> w;
+  w.norm = base + o.input_norm;
+  w.q = base + o.q;
+  w.k = base + o.k;
+  w.v = base + o.v;
+  w.o = base + o.o;
+  if (config_.qk_norm) {
+    w.q_norm = base + o.q_norm;
+    w.k_norm = base + o.k_norm;
+  }
+  return w;
+}
+
+template <class Real>
+template <class P>
+MlpBlockParams<P> BasicCausalLm<Real>::mlp_params(P base, const LayerOffsets& o) const {
+  return {base + o.post_norm, base + o.gate, base + o.up, base + o.down};
+}
+
+template <class Real>
 LossStats BasicCausalLm<Real>::run(const CausalLmBatch& batch, bool backward) {
   validate_causal_lm_batch(batch, config_);
-  const size_t rows = batch.rows(), h = config_.hidden_size, half = config_.head_dim / 2;
+  const size_t rows = batch.rows(), h = config_.hidden_size, rope_dim = config_.rope_dim();
   rows_ = rows;
   ensure(residual_[0], rows * h);
-  embedding_forward(params_.data() + embed_, batch.tokens.data(), rows, h, residual_[0].data(),
-                    false);
-  ensure(cos_, rows * half);
-  ensure(sin_, rows * half);
-  rope_table(batch.positions, config_.head_dim, config_.rope_theta, cos_.data(), sin_.data());
+  ops::embedding_forward(params_.data() + embed_, batch.tokens.data(), rows, h, residual_[0].data(),
+                         false);
+  ensure(cos_, rows * rope_dim / 2);
+  ensure(sin_, rows * rope_dim / 2);
+  ops::rope_angles(batch.positions, rope_dim, config_.rope_theta, cos_.data(), sin_.data());
   for (size_t l = 0; l < config_.num_layers; ++l) run_layer(l, batch);
   LossStats stats = run_head(batch, backward);
   if (backward) run_backward(batch);
@@ -178,61 +212,24 @@ LossStats BasicCausalLm<Real>::run(const CausalLmBatch& batch, bool backward) {
 
 template <class Real>
 void BasicCausalLm<Real>::run_layer(size_t index, const CausalLmBatch& batch) {
-  const ModelConfig& c = config_;
-  const size_t rows = batch.rows(), h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size;
-  const double eps = c.rms_norm_eps;
+  const size_t rows = batch.rows(), h = config_.hidden_size;
   const Real* p = params_.data();
-  const LayerOffsets& w = at_[index];
   LayerActivations& a = acts_[index];
-  const uint32_t th = threads_;
-  for (auto* buffer : {&a.a1, &a.h1, &a.m}) ensure(*buffer, rows * h);
-  for (auto* buffer : {&a.q, &a.attn}) ensure(*buffer, rows * qd);
-  for (auto* buffer : {&a.k, &a.v}) ensure(*buffer, rows * kvd);
-  for (auto* buffer : {&a.gate, &a.up, &a.act}) ensure(*buffer, rows * inter);
-  ensure(a.lse, rows * c.num_heads);
+  ensure(a.mid, rows * h);
   ensure(residual_[index + 1], rows * h);
-  const Real* x = residual_[index].data();
-
-  rms_norm_forward(x, p + w.input_norm, rows, h, eps, a.a1.data());
-  if (c.qk_norm) {
-    // The raw projections stay for the QK-norm backward; q and k get the normed heads.
-    ensure(a.q_raw, rows * qd);
-    ensure(a.k_raw, rows * kvd);
-    linear_forward(a.a1.data(), rows, h, p + w.q, qd, a.q_raw.data(), th);
-    linear_forward(a.a1.data(), rows, h, p + w.k, kvd, a.k_raw.data(), th);
-    rms_norm_forward(a.q_raw.data(), p + w.q_norm, rows * c.num_heads, c.head_dim, eps, a.q.data());
-    rms_norm_forward(a.k_raw.data(), p + w.k_norm, rows * c.num_kv_heads, c.head_dim, eps,
-                     a.k.data());
-  } else {
-    linear_forward(a.a1.data(), rows, h, p + w.q, qd, a.q.data(), th);
-    linear_forward(a.a1.data(), rows, h, p + w.k, kvd, a.k.data(), th);
-  }
-  linear_forward(a.a1.data(), rows, h, p + w.v, kvd, a.v.data(), th);
-  rope_forward(a.q.data(), rows, c.num_heads, c.head_dim, cos_.data(), sin_.data());
-  rope_forward(a.k.data(), rows, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data());
-  // A window as long as the batch: plain causal attention within each document.
-  const AttentionShape shape{rows, c.num_heads, c.num_kv_heads, c.head_dim, rows};
-  attention_forward(a.q.data(), a.k.data(), a.v.data(), shape, batch.doc_offsets, a.attn.data(),
-                    a.lse.data(), th);
-  linear_forward(a.attn.data(), rows, qd, p + w.o, h, a.h1.data(), th);
-  for (size_t i = 0; i < rows * h; ++i) a.h1[i] += x[i];
-
-  rms_norm_forward(a.h1.data(), p + w.post_norm, rows, h, eps, a.m.data());
-  linear_forward(a.m.data(), rows, h, p + w.gate, inter, a.gate.data(), th);
-  linear_forward(a.m.data(), rows, h, p + w.up, inter, a.up.data(), th);
-  swiglu_forward(a.gate.data(), a.up.data(), rows * inter, a.act.data());
-  Real* out = residual_[index + 1].data();
-  linear_forward(a.act.data(), rows, inter, p + w.down, h, out, th);
-  for (size_t i = 0; i < rows * h; ++i) out[i] += a.h1[i];
+  attention_block_forward(shape_, attention_params(p, at_[index]), residual_[index].data(), rows,
+                          batch.doc_offsets, cos_.data(), sin_.data(), a.attention, a.mid.data(),
+                          kSums, threads_);
+  mlp_block_forward(shape_, mlp_params(p, at_[index]), a.mid.data(), rows, a.mlp,
+                    residual_[index + 1].data(), kSums, threads_);
 }
 
 template <class Real>
 LossStats BasicCausalLm<Real>::run_head(const CausalLmBatch& batch, bool backward) {
   const size_t rows = batch.rows(), h = config_.hidden_size, vocab = config_.vocab_size;
   ensure(final_, rows * h);
-  rms_norm_forward(residual_[config_.num_layers].data(), params_.data() + norm_, rows, h,
-                   config_.rms_norm_eps, final_.data());
+  ops::rms_norm_forward(residual_[config_.num_layers].data(), params_.data() + norm_, rows, h,
+                        config_.rms_norm_eps, final_.data(), kSums);
   LossStats stats;
   stats.tokens = rows;
   for (int32_t label : batch.labels) stats.counted += label >= 0 ? 1 : 0;
@@ -244,22 +241,19 @@ LossStats BasicCausalLm<Real>::run_head(const CausalLmBatch& batch, bool backwar
   double loss_sum = 0;
   for (size_t r0 = 0; r0 < rows; r0 += kHeadRows) {
     const size_t n = std::min(kHeadRows, rows - r0);
-    linear_forward(final_.data() + r0 * h, n, h, head, vocab, logits_.data(), threads_);
-    for (size_t r = 0; r < n; ++r) {
-      const Real* row = logits_.data() + r * vocab;
-      greedy_[r0 + r] = int32_t(std::max_element(row, row + vocab) - row);
-    }
-    const CrossEntropySums sums =
-        cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
-                      backward ? logits_.data() : nullptr, threads_);
+    ops::linear_forward(final_.data() + r0 * h, n, h, head, vocab, logits_.data(), kSums, threads_);
+    for (size_t r = 0; r < n; ++r) greedy_[r0 + r] = ops::argmax(logits_.data() + r * vocab, vocab);
+    const ops::CrossEntropySums sums =
+        ops::cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
+                           backward ? logits_.data() : nullptr, threads_);
     loss_sum += sums.loss;
     stats.agreed += sums.agreed;
     if (backward) {
-      linear_backward_input(logits_.data(), n, vocab, head, h, d_final_.data() + r0 * h, false,
-                            threads_);
+      ops::linear_backward_input(logits_.data(), n, vocab, head, h, d_final_.data() + r0 * h, false,
+                                 threads_);
       // Tied: the head's gradient joins the embedding's (both add into one tensor).
-      linear_backward_weight(logits_.data(), n, vocab, final_.data() + r0 * h, h,
-                             grads_.data() + head_, threads_);
+      ops::linear_backward_weight(logits_.data(), n, vocab, final_.data() + r0 * h, h,
+                                  grads_.data() + head_, threads_);
     }
   }
   if (stats.counted) {
@@ -272,72 +266,27 @@ LossStats BasicCausalLm<Real>::run_head(const CausalLmBatch& batch, bool backwar
 template <class Real>
 void BasicCausalLm<Real>::run_backward(const CausalLmBatch& batch) {
   const ModelConfig& c = config_;
-  const size_t rows = batch.rows(), h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size;
-  for (auto* buffer : {&d_res_, &d_a_}) ensure(*buffer, rows * h);
-  for (auto* buffer : {&d_gate_, &d_up_}) ensure(*buffer, rows * inter);
-  ensure(d_act_, rows * std::max(inter, qd));
-  for (auto* buffer : {&d_q_, &d_qn_}) ensure(*buffer, rows * qd);
-  for (auto* buffer : {&d_k_, &d_v_, &d_kn_}) ensure(*buffer, rows * kvd);
+  const size_t rows = batch.rows(), h = c.hidden_size;
+  ensure(d_res_, rows * h);
   // d_res_ carries d(loss)/d(residual stream) from the last layer's output down to the
-  // embedding.
-  rms_norm_backward(residual_[c.num_layers].data(), params_.data() + norm_, d_final_.data(), rows,
-                    h, c.rms_norm_eps, d_res_.data(), false, grads_.data() + norm_);
+  // embedding: each block's backward turns d(its output) into d(its input) in place.
+  ops::rms_norm_backward(residual_[c.num_layers].data(), params_.data() + norm_, d_final_.data(),
+                         rows, h, c.rms_norm_eps, d_res_.data(), false, grads_.data() + norm_);
   for (size_t l = c.num_layers; l-- > 0;) layer_backward(l, batch);
-  embedding_backward(batch.tokens.data(), d_res_.data(), rows, h, grads_.data() + embed_);
+  ops::embedding_backward(batch.tokens.data(), d_res_.data(), rows, h, grads_.data() + embed_);
 }
 
 template <class Real>
 void BasicCausalLm<Real>::layer_backward(size_t index, const CausalLmBatch& batch) {
-  const ModelConfig& c = config_;
-  const size_t rows = batch.rows(), h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size;
-  const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
-  const LayerOffsets& w = at_[index];
+  const LayerOffsets& o = at_[index];
   const LayerActivations& a = acts_[index];
-  const uint32_t th = threads_;
-
-  // MLP block: d_res_ is d(output) = d(h1) through the skip, plus the MLP's path.
-  linear_backward_input(d_res_.data(), rows, h, p + w.down, inter, d_act_.data(), false, th);
-  linear_backward_weight(d_res_.data(), rows, h, a.act.data(), inter, g + w.down, th);
-  swiglu_backward(a.gate.data(), a.up.data(), d_act_.data(), rows * inter, d_gate_.data(),
-                  d_up_.data());
-  linear_backward_input(d_gate_.data(), rows, inter, p + w.gate, h, d_a_.data(), false, th);
-  linear_backward_input(d_up_.data(), rows, inter, p + w.up, h, d_a_.data(), true, th);
-  linear_backward_weight(d_gate_.data(), rows, inter, a.m.data(), h, g + w.gate, th);
-  linear_backward_weight(d_up_.data(), rows, inter, a.m.data(), h, g + w.up, th);
-  rms_norm_backward(a.h1.data(), p + w.post_norm, d_a_.data(), rows, h, eps, d_res_.data(), true,
-                    g + w.post_norm);
-
-  // Attention block.
-  Real* d_attn = d_act_.data();
-  linear_backward_input(d_res_.data(), rows, h, p + w.o, qd, d_attn, false, th);
-  linear_backward_weight(d_res_.data(), rows, h, a.attn.data(), qd, g + w.o, th);
-  const AttentionShape shape{rows, c.num_heads, c.num_kv_heads, c.head_dim, rows};
-  attention_backward(a.q.data(), a.k.data(), a.v.data(), a.attn.data(), d_attn, a.lse.data(), shape,
-                     batch.doc_offsets, d_q_.data(), d_k_.data(), d_v_.data(), th);
-  rope_backward(d_q_.data(), rows, c.num_heads, c.head_dim, cos_.data(), sin_.data());
-  rope_backward(d_k_.data(), rows, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data());
-  const Real* dq = d_q_.data();
-  const Real* dk = d_k_.data();
-  if (c.qk_norm) {
-    rms_norm_backward(a.q_raw.data(), p + w.q_norm, d_q_.data(), rows * c.num_heads, c.head_dim,
-                      eps, d_qn_.data(), false, g + w.q_norm);
-    rms_norm_backward(a.k_raw.data(), p + w.k_norm, d_k_.data(), rows * c.num_kv_heads, c.head_dim,
-                      eps, d_kn_.data(), false, g + w.k_norm);
-    dq = d_qn_.data();
-    dk = d_kn_.data();
-  }
-  linear_backward_input(dq, rows, qd, p + w.q, h, d_a_.data(), false, th);
-  linear_backward_input(dk, rows, kvd, p + w.k, h, d_a_.data(), true, th);
-  linear_backward_input(d_v_.data(), rows, kvd, p + w.v, h, d_a_.data(), true, th);
-  linear_backward_weight(dq, rows, qd, a.a1.data(), h, g + w.q, th);
-  linear_backward_weight(dk, rows, kvd, a.a1.data(), h, g + w.k, th);
-  linear_backward_weight(d_v_.data(), rows, kvd, a.a1.data(), h, g + w.v, th);
-  rms_norm_backward(residual_[index].data(), p + w.input_norm, d_a_.data(), rows, h, eps,
-                    d_res_.data(), true, g + w.input_norm);
+  mlp_block_backward(shape_, mlp_params(p, o), mlp_params(g, o), a.mid.data(), batch.rows(), a.mlp,
+                     d_res_.data(), scratch_, threads_);
+  attention_block_backward(shape_, attention_params(p, o), attention_params(g, o),
+                           residual_[index].data(), batch.rows(), batch.doc_offsets, cos_.data(),
+                           sin_.data(), a.attention, d_res_.data(), scratch_, threads_);
 }
 
 template class BasicCausalLm<float>;

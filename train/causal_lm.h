@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/ignore_label.h"
+#include "model/decoder_layer.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "train/loss_stats.h"
@@ -78,15 +79,20 @@ class BasicCausalLm : public ParamStore<Real> {
   std::span<const int32_t> greedy() const { return greedy_; }
 
  private:
+  // One layer's tensors in the flat buffer, and what its backward needs from its forward.
   struct LayerOffsets {
     size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
            gate = 0, up = 0, down = 0;
   };
-  // What one layer's backward needs from its forward, [T, *] each.
   struct LayerActivations {
-    std::vector<Real> a1, q_raw, k_raw, q, k, v, attn, h1, m, gate, up, act;
-    std::vector<double> lse;
+    AttentionBlockActivations<Real> attention;
+    std::vector<Real> mid;  // the attention block's output, the MLP block's input
+    MlpBlockActivations<Real> mlp;
   };
+  template <class P>
+  AttentionBlockParams<P> attention_params(P base, const LayerOffsets& o) const;
+  template <class P>
+  MlpBlockParams<P> mlp_params(P base, const LayerOffsets& o) const;
 
   LossStats run(const CausalLmBatch& batch, bool backward);
   void run_layer(size_t index, const CausalLmBatch& batch);
@@ -100,6 +106,7 @@ class BasicCausalLm : public ParamStore<Real> {
   using ParamStore<Real>::grads_;
 
   ModelConfig config_;
+  DecoderLayerShape shape_;
   size_t embed_ = 0, norm_ = 0, head_ = 0;
   std::vector<LayerOffsets> at_;
   // residual_[l]: the input of layer l ([T, H]); residual_[L] the last layer's output.
@@ -108,7 +115,8 @@ class BasicCausalLm : public ParamStore<Real> {
   std::vector<Real> final_, logits_, cos_, sin_;
   std::vector<int32_t> greedy_;
   size_t rows_ = 0;
-  std::vector<Real> d_final_, d_res_, d_a_, d_q_, d_k_, d_v_, d_qn_, d_kn_, d_gate_, d_up_, d_act_;
+  std::vector<Real> d_final_, d_res_;
+  BlockGradScratch<Real> scratch_;
 };
 
 extern template class BasicCausalLm<float>;

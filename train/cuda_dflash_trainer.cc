@@ -9,8 +9,8 @@
 #include "common/ignore_label.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
-#include "model/cpu_kernels.h"
 #include "model/cuda_kernels.h"
+#include "ops/rope.h"
 #include "train/cuda_block_attention.h"
 #include "train/cuda_block_attention_bf16.h"
 #include "train/cuda_drafter_kernels.h"
@@ -264,7 +264,7 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   if (!tied) upload(b.lm_head, options.lm_head.data(), want * sizeof(float));
   b.head = tied ? b.embed.as<float>() : b.lm_head.as<float>();
   const std::vector<double> inv_freq =
-      cpu::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
+      ops::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
   upload(b.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(double));
   b.gemm.keep_bf16_copy(b.head, want);  // frozen: rounded once, not at every product
 

@@ -2,7 +2,7 @@
 // syntax here: C++ sources call them; C++17, as nvcc compiles it). Each launches on `stream`
 // and returns the launch's error; none synchronises. Activations, gradients, weights and
 // optimizer state are fp32 row-major arrays; the products between them are cuBLAS's
-// (train/cuda_gemm.h). The maths of each op is the CPU reference's (train/layers.h), which
+// (train/cuda_gemm.h). The maths of each op is the CPU reference's (ops/), which
 // the GPU tests compare against.
 #pragma once
 
@@ -121,7 +121,7 @@ struct AttentionDims {
 };
 // True when the attention kernels take this head_dim: a multiple of 32 up to 256.
 bool attention_head_dim_supported(uint32_t head_dim);
-// Sliding-window causal attention over packed documents (train/layers.h has the rule):
+// Sliding-window causal attention over packed documents (ops/attention.h has the rule):
 // out [rows, heads * head_dim] and each softmax's log-sum-exp lse [rows, heads].
 cudaError_t launch_attention_forward(const float* q, const float* k, const float* v,
                                      const int32_t* doc_start, AttentionDims dims, float* out,

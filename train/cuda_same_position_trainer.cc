@@ -6,8 +6,8 @@
 #include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
-#include "model/cpu_kernels.h"
 #include "model/cuda_kernels.h"
+#include "ops/rope.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_flat_state.h"
 
@@ -63,7 +63,7 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, cuda::GemmPrecision prec
 
   const uint32_t half = config_.head_dim / 2;
   const std::vector<double> inv_freq =
-      cpu::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
+      ops::rope_inverse_frequencies(config_.head_dim, config_.rope_theta);
   b_->inv_freq = gpu::DeviceBuffer::allocate(half * sizeof(double));
   HSRING_CUDA_CHECK(cudaMemcpyAsync(b_->inv_freq.data(), inv_freq.data(), half * sizeof(double),
                                     cudaMemcpyHostToDevice, s));

@@ -10,12 +10,20 @@
 #include "common/doc_offsets.h"
 #include "common/error.h"
 #include "common/parallel.h"
+#include "model/decoder_layer.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
 #include "train/dflash_blocks.h"
-#include "train/layers.h"
 
 namespace hsring::train {
 
 namespace {
+
+// Training sums in double (ops/sums.h): the backward's precision, and the gradient checks'.
+constexpr ops::Sums kSums = ops::Sums::kDouble;
 
 // Scored block rows whose logits are alive at once: bounds the [rows, V] scratch to 256 * V
 // values however many blocks the batch has, as the same-position model does.
@@ -230,16 +238,33 @@ void BasicDflashModel<Real>::run_forward(const DflashBatch& batch) {
   ensure(acts_[0].x_in, rows * d);
 
   // The context: every captured row, projected and normalised once for all layers.
-  linear_forward(feature_rows(batch), ctx_rows, fd, p + fc_, d, ctx_pre_.data(), threads_);
-  rms_norm_forward(ctx_pre_.data(), p + hidden_norm_, ctx_rows, d, c.rms_norm_eps, ctx_.data());
-  rope_table(batch.positions, c.head_dim, c.rope_theta, ctx_cos_.data(), ctx_sin_.data());
-  rope_table(std::span<const int32_t>(block_rows_.positions), c.head_dim, c.rope_theta,
-             block_cos_.data(), block_sin_.data());
+  ops::linear_forward(feature_rows(batch), ctx_rows, fd, p + fc_, d, ctx_pre_.data(), kSums,
+                      threads_);
+  ops::rms_norm_forward(ctx_pre_.data(), p + hidden_norm_, ctx_rows, d, c.rms_norm_eps, ctx_.data(),
+                        kSums);
+  ops::rope_angles(batch.positions, c.head_dim, c.rope_theta, ctx_cos_.data(), ctx_sin_.data());
+  ops::rope_angles(std::span<const int32_t>(block_rows_.positions), c.head_dim, c.rope_theta,
+                   block_cos_.data(), block_sin_.data());
 
   // The blocks: the anchor's embedding, then the mask token's.
-  embedding_forward(embed_, block_rows_.tokens.data(), rows, d, acts_[0].x_in.data(), false);
+  ops::embedding_forward(embed_, block_rows_.tokens.data(), rows, d, acts_[0].x_in.data(), false);
   for (size_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
-  rms_norm_forward(x_final_.data(), p + norm_, rows, d, c.rms_norm_eps, final_.data());
+  ops::rms_norm_forward(x_final_.data(), p + norm_, rows, d, c.rms_norm_eps, final_.data(), kSums);
+}
+
+template <class Real>
+DecoderLayerShape BasicDflashModel<Real>::mlp_shape() const {
+  DecoderLayerShape shape;
+  shape.hidden = config_.width();
+  shape.intermediate = config_.intermediate_size;
+  shape.eps = config_.rms_norm_eps;
+  return shape;
+}
+
+template <class Real>
+template <class P>
+MlpBlockParams<P> BasicDflashModel<Real>::mlp_params(P base, const DflashLayerOffsets& o) const {
+  return {base + o.post_norm, base + o.gate, base + o.up, base + o.down};
 }
 
 template <class Real>
@@ -247,50 +272,47 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
   const DflashConfig& c = config_;
   const size_t rows = rows_, ctx_rows = ctx_rows_;
   const size_t d = c.width(), qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
-  const size_t heads = c.num_heads, kv = c.num_kv_heads, inter = c.intermediate_size;
+  const size_t heads = c.num_heads, kv = c.num_kv_heads;
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   const DflashLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   LayerActivations& a = acts_[layer];
-  for (auto* buffer : {&a.x_in, &a.h, &a.x_mid, &a.m}) ensure(*buffer, rows * d);
+  for (auto* buffer : {&a.x_in, &a.h, &a.x_mid}) ensure(*buffer, rows * d);
   for (auto* buffer : {&a.q_raw, &a.q, &a.attn}) ensure(*buffer, rows * qd);
   for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) ensure(*buffer, rows * kvd);
   for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) ensure(*buffer, ctx_rows * kvd);
-  for (auto* buffer : {&a.gate, &a.up, &a.act}) ensure(*buffer, rows * inter);
   ensure(a.lse, rows * heads);
   if (layer + 1 < c.num_layers) ensure(acts_[layer + 1].x_in, rows * d);
   Real* x_out = layer + 1 < c.num_layers ? acts_[layer + 1].x_in.data() : x_final_.data();
 
   // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm).
-  rms_norm_forward(a.x_in.data(), p + o.input_norm, rows, d, eps, a.h.data());
-  linear_forward(a.h.data(), rows, d, p + o.q, qd, a.q_raw.data(), th);
-  rms_norm_forward(a.q_raw.data(), p + o.q_norm, rows * heads, hd, eps, a.q.data());
-  rope_forward(a.q.data(), rows, heads, hd, block_cos_.data(), block_sin_.data());
+  ops::rms_norm_forward(a.x_in.data(), p + o.input_norm, rows, d, eps, a.h.data(), kSums);
+  ops::linear_forward(a.h.data(), rows, d, p + o.q, qd, a.q_raw.data(), kSums, th);
+  ops::rms_norm_forward(a.q_raw.data(), p + o.q_norm, rows * heads, hd, eps, a.q.data(), kSums);
+  ops::rope_forward(a.q.data(), {rows, heads, hd}, block_cos_.data(), block_sin_.data(), kSums);
   // Keys and values of [context ; block]: the same projections and k_norm for both; the
   // context is the normalised projection itself, not passed through input_layernorm.
-  linear_forward(a.h.data(), rows, d, p + o.k, kvd, a.block_k_raw.data(), th);
-  rms_norm_forward(a.block_k_raw.data(), p + o.k_norm, rows * kv, hd, eps, a.block_k.data());
-  rope_forward(a.block_k.data(), rows, kv, hd, block_cos_.data(), block_sin_.data());
-  linear_forward(a.h.data(), rows, d, p + o.v, kvd, a.block_v.data(), th);
-  linear_forward(ctx_.data(), ctx_rows, d, p + o.k, kvd, a.ctx_k_raw.data(), th);
-  rms_norm_forward(a.ctx_k_raw.data(), p + o.k_norm, ctx_rows * kv, hd, eps, a.ctx_k.data());
-  rope_forward(a.ctx_k.data(), ctx_rows, kv, hd, ctx_cos_.data(), ctx_sin_.data());
-  linear_forward(ctx_.data(), ctx_rows, d, p + o.v, kvd, a.ctx_v.data(), th);
+  ops::linear_forward(a.h.data(), rows, d, p + o.k, kvd, a.block_k_raw.data(), kSums, th);
+  ops::rms_norm_forward(a.block_k_raw.data(), p + o.k_norm, rows * kv, hd, eps, a.block_k.data(),
+                        kSums);
+  ops::rope_forward(a.block_k.data(), {rows, kv, hd}, block_cos_.data(), block_sin_.data(), kSums);
+  ops::linear_forward(a.h.data(), rows, d, p + o.v, kvd, a.block_v.data(), kSums, th);
+  ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.k, kvd, a.ctx_k_raw.data(), kSums, th);
+  ops::rms_norm_forward(a.ctx_k_raw.data(), p + o.k_norm, ctx_rows * kv, hd, eps, a.ctx_k.data(),
+                        kSums);
+  ops::rope_forward(a.ctx_k.data(), {ctx_rows, kv, hd}, ctx_cos_.data(), ctx_sin_.data(), kSums);
+  ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.v, kvd, a.ctx_v.data(), kSums, th);
 
   const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
   block_attention_forward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
                           a.block_v.data(), shape, block_rows_.context, a.attn.data(), a.lse.data(),
                           th);
-  linear_forward(a.attn.data(), rows, qd, p + o.o, d, tmp_.data(), th);
+  ops::linear_forward(a.attn.data(), rows, qd, p + o.o, d, tmp_.data(), kSums, th);
   for (size_t i = 0; i < rows * d; ++i) a.x_mid[i] = a.x_in[i] + tmp_[i];
 
-  rms_norm_forward(a.x_mid.data(), p + o.post_norm, rows, d, eps, a.m.data());
-  linear_forward(a.m.data(), rows, d, p + o.gate, inter, a.gate.data(), th);
-  linear_forward(a.m.data(), rows, d, p + o.up, inter, a.up.data(), th);
-  swiglu_forward(a.gate.data(), a.up.data(), rows * inter, a.act.data());
-  linear_forward(a.act.data(), rows, inter, p + o.down, d, tmp_.data(), th);
-  for (size_t i = 0; i < rows * d; ++i) x_out[i] = a.x_mid[i] + tmp_[i];
+  // The MLP block is the target's (model/decoder_layer.h).
+  mlp_block_forward(mlp_shape(), mlp_params(p, o), a.x_mid.data(), rows, a.mlp, x_out, kSums, th);
 }
 
 template <class Real>
@@ -320,7 +342,7 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
     const size_t n = std::min(kHeadRows, scored - s0);
     for (size_t i = 0; i < n; ++i)
       std::copy_n(final_.data() + row_of(s0 + i) * d, d, head_in_.data() + i * d);
-    linear_forward(head_in_.data(), n, d, head_, vocab, logits_.data(), threads_);
+    ops::linear_forward(head_in_.data(), n, d, head_, vocab, logits_.data(), kSums, threads_);
     // Row by row: each row has its own weight, and its argmax feeds the acceptance.
     const uint32_t use = n * vocab * 8 < (size_t(1) << 16) ? 1u : threads_;
     parallel_for(n, use, 1, [&](size_t begin, size_t end) {
@@ -330,9 +352,9 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
         predictions_[r] = argmax(x, vocab);
         row_loss[i] = 0;
         if (block_rows_.labels[r] >= 0) {
-          const CrossEntropySums sums =
-              cross_entropy(x, &block_rows_.labels[r], 1, vocab,
-                            block_rows_.weights[r] * inv_weight, backward ? x : nullptr, 1);
+          const ops::CrossEntropySums sums =
+              ops::cross_entropy(x, &block_rows_.labels[r], 1, vocab,
+                                 block_rows_.weights[r] * inv_weight, backward ? x : nullptr, 1);
           row_loss[i] = sums.loss;
         } else if (backward) {
           std::fill(x, x + vocab, Real(0));
@@ -347,7 +369,8 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
     }
     if (backward) {
       // logits_ now holds d(loss)/d(logits) of these rows; the head itself is frozen.
-      linear_backward_input(logits_.data(), n, vocab, head_, d, d_head_.data(), false, threads_);
+      ops::linear_backward_input(logits_.data(), n, vocab, head_, d, d_head_.data(), false,
+                                 threads_);
       for (size_t i = 0; i < n; ++i)
         std::copy_n(d_head_.data() + i * d, d, d_final_.data() + row_of(s0 + i) * d);
     }
@@ -375,22 +398,22 @@ void BasicDflashModel<Real>::run_backward(const DflashBatch& batch) {
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
-  for (auto* buffer : {&d_x_, &d_h_, &d_m_}) ensure(*buffer, rows * d);
+  for (auto* buffer : {&d_x_, &d_h_}) ensure(*buffer, rows * d);
   for (auto* buffer : {&d_ctx_, &d_ctx_pre_}) ensure(*buffer, ctx_rows * d);
   std::fill(d_ctx_.begin(), d_ctx_.begin() + std::ptrdiff_t(ctx_rows * d), Real(0));
 
   // d_x_ carries d(loss)/d(residual stream) down the layers; d_ctx_ collects what every
   // layer's context keys and values send to the shared context.
-  rms_norm_backward(x_final_.data(), p + norm_, d_final_.data(), rows, d, eps, d_x_.data(), false,
-                    g + norm_);
+  ops::rms_norm_backward(x_final_.data(), p + norm_, d_final_.data(), rows, d, eps, d_x_.data(),
+                         false, g + norm_);
   for (size_t layer = c.num_layers; layer-- > 0;) layer_backward(layer);
 
   // The block input is the target's embedding and the features are the target's states:
   // both frozen. Only the context projection remains.
-  rms_norm_backward(ctx_pre_.data(), p + hidden_norm_, d_ctx_.data(), ctx_rows, d, eps,
-                    d_ctx_pre_.data(), false, g + hidden_norm_);
-  linear_backward_weight(d_ctx_pre_.data(), ctx_rows, d, feature_rows(batch), fd, g + fc_,
-                         threads_);
+  ops::rms_norm_backward(ctx_pre_.data(), p + hidden_norm_, d_ctx_.data(), ctx_rows, d, eps,
+                         d_ctx_pre_.data(), false, g + hidden_norm_);
+  ops::linear_backward_weight(d_ctx_pre_.data(), ctx_rows, d, feature_rows(batch), fd, g + fc_,
+                              threads_);
 }
 
 template <class Real>
@@ -398,62 +421,54 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   const DflashConfig& c = config_;
   const size_t rows = rows_, ctx_rows = ctx_rows_;
   const size_t d = c.width(), qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
-  const size_t heads = c.num_heads, kv = c.num_kv_heads, inter = c.intermediate_size;
+  const size_t heads = c.num_heads, kv = c.num_kv_heads;
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
   const DflashLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   const LayerActivations& a = acts_[layer];
-  for (auto* buffer : {&d_gate_, &d_up_, &d_act_}) ensure(*buffer, rows * inter);
   for (auto* buffer : {&d_attn_, &d_q_, &d_q_raw_}) ensure(*buffer, rows * qd);
   for (auto* buffer : {&d_block_k_, &d_block_k_raw_, &d_block_v_}) ensure(*buffer, rows * kvd);
   for (auto* buffer : {&d_ctx_k_, &d_ctx_k_raw_, &d_ctx_v_}) ensure(*buffer, ctx_rows * kvd);
 
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
-  linear_backward_input(d_x_.data(), rows, d, p + o.down, inter, d_act_.data(), false, th);
-  linear_backward_weight(d_x_.data(), rows, d, a.act.data(), inter, g + o.down, th);
-  swiglu_backward(a.gate.data(), a.up.data(), d_act_.data(), rows * inter, d_gate_.data(),
-                  d_up_.data());
-  linear_backward_input(d_gate_.data(), rows, inter, p + o.gate, d, d_m_.data(), false, th);
-  linear_backward_input(d_up_.data(), rows, inter, p + o.up, d, d_m_.data(), true, th);
-  linear_backward_weight(d_gate_.data(), rows, inter, a.m.data(), d, g + o.gate, th);
-  linear_backward_weight(d_up_.data(), rows, inter, a.m.data(), d, g + o.up, th);
-  rms_norm_backward(a.x_mid.data(), p + o.post_norm, d_m_.data(), rows, d, eps, d_x_.data(), true,
-                    g + o.post_norm);
+  mlp_block_backward(mlp_shape(), mlp_params(p, o), mlp_params(g, o), a.x_mid.data(), rows, a.mlp,
+                     d_x_.data(), scratch_, th);
 
   // Attention block: x_mid = x_in + attn Wo^T.
-  linear_backward_input(d_x_.data(), rows, d, p + o.o, qd, d_attn_.data(), false, th);
-  linear_backward_weight(d_x_.data(), rows, d, a.attn.data(), qd, g + o.o, th);
+  ops::linear_backward_input(d_x_.data(), rows, d, p + o.o, qd, d_attn_.data(), false, th);
+  ops::linear_backward_weight(d_x_.data(), rows, d, a.attn.data(), qd, g + o.o, th);
   const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
   block_attention_backward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
                            a.block_v.data(), a.attn.data(), d_attn_.data(), a.lse.data(), shape,
                            block_rows_.context, d_q_.data(), d_ctx_k_.data(), d_ctx_v_.data(),
                            d_block_k_.data(), d_block_v_.data(), th);
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets).
-  rope_backward(d_q_.data(), rows, heads, hd, block_cos_.data(), block_sin_.data());
-  rms_norm_backward(a.q_raw.data(), p + o.q_norm, d_q_.data(), rows * heads, hd, eps,
-                    d_q_raw_.data(), false, g + o.q_norm);
-  rope_backward(d_block_k_.data(), rows, kv, hd, block_cos_.data(), block_sin_.data());
-  rms_norm_backward(a.block_k_raw.data(), p + o.k_norm, d_block_k_.data(), rows * kv, hd, eps,
-                    d_block_k_raw_.data(), false, g + o.k_norm);
-  rope_backward(d_ctx_k_.data(), ctx_rows, kv, hd, ctx_cos_.data(), ctx_sin_.data());
-  rms_norm_backward(a.ctx_k_raw.data(), p + o.k_norm, d_ctx_k_.data(), ctx_rows * kv, hd, eps,
-                    d_ctx_k_raw_.data(), false, g + o.k_norm);
+  ops::rope_backward(d_q_.data(), {rows, heads, hd}, block_cos_.data(), block_sin_.data());
+  ops::rms_norm_backward(a.q_raw.data(), p + o.q_norm, d_q_.data(), rows * heads, hd, eps,
+                         d_q_raw_.data(), false, g + o.q_norm);
+  ops::rope_backward(d_block_k_.data(), {rows, kv, hd}, block_cos_.data(), block_sin_.data());
+  ops::rms_norm_backward(a.block_k_raw.data(), p + o.k_norm, d_block_k_.data(), rows * kv, hd, eps,
+                         d_block_k_raw_.data(), false, g + o.k_norm);
+  ops::rope_backward(d_ctx_k_.data(), {ctx_rows, kv, hd}, ctx_cos_.data(), ctx_sin_.data());
+  ops::rms_norm_backward(a.ctx_k_raw.data(), p + o.k_norm, d_ctx_k_.data(), ctx_rows * kv, hd, eps,
+                         d_ctx_k_raw_.data(), false, g + o.k_norm);
 
   // Projections of the block rows (into h) and of the context (into d_ctx_).
-  linear_backward_input(d_q_raw_.data(), rows, qd, p + o.q, d, d_h_.data(), false, th);
-  linear_backward_input(d_block_k_raw_.data(), rows, kvd, p + o.k, d, d_h_.data(), true, th);
-  linear_backward_input(d_block_v_.data(), rows, kvd, p + o.v, d, d_h_.data(), true, th);
-  linear_backward_weight(d_q_raw_.data(), rows, qd, a.h.data(), d, g + o.q, th);
-  linear_backward_weight(d_block_k_raw_.data(), rows, kvd, a.h.data(), d, g + o.k, th);
-  linear_backward_weight(d_ctx_k_raw_.data(), ctx_rows, kvd, ctx_.data(), d, g + o.k, th);
-  linear_backward_weight(d_block_v_.data(), rows, kvd, a.h.data(), d, g + o.v, th);
-  linear_backward_weight(d_ctx_v_.data(), ctx_rows, kvd, ctx_.data(), d, g + o.v, th);
-  linear_backward_input(d_ctx_k_raw_.data(), ctx_rows, kvd, p + o.k, d, d_ctx_.data(), true, th);
-  linear_backward_input(d_ctx_v_.data(), ctx_rows, kvd, p + o.v, d, d_ctx_.data(), true, th);
-  rms_norm_backward(a.x_in.data(), p + o.input_norm, d_h_.data(), rows, d, eps, d_x_.data(), true,
-                    g + o.input_norm);
+  ops::linear_backward_input(d_q_raw_.data(), rows, qd, p + o.q, d, d_h_.data(), false, th);
+  ops::linear_backward_input(d_block_k_raw_.data(), rows, kvd, p + o.k, d, d_h_.data(), true, th);
+  ops::linear_backward_input(d_block_v_.data(), rows, kvd, p + o.v, d, d_h_.data(), true, th);
+  ops::linear_backward_weight(d_q_raw_.data(), rows, qd, a.h.data(), d, g + o.q, th);
+  ops::linear_backward_weight(d_block_k_raw_.data(), rows, kvd, a.h.data(), d, g + o.k, th);
+  ops::linear_backward_weight(d_ctx_k_raw_.data(), ctx_rows, kvd, ctx_.data(), d, g + o.k, th);
+  ops::linear_backward_weight(d_block_v_.data(), rows, kvd, a.h.data(), d, g + o.v, th);
+  ops::linear_backward_weight(d_ctx_v_.data(), ctx_rows, kvd, ctx_.data(), d, g + o.v, th);
+  ops::linear_backward_input(d_ctx_k_raw_.data(), ctx_rows, kvd, p + o.k, d, d_ctx_.data(), true,
+                             th);
+  ops::linear_backward_input(d_ctx_v_.data(), ctx_rows, kvd, p + o.v, d, d_ctx_.data(), true, th);
+  ops::rms_norm_backward(a.x_in.data(), p + o.input_norm, d_h_.data(), rows, d, eps, d_x_.data(),
+                         true, g + o.input_norm);
 }
 
 template class BasicDflashModel<float>;

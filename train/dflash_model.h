@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/decoder_layer.h"
 #include "train/block_attention.h"
 #include "train/dflash_config.h"
 #include "train/dflash_params.h"
@@ -124,17 +125,23 @@ class BasicDflashModel : public ParamStore<Real> {
   }
 
  private:
-  // What one layer's backward needs of its forward. x_in is the layer's residual input.
+  // What one layer's backward needs of its forward. x_in is the layer's residual input,
+  // x_mid its attention block's output and the input of its MLP block (the target's).
   struct LayerActivations {
     std::vector<Real> x_in, h, q_raw, q, ctx_k_raw, ctx_k, ctx_v, block_k_raw, block_k, block_v,
-        attn, x_mid, m, gate, up, act;
+        attn, x_mid;
     std::vector<double> lse;
+    MlpBlockActivations<Real> mlp;
   };
 
   DflashStats run(const DflashBatch& batch, bool backward);
   void prepare_blocks(const DflashBatch& batch);
   void run_forward(const DflashBatch& batch);
   void layer_forward(size_t layer);
+  // The MLP block's shape (model/decoder_layer.h) and tensors of a layer.
+  DecoderLayerShape mlp_shape() const;
+  template <class P>
+  MlpBlockParams<P> mlp_params(P base, const DflashLayerOffsets& o) const;
   // LM head and weighted cross-entropy over the scored rows in chunks; with `backward` also
   // d(loss)/d(final hidden) into d_final_.
   DflashStats run_head(bool backward);
@@ -164,9 +171,9 @@ class BasicDflashModel : public ParamStore<Real> {
   std::vector<LayerActivations> acts_;
   std::vector<Real> x_final_, final_, head_in_, logits_, tmp_;
   // Gradient scratch.
-  std::vector<Real> d_final_, d_x_, d_h_, d_m_, d_attn_, d_q_, d_q_raw_, d_block_k_, d_block_k_raw_,
-      d_block_v_, d_ctx_k_, d_ctx_k_raw_, d_ctx_v_, d_ctx_, d_ctx_pre_, d_gate_, d_up_, d_act_,
-      d_head_;
+  std::vector<Real> d_final_, d_x_, d_h_, d_attn_, d_q_, d_q_raw_, d_block_k_, d_block_k_raw_,
+      d_block_v_, d_ctx_k_, d_ctx_k_raw_, d_ctx_v_, d_ctx_, d_ctx_pre_, d_head_;
+  BlockGradScratch<Real> scratch_;
 };
 
 extern template class BasicDflashModel<float>;

@@ -6,7 +6,11 @@
 #include "common/doc_offsets.h"
 #include "common/error.h"
 #include "common/parallel.h"
-#include "train/layers.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/rms_norm.h"
+#include "ops/rope.h"
 
 namespace hsring::train {
 
@@ -15,6 +19,9 @@ namespace {
 // Rows of logits alive at once: bounds the [rows, V] scratch to 256 * V values (155 MB
 // for a 151936-token vocabulary in fp32) however long the batch is.
 constexpr size_t kHeadRows = 256;
+
+// Training sums in double (ops/sums.h): the backward's precision, and the gradient checks'.
+constexpr ops::Sums kSums = ops::Sums::kDouble;
 
 template <class T>
 void ensure(std::vector<T>& buffer, size_t size) {
@@ -81,6 +88,13 @@ BasicDrafterModel<Real>::BasicDrafterModel(DrafterConfig config, const DrafterIn
   at_.down = offset("layers.0.mlp.down_proj.weight");
   at_.norm = offset("norm.weight");
   at_.head = offset("lm_head.weight");
+  shape_.hidden = config_.width;
+  shape_.heads = config_.num_heads;
+  shape_.kv_heads = config_.num_kv_heads;
+  shape_.head_dim = config_.head_dim;
+  shape_.intermediate = config_.intermediate_size;
+  shape_.window = config_.window;
+  shape_.eps = config_.rms_norm_eps;
   init_drafter_params<Real>(config_, layout_, init, params_);
 }
 
@@ -114,53 +128,50 @@ LossStats BasicDrafterModel<Real>::run(const DrafterBatch& batch, bool backward)
 }
 
 template <class Real>
+template <class P>
+AttentionBlockParams<P> BasicDrafterModel<Real>::attention_params(P base) const {
+  AttentionBlockParams<P> w;
+  w.norm = base + at_.input_norm;
+  w.q = base + at_.q;
+  w.k = base + at_.k;
+  w.v = base + at_.v;
+  w.o = base + at_.o;
+  return w;
+}
+
+template <class Real>
+template <class P>
+MlpBlockParams<P> BasicDrafterModel<Real>::mlp_params(P base) const {
+  return {base + at_.post_norm, base + at_.gate, base + at_.up, base + at_.down};
+}
+
+template <class Real>
 void BasicDrafterModel<Real>::run_forward(const DrafterBatch& batch) {
   const DrafterConfig& c = config_;
   const size_t rows = batch.rows();
-  const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size, half = c.head_dim / 2;
+  const size_t fd = c.feature_dim(), d = c.width, half = c.head_dim / 2;
   const Real* p = params_.data();
   const uint32_t th = threads_;
 
   if constexpr (!std::is_same_v<Real, float>)
     features_.assign(batch.features.begin(), batch.features.end());
   const Real* features = feature_rows(batch);
-  for (auto* buffer : {&x_fc_, &h0_, &a1_, &h1_, &m_, &h2_, &f_}) ensure(*buffer, rows * d);
-  for (auto* buffer : {&q_, &attn_}) ensure(*buffer, rows * qd);
-  for (auto* buffer : {&k_, &v_}) ensure(*buffer, rows * kvd);
-  for (auto* buffer : {&gate_, &up_, &act_}) ensure(*buffer, rows * inter);
+  for (auto* buffer : {&x_fc_, &h0_, &h1_, &h2_, &f_}) ensure(*buffer, rows * d);
   for (auto* buffer : {&cos_, &sin_}) ensure(*buffer, rows * half);
-  ensure(lse_, rows * c.num_heads);
 
   // Input: the projected, normalised captured states (+ the token's embedding).
-  linear_forward(features, rows, fd, p + at_.fc, d, x_fc_.data(), th);
-  rms_norm_forward(x_fc_.data(), p + at_.hidden_norm, rows, d, c.rms_norm_eps, h0_.data());
+  ops::linear_forward(features, rows, fd, p + at_.fc, d, x_fc_.data(), kSums, th);
+  ops::rms_norm_forward(x_fc_.data(), p + at_.hidden_norm, rows, d, c.rms_norm_eps, h0_.data(),
+                        kSums);
   if (c.embed_tokens)
-    embedding_forward(p + at_.embed, batch.tokens.data(), rows, d, h0_.data(), true);
+    ops::embedding_forward(p + at_.embed, batch.tokens.data(), rows, d, h0_.data(), true);
 
-  // Attention block. q_ and k_ keep the rotated values: the attention backward needs those.
-  rms_norm_forward(h0_.data(), p + at_.input_norm, rows, d, c.rms_norm_eps, a1_.data());
-  linear_forward(a1_.data(), rows, d, p + at_.q, qd, q_.data(), th);
-  linear_forward(a1_.data(), rows, d, p + at_.k, kvd, k_.data(), th);
-  linear_forward(a1_.data(), rows, d, p + at_.v, kvd, v_.data(), th);
-  rope_table(batch.positions, c.head_dim, c.rope_theta, cos_.data(), sin_.data());
-  rope_forward(q_.data(), rows, c.num_heads, c.head_dim, cos_.data(), sin_.data());
-  rope_forward(k_.data(), rows, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data());
-  const AttentionShape shape{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  attention_forward(q_.data(), k_.data(), v_.data(), shape, batch.doc_offsets, attn_.data(),
-                    lse_.data(), th);
-  linear_forward(attn_.data(), rows, qd, p + at_.o, d, h1_.data(), th);
-  for (size_t i = 0; i < rows * d; ++i) h1_[i] += h0_[i];
-
-  // MLP block.
-  rms_norm_forward(h1_.data(), p + at_.post_norm, rows, d, c.rms_norm_eps, m_.data());
-  linear_forward(m_.data(), rows, d, p + at_.gate, inter, gate_.data(), th);
-  linear_forward(m_.data(), rows, d, p + at_.up, inter, up_.data(), th);
-  swiglu_forward(gate_.data(), up_.data(), rows * inter, act_.data());
-  linear_forward(act_.data(), rows, inter, p + at_.down, d, h2_.data(), th);
-  for (size_t i = 0; i < rows * d; ++i) h2_[i] += h1_[i];
-
-  rms_norm_forward(h2_.data(), p + at_.norm, rows, d, c.rms_norm_eps, f_.data());
+  // The decoder layer (model/decoder_layer.h), then the final norm.
+  ops::rope_angles(batch.positions, c.head_dim, c.rope_theta, cos_.data(), sin_.data());
+  attention_block_forward(shape_, attention_params(p), h0_.data(), rows, batch.doc_offsets,
+                          cos_.data(), sin_.data(), attention_, h1_.data(), kSums, th);
+  mlp_block_forward(shape_, mlp_params(p), h1_.data(), rows, mlp_, h2_.data(), kSums, th);
+  ops::rms_norm_forward(h2_.data(), p + at_.norm, rows, d, c.rms_norm_eps, f_.data(), kSums);
 }
 
 template <class Real>
@@ -178,18 +189,18 @@ LossStats BasicDrafterModel<Real>::run_head(const DrafterBatch& batch, bool back
   double loss_sum = 0;
   for (size_t r0 = 0; r0 < rows; r0 += kHeadRows) {
     const size_t n = std::min(kHeadRows, rows - r0);
-    linear_forward(f_.data() + r0 * d, n, d, head, vocab, logits_.data(), threads_);
-    const CrossEntropySums sums =
-        cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
-                      backward ? logits_.data() : nullptr, threads_);
+    ops::linear_forward(f_.data() + r0 * d, n, d, head, vocab, logits_.data(), kSums, threads_);
+    const ops::CrossEntropySums sums =
+        ops::cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
+                           backward ? logits_.data() : nullptr, threads_);
     loss_sum += sums.loss;
     stats.agreed += sums.agreed;
     if (backward) {
       // logits_ now holds d(loss)/d(logits) of these rows.
-      linear_backward_input(logits_.data(), n, vocab, head, d, d_f_.data() + r0 * d, false,
-                            threads_);
-      linear_backward_weight(logits_.data(), n, vocab, f_.data() + r0 * d, d,
-                             grads_.data() + at_.head, threads_);
+      ops::linear_backward_input(logits_.data(), n, vocab, head, d, d_f_.data() + r0 * d, false,
+                                 threads_);
+      ops::linear_backward_weight(logits_.data(), n, vocab, f_.data() + r0 * d, d,
+                                  grads_.data() + at_.head, threads_);
     }
   }
   if (stats.counted) {
@@ -203,58 +214,28 @@ template <class Real>
 void BasicDrafterModel<Real>::run_backward(const DrafterBatch& batch) {
   const DrafterConfig& c = config_;
   const size_t rows = batch.rows();
-  const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size;
+  const size_t fd = c.feature_dim(), d = c.width;
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
   const uint32_t th = threads_;
   for (auto* buffer : {&d_res_, &d_a_}) ensure(*buffer, rows * d);
-  for (auto* buffer : {&d_gate_, &d_up_}) ensure(*buffer, rows * inter);
-  ensure(d_act_, rows * std::max(inter, qd));  // d(act), later d(attn)
-  ensure(d_q_, rows * qd);
-  for (auto* buffer : {&d_k_, &d_v_}) ensure(*buffer, rows * kvd);
 
   // d_res_ carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.
-  rms_norm_backward(h2_.data(), p + at_.norm, d_f_.data(), rows, d, eps, d_res_.data(), false,
-                    g + at_.norm);
-
-  // MLP block.
-  linear_backward_input(d_res_.data(), rows, d, p + at_.down, inter, d_act_.data(), false, th);
-  linear_backward_weight(d_res_.data(), rows, d, act_.data(), inter, g + at_.down, th);
-  swiglu_backward(gate_.data(), up_.data(), d_act_.data(), rows * inter, d_gate_.data(),
-                  d_up_.data());
-  linear_backward_input(d_gate_.data(), rows, inter, p + at_.gate, d, d_a_.data(), false, th);
-  linear_backward_input(d_up_.data(), rows, inter, p + at_.up, d, d_a_.data(), true, th);
-  linear_backward_weight(d_gate_.data(), rows, inter, m_.data(), d, g + at_.gate, th);
-  linear_backward_weight(d_up_.data(), rows, inter, m_.data(), d, g + at_.up, th);
-  rms_norm_backward(h1_.data(), p + at_.post_norm, d_a_.data(), rows, d, eps, d_res_.data(), true,
-                    g + at_.post_norm);
-
-  // Attention block.
-  Real* d_attn = d_act_.data();
-  linear_backward_input(d_res_.data(), rows, d, p + at_.o, qd, d_attn, false, th);
-  linear_backward_weight(d_res_.data(), rows, d, attn_.data(), qd, g + at_.o, th);
-  const AttentionShape shape{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  attention_backward(q_.data(), k_.data(), v_.data(), attn_.data(), d_attn, lse_.data(), shape,
-                     batch.doc_offsets, d_q_.data(), d_k_.data(), d_v_.data(), th);
-  rope_backward(d_q_.data(), rows, c.num_heads, c.head_dim, cos_.data(), sin_.data());
-  rope_backward(d_k_.data(), rows, c.num_kv_heads, c.head_dim, cos_.data(), sin_.data());
-  linear_backward_input(d_q_.data(), rows, qd, p + at_.q, d, d_a_.data(), false, th);
-  linear_backward_input(d_k_.data(), rows, kvd, p + at_.k, d, d_a_.data(), true, th);
-  linear_backward_input(d_v_.data(), rows, kvd, p + at_.v, d, d_a_.data(), true, th);
-  linear_backward_weight(d_q_.data(), rows, qd, a1_.data(), d, g + at_.q, th);
-  linear_backward_weight(d_k_.data(), rows, kvd, a1_.data(), d, g + at_.k, th);
-  linear_backward_weight(d_v_.data(), rows, kvd, a1_.data(), d, g + at_.v, th);
-  rms_norm_backward(h0_.data(), p + at_.input_norm, d_a_.data(), rows, d, eps, d_res_.data(), true,
-                    g + at_.input_norm);
+  ops::rms_norm_backward(h2_.data(), p + at_.norm, d_f_.data(), rows, d, eps, d_res_.data(), false,
+                         g + at_.norm);
+  mlp_block_backward(shape_, mlp_params(p), mlp_params(g), h1_.data(), rows, mlp_, d_res_.data(),
+                     scratch_, th);
+  attention_block_backward(shape_, attention_params(p), attention_params(g), h0_.data(), rows,
+                           batch.doc_offsets, cos_.data(), sin_.data(), attention_, d_res_.data(),
+                           scratch_, th);
 
   // Input. The features are the target's: no gradient flows to them.
   if (c.embed_tokens)
-    embedding_backward(batch.tokens.data(), d_res_.data(), rows, d, g + at_.embed);
-  rms_norm_backward(x_fc_.data(), p + at_.hidden_norm, d_res_.data(), rows, d, eps, d_a_.data(),
-                    false, g + at_.hidden_norm);
-  linear_backward_weight(d_a_.data(), rows, d, feature_rows(batch), fd, g + at_.fc, th);
+    ops::embedding_backward(batch.tokens.data(), d_res_.data(), rows, d, g + at_.embed);
+  ops::rms_norm_backward(x_fc_.data(), p + at_.hidden_norm, d_res_.data(), rows, d, eps,
+                         d_a_.data(), false, g + at_.hidden_norm);
+  ops::linear_backward_weight(d_a_.data(), rows, d, feature_rows(batch), fd, g + at_.fc, th);
 }
 
 template class BasicDrafterModel<float>;

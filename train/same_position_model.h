@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/ignore_label.h"
+#include "model/decoder_layer.h"
 #include "train/drafter_batch.h"
 #include "train/drafter_config.h"
 #include "train/drafter_params.h"
@@ -58,6 +59,10 @@ class BasicDrafterModel : public ParamStore<Real> {
 
   LossStats run(const DrafterBatch& batch, bool backward);
   void run_forward(const DrafterBatch& batch);
+  template <class P>
+  AttentionBlockParams<P> attention_params(P base) const;
+  template <class P>
+  MlpBlockParams<P> mlp_params(P base) const;
   // LM head and cross-entropy in chunks of rows; with `backward`, also df and d(lm_head).
   LossStats run_head(const DrafterBatch& batch, bool backward);
   void run_backward(const DrafterBatch& batch);
@@ -70,12 +75,14 @@ class BasicDrafterModel : public ParamStore<Real> {
   using ParamStore<Real>::grads_;
 
   DrafterConfig config_;
+  DecoderLayerShape shape_;  // its one layer: no QK-norm, a sliding window
   Offsets at_;
   // Activations of the last forward [T, *], kept for the backward, and gradient scratch.
-  std::vector<Real> features_, x_fc_, h0_, a1_, q_, k_, v_, attn_, h1_, m_, gate_, up_, act_, h2_,
-      f_, logits_, cos_, sin_;
-  std::vector<double> lse_;
-  std::vector<Real> d_f_, d_res_, d_a_, d_q_, d_k_, d_v_, d_gate_, d_up_, d_act_;
+  std::vector<Real> features_, x_fc_, h0_, h1_, h2_, f_, logits_, cos_, sin_;
+  AttentionBlockActivations<Real> attention_;
+  MlpBlockActivations<Real> mlp_;
+  std::vector<Real> d_f_, d_res_, d_a_;
+  BlockGradScratch<Real> scratch_;
 };
 
 extern template class BasicDrafterModel<float>;

@@ -10,7 +10,7 @@ export NCCL_NVLS_ENABLE=0 HSRING_BIN_DIR="$bin"
 { date -u; nvidia-smi -L; nproc; } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 status=0
-for t in gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_trainer_test \
+for t in gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_moe_test cuda_trainer_test \
          cuda_step_kernels_test cuda_qk_norm_rope_test cuda_dflash_test cuda_block_attention_test \
          gpu_eval_test \
          capi_test \

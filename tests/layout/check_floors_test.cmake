@@ -48,11 +48,11 @@ plant(own_room capi/planted.cc "#include \"hsring/hsring.h\"\n" pass)
 
 # A folder the build adds without a row in the table.
 plant(no_row common/planted.cc "#include <cstdint>\n" pass)
-file(APPEND "${WORK}/no_row/CMakeLists.txt" "add_subdirectory(ops)\n")
+file(APPEND "${WORK}/no_row/CMakeLists.txt" "add_subdirectory(unlisted)\n")
 execute_process(COMMAND "${CMAKE_COMMAND}" -DROOT=${WORK}/no_row -P "${check}"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-if(rc EQUAL 0 OR NOT out MATCHES "builds ops/, which has no row")
-  message("no_row: expected a refusal of ops/, got exit ${rc}:\n${out}")
+if(rc EQUAL 0 OR NOT out MATCHES "builds unlisted/, which has no row")
+  message("no_row: expected a refusal of unlisted/, got exit ${rc}:\n${out}")
   set(failures 1)
 endif()
 

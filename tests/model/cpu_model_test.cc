@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "model/cpu_kernels.h"
 #include "model/target_head.h"
+#include "ops/argmax.h"
+#include "ops/linear.h"
+#include "ops/rms_norm.h"
 #include "reference_forward.h"
 
 namespace hsring {
@@ -204,13 +206,13 @@ TEST(CpuModelConventionTest, LastCapturedLayerIsBeforeTheFinalNorm) {
   model.forward(p.view(), r, out);
   // final norm then the tied head applied to the captured state reproduces the logits.
   std::vector<float> normed(5 * c.hidden_size), logits(5 * c.vocab_size);
-  cpu::rms_norm(out.captured[0].data(), model.weights().final_norm.data(), 5, c.hidden_size,
-                c.rms_norm_eps, normed.data());
-  cpu::linear(normed.data(), 5, c.hidden_size, model.weights().embed_tokens.data(), c.vocab_size,
-              logits.data(), 1);
+  ops::rms_norm_forward(out.captured[0].data(), model.weights().final_norm.data(), 5, c.hidden_size,
+                        c.rms_norm_eps, normed.data(), ops::Sums::kFloat);
+  ops::linear_forward(normed.data(), 5, c.hidden_size, model.weights().embed_tokens.data(),
+                      c.vocab_size, logits.data(), ops::Sums::kFloat, 1);
   EXPECT_EQ(logits, out.logits);
   for (size_t t = 0; t < 5; ++t)
-    EXPECT_EQ(out.greedy[t], cpu::argmax(logits.data() + t * c.vocab_size, c.vocab_size));
+    EXPECT_EQ(out.greedy[t], ops::argmax(logits.data() + t * c.vocab_size, c.vocab_size));
 }
 
 TEST(CpuModelConventionTest, CaptureOrderFollowsTheRequest) {

@@ -7,12 +7,13 @@
 #include <string>
 
 #include "common/error.h"
-#include "model/cpu_kernels.h"
 #include "model/cpu_moe.h"
 #include "model/cpu_target_model.h"
 #include "model/hf_checkpoint.h"
 #include "model/moe_router.h"
 #include "model/target_head.h"
+#include "ops/dot.h"
+#include "ops/linear.h"
 #include "test_files.h"
 
 namespace hsring {
@@ -85,7 +86,8 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
     for (size_t r = 0; r < rows; ++r) {
       const float* row = x.data() + r * h;
       std::vector<float> logits(c.moe.num_experts);
-      cpu::linear(row, 1, h, moe.router.data(), logits.size(), logits.data(), 1);
+      ops::linear_forward(row, 1, h, moe.router.data(), logits.size(), logits.data(),
+                          ops::Sums::kFloat, 1);
       std::vector<ExpertChoice> picks(c.moe.experts_per_token);
       route_token(logits.data(), c.moe.num_experts, c.moe.experts_per_token, c.moe.normalise_top_k,
                   picks.data());
@@ -101,7 +103,7 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
         cpu::swiglu_mlp(row, 1, h, moe.shared.gate_proj.data(), moe.shared.up_proj.data(),
                         moe.shared.down_proj.data(), c.moe.shared_intermediate, scratch, y.data(),
                         1);
-        const float gate = 1.0f / (1.0f + std::exp(-cpu::dot(row, moe.shared_gate.data(), h)));
+        const float gate = 1.0f / (1.0f + std::exp(-ops::dot(row, moe.shared_gate.data(), h)));
         for (size_t i = 0; i < h; ++i) want[i] += gate * y[i];
       }
       EXPECT_EQ(std::vector<float>(grouped.begin() + std::ptrdiff_t(r * h),
@@ -216,12 +218,16 @@ TEST(MoeConfigTest, RefusalsNameWhatIsMissing) {
   mla.replace(mla.find("\"qwen3_moe\""), 11, "\"deepseek_v3\"");
   EXPECT_NE(std::string(parse_error(mla).what()).find("multi-head latent attention (MLA)"),
             std::string::npos);
-  // The CUDA forward refuses a mixture, naming what it lacks and the ways around it.
-  const std::string gpu = cuda_forward_refusal(named_model_config("qwen3-30b-a3b"));
-  EXPECT_NE(gpu.find("MoE on the GPU is not built yet"), std::string::npos) << gpu;
-  EXPECT_NE(gpu.find("expert parallelism across GPUs"), std::string::npos) << gpu;
-  EXPECT_NE(gpu.find("on the CPU or through --target-cmd"), std::string::npos) << gpu;
+  // The CUDA forward runs the released mixtures; one whose rows its grouped GEMM cannot copy
+  // in 16-byte pieces is refused, naming the sizes and the ways around it.
+  EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3-30b-a3b")), "");
+  EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3.6-35b-a3b")), "");
   EXPECT_EQ(cuda_forward_refusal(named_model_config("qwen3-8b")), "");
+  ModelConfig odd = named_model_config("qwen3-30b-a3b");
+  odd.moe.expert_intermediate = 100;
+  const std::string gpu = cuda_forward_refusal(odd);
+  EXPECT_NE(gpu.find("multiples of 8, not 2048 and 100"), std::string::npos) << gpu;
+  EXPECT_NE(gpu.find("on the CPU or through --target-cmd"), std::string::npos) << gpu;
 }
 
 void write_weights(const std::filesystem::path& folder, const ModelConfig& c, const ModelWeights& w,

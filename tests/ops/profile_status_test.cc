@@ -3,6 +3,7 @@
 // stage timings over the last interval, and the worker log prefix (role, index, GPU,
 // epoch).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <signal.h>
 
@@ -192,6 +193,29 @@ TEST(Status, StageTimingsCoverTheLastInterval) {
           R"("drafter\.claim_wait": \{"count": [1-9]\d*, "mean_ms": [0-9.]+, "p50_ms": [0-9.]+, "p99_ms": [0-9.]+, "count_total": \d+\})")))
       << json.out;
 
+  // Each worker's busy share is its work stages' time over the interval (is_work_stage): the
+  // same number as the stage rows it is made of, within their rounding.
+  const nlohmann::json doc = nlohmann::json::parse(json.out);
+  const double interval_ms = doc.at("interval_s").get<double>() * 1e3;
+  bool drafter_worked = false;
+  for (const nlohmann::json& process : doc.at("processes")) {
+    ASSERT_TRUE(process.at("busy").is_number()) << process.dump();
+    const double busy = process.at("busy").get<double>();
+    double work_ms = 0;
+    for (const char* stage :
+         {"target.forward", "drafter.h2d", "drafter.noise", "drafter.verify", "drafter.step"})
+      if (process.at("stages").contains(stage) && process["stages"][stage]["count"] > 0)
+        work_ms += process["stages"][stage]["count"].get<double>() *
+                   process["stages"][stage]["mean_ms"].get<double>();
+    EXPECT_NEAR(busy, std::min(1.0, work_ms / interval_ms), 0.01) << process.dump();
+    EXPECT_GE(busy, 0.0);
+    EXPECT_LE(busy, 1.0);
+    drafter_worked |= process.at("role") == "drafter" && busy > 0;
+  }
+  EXPECT_TRUE(drafter_worked) << json.out;
+  const std::regex busy_column(R"(drafter 0 .* (0\.\d\d|1\.00)\s+\d+\s+\d+\n)");
+  EXPECT_TRUE(std::regex_search(text.out, busy_column)) << text.out;
+
   // Prometheus keeps the cumulative histograms.
   const auto prom =
       crash::run_command({crash::bin_dir() + "/hsring", "status", "--ring", ring, "--prometheus"});
@@ -200,6 +224,9 @@ TEST(Status, StageTimingsCoverTheLastInterval) {
   // `ring inspect` has no interval: everything since the ring was created.
   const auto inspect = crash::run_command({crash::bin_dir() + "/hsring", "ring", "inspect", ring});
   EXPECT_NE(inspect.out.find("stage timings since the ring was created"), std::string::npos)
+      << inspect.out;
+  // Without an interval there is no busy share to show.
+  EXPECT_TRUE(std::regex_search(inspect.out, std::regex(R"(drafter 0 .* -\s+\d+\s+\d+\n)")))
       << inspect.out;
 
   run.signal(SIGTERM);
