@@ -1,5 +1,7 @@
 #include "drafter_proc/gpu_training_backend.h"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 
 #include "common/error.h"
@@ -10,6 +12,7 @@
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
 #include "gpu/host_registration.h"
+#include "gpu/memlock.h"
 #include "shm/ring.h"
 #include "train/cuda_dflash_trainer.h"
 #include "train/cuda_same_position_trainer.h"
@@ -78,20 +81,40 @@ class GpuTrainingBackend final : public TrainingBackend {
   gpu::CopyEventPoller copy_events_;  // early-published slots' events (shm/copy_ticket.h)
 };
 
+// Builds a backend on `gpu`. The trainer's allocations run out of memory deep inside it
+// ("cudaMalloc failed ... out of memory"); this says what did not fit and what to do.
+template <class Trainer, class Options>
+std::unique_ptr<TrainingBackend> make_backend(const Options& options, Ring& ring, int gpu) {
+  gpu::use_gpu(gpu);
+  try {
+    return std::make_unique<GpuTrainingBackend>(std::make_unique<Trainer>(options), ring, gpu);
+  } catch (const Error& e) {
+    if (gpu::cuda_code(e) != cudaErrorMemoryAllocation) throw;
+    (void)cudaGetLastError();
+    size_t free = 0, total = 0;
+    (void)cudaMemGetInfo(&free, &total);
+    throw gpu::cuda_error(
+        cudaErrorMemoryAllocation,
+        fmt::format("the drafter does not fit {}: its weights, optimizer state and activations "
+                    "ran out of memory with {} of {} free after they were released ({}). Other "
+                    "processes on this GPU hold the rest, a target given the same GPU for one: "
+                    "give the drafter a GPU of its own (--targets / --drafters), or a smaller "
+                    "drafter or batch (--draft-layers, --max-tokens)",
+                    gpu::describe_gpu(gpu), gpu::human_bytes(free), gpu::human_bytes(total),
+                    e.what()));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
                                                            Ring& ring, int gpu) {
-  gpu::use_gpu(gpu);
-  return std::make_unique<GpuTrainingBackend>(std::make_unique<train::CudaTrainer>(options), ring,
-                                              gpu);
+  return make_backend<train::CudaTrainer>(options, ring, gpu);
 }
 
 std::unique_ptr<TrainingBackend> make_gpu_dflash_backend(const train::DflashTrainerOptions& options,
                                                          Ring& ring, int gpu) {
-  gpu::use_gpu(gpu);
-  return std::make_unique<GpuTrainingBackend>(std::make_unique<train::CudaDflashTrainer>(options),
-                                              ring, gpu);
+  return make_backend<train::CudaDflashTrainer>(options, ring, gpu);
 }
 
 }  // namespace hsring
