@@ -26,7 +26,8 @@ same bounds, except where a token's router has its k-th and (k+1)-th expert with
 (transformers' fp32 logits; bf16 rounding may pick either, transformers' own bf16 forward
 included): a document that misses its bound then is compared on the tokens before that
 token (causal: they cannot depend on it), and labels after it may differ. With --hsring their
-folders also run through a short `hsring run` (on GPU 0 with --cuda). Exit 0 on success, 1 on a mismatch (with the numbers);
+folders also run through a short `hsring run` (on GPU 0 with --cuda), whose export must
+load in the DFlash reference package and draft a block from the target's hidden states. Exit 0 on success, 1 on a mismatch (with the numbers);
 "[  SKIPPED ]" and 0 with --cuda on a machine without a GPU.
 """
 
@@ -392,8 +393,39 @@ def hsring_run(hsring, folder, work, name):
     result = json.load(open(summary))
     ok = (result["batches_consumed"] >= 4 and result["batches_torn"] == 0
           and result["batches_lost"] == 0 and np.isfinite(result["final_loss"]))
-    print(f"{name}: hsring run ({'GPU 0' if CUDA else 'CPU'}): {result['batches_consumed']} batches, {result['steps']} steps, "
-          f"final loss {result['final_loss']:.3f} {'ok' if ok else 'MISMATCH'}", flush=True)
+    print(f"{name}: hsring run ({'GPU 0' if CUDA else 'CPU'}): {result['batches_consumed']} "
+          f"batches, {result['steps']} steps, final loss {result['final_loss']:.3f} "
+          f"{'ok' if ok else 'MISMATCH'}", flush=True)
+    return ok and export_drafts(folder, os.path.join(run, "out", "export"), name)
+
+
+def export_drafts(folder, export, name):
+    """The run's export loads in the DFlash reference package (where it is installed: the
+    reference venv) with every weight used, and drafts one block from the mixture target's
+    own hidden states, as the reference's decoding does."""
+    try:
+        import dflash.model as dm
+    except ImportError:
+        print(f"{name}: export not loaded: the dflash package is not installed here")
+        return True
+    target = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    drafter, info = dm.DFlashDraftModel.from_pretrained(export, dtype=torch.float32,
+                                                        output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v}
+    prompt = torch.arange(5, 37)[None]
+    with torch.inference_mode():
+        out = target(prompt, output_hidden_states=True)
+        context = dm.extract_context_feature(out.hidden_states, drafter.target_layer_ids)
+        block = torch.full((1, drafter.block_size), drafter.mask_token_id, dtype=torch.long)
+        block[0, 0] = int(out.logits[0, -1].argmax())
+        hidden = drafter(target_hidden=context,
+                         noise_embedding=dm._raw_input_embeddings(target, block),
+                         position_ids=torch.arange(prompt.shape[1] + drafter.block_size)[None])
+        logits = drafter.compute_logits(hidden[:, 1:, :], dm._output_head(target))
+    ok = not problems and bool(torch.isfinite(logits).all())
+    print(f"{name}: export in the DFlash reference: layer ids {list(drafter.target_layer_ids)}, "
+          f"a block of {drafter.block_size} drafted{'' if not problems else ', ' + str(problems)} "
+          f"{'ok' if ok else 'MISMATCH'}", flush=True)
     return ok
 
 
