@@ -19,6 +19,7 @@
 #include "common/exclusive_file.h"
 #include "common/regular_file.h"
 #include "common/syscheck.h"
+#include "model/json.h"
 #include "model/model_config.h"
 #include "model/safetensors.h"
 #include "train/dflash_params.h"
@@ -169,9 +170,9 @@ json read_config_json(const std::string& dir, std::string& file) {
   file = (folder / kDflashConfigFile).string();
   const std::string text = read_regular_file(file, Errc::kCheckpoint, kMaxConfigBytes);
   try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(Errc::kCheckpoint, file, std::string("not JSON: ") + e.what());
+    return parse_json(text, file);  // duplicate keys and deep nesting refused too
+  } catch (const Error& e) {
+    throw Error(Errc::kCheckpoint, std::string("not JSON: ") + e.what());
   }
 }
 

@@ -7,6 +7,7 @@
 #include "common/regular_file.h"
 #include "data/token_batch.h"
 #include "eval/speculative_decode.h"
+#include "model/json.h"
 
 namespace hsring::eval {
 
@@ -40,12 +41,7 @@ void add_eos_ids(const fs::path& file, std::vector<int32_t>& out) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return;
   const std::string text = read_regular_file(file.string(), Errc::kModel, kMaxConfigBytes);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(Errc::kModel, file.string() + ": " + e.what());
-  }
+  const nlohmann::json j = parse_json(text, file.string());
   if (!j.is_object() || !j.contains("eos_token_id") || j["eos_token_id"].is_null()) return;
   const nlohmann::json& eos = j["eos_token_id"];
   const auto take = [&](const nlohmann::json& v) {

@@ -283,6 +283,12 @@ TEST_F(DflashExportTest, ReaderRefusesBadConfigs) {
   expect_refused(Errc::kCheckpoint, "not a JSON object", "config.json");
   { std::ofstream(dir_ / "config.json", std::ios::trunc) << "{\"architectures\": ["; }
   expect_refused(Errc::kCheckpoint, "not JSON", "config.json");
+  // The strict reading (model/json.h): a key given twice is refused, not read as the last.
+  {
+    std::ofstream(dir_ / "config.json", std::ios::trunc)
+        << R"({"hidden_size": 8, "hidden_size": 16})";
+  }
+  expect_refused(Errc::kCheckpoint, "duplicate key", "config.json");
   with([](json& j) { j["architectures"] = {"Qwen3ForCausalLM"}; });
   expect_refused(Errc::kCheckpoint, "not a DFlash drafter", "config.json");
   with([](json& j) { j.erase("architectures"); });
