@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "model/decoder_layer.h"
+#include "ops/argmax.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
@@ -36,22 +37,6 @@ void ensure(std::vector<T>& buffer, size_t size) {
 
 [[noreturn]] void bad_batch(const std::string& what) {
   throw Error(Errc::kModel, "dflash batch: " + what);
-}
-
-// The first index of the largest value, NaNs skipped: the target's greedy rule, and
-// cross_entropy's agreement.
-template <class Real>
-int32_t argmax(const Real* x, size_t n) {
-  size_t best = 0;
-  bool found = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i])) continue;
-    if (!found || x[i] > x[best]) {
-      best = i;
-      found = true;
-    }
-  }
-  return int32_t(best);
 }
 
 // The document [s, e) holding row t. REQUIRES: valid offsets, t < offsets.back().
@@ -349,7 +334,7 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
       for (size_t i = begin; i < end; ++i) {
         const size_t r = row_of(s0 + i);
         Real* x = logits_.data() + i * vocab;
-        predictions_[r] = argmax(x, vocab);
+        predictions_[r] = ops::argmax(x, vocab);
         row_loss[i] = 0;
         if (block_rows_.labels[r] >= 0) {
           const ops::CrossEntropySums sums =
