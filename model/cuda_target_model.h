@@ -49,7 +49,7 @@ class CudaTargetModel final : public TargetModel {
  public:
   // Uploads `weights` (fp32, HF layout) to GPU `gpu`, rounded to bf16. Throws
   // Error(kModelBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
-  // 128, 256; DeltaNet head dims outside cuda_ops::delta_net_supports) or weights that do
+  // 128, 256; DeltaNet head dims outside delta_net_supports) or weights that do
   // not fit it, Error(kCuda) for CUDA failures (out of memory: a message naming the
   // model, the bytes needed and the GPU).
   CudaTargetModel(ModelConfig config, const ModelWeights& weights, int gpu = 0);

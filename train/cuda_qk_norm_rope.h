@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 // y = RoPE(RMSNorm(x) * w) for every head of x [rows, heads * head_dim]: the norm over each
 // head's head_dim values (eps), weight w [head_dim], then RoPE pairing i with i + head_dim/2
@@ -46,4 +46,4 @@ cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, cons
                                          uint16_t* dx_bf16, float* dweight, cudaStream_t stream,
                                          uint32_t dx_stride = 0);
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

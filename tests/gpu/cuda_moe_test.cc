@@ -105,7 +105,7 @@ TEST_P(CudaMoeTest, MatchesTheCpuMixture) {
   ForwardActivations a;
   a.grow(c, t, 0);
   HSRING_CUDA_CHECK(cudaMemcpy(a.residual.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  cuda_ops::Blas blas;
+  Blas blas;
   blas.bind(stream.get());
   run_moe_mlp(blas, c, device.layer(0), a, t, stream.get());
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
@@ -152,7 +152,7 @@ TEST_P(CudaMoeTest, MatchesTheCpuMixture) {
     EXPECT_GT(idle, 0u);
   }
   if (std::string(m.name) == "long-groups") {
-    EXPECT_GT(busiest, cuda_ops::kExpertRowTile);
+    EXPECT_GT(busiest, kExpertRowTile);
   }
 
   // The same bits again: nothing of the first run leaks into the second.
@@ -191,7 +191,7 @@ TEST(CudaMoeRouteTest, TiesGoToTheLowerExpertAsOnTheHost) {
   for (const bool normalise : {false, true}) {
     HSRING_CUDA_CHECK(
         cudaMemcpy(device.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
-    HSRING_CUDA_CHECK(cuda_ops::launch_route(device.as<float>(), rows, stride, experts, top_k,
+    HSRING_CUDA_CHECK(launch_route(device.as<float>(), rows, stride, experts, top_k,
                                              normalise, choices.as<ExpertChoice>(), nullptr));
     HSRING_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<ExpertChoice> got = download<ExpertChoice>(choices, rows * top_k);
