@@ -111,13 +111,11 @@ double gemm_tflops(const Options& o, cudaStream_t stream) {
   gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(n * kk * 2);
   gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(m * n * 2);
   // Non-zero, varied values (zeros run faster than real data).
-  HSRING_CUDA_CHECK(
-      launch_random_fill(x.as<Bf16>(), m * kk, 1, 1.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      launch_random_fill(w.as<Bf16>(), n * kk, 2, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), m * kk, 1, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(w.as<Bf16>(), n * kk, 2, 0.02f, 0.0f, stream));
   const double ms = time_ms(stream, 5, 20, [&] {
-    blas.linear(x.as<Bf16>(), uint32_t(m), uint32_t(kk), w.as<Bf16>(),
-                uint32_t(n), y.data(), false, n);
+    blas.linear(x.as<Bf16>(), uint32_t(m), uint32_t(kk), w.as<Bf16>(), uint32_t(n), y.data(), false,
+                n);
   });
   return 2.0 * double(m) * double(n) * double(kk) / (ms * 1e-3) / 1e12;
 }
@@ -164,35 +162,29 @@ ExpertTiming time_experts(const ModelConfig& c, uint32_t t, uint64_t seed, cudaS
   gpu::DeviceBuffer w_down = gpu::DeviceBuffer::allocate(e * h * ei * 2);
   HSRING_CUDA_CHECK(cudaMemcpy(choice_buffer.data(), choices.data(), slots * sizeof(ExpertChoice),
                                cudaMemcpyHostToDevice));
-  HSRING_CUDA_CHECK(
-      launch_random_fill(logits.as<float>(), uint64_t(t) * e, 8, 2.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      launch_random_fill(x.as<Bf16>(), uint64_t(t) * h, 9, 1.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      launch_random_fill(act.as<Bf16>(), slots * ei, 10, 1.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      launch_random_fill(w_up.as<Bf16>(), e * 2 * ei * h, 11, 0.02f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      launch_random_fill(w_down.as<Bf16>(), e * h * ei, 12, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(logits.as<float>(), uint64_t(t) * e, 8, 2.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), uint64_t(t) * h, 9, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(act.as<Bf16>(), slots * ei, 10, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(w_up.as<Bf16>(), e * 2 * ei * h, 11, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(w_down.as<Bf16>(), e * h * ei, 12, 0.02f, 0.0f, stream));
   auto* int_base = ints.as<int32_t>();
   const ExpertGroups groups{int_base, int_base + uint64_t(chunks) * e, rows.as<int32_t>(),
-                                      rows.as<int32_t>() + slots,
-                                      tile_buffer.as<ExpertTile>()};
+                            rows.as<int32_t>() + slots, tile_buffer.as<ExpertTile>()};
   gpu::DeviceBuffer routed = gpu::DeviceBuffer::allocate(slots * sizeof(ExpertChoice));
   ExpertTiming timing;
   // The routing of random logits (into a buffer of its own: the grouping below reads the
   // uniform choices), then the grouping; the logits are overwritten by each run alike.
   timing.routing_ms = time_ms(stream, 2, 10, [&] {
-    HSRING_CUDA_CHECK(launch_route(logits.as<float>(), t, e, uint32_t(e), k,
-                                             m.normalise_top_k, routed.as<ExpertChoice>(), stream));
-    HSRING_CUDA_CHECK(launch_group_by_expert(
-        choice_buffer.as<ExpertChoice>(), uint32_t(slots), k, uint32_t(e), groups, stream));
+    HSRING_CUDA_CHECK(launch_route(logits.as<float>(), t, e, uint32_t(e), k, m.normalise_top_k,
+                                   routed.as<ExpertChoice>(), stream));
+    HSRING_CUDA_CHECK(launch_group_by_expert(choice_buffer.as<ExpertChoice>(), uint32_t(slots), k,
+                                             uint32_t(e), groups, stream));
   });
   GroupedProduct up{x.as<Bf16>(), groups.row_token, h,     w_up.as<Bf16>(),
-                              2 * ei * h,   gate_up.data(),   false, 2 * ei,
-                              uint32_t(h),  uint32_t(2 * ei)};
+                    2 * ei * h,   gate_up.data(),   false, 2 * ei,
+                    uint32_t(h),  uint32_t(2 * ei)};
   GroupedProduct down{act.as<Bf16>(), nullptr, ei, w_down.as<Bf16>(), h * ei,
-                                out.data(),     true,    h,  uint32_t(ei),      uint32_t(h)};
+                      out.data(),     true,    h,  uint32_t(ei),      uint32_t(h)};
   const double up_ms = time_ms(stream, 2, 10, [&] {
     HSRING_CUDA_CHECK(launch_grouped_linear(up, groups.tiles, tiles, stream));
   });
@@ -342,11 +334,10 @@ int run(const Options& o) {
       HSRING_CUDA_CHECK(
           cudaMemcpy(tile_buffer.data(), tiles.data(), tile_buffer.size(), cudaMemcpyHostToDevice));
       const double ms = time_ms(stream.get(), 10, 10, [&] {
-        HSRING_CUDA_CHECK(launch_attention(
-            q.as<Bf16>(), kp, kp + uint64_t(t) * kvd,
-            tile_buffer.as<AttentionTile>(), uint32_t(tiles.size()), c.num_heads,
-            c.num_kv_heads, c.head_dim, variant.pack, out.as<Bf16>(), stream.get(),
-            variant.key_block));
+        HSRING_CUDA_CHECK(launch_attention(q.as<Bf16>(), kp, kp + uint64_t(t) * kvd,
+                                           tile_buffer.as<AttentionTile>(), uint32_t(tiles.size()),
+                                           c.num_heads, c.num_kv_heads, c.head_dim, variant.pack,
+                                           out.as<Bf16>(), stream.get(), variant.key_block));
       });
       const std::string prefix = variant.name;
       print((prefix + "_heads_per_block").c_str(), variant.pack, "%.0f");
@@ -383,10 +374,8 @@ int run(const Options& o) {
           "%.3f");
 
     // The chunked delta rule alone (both passes) on the same documents, random inputs.
-    const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
-                                     dn.conv_kernel};
-    const std::vector<DeltaSpan> chunks =
-        delta_chunks(batch.offsets.data(), batch.offsets.size());
+    const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim, dn.conv_kernel};
+    const std::vector<DeltaSpan> chunks = delta_chunks(batch.offsets.data(), batch.offsets.size());
     const std::vector<DeltaSpan> documents =
         delta_documents(batch.offsets.data(), batch.offsets.size());
     gpu::DeviceBuffer spans =
@@ -397,27 +386,25 @@ int run(const Options& o) {
                                  documents.size() * sizeof(documents[0]), cudaMemcpyHostToDevice));
     gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 4);
     gpu::DeviceBuffer gates = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_heads * 2 * 4);
-    gpu::DeviceBuffer scratch =
-        gpu::DeviceBuffer::allocate(delta_scratch_floats(t, shape) * 4);
+    gpu::DeviceBuffer scratch = gpu::DeviceBuffer::allocate(delta_scratch_floats(t, shape) * 4);
     gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_dim() * 4);
     // Unit-scale q and k rows (as the L2 norm leaves them), mild decays, beta near 0.5.
     const float qk_scale = std::sqrt(3.0f / float(dn.qk_head_dim));
-    HSRING_CUDA_CHECK(launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(),
-                                                   5, qk_scale, 0.0f, stream.get()));
+    HSRING_CUDA_CHECK(launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(), 5,
+                                         qk_scale, 0.0f, stream.get()));
     auto* g = gates.as<float>();
     auto* beta = g + uint64_t(t) * shape.v_heads;
-    HSRING_CUDA_CHECK(launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f,
-                                                   stream.get()));
-    HSRING_CUDA_CHECK(launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f,
-                                                   stream.get()));
-    const DeltaScratch parts =
-        delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
+    HSRING_CUDA_CHECK(
+        launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f, stream.get()));
+    HSRING_CUDA_CHECK(
+        launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f, stream.get()));
+    const DeltaScratch parts = delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
     const auto* span_base = spans.as<DeltaSpan>();
     const double ms = time_ms(stream.get(), 3, 10, [&] {
-      HSRING_CUDA_CHECK(launch_delta_rule(
-          qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
-          span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
-          stream.get()));
+      HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, span_base,
+                                          uint32_t(chunks.size()), span_base + chunks.size(),
+                                          uint32_t(documents.size()), parts, out.as<float>(),
+                                          stream.get()));
     });
     delta_rule_ms = ms * delta_layers;
     print("delta_rule_ms_per_layer", ms, "%.3f");
@@ -426,10 +413,10 @@ int run(const Options& o) {
     // The other product precision (DeltaPrecision; the model uses one TF32
     // product), for the record.
     const double split_ms = time_ms(stream.get(), 3, 10, [&] {
-      HSRING_CUDA_CHECK(launch_delta_rule(
-          qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
-          span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
-          stream.get(), DeltaPrecision::kTf32x3));
+      HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, span_base,
+                                          uint32_t(chunks.size()), span_base + chunks.size(),
+                                          uint32_t(documents.size()), parts, out.as<float>(),
+                                          stream.get(), DeltaPrecision::kTf32x3));
     });
     print("delta_rule_3xtf32_ms_per_layer", split_ms, "%.3f");
   }
@@ -479,17 +466,15 @@ int run(const Options& o) {
     gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(w_bytes);
     gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(y_bytes);
     HSRING_CUDA_CHECK(cudaMemset(y.data(), 0, y.size()));
-    HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), x_bytes / 2, 3, 1.0f,
-                                                   0.0f, stream.get()));
-    HSRING_CUDA_CHECK(launch_random_fill(w.as<Bf16>(), w_bytes / 2, 4, 0.02f,
-                                                   0.0f, stream.get()));
+    HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), x_bytes / 2, 3, 1.0f, 0.0f, stream.get()));
+    HSRING_CUDA_CHECK(launch_random_fill(w.as<Bf16>(), w_bytes / 2, 4, 0.02f, 0.0f, stream.get()));
     double gemm_ms = 0;
     double gemm_flops = 0;
     for (const Product& p : products) {
       if (p.repeats == 0) continue;
       const double ms = time_ms(stream.get(), 2, 5, [&] {
-        blas.linear(x.as<Bf16>(), uint32_t(p.rows), uint32_t(p.in),
-                    w.as<Bf16>(), uint32_t(p.out), y.data(), p.fp32, p.out, p.beta);
+        blas.linear(x.as<Bf16>(), uint32_t(p.rows), uint32_t(p.in), w.as<Bf16>(), uint32_t(p.out),
+                    y.data(), p.fp32, p.out, p.beta);
       });
       const std::string key = std::string("gemm_") + p.name;
       print((key + "_ms").c_str(), ms, "%.3f");

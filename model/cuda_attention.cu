@@ -152,7 +152,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t kb[kKeys / 16][4];
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) gpu::ldmatrix_x4(kb[np], k_lane + np * 16 * S + kk * 16);
+      for (int np = 0; np < kKeys / 16; ++np)
+        gpu::ldmatrix_x4(kb[np], k_lane + np * 16 * S + kk * 16);
       uint32_t q_reload[4];
       const uint32_t* qa = q_reload;
       if constexpr (kQInRegisters) {

@@ -88,7 +88,8 @@ __global__ void delta_gates_kernel(const float* __restrict__ a, const float* __r
 }
 
 // The oracle: one block per (document, value head), one thread per state column, the
-// state [dk][dv] in shared memory; tokens one after another as cpu::gated_delta_rule.
+// state [dk][dv] in shared memory; tokens one after another as gated_delta_rule
+// (model/cpu_delta_net.h).
 __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                        const float* __restrict__ beta, DeltaShape shape,
                                        const DeltaSpan* __restrict__ documents,
@@ -154,7 +155,8 @@ __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* 
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const uint32_t i = lane + 32 * j;
-    if (i < dim) y[item * dim + i] = gpu::float_to_bf16(weight[i] * (values[j] * scale) * silu(zr[i]));
+    if (i < dim)
+      y[item * dim + i] = gpu::float_to_bf16(weight[i] * (values[j] * scale) * silu(zr[i]));
   }
 }
 

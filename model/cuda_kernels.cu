@@ -47,7 +47,8 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   const float* bias = qkv_bias ? qkv_bias + uint64_t(slot) * hd : nullptr;
   if (slot >= shape.heads + shape.kv_heads) {
     Bf16* dst = v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * hd;
-    for (uint32_t i = lane; i < hd; i += 32) dst[i] = gpu::float_to_bf16(bias ? src[i] + bias[i] : src[i]);
+    for (uint32_t i = lane; i < hd; i += 32)
+      dst[i] = gpu::float_to_bf16(bias ? src[i] + bias[i] : src[i]);
     return;
   }
   const bool is_q = slot < shape.heads;

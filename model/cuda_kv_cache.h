@@ -30,8 +30,8 @@ class CudaKvCache {
   uint32_t capacity() const { return capacity_; }
   Bf16* keys(uint32_t layer) const;
   Bf16* values(uint32_t layer) const;
-  Bf16* queries() const { return queries_.as<Bf16>(); }  // [rows, q_dim]
-  Bf16* outputs() const { return outputs_.as<Bf16>(); }  // [rows, q_dim]
+  Bf16* queries() const { return queries_.as<Bf16>(); }            // [rows, q_dim]
+  Bf16* outputs() const { return outputs_.as<Bf16>(); }            // [rows, q_dim]
   int32_t* row_index() const { return row_index_.as<int32_t>(); }  // a forward's cache rows
   uint64_t bytes() const;
 

@@ -215,18 +215,19 @@ __global__ void __launch_bounds__(kGemmThreads)
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt)
         gpu::ldmatrix_x4(af[mt],
-                    a + (wm * 64 + mt * 16 + (lane & 15)) * kSk + ks * 16 + (lane >> 4) * 8);
+                         a + (wm * 64 + mt * 16 + (lane & 15)) * kSk + ks * 16 + (lane >> 4) * 8);
         // Lanes 0-7: n 0-7 at k 0; 8-15: n 0-7 at k 8; 16-23: n 8-15 at k 0; 24-31: n 8-15 at
         // k 8, so bf[np] holds (b0, b1) of n tile 2 np, then of n tile 2 np + 1.
 #pragma unroll
       for (int np = 0; np < 2; ++np)
-        gpu::ldmatrix_x4(bf[np], b + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * kSk + ks * 16 +
-                                ((lane >> 3) & 1) * 8);
+        gpu::ldmatrix_x4(bf[np], b + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * kSk +
+                                     ks * 16 + ((lane >> 3) & 1) * 8);
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
-          gpu::mma_bf16_16816(acc[mt][nt], af[mt], bf[nt >> 1][(nt & 1) * 2], bf[nt >> 1][(nt & 1) * 2 + 1]);
+          gpu::mma_bf16_16816(acc[mt][nt], af[mt], bf[nt >> 1][(nt & 1) * 2],
+                              bf[nt >> 1][(nt & 1) * 2 + 1]);
     }
   }
   gpu::cp_async_wait<0>();

@@ -22,15 +22,15 @@ void run_moe_mlp(Blas& blas, const ModelConfig& c, const DeviceLayerWeights& w,
   // x += sum_k p_k expert_k(m) (+ sigmoid(m g) shared(m)), m = norm(x). The router reads m
   // as hi + lo (fp32-exact products): its top-k must pick what the fp32 CPU forward picks.
   HSRING_CUDA_CHECK(launch_rms_norm_split(a.residual.as<float>(), w.post_norm, rows, h,
-                                                    float(c.rms_norm_eps), normed,
-                                                    a.normed_lo.as<Bf16>(), s));
+                                          float(c.rms_norm_eps), normed, a.normed_lo.as<Bf16>(),
+                                          s));
   blas.linear(normed, rows, h, w.router, stride, logits, true, stride);
   blas.linear(a.normed_lo.as<Bf16>(), rows, h, w.router, stride, logits, true, stride, 1.0f);
-  HSRING_CUDA_CHECK(launch_route(logits, rows, stride, experts, top_k,
-                                           moe.normalise_top_k, choices, s));
+  HSRING_CUDA_CHECK(
+      launch_route(logits, rows, stride, experts, top_k, moe.normalise_top_k, choices, s));
   const ExpertGroups groups{a.chunk_counts.as<int32_t>(), a.expert_begin.as<int32_t>(),
-                                      a.slot_row.as<int32_t>(), a.row_token.as<int32_t>(),
-                                      a.expert_tiles.as<ExpertTile>()};
+                            a.slot_row.as<int32_t>(), a.row_token.as<int32_t>(),
+                            a.expert_tiles.as<ExpertTile>()};
   HSRING_CUDA_CHECK(launch_group_by_expert(choices, slots, top_k, experts, groups, s));
   const uint32_t tiles = max_expert_tiles(slots, experts);
   // Each expert's rows: gate/up (gathered from the tokens), SwiGLU, down.
@@ -45,9 +45,9 @@ void run_moe_mlp(Blas& blas, const ModelConfig& c, const DeviceLayerWeights& w,
   up.in = h;
   up.out = 2 * ei;
   HSRING_CUDA_CHECK(launch_grouped_linear(up, groups.tiles, tiles, s));
-  HSRING_CUDA_CHECK(
-      gpu::launch_swiglu_forward_fused(a.expert_gate_up.as<Bf16>(), slots, ei, nullptr, s,
-                                       a.expert_act.as<Bf16>(), gpu::SiluPrecision::kRounded));
+  HSRING_CUDA_CHECK(gpu::launch_swiglu_forward_fused(a.expert_gate_up.as<Bf16>(), slots, ei,
+                                                     nullptr, s, a.expert_act.as<Bf16>(),
+                                                     gpu::SiluPrecision::kRounded));
   GroupedProduct down;
   down.x = a.expert_act.as<Bf16>();
   down.ldx = ei;
@@ -61,15 +61,15 @@ void run_moe_mlp(Blas& blas, const ModelConfig& c, const DeviceLayerWeights& w,
   HSRING_CUDA_CHECK(launch_grouped_linear(down, groups.tiles, tiles, s));
   if (si) {  // Qwen3.5's shared expert: every token, a dense SwiGLU
     blas.linear(normed, rows, h, w.shared_gate_up, 2 * si, a.shared_gate_up.data(), false, 2 * si);
-    HSRING_CUDA_CHECK(
-        gpu::launch_swiglu_forward_fused(a.shared_gate_up.as<Bf16>(), rows, si, nullptr, s,
-                                         a.shared_act.as<Bf16>(), gpu::SiluPrecision::kRounded));
+    HSRING_CUDA_CHECK(gpu::launch_swiglu_forward_fused(a.shared_gate_up.as<Bf16>(), rows, si,
+                                                       nullptr, s, a.shared_act.as<Bf16>(),
+                                                       gpu::SiluPrecision::kRounded));
     blas.linear(a.shared_act.as<Bf16>(), rows, si, w.shared_down, h, a.shared_out.data(), true, h);
   }
-  HSRING_CUDA_CHECK(launch_moe_combine(
-      a.expert_out.as<float>(), choices, groups.slot_row, rows, top_k, h,
-      si ? a.shared_out.as<float>() : nullptr, si ? logits + experts : nullptr, stride,
-      a.residual.as<float>(), s));
+  HSRING_CUDA_CHECK(launch_moe_combine(a.expert_out.as<float>(), choices, groups.slot_row, rows,
+                                       top_k, h, si ? a.shared_out.as<float>() : nullptr,
+                                       si ? logits + experts : nullptr, stride,
+                                       a.residual.as<float>(), s));
 }
 
 }  // namespace hsring

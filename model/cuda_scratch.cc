@@ -37,8 +37,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const bool moe = c.has_experts();
   const uint64_t slots = t * c.moe.experts_per_token;
   const uint64_t experts = c.moe.num_experts;
-  const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
-                                   dn.conv_kernel};
+  const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim, dn.conv_kernel};
   struct Want {
     gpu::DeviceBuffer* buffer;
     uint64_t bytes;
@@ -70,9 +69,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&expert_begin, moe ? (experts + 1) * 4 : 0},
       {&slot_row, moe ? slots * 4 : 0},
       {&row_token, moe ? slots * 4 : 0},
-      {&expert_tiles,
-       moe ? max_expert_tiles(slots, uint32_t(experts)) * sizeof(ExpertTile)
-           : 0},
+      {&expert_tiles, moe ? max_expert_tiles(slots, uint32_t(experts)) * sizeof(ExpertTile) : 0},
       {&expert_gate_up, moe ? slots * 2 * c.moe.expert_intermediate * 2 : 0},
       {&expert_act, moe ? slots * c.moe.expert_intermediate * 2 : 0},
       {&expert_out, moe ? slots * h * 4 : 0},
@@ -126,9 +123,8 @@ uint64_t BatchInputs::max_bytes(uint32_t tokens) {
 }
 
 void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                          std::span<const AttentionTile> tiles,
-                          std::span<const double> rope_bases, const DeltaInputs& delta,
-                          void* device, cudaStream_t stream) {
+                          std::span<const AttentionTile> tiles, std::span<const double> rope_bases,
+                          const DeltaInputs& delta, void* device, cudaStream_t stream) {
   const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()), !rope_bases.empty(),
                            uint32_t(delta.chunks.size()), uint32_t(delta.documents.size()));
   Block& block = blocks_[next_];

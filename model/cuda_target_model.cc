@@ -163,7 +163,7 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
 
   // Token mixer: x += Mixer(norm(x)).
   HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(residual, w.input_norm, rows, h, eps, nullptr, s,
-                                                normed, nullptr, kNormScale));
+                                                 normed, nullptr, kNormScale));
   if (c.kind(index) == LayerKind::kDeltaNet)
     run_delta_net(w, rows, layout, s);
   else
@@ -175,7 +175,7 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
   }
   // MLP block: x += (silu(m Wg^T) * m Wu^T) Wd^T, m = norm(x).
   HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(residual, w.post_norm, rows, h, eps, nullptr, s,
-                                                normed, nullptr, kNormScale));
+                                                 normed, nullptr, kNormScale));
   blas->linear(normed, rows, h, w.gate_up, 2 * inter, a.gate_up.data(), false, 2 * inter);
   HSRING_CUDA_CHECK(gpu::launch_swiglu_forward_fused(a.gate_up.as<Bf16>(), rows, inter, nullptr, s,
                                                      a.act.as<Bf16>(), kSilu));
@@ -196,36 +196,34 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
   QkvShape shape{c.num_heads, c.num_kv_heads, c.head_dim, float(c.rms_norm_eps)};
   shape.rotary_dim = c.rope_dim();
   shape.q_gated = c.attention_gate;
-  HSRING_CUDA_CHECK(launch_qkv_finish(
-      a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm, w.k_norm, a.rope_cos.as<float>(),
-      a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
-  const auto* tiles =
-      reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
+  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm,
+                                      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+                                      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
+  const auto* tiles = reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
   if (prefix) {
     // Through the cache's rows: this forward's keys and values join the cached ones, and
     // its queries stand where the kernel looks for them (model/cuda_kv_cache.h).
     const CudaKvCache& cache = *prefix->cache;
     const int32_t* at = cache.row_index();
     const uint32_t kvd = c.kv_dim();
-    HSRING_CUDA_CHECK(
-        gpu::launch_scatter_rows(a.q.as<Bf16>(), at, rows, qd, cache.queries(), s));
+    HSRING_CUDA_CHECK(gpu::launch_scatter_rows(a.q.as<Bf16>(), at, rows, qd, cache.queries(), s));
     HSRING_CUDA_CHECK(
         gpu::launch_scatter_rows(a.k.as<Bf16>(), at, rows, kvd, cache.keys(index), s));
     HSRING_CUDA_CHECK(
         gpu::launch_scatter_rows(a.v.as<Bf16>(), at, rows, kvd, cache.values(index), s));
-    HSRING_CUDA_CHECK(launch_attention(
-        cache.queries(), cache.keys(index), cache.values(index), tiles, layout.tile_count,
-        c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, cache.outputs(), s));
+    HSRING_CUDA_CHECK(launch_attention(cache.queries(), cache.keys(index), cache.values(index),
+                                       tiles, layout.tile_count, c.num_heads, c.num_kv_heads,
+                                       c.head_dim, attention_pack, cache.outputs(), s));
     HSRING_CUDA_CHECK(
         gpu::launch_gather_rows(cache.outputs(), at, rows, qd, nullptr, s, a.attn.as<Bf16>()));
   } else {
-    HSRING_CUDA_CHECK(launch_attention(
-        a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), tiles, layout.tile_count, c.num_heads,
-        c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(), s));
+    HSRING_CUDA_CHECK(launch_attention(a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), tiles,
+                                       layout.tile_count, c.num_heads, c.num_kv_heads, c.head_dim,
+                                       attention_pack, a.attn.as<Bf16>(), s));
   }
   if (c.attention_gate)
     HSRING_CUDA_CHECK(launch_output_gate(a.qkv.as<float>(), qkv_width, rows, c.num_heads,
-                                                   c.head_dim, a.attn.as<Bf16>(), s));
+                                         c.head_dim, a.attn.as<Bf16>(), s));
   // beta = 1: cuBLAS adds the product into the fp32 residual (one rounding, no extra pass).
   blas->linear(a.attn.as<Bf16>(), rows, qd, w.o, h, a.residual.as<float>(), true, h, 1.0f);
 }
@@ -246,20 +244,18 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   HSRING_CUDA_CHECK(launch_delta_conv(
       proj, width, rows, shape, w.delta_conv,
       reinterpret_cast<const int32_t*>(inputs + layout.doc_starts_at), a.delta_qkv.as<float>(), s));
-  HSRING_CUDA_CHECK(launch_delta_gates(
-      proj + conv + vd + vh, proj + conv + vd, width, rows, vh, w.delta_a_log, w.delta_dt_bias,
-      a.delta_g.as<float>(), a.delta_beta.as<float>(), s));
-  const DeltaScratch parts =
-      delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
+  HSRING_CUDA_CHECK(launch_delta_gates(proj + conv + vd + vh, proj + conv + vd, width, rows, vh,
+                                       w.delta_a_log, w.delta_dt_bias, a.delta_g.as<float>(),
+                                       a.delta_beta.as<float>(), s));
+  const DeltaScratch parts = delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
   HSRING_CUDA_CHECK(launch_delta_rule(
       a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape,
-      reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_chunks_at),
-      layout.delta_chunk_count,
+      reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_chunks_at), layout.delta_chunk_count,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_documents_at),
       layout.delta_document_count, parts, a.delta_out.as<float>(), s));
-  HSRING_CUDA_CHECK(launch_gated_rms_norm(
-      a.delta_out.as<float>(), proj + conv, width, rows, vh, shape.v_head_dim, w.delta_norm,
-      float(c.rms_norm_eps), a.delta_normed.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(launch_gated_rms_norm(a.delta_out.as<float>(), proj + conv, width, rows, vh,
+                                          shape.v_head_dim, w.delta_norm, float(c.rms_norm_eps),
+                                          a.delta_normed.as<Bf16>(), s));
   blas->linear(a.delta_normed.as<Bf16>(), rows, vd, w.delta_out, h, a.residual.as<float>(), true, h,
                1.0f);
 }
@@ -269,10 +265,9 @@ void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bo
   const uint32_t h = config.hidden_size;
   const uint32_t vocab = config.vocab_size;
   auto* normed = activations.normed.as<Bf16>();
-  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(activations.residual.as<float>(),
-                                                weights.final_norm(), rows, h,
-                                                float(config.rms_norm_eps), nullptr, s, normed,
-                                                nullptr, kNormScale));
+  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(
+      activations.residual.as<float>(), weights.final_norm(), rows, h, float(config.rms_norm_eps),
+      nullptr, s, normed, nullptr, kNormScale));
   const uint32_t chunk = head_chunk_rows(vocab);
   // Chunks of rows also keep every GEMM's C under 2^31 elements.
   const bool all_rows = out.logits && out.logit_rows.empty();
@@ -378,8 +373,7 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
                              cache.sequences(), cache.capacity(), m.attention_pack);
     m.tiles = m.cached.tiles;
   } else {
-    m.tiles = attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(),
-                                        m.attention_pack);
+    m.tiles = attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(), m.attention_pack);
   }
   const auto tile_count = uint32_t(m.tiles.size());
   m.grow(rows);
@@ -430,9 +424,9 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
     m.run_layer(layer, rows, layout, stream);
     for (size_t k = 0; k < k_count; ++k)
       if (request.capture_layers[k] == int32_t(layer))
-        HSRING_CUDA_CHECK(launch_capture(a.residual.as<float>(), rows, c.hidden_size,
-                                                   out.dtype, out.layers[k].data,
-                                                   out.layers[k].row_pitch_bytes, stream));
+        HSRING_CUDA_CHECK(launch_capture(a.residual.as<float>(), rows, c.hidden_size, out.dtype,
+                                         out.layers[k].data, out.layers[k].row_pitch_bytes,
+                                         stream));
   }
   if (head) m.run_head(rows, out, request.greedy, stream);
   m.prefix = nullptr;

@@ -1,5 +1,6 @@
 // The target's forward on one GPU: bf16 weights, cuBLAS GEMMs with fp32 accumulation, an
-// fp32 residual stream, and our own kernels for the rest (model/cuda_kernels.h). It computes
+// fp32 residual stream, and our own kernels for the rest (model/cuda_kernels.h, and the ops it
+// shares with the training step from gpu/ops/). It computes
 // what the CPU reference does, within bf16 rounding, and is bit-reproducible: the same batch
 // always gives the same bits. forward_device() leaves its results on the GPU for the
 // pipeline; forward() is the host TargetModel interface over it.

@@ -310,10 +310,10 @@ void DeviceWeights::randomize(const ModelConfig& config, uint64_t seed, cudaStre
     const uint64_t count = element_count(spec.shape);
     if (to.fp32)
       HSRING_CUDA_CHECK(launch_random_fill(static_cast<float*>(to.data), count, fill.key,
-                                                     fill.scale, fill.offset, stream));
+                                           fill.scale, fill.offset, stream));
     else
-      HSRING_CUDA_CHECK(launch_random_fill(static_cast<Bf16*>(to.data), count,
-                                                     fill.key, fill.scale, fill.offset, stream));
+      HSRING_CUDA_CHECK(launch_random_fill(static_cast<Bf16*>(to.data), count, fill.key, fill.scale,
+                                           fill.offset, stream));
   }
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

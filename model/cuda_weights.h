@@ -21,23 +21,23 @@ namespace hsring {
 // DeltaNet layer the delta_* fields instead (the others null). With an output gate
 // (Qwen3.5), q_proj has 2 heads * head_dim rows, [q | gate] per head.
 struct DeviceLayerWeights {
-  Bf16* qkv = nullptr;      // [(heads (x 2) + 2 kv_heads) * head_dim, H]: q, k, v_proj
-  Bf16* o = nullptr;        // [H, heads * head_dim]
-  Bf16* gate_up = nullptr;  // [2 I, H]: gate_proj, then up_proj
-  Bf16* down = nullptr;     // [H, I]
-  float* input_norm = nullptr;        // [H]
-  float* post_norm = nullptr;         // [H]
-  float* q_norm = nullptr;            // [head_dim]; null without QK-norm
-  float* k_norm = nullptr;            // [head_dim]; null without QK-norm
-  float* qkv_bias = nullptr;          // [(heads + 2 kv_heads) * head_dim]; Qwen2 only, else null
+  Bf16* qkv = nullptr;          // [(heads (x 2) + 2 kv_heads) * head_dim, H]: q, k, v_proj
+  Bf16* o = nullptr;            // [H, heads * head_dim]
+  Bf16* gate_up = nullptr;      // [2 I, H]: gate_proj, then up_proj
+  Bf16* down = nullptr;         // [H, I]
+  float* input_norm = nullptr;  // [H]
+  float* post_norm = nullptr;   // [H]
+  float* q_norm = nullptr;      // [head_dim]; null without QK-norm
+  float* k_norm = nullptr;      // [head_dim]; null without QK-norm
+  float* qkv_bias = nullptr;    // [(heads + 2 kv_heads) * head_dim]; Qwen2 only, else null
   // DeltaNet: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a stacked [C + V + 2 v_heads, H]
   // (one GEMM), the depthwise convolution, the output projection, and the fp32 vectors.
-  Bf16* delta_in = nullptr;    // [C + V + 2 v_heads, H]
-  Bf16* delta_conv = nullptr;  // [C, kernel]
-  Bf16* delta_out = nullptr;   // [H, V]
-  float* delta_dt_bias = nullptr;        // [v_heads]
-  float* delta_a_log = nullptr;          // [v_heads]
-  float* delta_norm = nullptr;           // [v_head_dim]
+  Bf16* delta_in = nullptr;        // [C + V + 2 v_heads, H]
+  Bf16* delta_conv = nullptr;      // [C, kernel]
+  Bf16* delta_out = nullptr;       // [H, V]
+  float* delta_dt_bias = nullptr;  // [v_heads]
+  float* delta_a_log = nullptr;    // [v_heads]
+  float* delta_norm = nullptr;     // [v_head_dim]
   // A mixture-of-experts MLP (gate_up and down null then): the router, with Qwen3.5's
   // shared-expert gate as one more row (one fp32-exact product gives both), every expert's
   // stacked gate/up and down, one after the other, and the shared expert (null without one).

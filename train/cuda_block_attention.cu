@@ -16,8 +16,8 @@ namespace hsring::train {
 
 namespace {
 
-using gpu::warp_sum;
 using gpu::warp_max;
+using gpu::warp_sum;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;

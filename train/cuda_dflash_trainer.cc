@@ -49,16 +49,16 @@ struct Fp32OrBf16 {
 };
 
 // y [rows, out] = x [rows, in] w^T into y_bf16 when given, else into y.
-void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w,
-                  size_t out, float* y, uint16_t* y_bf16) {
+void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w, size_t out,
+                  float* y, uint16_t* y_bf16) {
   if (y_bf16)
     gemm.forward(x, rows, in, w, out, y_bf16);
   else
     gemm.forward(x, rows, in, w, out, y);
 }
 // The same into y's array.
-void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w,
-                  size_t out, Fp32OrBf16& y) {
+void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w, size_t out,
+                  Fp32OrBf16& y) {
   forward_into(gemm, x, rows, in, w, out, y.fp32.get(), y.bf16.get());
 }
 
@@ -217,8 +217,8 @@ struct CudaDflashTrainer::Buffers {
   float* g(size_t offset) const { return state->grads(offset); }
   // The gradient of the matrix at `offset`, dy^T x, written or added: bf16 in bf16 mode, as
   // autocast's products make them (FlatState::keep_bf16_gradients), else fp32.
-  void weight_gradient(Operand dy, size_t rows, size_t out, Operand x, size_t in,
-                       size_t offset, bool accumulate, size_t dy_stride = 0) {
+  void weight_gradient(Operand dy, size_t rows, size_t out, Operand x, size_t in, size_t offset,
+                       bool accumulate, size_t dy_stride = 0) {
     if (bf16())
       gemm.backward_weight(dy, rows, out, x, in, state->grads_bf16(offset), accumulate, dy_stride);
     else
@@ -226,8 +226,8 @@ struct CudaDflashTrainer::Buffers {
   }
 };
 
-CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
-                                     GemmPrecision precision, size_t max_logit_values)
+CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options, GemmPrecision precision,
+                                     size_t max_logit_values)
     : options_(without_target(options)), config_(options.model) {
   check_dflash_config(config_);
   if (!block_attention_supported(config_.head_dim))
@@ -252,8 +252,8 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   b_ = std::make_unique<Buffers>(precision);
   b_->max_logit_values = max_logit_values;
   Buffers& b = *b_;
-  b.bf16_attention = precision == GemmPrecision::kBf16 &&
-                     block_attention_bf16_supported(config_.head_dim);
+  b.bf16_attention =
+      precision == GemmPrecision::kBf16 && block_attention_bf16_supported(config_.head_dim);
   cudaStream_t s = b.stream.get();
   b.state = std::make_unique<FlatState>(layout_, options.optimizer, host, s);
   if (precision == GemmPrecision::kBf16) {
@@ -477,12 +477,12 @@ void CudaDflashTrainer::upload_context(const DrafterBatch& batch, Features sourc
   } else {
     b.features.ensure(t * fd);
     HSRING_CUDA_CHECK(gpu::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
-                                                 b.features.get(), s));
+                                                b.features.get(), s));
     b.feature_operand = b.features.get();
   }
-  HSRING_CUDA_CHECK(
-      gpu::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
-                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s));
+  HSRING_CUDA_CHECK(gpu::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(),
+                                           nullptr, 1.0, uint32_t(half), b.ctx_cos.get(),
+                                           b.ctx_sin.get(), s));
 }
 
 void CudaDflashTrainer::upload(const DrafterBatch& batch) {
@@ -524,7 +524,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
     weights[i] = total_weight > 0 ? float(rows_.weights[size_t(scored_rows[i])] / total_weight) : 0;
   b.backward = total_weight > 0;
   const BlockAttentionDims dims{uint32_t(blocks), c.block_size,   uint32_t(t),
-                                      c.num_heads,      c.num_kv_heads, c.head_dim};
+                                c.num_heads,      c.num_kv_heads, c.head_dim};
   std::vector<BlockKeyTile> tiles;
   BlockKeyPlan plan;
   std::vector<int32_t> order;  // the query side's blocks, longest context first
@@ -615,9 +615,9 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
       {b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(BlockKeyWork)},
       {b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(BlockKeySum)},
   });
-  HSRING_CUDA_CHECK(gpu::launch_rope_table(
-      b.block_positions.get(), uint32_t(rows), b.inv_freq.as<double>(), nullptr, 1.0,
-      uint32_t(half), b.block_cos.get(), b.block_sin.get(), s));
+  HSRING_CUDA_CHECK(gpu::launch_rope_table(b.block_positions.get(), uint32_t(rows),
+                                           b.inv_freq.as<double>(), nullptr, 1.0, uint32_t(half),
+                                           b.block_cos.get(), b.block_sin.get(), s));
 }
 
 namespace {
@@ -629,46 +629,45 @@ struct Ops {
   float* norm_partials;  // [kRmsNormBackwardBlocks * width]
 
   void norm(const float* x, const float* w, size_t rows, size_t dim, float* y) const {
-    HSRING_CUDA_CHECK(
-        gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
   }
   // Into y's array; x_copy, when given, receives x (a residual, copied on the norm's pass).
   void norm(const float* x, const float* w, size_t rows, size_t dim, Fp32OrBf16& y,
             float* x_copy = nullptr) const {
     HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps,
-                                                    y.fp32.get(), s, y.bf16.get(), x_copy));
+                                                   y.fp32.get(), s, y.bf16.get(), x_copy));
   }
   // SwiGLU and its backward on the mode's arrays (fp32 or bf16).
   void swiglu(const Fp32OrBf16& gate, const Fp32OrBf16& up, size_t n, Fp32OrBf16& act) const {
     HSRING_CUDA_CHECK(gate.bf16.get() ? gpu::launch_swiglu_forward(gate.bf16.get(), up.bf16.get(),
-                                                                    n, nullptr, s, act.bf16.get())
+                                                                   n, nullptr, s, act.bf16.get())
                                       : gpu::launch_swiglu_forward(gate.fp32.get(), up.fp32.get(),
-                                                                    n, act.fp32.get(), s));
+                                                                   n, act.fp32.get(), s));
   }
   void swiglu_backward(const Fp32OrBf16& gate, const Fp32OrBf16& up, const Fp32OrBf16& d_act,
                        size_t n, Fp32OrBf16& d_gate, Fp32OrBf16& d_up) const {
     HSRING_CUDA_CHECK(
         gate.bf16.get()
             ? gpu::launch_swiglu_backward(gate.bf16.get(), up.bf16.get(), d_act.bf16.get(), n,
-                                           nullptr, nullptr, s, d_gate.bf16.get(), d_up.bf16.get())
+                                          nullptr, nullptr, s, d_gate.bf16.get(), d_up.bf16.get())
             : gpu::launch_swiglu_backward(gate.fp32.get(), up.fp32.get(), d_act.fp32.get(), n,
-                                           d_gate.fp32.get(), d_up.fp32.get(), s));
+                                          d_gate.fp32.get(), d_up.fp32.get(), s));
   }
   // dx of RMSNorm(x) from dy, written or added, into dx, dx_bf16 (for the products that
   // read it) or both; the weight's gradient added to dw. One pass.
   void norm_backward(const float* x, const float* w, const float* dy, size_t rows, size_t dim,
                      float* dx, bool accumulate, float* dw, uint16_t* dx_bf16 = nullptr) const {
     HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, w, dy, uint32_t(rows), uint32_t(dim),
-                                                          eps, dx, accumulate, dw, norm_partials, s,
-                                                          dx_bf16));
+                                                         eps, dx, accumulate, dw, norm_partials, s,
+                                                         dx_bf16));
   }
   // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd] in
   // x's array, into y (fp32) or y_bf16, whichever is not null.
   void qk_norm_rope(const Fp32OrBf16& x, const float* w, size_t rows, uint32_t heads, uint32_t hd,
                     const float* cos, const float* sin, float* y, uint16_t* y_bf16) const {
     const auto run = [&](const auto* values) {
-      return launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, hd, eps, cos, sin,
-                                               y, s, y_bf16);
+      return launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, hd, eps, cos, sin, y, s,
+                                         y_bf16);
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
@@ -679,9 +678,9 @@ struct Ops {
                              const Fp32OrBf16& dx, size_t dx_col, size_t dx_stride,
                              float* dw) const {
     const auto run = [&](const auto* values) {
-      return launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, hd, eps, cos,
-                                                sin, dx.fp32_at(dx_col), dx.bf16_at(dx_col), dw, s,
-                                                uint32_t(dx_stride));
+      return launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, hd, eps, cos, sin,
+                                          dx.fp32_at(dx_col), dx.bf16_at(dx_col), dw, s,
+                                          uint32_t(dx_stride));
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
@@ -691,7 +690,7 @@ struct Ops {
                    uint16_t* y_bf16, size_t col = 0, size_t stride = 0) const {
     const auto run = [&](const auto* values) {
       return gpu::launch_gather_rows(values + col, index, uint32_t(n), uint32_t(dim), y, s, y_bf16,
-                                      uint32_t(stride));
+                                     uint32_t(stride));
     };
     HSRING_CUDA_CHECK(from.bf16.get() ? run(from.bf16.get()) : run(from.fp32.get()));
   }
@@ -729,8 +728,8 @@ void CudaDflashTrainer::run_forward() {
   const size_t rows = b.rows, d = c.width();
   // The blocks: the anchor's embedding, then the mask token's.
   HSRING_CUDA_CHECK(gpu::launch_gather_rows(b.embed.as<float>(), b.block_tokens.get(),
-                                             uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),
-                                             ops.s));
+                                            uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),
+                                            ops.s));
   for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
   ops.norm(b.x_final.get(), b.p(b.norm), b.scored, d, b.head_in);  // the scored rows only
   mark("fwd o_proj + mlp");
@@ -758,7 +757,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
     // rows' q/k/v products. x_in itself is the residual o_proj adds to (mid_in_place).
     const size_t n0 = b.blocks + 1, qkv = qd + 2 * kvd;
     HSRING_CUDA_CHECK(gpu::launch_gather_rows(a.x_in.get(), b.layer0_rows.get(), uint32_t(n0),
-                                               uint32_t(d), b.x0.get(), ops.s));
+                                              uint32_t(d), b.x0.get(), ops.s));
     ops.norm(b.x0.get(), b.p(o.input_norm), n0, d, b.h0);
     forward_into(gemm, b.h0.operand(), n0, d, b.p(o.q), qkv, b.qkv0);
     const int32_t* of_row = b.layer0_of_row.get();
@@ -813,7 +812,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   if (last) {
     n = b.scored;
     HSRING_CUDA_CHECK(gpu::launch_gather_rows(a.x_in.get(), b.scored_rows.get(), uint32_t(n),
-                                               uint32_t(d), a.x_mid.get(), ops.s));
+                                              uint32_t(d), a.x_mid.get(), ops.s));
     ops.gather_rows(a.attn, b.scored_rows.get(), n, qd, a.attn_scored.fp32.get(),
                     a.attn_scored.bf16.get());
     attention = a.attn_scored.operand();
@@ -838,7 +837,7 @@ void CudaDflashTrainer::run_head() {
     mark("head logits");
     if (b.drafting) {
       HSRING_CUDA_CHECK(gpu::launch_argmax(b.logits.fp32.get(), uint32_t(n), uint32_t(vocab),
-                                                b.drafted.get() + s0, ops.s));
+                                           b.drafted.get() + s0, ops.s));
       // On the stream before the next chunk's product overwrites the buffer.
       if (b.drafted_logits)
         HSRING_CUDA_CHECK(cudaMemcpyAsync(b.drafted_logits + s0 * vocab, b.logits.fp32.get(),
@@ -847,9 +846,9 @@ void CudaDflashTrainer::run_head() {
       continue;
     }
     const auto cross_entropy = [&](auto* logits) {
-      return launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n),
-                                        uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,
-                                        b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0);
+      return launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n), uint32_t(vocab),
+                                  1.0f, b.backward, b.row_loss.get() + s0, b.row_agreed.get() + s0,
+                                  ops.s, b.row_weight.get() + s0);
     };
     HSRING_CUDA_CHECK(b.logits.bf16.get() ? cross_entropy(b.logits.bf16.get())
                                           : cross_entropy(b.logits.fp32.get()));
@@ -943,10 +942,10 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
     // (its attention output and its residual reach no loss), zeros from the gathers. Layer
     // 0 makes no d_x (its input is the frozen embedding): its residual's is not needed.
     HSRING_CUDA_CHECK(gpu::launch_gather_rows(d_attn, b.scored_of_row.get(), uint32_t(rows),
-                                               uint32_t(qd), b.d_attn.get(), ops.s));
+                                              uint32_t(qd), b.d_attn.get(), ops.s));
     if (layer > 0)
       HSRING_CUDA_CHECK(gpu::launch_gather_rows(d_x, b.scored_of_row.get(), uint32_t(rows),
-                                                 uint32_t(d), b.d_x.get(), ops.s));
+                                                uint32_t(d), b.d_x.get(), ops.s));
     d_attn = b.d_attn.get();
     d_x = b.d_x.get();
     d_x_bf16 = b.d_x_bf16.get();
@@ -992,8 +991,8 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
                     b.d_qkv0.bf16_at(0));
     const auto sum = [&](const auto* values) {
       return launch_sum_rows(values, b.scored_rows.get(), uint32_t(b.scored), uint32_t(qkv),
-                                   b.sum_partials.get(), b.d_qkv0.fp32_at(b.blocks * qkv),
-                                   b.d_qkv0.bf16_at(b.blocks * qkv), ops.s);
+                             b.sum_partials.get(), b.d_qkv0.fp32_at(b.blocks * qkv),
+                             b.d_qkv0.bf16_at(b.blocks * qkv), ops.s);
     };
     HSRING_CUDA_CHECK(b.d_qkv.bf16.get() ? sum(b.d_qkv.bf16.get()) : sum(b.d_qkv.fp32.get()));
     gemm.backward_input(b.d_qkv0.operand(), n0, qkv, b.p(o.q), d, b.d_h0.get());

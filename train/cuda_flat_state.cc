@@ -55,7 +55,8 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
 void FlatState::keep_bf16_params() {
   if (params_bf16_.size() == 0)
     params_bf16_ = gpu::DeviceBuffer::allocate(std::max<size_t>(1, total_) * sizeof(uint16_t));
-  HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
+  HSRING_CUDA_CHECK(
+      gpu::launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
 }
 
 void FlatState::keep_bf16_gradients() {
@@ -75,7 +76,7 @@ float* FlatState::fp32_gradients() {
     for (const ParamInfo& tensor : layout_.tensors)
       if (is_matrix(tensor))
         HSRING_CUDA_CHECK(gpu::launch_bf16_to_float(grads_bf16(tensor.offset), tensor.size,
-                                               grads(tensor.offset), stream_));
+                                                    grads(tensor.offset), stream_));
     matrices_in_bf16_ = false;
   }
   return grads();

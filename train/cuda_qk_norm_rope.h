@@ -1,6 +1,6 @@
 // Qwen3's per-head QK-norm followed by RoPE as one pass each way (forward, backward), for the
-// DFlash step's queries and keys: the same maths as launch_rms_norm_forward then
-// launch_rope_apply (train/cuda_drafter_kernels.h), and their backward, without the
+// DFlash step's queries and keys: the same maths as gpu::launch_rms_norm_forward then
+// gpu::launch_rope_apply (gpu/ops/rms_norm.h, gpu/ops/rope.h), and their backward, without the
 // intermediate arrays. Plain host declarations (C++ sources include this); each launches on
 // `stream` and returns the launch's error, never synchronising. REQUIRES (else
 // cudaErrorInvalidValue, nothing launched): head_dim even, 2..256.

@@ -26,7 +26,7 @@ struct CudaTrainer::Buffers {
   gpu::Stream stream;
   Gemm gemm;
   std::unique_ptr<FlatState> state;  // master weights, gradient, AdamW moments
-  gpu::DeviceBuffer inv_freq;              // double [head_dim / 2]
+  gpu::DeviceBuffer inv_freq;        // double [head_dim / 2]
   // Tensor offsets in the flat buffers.
   size_t embed = 0, fc = 0, hidden_norm = 0, input_norm = 0, q = 0, k = 0, v_proj = 0, o = 0,
          post_norm = 0, gate = 0, up = 0, down = 0, norm = 0, head = 0;
@@ -134,22 +134,22 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
     upload(b.features.get(), features, rows * fd * sizeof(float));
   } else {
     HSRING_CUDA_CHECK(gpu::launch_bf16_to_float(static_cast<const uint16_t*>(features), rows * fd,
-                                                 b.features.get(), s));
+                                                b.features.get(), s));
   }
   HSRING_CUDA_CHECK(launch_doc_bounds(b.doc_offsets.get(), uint32_t(docs), uint32_t(rows),
-                                            b.doc_start.get(), b.doc_end.get(), s));
+                                      b.doc_start.get(), b.doc_end.get(), s));
   HSRING_CUDA_CHECK(gpu::launch_rope_table(b.positions.get(), uint32_t(rows),
-                                                b.inv_freq.as<double>(), nullptr, 1.0,
-                                                c.head_dim / 2, b.cos.get(), b.sin.get(), s));
+                                           b.inv_freq.as<double>(), nullptr, 1.0, c.head_dim / 2,
+                                           b.cos.get(), b.sin.get(), s));
 }
 
 void CudaTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
   const DrafterConfig& c = config_;
   Buffers& b = *b_;
   HSRING_CUDA_CHECK(gpu::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(),
-                                            b.sin.get(), inverse, b.stream.get()));
+                                           b.sin.get(), inverse, b.stream.get()));
   HSRING_CUDA_CHECK(gpu::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
-                                            b.sin.get(), inverse, b.stream.get()));
+                                           b.sin.get(), inverse, b.stream.get()));
 }
 
 void CudaTrainer::run_forward(uint32_t rows) {
@@ -172,8 +172,8 @@ void CudaTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.features.get(), rows, fd, b.p(b.fc), d, b.x_fc.get());
   norm(b.x_fc.get(), b.hidden_norm, b.h0.get());
   if (c.embed_tokens)
-    HSRING_CUDA_CHECK(gpu::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows,
-                                                     uint32_t(d), b.h0.get(), s));
+    HSRING_CUDA_CHECK(gpu::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows, uint32_t(d),
+                                                    b.h0.get(), s));
 
   // Attention block; q and k keep their rotated values for the backward.
   norm(b.h0.get(), b.input_norm, b.a1.get());
@@ -183,8 +183,8 @@ void CudaTrainer::run_forward(uint32_t rows) {
   rotate_qk(rows, b.q_act.get(), b.k_act.get(), false);
   const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
   HSRING_CUDA_CHECK(launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
-                                                   b.doc_start.get(), dims, b.attn.get(),
-                                                   b.lse.get(), s));
+                                             b.doc_start.get(), dims, b.attn.get(), b.lse.get(),
+                                             s));
   copy(b.h1.get(), b.h0.get(), rows * d);  // the residual, then the output projection on it
   gemm.forward(b.attn.get(), rows, qd, b.p(b.o), d, b.h1.get(), true);
 
@@ -212,9 +212,9 @@ LossStats CudaTrainer::run_head(const DrafterBatch& batch, bool backward) {
   for (size_t r0 = 0; r0 < rows; r0 += b.head_rows) {
     const size_t n = std::min(b.head_rows, rows - r0);
     b.gemm.forward(b.f.get() + r0 * d, n, d, b.p(b.head), vocab, b.logits.get());
-    HSRING_CUDA_CHECK(launch_cross_entropy(
-        b.logits.get(), b.labels.get() + r0, uint32_t(n), uint32_t(vocab), grad_scale, backward,
-        b.row_loss.get() + r0, b.row_agreed.get() + r0, s));
+    HSRING_CUDA_CHECK(launch_cross_entropy(b.logits.get(), b.labels.get() + r0, uint32_t(n),
+                                           uint32_t(vocab), grad_scale, backward,
+                                           b.row_loss.get() + r0, b.row_agreed.get() + r0, s));
     if (backward) {
       // The logits now hold d(loss)/d(logits) of these rows.
       b.gemm.backward_input(b.logits.get(), n, vocab, b.p(b.head), d, b.d_f.get() + r0 * d);
@@ -251,9 +251,9 @@ void CudaTrainer::run_backward(uint32_t rows) {
   // dx of RMSNorm(x) from dy, written or added; the weight's gradient added.
   const auto norm_backward = [&](const float* x, size_t weight, const float* dy, float* dx,
                                  bool accumulate) {
-    HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, b.p(weight), dy, rows, uint32_t(d),
-                                                          eps, dx, accumulate, b.g(weight),
-                                                          b.norm_partials.get(), s));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, b.p(weight), dy, rows, uint32_t(d), eps,
+                                                         dx, accumulate, b.g(weight),
+                                                         b.norm_partials.get(), s));
   };
 
   // d_res carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.
@@ -263,7 +263,7 @@ void CudaTrainer::run_backward(uint32_t rows) {
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.down), inter, b.d_act.get());
   gemm.backward_weight(b.d_res.get(), rows, d, b.act.get(), inter, b.g(b.down));
   HSRING_CUDA_CHECK(gpu::launch_swiglu_backward(b.gate_act.get(), b.up_act.get(), b.d_act.get(),
-                                                 rows * inter, b.d_gate.get(), b.d_up.get(), s));
+                                                rows * inter, b.d_gate.get(), b.d_up.get(), s));
   gemm.backward_input(b.d_gate.get(), rows, inter, b.p(b.gate), d, b.d_a.get());
   gemm.backward_input(b.d_up.get(), rows, inter, b.p(b.up), d, b.d_a.get(), true);
   gemm.backward_weight(b.d_gate.get(), rows, inter, b.mlp_in.get(), d, b.g(b.gate));
@@ -275,10 +275,10 @@ void CudaTrainer::run_backward(uint32_t rows) {
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.o), qd, d_attn);
   gemm.backward_weight(b.d_res.get(), rows, d, b.attn.get(), qd, b.g(b.o));
   const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  HSRING_CUDA_CHECK(
-      launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(), b.attn.get(),
-                                      d_attn, b.lse.get(), b.doc_start.get(), b.doc_end.get(), dims,
-                                      b.delta.get(), b.d_q.get(), b.d_k.get(), b.d_v.get(), s));
+  HSRING_CUDA_CHECK(launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
+                                              b.attn.get(), d_attn, b.lse.get(), b.doc_start.get(),
+                                              b.doc_end.get(), dims, b.delta.get(), b.d_q.get(),
+                                              b.d_k.get(), b.d_v.get(), s));
   rotate_qk(rows, b.d_q.get(), b.d_k.get(), true);
   gemm.backward_input(b.d_q.get(), rows, qd, b.p(b.q), d, b.d_a.get());
   gemm.backward_input(b.d_k.get(), rows, kvd, b.p(b.k), d, b.d_a.get(), true);
@@ -291,7 +291,7 @@ void CudaTrainer::run_backward(uint32_t rows) {
   // Input. The features are the target's: no gradient flows to them.
   if (c.embed_tokens)
     HSRING_CUDA_CHECK(gpu::launch_embedding_backward(b.tokens.get(), b.d_res.get(), rows,
-                                                      uint32_t(d), b.g(b.embed), s));
+                                                     uint32_t(d), b.g(b.embed), s));
   norm_backward(b.x_fc.get(), b.hidden_norm, b.d_res.get(), b.d_a.get(), false);
   gemm.backward_weight(b.d_a.get(), rows, d, b.features.get(), fd, b.g(b.fc));
 }

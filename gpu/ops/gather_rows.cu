@@ -40,8 +40,8 @@ __global__ void gather_rows_kernel(const T* __restrict__ table, const int32_t* _
 }
 
 template <class T>
-cudaError_t gather_rows(const T* table, const int32_t* index, uint32_t rows, uint32_t dim,
-                        float* y, cudaStream_t stream, uint16_t* y_bf16, uint32_t table_stride) {
+cudaError_t gather_rows(const T* table, const int32_t* index, uint32_t rows, uint32_t dim, float* y,
+                        cudaStream_t stream, uint16_t* y_bf16, uint32_t table_stride) {
   if (table_stride == 0) table_stride = dim;
   if (table_stride < dim) return cudaErrorInvalidValue;
   if (rows == 0 || dim == 0) return cudaSuccess;

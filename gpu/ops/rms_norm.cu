@@ -66,8 +66,8 @@ __global__ void rms_norm_forward_kernel(const float* __restrict__ x, const float
         const uint32_t q = threadIdx.x + j * kThreads;
         if (q < quads) {
           cache[j] = load4(xr, q);
-          squares += cache[j].x * cache[j].x + cache[j].y * cache[j].y +
-                     cache[j].z * cache[j].z + cache[j].w * cache[j].w;
+          squares += cache[j].x * cache[j].x + cache[j].y * cache[j].y + cache[j].z * cache[j].z +
+                     cache[j].w * cache[j].w;
         }
       }
       const float scale = inverse_rms<kScale>(block_sum<kWarps>(squares, partials), dim, eps);
@@ -217,11 +217,11 @@ cudaError_t rms_norm_forward(const float* x, const float* weight, uint32_t rows,
                       four_aligned_host(weight) && four_aligned_host(y) &&
                       reinterpret_cast<uintptr_t>(y_bf16) % 8 == 0 && four_aligned_host(x_copy);
   if (cached)
-    rms_norm_forward_kernel<kScale, true><<<row_grid(rows), kThreads, 0, stream>>>(
-        x, weight, rows, dim, eps, y, y_bf16, x_copy);
+    rms_norm_forward_kernel<kScale, true>
+        <<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y, y_bf16, x_copy);
   else
-    rms_norm_forward_kernel<kScale, false><<<row_grid(rows), kThreads, 0, stream>>>(
-        x, weight, rows, dim, eps, y, y_bf16, x_copy);
+    rms_norm_forward_kernel<kScale, false>
+        <<<row_grid(rows), kThreads, 0, stream>>>(x, weight, rows, dim, eps, y, y_bf16, x_copy);
   return cudaGetLastError();
 }
 

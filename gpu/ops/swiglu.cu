@@ -86,16 +86,16 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ gate, const T* __re
 
 template <class T>
 cudaError_t swiglu_forward(const T* gate, const T* up, uint64_t rows, uint64_t cols,
-                           uint64_t stride, float* out, uint16_t* out_bf16,
-                           SiluPrecision precision, cudaStream_t stream) {
+                           uint64_t stride, float* out, uint16_t* out_bf16, SiluPrecision precision,
+                           cudaStream_t stream) {
   const uint64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
   if (precision == SiluPrecision::kRounded)
-    swiglu_forward_kernel<SiluPrecision::kRounded><<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(
-        gate, up, rows, cols, stride, out, out_bf16);
+    swiglu_forward_kernel<SiluPrecision::kRounded>
+        <<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, rows, cols, stride, out, out_bf16);
   else
-    swiglu_forward_kernel<SiluPrecision::kFast><<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(
-        gate, up, rows, cols, stride, out, out_bf16);
+    swiglu_forward_kernel<SiluPrecision::kFast>
+        <<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, rows, cols, stride, out, out_bf16);
   return cudaGetLastError();
 }
 
