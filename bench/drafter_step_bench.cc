@@ -265,14 +265,14 @@ int run(const Options& o) {
     return run_dflash(o);
   }
   std::printf("gpu=%s\n", gpu::describe_gpu(o.gpu).c_str());
-  train::TrainerOptions options;
-  options.model = train::default_drafter_config(model_config_of(o.model), o.layers, o.window);
+  train::SamePositionTrainerOptions options;
+  options.model = train::default_same_position_config(model_config_of(o.model), o.layers, o.window);
   options.optimizer.schedule = {1e-4, 1e-5, 10, 1000};
-  const train::DrafterConfig& c = options.model;
+  const train::SamePositionConfig& c = options.model;
   std::printf("drafter=%s\n", train::describe(c).c_str());
 
   const auto t0 = std::chrono::steady_clock::now();
-  train::CudaTrainer trainer(options);
+  train::CudaSamePositionTrainer trainer(options);
   print("trainer_init_s", seconds_since(t0), "%.2f");
   double linear_params = 0;
   for (const train::ParamInfo& t : trainer.layout().tensors)

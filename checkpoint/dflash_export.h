@@ -14,7 +14,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "train/dflash_config.h"
-#include "train/drafter_params.h"
+#include "train/param_layout.h"
 
 namespace hsring::checkpoint {
 

@@ -107,9 +107,9 @@ std::unique_ptr<TrainingBackend> make_backend(const Options& options, Ring& ring
 
 }  // namespace
 
-std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
-                                                           Ring& ring, int gpu) {
-  return make_backend<train::CudaTrainer>(options, ring, gpu);
+std::unique_ptr<TrainingBackend> make_gpu_training_backend(
+    const train::SamePositionTrainerOptions& options, Ring& ring, int gpu) {
+  return make_backend<train::CudaSamePositionTrainer>(options, ring, gpu);
 }
 
 std::unique_ptr<TrainingBackend> make_gpu_dflash_backend(const train::DflashTrainerOptions& options,

@@ -14,8 +14,8 @@ namespace hsring {
 // Uses GPU `gpu` (made current). Throws Error(kUsage) when the ring's dtype is not
 // bf16, Error(kCuda) for a too-low memlock limit or a GPU that does
 // not exist or lacks the memory, Error for a drafter shape the kernels do not take.
-std::unique_ptr<TrainingBackend> make_gpu_training_backend(const train::TrainerOptions& options,
-                                                           Ring& ring, int gpu);
+std::unique_ptr<TrainingBackend> make_gpu_training_backend(
+    const train::SamePositionTrainerOptions& options, Ring& ring, int gpu);
 // The same for the DFlash objective.
 std::unique_ptr<TrainingBackend> make_gpu_dflash_backend(const train::DflashTrainerOptions& options,
                                                          Ring& ring, int gpu);

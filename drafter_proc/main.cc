@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
       if (gpu >= 0) {
 #if HSRING_HAVE_CUDA
         session.entry().gpu.store(gpu, std::memory_order_relaxed);  // for status
-        training.make_backend = [gpu](const train::TrainerOptions& options, Ring& ring) {
+        training.make_backend = [gpu](const train::SamePositionTrainerOptions& options,
+                                      Ring& ring) {
           return make_gpu_training_backend(options, ring, gpu);
         };
         training.make_dflash_backend = [gpu](const train::DflashTrainerOptions& options,

@@ -44,8 +44,9 @@ std::unique_ptr<GradientGroup> TrainingBackend::join_group(const GroupJoin& join
   return open_shared_memory_group(join, trainer());
 }
 
-std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options) {
-  auto trainer = std::make_unique<train::Trainer>(options);
+std::unique_ptr<TrainingBackend> make_cpu_training_backend(
+    const train::SamePositionTrainerOptions& options) {
+  auto trainer = std::make_unique<train::SamePositionTrainer>(options);
   const uint32_t threads = trainer->model().threads();
   const uint32_t k = options.model.num_captured;
   return std::make_unique<CpuTrainingBackend>(std::move(trainer), threads, k);

@@ -46,12 +46,13 @@ class TrainingBackend {
 };
 
 // Builds the backend of one drafter process for a ring; throws on bad setup.
-using TrainingBackendFactory =
-    std::function<std::unique_ptr<TrainingBackend>(const train::TrainerOptions&, Ring&)>;
+using TrainingBackendFactory = std::function<std::unique_ptr<TrainingBackend>(
+    const train::SamePositionTrainerOptions&, Ring&)>;
 using DflashBackendFactory =
     std::function<std::unique_ptr<TrainingBackend>(const train::DflashTrainerOptions&, Ring&)>;
 
-std::unique_ptr<TrainingBackend> make_cpu_training_backend(const train::TrainerOptions& options);
+std::unique_ptr<TrainingBackend> make_cpu_training_backend(
+    const train::SamePositionTrainerOptions& options);
 // The DFlash objective's trainer on the CPU (a GPU's: gpu_training_backend.h).
 std::unique_ptr<TrainingBackend> make_cpu_dflash_backend(train::DflashTrainerOptions options);
 

@@ -54,7 +54,7 @@ TrainingPosition restore_training(const checkpoint::Checkpoint& saved,
   if (it == saved.metadata.end()) refuse("it does not say which drafter shape it holds");
   if (it->second != shape)
     refuse("it holds a drafter of shape '" + it->second + "', this run trains '" + shape + "'");
-  // Gaps between tensors stay zero (train/drafter_params.h).
+  // Gaps between tensors stay zero (train/param_layout.h).
   const size_t total = trainer.layout().total;
   train::TrainerState state{std::vector<float>(total, 0.0f), std::vector<float>(total, 0.0f),
                             std::vector<float>(total, 0.0f), saved.step};

@@ -130,8 +130,9 @@ void TrainingLoop::set_up() {
                    ? options_.make_dflash_backend(dflash_options(target), ring_)
                    : make_cpu_dflash_backend(dflash_options(target));
   } else {
-    train::TrainerOptions trainer_options;
-    trainer_options.model = train::default_drafter_config(target, s.num_layers, options_.window);
+    train::SamePositionTrainerOptions trainer_options;
+    trainer_options.model =
+        train::default_same_position_config(target, s.num_layers, options_.window);
     trainer_options.optimizer = options_.optimizer;
     trainer_options.seed = options_.seed;
     trainer_options.threads = options_.threads;

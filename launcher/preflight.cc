@@ -8,8 +8,8 @@
 #include "train/dflash_blocks.h"
 #include "train/dflash_config.h"
 #include "train/dflash_params.h"
-#include "train/drafter_config.h"
-#include "train/drafter_params.h"
+#include "train/same_position_config.h"
+#include "train/same_position_params.h"
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -310,9 +310,9 @@ uint64_t worker_memory_estimate(const RunOptions& options, Role role, bool on_gp
           uint64_t(target.vocab_size) * target.hidden_size * (target.tie_embeddings ? 1 : 2);
       return base + (4 * train::dflash_param_layout(drafter).total + head) * sizeof(float);
     }
-    const train::DrafterConfig drafter =
-        train::default_drafter_config(target, std::min(k, target.num_layers), options.window);
-    return base + 4 * train::drafter_param_layout(drafter).total * sizeof(float);
+    const train::SamePositionConfig drafter =
+        train::default_same_position_config(target, std::min(k, target.num_layers), options.window);
+    return base + 4 * train::same_position_param_layout(drafter).total * sizeof(float);
   } catch (const std::exception&) {
     return base;
   }
@@ -324,9 +324,10 @@ uint64_t grad_exchange_bytes(const RunOptions& options, const WorkerSpec& drafte
   // drafters all-reduce with NCCL, and across machines there is no exchange.
   if (!runs_model(options) || !drafters.cpu || drafters.count < 2 || options.nnodes > 1) return 0;
   try {
-    const train::DrafterConfig drafter = train::default_drafter_config(
+    const train::SamePositionConfig drafter = train::default_same_position_config(
         model_outline_of(options.model), shape.num_layers, options.window);
-    return GradExchange::segment_size(drafters.count, train::drafter_param_layout(drafter).total);
+    return GradExchange::segment_size(drafters.count,
+                                      train::same_position_param_layout(drafter).total);
   } catch (const std::exception&) {
     return 0;  // the ring shape check and the drafters report a bad --model
   }

@@ -66,29 +66,26 @@ void validate_causal_lm_batch(const CausalLmBatch& b, const ModelConfig& c) {
 ParamLayout causal_lm_layout(const ModelConfig& c) {
   HSRING_REQUIRE(validate_config(c).empty());
   ParamLayout layout;
-  const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
-    layout.add(std::move(name), std::move(shape));
-  };
   const int64_t h = c.hidden_size, v = c.vocab_size, inter = c.intermediate_size;
   const int64_t q = c.q_dim(), kv = c.kv_dim(), hd = c.head_dim;
-  add("model.embed_tokens.weight", {v, h});
+  layout.add("model.embed_tokens.weight", {v, h});
   for (size_t i = 0; i < c.num_layers; ++i) {
-    add(layer_name(i, "input_layernorm.weight"), {h});
-    add(layer_name(i, "self_attn.q_proj.weight"), {q, h});
-    add(layer_name(i, "self_attn.k_proj.weight"), {kv, h});
-    add(layer_name(i, "self_attn.v_proj.weight"), {kv, h});
-    add(layer_name(i, "self_attn.o_proj.weight"), {h, q});
+    layout.add(layer_name(i, "input_layernorm.weight"), {h});
+    layout.add(layer_name(i, "self_attn.q_proj.weight"), {q, h});
+    layout.add(layer_name(i, "self_attn.k_proj.weight"), {kv, h});
+    layout.add(layer_name(i, "self_attn.v_proj.weight"), {kv, h});
+    layout.add(layer_name(i, "self_attn.o_proj.weight"), {h, q});
     if (c.qk_norm) {
-      add(layer_name(i, "self_attn.q_norm.weight"), {hd});
-      add(layer_name(i, "self_attn.k_norm.weight"), {hd});
+      layout.add(layer_name(i, "self_attn.q_norm.weight"), {hd});
+      layout.add(layer_name(i, "self_attn.k_norm.weight"), {hd});
     }
-    add(layer_name(i, "post_attention_layernorm.weight"), {h});
-    add(layer_name(i, "mlp.gate_proj.weight"), {inter, h});
-    add(layer_name(i, "mlp.up_proj.weight"), {inter, h});
-    add(layer_name(i, "mlp.down_proj.weight"), {h, inter});
+    layout.add(layer_name(i, "post_attention_layernorm.weight"), {h});
+    layout.add(layer_name(i, "mlp.gate_proj.weight"), {inter, h});
+    layout.add(layer_name(i, "mlp.up_proj.weight"), {inter, h});
+    layout.add(layer_name(i, "mlp.down_proj.weight"), {h, inter});
   }
-  add("model.norm.weight", {h});
-  if (!c.tie_embeddings) add("lm_head.weight", {v, h});
+  layout.add("model.norm.weight", {h});
+  if (!c.tie_embeddings) layout.add("lm_head.weight", {v, h});
   return layout;
 }
 

@@ -18,7 +18,7 @@
 
 namespace hsring::train {
 
-struct CudaTrainer::Buffers {
+struct CudaSamePositionTrainer::Buffers {
   explicit Buffers(GemmPrecision precision) : stream(gpu::make_stream()), gemm(precision) {
     gemm.bind(stream.get());
   }
@@ -43,18 +43,19 @@ struct CudaTrainer::Buffers {
   float* g(size_t offset) const { return state->grads(offset); }
 };
 
-CudaTrainer::CudaTrainer(const TrainerOptions& options, GemmPrecision precision)
+CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOptions& options,
+                                                 GemmPrecision precision)
     : config_(options.model), optimizer_(options.optimizer) {
-  check_drafter_config(config_);
+  check_same_position_config(config_);
   if (!attention_head_dim_supported(config_.head_dim))
     throw Error(Errc::kModelBadConfig,
                 "drafter head_dim " + std::to_string(config_.head_dim) +
                     " is not supported on the GPU (a multiple of 32 up to 256); train "
                     "this drafter on the CPU");
-  layout_ = drafter_param_layout(config_);
+  layout_ = same_position_param_layout(config_);
   std::vector<float> host(layout_.total, 0.0f);
-  init_drafter_params<float>(config_, layout_, DrafterInit{options.seed, options.lm_head_init},
-                             host);
+  init_same_position_params<float>(config_, layout_,
+                                   SamePositionInit{options.seed, options.lm_head_init}, host);
 
   b_ = std::make_unique<Buffers>(precision);
   cudaStream_t s = b_->stream.get();
@@ -85,18 +86,19 @@ CudaTrainer::CudaTrainer(const TrainerOptions& options, GemmPrecision precision)
   HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // `inv_freq` goes out of scope
 }
 
-CudaTrainer::~CudaTrainer() {
+CudaSamePositionTrainer::~CudaSamePositionTrainer() {
   if (b_) (void)cudaStreamSynchronize(b_->stream.get());
 }
 
-cudaStream_t CudaTrainer::stream() const { return b_->stream.get(); }
+cudaStream_t CudaSamePositionTrainer::stream() const { return b_->stream.get(); }
 
-float* CudaTrainer::device_gradients() { return b_->state->grads(); }
+float* CudaSamePositionTrainer::device_gradients() { return b_->state->grads(); }
 
-uint64_t CudaTrainer::optimizer_step() const { return b_->state->step(); }
+uint64_t CudaSamePositionTrainer::optimizer_step() const { return b_->state->step(); }
 
-void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const void* features) {
-  const DrafterConfig& c = config_;
+void CudaSamePositionTrainer::upload_batch(const DrafterBatch& batch, Features source,
+                                           const void* features) {
+  const SamePositionConfig& c = config_;
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
   const size_t rows = batch.rows();
@@ -143,8 +145,8 @@ void CudaTrainer::upload_batch(const DrafterBatch& batch, Features source, const
                                            b.cos.get(), b.sin.get(), s));
 }
 
-void CudaTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
-  const DrafterConfig& c = config_;
+void CudaSamePositionTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
+  const SamePositionConfig& c = config_;
   Buffers& b = *b_;
   HSRING_CUDA_CHECK(gpu::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(),
                                            b.sin.get(), inverse, b.stream.get()));
@@ -152,8 +154,8 @@ void CudaTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
                                            b.sin.get(), inverse, b.stream.get()));
 }
 
-void CudaTrainer::run_forward(uint32_t rows) {
-  const DrafterConfig& c = config_;
+void CudaSamePositionTrainer::run_forward(uint32_t rows) {
+  const SamePositionConfig& c = config_;
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
   Gemm& gemm = b.gemm;
@@ -200,7 +202,7 @@ void CudaTrainer::run_forward(uint32_t rows) {
   norm(b.h2.get(), b.norm, b.f.get());
 }
 
-LossStats CudaTrainer::run_head(const DrafterBatch& batch, bool backward) {
+LossStats CudaSamePositionTrainer::run_head(const DrafterBatch& batch, bool backward) {
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
   const size_t rows = batch.rows();
@@ -240,8 +242,8 @@ LossStats CudaTrainer::run_head(const DrafterBatch& batch, bool backward) {
   return stats;
 }
 
-void CudaTrainer::run_backward(uint32_t rows) {
-  const DrafterConfig& c = config_;
+void CudaSamePositionTrainer::run_backward(uint32_t rows) {
+  const SamePositionConfig& c = config_;
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
   Gemm& gemm = b.gemm;
@@ -296,8 +298,8 @@ void CudaTrainer::run_backward(uint32_t rows) {
   gemm.backward_weight(b.d_a.get(), rows, d, b.features.get(), fd, b.g(b.fc));
 }
 
-LossStats CudaTrainer::run(const DrafterBatch& batch, Features source, const void* features,
-                           bool backward) {
+LossStats CudaSamePositionTrainer::run(const DrafterBatch& batch, Features source,
+                                       const void* features, bool backward) {
   if (source == Features::kHostFp32)
     validate_drafter_batch(batch, config_);
   else
@@ -310,31 +312,36 @@ LossStats CudaTrainer::run(const DrafterBatch& batch, Features source, const voi
   return stats;
 }
 
-LossStats CudaTrainer::compute_gradients(const DrafterBatch& batch) {
+LossStats CudaSamePositionTrainer::compute_gradients(const DrafterBatch& batch) {
   return run(batch, Features::kHostFp32, batch.features.data(), true);
 }
 
-LossStats CudaTrainer::compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch) {
+LossStats CudaSamePositionTrainer::compute_gradients_bf16(const uint16_t* features,
+                                                          const DrafterBatch& batch) {
   return run(batch, Features::kDeviceBf16, features, true);
 }
 
-LossStats CudaTrainer::evaluate(const DrafterBatch& batch) {
+LossStats CudaSamePositionTrainer::evaluate(const DrafterBatch& batch) {
   return run(batch, Features::kHostFp32, batch.features.data(), false);
 }
 
-void CudaTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
+void CudaSamePositionTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
 
-UpdateStats CudaTrainer::apply_gradients() { return b_->state->apply_gradients(); }
+UpdateStats CudaSamePositionTrainer::apply_gradients() { return b_->state->apply_gradients(); }
 
-std::span<float> CudaTrainer::host_gradients() { return b_->state->host_gradients(); }
+std::span<float> CudaSamePositionTrainer::host_gradients() { return b_->state->host_gradients(); }
 
-void CudaTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
+void CudaSamePositionTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
 
-std::vector<float> CudaTrainer::params() const { return b_->state->download_params(); }
-std::vector<float> CudaTrainer::gradients() const { return b_->state->download_gradients(); }
+std::vector<float> CudaSamePositionTrainer::params() const { return b_->state->download_params(); }
+std::vector<float> CudaSamePositionTrainer::gradients() const {
+  return b_->state->download_gradients();
+}
 
-TrainerState CudaTrainer::state() const { return b_->state->state(); }
+TrainerState CudaSamePositionTrainer::state() const { return b_->state->state(); }
 
-void CudaTrainer::load_state(const TrainerState& state) { b_->state->load_state(state); }
+void CudaSamePositionTrainer::load_state(const TrainerState& state) {
+  b_->state->load_state(state);
+}
 
 }  // namespace hsring::train

@@ -19,17 +19,17 @@
 
 namespace hsring::train {
 
-class CudaTrainer final : public CudaDrafterTrainer {
+class CudaSamePositionTrainer final : public CudaDrafterTrainer {
  public:
   // On the current device. Throws Error(kModelBadConfig) for an invalid model or optimizer
   // config or a head_dim the attention kernels do not take (a multiple of 32 up to 256),
   // Error(kModel) for an lm_head_init of the wrong size, Error(kCuda) when the
   // device memory does not suffice. options.threads is not used.
-  explicit CudaTrainer(const TrainerOptions& options,
-                       GemmPrecision precision = GemmPrecision::kBf16);
-  ~CudaTrainer() override;
+  explicit CudaSamePositionTrainer(const SamePositionTrainerOptions& options,
+                                   GemmPrecision precision = GemmPrecision::kBf16);
+  ~CudaSamePositionTrainer() override;
 
-  const DrafterConfig& config() const { return config_; }
+  const SamePositionConfig& config() const { return config_; }
   std::string describe() const override { return train::describe(config_); }
   const ParamLayout& layout() const override { return layout_; }
 
@@ -68,7 +68,7 @@ class CudaTrainer final : public CudaDrafterTrainer {
   LossStats run_head(const DrafterBatch& batch, bool backward);
   void run_backward(uint32_t rows);
 
-  DrafterConfig config_;
+  SamePositionConfig config_;
   AdamWOptions optimizer_;
   ParamLayout layout_;
   std::unique_ptr<Buffers> b_;

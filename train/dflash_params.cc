@@ -9,28 +9,25 @@ namespace hsring::train {
 
 ParamLayout dflash_param_layout(const DflashConfig& c) {
   ParamLayout layout;
-  const auto add = [&layout](std::string name, std::vector<int64_t> shape) {
-    layout.add(std::move(name), std::move(shape));
-  };
   const int64_t d = c.width(), inter = c.intermediate_size, hd = c.head_dim;
   const int64_t q = c.q_dim(), kv = c.kv_dim();
-  add("fc.weight", {d, int64_t(c.feature_dim())});
-  add("hidden_norm.weight", {d});
+  layout.add("fc.weight", {d, int64_t(c.feature_dim())});
+  layout.add("hidden_norm.weight", {d});
   for (uint32_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {d});
-    add(p + "self_attn.q_proj.weight", {q, d});
-    add(p + "self_attn.k_proj.weight", {kv, d});
-    add(p + "self_attn.v_proj.weight", {kv, d});
-    add(p + "self_attn.o_proj.weight", {d, q});
-    add(p + "self_attn.q_norm.weight", {hd});
-    add(p + "self_attn.k_norm.weight", {hd});
-    add(p + "post_attention_layernorm.weight", {d});
-    add(p + "mlp.gate_proj.weight", {inter, d});
-    add(p + "mlp.up_proj.weight", {inter, d});
-    add(p + "mlp.down_proj.weight", {d, inter});
+    layout.add(p + "input_layernorm.weight", {d});
+    layout.add(p + "self_attn.q_proj.weight", {q, d});
+    layout.add(p + "self_attn.k_proj.weight", {kv, d});
+    layout.add(p + "self_attn.v_proj.weight", {kv, d});
+    layout.add(p + "self_attn.o_proj.weight", {d, q});
+    layout.add(p + "self_attn.q_norm.weight", {hd});
+    layout.add(p + "self_attn.k_norm.weight", {hd});
+    layout.add(p + "post_attention_layernorm.weight", {d});
+    layout.add(p + "mlp.gate_proj.weight", {inter, d});
+    layout.add(p + "mlp.up_proj.weight", {inter, d});
+    layout.add(p + "mlp.down_proj.weight", {d, inter});
   }
-  add("norm.weight", {d});
+  layout.add("norm.weight", {d});
   layout.total = (layout.total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
   return layout;
 }

@@ -1,5 +1,5 @@
 // The DFlash drafter's parameters as named tensors in one flat buffer (the ParamLayout of
-// train/drafter_params.h), and their deterministic initialisation. The embedding and the
+// train/param_layout.h), and their deterministic initialisation. The embedding and the
 // LM head are the target's, frozen: they are not parameters.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "train/dflash_config.h"
-#include "train/drafter_params.h"
+#include "train/param_layout.h"
 
 namespace hsring::train {
 

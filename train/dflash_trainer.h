@@ -2,7 +2,8 @@
 // drafter (train/dflash_model.h), its anchors drawn per batch, and AdamW. It trains on the
 // same packed batches as every drafter (DrafterBatch: the target's captured layers, tokens,
 // positions, documents, and the target's greedy next token per row), so it drops into the
-// training loop beside the same-position Trainer (train/drafter_trainer.h).
+// training loop beside the same-position trainer (train/same_position_trainer.h; both are a
+// DrafterTrainer, train/drafter_trainer.h).
 #pragma once
 
 #include <cstdint>

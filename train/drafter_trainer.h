@@ -17,10 +17,9 @@
 
 #include "train/dflash_config.h"
 #include "train/drafter_batch.h"
-#include "train/drafter_config.h"
-#include "train/drafter_params.h"
 #include "train/loss_stats.h"
 #include "train/optimizer.h"
+#include "train/param_layout.h"
 
 namespace hsring::train {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "train/drafter_params.h"
+#include "train/param_layout.h"
 
 namespace hsring::train {
 

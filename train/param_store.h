@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/parallel.h"
-#include "train/drafter_params.h"
+#include "train/param_layout.h"
 
 namespace hsring::train {
 

@@ -34,7 +34,7 @@ void ensure(std::vector<T>& buffer, size_t size) {
 
 }  // namespace
 
-void validate_drafter_batch(const DrafterBatch& b, const DrafterConfig& c) {
+void validate_drafter_batch(const DrafterBatch& b, const SamePositionConfig& c) {
   const size_t rows = b.tokens.size();
   if (rows > 0 && b.features.size() != rows * size_t(c.feature_dim()))
     bad_batch("features hold " + std::to_string(b.features.size()) + " values, " +
@@ -43,7 +43,7 @@ void validate_drafter_batch(const DrafterBatch& b, const DrafterConfig& c) {
   validate_drafter_metadata(b, c);
 }
 
-void validate_drafter_metadata(const DrafterBatch& b, const DrafterConfig& c) {
+void validate_drafter_metadata(const DrafterBatch& b, const SamePositionConfig& c) {
   const size_t rows = b.tokens.size();
   if (rows == 0) bad_batch("it holds no tokens");
   if (b.positions.size() != rows)
@@ -68,11 +68,11 @@ void validate_drafter_metadata(const DrafterBatch& b, const DrafterConfig& c) {
 }
 
 template <class Real>
-BasicDrafterModel<Real>::BasicDrafterModel(DrafterConfig config, const DrafterInit& init,
+BasicDrafterModel<Real>::BasicDrafterModel(SamePositionConfig config, const SamePositionInit& init,
                                            uint32_t threads)
     : ParamStore<Real>(threads), config_(std::move(config)) {
-  check_drafter_config(config_);
-  this->allocate(drafter_param_layout(config_));
+  check_same_position_config(config_);
+  this->allocate(same_position_param_layout(config_));
   const auto offset = [this](const char* name) { return layout_.at(name).offset; };
   if (config_.embed_tokens) at_.embed = offset("embed_tokens.weight");
   at_.fc = offset("fc.weight");
@@ -95,7 +95,7 @@ BasicDrafterModel<Real>::BasicDrafterModel(DrafterConfig config, const DrafterIn
   shape_.intermediate = config_.intermediate_size;
   shape_.window = config_.window;
   shape_.eps = config_.rms_norm_eps;
-  init_drafter_params<Real>(config_, layout_, init, params_);
+  init_same_position_params<Real>(config_, layout_, init, params_);
 }
 
 template <class Real>
@@ -147,7 +147,7 @@ MlpBlockParams<P> BasicDrafterModel<Real>::mlp_params(P base) const {
 
 template <class Real>
 void BasicDrafterModel<Real>::run_forward(const DrafterBatch& batch) {
-  const DrafterConfig& c = config_;
+  const SamePositionConfig& c = config_;
   const size_t rows = batch.rows();
   const size_t fd = c.feature_dim(), d = c.width, half = c.head_dim / 2;
   const Real* p = params_.data();
@@ -212,7 +212,7 @@ LossStats BasicDrafterModel<Real>::run_head(const DrafterBatch& batch, bool back
 
 template <class Real>
 void BasicDrafterModel<Real>::run_backward(const DrafterBatch& batch) {
-  const DrafterConfig& c = config_;
+  const SamePositionConfig& c = config_;
   const size_t rows = batch.rows();
   const size_t fd = c.feature_dim(), d = c.width;
   const double eps = c.rms_norm_eps;

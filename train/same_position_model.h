@@ -17,19 +17,19 @@
 #include "common/ignore_label.h"
 #include "model/decoder_layer.h"
 #include "train/drafter_batch.h"
-#include "train/drafter_config.h"
-#include "train/drafter_params.h"
 #include "train/loss_stats.h"
 #include "train/param_store.h"
+#include "train/same_position_config.h"
+#include "train/same_position_params.h"
 
 namespace hsring::train {
 
 // Throws Error(kModel) naming the first problem: an empty batch, mismatched lengths,
 // bad document offsets, a negative position, a label >= vocab, a token outside the
 // vocabulary (with embed_tokens).
-void validate_drafter_batch(const DrafterBatch& batch, const DrafterConfig& config);
+void validate_drafter_batch(const DrafterBatch& batch, const SamePositionConfig& config);
 // The same without the features (a batch whose features are elsewhere, on a GPU).
-void validate_drafter_metadata(const DrafterBatch& batch, const DrafterConfig& config);
+void validate_drafter_metadata(const DrafterBatch& batch, const SamePositionConfig& config);
 
 // Real is float for training and double for gradient checks (DrafterModel is the float one).
 // Thread safety: one forward or backward at a time (the model owns its scratch memory);
@@ -40,10 +40,10 @@ class BasicDrafterModel : public ParamStore<Real> {
  public:
   // Throws Error(kModelBadConfig) for an invalid config, Error(kModel) for an
   // lm_head init of the wrong size. threads 0: every hardware thread.
-  explicit BasicDrafterModel(DrafterConfig config, const DrafterInit& init = {},
+  explicit BasicDrafterModel(SamePositionConfig config, const SamePositionInit& init = {},
                              uint32_t threads = 1);
 
-  const DrafterConfig& config() const { return config_; }
+  const SamePositionConfig& config() const { return config_; }
 
   // Loss and agreement only. Throws Error(kModel) via validate_drafter_batch.
   LossStats forward(const DrafterBatch& batch);
@@ -74,7 +74,7 @@ class BasicDrafterModel : public ParamStore<Real> {
   using ParamStore<Real>::params_;
   using ParamStore<Real>::grads_;
 
-  DrafterConfig config_;
+  SamePositionConfig config_;
   DecoderLayerShape shape_;  // its one layer: no QK-norm, a sliding window
   Offsets at_;
   // Activations of the last forward [T, *], kept for the backward, and gradient scratch.

@@ -7,26 +7,28 @@
 
 namespace hsring::train {
 
-Trainer::Trainer(TrainerOptions options)
-    : model_(options.model, DrafterInit{options.seed, options.lm_head_init}, options.threads),
+SamePositionTrainer::SamePositionTrainer(SamePositionTrainerOptions options)
+    : model_(options.model, SamePositionInit{options.seed, options.lm_head_init}, options.threads),
       optimizer_(options.optimizer, model_.layout()) {}
 
-LossStats Trainer::compute_gradients(const DrafterBatch& batch) {
+LossStats SamePositionTrainer::compute_gradients(const DrafterBatch& batch) {
   model_.zero_grads();
   return model_.forward_backward(batch);
 }
 
-void Trainer::scale_gradients(float factor) {
+void SamePositionTrainer::scale_gradients(float factor) {
   for (float& g : model_.grads()) g *= factor;
 }
 
-UpdateStats Trainer::apply_gradients() {
+UpdateStats SamePositionTrainer::apply_gradients() {
   return optimizer_.update(model_.params(), model_.grads());
 }
 
-TrainerState Trainer::state() const { return capture_state(model_.params(), optimizer_); }
+TrainerState SamePositionTrainer::state() const {
+  return capture_state(model_.params(), optimizer_);
+}
 
-void Trainer::load_state(const TrainerState& state) {
+void SamePositionTrainer::load_state(const TrainerState& state) {
   restore_state(state, model_.params(), optimizer_);
 }
 

@@ -6,15 +6,15 @@
 #include <span>
 #include <vector>
 
-#include "train/drafter_config.h"
 #include "train/drafter_trainer.h"
 #include "train/optimizer.h"
+#include "train/same_position_config.h"
 #include "train/same_position_model.h"
 
 namespace hsring::train {
 
-struct TrainerOptions {
-  DrafterConfig model;
+struct SamePositionTrainerOptions {
+  SamePositionConfig model;
   AdamWOptions optimizer;
   uint64_t seed = 0;     // parameter initialisation
   uint32_t threads = 0;  // 0: every hardware thread; results never depend on it
@@ -23,13 +23,13 @@ struct TrainerOptions {
 };
 
 // Thread safety: none; a trainer is driven by one thread (it uses others inside a step).
-class Trainer final : public DrafterTrainer {
+class SamePositionTrainer final : public DrafterTrainer {
  public:
   // Throws Error(kModelBadConfig) for an invalid model or optimizer config,
   // Error(kModel) for an lm_head_init of the wrong size.
-  explicit Trainer(TrainerOptions options);
+  explicit SamePositionTrainer(SamePositionTrainerOptions options);
 
-  const DrafterConfig& config() const { return model_.config(); }
+  const SamePositionConfig& config() const { return model_.config(); }
   std::string describe() const override { return train::describe(model_.config()); }
   const ParamLayout& layout() const override { return model_.layout(); }
   LossStats compute_gradients(const DrafterBatch& batch) override;

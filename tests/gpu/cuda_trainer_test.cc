@@ -25,8 +25,8 @@ using testing::OwnedBatch;
 
 // K 3 x H 48 -> D 64, heads 4/2 x 32, inter 96, vocab 50, window 8: windows shorter than
 // the documents, grouped-query attention, and every op on shapes that are not powers of two.
-DrafterConfig gpu_config(bool embed_tokens) {
-  DrafterConfig c;
+SamePositionConfig gpu_config(bool embed_tokens) {
+  SamePositionConfig c;
   c.num_captured = 3;
   c.target_hidden = 48;
   c.width = 64;
@@ -40,8 +40,9 @@ DrafterConfig gpu_config(bool embed_tokens) {
   return c;
 }
 
-TrainerOptions options_for(const DrafterConfig& config, uint64_t total_steps = 100) {
-  TrainerOptions o;
+SamePositionTrainerOptions options_for(const SamePositionConfig& config,
+                                       uint64_t total_steps = 100) {
+  SamePositionTrainerOptions o;
   o.model = config;
   o.optimizer.schedule = {1e-2, 1e-3, 10, total_steps};
   o.seed = 11;
@@ -49,14 +50,14 @@ TrainerOptions options_for(const DrafterConfig& config, uint64_t total_steps = 1
   return o;
 }
 
-class CudaTrainerTest : public ::testing::TestWithParam<bool> {};  // embed_tokens
+class CudaSamePositionTrainerTest : public ::testing::TestWithParam<bool> {};  // embed_tokens
 
 // Two steps on two batches: the gradients after the first, the weights after each.
 void compare_with_cpu(bool embed_tokens, GemmPrecision precision, double loss_tolerance,
                       double grad_tolerance, double param_tolerance) {
-  const DrafterConfig config = gpu_config(embed_tokens);
-  Trainer cpu(options_for(config));
-  CudaTrainer gpu(options_for(config), precision);
+  const SamePositionConfig config = gpu_config(embed_tokens);
+  SamePositionTrainer cpu(options_for(config));
+  CudaSamePositionTrainer gpu(options_for(config), precision);
   ASSERT_EQ(gpu.params(),
             std::vector<float>(cpu.model().params().begin(), cpu.model().params().end()))
       << "both initialise from the same host function";
@@ -87,27 +88,27 @@ void compare_with_cpu(bool embed_tokens, GemmPrecision precision, double loss_to
   EXPECT_EQ(state.step, 2u);
 }
 
-TEST_P(CudaTrainerTest, Fp32StepMatchesTheCpuReference) {
+TEST_P(CudaSamePositionTrainerTest, Fp32StepMatchesTheCpuReference) {
   HSRING_REQUIRE_GPUS(1);
   // The CPU sums in double, the GPU in float (and in another order): within 1e-6 on an H200.
   compare_with_cpu(GetParam(), GemmPrecision::kFp32, 1e-5, 2e-4, 1e-5);
 }
 
-TEST_P(CudaTrainerTest, Bf16StepStaysWithinBf16Rounding) {
+TEST_P(CudaSamePositionTrainerTest, Bf16StepStaysWithinBf16Rounding) {
   HSRING_REQUIRE_GPUS(1);
   // bf16 keeps 8 bits of mantissa (2^-8 = 4e-3 relative per product input).
   // Measured on an H200: gradients within 9e-4, weights within 6e-4 (2026-11-30).
   compare_with_cpu(GetParam(), GemmPrecision::kBf16, 1e-2, 1e-2, 5e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Embedding, CudaTrainerTest, ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(Embedding, CudaSamePositionTrainerTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "embed" : "features"; });
 
 uint16_t to_bf16(float value) { return gpu_test::float_to_bf16(value); }
 
 TEST(CudaTrainerDeviceTest, Bf16DeviceFeaturesEqualTheSameValuesFromTheHost) {
   HSRING_REQUIRE_GPUS(1);
-  const DrafterConfig config = gpu_config(false);
+  const SamePositionConfig config = gpu_config(false);
   OwnedBatch batch = testing::random_batch(config, {0, 30, 64}, 7);
   std::vector<uint16_t> bf16(batch.features.size());
   for (size_t i = 0; i < bf16.size(); ++i) {
@@ -117,7 +118,7 @@ TEST(CudaTrainerDeviceTest, Bf16DeviceFeaturesEqualTheSameValuesFromTheHost) {
   gpu::DeviceBuffer device = gpu::DeviceBuffer::allocate(bf16.size() * sizeof(uint16_t));
   HSRING_CUDA_CHECK(cudaMemcpy(device.data(), bf16.data(), device.size(), cudaMemcpyHostToDevice));
 
-  CudaTrainer from_host(options_for(config)), from_device(options_for(config));
+  CudaSamePositionTrainer from_host(options_for(config)), from_device(options_for(config));
   const LossStats want = from_host.compute_gradients(batch.view());
   const LossStats got = from_device.compute_gradients_bf16(device.as<uint16_t>(), batch.view());
   EXPECT_NEAR(got.loss, want.loss, 1e-6 * want.loss);
@@ -130,8 +131,8 @@ TEST(CudaTrainerDeviceTest, Bf16DeviceFeaturesEqualTheSameValuesFromTheHost) {
 TEST(CudaTrainerDeviceTest, LossFallsOnTheGpu) {
   HSRING_REQUIRE_GPUS(1);
   constexpr uint64_t kSteps = 150;
-  const DrafterConfig config = gpu_config(false);
-  CudaTrainer trainer(options_for(config, kSteps));
+  const SamePositionConfig config = gpu_config(false);
+  CudaSamePositionTrainer trainer(options_for(config, kSteps));
   double first = 0, last = 0, last_agreement = 0, step_ms = 0;
   for (uint64_t step = 0; step < kSteps; ++step) {
     const OwnedBatch batch = testing::synthetic_batch(config, {0, 16, 32, 64}, 1000 + step);
@@ -157,14 +158,14 @@ TEST(CudaTrainerDeviceTest, LossFallsOnTheGpu) {
 
 TEST(CudaTrainerDeviceTest, StateRoundTripsIntoAnotherTrainer) {
   HSRING_REQUIRE_GPUS(1);
-  const DrafterConfig config = gpu_config(true);
-  CudaTrainer first(options_for(config));
+  const SamePositionConfig config = gpu_config(true);
+  CudaSamePositionTrainer first(options_for(config));
   for (uint64_t step = 0; step < 3; ++step)
     first.step(testing::random_batch(config, {0, 20, 48}, step).view());
   const TrainerState saved = first.state();
-  TrainerOptions other = options_for(config);
+  SamePositionTrainerOptions other = options_for(config);
   other.seed = 99;  // different initial weights, all overwritten by the state
-  CudaTrainer second(other);
+  CudaSamePositionTrainer second(other);
   second.load_state(saved);
   EXPECT_EQ(second.optimizer_step(), 3u);
   EXPECT_EQ(second.params(), saved.params);
@@ -180,20 +181,20 @@ TEST(CudaTrainerDeviceTest, StateRoundTripsIntoAnotherTrainer) {
 
 TEST(CudaTrainerDeviceTest, BadShapesBatchesAndStatesAreRefused) {
   HSRING_REQUIRE_GPUS(1);
-  DrafterConfig odd = gpu_config(false);
+  SamePositionConfig odd = gpu_config(false);
   odd.head_dim = 16;
   odd.num_heads = 8;
   odd.num_kv_heads = 4;
   try {
-    CudaTrainer trainer(options_for(odd));
+    CudaSamePositionTrainer trainer(options_for(odd));
     ADD_FAILURE() << "head_dim 16 was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::kModelBadConfig);
     EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
   }
 
-  const DrafterConfig config = gpu_config(false);
-  CudaTrainer trainer(options_for(config));
+  const SamePositionConfig config = gpu_config(false);
+  CudaSamePositionTrainer trainer(options_for(config));
   OwnedBatch batch = testing::random_batch(config, {0, 10}, 1);
   batch.labels[3] = int32_t(config.vocab_size);
   try {

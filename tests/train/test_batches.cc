@@ -31,12 +31,12 @@ OwnedBatch random_rows(size_t feature_dim, uint32_t vocab_size, std::vector<int3
   return b;
 }
 
-OwnedBatch random_batch(const DrafterConfig& c, std::vector<int32_t> doc_offsets, uint64_t seed,
-                        size_t ignore_every) {
+OwnedBatch random_batch(const SamePositionConfig& c, std::vector<int32_t> doc_offsets,
+                        uint64_t seed, size_t ignore_every) {
   return random_rows(c.feature_dim(), c.vocab_size, std::move(doc_offsets), seed, ignore_every);
 }
 
-OwnedBatch synthetic_batch(const DrafterConfig& c, std::vector<int32_t> doc_offsets,
+OwnedBatch synthetic_batch(const SamePositionConfig& c, std::vector<int32_t> doc_offsets,
                            uint64_t seed) {
   OwnedBatch b;
   b.doc_offsets = std::move(doc_offsets);
@@ -61,8 +61,8 @@ OwnedBatch synthetic_batch(const DrafterConfig& c, std::vector<int32_t> doc_offs
   return b;
 }
 
-DrafterConfig small_config(bool embed_tokens) {
-  DrafterConfig c;
+SamePositionConfig small_config(bool embed_tokens) {
+  SamePositionConfig c;
   c.num_captured = 2;
   c.target_hidden = 8;
   c.width = 16;

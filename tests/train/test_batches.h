@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "train/drafter_batch.h"
-#include "train/drafter_config.h"
+#include "train/same_position_config.h"
 
 namespace hsring::train::testing {
 
@@ -27,17 +27,17 @@ OwnedBatch random_rows(size_t feature_dim, uint32_t vocab_size, std::vector<int3
 // Sets b.positions from b.doc_offsets: 0, 1, ... within each document.
 void fill_positions(OwnedBatch& b);
 
-OwnedBatch random_batch(const DrafterConfig& config, std::vector<int32_t> doc_offsets,
+OwnedBatch random_batch(const SamePositionConfig& config, std::vector<int32_t> doc_offsets,
                         uint64_t seed, size_t ignore_every = 5);
 
 // A task the drafter can learn: the label is a fixed permutation of the input token, and
 // the features are a fixed random code of that token plus a little noise (so the mapping
 // goes through fc, the decoder layer and the head). One label in eight is ignored.
-OwnedBatch synthetic_batch(const DrafterConfig& config, std::vector<int32_t> doc_offsets,
+OwnedBatch synthetic_batch(const SamePositionConfig& config, std::vector<int32_t> doc_offsets,
                            uint64_t seed);
 
 // A small config for fast tests: K 2 x H 8 -> D 16, heads 4/2 x 4, inter 24, vocab 11,
 // window 3.
-DrafterConfig small_config(bool embed_tokens = false);
+SamePositionConfig small_config(bool embed_tokens = false);
 
 }  // namespace hsring::train::testing

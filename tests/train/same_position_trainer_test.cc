@@ -18,8 +18,8 @@ using testing::OwnedBatch;
 using testing::synthetic_batch;
 
 // K 2 x H 16 -> D 32, heads 2/1 x 16, inter 64, vocab 32, window 8: ~12k parameters.
-DrafterConfig run_config() {
-  DrafterConfig c;
+SamePositionConfig run_config() {
+  SamePositionConfig c;
   c.num_captured = 2;
   c.target_hidden = 16;
   c.width = 32;
@@ -32,8 +32,8 @@ DrafterConfig run_config() {
   return c;
 }
 
-TrainerOptions run_options(uint64_t total_steps, uint32_t threads = 1) {
-  TrainerOptions o;
+SamePositionTrainerOptions run_options(uint64_t total_steps, uint32_t threads = 1) {
+  SamePositionTrainerOptions o;
   o.model = run_config();
   o.optimizer.schedule = {1e-2, 1e-3, 10, total_steps};
   o.seed = 5;
@@ -48,7 +48,7 @@ OwnedBatch run_batch(uint64_t step) {
 
 TEST(TrainerTest, LossFallsOnALearnableTask) {
   constexpr uint64_t kSteps = 150;
-  Trainer trainer(run_options(kSteps));
+  SamePositionTrainer trainer(run_options(kSteps));
   const auto start = std::chrono::steady_clock::now();
   double first = 0, last = 0, last_agreement = 0;
   for (uint64_t step = 0; step < kSteps; ++step) {
@@ -76,7 +76,7 @@ TEST(TrainerTest, LossFallsOnALearnableTask) {
 }
 
 TEST(TrainerTest, StepReportsItsStats) {
-  Trainer trainer(run_options(100));
+  SamePositionTrainer trainer(run_options(100));
   const OwnedBatch batch = run_batch(0);
   const StepStats s = trainer.step(batch.view());
   const auto counted = uint64_t(
@@ -95,13 +95,13 @@ TEST(TrainerTest, StepReportsItsStats) {
 
 TEST(TrainerTest, SameSeedAndBatchesGiveSameBitsForAnyThreadCount) {
   const auto train = [](uint32_t threads) {
-    TrainerOptions o = run_options(20, threads);
+    SamePositionTrainerOptions o = run_options(20, threads);
     // Wide enough that every op splits its work over threads.
     o.model.target_hidden = 64;
     o.model.width = 64;
     o.model.intermediate_size = 128;
     o.model.embed_tokens = true;
-    Trainer trainer(o);
+    SamePositionTrainer trainer(o);
     std::vector<double> losses;
     for (uint64_t step = 0; step < 4; ++step) {
       const OwnedBatch batch = synthetic_batch(o.model, {0, 40, 41, 128}, step);
@@ -121,7 +121,7 @@ TEST(TrainerTest, SameSeedAndBatchesGiveSameBitsForAnyThreadCount) {
 }
 
 TEST(TrainerTest, SplitStepEqualsStep) {
-  Trainer whole(run_options(100)), split(run_options(100));
+  SamePositionTrainer whole(run_options(100)), split(run_options(100));
   for (uint64_t step = 0; step < 3; ++step) {
     const OwnedBatch batch = run_batch(step);
     whole.step(batch.view());
@@ -134,7 +134,7 @@ TEST(TrainerTest, SplitStepEqualsStep) {
 TEST(TrainerTest, TokenWeightedGradientsOfPartsSumToTheWhole) {
   // Two processes' batches A and B: scaling each one's mean-loss gradient by its share of
   // the counted tokens and summing gives the gradient of the packed batch A + B.
-  const DrafterConfig c = run_config();
+  const SamePositionConfig c = run_config();
   const OwnedBatch a = synthetic_batch(c, {0, 10, 24}, 1);
   const OwnedBatch b = synthetic_batch(c, {0, 30}, 2);
   OwnedBatch ab = a;
@@ -144,7 +144,7 @@ TEST(TrainerTest, TokenWeightedGradientsOfPartsSumToTheWhole) {
     to->insert(to->end(), from->begin(), from->end());
   ab.doc_offsets = {0, 10, 24, 54};
 
-  Trainer whole(run_options(100)), parts(run_options(100));
+  SamePositionTrainer whole(run_options(100)), parts(run_options(100));
   const LossStats all = whole.compute_gradients(ab.view());
   const LossStats sa = parts.compute_gradients(a.view());
   parts.scale_gradients(float(sa.counted) / float(all.counted));
@@ -170,13 +170,13 @@ TEST(TrainerTest, TrainsOnTheTinyTargetsCapturedStates) {
   const auto target = open_cpu_model("tiny", 3, CpuModelOptions{1});
   const ModelConfig& tc = target->config();
   constexpr uint32_t kCaptured = 3;
-  TrainerOptions o;
-  o.model = default_drafter_config(tc, kCaptured);
+  SamePositionTrainerOptions o;
+  o.model = default_same_position_config(tc, kCaptured);
   const std::vector<float>& head = target->weights().lm_head_or_embeddings();
   o.lm_head_init.assign(head.begin(), head.end());
   o.optimizer.schedule = {3e-3, 3e-3, 0, 0};
   o.threads = 1;
-  Trainer trainer(o);
+  SamePositionTrainer trainer(o);
   EXPECT_TRUE(std::ranges::equal(trainer.model().param("lm_head.weight"), head));
 
   std::vector<int32_t> tokens(48), positions(48);

@@ -1,6 +1,8 @@
-// The shape of a DFlash-style drafter: a projection of K captured target layers to the
-// drafter width, one decoder layer with sliding-window attention and an LM head
-// (docs/drafter-training.md). Also the rule that derives a drafter from its target.
+// The shape of the same-position drafter (`--objective same-position`): a projection of K
+// captured target layers to the drafter width, one decoder layer with sliding-window
+// attention and an LM head, predicting the target's next token at every position
+// (docs/drafter-training.md). Also the rule that derives one from its target. The DFlash
+// drafter's shape is train/dflash_config.h.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@
 
 namespace hsring::train {
 
-struct DrafterConfig {
+struct SamePositionConfig {
   uint32_t num_captured = 0;       // K: target layers concatenated per token
   uint32_t target_hidden = 0;      // H: the target's hidden size
   uint32_t width = 0;              // D: the drafter's hidden size
@@ -32,10 +34,10 @@ struct DrafterConfig {
 };
 
 // "" when the config is usable, else what is wrong with it (the first problem found).
-std::string validate_drafter_config(const DrafterConfig& config);
+std::string validate_same_position_config(const SamePositionConfig& config);
 
-// Throws Error(kModelBadConfig) with validate_drafter_config's message.
-void check_drafter_config(const DrafterConfig& config);
+// Throws Error(kModelBadConfig) with validate_same_position_config's message.
+void check_same_position_config(const SamePositionConfig& config);
 
 // The default drafter of `target` fed by `num_captured` captured layers: its decoder layer
 // has the target's shape (width = hidden size, heads, KV heads, head dim, intermediate
@@ -43,10 +45,10 @@ void check_drafter_config(const DrafterConfig& config);
 // initialise the drafter's. The tiny target (H 128) gives D 128, 4 / 2 heads of 32,
 // intermediate 384, vocab 256. Throws Error(kModelBadConfig) when the target config is
 // invalid or the result is.
-DrafterConfig default_drafter_config(const ModelConfig& target, uint32_t num_captured,
-                                     uint32_t window = 256);
+SamePositionConfig default_same_position_config(const ModelConfig& target, uint32_t num_captured,
+                                                uint32_t window = 256);
 
 // One line for logs: "K 5 x H 128 -> D 128, heads 4/2 x 32, inter 384, vocab 256, window 256".
-std::string describe(const DrafterConfig& config);
+std::string describe(const SamePositionConfig& config);
 
 }  // namespace hsring::train

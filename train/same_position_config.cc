@@ -1,4 +1,4 @@
-#include "train/drafter_config.h"
+#include "train/same_position_config.h"
 
 #include <cmath>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace hsring::train {
 
-std::string validate_drafter_config(const DrafterConfig& c) {
+std::string validate_same_position_config(const SamePositionConfig& c) {
   const auto positive = [](uint32_t value, const char* name) -> std::string {
     return value == 0 ? std::string(name) + " must be positive" : std::string();
   };
@@ -44,16 +44,16 @@ std::string validate_drafter_config(const DrafterConfig& c) {
   return "";
 }
 
-void check_drafter_config(const DrafterConfig& config) {
-  if (std::string why = validate_drafter_config(config); !why.empty())
+void check_same_position_config(const SamePositionConfig& config) {
+  if (std::string why = validate_same_position_config(config); !why.empty())
     throw Error(Errc::kModelBadConfig, "drafter config: " + why);
 }
 
-DrafterConfig default_drafter_config(const ModelConfig& target, uint32_t num_captured,
-                                     uint32_t window) {
+SamePositionConfig default_same_position_config(const ModelConfig& target, uint32_t num_captured,
+                                                uint32_t window) {
   if (std::string why = validate_config(target); !why.empty())
     throw Error(Errc::kModelBadConfig, "target model '" + target.name + "': " + why);
-  DrafterConfig c;
+  SamePositionConfig c;
   c.num_captured = num_captured;
   c.target_hidden = target.hidden_size;
   c.width = target.hidden_size;
@@ -65,11 +65,11 @@ DrafterConfig default_drafter_config(const ModelConfig& target, uint32_t num_cap
   c.window = window;
   c.rope_theta = target.rope_theta;
   c.rms_norm_eps = target.rms_norm_eps;
-  check_drafter_config(c);
+  check_same_position_config(c);
   return c;
 }
 
-std::string describe(const DrafterConfig& c) {
+std::string describe(const SamePositionConfig& c) {
   return "K " + std::to_string(c.num_captured) + " x H " + std::to_string(c.target_hidden) +
          " -> D " + std::to_string(c.width) + ", heads " + std::to_string(c.num_heads) + "/" +
          std::to_string(c.num_kv_heads) + " x " + std::to_string(c.head_dim) + ", inter " +

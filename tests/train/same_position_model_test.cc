@@ -28,9 +28,9 @@ Errc error_code(Fn&& fn) {
   return Errc::kModel;
 }
 
-TEST(DrafterLayoutTest, NamesShapesOffsets) {
-  const DrafterConfig c = small_config();
-  const ParamLayout layout = drafter_param_layout(c);
+TEST(SamePositionLayoutTest, NamesShapesOffsets) {
+  const SamePositionConfig c = small_config();
+  const ParamLayout layout = same_position_param_layout(c);
   std::vector<std::string> names;
   for (const ParamInfo& t : layout.tensors) names.push_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{
@@ -57,13 +57,13 @@ TEST(DrafterLayoutTest, NamesShapesOffsets) {
   EXPECT_EQ(layout.find("embed_tokens.weight"), nullptr);
   EXPECT_EQ(error_code([&] { layout.at("nope"); }), Errc::kModel);
 
-  const ParamLayout embed = drafter_param_layout(small_config(true));
+  const ParamLayout embed = same_position_param_layout(small_config(true));
   EXPECT_EQ(embed.tensors.front().name, "embed_tokens.weight");
   EXPECT_EQ(embed.tensors.front().shape, (std::vector<int64_t>{11, 16}));
 }
 
-TEST(DrafterModelTest, InitIsDeterministicAndScaled) {
-  const DrafterConfig c = small_config(true);
+TEST(SamePositionModelTest, InitIsDeterministicAndScaled) {
+  const SamePositionConfig c = small_config(true);
   DrafterModel a(c, {7}), b(c, {7}), other(c, {8});
   EXPECT_TRUE(std::ranges::equal(a.params(), b.params()));
   EXPECT_FALSE(std::ranges::equal(a.params(), other.params()));
@@ -88,17 +88,17 @@ TEST(DrafterModelTest, InitIsDeterministicAndScaled) {
   EXPECT_TRUE(std::ranges::all_of(a.grads(), [](float g) { return g == 0.0f; }));
 }
 
-TEST(DrafterModelTest, LmHeadInitFromTarget) {
-  const DrafterConfig c = small_config();
+TEST(SamePositionModelTest, LmHeadInitFromTarget) {
+  const SamePositionConfig c = small_config();
   const std::vector<float> head = testing::random_floats(size_t(c.vocab_size) * c.width, 3);
-  DrafterModel model(c, DrafterInit{1, head});
+  DrafterModel model(c, SamePositionInit{1, head});
   EXPECT_TRUE(std::ranges::equal(model.param("lm_head.weight"), head));
   const std::vector<float> wrong(head.size() - 1);
-  EXPECT_EQ(error_code([&] { DrafterModel(c, DrafterInit{1, wrong}); }), Errc::kModel);
+  EXPECT_EQ(error_code([&] { DrafterModel(c, SamePositionInit{1, wrong}); }), Errc::kModel);
 }
 
-TEST(DrafterModelTest, RejectsBadBatches) {
-  const DrafterConfig c = small_config(true);
+TEST(SamePositionModelTest, RejectsBadBatches) {
+  const SamePositionConfig c = small_config(true);
   DrafterModel model(c);
   const OwnedBatch good = random_batch(c, {0, 4, 10}, 1);
   EXPECT_NO_THROW(model.forward(good.view()));
@@ -142,7 +142,7 @@ TEST(DrafterModelTest, RejectsBadBatches) {
 class WholeModelGradientTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(WholeModelGradientTest, EveryTensor) {
-  const DrafterConfig c = small_config(GetParam());
+  const SamePositionConfig c = small_config(GetParam());
   BasicDrafterModel<double> model(c, {11});
   const std::vector<double> jitter = testing::random_values(model.params().size(), 12, -0.3, 0.3);
   for (const ParamInfo& t : model.layout().tensors)
@@ -166,8 +166,8 @@ INSTANTIATE_TEST_SUITE_P(Options, WholeModelGradientTest, ::testing::Bool(),
                            return info.param ? "WithTokenEmbedding" : "FeaturesOnly";
                          });
 
-TEST(DrafterModelTest, FloatModelMatchesDouble) {
-  const DrafterConfig c = small_config(true);
+TEST(SamePositionModelTest, FloatModelMatchesDouble) {
+  const SamePositionConfig c = small_config(true);
   DrafterModel f(c, {21});
   BasicDrafterModel<double> d(c, {21});
   EXPECT_TRUE(
@@ -189,10 +189,10 @@ TEST(DrafterModelTest, FloatModelMatchesDouble) {
   }
 }
 
-TEST(DrafterModelTest, LossSeesOnlyTheDocumentAndWindow) {
+TEST(SamePositionModelTest, LossSeesOnlyTheDocumentAndWindow) {
   // Only row 8 is counted; window 3 in document [5, 12): rows 6, 7, 8 may move the loss,
   // no other row's features may change a bit of it.
-  const DrafterConfig c = small_config();
+  const SamePositionConfig c = small_config();
   DrafterModel model(c, {31});
   OwnedBatch batch = random_batch(c, {0, 5, 12}, 32, 0);
   std::fill(batch.labels.begin(), batch.labels.end(), kIgnoreLabel);
@@ -208,8 +208,8 @@ TEST(DrafterModelTest, LossSeesOnlyTheDocumentAndWindow) {
   }
 }
 
-TEST(DrafterModelTest, ThreadCountDoesNotChangeBits) {
-  DrafterConfig c;
+TEST(SamePositionModelTest, ThreadCountDoesNotChangeBits) {
+  SamePositionConfig c;
   c.num_captured = 3;
   c.target_hidden = 32;
   c.width = 64;
@@ -234,8 +234,8 @@ TEST(DrafterModelTest, ThreadCountDoesNotChangeBits) {
   EXPECT_EQ(run(4), one);
 }
 
-TEST(DrafterModelTest, GradientsAccumulateAcrossBatches) {
-  const DrafterConfig c = small_config();
+TEST(SamePositionModelTest, GradientsAccumulateAcrossBatches) {
+  const SamePositionConfig c = small_config();
   DrafterModel model(c, {51});
   const OwnedBatch batch = random_batch(c, {0, 10}, 52);
   model.forward_backward(batch.view());
