@@ -1,10 +1,10 @@
 // The CUDA kernels that only the target forward has, behind plain host functions (no CUDA
 // syntax here, so C++ sources call them; C++17, as nvcc compiles it); the ops it shares with
-// the training step (RMSNorm, SwiGLU, RoPE's table, row gathers, bf16 conversion) are the
-// gpu/ops/ library's. Each launches on `stream` and returns the
-// launch's error; none synchronises. No kernel uses atomics or a data-dependent reduction order:
-// every output element comes from one fixed sequence of operations, so a batch always gives the
-// same bits. Matrices are row-major; bf16 values travel as their 16-bit patterns (Bf16).
+// the training step (RMSNorm, SwiGLU, RoPE's table, row gathers, bf16 conversion, argmax) are
+// the gpu/ops/ library's. Each launches on `stream` and returns the launch's error; none
+// synchronises. No kernel uses atomics or a data-dependent reduction order: every output
+// element comes from one fixed sequence of operations, so a batch always gives the same bits.
+// Matrices are row-major; bf16 values travel as their 16-bit patterns (Bf16).
 #pragma once
 
 #include <cuda_runtime_api.h>

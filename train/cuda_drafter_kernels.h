@@ -1,11 +1,10 @@
 // The CUDA kernels that only the drafter's training step has, behind plain host functions
 // (no CUDA syntax here: C++ sources call them; C++17, as nvcc compiles it); the ops it
 // shares with the target's forward (RMSNorm, SwiGLU, RoPE, embedding, row gathers, bf16
-// conversion) are the gpu/ops/ library's. Each launches on `stream`
-// and returns the launch's error; none synchronises. Activations, gradients, weights and
-// optimizer state are fp32 row-major arrays; the products between them are cuBLAS's
-// (train/cuda_gemm.h). The maths of each op is the CPU reference's (ops/), which
-// the GPU tests compare against.
+// conversion) are the gpu/ops/ library's. Each launches on `stream` and returns the
+// launch's error; none synchronises. Activations, gradients, weights and optimizer state are
+// fp32 row-major arrays; the products between them are cuBLAS's (train/cuda_gemm.h). The
+// maths of each op is the CPU reference's (ops/), which the GPU tests compare against.
 #pragma once
 
 #include <cuda_runtime_api.h>
