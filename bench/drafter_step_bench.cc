@@ -96,7 +96,7 @@ Batch make_batch(uint32_t tokens, uint32_t vocab) {
 // TFLOP/s of one large product through the trainer's GEMM call, median of 20.
 double gemm_tflops(const Options& o) {
   gpu::Stream stream = gpu::make_stream();
-  train::cuda::Gemm gemm(train::cuda::GemmPrecision::kBf16);
+  train::Gemm gemm(train::GemmPrecision::kBf16);
   gemm.bind(stream.get());
   const uint64_t m = o.gemm_m, k = o.gemm_k, n = o.gemm_n;
   std::vector<float> host(std::max(m, n) * k);

@@ -104,20 +104,18 @@ Batch make_batch(const Options& o, uint32_t vocab) {
 
 // TFLOP/s of one large bf16 GEMM through the model's own cuBLAS call, median of 20.
 double gemm_tflops(const Options& o, cudaStream_t stream) {
-  cuda_ops::Blas blas;
+  Blas blas;
   blas.bind(stream);
   const uint64_t m = o.gemm_m, kk = o.gemm_k, n = o.gemm_n;
   gpu::DeviceBuffer x = gpu::DeviceBuffer::allocate(m * kk * 2);
   gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(n * kk * 2);
   gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(m * n * 2);
   // Non-zero, varied values (zeros run faster than real data).
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(x.as<cuda_ops::Bf16>(), m * kk, 1, 1.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(w.as<cuda_ops::Bf16>(), n * kk, 2, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), m * kk, 1, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(w.as<Bf16>(), n * kk, 2, 0.02f, 0.0f, stream));
   const double ms = time_ms(stream, 5, 20, [&] {
-    blas.linear(x.as<cuda_ops::Bf16>(), uint32_t(m), uint32_t(kk), w.as<cuda_ops::Bf16>(),
-                uint32_t(n), y.data(), false, n);
+    blas.linear(x.as<Bf16>(), uint32_t(m), uint32_t(kk), w.as<Bf16>(), uint32_t(n), y.data(), false,
+                n);
   });
   return 2.0 * double(m) * double(n) * double(kk) / (ms * 1e-3) / 1e12;
 }
@@ -132,7 +130,6 @@ struct ExpertTiming {
 // a random routing (each token's top_k experts uniform without repeats, as random router
 // weights give): its tokens' expert loads vary as a real batch's do.
 ExpertTiming time_experts(const ModelConfig& c, uint32_t t, uint64_t seed, cudaStream_t stream) {
-  using cuda_ops::Bf16;
   const MoeShape& m = c.moe;
   const uint64_t h = c.hidden_size, ei = m.expert_intermediate, e = m.num_experts;
   const uint32_t k = m.experts_per_token;
@@ -150,13 +147,13 @@ ExpertTiming time_experts(const ModelConfig& c, uint32_t t, uint64_t seed, cudaS
       }
       choices[r * k + j] = {pick, 1.0f / float(k)};
     }
-  const uint32_t chunks = cuda_ops::group_chunks(slots);
-  const uint32_t tiles = cuda_ops::max_expert_tiles(slots, uint32_t(e));
+  const uint32_t chunks = group_chunks(slots);
+  const uint32_t tiles = max_expert_tiles(slots, uint32_t(e));
   gpu::DeviceBuffer choice_buffer = gpu::DeviceBuffer::allocate(slots * sizeof(ExpertChoice));
   gpu::DeviceBuffer logits = gpu::DeviceBuffer::allocate(uint64_t(t) * e * 4);
   gpu::DeviceBuffer ints = gpu::DeviceBuffer::allocate((uint64_t(chunks) * e + e + 1) * 4);
   gpu::DeviceBuffer rows = gpu::DeviceBuffer::allocate(2 * slots * 4);
-  gpu::DeviceBuffer tile_buffer = gpu::DeviceBuffer::allocate(tiles * sizeof(cuda_ops::ExpertTile));
+  gpu::DeviceBuffer tile_buffer = gpu::DeviceBuffer::allocate(tiles * sizeof(ExpertTile));
   gpu::DeviceBuffer x = gpu::DeviceBuffer::allocate(uint64_t(t) * h * 2);
   gpu::DeviceBuffer gate_up = gpu::DeviceBuffer::allocate(slots * 2 * ei * 2);
   gpu::DeviceBuffer act = gpu::DeviceBuffer::allocate(slots * ei * 2);
@@ -165,40 +162,34 @@ ExpertTiming time_experts(const ModelConfig& c, uint32_t t, uint64_t seed, cudaS
   gpu::DeviceBuffer w_down = gpu::DeviceBuffer::allocate(e * h * ei * 2);
   HSRING_CUDA_CHECK(cudaMemcpy(choice_buffer.data(), choices.data(), slots * sizeof(ExpertChoice),
                                cudaMemcpyHostToDevice));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(logits.as<float>(), uint64_t(t) * e, 8, 2.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(x.as<Bf16>(), uint64_t(t) * h, 9, 1.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(act.as<Bf16>(), slots * ei, 10, 1.0f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(w_up.as<Bf16>(), e * 2 * ei * h, 11, 0.02f, 0.0f, stream));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_random_fill(w_down.as<Bf16>(), e * h * ei, 12, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(logits.as<float>(), uint64_t(t) * e, 8, 2.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), uint64_t(t) * h, 9, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(act.as<Bf16>(), slots * ei, 10, 1.0f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(w_up.as<Bf16>(), e * 2 * ei * h, 11, 0.02f, 0.0f, stream));
+  HSRING_CUDA_CHECK(launch_random_fill(w_down.as<Bf16>(), e * h * ei, 12, 0.02f, 0.0f, stream));
   auto* int_base = ints.as<int32_t>();
-  const cuda_ops::ExpertGroups groups{int_base, int_base + uint64_t(chunks) * e, rows.as<int32_t>(),
-                                      rows.as<int32_t>() + slots,
-                                      tile_buffer.as<cuda_ops::ExpertTile>()};
+  const ExpertGroups groups{int_base, int_base + uint64_t(chunks) * e, rows.as<int32_t>(),
+                            rows.as<int32_t>() + slots, tile_buffer.as<ExpertTile>()};
   gpu::DeviceBuffer routed = gpu::DeviceBuffer::allocate(slots * sizeof(ExpertChoice));
   ExpertTiming timing;
   // The routing of random logits (into a buffer of its own: the grouping below reads the
   // uniform choices), then the grouping; the logits are overwritten by each run alike.
   timing.routing_ms = time_ms(stream, 2, 10, [&] {
-    HSRING_CUDA_CHECK(cuda_ops::launch_route(logits.as<float>(), t, e, uint32_t(e), k,
-                                             m.normalise_top_k, routed.as<ExpertChoice>(), stream));
-    HSRING_CUDA_CHECK(cuda_ops::launch_group_by_expert(
-        choice_buffer.as<ExpertChoice>(), uint32_t(slots), k, uint32_t(e), groups, stream));
+    HSRING_CUDA_CHECK(launch_route(logits.as<float>(), t, e, uint32_t(e), k, m.normalise_top_k,
+                                   routed.as<ExpertChoice>(), stream));
+    HSRING_CUDA_CHECK(launch_group_by_expert(choice_buffer.as<ExpertChoice>(), uint32_t(slots), k,
+                                             uint32_t(e), groups, stream));
   });
-  cuda_ops::GroupedProduct up{x.as<Bf16>(), groups.row_token, h,     w_up.as<Bf16>(),
-                              2 * ei * h,   gate_up.data(),   false, 2 * ei,
-                              uint32_t(h),  uint32_t(2 * ei)};
-  cuda_ops::GroupedProduct down{act.as<Bf16>(), nullptr, ei, w_down.as<Bf16>(), h * ei,
-                                out.data(),     true,    h,  uint32_t(ei),      uint32_t(h)};
+  GroupedProduct up{x.as<Bf16>(), groups.row_token, h,     w_up.as<Bf16>(),
+                    2 * ei * h,   gate_up.data(),   false, 2 * ei,
+                    uint32_t(h),  uint32_t(2 * ei)};
+  GroupedProduct down{act.as<Bf16>(), nullptr, ei, w_down.as<Bf16>(), h * ei,
+                      out.data(),     true,    h,  uint32_t(ei),      uint32_t(h)};
   const double up_ms = time_ms(stream, 2, 10, [&] {
-    HSRING_CUDA_CHECK(cuda_ops::launch_grouped_linear(up, groups.tiles, tiles, stream));
+    HSRING_CUDA_CHECK(launch_grouped_linear(up, groups.tiles, tiles, stream));
   });
   const double down_ms = time_ms(stream, 2, 10, [&] {
-    HSRING_CUDA_CHECK(cuda_ops::launch_grouped_linear(down, groups.tiles, tiles, stream));
+    HSRING_CUDA_CHECK(launch_grouped_linear(down, groups.tiles, tiles, stream));
   });
   const double up_flops = 2.0 * double(slots) * double(h) * 2.0 * double(ei);
   const double down_flops = 2.0 * double(slots) * double(ei) * double(h);
@@ -322,13 +313,13 @@ int run(const Options& o) {
     gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * qd * 2);
     HSRING_CUDA_CHECK(cudaMemset(q.data(), 0x3c, q.size()));
     HSRING_CUDA_CHECK(cudaMemset(kv.data(), 0x3b, kv.size()));
-    auto* kp = kv.as<cuda_ops::Bf16>();
-    const uint32_t max_pack = cuda_ops::max_attention_pack(c.num_heads, c.num_kv_heads);
+    auto* kp = kv.as<Bf16>();
+    const uint32_t max_pack = max_attention_pack(c.num_heads, c.num_kv_heads);
     struct Variant {
       const char* name;
       uint32_t pack, key_block;
     };
-    const uint32_t model_block = cuda_ops::kAttentionKeyBlock;
+    const uint32_t model_block = kAttentionKeyBlock;
     const uint32_t other_block = model_block == 64 ? 32 : 64;
     const Variant variants[] = {{"attention", max_pack, model_block},
                                 {"attention_other_key_block", max_pack, other_block},
@@ -336,18 +327,17 @@ int run(const Options& o) {
                                 {"attention_one_head_other_key_block", 1, other_block}};
     for (const Variant& variant : variants) {
       if (max_pack == 1 && &variant >= &variants[2]) continue;  // same as the first two
-      const std::vector<cuda_ops::AttentionTile> tiles =
-          cuda_ops::attention_tiles(batch.offsets.data(), batch.offsets.size(), variant.pack);
+      const std::vector<AttentionTile> tiles =
+          attention_tiles(batch.offsets.data(), batch.offsets.size(), variant.pack);
       gpu::DeviceBuffer tile_buffer =
-          gpu::DeviceBuffer::allocate(tiles.size() * sizeof(cuda_ops::AttentionTile));
+          gpu::DeviceBuffer::allocate(tiles.size() * sizeof(AttentionTile));
       HSRING_CUDA_CHECK(
           cudaMemcpy(tile_buffer.data(), tiles.data(), tile_buffer.size(), cudaMemcpyHostToDevice));
       const double ms = time_ms(stream.get(), 10, 10, [&] {
-        HSRING_CUDA_CHECK(cuda_ops::launch_attention(
-            q.as<cuda_ops::Bf16>(), kp, kp + uint64_t(t) * kvd,
-            tile_buffer.as<cuda_ops::AttentionTile>(), uint32_t(tiles.size()), c.num_heads,
-            c.num_kv_heads, c.head_dim, variant.pack, out.as<cuda_ops::Bf16>(), stream.get(),
-            variant.key_block));
+        HSRING_CUDA_CHECK(launch_attention(q.as<Bf16>(), kp, kp + uint64_t(t) * kvd,
+                                           tile_buffer.as<AttentionTile>(), uint32_t(tiles.size()),
+                                           c.num_heads, c.num_kv_heads, c.head_dim, variant.pack,
+                                           out.as<Bf16>(), stream.get(), variant.key_block));
       });
       const std::string prefix = variant.name;
       print((prefix + "_heads_per_block").c_str(), variant.pack, "%.0f");
@@ -384,12 +374,10 @@ int run(const Options& o) {
           "%.3f");
 
     // The chunked delta rule alone (both passes) on the same documents, random inputs.
-    const cuda_ops::DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
-                                     dn.conv_kernel};
-    const std::vector<cuda_ops::DeltaSpan> chunks =
-        cuda_ops::delta_chunks(batch.offsets.data(), batch.offsets.size());
-    const std::vector<cuda_ops::DeltaSpan> documents =
-        cuda_ops::delta_documents(batch.offsets.data(), batch.offsets.size());
+    const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim, dn.conv_kernel};
+    const std::vector<DeltaSpan> chunks = delta_chunks(batch.offsets.data(), batch.offsets.size());
+    const std::vector<DeltaSpan> documents =
+        delta_documents(batch.offsets.data(), batch.offsets.size());
     gpu::DeviceBuffer spans =
         gpu::DeviceBuffer::allocate((chunks.size() + documents.size()) * sizeof(chunks[0]));
     HSRING_CUDA_CHECK(cudaMemcpy(spans.data(), chunks.data(), chunks.size() * sizeof(chunks[0]),
@@ -398,39 +386,37 @@ int run(const Options& o) {
                                  documents.size() * sizeof(documents[0]), cudaMemcpyHostToDevice));
     gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 4);
     gpu::DeviceBuffer gates = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_heads * 2 * 4);
-    gpu::DeviceBuffer scratch =
-        gpu::DeviceBuffer::allocate(cuda_ops::delta_scratch_floats(t, shape) * 4);
+    gpu::DeviceBuffer scratch = gpu::DeviceBuffer::allocate(delta_scratch_floats(t, shape) * 4);
     gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_dim() * 4);
     // Unit-scale q and k rows (as the L2 norm leaves them), mild decays, beta near 0.5.
     const float qk_scale = std::sqrt(3.0f / float(dn.qk_head_dim));
-    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(),
-                                                   5, qk_scale, 0.0f, stream.get()));
+    HSRING_CUDA_CHECK(launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(), 5,
+                                         qk_scale, 0.0f, stream.get()));
     auto* g = gates.as<float>();
     auto* beta = g + uint64_t(t) * shape.v_heads;
-    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f,
-                                                   stream.get()));
-    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f,
-                                                   stream.get()));
-    const cuda_ops::DeltaScratch parts =
-        cuda_ops::delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
-    const auto* span_base = spans.as<cuda_ops::DeltaSpan>();
+    HSRING_CUDA_CHECK(
+        launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f, stream.get()));
+    HSRING_CUDA_CHECK(
+        launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f, stream.get()));
+    const DeltaScratch parts = delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
+    const auto* span_base = spans.as<DeltaSpan>();
     const double ms = time_ms(stream.get(), 3, 10, [&] {
-      HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
-          qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
-          span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
-          stream.get()));
+      HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, span_base,
+                                          uint32_t(chunks.size()), span_base + chunks.size(),
+                                          uint32_t(documents.size()), parts, out.as<float>(),
+                                          stream.get()));
     });
     delta_rule_ms = ms * delta_layers;
     print("delta_rule_ms_per_layer", ms, "%.3f");
     print("delta_rule_tflops", delta_flops_layer / (ms * 1e-3) / 1e12, "%.2f");
     print("delta_rule_share_of_forward", delta_rule_ms / forward_ms, "%.3f");
-    // The other product precision (cuda_ops::DeltaPrecision; the model uses one TF32
+    // The other product precision (DeltaPrecision; the model uses one TF32
     // product), for the record.
     const double split_ms = time_ms(stream.get(), 3, 10, [&] {
-      HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
-          qkv.as<float>(), g, beta, shape, span_base, uint32_t(chunks.size()),
-          span_base + chunks.size(), uint32_t(documents.size()), parts, out.as<float>(),
-          stream.get(), cuda_ops::DeltaPrecision::kTf32x3));
+      HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, span_base,
+                                          uint32_t(chunks.size()), span_base + chunks.size(),
+                                          uint32_t(documents.size()), parts, out.as<float>(),
+                                          stream.get(), DeltaPrecision::kTf32x3));
     });
     print("delta_rule_3xtf32_ms_per_layer", split_ms, "%.3f");
   }
@@ -440,7 +426,7 @@ int run(const Options& o) {
   // Mixtures add the grouped GEMMs and the routing alone (time_experts).
   double grouped_tflops = 0, routing_ms = 0;
   {
-    cuda_ops::Blas blas;
+    Blas blas;
     blas.bind(stream.get());
     const uint64_t q_rows = c.attention_gate ? 2ull * c.q_dim() : c.q_dim();
     const uint64_t qkv = q_rows + 2ull * c.kv_dim(), inter = c.intermediate_size;
@@ -480,17 +466,15 @@ int run(const Options& o) {
     gpu::DeviceBuffer w = gpu::DeviceBuffer::allocate(w_bytes);
     gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(y_bytes);
     HSRING_CUDA_CHECK(cudaMemset(y.data(), 0, y.size()));
-    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(x.as<cuda_ops::Bf16>(), x_bytes / 2, 3, 1.0f,
-                                                   0.0f, stream.get()));
-    HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(w.as<cuda_ops::Bf16>(), w_bytes / 2, 4, 0.02f,
-                                                   0.0f, stream.get()));
+    HSRING_CUDA_CHECK(launch_random_fill(x.as<Bf16>(), x_bytes / 2, 3, 1.0f, 0.0f, stream.get()));
+    HSRING_CUDA_CHECK(launch_random_fill(w.as<Bf16>(), w_bytes / 2, 4, 0.02f, 0.0f, stream.get()));
     double gemm_ms = 0;
     double gemm_flops = 0;
     for (const Product& p : products) {
       if (p.repeats == 0) continue;
       const double ms = time_ms(stream.get(), 2, 5, [&] {
-        blas.linear(x.as<cuda_ops::Bf16>(), uint32_t(p.rows), uint32_t(p.in),
-                    w.as<cuda_ops::Bf16>(), uint32_t(p.out), y.data(), p.fp32, p.out, p.beta);
+        blas.linear(x.as<Bf16>(), uint32_t(p.rows), uint32_t(p.in), w.as<Bf16>(), uint32_t(p.out),
+                    y.data(), p.fp32, p.out, p.beta);
       });
       const std::string key = std::string("gemm_") + p.name;
       print((key + "_ms").c_str(), ms, "%.3f");

@@ -10,12 +10,10 @@ transformers' torch fallback), and the median forward time over all documents.
 
 import argparse
 import importlib.util
-import statistics
-import time
 
-import torch
-import transformers
 from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+import torch_forward_timing as timing
 
 
 def config(layers):
@@ -33,14 +31,10 @@ def config(layers):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", required=True, help="document lengths, one a line")
-    ap.add_argument("--layers", type=int, default=64)
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1)
+    timing.add_arguments(ap, layers=64)
     args = ap.parse_args()
-    lengths = [int(line) for line in open(args.docs) if line.strip()]
-    print(f"torch={torch.__version__}\ntransformers={transformers.__version__}")
-    print(f"gpu={torch.cuda.get_device_name(0)}")
+    lengths = timing.read_lengths(args.docs)
+    timing.print_versions()
     fla = importlib.util.find_spec("fla") is not None
     conv = importlib.util.find_spec("causal_conv1d") is not None
     print(f"delta_rule_path={'fla chunk_gated_delta_rule' if fla else 'torch_chunk_gated_delta_rule (torch fallback)'}")
@@ -48,39 +42,8 @@ def main():
     print("attention=sdpa")
     cfg = config(args.layers)
     cfg._attn_implementation = "sdpa"
-    start = time.perf_counter()
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = Qwen3_5ForCausalLM(cfg)
-    model.eval()
-    torch.cuda.synchronize()
-    print(f"layers={args.layers}\nmodel_init_s={time.perf_counter() - start:.1f}")
-    print(f"parameters={sum(p.numel() for p in model.parameters())}")
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    docs = [torch.randint(0, cfg.vocab_size, (1, n), device="cuda", generator=generator)
-            for n in lengths]
-    print(f"tokens={sum(lengths)}\ndocuments={len(lengths)}")
-
-    def forward():
-        with torch.no_grad():
-            for ids in docs:
-                out = model(ids, use_cache=False, output_hidden_states=True)
-                out.logits.argmax(-1)
-                del out
-
-    for _ in range(args.warmup):
-        forward()
-    times = []
-    for _ in range(args.iterations):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        forward()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    ms = statistics.median(times)
-    print(f"torch_forward_ms={ms:.1f}")
-    print(f"torch_forward_tokens_per_s={sum(lengths) / (ms * 1e-3):.0f}")
-    print(f"torch_peak_memory_bytes={torch.cuda.max_memory_allocated()}")
+    model = timing.build_model(Qwen3_5ForCausalLM, cfg, args.layers)
+    timing.time_documents(model, cfg.vocab_size, lengths, args.warmup, args.iterations)
 
 
 if __name__ == "__main__":

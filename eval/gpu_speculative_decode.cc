@@ -258,8 +258,7 @@ GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
   options.model = dc;
   options.embed = head.embed;
   options.lm_head = head.lm_head;
-  m.drafter =
-      std::make_unique<train::CudaDflashTrainer>(options, train::cuda::GemmPrecision::kFp32);
+  m.drafter = std::make_unique<train::CudaDflashTrainer>(options, train::GemmPrecision::kFp32);
   const size_t total = drafter.params.size();
   m.drafter->load_state(
       {drafter.params, std::vector<float>(total, 0.0f), std::vector<float>(total, 0.0f), 0});

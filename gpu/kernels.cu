@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "common/synthetic_element.h"
+#include "gpu/bf16.cuh"
 #include "gpu/kernels.h"
 #include "gpu/launch_grid.h"
 #include "gpu/philox.h"
@@ -121,10 +122,8 @@ struct Codec;
 template <>
 struct Codec<DType::kBF16> {
   using Bits = uint16_t;
-  static __device__ float to_float(Bits b) { return __uint_as_float(uint32_t(b) << 16); }
-  static __device__ Bits from_float(float f) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-  }
+  static __device__ float to_float(Bits b) { return bf16_to_float(b); }
+  static __device__ Bits from_float(float f) { return float_to_bf16(f); }
 };
 template <>
 struct Codec<DType::kFP16> {

@@ -5,7 +5,7 @@
 
 #include "common/parallel.h"
 
-namespace hsring::cpu {
+namespace hsring {
 
 namespace {
 
@@ -114,4 +114,4 @@ void gated_rms_norm(const float* x, const float* gate, const float* weight, size
   }
 }
 
-}  // namespace hsring::cpu
+}  // namespace hsring

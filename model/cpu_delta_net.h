@@ -9,7 +9,7 @@
 
 #include "model/model_config.h"
 
-namespace hsring::cpu {
+namespace hsring {
 
 // y[t, c] = silu(sum_j w[c, j] * x[t - (kernel - 1) + j, c]) per channel c of x [rows,
 // channels], with x taken as 0 before its document's first token. w is [channels, kernel].
@@ -37,4 +37,4 @@ void gated_delta_rule(float* qkv, const float* g, const float* beta, size_t rows
 void gated_rms_norm(const float* x, const float* gate, const float* weight, size_t rows, size_t dim,
                     double eps, float* y);
 
-}  // namespace hsring::cpu
+}  // namespace hsring

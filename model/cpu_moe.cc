@@ -6,7 +6,7 @@
 #include "model/decoder_layer.h"
 #include "ops/linear.h"
 
-namespace hsring::cpu {
+namespace hsring {
 
 namespace {
 
@@ -97,4 +97,4 @@ void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
   }
 }
 
-}  // namespace hsring::cpu
+}  // namespace hsring

@@ -10,7 +10,7 @@
 #include "model/model_weights.h"
 #include "model/moe_router.h"
 
-namespace hsring::cpu {
+namespace hsring {
 
 // Scratch of the MLPs, sized on demand and kept between forwards.
 struct MlpScratch {
@@ -37,4 +37,4 @@ void swiglu_mlp(const float* x, size_t rows, size_t hidden, const float* gate_pr
 void moe_mlp(const float* x, size_t rows, size_t hidden, const MoeShape& shape,
              const MoeWeights& weights, MlpScratch& scratch, float* out, uint32_t threads);
 
-}  // namespace hsring::cpu
+}  // namespace hsring

@@ -112,7 +112,7 @@ void CpuTargetModel::run_layer(uint32_t index, const PackedBatch& batch) {
   if (c.mlp_kind(index) == MlpKind::kExperts) {
     ops::rms_norm_forward(mid_.data(), w.post_attention_norm.data(), rows, h, c.rms_norm_eps,
                           normed_.data(), kSums);
-    cpu::moe_mlp(normed_.data(), rows, h, c.moe, w.moe, mlp_, mixed_.data(), threads_);
+    moe_mlp(normed_.data(), rows, h, c.moe, w.moe, mlp_, mixed_.data(), threads_);
     for (size_t i = 0; i < rows * h; ++i) residual_[i] = mid_[i] + mixed_[i];
   } else {
     const MlpBlockParams<const float*> mw{w.post_attention_norm.data(), w.gate_proj.data(),
@@ -141,13 +141,13 @@ void CpuTargetModel::run_delta_net(const LayerWeights& w, const PackedBatch& bat
                       threads_);
   ops::linear_forward(normed_.data(), rows, h, n.in_proj_a.data(), s.v_heads, dn_a_.data(), kSums,
                       threads_);
-  cpu::causal_conv_silu(dn_qkv_.data(), s.conv_dim(), n.conv.data(), s.conv_kernel,
-                        batch.doc_offsets, dn_conv_.data());
-  cpu::delta_gates(dn_a_.data(), dn_b_.data(), rows, s.v_heads, n.a_log.data(), n.dt_bias.data());
-  cpu::gated_delta_rule(dn_conv_.data(), dn_a_.data(), dn_b_.data(), rows, s, batch.doc_offsets,
-                        dn_out_.data(), threads_);
-  cpu::gated_rms_norm(dn_out_.data(), dn_z_.data(), n.norm.data(), rows * s.v_heads, s.v_head_dim,
-                      c.rms_norm_eps, dn_out_.data());
+  causal_conv_silu(dn_qkv_.data(), s.conv_dim(), n.conv.data(), s.conv_kernel, batch.doc_offsets,
+                   dn_conv_.data());
+  delta_gates(dn_a_.data(), dn_b_.data(), rows, s.v_heads, n.a_log.data(), n.dt_bias.data());
+  gated_delta_rule(dn_conv_.data(), dn_a_.data(), dn_b_.data(), rows, s, batch.doc_offsets,
+                   dn_out_.data(), threads_);
+  gated_rms_norm(dn_out_.data(), dn_z_.data(), n.norm.data(), rows * s.v_heads, s.v_head_dim,
+                 c.rms_norm_eps, dn_out_.data());
   ops::linear_forward(dn_out_.data(), rows, s.v_dim(), n.out_proj.data(), h, mixed_.data(), kSums,
                       threads_);
 }

@@ -46,7 +46,7 @@ class CpuTargetModel final : public TargetModel {
   std::vector<float> residual_, mid_, normed_, mixed_, rope_cos_, rope_sin_;
   AttentionBlockActivations<float> attention_;                         // of the attention layers
   MlpBlockActivations<float> dense_mlp_;                               // of the dense MLPs
-  cpu::MlpScratch mlp_;                                                // of the mixtures of experts
+  MlpScratch mlp_;                                                     // of the mixtures of experts
   std::vector<float> dn_qkv_, dn_conv_, dn_z_, dn_a_, dn_b_, dn_out_;  // DeltaNet layers
 };
 

@@ -13,9 +13,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gpu/bf16.cuh"
+#include "gpu/cp_async.cuh"
+#include "gpu/mma.cuh"
 #include "model/cuda_kernels.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 namespace {
 
@@ -32,55 +35,8 @@ constexpr size_t smem_bytes() {
   return size_t(kRows + 4 * kKeys) * kStride<D> * sizeof(Bf16);  // q, then k and v twice
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* global, bool valid) {
-  const unsigned dst = unsigned(__cvta_generic_to_shared(smem));
-  const int bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros, read nothing
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// d += a b: a 16x16 (row-major fragment), b 16x8 (column-major fragment), fp32 d.
-__device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 bf16 matrices, lanes 8 m .. 8 m + 7 addressing the rows of matrix m; lane
-// 4 g + t receives row g, columns 2t and 2t + 1 of each (the B fragment of an [n][k] tile).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const Bf16* smem) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
-// The same, transposed on the way: B fragments of a row-major [k][n] tile.
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const Bf16* smem) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
 __device__ __forceinline__ uint32_t load_pair(const Bf16* smem) {
   return *reinterpret_cast<const uint32_t*>(smem);
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);  // .x (lo) in the low half
-  return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
 // Starts copying a kTileRows-row tile into shared memory [kTileRows][kStride]: row r is token
@@ -98,7 +54,7 @@ __device__ __forceinline__ void load_tile(Bf16* tile, const Bf16* src, int row0,
     const bool valid = token < limit;
     const Bf16* from = src + size_t(valid ? token : 0) * stride + col0 +
                        size_t(r & ((1 << shift) - 1)) * D + piece * 8;
-    cp_async16(tile + r * kStride<D> + piece * 8, from, valid);
+    gpu::cp_async16(tile + r * kStride<D> + piece * 8, from, valid);
   }
 }
 
@@ -133,7 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile<D, kRows>(q_tile, q, q0, pack_shift, doc_end, q_stride, q_col);
   load_tile<D, kKeys>(k_tiles, k, doc0, 0, kv_end, kv_stride, kv_col);
   load_tile<D, kKeys>(v_tiles, v, doc0, 0, kv_end, kv_stride, kv_col);
-  cp_async_commit();
+  gpu::cp_async_commit();
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -165,8 +121,8 @@ __global__ void __launch_bounds__(kThreads)
       load_tile<D, kKeys>(v_tiles + (buffer ^ 1) * kKeys * S, v, next, 0, kv_end, kv_stride,
                           kv_col);
     }
-    cp_async_commit();   // possibly empty: keeps the group count uniform
-    cp_async_wait<1>();  // everything but the newest group: q and block j have landed
+    gpu::cp_async_commit();   // possibly empty: keeps the group count uniform
+    gpu::cp_async_wait<1>();  // everything but the newest group: q and block j have landed
     __syncthreads();
 
     const Bf16* qw = q_tile + warp * 16 * S;
@@ -196,7 +152,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t kb[kKeys / 16][4];
 #pragma unroll
-      for (int np = 0; np < kKeys / 16; ++np) ldmatrix_x4(kb[np], k_lane + np * 16 * S + kk * 16);
+      for (int np = 0; np < kKeys / 16; ++np)
+        gpu::ldmatrix_x4(kb[np], k_lane + np * 16 * S + kk * 16);
       uint32_t q_reload[4];
       const uint32_t* qa = q_reload;
       if constexpr (kQInRegisters) {
@@ -209,8 +166,8 @@ __global__ void __launch_bounds__(kThreads)
       }
 #pragma unroll
       for (int np = 0; np < kKeys / 16; ++np) {
-        mma(s[2 * np], qa, kb[np][0], kb[np][1]);
-        mma(s[2 * np + 1], qa, kb[np][2], kb[np][3]);
+        gpu::mma_bf16_16816(s[2 * np], qa, kb[np][0], kb[np][1]);
+        gpu::mma_bf16_16816(s[2 * np + 1], qa, kb[np][2], kb[np][3]);
       }
     }
 
@@ -265,8 +222,8 @@ __global__ void __launch_bounds__(kThreads)
       const float p3 = exp2f(s[n][3] * scale_log2 - base_hi);
       sum_lo += p0 + p1;
       sum_hi += p2 + p3;
-      p_frag[n / 2][(n % 2) * 2 + 0] = pack_bf16(p0, p1);
-      p_frag[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
+      p_frag[n / 2][(n % 2) * 2 + 0] = gpu::pack_bf16(p0, p1);
+      p_frag[n / 2][(n % 2) * 2 + 1] = gpu::pack_bf16(p2, p3);
     }
 
     // acc += P V, V read as transposed 8x8 pieces: matrices (keys 0-7 | 8-15) x (dims
@@ -282,11 +239,11 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t vb[kVGroup][4];
 #pragma unroll
         for (int dp = 0; dp < kVGroup; ++dp)
-          ldmatrix_x4_trans(vb[dp], vt + (kk * 16 + key_in) * S + (d0 + dp) * 16 + dim_in);
+          gpu::ldmatrix_x4_trans(vb[dp], vt + (kk * 16 + key_in) * S + (d0 + dp) * 16 + dim_in);
 #pragma unroll
         for (int dp = 0; dp < kVGroup; ++dp) {
-          mma(acc[2 * (d0 + dp)], p_frag[kk], vb[dp][0], vb[dp][1]);
-          mma(acc[2 * (d0 + dp) + 1], p_frag[kk], vb[dp][2], vb[dp][3]);
+          gpu::mma_bf16_16816(acc[2 * (d0 + dp)], p_frag[kk], vb[dp][0], vb[dp][1]);
+          gpu::mma_bf16_16816(acc[2 * (d0 + dp) + 1], p_frag[kk], vb[dp][2], vb[dp][3]);
         }
       }
     }
@@ -304,10 +261,10 @@ __global__ void __launch_bounds__(kThreads)
     const size_t col = q_col + n * 8 + 2 * t;
     if (row_lo < doc_end)
       *reinterpret_cast<uint32_t*>(out + size_t(row_lo) * q_stride + size_t(head_lo) * D + col) =
-          pack_bf16(acc[n][0] * inv_lo, acc[n][1] * inv_lo);
+          gpu::pack_bf16(acc[n][0] * inv_lo, acc[n][1] * inv_lo);
     if (row_hi < doc_end)
       *reinterpret_cast<uint32_t*>(out + size_t(row_hi) * q_stride + size_t(head_hi) * D + col) =
-          pack_bf16(acc[n][2] * inv_hi, acc[n][3] * inv_hi);
+          gpu::pack_bf16(acc[n][2] * inv_hi, acc[n][3] * inv_hi);
   }
 }
 
@@ -381,4 +338,4 @@ cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
   return cudaErrorInvalidValue;
 }
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 namespace {
 
@@ -51,4 +51,4 @@ void Blas::linear(const Bf16* x, uint32_t rows, uint32_t in, const Bf16* w, uint
         "cublasGemmEx");
 }
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

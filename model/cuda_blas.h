@@ -11,7 +11,7 @@
 #include "gpu/cuda_handles.h"
 #include "model/cuda_kernels.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 class Blas {
  public:
@@ -38,4 +38,4 @@ class Blas {
   gpu::DeviceBuffer workspace_;
 };
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gpu/bf16.cuh"
+#include "gpu/block_reduce.cuh"
 #include "gpu/launch_grid.h"
 #include "model/cuda_delta_net.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 namespace {
 
@@ -19,19 +21,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = int(kDeltaMaxHeadDim);
 constexpr int kPerLane = kMaxHeadDim / 32;
 
-__device__ __forceinline__ float to_float(Bf16 bits) {
-  return __uint_as_float(uint32_t(bits) << 16);
-}
-__device__ __forceinline__ Bf16 to_bf16(float value) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(value));
-}
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-
-__device__ __forceinline__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-  return value;
-}
 
 // One warp per (row, head slot): slots [0, qk_heads) are q heads, then k heads, then v heads.
 __global__ void delta_conv_kernel(const float* __restrict__ x, uint64_t x_stride, uint32_t rows,
@@ -62,14 +52,14 @@ __global__ void delta_conv_kernel(const float* __restrict__ x, uint64_t x_stride
     for (uint32_t k = 0; k < kernel; ++k) {
       const int32_t from = row - int32_t(kernel - 1) + int32_t(k);
       if (from < start) continue;
-      sum += to_float(w[uint64_t(c) * kernel + k]) * x[uint64_t(from) * x_stride + c];
+      sum += gpu::bf16_to_float(w[uint64_t(c) * kernel + k]) * x[uint64_t(from) * x_stride + c];
     }
     y[j] = silu(sum);
     squares += y[j] * y[j];
   }
   float scale = 1.0f;
   if (!is_v) {
-    scale = rsqrtf(warp_sum(squares) + 1e-6f);
+    scale = rsqrtf(gpu::warp_sum(squares) + 1e-6f);
     if (slot < shape.qk_heads) scale *= rsqrtf(float(shape.qk_head_dim));
   }
   float* out = qkv + uint64_t(row) * channels + first;
@@ -98,7 +88,8 @@ __global__ void delta_gates_kernel(const float* __restrict__ a, const float* __r
 }
 
 // The oracle: one block per (document, value head), one thread per state column, the
-// state [dk][dv] in shared memory; tokens one after another as cpu::gated_delta_rule.
+// state [dk][dv] in shared memory; tokens one after another as gated_delta_rule
+// (model/cpu_delta_net.h).
 __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                                        const float* __restrict__ beta, DeltaShape shape,
                                        const DeltaSpan* __restrict__ documents,
@@ -160,11 +151,12 @@ __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* 
     values[j] = i < dim ? xr[i] : 0.0f;
     squares += values[j] * values[j];
   }
-  const float scale = rsqrtf(warp_sum(squares) / float(dim) + eps);
+  const float scale = rsqrtf(gpu::warp_sum(squares) / float(dim) + eps);
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const uint32_t i = lane + 32 * j;
-    if (i < dim) y[item * dim + i] = to_bf16(weight[i] * (values[j] * scale) * silu(zr[i]));
+    if (i < dim)
+      y[item * dim + i] = gpu::float_to_bf16(weight[i] * (values[j] * scale) * silu(zr[i]));
   }
 }
 
@@ -265,4 +257,4 @@ cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_str
   return cudaGetLastError();
 }
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

@@ -30,7 +30,7 @@
 
 #include "model/cuda_kernels.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 inline constexpr uint32_t kDeltaChunk = 64;        // model/forward_flops.h counts with it
 inline constexpr uint32_t kDeltaMaxHeadDim = 128;  // delta_net_supports' bound on both dims
@@ -114,4 +114,4 @@ cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_str
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream);
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

@@ -25,7 +25,7 @@
 
 #include "model/cuda_delta_net.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 namespace {
 
@@ -530,4 +530,4 @@ cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* bet
                                     document_count, scratch, out, stream);
 }
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

@@ -1,8 +1,10 @@
-// The CUDA kernels of the target forward, behind plain host functions (no CUDA syntax here,
-// so C++ sources call them; C++17, as nvcc compiles it). Each launches on `stream` and returns the
-// launch's error; none synchronises. No kernel uses atomics or a data-dependent reduction order:
-// every output element comes from one fixed sequence of operations, so a batch always gives the
-// same bits. Matrices are row-major; bf16 values travel as their 16-bit patterns (Bf16).
+// The CUDA kernels that only the target forward has, behind plain host functions (no CUDA
+// syntax here, so C++ sources call them; C++17, as nvcc compiles it); the ops it shares with
+// the training step (RMSNorm, SwiGLU, RoPE's table, row gathers, bf16 conversion, argmax) are
+// the gpu/ops/ library's. Each launches on `stream` and returns the launch's error; none
+// synchronises. No kernel uses atomics or a data-dependent reduction order: every output
+// element comes from one fixed sequence of operations, so a batch always gives the same bits.
+// Matrices are row-major; bf16 values travel as their 16-bit patterns (Bf16).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,25 +15,9 @@
 
 #include "common/dtype.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 using Bf16 = uint16_t;
-
-// residual[t, :] = embed[tokens[t], :], widened to fp32.
-cudaError_t launch_embed(const Bf16* embed, const int32_t* tokens, uint32_t rows, uint32_t hidden,
-                         float* residual, cudaStream_t stream);
-
-// y[r, :] = bf16((x[r, :] / sqrt(mean(x[r, :]^2) + eps)) * weight), x fp32 [rows, dim].
-cudaError_t launch_rms_norm(const float* x, const float* weight, uint32_t rows, uint32_t dim,
-                            float eps, Bf16* y, cudaStream_t stream);
-
-// cos, sin [rows, half] of positions[r] * inv_freq[i], the product and sincos in double
-// (positions reach 1e5 radians: fp32 would lose the angle), times `scale` (YaRN's attention
-// factor, else 1), rounded once to fp32. With row_bases (dynamic NTK RoPE, one base per
-// row) the frequencies are row_bases[r]^(-i / half) instead of inv_freq.
-cudaError_t launch_rope_table(const int32_t* positions, uint32_t rows, const double* inv_freq,
-                              const double* row_bases, double scale, uint32_t half, float* cos,
-                              float* sin, cudaStream_t stream);
 
 struct QkvShape {
   uint32_t heads = 0;
@@ -60,27 +46,10 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
 cudaError_t launch_output_gate(const float* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
                                uint32_t head_dim, Bf16* attn, cudaStream_t stream);
 
-// act[r, i] = bf16(silu(g) * u), g = gate_up[r, i], u = gate_up[r, inter + i] (fp32 math).
-cudaError_t launch_swiglu(const Bf16* gate_up, uint32_t rows, uint32_t inter, Bf16* act,
-                          cudaStream_t stream);
-
 // Writes x fp32 [rows, dim] as `dtype` (rounded to nearest even): element (t, d) goes to
 // dst + t * row_pitch_bytes + d * dtype_size(dtype).
 cudaError_t launch_capture(const float* x, uint32_t rows, uint32_t dim, DType dtype, void* dst,
                            uint64_t row_pitch_bytes, cudaStream_t stream);
-
-// Rows of bf16 [*, width] moved by an index (device int32), for the KV cache
-// (model/cuda_kv_cache.h): scatter writes src row r to dst row dst_rows[r], gather writes
-// dst row r from src row src_rows[r]. REQUIRES: width even.
-cudaError_t launch_scatter_rows(const Bf16* src, const int32_t* dst_rows, uint32_t rows,
-                                uint32_t width, Bf16* dst, cudaStream_t stream);
-cudaError_t launch_gather_rows(const Bf16* src, const int32_t* src_rows, uint32_t rows,
-                               uint32_t width, Bf16* dst, cudaStream_t stream);
-
-// out[r] = index of the largest of logits[r, 0..n), the first one on ties, NaNs skipped (0
-// when all are), as cpu::argmax.
-cudaError_t launch_argmax(const float* logits, uint32_t rows, uint32_t n, int32_t* out,
-                          cudaStream_t stream);
 
 // Weights. dst[i] = bf16 / fp32 of offset + scale * random_uniform(key, i) (model_weights.h):
 // the values random_weights draws on the host, bit for bit before the bf16 rounding.
@@ -88,7 +57,6 @@ cudaError_t launch_random_fill(Bf16* dst, uint64_t count, uint64_t key, float sc
                                cudaStream_t stream);
 cudaError_t launch_random_fill(float* dst, uint64_t count, uint64_t key, float scale, float offset,
                                cudaStream_t stream);
-cudaError_t launch_to_bf16(const float* src, uint64_t count, Bf16* dst, cudaStream_t stream);
 
 // Attention (cuda_attention.cu): flash-style, causal within each document, bf16 tensor-core
 // products with fp32 softmax and accumulation. A block of the kernel holds
@@ -132,4 +100,4 @@ cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
                              uint32_t kv_heads, uint32_t head_dim, uint32_t pack, Bf16* out,
                              cudaStream_t stream, uint32_t key_block = kAttentionKeyBlock);
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

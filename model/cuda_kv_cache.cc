@@ -20,20 +20,20 @@ CudaKvCache::CudaKvCache(const ModelConfig& config, uint32_t sequences, uint32_t
     throw Error(Errc::kModelBadConfig,
                 "model '" + config.name + "' cannot decode with a KV cache: " + problem);
   const uint64_t rows = uint64_t(sequences) * capacity;
-  const uint64_t kv = uint64_t(config.num_layers) * rows * kv_dim_ * sizeof(cuda_ops::Bf16);
+  const uint64_t kv = uint64_t(config.num_layers) * rows * kv_dim_ * sizeof(Bf16);
   keys_ = gpu::DeviceBuffer::allocate(kv);
   values_ = gpu::DeviceBuffer::allocate(kv);
-  queries_ = gpu::DeviceBuffer::allocate(rows * config.q_dim() * sizeof(cuda_ops::Bf16));
-  outputs_ = gpu::DeviceBuffer::allocate(rows * config.q_dim() * sizeof(cuda_ops::Bf16));
+  queries_ = gpu::DeviceBuffer::allocate(rows * config.q_dim() * sizeof(Bf16));
+  outputs_ = gpu::DeviceBuffer::allocate(rows * config.q_dim() * sizeof(Bf16));
   row_index_ = gpu::DeviceBuffer::allocate(rows * sizeof(int32_t));
 }
 
-cuda_ops::Bf16* CudaKvCache::keys(uint32_t layer) const {
-  return keys_.as<cuda_ops::Bf16>() + uint64_t(layer) * sequences_ * capacity_ * kv_dim_;
+Bf16* CudaKvCache::keys(uint32_t layer) const {
+  return keys_.as<Bf16>() + uint64_t(layer) * sequences_ * capacity_ * kv_dim_;
 }
 
-cuda_ops::Bf16* CudaKvCache::values(uint32_t layer) const {
-  return values_.as<cuda_ops::Bf16>() + uint64_t(layer) * sequences_ * capacity_ * kv_dim_;
+Bf16* CudaKvCache::values(uint32_t layer) const {
+  return values_.as<Bf16>() + uint64_t(layer) * sequences_ * capacity_ * kv_dim_;
 }
 
 uint64_t CudaKvCache::bytes() const {
@@ -50,7 +50,7 @@ CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const
   if (slots.size() != docs || cached_lengths.size() != docs)
     bad(std::to_string(slots.size()) + " slots and " + std::to_string(cached_lengths.size()) +
         " cached lengths for " + std::to_string(docs) + " documents");
-  const int32_t tile_rows = int32_t(cuda_ops::kAttentionTileRows / pack);
+  const int32_t tile_rows = int32_t(kAttentionTileRows / pack);
   CachedLayout out;
   out.rows.resize(positions.size());
   for (size_t d = 0; d < docs; ++d) {

@@ -3,7 +3,7 @@
 // of each sequence. `sequences` slots of up to `capacity` tokens: row slot * capacity + p
 // of every attention layer's K and V (bf16, [rows, kv_dim]) holds position p of that slot.
 // A forward's queries and attention outputs go through rows laid out the same way, since
-// the attention kernel (cuda_ops::launch_attention) finds a query's keys by its row: a
+// the attention kernel (launch_attention) finds a query's keys by its row: a
 // tile of a slot's new rows reads keys from the slot's first row to its own.
 //
 // Rolling back is free: a slot's positions past what its next forward says is cached are
@@ -28,10 +28,10 @@ class CudaKvCache {
 
   uint32_t sequences() const { return sequences_; }
   uint32_t capacity() const { return capacity_; }
-  cuda_ops::Bf16* keys(uint32_t layer) const;
-  cuda_ops::Bf16* values(uint32_t layer) const;
-  cuda_ops::Bf16* queries() const { return queries_.as<cuda_ops::Bf16>(); }  // [rows, q_dim]
-  cuda_ops::Bf16* outputs() const { return outputs_.as<cuda_ops::Bf16>(); }  // [rows, q_dim]
+  Bf16* keys(uint32_t layer) const;
+  Bf16* values(uint32_t layer) const;
+  Bf16* queries() const { return queries_.as<Bf16>(); }            // [rows, q_dim]
+  Bf16* outputs() const { return outputs_.as<Bf16>(); }            // [rows, q_dim]
   int32_t* row_index() const { return row_index_.as<int32_t>(); }  // a forward's cache rows
   uint64_t bytes() const;
 
@@ -59,7 +59,7 @@ struct CachedPrefix {
 // the prefix does not describe the batch: a document count that differs, a slot outside the
 // cache, a sequence past its capacity, or positions that are not cached[d] + j.
 struct CachedLayout {
-  std::vector<cuda_ops::AttentionTile> tiles;
+  std::vector<AttentionTile> tiles;
   std::vector<int32_t> rows;  // [T]
 };
 CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const int32_t> positions,

@@ -7,34 +7,19 @@
 #include <cmath>
 #include <cstdint>
 
+#include "gpu/bf16.cuh"
+#include "gpu/block_reduce.cuh"
+#include "gpu/cp_async.cuh"
 #include "gpu/launch_grid.h"
+#include "gpu/mma.cuh"
 #include "model/cuda_moe.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-__device__ __forceinline__ float to_float(Bf16 bits) {
-  return __uint_as_float(uint32_t(bits) << 16);
-}
-__device__ __forceinline__ Bf16 to_bf16(float value) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(value));
-}
-
-// Sum over the block in a fixed order (warp shuffles, then the warps in index order).
-__device__ float block_sum(float value, float* partials) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-  if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = value;
-  __syncthreads();
-  float total = 0;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += partials[w];
-  return total;
-}
 
 __global__ void rms_norm_split_kernel(const float* __restrict__ x, const float* __restrict__ weight,
                                       uint32_t rows, uint32_t dim, float eps, Bf16* __restrict__ hi,
@@ -44,14 +29,13 @@ __global__ void rms_norm_split_kernel(const float* __restrict__ x, const float* 
     const float* xr = x + uint64_t(row) * dim;
     float squares = 0;
     for (uint32_t i = threadIdx.x; i < dim; i += kThreads) squares += xr[i] * xr[i];
-    const float scale = 1.0f / sqrtf(block_sum(squares, partials) / float(dim) + eps);
+    const float scale = 1.0f / sqrtf(gpu::block_sum<kWarps>(squares, partials) / float(dim) + eps);
     for (uint32_t i = threadIdx.x; i < dim; i += kThreads) {
       const float n = xr[i] * scale * weight[i];
-      const Bf16 h = to_bf16(n);
+      const Bf16 h = gpu::float_to_bf16(n);
       hi[uint64_t(row) * dim + i] = h;
-      lo[uint64_t(row) * dim + i] = to_bf16(n - to_float(h));  // n - h is exact in fp32
+      lo[uint64_t(row) * dim + i] = gpu::float_to_bf16(n - gpu::bf16_to_float(h));  // exact
     }
-    __syncthreads();  // partials are reused by the next row
   }
 }
 
@@ -165,37 +149,6 @@ constexpr int kGemmThreads = 256;
 constexpr int kSk = kBk + 8;  // padded rows: ldmatrix's 8 row addresses hit distinct banks
 constexpr int kGemmSmem = kStages * (kBm + kBn) * kSk * int(sizeof(Bf16));
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* global, int bytes) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(smem));
-  // bytes 0: the 16 bytes are zero-filled and nothing is read.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const Bf16* smem) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
-__device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 template <bool kFp32Out>
 __global__ void __launch_bounds__(kGemmThreads)
     grouped_linear_kernel(GroupedProduct p, const ExpertTile* __restrict__ tiles) {
@@ -234,8 +187,8 @@ __global__ void __launch_bounds__(kGemmThreads)
     for (int i = 0; i < 2; ++i) {
       const bool k_in = k0 + col[i] < int(p.in);  // in % 8 == 0: a piece is all in or out
       const int at = k_in ? k0 + col[i] : 0;
-      cp_async16(sa + stage * kBm * kSk + offset[i], a_src[i] + at, a_ok[i] && k_in ? 16 : 0);
-      cp_async16(sb + stage * kBn * kSk + offset[i], b_src[i] + at, b_ok[i] && k_in ? 16 : 0);
+      gpu::cp_async16(sa + stage * kBm * kSk + offset[i], a_src[i] + at, a_ok[i] && k_in);
+      gpu::cp_async16(sb + stage * kBn * kSk + offset[i], b_src[i] + at, b_ok[i] && k_in);
     }
   };
 
@@ -246,14 +199,14 @@ __global__ void __launch_bounds__(kGemmThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < k_tiles) load(s, s);
-    cp_async_commit();
+    gpu::cp_async_commit();
   }
   for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>();
+    gpu::cp_async_wait<kStages - 2>();
     __syncthreads();  // stage kt is in; stage kt - 1 is no longer read by anyone
     const int next = kt + kStages - 1;
     if (next < k_tiles) load(next % kStages, next);
-    cp_async_commit();
+    gpu::cp_async_commit();
     const Bf16* a = sa + (kt % kStages) * kBm * kSk;
     const Bf16* b = sb + (kt % kStages) * kBn * kSk;
 #pragma unroll
@@ -261,22 +214,23 @@ __global__ void __launch_bounds__(kGemmThreads)
       uint32_t af[4][4], bf[2][4];
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt)
-        ldmatrix_x4(af[mt],
-                    a + (wm * 64 + mt * 16 + (lane & 15)) * kSk + ks * 16 + (lane >> 4) * 8);
+        gpu::ldmatrix_x4(af[mt],
+                         a + (wm * 64 + mt * 16 + (lane & 15)) * kSk + ks * 16 + (lane >> 4) * 8);
         // Lanes 0-7: n 0-7 at k 0; 8-15: n 0-7 at k 8; 16-23: n 8-15 at k 0; 24-31: n 8-15 at
         // k 8, so bf[np] holds (b0, b1) of n tile 2 np, then of n tile 2 np + 1.
 #pragma unroll
       for (int np = 0; np < 2; ++np)
-        ldmatrix_x4(bf[np], b + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * kSk + ks * 16 +
-                                ((lane >> 3) & 1) * 8);
+        gpu::ldmatrix_x4(bf[np], b + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * kSk +
+                                     ks * 16 + ((lane >> 3) & 1) * 8);
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
-          mma(acc[mt][nt], af[mt], bf[nt >> 1][(nt & 1) * 2], bf[nt >> 1][(nt & 1) * 2 + 1]);
+          gpu::mma_bf16_16816(acc[mt][nt], af[mt], bf[nt >> 1][(nt & 1) * 2],
+                              bf[nt >> 1][(nt & 1) * 2 + 1]);
     }
   }
-  cp_async_wait<0>();
+  gpu::cp_async_wait<0>();
 
   // Lane 4 g + t holds rows g and g + 8, columns 2 t and 2 t + 1 of each mma tile.
   const int g = lane >> 2, t = lane & 3;
@@ -394,4 +348,4 @@ cudaError_t launch_moe_combine(const float* y, const ExpertChoice* choices, cons
   return cudaGetLastError();
 }
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

@@ -16,7 +16,7 @@
 #include "model/cuda_kernels.h"
 #include "model/moe_router.h"
 
-namespace hsring::cuda_ops {
+namespace hsring {
 
 // Rows of one tile of the grouped GEMM: an expert's rows are cut into tiles of this many.
 inline constexpr uint32_t kExpertRowTile = 128;
@@ -98,4 +98,4 @@ cudaError_t launch_moe_combine(const float* y, const ExpertChoice* choices, cons
                                const float* gate_logits, uint64_t gate_stride, float* residual,
                                cudaStream_t stream);
 
-}  // namespace hsring::cuda_ops
+}  // namespace hsring

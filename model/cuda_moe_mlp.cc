@@ -1,13 +1,12 @@
 #include "model/cuda_moe_mlp.h"
 
 #include "gpu/cuda_check.h"
+#include "gpu/ops/swiglu.h"
 #include "model/cuda_moe.h"
 
 namespace hsring {
 
-using cuda_ops::Bf16;
-
-void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& c, const DeviceLayerWeights& w,
+void run_moe_mlp(Blas& blas, const ModelConfig& c, const DeviceLayerWeights& w,
                  ForwardActivations& a, uint32_t rows, cudaStream_t s) {
   const MoeShape& moe = c.moe;
   const uint32_t h = c.hidden_size;
@@ -22,20 +21,20 @@ void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& c, const DeviceLayerWe
   auto* choices = a.expert_choices.as<ExpertChoice>();
   // x += sum_k p_k expert_k(m) (+ sigmoid(m g) shared(m)), m = norm(x). The router reads m
   // as hi + lo (fp32-exact products): its top-k must pick what the fp32 CPU forward picks.
-  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm_split(a.residual.as<float>(), w.post_norm, rows, h,
-                                                    float(c.rms_norm_eps), normed,
-                                                    a.normed_lo.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(launch_rms_norm_split(a.residual.as<float>(), w.post_norm, rows, h,
+                                          float(c.rms_norm_eps), normed, a.normed_lo.as<Bf16>(),
+                                          s));
   blas.linear(normed, rows, h, w.router, stride, logits, true, stride);
   blas.linear(a.normed_lo.as<Bf16>(), rows, h, w.router, stride, logits, true, stride, 1.0f);
-  HSRING_CUDA_CHECK(cuda_ops::launch_route(logits, rows, stride, experts, top_k,
-                                           moe.normalise_top_k, choices, s));
-  const cuda_ops::ExpertGroups groups{a.chunk_counts.as<int32_t>(), a.expert_begin.as<int32_t>(),
-                                      a.slot_row.as<int32_t>(), a.row_token.as<int32_t>(),
-                                      a.expert_tiles.as<cuda_ops::ExpertTile>()};
-  HSRING_CUDA_CHECK(cuda_ops::launch_group_by_expert(choices, slots, top_k, experts, groups, s));
-  const uint32_t tiles = cuda_ops::max_expert_tiles(slots, experts);
+  HSRING_CUDA_CHECK(
+      launch_route(logits, rows, stride, experts, top_k, moe.normalise_top_k, choices, s));
+  const ExpertGroups groups{a.chunk_counts.as<int32_t>(), a.expert_begin.as<int32_t>(),
+                            a.slot_row.as<int32_t>(), a.row_token.as<int32_t>(),
+                            a.expert_tiles.as<ExpertTile>()};
+  HSRING_CUDA_CHECK(launch_group_by_expert(choices, slots, top_k, experts, groups, s));
+  const uint32_t tiles = max_expert_tiles(slots, experts);
   // Each expert's rows: gate/up (gathered from the tokens), SwiGLU, down.
-  cuda_ops::GroupedProduct up;
+  GroupedProduct up;
   up.x = normed;
   up.x_rows = groups.row_token;
   up.ldx = h;
@@ -45,10 +44,11 @@ void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& c, const DeviceLayerWe
   up.ldy = 2 * ei;
   up.in = h;
   up.out = 2 * ei;
-  HSRING_CUDA_CHECK(cuda_ops::launch_grouped_linear(up, groups.tiles, tiles, s));
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_swiglu(a.expert_gate_up.as<Bf16>(), slots, ei, a.expert_act.as<Bf16>(), s));
-  cuda_ops::GroupedProduct down;
+  HSRING_CUDA_CHECK(launch_grouped_linear(up, groups.tiles, tiles, s));
+  HSRING_CUDA_CHECK(gpu::launch_swiglu_forward_fused(a.expert_gate_up.as<Bf16>(), slots, ei,
+                                                     nullptr, s, a.expert_act.as<Bf16>(),
+                                                     gpu::SiluPrecision::kRounded));
+  GroupedProduct down;
   down.x = a.expert_act.as<Bf16>();
   down.ldx = ei;
   down.w = w.experts_down;
@@ -58,17 +58,18 @@ void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& c, const DeviceLayerWe
   down.ldy = h;
   down.in = ei;
   down.out = h;
-  HSRING_CUDA_CHECK(cuda_ops::launch_grouped_linear(down, groups.tiles, tiles, s));
+  HSRING_CUDA_CHECK(launch_grouped_linear(down, groups.tiles, tiles, s));
   if (si) {  // Qwen3.5's shared expert: every token, a dense SwiGLU
     blas.linear(normed, rows, h, w.shared_gate_up, 2 * si, a.shared_gate_up.data(), false, 2 * si);
-    HSRING_CUDA_CHECK(
-        cuda_ops::launch_swiglu(a.shared_gate_up.as<Bf16>(), rows, si, a.shared_act.as<Bf16>(), s));
+    HSRING_CUDA_CHECK(gpu::launch_swiglu_forward_fused(a.shared_gate_up.as<Bf16>(), rows, si,
+                                                       nullptr, s, a.shared_act.as<Bf16>(),
+                                                       gpu::SiluPrecision::kRounded));
     blas.linear(a.shared_act.as<Bf16>(), rows, si, w.shared_down, h, a.shared_out.data(), true, h);
   }
-  HSRING_CUDA_CHECK(cuda_ops::launch_moe_combine(
-      a.expert_out.as<float>(), choices, groups.slot_row, rows, top_k, h,
-      si ? a.shared_out.as<float>() : nullptr, si ? logits + experts : nullptr, stride,
-      a.residual.as<float>(), s));
+  HSRING_CUDA_CHECK(launch_moe_combine(a.expert_out.as<float>(), choices, groups.slot_row, rows,
+                                       top_k, h, si ? a.shared_out.as<float>() : nullptr,
+                                       si ? logits + experts : nullptr, stride,
+                                       a.residual.as<float>(), s));
 }
 
 }  // namespace hsring

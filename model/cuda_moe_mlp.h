@@ -19,7 +19,7 @@ namespace hsring {
 // a.expert_choices (ExpertChoice [rows * top_k]) for whoever wants to look.
 // REQUIRES: config.has_experts(), w a mixture-of-experts layer of it, a grown for >= rows
 // tokens. Throws Error(kCuda).
-void run_moe_mlp(cuda_ops::Blas& blas, const ModelConfig& config, const DeviceLayerWeights& w,
+void run_moe_mlp(Blas& blas, const ModelConfig& config, const DeviceLayerWeights& w,
                  ForwardActivations& a, uint32_t rows, cudaStream_t s);
 
 }  // namespace hsring

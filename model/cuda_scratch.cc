@@ -37,8 +37,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const bool moe = c.has_experts();
   const uint64_t slots = t * c.moe.experts_per_token;
   const uint64_t experts = c.moe.num_experts;
-  const cuda_ops::DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim,
-                                   dn.conv_kernel};
+  const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim, dn.conv_kernel};
   struct Want {
     gpu::DeviceBuffer* buffer;
     uint64_t bytes;
@@ -60,19 +59,17 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&delta_qkv, hybrid ? t * dn.conv_dim() * 4 : 0},
       {&delta_g, hybrid ? t * dn.v_heads * 4 : 0},
       {&delta_beta, hybrid ? t * dn.v_heads * 4 : 0},
-      {&delta_scratch, hybrid ? cuda_ops::delta_scratch_floats(tokens, shape) * 4 : 0},
+      {&delta_scratch, hybrid ? delta_scratch_floats(tokens, shape) * 4 : 0},
       {&delta_out, hybrid ? t * dn.v_dim() * 4 : 0},
       {&delta_normed, hybrid ? t * dn.v_dim() * 2 : 0},
       {&normed_lo, moe ? t * h * 2 : 0},
       {&router_logits, moe ? t * router_rows(c) * 4 : 0},
       {&expert_choices, moe ? slots * sizeof(ExpertChoice) : 0},
-      {&chunk_counts, moe ? uint64_t(cuda_ops::group_chunks(slots)) * experts * 4 : 0},
+      {&chunk_counts, moe ? uint64_t(group_chunks(slots)) * experts * 4 : 0},
       {&expert_begin, moe ? (experts + 1) * 4 : 0},
       {&slot_row, moe ? slots * 4 : 0},
       {&row_token, moe ? slots * 4 : 0},
-      {&expert_tiles,
-       moe ? cuda_ops::max_expert_tiles(slots, uint32_t(experts)) * sizeof(cuda_ops::ExpertTile)
-           : 0},
+      {&expert_tiles, moe ? max_expert_tiles(slots, uint32_t(experts)) * sizeof(ExpertTile) : 0},
       {&expert_gate_up, moe ? slots * 2 * c.moe.expert_intermediate * 2 : 0},
       {&expert_act, moe ? slots * c.moe.expert_intermediate * 2 : 0},
       {&expert_out, moe ? slots * h * 4 : 0},
@@ -111,24 +108,23 @@ BatchInputs::BatchInputs(uint32_t tokens, uint32_t tiles, bool rope_bases, uint3
   tokens_at = 0;
   positions_at = uint64_t(tokens) * 4;
   tiles_at = align16(positions_at + uint64_t(tokens) * 4);
-  rope_bases_at = tiles_at + uint64_t(tiles) * sizeof(cuda_ops::AttentionTile);  // 16-aligned
+  rope_bases_at = tiles_at + uint64_t(tiles) * sizeof(AttentionTile);  // 16-aligned
   delta_chunks_at = rope_bases_at + (rope_bases ? uint64_t(tokens) * sizeof(double) : 0);
-  delta_documents_at = delta_chunks_at + uint64_t(delta_chunks) * sizeof(cuda_ops::DeltaSpan);
-  doc_starts_at = delta_documents_at + uint64_t(delta_documents) * sizeof(cuda_ops::DeltaSpan);
+  delta_documents_at = delta_chunks_at + uint64_t(delta_chunks) * sizeof(DeltaSpan);
+  doc_starts_at = delta_documents_at + uint64_t(delta_documents) * sizeof(DeltaSpan);
   bytes = doc_starts_at + (delta_chunks ? uint64_t(tokens) * 4 : 0);
 }
 
 uint64_t BatchInputs::max_bytes(uint32_t tokens) {
   // Chunks: at most tokens + documents (delta_chunks), documents at most tokens.
-  return align16(uint64_t(tokens) * 8) + max_tiles(tokens) * sizeof(cuda_ops::AttentionTile) +
-         uint64_t(tokens) * sizeof(double) + 3 * uint64_t(tokens) * sizeof(cuda_ops::DeltaSpan) +
+  return align16(uint64_t(tokens) * 8) + max_tiles(tokens) * sizeof(AttentionTile) +
+         uint64_t(tokens) * sizeof(double) + 3 * uint64_t(tokens) * sizeof(DeltaSpan) +
          uint64_t(tokens) * 4;
 }
 
 void InputStaging::upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                          std::span<const cuda_ops::AttentionTile> tiles,
-                          std::span<const double> rope_bases, const DeltaInputs& delta,
-                          void* device, cudaStream_t stream) {
+                          std::span<const AttentionTile> tiles, std::span<const double> rope_bases,
+                          const DeltaInputs& delta, void* device, cudaStream_t stream) {
   const BatchInputs layout(uint32_t(tokens.size()), uint32_t(tiles.size()), !rope_bases.empty(),
                            uint32_t(delta.chunks.size()), uint32_t(delta.documents.size()));
   Block& block = blocks_[next_];

@@ -33,7 +33,7 @@ struct ForwardActivations {
   gpu::DeviceBuffer delta_qkv;      // fp32 [T, C]: after the convolution and q/k norms
   gpu::DeviceBuffer delta_g;        // fp32 [T, v_heads]
   gpu::DeviceBuffer delta_beta;     // fp32 [T, v_heads]
-  gpu::DeviceBuffer delta_scratch;  // fp32, cuda_ops::delta_scratch_floats
+  gpu::DeviceBuffer delta_scratch;  // fp32, delta_scratch_floats
   gpu::DeviceBuffer delta_out;      // fp32 [T, V]: the delta rule's output
   gpu::DeviceBuffer delta_normed;   // bf16 [T, V]: after the gated norm, a GEMM input
   // Mixture-of-experts layers (else empty); S = T * top_k slots, E experts, I_e and I_s the
@@ -62,7 +62,7 @@ struct ForwardActivations {
 // Where a batch's inputs lie in one staged block: tokens, positions, the attention tiles
 // (16-byte aligned), one double per token for dynamic NTK RoPE (its document's base;
 // empty for the other RoPE rules), then for hybrid models the delta rule's chunks and
-// documents (cuda_ops::DeltaSpan) and each token's document start (int32). Host and device
+// documents (DeltaSpan) and each token's document start (int32). Host and device
 // copies share the layout.
 struct BatchInputs {
   // For any batch of up to `tokens` tokens, with or without the RoPE bases and spans.
@@ -76,7 +76,7 @@ struct BatchInputs {
 
 // What a hybrid model's forward stages besides tokens and positions (empty otherwise).
 struct DeltaInputs {
-  std::span<const cuda_ops::DeltaSpan> chunks, documents;
+  std::span<const DeltaSpan> chunks, documents;
   std::span<const int32_t> doc_starts;  // one per token when chunks is not empty
 };
 
@@ -90,7 +90,7 @@ class InputStaging {
   // pinned block and enqueues its upload into `device` (BatchInputs layout) on `stream`.
   // Throws Error(kCuda).
   void upload(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-              std::span<const cuda_ops::AttentionTile> tiles, std::span<const double> rope_bases,
+              std::span<const AttentionTile> tiles, std::span<const double> rope_bases,
               const DeltaInputs& delta, void* device, cudaStream_t stream);
 
  private:

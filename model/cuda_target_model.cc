@@ -8,6 +8,11 @@
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
+#include "gpu/ops/argmax.h"
+#include "gpu/ops/gather_rows.h"
+#include "gpu/ops/rms_norm.h"
+#include "gpu/ops/rope.h"
+#include "gpu/ops/swiglu.h"
 #include "model/cuda_blas.h"
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
@@ -21,12 +26,16 @@
 
 namespace hsring {
 
-static_assert(cuda_ops::kDeltaChunk == kDeltaRuleChunk,
+static_assert(kDeltaChunk == kDeltaRuleChunk,
               "forward_flops counts the delta rule in the kernels' chunks");
 
 namespace {
 
-using cuda_ops::Bf16;
+// The target's forward computes its norms' scales and SiLU as the fp32 CPU reference does
+// (correctly rounded division and square root, expf), so that the two agree as closely as
+// fp32 allows; the training step takes the faster forms.
+constexpr gpu::RmsNormScale kNormScale = gpu::RmsNormScale::kRounded;
+constexpr gpu::SiluPrecision kSilu = gpu::SiluPrecision::kRounded;
 
 // fp32 logits of the LM head computed at once when the caller does not want them all: about
 // 1 GiB of scratch, and enough rows that the [V, H] x [H, rows] GEMM runs at full rate.
@@ -44,7 +53,7 @@ void select_gpu(int gpu, const std::string& model) {
   HSRING_CUDA_CHECK(cudaSetDevice(gpu));
 }
 
-cuda_ops::DeltaShape delta_shape(const ModelConfig& c) {
+DeltaShape delta_shape(const ModelConfig& c) {
   const DeltaNetShape& d = c.delta_net;
   return {d.qk_heads, d.v_heads, d.qk_head_dim, d.v_head_dim, d.conv_kernel};
 }
@@ -54,12 +63,12 @@ void check_config(const ModelConfig& config) {
     throw Error(Errc::kModelBadConfig, "model '" + config.name + "': " + why);
   if (std::string why = cuda_forward_refusal(config); !why.empty())
     throw Error(Errc::kModelBadConfig, why);
-  if (!cuda_ops::attention_supports(config.head_dim))
+  if (!attention_supports(config.head_dim))
     throw Error(Errc::kModelBadConfig,
                 "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
                     " is not supported by the CUDA forward (32, 64, 128 or 256)");
   const DeltaNetShape& d = config.delta_net;
-  if (config.hybrid() && !cuda_ops::delta_net_supports(d.qk_head_dim, d.v_head_dim))
+  if (config.hybrid() && !delta_net_supports(d.qk_head_dim, d.v_head_dim))
     throw Error(Errc::kModelBadConfig,
                 "model '" + config.name + "': DeltaNet head dims " + std::to_string(d.qk_head_dim) +
                     " / " + std::to_string(d.v_head_dim) +
@@ -78,7 +87,7 @@ struct CudaTargetModel::Impl {
   int gpu = 0;
   gpu::Stream stream;  // setup and the host forward()
   DeviceWeights weights;
-  std::unique_ptr<cuda_ops::Blas> blas;
+  std::unique_ptr<Blas> blas;
   gpu::DeviceBuffer inv_freq;  // double [head_dim / 2], RoPE frequencies
   ForwardActivations activations;
   // Recorded after each forward_device: the scratch is free once it has completed. An event
@@ -86,10 +95,10 @@ struct CudaTargetModel::Impl {
   gpu::Event forward_done;
   bool forward_pending = false;
   InputStaging staging;
-  std::vector<cuda_ops::AttentionTile> tiles;
+  std::vector<AttentionTile> tiles;
   std::vector<double> rope_bases;  // per token, dynamic NTK RoPE only (else empty)
   // The delta rule's spans and each token's document start: hybrid models only.
-  std::vector<cuda_ops::DeltaSpan> delta_chunks, delta_documents;
+  std::vector<DeltaSpan> delta_chunks, delta_documents;
   std::vector<int32_t> doc_starts;
   // Query heads per attention block: all the heads of a KV group, so each K/V block is
   // read once per group. Same bits as one head per block; on an H200 the two are within
@@ -107,9 +116,9 @@ struct CudaTargetModel::Impl {
     select_gpu(gpu, config.name);
     stream = gpu::make_stream();
     forward_done = gpu::make_event(cudaEventDisableTiming);
-    attention_pack = cuda_ops::max_attention_pack(config.num_heads, config.num_kv_heads);
+    attention_pack = max_attention_pack(config.num_heads, config.num_kv_heads);
     weights = DeviceWeights::allocate(config, gpu);
-    blas = std::make_unique<cuda_ops::Blas>();
+    blas = std::make_unique<Blas>();
     const uint32_t half = config.rope_dim() / 2;
     const std::vector<double> freq =
         rope_inverse_frequencies(config.rope, config.rope_theta, config.rope_dim(), 0);
@@ -153,7 +162,8 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
   auto* normed = a.normed.as<Bf16>();
 
   // Token mixer: x += Mixer(norm(x)).
-  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.input_norm, rows, h, eps, normed, s));
+  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(residual, w.input_norm, rows, h, eps, nullptr, s,
+                                                 normed, nullptr, kNormScale));
   if (c.kind(index) == LayerKind::kDeltaNet)
     run_delta_net(w, rows, layout, s);
   else
@@ -164,10 +174,11 @@ void CudaTargetModel::Impl::run_layer(uint32_t index, uint32_t rows, const Batch
     return;
   }
   // MLP block: x += (silu(m Wg^T) * m Wu^T) Wd^T, m = norm(x).
-  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(residual, w.post_norm, rows, h, eps, normed, s));
+  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(residual, w.post_norm, rows, h, eps, nullptr, s,
+                                                 normed, nullptr, kNormScale));
   blas->linear(normed, rows, h, w.gate_up, 2 * inter, a.gate_up.data(), false, 2 * inter);
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_swiglu(a.gate_up.as<Bf16>(), rows, inter, a.act.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(gpu::launch_swiglu_forward_fused(a.gate_up.as<Bf16>(), rows, inter, nullptr, s,
+                                                     a.act.as<Bf16>(), kSilu));
   blas->linear(a.act.as<Bf16>(), rows, inter, w.down, h, residual, true, h, 1.0f);
 }
 
@@ -182,39 +193,37 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
   const uint32_t qkv_width = (c.attention_gate ? 2 * qd : qd) + 2 * c.kv_dim();
   // Attention block: x += Attention(RoPE(QKnorm(norm(x) Wqkv^T))) Wo^T (output-gated).
   blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), true, qkv_width);
-  cuda_ops::QkvShape shape{c.num_heads, c.num_kv_heads, c.head_dim, float(c.rms_norm_eps)};
+  QkvShape shape{c.num_heads, c.num_kv_heads, c.head_dim, float(c.rms_norm_eps)};
   shape.rotary_dim = c.rope_dim();
   shape.q_gated = c.attention_gate;
-  HSRING_CUDA_CHECK(cuda_ops::launch_qkv_finish(
-      a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm, w.k_norm, a.rope_cos.as<float>(),
-      a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
-  const auto* tiles =
-      reinterpret_cast<const cuda_ops::AttentionTile*>(a.inputs.data() + layout.tiles_at);
+  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm,
+                                      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+                                      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
+  const auto* tiles = reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
   if (prefix) {
     // Through the cache's rows: this forward's keys and values join the cached ones, and
     // its queries stand where the kernel looks for them (model/cuda_kv_cache.h).
     const CudaKvCache& cache = *prefix->cache;
     const int32_t* at = cache.row_index();
     const uint32_t kvd = c.kv_dim();
+    HSRING_CUDA_CHECK(gpu::launch_scatter_rows(a.q.as<Bf16>(), at, rows, qd, cache.queries(), s));
     HSRING_CUDA_CHECK(
-        cuda_ops::launch_scatter_rows(a.q.as<Bf16>(), at, rows, qd, cache.queries(), s));
+        gpu::launch_scatter_rows(a.k.as<Bf16>(), at, rows, kvd, cache.keys(index), s));
     HSRING_CUDA_CHECK(
-        cuda_ops::launch_scatter_rows(a.k.as<Bf16>(), at, rows, kvd, cache.keys(index), s));
+        gpu::launch_scatter_rows(a.v.as<Bf16>(), at, rows, kvd, cache.values(index), s));
+    HSRING_CUDA_CHECK(launch_attention(cache.queries(), cache.keys(index), cache.values(index),
+                                       tiles, layout.tile_count, c.num_heads, c.num_kv_heads,
+                                       c.head_dim, attention_pack, cache.outputs(), s));
     HSRING_CUDA_CHECK(
-        cuda_ops::launch_scatter_rows(a.v.as<Bf16>(), at, rows, kvd, cache.values(index), s));
-    HSRING_CUDA_CHECK(cuda_ops::launch_attention(
-        cache.queries(), cache.keys(index), cache.values(index), tiles, layout.tile_count,
-        c.num_heads, c.num_kv_heads, c.head_dim, attention_pack, cache.outputs(), s));
-    HSRING_CUDA_CHECK(
-        cuda_ops::launch_gather_rows(cache.outputs(), at, rows, qd, a.attn.as<Bf16>(), s));
+        gpu::launch_gather_rows(cache.outputs(), at, rows, qd, nullptr, s, a.attn.as<Bf16>()));
   } else {
-    HSRING_CUDA_CHECK(cuda_ops::launch_attention(
-        a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), tiles, layout.tile_count, c.num_heads,
-        c.num_kv_heads, c.head_dim, attention_pack, a.attn.as<Bf16>(), s));
+    HSRING_CUDA_CHECK(launch_attention(a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), tiles,
+                                       layout.tile_count, c.num_heads, c.num_kv_heads, c.head_dim,
+                                       attention_pack, a.attn.as<Bf16>(), s));
   }
   if (c.attention_gate)
-    HSRING_CUDA_CHECK(cuda_ops::launch_output_gate(a.qkv.as<float>(), qkv_width, rows, c.num_heads,
-                                                   c.head_dim, a.attn.as<Bf16>(), s));
+    HSRING_CUDA_CHECK(launch_output_gate(a.qkv.as<float>(), qkv_width, rows, c.num_heads,
+                                         c.head_dim, a.attn.as<Bf16>(), s));
   // beta = 1: cuBLAS adds the product into the fp32 residual (one rounding, no extra pass).
   blas->linear(a.attn.as<Bf16>(), rows, qd, w.o, h, a.residual.as<float>(), true, h, 1.0f);
 }
@@ -223,7 +232,7 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
                                           const BatchInputs& layout, cudaStream_t s) {
   const ModelConfig& c = config;
   ForwardActivations& a = activations;
-  const cuda_ops::DeltaShape shape = delta_shape(c);
+  const DeltaShape shape = delta_shape(c);
   const uint32_t h = c.hidden_size;
   const uint32_t conv = shape.conv_dim();
   const uint32_t vd = shape.v_dim();
@@ -232,23 +241,21 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   auto* proj = a.delta_proj.as<float>();
   const auto* inputs = a.inputs.data();
   blas->linear(a.normed.as<Bf16>(), rows, h, w.delta_in, width, proj, true, width);
-  HSRING_CUDA_CHECK(cuda_ops::launch_delta_conv(
+  HSRING_CUDA_CHECK(launch_delta_conv(
       proj, width, rows, shape, w.delta_conv,
       reinterpret_cast<const int32_t*>(inputs + layout.doc_starts_at), a.delta_qkv.as<float>(), s));
-  HSRING_CUDA_CHECK(cuda_ops::launch_delta_gates(
-      proj + conv + vd + vh, proj + conv + vd, width, rows, vh, w.delta_a_log, w.delta_dt_bias,
-      a.delta_g.as<float>(), a.delta_beta.as<float>(), s));
-  const cuda_ops::DeltaScratch parts =
-      cuda_ops::delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
-  HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
+  HSRING_CUDA_CHECK(launch_delta_gates(proj + conv + vd + vh, proj + conv + vd, width, rows, vh,
+                                       w.delta_a_log, w.delta_dt_bias, a.delta_g.as<float>(),
+                                       a.delta_beta.as<float>(), s));
+  const DeltaScratch parts = delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
+  HSRING_CUDA_CHECK(launch_delta_rule(
       a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape,
-      reinterpret_cast<const cuda_ops::DeltaSpan*>(inputs + layout.delta_chunks_at),
-      layout.delta_chunk_count,
-      reinterpret_cast<const cuda_ops::DeltaSpan*>(inputs + layout.delta_documents_at),
+      reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_chunks_at), layout.delta_chunk_count,
+      reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_documents_at),
       layout.delta_document_count, parts, a.delta_out.as<float>(), s));
-  HSRING_CUDA_CHECK(cuda_ops::launch_gated_rms_norm(
-      a.delta_out.as<float>(), proj + conv, width, rows, vh, shape.v_head_dim, w.delta_norm,
-      float(c.rms_norm_eps), a.delta_normed.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(launch_gated_rms_norm(a.delta_out.as<float>(), proj + conv, width, rows, vh,
+                                          shape.v_head_dim, w.delta_norm, float(c.rms_norm_eps),
+                                          a.delta_normed.as<Bf16>(), s));
   blas->linear(a.delta_normed.as<Bf16>(), rows, vd, w.delta_out, h, a.residual.as<float>(), true, h,
                1.0f);
 }
@@ -258,9 +265,9 @@ void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bo
   const uint32_t h = config.hidden_size;
   const uint32_t vocab = config.vocab_size;
   auto* normed = activations.normed.as<Bf16>();
-  HSRING_CUDA_CHECK(cuda_ops::launch_rms_norm(activations.residual.as<float>(),
-                                              weights.final_norm(), rows, h,
-                                              float(config.rms_norm_eps), normed, s));
+  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(
+      activations.residual.as<float>(), weights.final_norm(), rows, h, float(config.rms_norm_eps),
+      nullptr, s, normed, nullptr, kNormScale));
   const uint32_t chunk = head_chunk_rows(vocab);
   // Chunks of rows also keep every GEMM's C under 2^31 elements.
   const bool all_rows = out.logits && out.logit_rows.empty();
@@ -268,7 +275,7 @@ void CudaTargetModel::Impl::run_head(uint32_t rows, const DeviceCapture& out, bo
     const uint32_t n = std::min(chunk, rows - r0);
     float* logits = all_rows ? out.logits + uint64_t(r0) * vocab : head_chunk.as<float>();
     blas->linear(normed + uint64_t(r0) * h, n, h, weights.lm_head(), vocab, logits, true, vocab);
-    if (greedy) HSRING_CUDA_CHECK(cuda_ops::launch_argmax(logits, n, vocab, out.greedy + r0, s));
+    if (greedy) HSRING_CUDA_CHECK(gpu::launch_argmax(logits, n, vocab, out.greedy + r0, s));
     // The asked rows of this chunk, before the next chunk's product overwrites it.
     for (size_t i = 0; out.logits && i < out.logit_rows.size(); ++i) {
       const auto row = uint32_t(out.logit_rows[i]);
@@ -346,7 +353,7 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   if (c.has_experts()) {
     // The grouped GEMM's grid has one row of blocks per possible tile (at most 65535).
     const uint64_t slots = uint64_t(batch.tokens.size()) * c.moe.experts_per_token;
-    const uint64_t most = (65535 - uint64_t(c.moe.num_experts)) * cuda_ops::kExpertRowTile;
+    const uint64_t most = (65535 - uint64_t(c.moe.num_experts)) * kExpertRowTile;
     if (slots > most)
       throw Error(Errc::kModel, "a batch of " + std::to_string(batch.tokens.size()) +
                                     " tokens routes " + std::to_string(slots) +
@@ -366,8 +373,7 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
                              cache.sequences(), cache.capacity(), m.attention_pack);
     m.tiles = m.cached.tiles;
   } else {
-    m.tiles = cuda_ops::attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(),
-                                        m.attention_pack);
+    m.tiles = attention_tiles(batch.doc_offsets.data(), batch.doc_offsets.size(), m.attention_pack);
   }
   const auto tile_count = uint32_t(m.tiles.size());
   m.grow(rows);
@@ -385,9 +391,9 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   if (c.hybrid()) {
     const int32_t* offsets = batch.doc_offsets.data();
     const size_t count = batch.doc_offsets.size();
-    m.delta_chunks = cuda_ops::delta_chunks(offsets, count);
-    m.delta_documents = cuda_ops::delta_documents(offsets, count);
-    m.doc_starts = cuda_ops::delta_doc_starts(offsets, count);
+    m.delta_chunks = delta_chunks(offsets, count);
+    m.delta_documents = delta_documents(offsets, count);
+    m.doc_starts = delta_doc_starts(offsets, count);
     delta = {m.delta_chunks, m.delta_documents, m.doc_starts};
   }
   m.staging.upload(batch.tokens, batch.positions, m.tiles, m.rope_bases, delta, a.inputs.data(),
@@ -395,12 +401,12 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   const BatchInputs layout(rows, tile_count, !m.rope_bases.empty(), uint32_t(delta.chunks.size()),
                            uint32_t(delta.documents.size()));
 
-  HSRING_CUDA_CHECK(cuda_ops::launch_embed(
+  HSRING_CUDA_CHECK(gpu::launch_gather_rows(  // the embedding lookup, widened to fp32
       m.weights.embed(), reinterpret_cast<const int32_t*>(a.inputs.data() + layout.tokens_at), rows,
       c.hidden_size, a.residual.as<float>(), stream));
   // RoPE angles depend on positions (and dynamic NTK's document lengths) only: once per
   // forward, shared by every layer.
-  HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(
+  HSRING_CUDA_CHECK(gpu::launch_rope_table(
       reinterpret_cast<const int32_t*>(a.inputs.data() + layout.positions_at), rows,
       m.inv_freq.as<double>(),
       m.rope_bases.empty()
@@ -418,9 +424,9 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
     m.run_layer(layer, rows, layout, stream);
     for (size_t k = 0; k < k_count; ++k)
       if (request.capture_layers[k] == int32_t(layer))
-        HSRING_CUDA_CHECK(cuda_ops::launch_capture(a.residual.as<float>(), rows, c.hidden_size,
-                                                   out.dtype, out.layers[k].data,
-                                                   out.layers[k].row_pitch_bytes, stream));
+        HSRING_CUDA_CHECK(launch_capture(a.residual.as<float>(), rows, c.hidden_size, out.dtype,
+                                         out.layers[k].data, out.layers[k].row_pitch_bytes,
+                                         stream));
   }
   if (head) m.run_head(rows, out, request.greedy, stream);
   m.prefix = nullptr;

@@ -1,5 +1,6 @@
 // The target's forward on one GPU: bf16 weights, cuBLAS GEMMs with fp32 accumulation, an
-// fp32 residual stream, and our own kernels for the rest (model/cuda_kernels.h). It computes
+// fp32 residual stream, and our own kernels for the rest (model/cuda_kernels.h, and the ops it
+// shares with the training step from gpu/ops/). It computes
 // what the CPU reference does, within bf16 rounding, and is bit-reproducible: the same batch
 // always gives the same bits. forward_device() leaves its results on the GPU for the
 // pipeline; forward() is the host TargetModel interface over it.
@@ -49,7 +50,7 @@ class CudaTargetModel final : public TargetModel {
  public:
   // Uploads `weights` (fp32, HF layout) to GPU `gpu`, rounded to bf16. Throws
   // Error(kModelBadConfig) for a config this forward cannot run (head_dim other than 32, 64,
-  // 128, 256; DeltaNet head dims outside cuda_ops::delta_net_supports) or weights that do
+  // 128, 256; DeltaNet head dims outside delta_net_supports) or weights that do
   // not fit it, Error(kCuda) for CUDA failures (out of memory: a message naming the
   // model, the bytes needed and the GPU).
   CudaTargetModel(ModelConfig config, const ModelWeights& weights, int gpu = 0);

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "gpu/device.h"
 #include "gpu/memlock.h"
+#include "gpu/ops/bf16_convert.h"
 #include "model/float_convert.h"
 
 namespace hsring {
@@ -153,7 +154,7 @@ DeviceWeights DeviceWeights::allocate(const ModelConfig& c, int gpu) {
   w.bytes_ = layout.size();
 
   auto* base = reinterpret_cast<unsigned char*>(block);
-  auto bf16_at = [base](uint64_t at) { return reinterpret_cast<cuda_ops::Bf16*>(base + at); };
+  auto bf16_at = [base](uint64_t at) { return reinterpret_cast<Bf16*>(base + at); };
   auto f32_at = [base](uint64_t at) { return reinterpret_cast<float*>(base + at); };
   w.embed_ = bf16_at(embed);
   w.lm_head_ = bf16_at(head);
@@ -290,13 +291,13 @@ void DeviceWeights::upload(const ModelConfig& config, const ModelWeights& host,
         }
         if (staging.size() == 0)
           staging = gpu::DeviceBuffer::allocate(kStagingFloats * sizeof(float));
-        auto* dst = static_cast<cuda_ops::Bf16*>(to.data);
+        auto* dst = static_cast<Bf16*>(to.data);
         // Stream order keeps a chunk's conversion ahead of the next chunk's copy.
         for (uint64_t i = 0; i < values.size(); i += kStagingFloats) {
           const uint64_t n = std::min<uint64_t>(kStagingFloats, values.size() - i);
           HSRING_CUDA_CHECK(cudaMemcpyAsync(staging.data(), values.data() + i, n * sizeof(float),
                                             cudaMemcpyHostToDevice, stream));
-          HSRING_CUDA_CHECK(cuda_ops::launch_to_bf16(staging.as<float>(), n, dst + i, stream));
+          HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(staging.as<float>(), n, dst + i, stream));
         }
       });
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -308,11 +309,11 @@ void DeviceWeights::randomize(const ModelConfig& config, uint64_t seed, cudaStre
     const RandomFill fill = random_fill(spec, seed);
     const uint64_t count = element_count(spec.shape);
     if (to.fp32)
-      HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(static_cast<float*>(to.data), count, fill.key,
-                                                     fill.scale, fill.offset, stream));
+      HSRING_CUDA_CHECK(launch_random_fill(static_cast<float*>(to.data), count, fill.key,
+                                           fill.scale, fill.offset, stream));
     else
-      HSRING_CUDA_CHECK(cuda_ops::launch_random_fill(static_cast<cuda_ops::Bf16*>(to.data), count,
-                                                     fill.key, fill.scale, fill.offset, stream));
+      HSRING_CUDA_CHECK(launch_random_fill(static_cast<Bf16*>(to.data), count, fill.key, fill.scale,
+                                           fill.offset, stream));
   }
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

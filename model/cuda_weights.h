@@ -21,31 +21,31 @@ namespace hsring {
 // DeltaNet layer the delta_* fields instead (the others null). With an output gate
 // (Qwen3.5), q_proj has 2 heads * head_dim rows, [q | gate] per head.
 struct DeviceLayerWeights {
-  cuda_ops::Bf16* qkv = nullptr;      // [(heads (x 2) + 2 kv_heads) * head_dim, H]: q, k, v_proj
-  cuda_ops::Bf16* o = nullptr;        // [H, heads * head_dim]
-  cuda_ops::Bf16* gate_up = nullptr;  // [2 I, H]: gate_proj, then up_proj
-  cuda_ops::Bf16* down = nullptr;     // [H, I]
-  float* input_norm = nullptr;        // [H]
-  float* post_norm = nullptr;         // [H]
-  float* q_norm = nullptr;            // [head_dim]; null without QK-norm
-  float* k_norm = nullptr;            // [head_dim]; null without QK-norm
-  float* qkv_bias = nullptr;          // [(heads + 2 kv_heads) * head_dim]; Qwen2 only, else null
+  Bf16* qkv = nullptr;          // [(heads (x 2) + 2 kv_heads) * head_dim, H]: q, k, v_proj
+  Bf16* o = nullptr;            // [H, heads * head_dim]
+  Bf16* gate_up = nullptr;      // [2 I, H]: gate_proj, then up_proj
+  Bf16* down = nullptr;         // [H, I]
+  float* input_norm = nullptr;  // [H]
+  float* post_norm = nullptr;   // [H]
+  float* q_norm = nullptr;      // [head_dim]; null without QK-norm
+  float* k_norm = nullptr;      // [head_dim]; null without QK-norm
+  float* qkv_bias = nullptr;    // [(heads + 2 kv_heads) * head_dim]; Qwen2 only, else null
   // DeltaNet: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a stacked [C + V + 2 v_heads, H]
   // (one GEMM), the depthwise convolution, the output projection, and the fp32 vectors.
-  cuda_ops::Bf16* delta_in = nullptr;    // [C + V + 2 v_heads, H]
-  cuda_ops::Bf16* delta_conv = nullptr;  // [C, kernel]
-  cuda_ops::Bf16* delta_out = nullptr;   // [H, V]
-  float* delta_dt_bias = nullptr;        // [v_heads]
-  float* delta_a_log = nullptr;          // [v_heads]
-  float* delta_norm = nullptr;           // [v_head_dim]
+  Bf16* delta_in = nullptr;        // [C + V + 2 v_heads, H]
+  Bf16* delta_conv = nullptr;      // [C, kernel]
+  Bf16* delta_out = nullptr;       // [H, V]
+  float* delta_dt_bias = nullptr;  // [v_heads]
+  float* delta_a_log = nullptr;    // [v_heads]
+  float* delta_norm = nullptr;     // [v_head_dim]
   // A mixture-of-experts MLP (gate_up and down null then): the router, with Qwen3.5's
   // shared-expert gate as one more row (one fp32-exact product gives both), every expert's
   // stacked gate/up and down, one after the other, and the shared expert (null without one).
-  cuda_ops::Bf16* router = nullptr;           // [router_rows, H]: mlp.gate, shared_expert_gate
-  cuda_ops::Bf16* experts_gate_up = nullptr;  // [E, 2 I_e, H]
-  cuda_ops::Bf16* experts_down = nullptr;     // [E, H, I_e]
-  cuda_ops::Bf16* shared_gate_up = nullptr;   // [2 I_s, H]
-  cuda_ops::Bf16* shared_down = nullptr;      // [H, I_s]
+  Bf16* router = nullptr;           // [router_rows, H]: mlp.gate, shared_expert_gate
+  Bf16* experts_gate_up = nullptr;  // [E, 2 I_e, H]
+  Bf16* experts_down = nullptr;     // [E, H, I_e]
+  Bf16* shared_gate_up = nullptr;   // [2 I_s, H]
+  Bf16* shared_down = nullptr;      // [H, I_s]
 };
 
 // Rows of a mixture's router matrix on the GPU: the experts, Qwen3.5's shared-expert gate,
@@ -70,8 +70,8 @@ class DeviceWeights {
   ModelWeights download(const ModelConfig& config) const;
 
   const DeviceLayerWeights& layer(uint32_t i) const { return layers_[i]; }
-  const cuda_ops::Bf16* embed() const { return embed_; }
-  const cuda_ops::Bf16* lm_head() const { return lm_head_; }  // embed() when tied
+  const Bf16* embed() const { return embed_; }
+  const Bf16* lm_head() const { return lm_head_; }  // embed() when tied
   const float* final_norm() const { return final_norm_; }
   uint64_t bytes() const { return bytes_; }
 
@@ -89,8 +89,8 @@ class DeviceWeights {
 
   gpu::UniqueCuda<void*, gpu::DeviceMemory::free> memory_;
   uint64_t bytes_ = 0;
-  cuda_ops::Bf16* embed_ = nullptr;
-  cuda_ops::Bf16* lm_head_ = nullptr;
+  Bf16* embed_ = nullptr;
+  Bf16* lm_head_ = nullptr;
   float* final_norm_ = nullptr;
   std::vector<DeviceLayerWeights> layers_;
   std::string prefix_;  // where the text model's tensors live ("model.", ...)

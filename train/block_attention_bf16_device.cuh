@@ -1,7 +1,7 @@
 // Device-side pieces shared by the two builds of the bf16 block attention: the mma.sync
 // kernels (train/cuda_block_attention_bf16.cu, every architecture) and the wgmma ones
 // (train/cuda_block_attention_wgmma.cu, sm_90a only). The kernels' arguments, the query
-// indexing, cp.async and the bf16 packing of accumulators.
+// indexing and the bf16 packing of accumulators (cp.async and the pair rounding are gpu/'s).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,12 +9,21 @@
 
 #include <cstdint>
 
+#include "gpu/bf16.cuh"
+#include "gpu/cp_async.cuh"
 #include "train/block_attention_tile.cuh"
 #include "train/cuda_block_attention_bf16.h"
 
-namespace hsring::train::cuda::attention_bf16 {
+namespace hsring::train::attention_bf16 {
 
 using bf16 = __nv_bfloat16;
+
+// The device helpers of gpu/ both builds use.
+using gpu::cp_async16;
+using gpu::cp_async_commit;
+using gpu::cp_async_wait;
+using gpu::pack_bf16;
+using gpu::smem_address;
 
 constexpr int kRows = 64;  // query vectors or keys per CTA
 constexpr float kLog2e = 1.4426950408889634f;
@@ -36,29 +45,12 @@ struct Args {
   bf16* out_bf16;  // forward: out rounded too, when not null
 };
 
-__device__ inline uint32_t smem_address(const void* p) {
-  return uint32_t(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
 // 2^x in one instruction, results below 2^-126 flushed to zero (exp2f spends three more a
 // value on them): softmax probabilities that small are zero to every bf16 product.
 __device__ inline float exp2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
-}
-
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low half
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // The A fragment of a 16x16 product from two 16x8 accumulators (columns 0-7, then 8-15):
@@ -151,4 +143,4 @@ struct KeyWorkQueries {
   }
 };
 
-}  // namespace hsring::train::cuda::attention_bf16
+}  // namespace hsring::train::attention_bf16

@@ -10,7 +10,7 @@
 
 #include "train/cuda_block_attention.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 // Query vector v of block b for KV head g: block row v / group, query head g * group + v %
 // group. Its index in [rows, heads] (lse, delta); times head_dim, its offset in q.
@@ -64,4 +64,4 @@ cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, size_t smem,
   return cudaGetLastError();
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -8,7 +8,7 @@
 
 #include "train/block_attention_bf16_device.cuh"
 
-namespace hsring::train::cuda::attention_bf16 {
+namespace hsring::train::attention_bf16 {
 
 // True when the wgmma kernels take this head_dim (128) and the current GPU runs their
 // sm_90a images (an H100 or H200).
@@ -21,4 +21,4 @@ cudaError_t launch_backward_key_wgmma(const Args& a, uint32_t work_count, cudaSt
 cudaError_t launch_backward_query_wgmma(const Args& a, cudaStream_t stream);
 cudaError_t launch_forward_wgmma(const Args& a, cudaStream_t stream);
 
-}  // namespace hsring::train::cuda::attention_bf16
+}  // namespace hsring::train::attention_bf16

@@ -8,12 +8,16 @@
 
 #include <algorithm>
 
+#include "gpu/block_reduce.cuh"
 #include "train/block_attention_tile.cuh"
 #include "train/cuda_block_attention.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 namespace {
+
+using gpu::warp_max;
+using gpu::warp_sum;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -44,18 +48,6 @@ struct Args {
   BlockAttentionDims d;
   float *out_w, *lse_w, *delta, *dq, *d_ctx_k, *d_ctx_v, *d_block_k, *d_block_v;
 };
-
-__device__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-  return value;
-}
-
-__device__ float warp_max(float value) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
-  return value;
-}
 
 // Key kk of block b's key list (its context rows, then its own rows) for KV head g.
 template <int HD>
@@ -516,4 +508,4 @@ cudaError_t launch_block_attention_backward(const float* q, const float* ctx_k, 
   return kBackward[dims.head_dim / 32](a, tile_count, stream);
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 struct BlockAttentionDims {
   uint32_t blocks = 0;        // NB
@@ -64,4 +64,4 @@ cudaError_t launch_block_attention_backward(const float* q, const float* ctx_k, 
                                             float* d_block_k, float* d_block_v,
                                             cudaStream_t stream);
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -18,11 +18,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpu/mma.cuh"
 #include "train/block_attention_bf16_device.cuh"
 #include "train/block_attention_wgmma.cuh"
 #include "train/cuda_block_attention_bf16.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 namespace {
 
@@ -33,28 +34,7 @@ constexpr int kPadElems = 8;         // bf16 after each tile row (16 bytes)
 constexpr int kMinChunkBlocks = 16;  // the key side's smallest chunk of a tile's blocks
 constexpr int kTargetChunks = 1024;  // chunks grow past 16 blocks beyond this many
 
-// ---- PTX wrappers -----------------------------------------------------------------------
-
-// Four 8x8 bf16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
-__device__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(p)));
-}
-__device__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(p)));
-}
-
-// d += a b: a 16x16 (row-major fragment), b 16x8 (b0, b1), d 16x8 fp32.
-__device__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// ---- Fragment addresses (the PTX wrappers are gpu/mma.cuh's) ---------------------------
 
 // Fragment addresses in a tile of row stride S. A operand (16 rows from r0, 16 columns
 // from c0): matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
@@ -156,7 +136,7 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows gid, gid + 8 (log2 units)
   const int32_t tiles = (n_keys + KT - 1) / KT;
   for (int32_t t = 0; t < tiles; ++t) {
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();  // tile t is in; everyone is done with tile t - 1's buffer
     if (t + 1 < tiles)
       load_keys<HD, KT, 128>(a, b, g, cb, n_ctx, n_keys, (t + 1) * KT, ks + ((t + 1) & 1) * KT * S,
@@ -169,13 +149,13 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
 #pragma unroll
     for (int c = 0; c < HD; c += 16) {
       uint32_t qa[4];
-      ldmatrix_x4(qa, a_address<S>(qs, r0, c, lane));
+      gpu::ldmatrix_x4(qa, a_address<S>(qs, r0, c, lane));
 #pragma unroll
       for (int n = 0; n < KT; n += 16) {
         uint32_t kb[4];
-        ldmatrix_x4(kb, bt_address<S>(kt, n, c, lane));
-        mma(s[n / 8], qa, kb[0], kb[1]);
-        mma(s[n / 8 + 1], qa, kb[2], kb[3]);
+        gpu::ldmatrix_x4(kb, bt_address<S>(kt, n, c, lane));
+        gpu::mma_bf16_16816(s[n / 8], qa, kb[0], kb[1]);
+        gpu::mma_bf16_16816(s[n / 8 + 1], qa, kb[2], kb[3]);
       }
     }
     // Scaled scores in log2 units; keys past the list are -inf. Every tile holds key t * KT.
@@ -208,9 +188,9 @@ __global__ void __launch_bounds__(128) forward_kernel(Args a) {
 #pragma unroll
       for (int c = 0; c < HD; c += 16) {
         uint32_t vb[4];
-        ldmatrix_x4_trans(vb, b_address<S>(vt, k, c, lane));
-        mma(o[c / 8], pa, vb[0], vb[1]);
-        mma(o[c / 8 + 1], pa, vb[2], vb[3]);
+        gpu::ldmatrix_x4_trans(vb, b_address<S>(vt, k, c, lane));
+        gpu::mma_bf16_16816(o[c / 8], pa, vb[0], vb[1]);
+        gpu::mma_bf16_16816(o[c / 8 + 1], pa, vb[2], vb[3]);
       }
     }
   }
@@ -266,7 +246,7 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
   float dq[HD / 8][4] = {};
   const int32_t tiles = (n_keys + KT - 1) / KT;
   for (int32_t t = 0; t < tiles; ++t) {
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();
     if (t + 1 < tiles)
       load_keys<HD, KT, 128>(a, b, g, cb, n_ctx, n_keys, (t + 1) * KT, ks + ((t + 1) & 1) * KT * S,
@@ -279,17 +259,17 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
 #pragma unroll
     for (int c = 0; c < HD; c += 16) {
       uint32_t qa[4], oa[4];
-      ldmatrix_x4(qa, a_address<S>(qs, r0, c, lane));
-      ldmatrix_x4(oa, a_address<S>(dos, r0, c, lane));
+      gpu::ldmatrix_x4(qa, a_address<S>(qs, r0, c, lane));
+      gpu::ldmatrix_x4(oa, a_address<S>(dos, r0, c, lane));
 #pragma unroll
       for (int n = 0; n < KT; n += 16) {
         uint32_t kb[4], vb[4];
-        ldmatrix_x4(kb, bt_address<S>(kt, n, c, lane));
-        ldmatrix_x4(vb, bt_address<S>(vt, n, c, lane));
-        mma(s[n / 8], qa, kb[0], kb[1]);
-        mma(s[n / 8 + 1], qa, kb[2], kb[3]);
-        mma(dp[n / 8], oa, vb[0], vb[1]);
-        mma(dp[n / 8 + 1], oa, vb[2], vb[3]);
+        gpu::ldmatrix_x4(kb, bt_address<S>(kt, n, c, lane));
+        gpu::ldmatrix_x4(vb, bt_address<S>(vt, n, c, lane));
+        gpu::mma_bf16_16816(s[n / 8], qa, kb[0], kb[1]);
+        gpu::mma_bf16_16816(s[n / 8 + 1], qa, kb[2], kb[3]);
+        gpu::mma_bf16_16816(dp[n / 8], oa, vb[0], vb[1]);
+        gpu::mma_bf16_16816(dp[n / 8 + 1], oa, vb[2], vb[3]);
       }
     }
     // dS = P (dP - delta), in s.
@@ -308,9 +288,9 @@ __global__ void __launch_bounds__(128) backward_query_kernel(Args a) {
 #pragma unroll
       for (int c = 0; c < HD; c += 16) {
         uint32_t kb[4];
-        ldmatrix_x4_trans(kb, b_address<S>(kt, k, c, lane));
-        mma(dq[c / 8], dsa, kb[0], kb[1]);
-        mma(dq[c / 8 + 1], dsa, kb[2], kb[3]);
+        gpu::ldmatrix_x4_trans(kb, b_address<S>(kt, k, c, lane));
+        gpu::mma_bf16_16816(dq[c / 8], dsa, kb[0], kb[1]);
+        gpu::mma_bf16_16816(dq[c / 8 + 1], dsa, kb[2], kb[3]);
       }
     }
   }
@@ -382,7 +362,7 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
     int32_t next_blk = blk;
     uint32_t next_v0 = v0;
     queries.advance(next_blk, next_v0, QT);
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();  // this tile is in; everyone is done with the other buffer
     if (next_blk < w.end_block) load_queries(buf ^ 1, next_blk, next_v0);
     cp_async_commit();
@@ -406,17 +386,17 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
 #pragma unroll
       for (int c = 0; c < HD; c += 16) {
         uint32_t ka[4], va[4];
-        ldmatrix_x4(ka, a_address<S>(ks, r0, c, lane));
-        ldmatrix_x4(va, a_address<S>(vs, r0, c, lane));
+        gpu::ldmatrix_x4(ka, a_address<S>(ks, r0, c, lane));
+        gpu::ldmatrix_x4(va, a_address<S>(vs, r0, c, lane));
 #pragma unroll
         for (int n = 0; n < 32; n += 16) {
           uint32_t qb[4], ob[4];
-          ldmatrix_x4(qb, bt_address<S>(qt, q0 + n, c, lane));
-          ldmatrix_x4(ob, bt_address<S>(dot, q0 + n, c, lane));
-          mma(s[n / 8], ka, qb[0], qb[1]);
-          mma(s[n / 8 + 1], ka, qb[2], qb[3]);
-          mma(dp[n / 8], va, ob[0], ob[1]);
-          mma(dp[n / 8 + 1], va, ob[2], ob[3]);
+          gpu::ldmatrix_x4(qb, bt_address<S>(qt, q0 + n, c, lane));
+          gpu::ldmatrix_x4(ob, bt_address<S>(dot, q0 + n, c, lane));
+          gpu::mma_bf16_16816(s[n / 8], ka, qb[0], qb[1]);
+          gpu::mma_bf16_16816(s[n / 8 + 1], ka, qb[2], qb[3]);
+          gpu::mma_bf16_16816(dp[n / 8], va, ob[0], ob[1]);
+          gpu::mma_bf16_16816(dp[n / 8 + 1], va, ob[2], ob[3]);
         }
       }
       // P^T into s, dS^T into dp; invisible keys and padding queries give zeros.
@@ -438,19 +418,19 @@ __global__ void __launch_bounds__(128 * Split) backward_key_kernel(Args a) {
 #pragma unroll
         for (int c = 0; c < DW; c += 16) {
           uint32_t ob[4], qb[4];
-          ldmatrix_x4_trans(ob, b_address<S>(dot, q0 + k, col0 + c, lane));
-          ldmatrix_x4_trans(qb, b_address<S>(qt, q0 + k, col0 + c, lane));
-          mma(dv[c / 8], pa, ob[0], ob[1]);
-          mma(dv[c / 8 + 1], pa, ob[2], ob[3]);
-          mma(dk[c / 8], dsa, qb[0], qb[1]);
-          mma(dk[c / 8 + 1], dsa, qb[2], qb[3]);
+          gpu::ldmatrix_x4_trans(ob, b_address<S>(dot, q0 + k, col0 + c, lane));
+          gpu::ldmatrix_x4_trans(qb, b_address<S>(qt, q0 + k, col0 + c, lane));
+          gpu::mma_bf16_16816(dv[c / 8], pa, ob[0], ob[1]);
+          gpu::mma_bf16_16816(dv[c / 8 + 1], pa, ob[2], ob[3]);
+          gpu::mma_bf16_16816(dk[c / 8], dsa, qb[0], qb[1]);
+          gpu::mma_bf16_16816(dk[c / 8 + 1], dsa, qb[2], qb[3]);
         }
       }
     }
     blk = next_blk;
     v0 = next_v0;
   }
-  cp_async_wait_all();  // nothing may land in shared memory after the CTA ends
+  cp_async_wait<0>();  // nothing may land in shared memory after the CTA ends
 
   const float scale = rsqrtf(float(HD));
   const KeyGradients out = key_gradients(a, w, g);
@@ -893,4 +873,4 @@ cudaError_t launch_block_attention_backward_bf16(
                        d_block_v, stream, block_order);
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -16,7 +16,7 @@
 
 #include "train/cuda_block_attention.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 // True when the tensor-core kernels take this head_dim (32, 64, 128, 256); use the fp32
 // kernels otherwise.
@@ -118,4 +118,4 @@ cudaError_t launch_block_attention_backward_bf16(
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,
     const int32_t* block_order = nullptr);
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

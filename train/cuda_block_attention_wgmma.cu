@@ -19,7 +19,7 @@
 #include "train/block_attention_wgmma.cuh"
 #include "train/wgmma.cuh"
 
-namespace hsring::train::cuda::attention_bf16 {
+namespace hsring::train::attention_bf16 {
 
 namespace {
 
@@ -30,12 +30,6 @@ constexpr uint32_t kTile = wgmma::kTileBytes;
 static_assert(kRows == wgmma::kTileRows && kQueryTile == wgmma::kTileRows &&
                   kThreads == 8 * (kHd / 8),
               "a thread's loads: a fixed row in each group of 8, a fixed chunk");
-
-// 4 bytes global -> shared (through L1: .cg takes 16 only); zero-filled when !valid.
-__device__ void cp_async4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(valid ? 4 : 0));
-}
 
 // This thread's place in the warpgroup's accumulators: rows warp * 16 + gid (+ 8), columns
 // 8 j + 2 tig (+ 1).
@@ -150,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     if (t < kQueryTile) {
       const uint32_t v = v0 + uint32_t(t);
       const uint64_t index = v < nv ? index_of(uint32_t(blk), v) : 0;
-      cp_async4(lse_s + buf * kQueryTile + t, a.lse + index, v < nv);
-      cp_async4(delta_s + buf * kQueryTile + t, a.delta + index, v < nv);
+      gpu::cp_async4(lse_s + buf * kQueryTile + t, a.lse + index, v < nv);
+      gpu::cp_async4(delta_s + buf * kQueryTile + t, a.delta + index, v < nv);
     }
   };
   int32_t blk = queries.next_seeing(w.first_block);
@@ -166,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     int32_t next_blk = blk;
     uint32_t next_v0 = v0;
     queries.advance(next_blk, next_v0, kQueryTile);
-    cp_async_wait_all();
+    cp_async_wait<0>();
     wgmma::fence_shared_writes();
     __syncthreads();  // this tile is in; the last tile's products are done with the other
     if (next_blk < w.end_block) load_queries(buf ^ 1, next_blk, next_v0);
@@ -247,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     blk = next_blk;
     v0 = next_v0;
   }
-  cp_async_wait_all();  // nothing may land in shared memory after the CTA ends
+  cp_async_wait<0>();  // nothing may land in shared memory after the CTA ends
 
   const float scale = rsqrtf(float(kHd));
   const KeyGradients out = key_gradients(a, w, g);
@@ -289,7 +283,7 @@ struct QuerySide {
   }
   // Waits for key tile t, then starts loading tile t + 1 into the other buffer.
   __device__ void next_tile(const Args& a, int32_t t) {
-    cp_async_wait_all();
+    cp_async_wait<0>();
     wgmma::fence_shared_writes();
     __syncthreads();  // tile t is in; tile t - 1's products (waited for) are done with its buffer
     if (t + 1 < tiles)
@@ -472,4 +466,4 @@ cudaError_t launch_forward_wgmma(const Args& a, cudaStream_t stream) {
                        stream);
 }
 
-}  // namespace hsring::train::cuda::attention_bf16
+}  // namespace hsring::train::attention_bf16

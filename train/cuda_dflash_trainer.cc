@@ -9,6 +9,12 @@
 #include "common/ignore_label.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
+#include "gpu/ops/argmax.h"
+#include "gpu/ops/bf16_convert.h"
+#include "gpu/ops/gather_rows.h"
+#include "gpu/ops/rms_norm.h"
+#include "gpu/ops/rope.h"
+#include "gpu/ops/swiglu.h"
 #include "model/cuda_kernels.h"
 #include "ops/rope.h"
 #include "train/cuda_block_attention.h"
@@ -21,8 +27,6 @@
 namespace hsring::train {
 
 namespace {
-
-using cuda::Scratch;
 
 // An array that only products and the element-wise kernels read: fp32 for the fp32 Gemm,
 // or bf16, written so by the kernel or product that makes it, for the bf16 one. Only the
@@ -39,22 +43,22 @@ struct Fp32OrBf16 {
   // From element `offset` on: the mode's array, the other null.
   float* fp32_at(size_t offset) const { return fp32.get() ? fp32.get() + offset : nullptr; }
   uint16_t* bf16_at(size_t offset) const { return bf16.get() ? bf16.get() + offset : nullptr; }
-  cuda::Operand operand(size_t offset = 0) const {
-    return bf16.get() ? cuda::Operand(bf16.get() + offset) : cuda::Operand(fp32.get() + offset);
+  Operand operand(size_t offset = 0) const {
+    return bf16.get() ? Operand(bf16.get() + offset) : Operand(fp32.get() + offset);
   }
 };
 
 // y [rows, out] = x [rows, in] w^T into y_bf16 when given, else into y.
-void forward_into(cuda::Gemm& gemm, cuda::Operand x, size_t rows, size_t in, const float* w,
-                  size_t out, float* y, uint16_t* y_bf16) {
+void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w, size_t out,
+                  float* y, uint16_t* y_bf16) {
   if (y_bf16)
     gemm.forward(x, rows, in, w, out, y_bf16);
   else
     gemm.forward(x, rows, in, w, out, y);
 }
 // The same into y's array.
-void forward_into(cuda::Gemm& gemm, cuda::Operand x, size_t rows, size_t in, const float* w,
-                  size_t out, Fp32OrBf16& y) {
+void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w, size_t out,
+                  Fp32OrBf16& y) {
   forward_into(gemm, x, rows, in, w, out, y.fp32.get(), y.bf16.get());
 }
 
@@ -73,7 +77,7 @@ DflashTrainerOptions without_target(const DflashTrainerOptions& o) {
 }  // namespace
 
 struct CudaDflashTrainer::Buffers {
-  explicit Buffers(cuda::GemmPrecision precision) : stream(gpu::make_stream()), gemm(precision) {
+  explicit Buffers(GemmPrecision precision) : stream(gpu::make_stream()), gemm(precision) {
     gemm.bind(stream.get());
   }
 
@@ -96,7 +100,7 @@ struct CudaDflashTrainer::Buffers {
     // written so by the kernels and products that make them, for the tensor-core ones. Only
     // the mode's set is allocated; the other's pointers are null.
     Scratch<uint16_t> q_bf16, block_k_bf16, block_v_bf16, ctx_k_bf16, ctx_v_bf16;
-    cuda::BlockAttentionBf16Inputs attention_bf16() const {
+    BlockAttentionBf16Inputs attention_bf16() const {
       return {q_bf16.get(), ctx_k_bf16.get(), ctx_v_bf16.get(), block_k_bf16.get(),
               block_v_bf16.get()};
     }
@@ -105,8 +109,8 @@ struct CudaDflashTrainer::Buffers {
   };
 
   gpu::Stream stream;
-  cuda::Gemm gemm;
-  std::unique_ptr<cuda::FlatState> state;
+  Gemm gemm;
+  std::unique_ptr<FlatState> state;
   gpu::DeviceBuffer embed, lm_head;  // the target's, frozen; lm_head empty when tied
   const float* head = nullptr;
   gpu::DeviceBuffer inv_freq;  // double [head_dim / 2]
@@ -137,20 +141,20 @@ struct CudaDflashTrainer::Buffers {
   Scratch<int32_t> layer0_rows, layer0_of_row;
   Fp32OrBf16 h0, qkv0, d_qkv0;
   Scratch<float> x0, d_h0, sum_partials;
-  // The query-side attention kernels' block order (cuda::longest_context_first), after the
+  // The query-side attention kernels' block order (longest_context_first), after the
   // context ranges in `context`.
   int32_t* block_order() const { return context.get() + 2 * blocks; }
-  Scratch<cuda::BlockKeyTile> tiles;
+  Scratch<BlockKeyTile> tiles;
   // The tensor-core block attention (bf16 mode, a head_dim it takes): its key-side plan and
   // workspace instead of the fp32 kernel's tiles.
   bool bf16_attention = false;
   size_t key_work_count = 0, key_sum_count = 0;
-  Scratch<cuda::BlockKeyWork> key_work;
-  Scratch<cuda::BlockKeySum> key_sums;
+  Scratch<BlockKeyWork> key_work;
+  Scratch<BlockKeySum> key_sums;
   Scratch<unsigned char> attention_workspace;
   // The features as fc and its weight gradient read them: `features` (fp32, from the host or
   // widened from the ring's bf16), or the ring's bf16 themselves in bf16 mode.
-  cuda::Operand feature_operand;
+  Operand feature_operand;
   Scratch<float> features, ctx_pre, ctx_cos, ctx_sin, block_cos, block_sin, x_final, row_loss,
       row_weight;
   // The normalised context, the final norm's output [scored, d] (the head's operand), and a
@@ -174,7 +178,7 @@ struct CudaDflashTrainer::Buffers {
   // layer's [Wk; Wv] stacked (w_ctx_kv, copied from the weights at each step). One product
   // over the layers writes d_ctx once instead of ten adding to it.
   Fp32OrBf16 d_qkv, d_ctx_kv, w_ctx_kv;
-  bool bf16() const { return gemm.precision() == cuda::GemmPrecision::kBf16; }
+  bool bf16() const { return gemm.precision() == GemmPrecision::kBf16; }
 
   // A step's host arrays go to the device through page-locked memory: a copy from pageable
   // memory may wait for the stream (the driver stages it), which would leave the GPU idle
@@ -213,8 +217,8 @@ struct CudaDflashTrainer::Buffers {
   float* g(size_t offset) const { return state->grads(offset); }
   // The gradient of the matrix at `offset`, dy^T x, written or added: bf16 in bf16 mode, as
   // autocast's products make them (FlatState::keep_bf16_gradients), else fp32.
-  void weight_gradient(cuda::Operand dy, size_t rows, size_t out, cuda::Operand x, size_t in,
-                       size_t offset, bool accumulate, size_t dy_stride = 0) {
+  void weight_gradient(Operand dy, size_t rows, size_t out, Operand x, size_t in, size_t offset,
+                       bool accumulate, size_t dy_stride = 0) {
     if (bf16())
       gemm.backward_weight(dy, rows, out, x, in, state->grads_bf16(offset), accumulate, dy_stride);
     else
@@ -222,11 +226,11 @@ struct CudaDflashTrainer::Buffers {
   }
 };
 
-CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
-                                     cuda::GemmPrecision precision, size_t max_logit_values)
+CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options, GemmPrecision precision,
+                                     size_t max_logit_values)
     : options_(without_target(options)), config_(options.model) {
   check_dflash_config(config_);
-  if (!cuda::block_attention_supported(config_.head_dim))
+  if (!block_attention_supported(config_.head_dim))
     throw Error(Errc::kModelBadConfig,
                 "dflash head_dim " + std::to_string(config_.head_dim) +
                     " is not supported on the GPU (a multiple of 32 up to 256); train "
@@ -248,11 +252,11 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options,
   b_ = std::make_unique<Buffers>(precision);
   b_->max_logit_values = max_logit_values;
   Buffers& b = *b_;
-  b.bf16_attention = precision == cuda::GemmPrecision::kBf16 &&
-                     cuda::block_attention_bf16_supported(config_.head_dim);
+  b.bf16_attention =
+      precision == GemmPrecision::kBf16 && block_attention_bf16_supported(config_.head_dim);
   cudaStream_t s = b.stream.get();
-  b.state = std::make_unique<cuda::FlatState>(layout_, options.optimizer, host, s);
-  if (precision == cuda::GemmPrecision::kBf16) {
+  b.state = std::make_unique<FlatState>(layout_, options.optimizer, host, s);
+  if (precision == GemmPrecision::kBf16) {
     b.state->keep_bf16_params();
     b.state->keep_bf16_gradients();
   }
@@ -472,13 +476,13 @@ void CudaDflashTrainer::upload_context(const DrafterBatch& batch, Features sourc
     b.feature_operand = static_cast<const uint16_t*>(features);
   } else {
     b.features.ensure(t * fd);
-    HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
-                                                 b.features.get(), s));
+    HSRING_CUDA_CHECK(gpu::launch_bf16_to_float(static_cast<const uint16_t*>(features), t * fd,
+                                                b.features.get(), s));
     b.feature_operand = b.features.get();
   }
-  HSRING_CUDA_CHECK(
-      cuda_ops::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(), nullptr,
-                                  1.0, uint32_t(half), b.ctx_cos.get(), b.ctx_sin.get(), s));
+  HSRING_CUDA_CHECK(gpu::launch_rope_table(b.positions.get(), uint32_t(t), b.inv_freq.as<double>(),
+                                           nullptr, 1.0, uint32_t(half), b.ctx_cos.get(),
+                                           b.ctx_sin.get(), s));
 }
 
 void CudaDflashTrainer::upload(const DrafterBatch& batch) {
@@ -519,22 +523,22 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   for (size_t i = 0; i < scored; ++i)
     weights[i] = total_weight > 0 ? float(rows_.weights[size_t(scored_rows[i])] / total_weight) : 0;
   b.backward = total_weight > 0;
-  const cuda::BlockAttentionDims dims{uint32_t(blocks), c.block_size,   uint32_t(t),
-                                      c.num_heads,      c.num_kv_heads, c.head_dim};
-  std::vector<cuda::BlockKeyTile> tiles;
-  cuda::BlockKeyPlan plan;
+  const BlockAttentionDims dims{uint32_t(blocks), c.block_size,   uint32_t(t),
+                                c.num_heads,      c.num_kv_heads, c.head_dim};
+  std::vector<BlockKeyTile> tiles;
+  BlockKeyPlan plan;
   std::vector<int32_t> order;  // the query side's blocks, longest context first
   if (b.bf16_attention) {
-    plan = cuda::block_key_plan(context_.data(), dims);
-    order = cuda::longest_context_first(context_.data(), uint32_t(blocks));
+    plan = block_key_plan(context_.data(), dims);
+    order = longest_context_first(context_.data(), uint32_t(blocks));
     b.key_work_count = plan.work.size();
     b.key_sum_count = plan.sums.size();
     b.key_work.ensure_varying(plan.work.size());
     b.key_sums.ensure_varying(std::max<size_t>(1, plan.sums.size()));
     b.attention_workspace.ensure_varying(
-        cuda::block_attention_bf16_workspace_bytes(dims, plan.partial_slots));
+        block_attention_bf16_workspace_bytes(dims, plan.partial_slots));
   } else {
-    tiles = cuda::block_key_tiles(context_.data(), dims);
+    tiles = block_key_tiles(context_.data(), dims);
   }
   b.tiles_count = tiles.size();
 
@@ -546,7 +550,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   b.qkv0.ensure(layer0 * qkv, b.bf16_attention);  // the attention's inputs' precision
   b.d_qkv0.ensure(layer0 * qkv, b.bf16());
   for (auto* buffer : {&b.x0, &b.d_h0}) buffer->ensure(layer0 * d);
-  b.sum_partials.ensure(cuda::kSumRowChunks * qkv);
+  b.sum_partials.ensure(kSumRowChunks * qkv);
   b.context.ensure(3 * blocks);  // the context ranges, then the blocks longest first
   for (auto* buffer : {&b.scored_rows, &b.scored_labels, &b.row_agreed}) buffer->ensure(scored);
   for (auto* buffer : {&b.row_loss, &b.row_weight}) buffer->ensure(scored);
@@ -591,7 +595,7 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   for (auto* buffer : {&b.d_attn, &b.d_q}) buffer->ensure(rows * qd);
   for (auto* buffer : {&b.d_block_k, &b.d_block_v}) buffer->ensure(rows * kvd);
   for (auto* buffer : {&b.d_ctx_k, &b.d_ctx_v}) buffer->ensure(t * kvd);
-  b.norm_partials.ensure(size_t(cuda::kRmsNormBackwardBlocks) * d);
+  b.norm_partials.ensure(size_t(gpu::kRmsNormBackwardBlocks) * d);
   b.delta.ensure(rows * heads);
   b.head_in.ensure(scored * d, b.bf16());
   b.logits.ensure(b.head_rows * c.vocab_size, b.bf16());
@@ -607,13 +611,13 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
       {b.layer0_of_row.get(), layer0_of_row.data(), rows * sizeof(int32_t)},
       {b.scored_labels.get(), scored_labels.data(), scored * sizeof(int32_t)},
       {b.row_weight.get(), weights.data(), scored * sizeof(float)},
-      {b.tiles.get(), tiles.data(), tiles.size() * sizeof(cuda::BlockKeyTile)},
-      {b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(cuda::BlockKeyWork)},
-      {b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(cuda::BlockKeySum)},
+      {b.tiles.get(), tiles.data(), tiles.size() * sizeof(BlockKeyTile)},
+      {b.key_work.get(), plan.work.data(), plan.work.size() * sizeof(BlockKeyWork)},
+      {b.key_sums.get(), plan.sums.data(), plan.sums.size() * sizeof(BlockKeySum)},
   });
-  HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(
-      b.block_positions.get(), uint32_t(rows), b.inv_freq.as<double>(), nullptr, 1.0,
-      uint32_t(half), b.block_cos.get(), b.block_sin.get(), s));
+  HSRING_CUDA_CHECK(gpu::launch_rope_table(b.block_positions.get(), uint32_t(rows),
+                                           b.inv_freq.as<double>(), nullptr, 1.0, uint32_t(half),
+                                           b.block_cos.get(), b.block_sin.get(), s));
 }
 
 namespace {
@@ -625,46 +629,45 @@ struct Ops {
   float* norm_partials;  // [kRmsNormBackwardBlocks * width]
 
   void norm(const float* x, const float* w, size_t rows, size_t dim, float* y) const {
-    HSRING_CUDA_CHECK(
-        cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps, y, s));
   }
   // Into y's array; x_copy, when given, receives x (a residual, copied on the norm's pass).
   void norm(const float* x, const float* w, size_t rows, size_t dim, Fp32OrBf16& y,
             float* x_copy = nullptr) const {
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps,
-                                                    y.fp32.get(), s, y.bf16.get(), x_copy));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), eps,
+                                                   y.fp32.get(), s, y.bf16.get(), x_copy));
   }
   // SwiGLU and its backward on the mode's arrays (fp32 or bf16).
   void swiglu(const Fp32OrBf16& gate, const Fp32OrBf16& up, size_t n, Fp32OrBf16& act) const {
-    HSRING_CUDA_CHECK(gate.bf16.get() ? cuda::launch_swiglu_forward(gate.bf16.get(), up.bf16.get(),
-                                                                    n, nullptr, s, act.bf16.get())
-                                      : cuda::launch_swiglu_forward(gate.fp32.get(), up.fp32.get(),
-                                                                    n, act.fp32.get(), s));
+    HSRING_CUDA_CHECK(gate.bf16.get() ? gpu::launch_swiglu_forward(gate.bf16.get(), up.bf16.get(),
+                                                                   n, nullptr, s, act.bf16.get())
+                                      : gpu::launch_swiglu_forward(gate.fp32.get(), up.fp32.get(),
+                                                                   n, act.fp32.get(), s));
   }
   void swiglu_backward(const Fp32OrBf16& gate, const Fp32OrBf16& up, const Fp32OrBf16& d_act,
                        size_t n, Fp32OrBf16& d_gate, Fp32OrBf16& d_up) const {
     HSRING_CUDA_CHECK(
         gate.bf16.get()
-            ? cuda::launch_swiglu_backward(gate.bf16.get(), up.bf16.get(), d_act.bf16.get(), n,
-                                           nullptr, nullptr, s, d_gate.bf16.get(), d_up.bf16.get())
-            : cuda::launch_swiglu_backward(gate.fp32.get(), up.fp32.get(), d_act.fp32.get(), n,
-                                           d_gate.fp32.get(), d_up.fp32.get(), s));
+            ? gpu::launch_swiglu_backward(gate.bf16.get(), up.bf16.get(), d_act.bf16.get(), n,
+                                          nullptr, nullptr, s, d_gate.bf16.get(), d_up.bf16.get())
+            : gpu::launch_swiglu_backward(gate.fp32.get(), up.fp32.get(), d_act.fp32.get(), n,
+                                          d_gate.fp32.get(), d_up.fp32.get(), s));
   }
   // dx of RMSNorm(x) from dy, written or added, into dx, dx_bf16 (for the products that
   // read it) or both; the weight's gradient added to dw. One pass.
   void norm_backward(const float* x, const float* w, const float* dy, size_t rows, size_t dim,
                      float* dx, bool accumulate, float* dw, uint16_t* dx_bf16 = nullptr) const {
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward_rows(x, w, dy, uint32_t(rows), uint32_t(dim),
-                                                          eps, dx, accumulate, dw, norm_partials, s,
-                                                          dx_bf16));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, w, dy, uint32_t(rows), uint32_t(dim),
+                                                         eps, dx, accumulate, dw, norm_partials, s,
+                                                         dx_bf16));
   }
   // Qwen3's per-head norm, then RoPE: y = RoPE(RMSNorm(x) w) over x [rows, heads * hd] in
   // x's array, into y (fp32) or y_bf16, whichever is not null.
   void qk_norm_rope(const Fp32OrBf16& x, const float* w, size_t rows, uint32_t heads, uint32_t hd,
                     const float* cos, const float* sin, float* y, uint16_t* y_bf16) const {
     const auto run = [&](const auto* values) {
-      return cuda::launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, hd, eps, cos, sin,
-                                               y, s, y_bf16);
+      return launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, hd, eps, cos, sin, y, s,
+                                         y_bf16);
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
@@ -675,9 +678,9 @@ struct Ops {
                              const Fp32OrBf16& dx, size_t dx_col, size_t dx_stride,
                              float* dw) const {
     const auto run = [&](const auto* values) {
-      return cuda::launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, hd, eps, cos,
-                                                sin, dx.fp32_at(dx_col), dx.bf16_at(dx_col), dw, s,
-                                                uint32_t(dx_stride));
+      return launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, hd, eps, cos, sin,
+                                          dx.fp32_at(dx_col), dx.bf16_at(dx_col), dw, s,
+                                          uint32_t(dx_stride));
     };
     HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
   }
@@ -686,8 +689,8 @@ struct Ops {
   void gather_rows(const Fp32OrBf16& from, const int32_t* index, size_t n, size_t dim, float* y,
                    uint16_t* y_bf16, size_t col = 0, size_t stride = 0) const {
     const auto run = [&](const auto* values) {
-      return cuda::launch_gather_rows(values + col, index, uint32_t(n), uint32_t(dim), y, s, y_bf16,
-                                      uint32_t(stride));
+      return gpu::launch_gather_rows(values + col, index, uint32_t(n), uint32_t(dim), y, s, y_bf16,
+                                     uint32_t(stride));
     };
     HSRING_CUDA_CHECK(from.bf16.get() ? run(from.bf16.get()) : run(from.fp32.get()));
   }
@@ -697,7 +700,7 @@ struct Ops {
                      size_t stride) const {
     if (dst.bf16.get())
       HSRING_CUDA_CHECK(
-          cuda::launch_float_to_bf16_rows(src, rows, cols, dst.bf16.get() + col, stride, s));
+          gpu::launch_float_to_bf16_rows(src, rows, cols, dst.bf16.get() + col, stride, s));
     else
       HSRING_CUDA_CHECK(cudaMemcpy2DAsync(dst.fp32.get() + col, stride * sizeof(float), src,
                                           cols * sizeof(float), cols * sizeof(float), rows,
@@ -724,9 +727,9 @@ void CudaDflashTrainer::run_forward() {
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t rows = b.rows, d = c.width();
   // The blocks: the anchor's embedding, then the mask token's.
-  HSRING_CUDA_CHECK(cuda::launch_gather_rows(b.embed.as<float>(), b.block_tokens.get(),
-                                             uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),
-                                             ops.s));
+  HSRING_CUDA_CHECK(gpu::launch_gather_rows(b.embed.as<float>(), b.block_tokens.get(),
+                                            uint32_t(rows), uint32_t(d), b.acts[0].x_in.get(),
+                                            ops.s));
   for (uint32_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
   ops.norm(b.x_final.get(), b.p(b.norm), b.scored, d, b.head_in);  // the scored rows only
   mark("fwd o_proj + mlp");
@@ -735,7 +738,7 @@ void CudaDflashTrainer::run_forward() {
 void CudaDflashTrainer::layer_forward(uint32_t layer) {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
-  cuda::Gemm& gemm = b.gemm;
+  Gemm& gemm = b.gemm;
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
@@ -753,8 +756,8 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
     // [Wq; Wk; Wv] (adjacent in the layout), copied to every block row; 1/B of the block
     // rows' q/k/v products. x_in itself is the residual o_proj adds to (mid_in_place).
     const size_t n0 = b.blocks + 1, qkv = qd + 2 * kvd;
-    HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.layer0_rows.get(), uint32_t(n0),
-                                               uint32_t(d), b.x0.get(), ops.s));
+    HSRING_CUDA_CHECK(gpu::launch_gather_rows(a.x_in.get(), b.layer0_rows.get(), uint32_t(n0),
+                                              uint32_t(d), b.x0.get(), ops.s));
     ops.norm(b.x0.get(), b.p(o.input_norm), n0, d, b.h0);
     forward_into(gemm, b.h0.operand(), n0, d, b.p(o.q), qkv, b.qkv0);
     const int32_t* of_row = b.layer0_of_row.get();
@@ -785,15 +788,15 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   forward_into(gemm, b.ctx.operand(), t, d, b.p(o.v), kvd, a.ctx_v.get(), a.ctx_v_bf16.get());
   mark("fwd q/k/v (block + context)");
 
-  const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
+  const BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   // attn is read by the output projection and its weight gradient: the bf16 attention
   // writes only their bf16 operand, the fp32 one's is held.
   if (b.bf16_attention) {
-    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward_bf16(
+    HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
         a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), nullptr,
         a.lse.get(), ops.s, a.attn.bf16.get(), b.block_order()));
   } else {
-    HSRING_CUDA_CHECK(cuda::launch_block_attention_forward(
+    HSRING_CUDA_CHECK(launch_block_attention_forward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(), b.context.get(),
         dims, a.attn.fp32.get(), a.lse.get(), ops.s));
     gemm.hold_bf16(a.attn.fp32.get(), rows * qd);
@@ -804,12 +807,12 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   // ones, which its output, the final norm and the head read; an anchor's row there would
   // reach no loss (1/B of the layer's o_proj and MLP).
   size_t n = rows;
-  cuda::Operand attention = a.attn.operand();
+  Operand attention = a.attn.operand();
   float* x_out = last ? b.x_final.get() : b.acts[layer + 1].x_in.get();
   if (last) {
     n = b.scored;
-    HSRING_CUDA_CHECK(cuda::launch_gather_rows(a.x_in.get(), b.scored_rows.get(), uint32_t(n),
-                                               uint32_t(d), a.x_mid.get(), ops.s));
+    HSRING_CUDA_CHECK(gpu::launch_gather_rows(a.x_in.get(), b.scored_rows.get(), uint32_t(n),
+                                              uint32_t(d), a.x_mid.get(), ops.s));
     ops.gather_rows(a.attn, b.scored_rows.get(), n, qd, a.attn_scored.fp32.get(),
                     a.attn_scored.bf16.get());
     attention = a.attn_scored.operand();
@@ -833,8 +836,8 @@ void CudaDflashTrainer::run_head() {
     forward_into(b.gemm, b.head_in.operand(s0 * d), n, d, b.head, vocab, b.logits);
     mark("head logits");
     if (b.drafting) {
-      HSRING_CUDA_CHECK(cuda_ops::launch_argmax(b.logits.fp32.get(), uint32_t(n), uint32_t(vocab),
-                                                b.drafted.get() + s0, ops.s));
+      HSRING_CUDA_CHECK(gpu::launch_argmax(b.logits.fp32.get(), uint32_t(n), uint32_t(vocab),
+                                           b.drafted.get() + s0, ops.s));
       // On the stream before the next chunk's product overwrites the buffer.
       if (b.drafted_logits)
         HSRING_CUDA_CHECK(cudaMemcpyAsync(b.drafted_logits + s0 * vocab, b.logits.fp32.get(),
@@ -843,9 +846,9 @@ void CudaDflashTrainer::run_head() {
       continue;
     }
     const auto cross_entropy = [&](auto* logits) {
-      return cuda::launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n),
-                                        uint32_t(vocab), 1.0f, b.backward, b.row_loss.get() + s0,
-                                        b.row_agreed.get() + s0, ops.s, b.row_weight.get() + s0);
+      return launch_cross_entropy(logits, b.scored_labels.get() + s0, uint32_t(n), uint32_t(vocab),
+                                  1.0f, b.backward, b.row_loss.get() + s0, b.row_agreed.get() + s0,
+                                  ops.s, b.row_weight.get() + s0);
     };
     HSRING_CUDA_CHECK(b.logits.bf16.get() ? cross_entropy(b.logits.bf16.get())
                                           : cross_entropy(b.logits.fp32.get()));
@@ -895,7 +898,7 @@ void CudaDflashTrainer::run_backward() {
 void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const DflashConfig& c = config_;
   Buffers& b = *b_;
-  cuda::Gemm& gemm = b.gemm;
+  Gemm& gemm = b.gemm;
   const Ops ops{b.stream.get(), float(c.rms_norm_eps), b.norm_partials.get()};
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
@@ -910,7 +913,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   // bf16 mode: d_x rounded by the norms that write it.
   uint16_t* d_x_bf16 = last ? b.d_x_scored_bf16.get() : b.d_x_bf16.get();
   float* d_attn = last ? b.d_attn_scored.get() : b.d_attn.get();
-  const cuda::Operand attention = last ? a.attn_scored.operand() : a.attn.operand();
+  const Operand attention = last ? a.attn_scored.operand() : a.attn.operand();
 
   // Every gradient below feeds two products (the input's and the weight's), so each is held
   // once it is complete; d_x again after each norm adds to it.
@@ -938,25 +941,25 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
     // Back to every block row: an anchor's row takes no gradient from above the attention
     // (its attention output and its residual reach no loss), zeros from the gathers. Layer
     // 0 makes no d_x (its input is the frozen embedding): its residual's is not needed.
-    HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_attn, b.scored_of_row.get(), uint32_t(rows),
-                                               uint32_t(qd), b.d_attn.get(), ops.s));
+    HSRING_CUDA_CHECK(gpu::launch_gather_rows(d_attn, b.scored_of_row.get(), uint32_t(rows),
+                                              uint32_t(qd), b.d_attn.get(), ops.s));
     if (layer > 0)
-      HSRING_CUDA_CHECK(cuda::launch_gather_rows(d_x, b.scored_of_row.get(), uint32_t(rows),
-                                                 uint32_t(d), b.d_x.get(), ops.s));
+      HSRING_CUDA_CHECK(gpu::launch_gather_rows(d_x, b.scored_of_row.get(), uint32_t(rows),
+                                                uint32_t(d), b.d_x.get(), ops.s));
     d_attn = b.d_attn.get();
     d_x = b.d_x.get();
     d_x_bf16 = b.d_x_bf16.get();
   }
   mark("bwd o_proj");
-  const cuda::BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
+  const BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
   if (b.bf16_attention)
-    HSRING_CUDA_CHECK(cuda::launch_block_attention_backward_bf16(
+    HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
         a.attention_bf16(), a.attn.bf16.get(), d_attn, a.lse.get(), b.context.get(),
         b.key_work.get(), uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count),
         dims, b.attention_workspace.get(), b.delta.get(), b.d_q.get(), b.d_ctx_k.get(),
         b.d_ctx_v.get(), b.d_block_k.get(), b.d_block_v.get(), ops.s, b.block_order()));
   else
-    HSRING_CUDA_CHECK(cuda::launch_block_attention_backward(
+    HSRING_CUDA_CHECK(launch_block_attention_backward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.block_k.get(), a.block_v.get(),
         a.attn.fp32.get(), d_attn, a.lse.get(), b.context.get(), b.tiles.get(),
         uint32_t(b.tiles_count), dims, b.delta.get(), b.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(),
@@ -987,9 +990,9 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
     ops.gather_rows(b.d_qkv, b.layer0_rows.get(), b.blocks, qkv, b.d_qkv0.fp32_at(0),
                     b.d_qkv0.bf16_at(0));
     const auto sum = [&](const auto* values) {
-      return cuda::launch_sum_rows(values, b.scored_rows.get(), uint32_t(b.scored), uint32_t(qkv),
-                                   b.sum_partials.get(), b.d_qkv0.fp32_at(b.blocks * qkv),
-                                   b.d_qkv0.bf16_at(b.blocks * qkv), ops.s);
+      return launch_sum_rows(values, b.scored_rows.get(), uint32_t(b.scored), uint32_t(qkv),
+                             b.sum_partials.get(), b.d_qkv0.fp32_at(b.blocks * qkv),
+                             b.d_qkv0.bf16_at(b.blocks * qkv), ops.s);
     };
     HSRING_CUDA_CHECK(b.d_qkv.bf16.get() ? sum(b.d_qkv.bf16.get()) : sum(b.d_qkv.fp32.get()));
     gemm.backward_input(b.d_qkv0.operand(), n0, qkv, b.p(o.q), d, b.d_h0.get());

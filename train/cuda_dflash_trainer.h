@@ -36,7 +36,7 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   // weights of the wrong size, Error(kCuda) when device memory does not suffice. The head
   // runs over the scored rows in chunks of at most max_logit_values logits (at least a row).
   explicit CudaDflashTrainer(const DflashTrainerOptions& options,
-                             cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16,
+                             GemmPrecision precision = GemmPrecision::kBf16,
                              size_t max_logit_values = kMaxLogitValues);
   ~CudaDflashTrainer() override;
 

@@ -6,22 +6,19 @@
 // that see it, so no two warps write the same element (no atomics).
 #include <cuda_runtime.h>
 
+#include "gpu/block_reduce.cuh"
 #include "gpu/launch_grid.h"
 #include "train/cuda_drafter_kernels.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 namespace {
+
+using gpu::warp_sum;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr uint32_t kMaxPerLane = 8;  // head_dim up to 256
-
-__device__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-  return value;
-}
 
 // The first key row query t attends to (train/layers.cc has the same rule).
 __device__ uint32_t first_key(uint32_t t, uint32_t doc_start, uint32_t window) {
@@ -234,4 +231,4 @@ cudaError_t launch_attention_backward(const float* q, const float* k, const floa
   return cudaGetLastError();
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -1,9 +1,10 @@
-// The CUDA kernels of the drafter's training step, behind plain host functions (no CUDA
-// syntax here: C++ sources call them; C++17, as nvcc compiles it). Each launches on `stream`
-// and returns the launch's error; none synchronises. Activations, gradients, weights and
-// optimizer state are fp32 row-major arrays; the products between them are cuBLAS's
-// (train/cuda_gemm.h). The maths of each op is the CPU reference's (ops/), which
-// the GPU tests compare against.
+// The CUDA kernels that only the drafter's training step has, behind plain host functions
+// (no CUDA syntax here: C++ sources call them; C++17, as nvcc compiles it); the ops it
+// shares with the target's forward (RMSNorm, SwiGLU, RoPE, embedding, row gathers, bf16
+// conversion) are the gpu/ops/ library's. Each launches on `stream` and returns the
+// launch's error; none synchronises. Activations, gradients, weights and optimizer state are
+// fp32 row-major arrays; the products between them are cuBLAS's (train/cuda_gemm.h). The
+// maths of each op is the CPU reference's (ops/), which the GPU tests compare against.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,78 +12,11 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace hsring::train::cuda {
-
-// The batch's bf16 features (the ring's dtype) widened to fp32: n values.
-cudaError_t launch_bf16_to_float(const uint16_t* in, size_t n, float* out, cudaStream_t stream);
-// fp32 rounded to bf16 (to nearest, ties to even; NaN stays NaN): n values, the operands of
-// the bf16 tensor-core products (train/cuda_gemm.h).
-cudaError_t launch_float_to_bf16(const float* in, size_t n, uint16_t* out, cudaStream_t stream);
-// in [rows, cols] rounded the same way into out's rows, out_stride elements apart (>= cols;
-// else cudaErrorInvalidValue): a column range of a wider array.
-cudaError_t launch_float_to_bf16_rows(const float* in, size_t rows, size_t cols, uint16_t* out,
-                                      size_t out_stride, cudaStream_t stream);
+namespace hsring::train {
 
 // Each row's document bounds from cu_seqlens offsets [docs + 1]: start[t], end[t].
 cudaError_t launch_doc_bounds(const int32_t* doc_offsets, uint32_t docs, uint32_t rows,
                               int32_t* start, int32_t* end, cudaStream_t stream);
-
-// y = x / sqrt(mean(x^2) + eps) * weight per row of [rows, dim], into y (fp32), y_bf16
-// (rounded as launch_float_to_bf16 rounds), or both; a null array is not written. x_copy,
-// when given, receives x as it is (a residual's copy, on the pass that reads it anyway).
-// y and x_copy may not alias x.
-cudaError_t launch_rms_norm_forward(const float* x, const float* weight, uint32_t rows,
-                                    uint32_t dim, float eps, float* y, cudaStream_t stream,
-                                    uint16_t* y_bf16 = nullptr, float* x_copy = nullptr);
-// RMSNorm's backward in one pass over x and dy: dx into dx (written, or added to with
-// `accumulate`, which needs dx), dx_bf16 (rounded as launch_float_to_bf16 rounds the fp32
-// dx) or both, and dweight += sum over rows of dy * x / rms(x). Each of up to
-// kRmsNormBackwardBlocks blocks sums its rows' share of dweight into partials
-// [kRmsNormBackwardBlocks * dim], which are then added in block order, in double: no
-// atomics, the same bits on every run.
-inline constexpr uint32_t kRmsNormBackwardBlocks = 512;
-cudaError_t launch_rms_norm_backward_rows(const float* x, const float* weight, const float* dy,
-                                          uint32_t rows, uint32_t dim, float eps, float* dx,
-                                          bool accumulate, float* dweight, float* partials,
-                                          cudaStream_t stream, uint16_t* dx_bf16 = nullptr);
-
-// RoPE on every head of x [rows, heads * head_dim] in place, pairing i with i + head_dim / 2
-// (HF rotate_half); cos and sin [rows, head_dim / 2]. inverse: the transpose rotation,
-// which turns d/d(rotated) into d/d(input).
-cudaError_t launch_rope_apply(float* x, uint32_t rows, uint32_t heads, uint32_t head_dim,
-                              const float* cos, const float* sin, bool inverse,
-                              cudaStream_t stream);
-
-// out = silu(gate) * up, and its backward (dgate, dup written), computed in fp32 from
-// inputs in fp32 or (the uint16_t overloads) bf16. Each output goes to its fp32 array, to
-// its bf16 one (rounded as launch_float_to_bf16 rounds: the bf16 products' operand without
-// a rounding pass), or both; a null array is not written.
-cudaError_t launch_swiglu_forward(const float* gate, const float* up, size_t n, float* out,
-                                  cudaStream_t stream, uint16_t* out_bf16 = nullptr);
-cudaError_t launch_swiglu_forward(const uint16_t* gate, const uint16_t* up, size_t n, float* out,
-                                  cudaStream_t stream, uint16_t* out_bf16 = nullptr);
-cudaError_t launch_swiglu_backward(const float* gate, const float* up, const float* dout, size_t n,
-                                   float* dgate, float* dup, cudaStream_t stream,
-                                   uint16_t* dgate_bf16 = nullptr, uint16_t* dup_bf16 = nullptr);
-cudaError_t launch_swiglu_backward(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
-                                   size_t n, float* dgate, float* dup, cudaStream_t stream,
-                                   uint16_t* dgate_bf16 = nullptr, uint16_t* dup_bf16 = nullptr);
-
-// y[r] += table[tokens[r]] ([rows, dim]); dtable[tokens[r]] += dy[r] (atomics: rows that
-// share a token add in any order).
-cudaError_t launch_embedding_forward(const float* table, const int32_t* tokens, uint32_t rows,
-                                     uint32_t dim, float* y, cudaStream_t stream);
-// y[r] = table[index[r]] ([rows, dim]), or zeros where index[r] < 0, into y (fp32), y_bf16
-// (rounded), or both: rows gathered, or (by the inverse index) scattered back among zeros.
-// The table's rows are table_stride elements apart (0: dim), so that it may be a column
-// range of a wider array.
-cudaError_t launch_gather_rows(const float* table, const int32_t* index, uint32_t rows,
-                               uint32_t dim, float* y, cudaStream_t stream,
-                               uint16_t* y_bf16 = nullptr, uint32_t table_stride = 0);
-// The same from a bf16 table (its values exactly, in either output).
-cudaError_t launch_gather_rows(const uint16_t* table, const int32_t* index, uint32_t rows,
-                               uint32_t dim, float* y, cudaStream_t stream,
-                               uint16_t* y_bf16 = nullptr, uint32_t table_stride = 0);
 
 // y [cols] = the sum of rows index[0..n) of x [.., cols], in float, into y (fp32), y_bf16
 // (rounded), or both. The rows are summed in chunks of n / kSumRowChunks, then the chunks
@@ -92,9 +26,6 @@ cudaError_t launch_sum_rows(const float* x, const int32_t* index, uint32_t n, ui
                             float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream);
 cudaError_t launch_sum_rows(const uint16_t* x, const int32_t* index, uint32_t n, uint32_t cols,
                             float* partials, float* y, uint16_t* y_bf16, cudaStream_t stream);
-cudaError_t launch_embedding_backward(const int32_t* tokens, const float* dy, uint32_t rows,
-                                      uint32_t dim, float* dtable, cudaStream_t stream);
-
 // a[i] += b[i].
 cudaError_t launch_add(float* a, const float* b, size_t n, cudaStream_t stream);
 // x[i] *= factor.
@@ -106,7 +37,7 @@ cudaError_t launch_scale(float* x, size_t n, float factor, cudaStream_t stream);
 // grad_scale * (softmax - onehot), zero on ignored rows; with row_weight [rows] (DFlash's
 // per-position decay) row r's gradient is scaled by row_weight[r] too. bf16 logits (as the
 // bf16 head product writes them) are read as the floats they hold, and their gradient is
-// the same fp32 value rounded as launch_float_to_bf16 rounds.
+// the same fp32 value rounded as gpu::launch_float_to_bf16 rounds.
 cudaError_t launch_cross_entropy(float* logits, const int32_t* labels, uint32_t rows,
                                  uint32_t vocab, float grad_scale, bool backward, float* row_loss,
                                  int32_t* row_agreed, cudaStream_t stream,
@@ -157,4 +88,4 @@ cudaError_t launch_adamw(float* params, const float* grads, float* m, float* v, 
 cudaError_t launch_adamw(float* params, const uint16_t* grads, float* m, float* v, size_t n,
                          AdamWStep step, cudaStream_t stream, uint16_t* params_bf16 = nullptr);
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

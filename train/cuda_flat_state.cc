@@ -6,9 +6,10 @@
 
 #include "common/error.h"
 #include "gpu/cuda_check.h"
+#include "gpu/ops/bf16_convert.h"
 #include "train/cuda_drafter_kernels.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 namespace {
 
@@ -54,7 +55,8 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
 void FlatState::keep_bf16_params() {
   if (params_bf16_.size() == 0)
     params_bf16_ = gpu::DeviceBuffer::allocate(std::max<size_t>(1, total_) * sizeof(uint16_t));
-  HSRING_CUDA_CHECK(launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
+  HSRING_CUDA_CHECK(
+      gpu::launch_float_to_bf16(params(), total_, params_bf16_.as<uint16_t>(), stream_));
 }
 
 void FlatState::keep_bf16_gradients() {
@@ -73,8 +75,8 @@ float* FlatState::fp32_gradients() {
   if (matrices_in_bf16_) {
     for (const ParamInfo& tensor : layout_.tensors)
       if (is_matrix(tensor))
-        HSRING_CUDA_CHECK(launch_bf16_to_float(grads_bf16(tensor.offset), tensor.size,
-                                               grads(tensor.offset), stream_));
+        HSRING_CUDA_CHECK(gpu::launch_bf16_to_float(grads_bf16(tensor.offset), tensor.size,
+                                                    grads(tensor.offset), stream_));
     matrices_in_bf16_ = false;
   }
   return grads();
@@ -197,4 +199,4 @@ void FlatState::load_state(const TrainerState& state) {
   step_ = state.step;
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

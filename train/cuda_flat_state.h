@@ -15,7 +15,7 @@
 #include "train/drafter_trainer.h"
 #include "train/optimizer.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 // A device array of T that grows to the largest size asked for (its contents are not kept).
 template <class T>
@@ -105,4 +105,4 @@ class FlatState {
   std::vector<float> host_gradients_;
 };
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -3,12 +3,13 @@
 #include <cublas_v2.h>
 
 #include "gpu/cuda_check.h"
+#include "gpu/ops/bf16_convert.h"
 #include "train/cuda_drafter_kernels.h"
 
 #include <limits>
 #include <string>
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 namespace {
 
@@ -53,7 +54,7 @@ void Gemm::bind(cudaStream_t stream) {
 void Gemm::keep_bf16_copy(const float* matrix, size_t count) {
   if (precision_ != GemmPrecision::kBf16 || count == 0) return;
   Bf16Copy copy{matrix, count, gpu::DeviceBuffer::allocate(count * sizeof(uint16_t))};
-  HSRING_CUDA_CHECK(launch_float_to_bf16(matrix, count, copy.values.as<uint16_t>(), stream_));
+  HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(matrix, count, copy.values.as<uint16_t>(), stream_));
   copies_.push_back(std::move(copy));
 }
 
@@ -87,7 +88,7 @@ void Gemm::hold_bf16(const float* source, size_t count, const uint16_t* rounded)
     hold.buffer = gpu::DeviceBuffer::allocate(count * sizeof(uint16_t));
   }
   hold.values = hold.buffer.as<uint16_t>();
-  HSRING_CUDA_CHECK(launch_float_to_bf16(source, count, hold.buffer.as<uint16_t>(), stream_));
+  HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(source, count, hold.buffer.as<uint16_t>(), stream_));
 }
 
 void Gemm::release_holds() {
@@ -111,7 +112,7 @@ const void* Gemm::bf16_operand(Operand operand, size_t count, gpu::DeviceBuffer&
     scratch = gpu::DeviceBuffer{};
     scratch = gpu::DeviceBuffer::allocate(count * sizeof(uint16_t));
   }
-  HSRING_CUDA_CHECK(launch_float_to_bf16(source, count, scratch.as<uint16_t>(), stream_));
+  HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(source, count, scratch.as<uint16_t>(), stream_));
   return scratch.data();
 }
 
@@ -191,4 +192,4 @@ void Gemm::weight_product(Operand dy, size_t rows, size_t out, Operand x, size_t
   gemm(false, true, in, out, rows, x, in, dy, dy_stride, dw, in, accumulate, dw_bf16);
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

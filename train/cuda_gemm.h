@@ -15,7 +15,7 @@
 
 #include "gpu/cuda_handles.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 enum class GemmPrecision { kBf16, kFp32 };
 
@@ -117,4 +117,4 @@ class Gemm {
   std::vector<Hold> holds_;
 };
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -1,17 +1,23 @@
 // Fused QK-norm + RoPE (train/cuda_qk_norm_rope.h). One warp a (row, head) "norm row": lane
 // `lane` holds the rotation pairs (i, i + half) for i = lane + 32 k in registers, so x (and
 // dy) are read once and y (or dx) written once, with no array between the norm and the
-// rotation. The sums, products and rotations are written as in rms_norm_*_warp_kernel and
-// rope_apply_kernel (train/cuda_drafter_kernels.cu), whose results these must equal.
+// rotation. The sums, products and rotations are written as in rms_norm_forward_warp_kernel
+// and rope_apply_kernel (gpu/ops/rms_norm.cu, gpu/ops/rope.cu), whose results these must
+// equal.
 #include <cuda_runtime.h>
 
+#include "gpu/bf16.cuh"
+#include "gpu/block_reduce.cuh"
 #include "gpu/launch_grid.h"
-#include "train/bf16_round.cuh"
 #include "train/cuda_qk_norm_rope.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 namespace {
+
+using gpu::load;
+using gpu::store;
+using gpu::warp_sum;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -20,12 +26,6 @@ constexpr uint32_t kMaxHeadDim = 256;
 // As cuda_drafter_kernels.cu's grid_for: 16 blocks per SM, one warp per item.
 unsigned grid_for_norm_rows(uint64_t norm_rows) {
   return gpu::grid_stride_blocks(norm_rows * 32, kThreads, 16);
-}
-
-__device__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    value += __shfl_xor_sync(0xFFFFFFFFu, value, offset);
-  return value;
 }
 
 #define NORM_ROWS(r, n)                                                              \
@@ -241,4 +241,4 @@ cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, cons
                   dx_stride);
 }
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

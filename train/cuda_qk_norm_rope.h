@@ -1,6 +1,6 @@
 // Qwen3's per-head QK-norm followed by RoPE as one pass each way (forward, backward), for the
-// DFlash step's queries and keys: the same maths as launch_rms_norm_forward then
-// launch_rope_apply (train/cuda_drafter_kernels.h), and their backward, without the
+// DFlash step's queries and keys: the same maths as gpu::launch_rms_norm_forward then
+// gpu::launch_rope_apply (gpu/ops/rms_norm.h, gpu/ops/rope.h), and their backward, without the
 // intermediate arrays. Plain host declarations (C++ sources include this); each launches on
 // `stream` and returns the launch's error, never synchronising. REQUIRES (else
 // cudaErrorInvalidValue, nothing launched): head_dim even, 2..256.
@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 
 // y = RoPE(RMSNorm(x) * w) for every head of x [rows, heads * head_dim]: the norm over each
 // head's head_dim values (eps), weight w [head_dim], then RoPE pairing i with i + head_dim/2
@@ -46,4 +46,4 @@ cudaError_t launch_qk_norm_rope_backward(const uint16_t* x, const float* w, cons
                                          uint16_t* dx_bf16, float* dweight, cudaStream_t stream,
                                          uint32_t dx_stride = 0);
 
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

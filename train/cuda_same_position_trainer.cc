@@ -6,6 +6,11 @@
 #include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
+#include "gpu/ops/bf16_convert.h"
+#include "gpu/ops/embedding.h"
+#include "gpu/ops/rms_norm.h"
+#include "gpu/ops/rope.h"
+#include "gpu/ops/swiglu.h"
 #include "model/cuda_kernels.h"
 #include "ops/rope.h"
 #include "train/cuda_drafter_kernels.h"
@@ -13,21 +18,15 @@
 
 namespace hsring::train {
 
-namespace {
-
-using cuda::Scratch;
-
-}  // namespace
-
 struct CudaSamePositionTrainer::Buffers {
-  explicit Buffers(cuda::GemmPrecision precision) : stream(gpu::make_stream()), gemm(precision) {
+  explicit Buffers(GemmPrecision precision) : stream(gpu::make_stream()), gemm(precision) {
     gemm.bind(stream.get());
   }
 
   gpu::Stream stream;
-  cuda::Gemm gemm;
-  std::unique_ptr<cuda::FlatState> state;  // master weights, gradient, AdamW moments
-  gpu::DeviceBuffer inv_freq;              // double [head_dim / 2]
+  Gemm gemm;
+  std::unique_ptr<FlatState> state;  // master weights, gradient, AdamW moments
+  gpu::DeviceBuffer inv_freq;        // double [head_dim / 2]
   // Tensor offsets in the flat buffers.
   size_t embed = 0, fc = 0, hidden_norm = 0, input_norm = 0, q = 0, k = 0, v_proj = 0, o = 0,
          post_norm = 0, gate = 0, up = 0, down = 0, norm = 0, head = 0;
@@ -45,10 +44,10 @@ struct CudaSamePositionTrainer::Buffers {
 };
 
 CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOptions& options,
-                                                 cuda::GemmPrecision precision)
+                                                 GemmPrecision precision)
     : config_(options.model), optimizer_(options.optimizer) {
   check_same_position_config(config_);
-  if (!cuda::attention_head_dim_supported(config_.head_dim))
+  if (!attention_head_dim_supported(config_.head_dim))
     throw Error(Errc::kModelBadConfig,
                 "drafter head_dim " + std::to_string(config_.head_dim) +
                     " is not supported on the GPU (a multiple of 32 up to 256); train "
@@ -60,7 +59,7 @@ CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOption
 
   b_ = std::make_unique<Buffers>(precision);
   cudaStream_t s = b_->stream.get();
-  b_->state = std::make_unique<cuda::FlatState>(layout_, optimizer_, host, s);
+  b_->state = std::make_unique<FlatState>(layout_, optimizer_, host, s);
 
   const uint32_t half = config_.head_dim / 2;
   const std::vector<double> inv_freq =
@@ -121,7 +120,7 @@ void CudaSamePositionTrainer::upload_batch(const DrafterBatch& batch, Features s
   b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
   for (auto* buffer : {&b.cos, &b.sin}) buffer->ensure(rows * (c.head_dim / 2));
   for (auto* buffer : {&b.lse, &b.delta}) buffer->ensure(rows * heads);
-  b.norm_partials.ensure(size_t(cuda::kRmsNormBackwardBlocks) * d);
+  b.norm_partials.ensure(size_t(gpu::kRmsNormBackwardBlocks) * d);
   b.row_loss.ensure(rows);
   b.head_rows = std::max<size_t>(1, std::min(rows, kMaxLogitValues / c.vocab_size));
   b.logits.ensure(b.head_rows * c.vocab_size);
@@ -136,35 +135,35 @@ void CudaSamePositionTrainer::upload_batch(const DrafterBatch& batch, Features s
   if (source == Features::kHostFp32) {
     upload(b.features.get(), features, rows * fd * sizeof(float));
   } else {
-    HSRING_CUDA_CHECK(cuda::launch_bf16_to_float(static_cast<const uint16_t*>(features), rows * fd,
-                                                 b.features.get(), s));
+    HSRING_CUDA_CHECK(gpu::launch_bf16_to_float(static_cast<const uint16_t*>(features), rows * fd,
+                                                b.features.get(), s));
   }
-  HSRING_CUDA_CHECK(cuda::launch_doc_bounds(b.doc_offsets.get(), uint32_t(docs), uint32_t(rows),
-                                            b.doc_start.get(), b.doc_end.get(), s));
-  HSRING_CUDA_CHECK(cuda_ops::launch_rope_table(b.positions.get(), uint32_t(rows),
-                                                b.inv_freq.as<double>(), nullptr, 1.0,
-                                                c.head_dim / 2, b.cos.get(), b.sin.get(), s));
+  HSRING_CUDA_CHECK(launch_doc_bounds(b.doc_offsets.get(), uint32_t(docs), uint32_t(rows),
+                                      b.doc_start.get(), b.doc_end.get(), s));
+  HSRING_CUDA_CHECK(gpu::launch_rope_table(b.positions.get(), uint32_t(rows),
+                                           b.inv_freq.as<double>(), nullptr, 1.0, c.head_dim / 2,
+                                           b.cos.get(), b.sin.get(), s));
 }
 
 void CudaSamePositionTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
   const SamePositionConfig& c = config_;
   Buffers& b = *b_;
-  HSRING_CUDA_CHECK(cuda::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(),
-                                            b.sin.get(), inverse, b.stream.get()));
-  HSRING_CUDA_CHECK(cuda::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
-                                            b.sin.get(), inverse, b.stream.get()));
+  HSRING_CUDA_CHECK(gpu::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(),
+                                           b.sin.get(), inverse, b.stream.get()));
+  HSRING_CUDA_CHECK(gpu::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
+                                           b.sin.get(), inverse, b.stream.get()));
 }
 
 void CudaSamePositionTrainer::run_forward(uint32_t rows) {
   const SamePositionConfig& c = config_;
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
-  cuda::Gemm& gemm = b.gemm;
+  Gemm& gemm = b.gemm;
   const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   const auto eps = float(c.rms_norm_eps);
   const auto norm = [&](const float* x, size_t weight, float* y) {
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_forward(x, b.p(weight), rows, uint32_t(d), eps, y, s));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, b.p(weight), rows, uint32_t(d), eps, y, s));
   };
   const auto copy = [&](float* dst, const float* src, size_t count) {
     HSRING_CUDA_CHECK(
@@ -175,8 +174,8 @@ void CudaSamePositionTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.features.get(), rows, fd, b.p(b.fc), d, b.x_fc.get());
   norm(b.x_fc.get(), b.hidden_norm, b.h0.get());
   if (c.embed_tokens)
-    HSRING_CUDA_CHECK(cuda::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows,
-                                                     uint32_t(d), b.h0.get(), s));
+    HSRING_CUDA_CHECK(gpu::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows, uint32_t(d),
+                                                    b.h0.get(), s));
 
   // Attention block; q and k keep their rotated values for the backward.
   norm(b.h0.get(), b.input_norm, b.a1.get());
@@ -184,10 +183,10 @@ void CudaSamePositionTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.a1.get(), rows, d, b.p(b.k), kvd, b.k_act.get());
   gemm.forward(b.a1.get(), rows, d, b.p(b.v_proj), kvd, b.v_act.get());
   rotate_qk(rows, b.q_act.get(), b.k_act.get(), false);
-  const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  HSRING_CUDA_CHECK(cuda::launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
-                                                   b.doc_start.get(), dims, b.attn.get(),
-                                                   b.lse.get(), s));
+  const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
+  HSRING_CUDA_CHECK(launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
+                                             b.doc_start.get(), dims, b.attn.get(), b.lse.get(),
+                                             s));
   copy(b.h1.get(), b.h0.get(), rows * d);  // the residual, then the output projection on it
   gemm.forward(b.attn.get(), rows, qd, b.p(b.o), d, b.h1.get(), true);
 
@@ -196,7 +195,7 @@ void CudaSamePositionTrainer::run_forward(uint32_t rows) {
   gemm.forward(b.mlp_in.get(), rows, d, b.p(b.gate), inter, b.gate_act.get());
   gemm.forward(b.mlp_in.get(), rows, d, b.p(b.up), inter, b.up_act.get());
   HSRING_CUDA_CHECK(
-      cuda::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter, b.act.get(), s));
+      gpu::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter, b.act.get(), s));
   copy(b.h2.get(), b.h1.get(), rows * d);
   gemm.forward(b.act.get(), rows, inter, b.p(b.down), d, b.h2.get(), true);
 
@@ -215,9 +214,9 @@ LossStats CudaSamePositionTrainer::run_head(const DrafterBatch& batch, bool back
   for (size_t r0 = 0; r0 < rows; r0 += b.head_rows) {
     const size_t n = std::min(b.head_rows, rows - r0);
     b.gemm.forward(b.f.get() + r0 * d, n, d, b.p(b.head), vocab, b.logits.get());
-    HSRING_CUDA_CHECK(cuda::launch_cross_entropy(
-        b.logits.get(), b.labels.get() + r0, uint32_t(n), uint32_t(vocab), grad_scale, backward,
-        b.row_loss.get() + r0, b.row_agreed.get() + r0, s));
+    HSRING_CUDA_CHECK(launch_cross_entropy(b.logits.get(), b.labels.get() + r0, uint32_t(n),
+                                           uint32_t(vocab), grad_scale, backward,
+                                           b.row_loss.get() + r0, b.row_agreed.get() + r0, s));
     if (backward) {
       // The logits now hold d(loss)/d(logits) of these rows.
       b.gemm.backward_input(b.logits.get(), n, vocab, b.p(b.head), d, b.d_f.get() + r0 * d);
@@ -247,16 +246,16 @@ void CudaSamePositionTrainer::run_backward(uint32_t rows) {
   const SamePositionConfig& c = config_;
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
-  cuda::Gemm& gemm = b.gemm;
+  Gemm& gemm = b.gemm;
   const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
   const size_t inter = c.intermediate_size;
   const auto eps = float(c.rms_norm_eps);
   // dx of RMSNorm(x) from dy, written or added; the weight's gradient added.
   const auto norm_backward = [&](const float* x, size_t weight, const float* dy, float* dx,
                                  bool accumulate) {
-    HSRING_CUDA_CHECK(cuda::launch_rms_norm_backward_rows(x, b.p(weight), dy, rows, uint32_t(d),
-                                                          eps, dx, accumulate, b.g(weight),
-                                                          b.norm_partials.get(), s));
+    HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, b.p(weight), dy, rows, uint32_t(d), eps,
+                                                         dx, accumulate, b.g(weight),
+                                                         b.norm_partials.get(), s));
   };
 
   // d_res carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.
@@ -265,8 +264,8 @@ void CudaSamePositionTrainer::run_backward(uint32_t rows) {
   // MLP block.
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.down), inter, b.d_act.get());
   gemm.backward_weight(b.d_res.get(), rows, d, b.act.get(), inter, b.g(b.down));
-  HSRING_CUDA_CHECK(cuda::launch_swiglu_backward(b.gate_act.get(), b.up_act.get(), b.d_act.get(),
-                                                 rows * inter, b.d_gate.get(), b.d_up.get(), s));
+  HSRING_CUDA_CHECK(gpu::launch_swiglu_backward(b.gate_act.get(), b.up_act.get(), b.d_act.get(),
+                                                rows * inter, b.d_gate.get(), b.d_up.get(), s));
   gemm.backward_input(b.d_gate.get(), rows, inter, b.p(b.gate), d, b.d_a.get());
   gemm.backward_input(b.d_up.get(), rows, inter, b.p(b.up), d, b.d_a.get(), true);
   gemm.backward_weight(b.d_gate.get(), rows, inter, b.mlp_in.get(), d, b.g(b.gate));
@@ -277,11 +276,11 @@ void CudaSamePositionTrainer::run_backward(uint32_t rows) {
   float* d_attn = b.d_act.get();
   gemm.backward_input(b.d_res.get(), rows, d, b.p(b.o), qd, d_attn);
   gemm.backward_weight(b.d_res.get(), rows, d, b.attn.get(), qd, b.g(b.o));
-  const cuda::AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  HSRING_CUDA_CHECK(
-      cuda::launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(), b.attn.get(),
-                                      d_attn, b.lse.get(), b.doc_start.get(), b.doc_end.get(), dims,
-                                      b.delta.get(), b.d_q.get(), b.d_k.get(), b.d_v.get(), s));
+  const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
+  HSRING_CUDA_CHECK(launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
+                                              b.attn.get(), d_attn, b.lse.get(), b.doc_start.get(),
+                                              b.doc_end.get(), dims, b.delta.get(), b.d_q.get(),
+                                              b.d_k.get(), b.d_v.get(), s));
   rotate_qk(rows, b.d_q.get(), b.d_k.get(), true);
   gemm.backward_input(b.d_q.get(), rows, qd, b.p(b.q), d, b.d_a.get());
   gemm.backward_input(b.d_k.get(), rows, kvd, b.p(b.k), d, b.d_a.get(), true);
@@ -293,8 +292,8 @@ void CudaSamePositionTrainer::run_backward(uint32_t rows) {
 
   // Input. The features are the target's: no gradient flows to them.
   if (c.embed_tokens)
-    HSRING_CUDA_CHECK(cuda::launch_embedding_backward(b.tokens.get(), b.d_res.get(), rows,
-                                                      uint32_t(d), b.g(b.embed), s));
+    HSRING_CUDA_CHECK(gpu::launch_embedding_backward(b.tokens.get(), b.d_res.get(), rows,
+                                                     uint32_t(d), b.g(b.embed), s));
   norm_backward(b.x_fc.get(), b.hidden_norm, b.d_res.get(), b.d_a.get(), false);
   gemm.backward_weight(b.d_a.get(), rows, d, b.features.get(), fd, b.g(b.fc));
 }

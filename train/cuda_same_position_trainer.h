@@ -26,7 +26,7 @@ class CudaSamePositionTrainer final : public CudaDrafterTrainer {
   // Error(kModel) for an lm_head_init of the wrong size, Error(kCuda) when the
   // device memory does not suffice. options.threads is not used.
   explicit CudaSamePositionTrainer(const SamePositionTrainerOptions& options,
-                                   cuda::GemmPrecision precision = cuda::GemmPrecision::kBf16);
+                                   GemmPrecision precision = GemmPrecision::kBf16);
   ~CudaSamePositionTrainer() override;
 
   const SamePositionConfig& config() const { return config_; }

@@ -23,7 +23,7 @@
 #error "train/wgmma.cuh needs sm_90a: compile with -gencode arch=compute_90a,code=sm_90a"
 #endif
 
-namespace hsring::train::cuda::wgmma {
+namespace hsring::train::wgmma {
 
 constexpr int kColumns = 128;  // bf16 columns of a tile row
 constexpr int kTileRows = 64;
@@ -135,4 +135,4 @@ __device__ inline void mma_64x128_rs(float (&d)[64], const uint32_t (&a)[4], uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
 }
 
-}  // namespace hsring::train::cuda::wgmma
+}  // namespace hsring::train::wgmma

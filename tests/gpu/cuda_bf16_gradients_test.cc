@@ -16,7 +16,7 @@
 #include "train/cuda_flat_state.h"
 #include "train/cuda_gemm.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 namespace {
 
 using gpu_test::to_device;
@@ -163,4 +163,4 @@ TEST(Bf16GradientsTest, Bf16GradientsNeedTheirArray) {
 }
 
 }  // namespace
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -21,7 +21,7 @@
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 namespace {
 
 struct Shape {
@@ -431,4 +431,4 @@ TEST(BlockKeyPlanTest, CoversEveryTileAndBlockOnce) {
 }
 
 }  // namespace
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -21,7 +21,6 @@
 namespace hsring::train {
 namespace {
 
-using cuda::GemmPrecision;
 using gpu_test::expect_tensors_close;
 
 struct Case {

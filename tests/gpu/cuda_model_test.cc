@@ -20,9 +20,13 @@
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
 #include "model/float_convert.h"
+#include "model_test_util.h"
 
 namespace hsring {
 namespace {
+
+using gpu_test::bf16_weights;
+using gpu_test::relative_error;
 
 struct Doc {
   uint32_t length = 1;
@@ -149,31 +153,6 @@ ModelConfig test_config(const std::string& kind) {
     }
   }
   return c;
-}
-
-// The weights the GPU holds: every matrix rounded to bf16, norms as they are.
-ModelWeights bf16_weights(const ModelConfig& c, const ModelWeights& w) {
-  ModelWeights rounded;
-  const std::vector<WeightTensor> targets = weight_tensors(c, rounded);
-  size_t i = 0;
-  for_each_weight(
-      c, w,
-      [&](const std::string&, const std::vector<int64_t>& shape, const std::vector<float>& values) {
-        std::vector<float>& out = *targets[i++].data;
-        out = values;
-        if (shape.size() > 1)
-          for (float& v : out) v = bf16_to_float(float_to_bf16(v));
-      });
-  return rounded;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 std::vector<float> rows(const std::vector<float>& m, size_t width, size_t begin, size_t n) {
@@ -397,16 +376,15 @@ TEST(CudaAttentionTest, PackedAndPerHeadBlocksMatchAReference) {
   for (const Variant variant :
        {Variant{1, 64}, Variant{2, 64}, Variant{4, 64}, Variant{1, 32}, Variant{4, 32}}) {
     const uint32_t pack = variant.pack;
-    const std::vector<cuda_ops::AttentionTile> tiles =
-        cuda_ops::attention_tiles(offsets.data(), offsets.size(), pack);
+    const std::vector<AttentionTile> tiles = attention_tiles(offsets.data(), offsets.size(), pack);
     gpu::DeviceBuffer dtiles = gpu::DeviceBuffer::allocate(tiles.size() * sizeof(tiles[0]));
     HSRING_CUDA_CHECK(
         cudaMemcpy(dtiles.data(), tiles.data(), dtiles.size(), cudaMemcpyHostToDevice));
     HSRING_CUDA_CHECK(cudaMemset(dout.data(), 0xFF, dout.size()));  // NaNs where unwritten
-    HSRING_CUDA_CHECK(cuda_ops::launch_attention(
-        dq.as<cuda_ops::Bf16>(), dk.as<cuda_ops::Bf16>(), dv.as<cuda_ops::Bf16>(),
-        dtiles.as<cuda_ops::AttentionTile>(), uint32_t(tiles.size()), heads, kv_heads, d, pack,
-        dout.as<cuda_ops::Bf16>(), nullptr, variant.key_block));
+    HSRING_CUDA_CHECK(launch_attention(dq.as<Bf16>(), dk.as<Bf16>(), dv.as<Bf16>(),
+                                       dtiles.as<AttentionTile>(), uint32_t(tiles.size()), heads,
+                                       kv_heads, d, pack, dout.as<Bf16>(), nullptr,
+                                       variant.key_block));
     std::vector<uint16_t> got(q.size());
     HSRING_CUDA_CHECK(cudaMemcpy(got.data(), dout.data(), dout.size(), cudaMemcpyDeviceToHost));
     std::vector<float> got_f(got.size());
@@ -421,9 +399,9 @@ TEST(CudaAttentionTest, PackedAndPerHeadBlocksMatchAReference) {
   EXPECT_EQ(outputs[0], outputs[1]);
   EXPECT_EQ(outputs[0], outputs[2]);
   EXPECT_EQ(outputs[3], outputs[4]);
-  EXPECT_EQ(cuda_ops::max_attention_pack(32, 8), 4u);
-  EXPECT_EQ(cuda_ops::max_attention_pack(12, 4), 1u);
-  EXPECT_EQ(cuda_ops::max_attention_pack(24, 2), 4u);
+  EXPECT_EQ(max_attention_pack(32, 8), 4u);
+  EXPECT_EQ(max_attention_pack(12, 4), 1u);
+  EXPECT_EQ(max_attention_pack(24, 2), 4u);
 }
 
 TEST(CudaModelDeviceTest, ForwardDeviceWritesEveryLayoutAndDtype) {
@@ -603,20 +581,17 @@ TEST(CudaModelDeviceTest, UnsupportedDeltaNetShapesAreRefusedNamingTheDims) {
 }
 
 // The chunked delta rule against the recurrent kernel (one token after another, as
-// cpu::gated_delta_rule) on the same inputs: documents of 1 token, under a chunk,
+// gated_delta_rule) on the same inputs: documents of 1 token, under a chunk,
 // exactly one chunk and several chunks with a short tail; decays from none to strong.
 TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
   HSRING_REQUIRE_GPUS(1);
   const std::vector<int32_t> offsets = {0, 1, 18, 82, 147, 347, 350};
   const uint32_t t = 350;
-  const std::vector<cuda_ops::DeltaSpan> chunks =
-      cuda_ops::delta_chunks(offsets.data(), offsets.size());
-  const std::vector<cuda_ops::DeltaSpan> docs =
-      cuda_ops::delta_documents(offsets.data(), offsets.size());
+  const std::vector<DeltaSpan> chunks = delta_chunks(offsets.data(), offsets.size());
+  const std::vector<DeltaSpan> docs = delta_documents(offsets.data(), offsets.size());
   ASSERT_EQ(chunks.size(), 1u + 1 + 1 + 2 + 4 + 1);
   EXPECT_EQ(docs[0].begin, 147);  // the longest first
-  for (const cuda_ops::DeltaShape shape :
-       {cuda_ops::DeltaShape{2, 6, 128, 128, 4}, cuda_ops::DeltaShape{1, 2, 16, 8, 4}}) {
+  for (const DeltaShape shape : {DeltaShape{2, 6, 128, 128, 4}, DeltaShape{1, 2, 16, 8, 4}}) {
     uint64_t state = 17 + shape.qk_head_dim;
     const auto uniform = [&]() { return float(splitmix64(state) >> 40) / float(1 << 24); };
     const size_t c = shape.conv_dim();
@@ -644,8 +619,7 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
     gpu::DeviceBuffer d_beta = gpu::DeviceBuffer::allocate(g.size() * 4);
     gpu::DeviceBuffer d_chunks = gpu::DeviceBuffer::allocate(chunks.size() * sizeof(chunks[0]));
     gpu::DeviceBuffer d_docs = gpu::DeviceBuffer::allocate(docs.size() * sizeof(docs[0]));
-    gpu::DeviceBuffer scratch =
-        gpu::DeviceBuffer::allocate(cuda_ops::delta_scratch_floats(t, shape) * 4);
+    gpu::DeviceBuffer scratch = gpu::DeviceBuffer::allocate(delta_scratch_floats(t, shape) * 4);
     gpu::DeviceBuffer d_out = gpu::DeviceBuffer::allocate(size_t(t) * shape.v_dim() * 4);
     gpu::DeviceBuffer d_want = gpu::DeviceBuffer::allocate(size_t(t) * shape.v_dim() * 4);
     HSRING_CUDA_CHECK(cudaMemcpy(d_qkv.data(), qkv.data(), d_qkv.size(), cudaMemcpyHostToDevice));
@@ -656,25 +630,23 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
         cudaMemcpy(d_chunks.data(), chunks.data(), d_chunks.size(), cudaMemcpyHostToDevice));
     HSRING_CUDA_CHECK(
         cudaMemcpy(d_docs.data(), docs.data(), d_docs.size(), cudaMemcpyHostToDevice));
-    const cuda_ops::DeltaScratch parts =
-        cuda_ops::delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
-    HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule_recurrent(
-        d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape,
-        d_docs.as<cuda_ops::DeltaSpan>(), uint32_t(docs.size()), d_want.as<float>(), nullptr));
+    const DeltaScratch parts = delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
+    HSRING_CUDA_CHECK(launch_delta_rule_recurrent(
+        d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, d_docs.as<DeltaSpan>(),
+        uint32_t(docs.size()), d_want.as<float>(), nullptr));
     std::vector<float> want(size_t(t) * shape.v_dim());
     HSRING_CUDA_CHECK(
         cudaMemcpy(want.data(), d_want.data(), d_want.size(), cudaMemcpyDeviceToHost));
     // 3xTF32 products keep fp32's accuracy; one TF32 product keeps 11 significant bits.
-    for (const auto& [precision, bound] : {std::pair{cuda_ops::DeltaPrecision::kTf32x3, 1e-4},
-                                           std::pair{cuda_ops::DeltaPrecision::kTf32, 4e-3}}) {
+    for (const auto& [precision, bound] :
+         {std::pair{DeltaPrecision::kTf32x3, 1e-4}, std::pair{DeltaPrecision::kTf32, 4e-3}}) {
       std::vector<std::vector<float>> runs;
       for (int run = 0; run < 2; ++run) {
         HSRING_CUDA_CHECK(cudaMemset(d_out.data(), 0xFF, d_out.size()));
-        HSRING_CUDA_CHECK(cuda_ops::launch_delta_rule(
-            d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape,
-            d_chunks.as<cuda_ops::DeltaSpan>(), uint32_t(chunks.size()),
-            d_docs.as<cuda_ops::DeltaSpan>(), uint32_t(docs.size()), parts, d_out.as<float>(),
-            nullptr, precision));
+        HSRING_CUDA_CHECK(launch_delta_rule(
+            d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, d_chunks.as<DeltaSpan>(),
+            uint32_t(chunks.size()), d_docs.as<DeltaSpan>(), uint32_t(docs.size()), parts,
+            d_out.as<float>(), nullptr, precision));
         runs.emplace_back(size_t(t) * shape.v_dim());
         HSRING_CUDA_CHECK(
             cudaMemcpy(runs.back().data(), d_out.data(), d_out.size(), cudaMemcpyDeviceToHost));
@@ -683,7 +655,7 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
       std::printf(
           "[   INFO   ] delta rule dk %u dv %u %s: chunked vs recurrent relative error %.3e\n",
           shape.qk_head_dim, shape.v_head_dim,
-          precision == cuda_ops::DeltaPrecision::kTf32x3 ? "3xTF32" : "TF32", err);
+          precision == DeltaPrecision::kTf32x3 ? "3xTF32" : "TF32", err);
       EXPECT_LT(err, bound) << "dk " << shape.qk_head_dim;
       // Per document too: a boundary leak shows in the document after it.
       for (size_t d = 0; d + 1 < offsets.size(); ++d) {

@@ -24,11 +24,15 @@
 #include "model/cuda_weights.h"
 #include "model/float_convert.h"
 #include "model/moe_router.h"
+#include "model_test_util.h"
 #include "ops/linear.h"
 #include "ops/rms_norm.h"
 
 namespace hsring {
 namespace {
+
+using gpu_test::bf16_weights;
+using gpu_test::relative_error;
 
 struct MoeCase {
   const char* name;
@@ -50,31 +54,6 @@ ModelConfig moe_config(const MoeCase& m) {
   c.mlp_kinds = {MlpKind::kExperts};
   c.moe = {m.experts, m.top_k, m.expert_inter, m.shared_inter, m.normalise};
   return c;
-}
-
-// The weights the GPU holds: every matrix rounded to bf16, norms as they are.
-ModelWeights bf16_weights(const ModelConfig& c, const ModelWeights& w) {
-  ModelWeights rounded;
-  const std::vector<WeightTensor> targets = weight_tensors(c, rounded);
-  size_t i = 0;
-  for_each_weight(
-      c, w,
-      [&](const std::string&, const std::vector<int64_t>& shape, const std::vector<float>& values) {
-        std::vector<float>& out = *targets[i++].data;
-        out = values;
-        if (shape.size() > 1)
-          for (float& v : out) v = bf16_to_float(float_to_bf16(v));
-      });
-  return rounded;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 template <class T>
@@ -105,7 +84,7 @@ TEST_P(CudaMoeTest, MatchesTheCpuMixture) {
   ForwardActivations a;
   a.grow(c, t, 0);
   HSRING_CUDA_CHECK(cudaMemcpy(a.residual.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  cuda_ops::Blas blas;
+  Blas blas;
   blas.bind(stream.get());
   run_moe_mlp(blas, c, device.layer(0), a, t, stream.get());
   HSRING_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
@@ -123,8 +102,8 @@ TEST_P(CudaMoeTest, MatchesTheCpuMixture) {
   for (uint32_t r = 0; r < t; ++r)
     route_token(logits.data() + size_t(r) * m.experts, m.experts, k, m.normalise,
                 want_choices.data() + size_t(r) * k);
-  cpu::MlpScratch scratch;
-  cpu::moe_mlp(normed.data(), t, h, c.moe, l.moe, scratch, out.data(), 2);
+  MlpScratch scratch;
+  moe_mlp(normed.data(), t, h, c.moe, l.moe, scratch, out.data(), 2);
 
   size_t same = 0;
   double worst_weight = 0;
@@ -152,7 +131,7 @@ TEST_P(CudaMoeTest, MatchesTheCpuMixture) {
     EXPECT_GT(idle, 0u);
   }
   if (std::string(m.name) == "long-groups") {
-    EXPECT_GT(busiest, cuda_ops::kExpertRowTile);
+    EXPECT_GT(busiest, kExpertRowTile);
   }
 
   // The same bits again: nothing of the first run leaks into the second.
@@ -191,8 +170,8 @@ TEST(CudaMoeRouteTest, TiesGoToTheLowerExpertAsOnTheHost) {
   for (const bool normalise : {false, true}) {
     HSRING_CUDA_CHECK(
         cudaMemcpy(device.data(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
-    HSRING_CUDA_CHECK(cuda_ops::launch_route(device.as<float>(), rows, stride, experts, top_k,
-                                             normalise, choices.as<ExpertChoice>(), nullptr));
+    HSRING_CUDA_CHECK(launch_route(device.as<float>(), rows, stride, experts, top_k, normalise,
+                                   choices.as<ExpertChoice>(), nullptr));
     HSRING_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<ExpertChoice> got = download<ExpertChoice>(choices, rows * top_k);
     std::vector<float> host = logits;

@@ -1,5 +1,5 @@
 // The fused QK-norm + RoPE kernels (train/cuda_qk_norm_rope.h) against the passes they
-// replace (train/cuda_drafter_kernels.h): launch_rms_norm_forward then launch_rope_apply
+// replace (gpu/ops/rms_norm.h, gpu/ops/rope.h): launch_rms_norm_forward then launch_rope_apply
 // forward; launch_rope_apply(inverse) then launch_rms_norm_backward_rows backward;
 // launch_float_to_bf16 for the bf16 dx.
 #include <gtest/gtest.h>
@@ -13,11 +13,14 @@
 #include "device_arrays.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
+#include "gpu/ops/bf16_convert.h"
+#include "gpu/ops/rms_norm.h"
+#include "gpu/ops/rope.h"
 #include "gpu_test_util.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_qk_norm_rope.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 namespace {
 
 constexpr float kEps = 1e-6f;
@@ -106,11 +109,11 @@ TEST_P(QkNormRopeTest, ForwardEqualsNormThenRope) {
   const DeviceInputs d(in);
 
   gpu::DeviceBuffer want = floats(shape.values());
-  ASSERT_EQ(launch_rms_norm_forward(d.x.as<float>(), d.w.as<float>(), shape.norm_rows(),
-                                    shape.head_dim, kEps, want.as<float>(), nullptr),
+  ASSERT_EQ(gpu::launch_rms_norm_forward(d.x.as<float>(), d.w.as<float>(), shape.norm_rows(),
+                                         shape.head_dim, kEps, want.as<float>(), nullptr),
             cudaSuccess);
-  ASSERT_EQ(launch_rope_apply(want.as<float>(), shape.rows, shape.heads, shape.head_dim,
-                              d.cos.as<float>(), d.sin.as<float>(), false, nullptr),
+  ASSERT_EQ(gpu::launch_rope_apply(want.as<float>(), shape.rows, shape.heads, shape.head_dim,
+                                   d.cos.as<float>(), d.sin.as<float>(), false, nullptr),
             cudaSuccess);
 
   gpu::DeviceBuffer y = floats(shape.values());
@@ -134,16 +137,16 @@ TEST_P(QkNormRopeTest, BackwardEqualsRopeInverseThenNormBackward) {
 
   // The separate passes, on a copy of dy.
   gpu::DeviceBuffer g = to_device(in.dy), want_dx = floats(shape.values()),
-                    partials = floats(size_t(kRmsNormBackwardBlocks) * shape.head_dim),
+                    partials = floats(size_t(gpu::kRmsNormBackwardBlocks) * shape.head_dim),
                     want_dweight = to_device(dweight0);
-  ASSERT_EQ(launch_rope_apply(g.as<float>(), shape.rows, shape.heads, shape.head_dim,
-                              d.cos.as<float>(), d.sin.as<float>(), true, nullptr),
+  ASSERT_EQ(gpu::launch_rope_apply(g.as<float>(), shape.rows, shape.heads, shape.head_dim,
+                                   d.cos.as<float>(), d.sin.as<float>(), true, nullptr),
             cudaSuccess);
-  ASSERT_EQ(
-      launch_rms_norm_backward_rows(d.x.as<float>(), d.w.as<float>(), g.as<float>(),
-                                    shape.norm_rows(), shape.head_dim, kEps, want_dx.as<float>(),
-                                    false, want_dweight.as<float>(), partials.as<float>(), nullptr),
-      cudaSuccess);
+  ASSERT_EQ(gpu::launch_rms_norm_backward_rows(d.x.as<float>(), d.w.as<float>(), g.as<float>(),
+                                               shape.norm_rows(), shape.head_dim, kEps,
+                                               want_dx.as<float>(), false, want_dweight.as<float>(),
+                                               partials.as<float>(), nullptr),
+            cudaSuccess);
 
   gpu::DeviceBuffer dx = floats(shape.values()), dweight = to_device(dweight0);
   ASSERT_EQ(launch_qk_norm_rope_backward(d.x.as<float>(), d.w.as<float>(), d.dy.as<float>(),
@@ -186,7 +189,8 @@ TEST_P(QkNormRopeTest, Bf16GradientHasTheBitsOfTheRoundedFp32One) {
       gpu::DeviceBuffer::allocate(std::max<size_t>(1, n) * sizeof(uint16_t));
   ASSERT_EQ(backward(dx.as<float>(), both.as<uint16_t>()), cudaSuccess);
   ASSERT_EQ(backward(nullptr, alone.as<uint16_t>()), cudaSuccess);
-  ASSERT_EQ(launch_float_to_bf16(dx.as<float>(), n, rounded.as<uint16_t>(), nullptr), cudaSuccess);
+  ASSERT_EQ(gpu::launch_float_to_bf16(dx.as<float>(), n, rounded.as<uint16_t>(), nullptr),
+            cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   const std::vector<uint16_t> want = to_host<uint16_t>(rounded, n);
@@ -261,7 +265,8 @@ TEST_P(QkNormRopeTest, Bf16OutputHasTheBitsOfTheRoundedFp32One) {
   gpu::DeviceBuffer y = floats(n), both = halves(), alone = halves(), rounded = halves();
   ASSERT_EQ(forward(y.as<float>(), both.as<uint16_t>()), cudaSuccess);
   ASSERT_EQ(forward(nullptr, alone.as<uint16_t>()), cudaSuccess);
-  ASSERT_EQ(launch_float_to_bf16(y.as<float>(), n, rounded.as<uint16_t>(), nullptr), cudaSuccess);
+  ASSERT_EQ(gpu::launch_float_to_bf16(y.as<float>(), n, rounded.as<uint16_t>(), nullptr),
+            cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<uint16_t> want = to_host<uint16_t>(rounded, n);
   EXPECT_EQ(to_host<uint16_t>(both, n), want);
@@ -349,4 +354,4 @@ TEST(QkNormRopeEdgeTest, RefusesWhatItCannotCompute) {
 }
 
 }  // namespace
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

@@ -17,11 +17,15 @@
 #include "device_arrays.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
+#include "gpu/ops/bf16_convert.h"
+#include "gpu/ops/gather_rows.h"
+#include "gpu/ops/rms_norm.h"
+#include "gpu/ops/swiglu.h"
 #include "gpu_test_util.h"
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_gemm.h"
 
-namespace hsring::train::cuda {
+namespace hsring::train {
 namespace {
 
 using gpu_test::next;
@@ -103,7 +107,7 @@ TEST_P(CrossEntropyKernelTest, LossArgmaxAndGradientMatchDoublePrecision) {
 std::vector<uint16_t> rounded_on_device(const std::vector<float>& values) {
   gpu::DeviceBuffer in = to_device(values);
   gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(std::max<size_t>(1, values.size()) * 2);
-  EXPECT_EQ(launch_float_to_bf16(in.as<float>(), values.size(), out.as<uint16_t>(), nullptr),
+  EXPECT_EQ(gpu::launch_float_to_bf16(in.as<float>(), values.size(), out.as<uint16_t>(), nullptr),
             cudaSuccess);
   return to_host<uint16_t>(out, values.size());
 }
@@ -167,13 +171,13 @@ TEST(Bf16OutputTest, SwigluWritesItsOutputsRoundedOrBoth) {
   const auto floats = [n] { return gpu::DeviceBuffer::allocate(n * 4); };
   const auto halves = [n] { return gpu::DeviceBuffer::allocate(n * 2); };
   gpu::DeviceBuffer out = floats(), out16 = halves(), both = floats(), both16 = halves();
-  ASSERT_EQ(launch_swiglu_forward(g.as<float>(), u.as<float>(), n, out.as<float>(), nullptr),
+  ASSERT_EQ(gpu::launch_swiglu_forward(g.as<float>(), u.as<float>(), n, out.as<float>(), nullptr),
             cudaSuccess);
-  ASSERT_EQ(launch_swiglu_forward(g.as<float>(), u.as<float>(), n, nullptr, nullptr,
-                                  out16.as<uint16_t>()),
+  ASSERT_EQ(gpu::launch_swiglu_forward(g.as<float>(), u.as<float>(), n, nullptr, nullptr,
+                                       out16.as<uint16_t>()),
             cudaSuccess);
-  ASSERT_EQ(launch_swiglu_forward(g.as<float>(), u.as<float>(), n, both.as<float>(), nullptr,
-                                  both16.as<uint16_t>()),
+  ASSERT_EQ(gpu::launch_swiglu_forward(g.as<float>(), u.as<float>(), n, both.as<float>(), nullptr,
+                                       both16.as<uint16_t>()),
             cudaSuccess);
   const std::vector<float> want = to_host<float>(out, n);
   EXPECT_EQ(to_host<uint16_t>(out16, n), rounded_on_device(want));
@@ -181,11 +185,11 @@ TEST(Bf16OutputTest, SwigluWritesItsOutputsRoundedOrBoth) {
   EXPECT_EQ(to_host<uint16_t>(both16, n), rounded_on_device(want));
 
   gpu::DeviceBuffer dg = floats(), du = floats(), dg16 = halves(), du16 = halves();
-  ASSERT_EQ(launch_swiglu_backward(g.as<float>(), u.as<float>(), d.as<float>(), n, dg.as<float>(),
-                                   du.as<float>(), nullptr),
+  ASSERT_EQ(gpu::launch_swiglu_backward(g.as<float>(), u.as<float>(), d.as<float>(), n,
+                                        dg.as<float>(), du.as<float>(), nullptr),
             cudaSuccess);
-  ASSERT_EQ(launch_swiglu_backward(g.as<float>(), u.as<float>(), d.as<float>(), n, nullptr, nullptr,
-                                   nullptr, dg16.as<uint16_t>(), du16.as<uint16_t>()),
+  ASSERT_EQ(gpu::launch_swiglu_backward(g.as<float>(), u.as<float>(), d.as<float>(), n, nullptr,
+                                        nullptr, nullptr, dg16.as<uint16_t>(), du16.as<uint16_t>()),
             cudaSuccess);
   EXPECT_EQ(to_host<uint16_t>(dg16, n), rounded_on_device(to_host<float>(dg, n)));
   EXPECT_EQ(to_host<uint16_t>(du16, n), rounded_on_device(to_host<float>(du, n)));
@@ -223,16 +227,18 @@ TEST(Bf16OutputTest, SwigluReadsBf16InputsAsTheFloatsTheyHold) {
     if (bf16_inputs) {
       const uint16_t *gi = g16.as<uint16_t>() + offset, *ui = u16.as<uint16_t>() + offset,
                      *di = d16.as<uint16_t>() + offset;
-      EXPECT_EQ(launch_swiglu_forward(gi, ui, m, act.as<float>(), nullptr, act16.as<uint16_t>()),
-                cudaSuccess);
-      EXPECT_EQ(launch_swiglu_backward(gi, ui, di, m, dg.as<float>(), du.as<float>(), nullptr),
+      EXPECT_EQ(
+          gpu::launch_swiglu_forward(gi, ui, m, act.as<float>(), nullptr, act16.as<uint16_t>()),
+          cudaSuccess);
+      EXPECT_EQ(gpu::launch_swiglu_backward(gi, ui, di, m, dg.as<float>(), du.as<float>(), nullptr),
                 cudaSuccess);
     } else {
       const float *gi = g.as<float>() + offset, *ui = u.as<float>() + offset,
                   *di = d.as<float>() + offset;
-      EXPECT_EQ(launch_swiglu_forward(gi, ui, m, act.as<float>(), nullptr, act16.as<uint16_t>()),
-                cudaSuccess);
-      EXPECT_EQ(launch_swiglu_backward(gi, ui, di, m, dg.as<float>(), du.as<float>(), nullptr),
+      EXPECT_EQ(
+          gpu::launch_swiglu_forward(gi, ui, m, act.as<float>(), nullptr, act16.as<uint16_t>()),
+          cudaSuccess);
+      EXPECT_EQ(gpu::launch_swiglu_backward(gi, ui, di, m, dg.as<float>(), du.as<float>(), nullptr),
                 cudaSuccess);
     }
     return Outputs{to_host<float>(act, m), to_host<float>(dg, m), to_host<float>(du, m),
@@ -263,17 +269,17 @@ TEST(Bf16OutputTest, RmsNormWritesItsOutputRoundedOrBoth) {
                       both = gpu::DeviceBuffer::allocate(count * 4);
     gpu::DeviceBuffer y16 = gpu::DeviceBuffer::allocate(count * 2),
                       both16 = gpu::DeviceBuffer::allocate(count * 2);
-    ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
-                                      y.as<float>(), nullptr),
+    ASSERT_EQ(gpu::launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
+                                           y.as<float>(), nullptr),
               cudaSuccess);
-    ASSERT_EQ(launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f, nullptr,
-                                      nullptr, y16.as<uint16_t>()),
+    ASSERT_EQ(gpu::launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
+                                           nullptr, nullptr, y16.as<uint16_t>()),
               cudaSuccess);
     gpu::DeviceBuffer copy = gpu::DeviceBuffer::allocate(count * 4);
-    ASSERT_EQ(
-        launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f, both.as<float>(),
-                                nullptr, both16.as<uint16_t>(), copy.as<float>()),
-        cudaSuccess);
+    ASSERT_EQ(gpu::launch_rms_norm_forward(dx.as<float>(), dw.as<float>(), rows, dim, 1e-6f,
+                                           both.as<float>(), nullptr, both16.as<uint16_t>(),
+                                           copy.as<float>()),
+              cudaSuccess);
     const std::vector<float> want = to_host<float>(y, count);
     EXPECT_EQ(to_host<float>(both, count), want) << dim;
     EXPECT_EQ(to_host<float>(copy, count), x) << dim << ": x_copy is x";
@@ -290,7 +296,7 @@ TEST(RmsNormBackwardRowsTest, MatchesDoublePrecisionAndIsDeterministic) {
   HSRING_REQUIRE_GPUS(1);
   const float eps = 1e-6f;
   for (uint32_t dim : {64u, 1001u, 4096u}) {
-    for (uint32_t rows : {3u, kRmsNormBackwardBlocks + 188}) {
+    for (uint32_t rows : {3u, gpu::kRmsNormBackwardBlocks + 188}) {
       uint64_t state = dim * 31 + rows;
       const std::vector<float> x = uniform_values(size_t(rows) * dim, state, 2.0f);
       const std::vector<float> w = uniform_values(dim, state, 1.5f);
@@ -300,7 +306,7 @@ TEST(RmsNormBackwardRowsTest, MatchesDoublePrecisionAndIsDeterministic) {
       const size_t count = x.size();
       gpu::DeviceBuffer d_x = to_device(x), d_w = to_device(w), d_dy = to_device(dy);
       gpu::DeviceBuffer partials =
-          gpu::DeviceBuffer::allocate(size_t(kRmsNormBackwardBlocks) * dim * 4);
+          gpu::DeviceBuffer::allocate(size_t(gpu::kRmsNormBackwardBlocks) * dim * 4);
       struct Result {
         std::vector<float> dx, dw;
         std::vector<uint16_t> dx16;
@@ -308,10 +314,10 @@ TEST(RmsNormBackwardRowsTest, MatchesDoublePrecisionAndIsDeterministic) {
       const auto run = [&](bool accumulate, bool fp32, bool bf16) {
         gpu::DeviceBuffer dx = to_device(dx0), dw = to_device(dw0);
         gpu::DeviceBuffer dx16 = gpu::DeviceBuffer::allocate(count * 2);
-        EXPECT_EQ(launch_rms_norm_backward_rows(d_x.as<float>(), d_w.as<float>(), d_dy.as<float>(),
-                                                rows, dim, eps, fp32 ? dx.as<float>() : nullptr,
-                                                accumulate, dw.as<float>(), partials.as<float>(),
-                                                nullptr, bf16 ? dx16.as<uint16_t>() : nullptr),
+        EXPECT_EQ(gpu::launch_rms_norm_backward_rows(
+                      d_x.as<float>(), d_w.as<float>(), d_dy.as<float>(), rows, dim, eps,
+                      fp32 ? dx.as<float>() : nullptr, accumulate, dw.as<float>(),
+                      partials.as<float>(), nullptr, bf16 ? dx16.as<uint16_t>() : nullptr),
                   cudaSuccess);
         return Result{to_host<float>(dx, count), to_host<float>(dw, dim),
                       bf16 ? to_host<uint16_t>(dx16, count) : std::vector<uint16_t>{}};
@@ -349,10 +355,11 @@ TEST(RmsNormBackwardRowsTest, MatchesDoublePrecisionAndIsDeterministic) {
     }
   }
   gpu::DeviceBuffer one = gpu::DeviceBuffer::allocate(4096);
-  EXPECT_EQ(launch_rms_norm_backward_rows(one.as<float>(), one.as<float>(), one.as<float>(), 1, 4,
-                                          eps, nullptr, true, one.as<float>(), one.as<float>(),
-                                          nullptr, reinterpret_cast<uint16_t*>(one.as<float>())),
-            cudaErrorInvalidValue)
+  EXPECT_EQ(
+      gpu::launch_rms_norm_backward_rows(one.as<float>(), one.as<float>(), one.as<float>(), 1, 4,
+                                         eps, nullptr, true, one.as<float>(), one.as<float>(),
+                                         nullptr, reinterpret_cast<uint16_t*>(one.as<float>())),
+      cudaErrorInvalidValue)
       << "adding to dx needs the fp32 dx";
 }
 
@@ -370,8 +377,8 @@ TEST_P(GatherRowsTest, CopiesTheIndexedRowsRoundedOrNot) {
   gpu::DeviceBuffer dt = to_device(table), di = to_device(index);
   gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(size_t(rows) * dim * 4);
   gpu::DeviceBuffer y16 = gpu::DeviceBuffer::allocate(size_t(rows) * dim * 2);
-  ASSERT_EQ(launch_gather_rows(dt.as<float>(), di.as<int32_t>(), rows, dim, y.as<float>(), nullptr,
-                               y16.as<uint16_t>()),
+  ASSERT_EQ(gpu::launch_gather_rows(dt.as<float>(), di.as<int32_t>(), rows, dim, y.as<float>(),
+                                    nullptr, y16.as<uint16_t>()),
             cudaSuccess);
   std::vector<float> want;
   for (int32_t i : index)
@@ -385,8 +392,8 @@ TEST_P(GatherRowsTest, CopiesTheIndexedRowsRoundedOrNot) {
   const std::vector<uint16_t> table16 = gpu_test::float_to_bf16(table);
   gpu::DeviceBuffer dt16 = to_device(table16);
   di = to_device(index);
-  ASSERT_EQ(launch_gather_rows(dt16.as<uint16_t>(), di.as<int32_t>(), rows, dim, y.as<float>(),
-                               nullptr, y16.as<uint16_t>()),
+  ASSERT_EQ(gpu::launch_gather_rows(dt16.as<uint16_t>(), di.as<int32_t>(), rows, dim, y.as<float>(),
+                                    nullptr, y16.as<uint16_t>()),
             cudaSuccess);
   std::vector<float> want_zeros;
   std::vector<uint16_t> want16;
@@ -635,8 +642,8 @@ TEST(Bf16OutputTest, RoundingIntoColumnsWritesOnlyThoseColumns) {
     const std::vector<uint16_t> want_rows = rounded_on_device(in);
     const std::vector<uint16_t> before(rows * stride, 0xABCDu);
     gpu::DeviceBuffer din = to_device(in), out = to_device(before);
-    ASSERT_EQ(launch_float_to_bf16_rows(din.as<float>(), rows, cols, out.as<uint16_t>() + col,
-                                        stride, nullptr),
+    ASSERT_EQ(gpu::launch_float_to_bf16_rows(din.as<float>(), rows, cols, out.as<uint16_t>() + col,
+                                             stride, nullptr),
               cudaSuccess);
     std::vector<uint16_t> want = before;
     for (size_t r = 0; r < rows; ++r)
@@ -644,8 +651,9 @@ TEST(Bf16OutputTest, RoundingIntoColumnsWritesOnlyThoseColumns) {
     EXPECT_EQ(to_host<uint16_t>(out, want.size()), want) << cols << " columns, stride " << stride;
   }
   gpu::DeviceBuffer buffer = gpu::DeviceBuffer::allocate(64 * sizeof(float));
-  EXPECT_EQ(launch_float_to_bf16_rows(buffer.as<float>(), 2, 8, buffer.as<uint16_t>(), 7, nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      gpu::launch_float_to_bf16_rows(buffer.as<float>(), 2, 8, buffer.as<uint16_t>(), 7, nullptr),
+      cudaErrorInvalidValue);
 }
 
 // The sum of chosen rows: within float rounding of the double sum, the same bits on a
@@ -683,15 +691,15 @@ TEST(SumRowsTest, SumsTheIndexedRowsInAFixedOrder) {
 
   // Columns [5, 5 + 7) of every indexed row.
   gpu::DeviceBuffer y = gpu::DeviceBuffer::allocate(size_t(n) * 7 * sizeof(float));
-  ASSERT_EQ(launch_gather_rows(dt.as<float>() + 5, di.as<int32_t>(), n, 7, y.as<float>(), nullptr,
-                               nullptr, cols),
+  ASSERT_EQ(gpu::launch_gather_rows(dt.as<float>() + 5, di.as<int32_t>(), n, 7, y.as<float>(),
+                                    nullptr, nullptr, cols),
             cudaSuccess);
   std::vector<float> want;
   for (int32_t i : index)
     for (uint32_t k = 0; k < 7; ++k) want.push_back(widened[size_t(i) * cols + 5 + k]);
   EXPECT_EQ(to_host<float>(y, want.size()), want);
-  EXPECT_EQ(launch_gather_rows(dt.as<float>(), di.as<int32_t>(), n, 7, y.as<float>(), nullptr,
-                               nullptr, 6),
+  EXPECT_EQ(gpu::launch_gather_rows(dt.as<float>(), di.as<int32_t>(), n, 7, y.as<float>(), nullptr,
+                                    nullptr, 6),
             cudaErrorInvalidValue);
 }
 
@@ -709,4 +717,4 @@ TEST(GemmHoldTest, Fp32GemmIgnoresHolds) {
 }
 
 }  // namespace
-}  // namespace hsring::train::cuda
+}  // namespace hsring::train

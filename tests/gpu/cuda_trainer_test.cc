@@ -20,7 +20,6 @@
 namespace hsring::train {
 namespace {
 
-using cuda::GemmPrecision;
 using gpu_test::expect_tensors_close;
 using testing::OwnedBatch;
 

@@ -131,7 +131,7 @@ TEST(GpuEvalTest, CudaDraftingPredictsWhatTheCpuDrafterPredicts) {
   train::DflashTrainerOptions options;
   options.model = dc;
   options.embed = w.embed_tokens;
-  train::CudaDflashTrainer gpu_drafter(options, train::cuda::GemmPrecision::kFp32);
+  train::CudaDflashTrainer gpu_drafter(options, train::GemmPrecision::kFp32);
   const size_t total = e.params.size();
   gpu_drafter.load_state({e.params, std::vector<float>(total), std::vector<float>(total), 0});
   gpu::DeviceBuffer device = gpu::DeviceBuffer::allocate(features.size() * sizeof(float));

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <set>
 
-namespace hsring::train::cuda::wgmma {
+namespace hsring::train::wgmma {
 namespace {
 
 constexpr uint32_t kBase = 0x5000;  // a tile's shared-memory address: 1024-byte aligned
@@ -102,4 +102,4 @@ TEST(WgmmaLayoutTest, DescriptorsHoldTheAddressesOfAllSharedMemory) {
 }
 
 }  // namespace
-}  // namespace hsring::train::cuda::wgmma
+}  // namespace hsring::train::wgmma

@@ -26,7 +26,7 @@ TEST(CpuDeltaNetTest, RecurrenceByHand) {
   const std::vector<float> beta = {0.5f, 1, 1, 0.5f};
   const std::vector<int32_t> offsets = {0, 3, 4};
   std::vector<float> out(4);
-  cpu::gated_delta_rule(qkv.data(), g.data(), beta.data(), 4, shape, offsets, out.data(), 1);
+  gated_delta_rule(qkv.data(), g.data(), beta.data(), 4, shape, offsets, out.data(), 1);
   EXPECT_NEAR(out[0], 1 / std::sqrt(2.0), 1e-5);
   EXPECT_NEAR(out[1], 4 / std::sqrt(2.0), 1e-5);
   EXPECT_NEAR(out[2], 2.5, 1e-5);
@@ -39,7 +39,7 @@ TEST(CpuDeltaNetTest, ConvolutionIsCausalWithinEachDocument) {
   const std::vector<float> w = {0.5f, 1};
   const std::vector<int32_t> offsets = {0, 2, 3};
   std::vector<float> y(3);
-  cpu::causal_conv_silu(x.data(), 1, w.data(), 2, offsets, y.data());
+  causal_conv_silu(x.data(), 1, w.data(), 2, offsets, y.data());
   const auto silu = [](double v) { return v / (1 + std::exp(-v)); };
   EXPECT_NEAR(y[0], silu(1.0), 1e-6);
   EXPECT_NEAR(y[1], silu(2.5), 1e-6);
@@ -49,7 +49,7 @@ TEST(CpuDeltaNetTest, ConvolutionIsCausalWithinEachDocument) {
 TEST(CpuDeltaNetTest, GatesAndGatedNorm) {
   std::vector<float> a = {0, 25}, b = {0, 2};
   const std::vector<float> a_log = {0}, dt_bias = {0};
-  cpu::delta_gates(a.data(), b.data(), 2, 1, a_log.data(), dt_bias.data());
+  delta_gates(a.data(), b.data(), 2, 1, a_log.data(), dt_bias.data());
   EXPECT_NEAR(a[0], -std::log(2.0), 1e-6);  // -exp(0) softplus(0)
   EXPECT_FLOAT_EQ(a[1], -25.0f);            // softplus(25) = 25 in fp32
   EXPECT_NEAR(b[0], 0.5, 1e-7);
@@ -57,7 +57,7 @@ TEST(CpuDeltaNetTest, GatesAndGatedNorm) {
   // (3, 4): rms 3.5355; times weight (1, 2) and silu(gate (0, 1)).
   const std::vector<float> x = {3, 4}, gate = {0, 1}, weight = {1, 2};
   std::vector<float> y(2);
-  cpu::gated_rms_norm(x.data(), gate.data(), weight.data(), 1, 2, 0, y.data());
+  gated_rms_norm(x.data(), gate.data(), weight.data(), 1, 2, 0, y.data());
   EXPECT_NEAR(y[0], 0.0, 1e-7);
   EXPECT_NEAR(y[1], 2 * 4 / std::sqrt(12.5) / (1 + std::exp(-1.0)), 1e-6);
 }

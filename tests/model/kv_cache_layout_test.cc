@@ -35,9 +35,8 @@ TEST(KvCacheLayoutTest, RowsAndTilesCoverEachSequencesNewPositionsOnce) {
         cached_layout(offsets, positions, slots, cached, sequences, capacity, pack);
     ASSERT_EQ(layout.rows.size(), positions.size());
     std::map<int32_t, int> covered;  // cache row -> tiles holding it
-    for (const cuda_ops::AttentionTile& tile : layout.tiles) {
-      const int32_t end =
-          std::min(tile.q_begin + int32_t(cuda_ops::kAttentionTileRows / pack), tile.doc_end);
+    for (const AttentionTile& tile : layout.tiles) {
+      const int32_t end = std::min(tile.q_begin + int32_t(kAttentionTileRows / pack), tile.doc_end);
       ASSERT_LT(tile.q_begin, end);
       ASSERT_LE(tile.doc_begin, tile.q_begin);
       EXPECT_EQ(tile.doc_begin % int32_t(capacity), 0) << "a tile reads its slot from position 0";

@@ -80,8 +80,8 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
     std::vector<float> x(rows * h);
     for (size_t i = 0; i < x.size(); ++i) x[i] = random_uniform(42, i);
     std::vector<float> grouped(rows * h);
-    cpu::MlpScratch scratch;
-    cpu::moe_mlp(x.data(), rows, h, c.moe, moe, scratch, grouped.data(), 2);
+    MlpScratch scratch;
+    moe_mlp(x.data(), rows, h, c.moe, moe, scratch, grouped.data(), 2);
     std::vector<bool> used(c.moe.num_experts, false);
     for (size_t r = 0; r < rows; ++r) {
       const float* row = x.data() + r * h;
@@ -94,15 +94,14 @@ TEST(CpuMoeTest, GroupedExpertsEqualTheMixtureTokenByToken) {
       std::vector<float> want(h, 0.0f), y(h);
       for (const ExpertChoice& p : picks) {
         const SwigluWeights& e = moe.experts[p.expert];
-        cpu::swiglu_mlp(row, 1, h, e.gate_proj.data(), e.up_proj.data(), e.down_proj.data(),
-                        c.moe.expert_intermediate, scratch, y.data(), 1);
+        swiglu_mlp(row, 1, h, e.gate_proj.data(), e.up_proj.data(), e.down_proj.data(),
+                   c.moe.expert_intermediate, scratch, y.data(), 1);
         for (size_t i = 0; i < h; ++i) want[i] += p.weight * y[i];
         used[p.expert] = true;
       }
       if (hybrid) {
-        cpu::swiglu_mlp(row, 1, h, moe.shared.gate_proj.data(), moe.shared.up_proj.data(),
-                        moe.shared.down_proj.data(), c.moe.shared_intermediate, scratch, y.data(),
-                        1);
+        swiglu_mlp(row, 1, h, moe.shared.gate_proj.data(), moe.shared.up_proj.data(),
+                   moe.shared.down_proj.data(), c.moe.shared_intermediate, scratch, y.data(), 1);
         const float gate = 1.0f / (1.0f + std::exp(-ops::dot(row, moe.shared_gate.data(), h)));
         for (size_t i = 0; i < h; ++i) want[i] += gate * y[i];
       }

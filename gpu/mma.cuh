@@ -1,0 +1,43 @@
+// The warp-level bf16 tensor-core product (mma.sync m16n8k16, fp32 accumulation) and the
+// ldmatrix loads of its fragments from shared memory (sm_80 and later), for the attention
+// and grouped-GEMM kernels of model/ and train/. Hopper's warpgroup products are
+// train/wgmma.cuh.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu/cp_async.cuh"
+
+namespace hsring::gpu {
+
+// d += a b: a 16x16 bf16 (row-major fragment, 4 registers), b 16x8 bf16 (column-major
+// fragment b0, b1), d 16x8 fp32.
+__device__ __forceinline__ void mma_bf16_16816(float* d, const uint32_t* a, uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices, lanes 8 m .. 8 m + 7 addressing the rows of matrix m; lane 4 g + t
+// receives row g, columns 2t and 2t + 1 of each (the B fragment of an [n][k] tile).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(smem))
+               : "memory");
+}
+
+// The same, transposed on the way: B fragments of a row-major [k][n] tile.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(smem))
+               : "memory");
+}
+
+}  // namespace hsring::gpu
