@@ -1,5 +1,5 @@
 // Element-wise, per-row and optimizer kernels that only the drafter's training step has (the
-// shared ops are gpu/ops/'s). The attention kernels are in cuda_drafter_attention.cu.
+// shared ops are gpu/ops/'s). The attention kernels are in cuda_sliding_window_attention.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The drafter's sliding-window attention on the GPU, forward and backward. One warp per
-// (row, head): lane l holds elements l, l + 32, ... of the head (coalesced loads), a dot
+// The same-position drafter's sliding-window attention on the GPU, forward and backward. One warp
+// per (row, head): lane l holds elements l, l + 32, ... of the head (coalesced loads), a dot
 // product is a warp sum, and the softmax is online (running max and sum), so nothing of
 // size rows x window is ever stored. The backward recomputes probabilities from the
 // forward's log-sum-exp: dq per query row, then dk and dv per key row over the queries
