@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "train/drafter_layer_checks.h"
 
 namespace hsring::train {
 
@@ -31,17 +32,10 @@ std::string validate_dflash_config(const DflashConfig& c) {
                                     {c.vocab_size, "vocab_size"}}) {
     if (value == 0) return std::string(name) + " must be positive";
   }
-  if (c.num_heads % c.num_kv_heads != 0)
-    return "num_heads (" + std::to_string(c.num_heads) + ") must be a multiple of num_kv_heads (" +
-           std::to_string(c.num_kv_heads) + ")";
-  if (c.head_dim % 2 != 0)
-    return "head_dim (" + std::to_string(c.head_dim) + ") must be even for RoPE";
-  if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta))
-    return "rope_theta must be a finite number above 1, not " + number(c.rope_theta);
-  if (!(c.rms_norm_eps > 0.0) || !std::isfinite(c.rms_norm_eps))
-    return "rms_norm_eps must be a finite positive number, not " + number(c.rms_norm_eps);
-  if (c.vocab_size > uint32_t(std::numeric_limits<int32_t>::max()))
-    return "vocab_size must fit int32 labels";
+  if (std::string why = validate_drafter_layer(
+          {c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.rope_theta, c.rms_norm_eps});
+      !why.empty())
+    return why;
   if (c.block_size < 2 || c.block_size > 4096)
     return "block_size must be in [2, 4096] (an anchor and at least one masked position), not " +
            std::to_string(c.block_size);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "train/drafter_layer_checks.h"
 
 namespace hsring::train {
 
@@ -23,17 +24,10 @@ std::string validate_same_position_config(const SamePositionConfig& c) {
                                     {c.window, "window"}}) {
     if (std::string why = positive(value, name); !why.empty()) return why;
   }
-  if (c.num_heads % c.num_kv_heads != 0)
-    return "num_heads (" + std::to_string(c.num_heads) + ") must be a multiple of num_kv_heads (" +
-           std::to_string(c.num_kv_heads) + ")";
-  if (c.head_dim % 2 != 0)
-    return "head_dim (" + std::to_string(c.head_dim) + ") must be even for RoPE";
-  if (!(c.rope_theta > 1.0) || !std::isfinite(c.rope_theta))
-    return "rope_theta must be a finite number above 1, not " + std::to_string(c.rope_theta);
-  if (!(c.rms_norm_eps > 0.0) || !std::isfinite(c.rms_norm_eps))
-    return "rms_norm_eps must be a finite positive number, not " + std::to_string(c.rms_norm_eps);
-  if (c.vocab_size > uint32_t(std::numeric_limits<int32_t>::max()))
-    return "vocab_size must fit int32 labels";
+  if (std::string why = validate_drafter_layer(
+          {c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.rope_theta, c.rms_norm_eps});
+      !why.empty())
+    return why;
   // Every tensor is indexed with size_t; the largest products must not overflow it, nor an
   // int64 shape: 2^40 elements per tensor is far beyond what a host can hold anyway.
   constexpr uint64_t kMaxTensor = uint64_t(1) << 40;

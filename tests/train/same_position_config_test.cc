@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/error.h"
+#include "train/dflash_config.h"
 
 namespace hsring::train {
 namespace {
@@ -63,6 +66,34 @@ TEST(SamePositionConfigTest, ValidationNamesTheProblem) {
   }
   // A capture count of 0 fails in the derived config, naming it.
   EXPECT_THROW(default_same_position_config(named_model_config("tiny"), 0), Error);
+}
+
+// Both drafters check their decoder layers with one definition (train/drafter_layer_checks.h):
+// the same fault gives the same words, the bad value printed as given.
+TEST(SamePositionConfigTest, BothDrafterConfigsCheckTheirLayersAlike) {
+  const ModelConfig tiny = named_model_config("tiny");
+  const SamePositionConfig same = default_same_position_config(tiny, 2);
+  const DflashConfig dflash = default_dflash_config(tiny, 2, 1);
+  ASSERT_EQ(validate_dflash_config(dflash), "");
+  const auto both = [&](auto&& edit) {
+    SamePositionConfig a = same;
+    DflashConfig b = dflash;
+    edit(a);
+    edit(b);
+    const std::string why = validate_same_position_config(a);
+    EXPECT_EQ(why, validate_dflash_config(b));
+    return why;
+  };
+  EXPECT_EQ(both([](auto& c) { c.num_kv_heads = 3; }),
+            "num_heads (4) must be a multiple of num_kv_heads (3)");
+  EXPECT_EQ(both([](auto& c) { c.head_dim = 31; }), "head_dim (31) must be even for RoPE");
+  EXPECT_EQ(both([](auto& c) { c.rope_theta = std::nan(""); }),
+            "rope_theta must be a finite number above 1, not nan");
+  EXPECT_EQ(both([](auto& c) { c.rope_theta = 0.5; }),
+            "rope_theta must be a finite number above 1, not 0.5");
+  EXPECT_EQ(both([](auto& c) { c.rms_norm_eps = -1e-06; }),
+            "rms_norm_eps must be a finite positive number, not -1e-06");
+  EXPECT_EQ(both([](auto& c) { c.vocab_size = 1u << 31; }), "vocab_size must fit int32 labels");
 }
 
 }  // namespace
