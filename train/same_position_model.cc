@@ -68,8 +68,8 @@ void validate_drafter_metadata(const DrafterBatch& b, const SamePositionConfig& 
 }
 
 template <class Real>
-BasicDrafterModel<Real>::BasicDrafterModel(SamePositionConfig config, const SamePositionInit& init,
-                                           uint32_t threads)
+BasicSamePositionModel<Real>::BasicSamePositionModel(SamePositionConfig config,
+                                                     const SamePositionInit& init, uint32_t threads)
     : ParamStore<Real>(threads), config_(std::move(config)) {
   check_same_position_config(config_);
   this->allocate(same_position_param_layout(config_));
@@ -99,7 +99,7 @@ BasicDrafterModel<Real>::BasicDrafterModel(SamePositionConfig config, const Same
 }
 
 template <class Real>
-const Real* BasicDrafterModel<Real>::feature_rows(const DrafterBatch& batch) const {
+const Real* BasicSamePositionModel<Real>::feature_rows(const DrafterBatch& batch) const {
   if constexpr (std::is_same_v<Real, float>) {
     return batch.features.data();
   } else {
@@ -109,17 +109,17 @@ const Real* BasicDrafterModel<Real>::feature_rows(const DrafterBatch& batch) con
 }
 
 template <class Real>
-LossStats BasicDrafterModel<Real>::forward(const DrafterBatch& batch) {
+LossStats BasicSamePositionModel<Real>::forward(const DrafterBatch& batch) {
   return run(batch, false);
 }
 
 template <class Real>
-LossStats BasicDrafterModel<Real>::forward_backward(const DrafterBatch& batch) {
+LossStats BasicSamePositionModel<Real>::forward_backward(const DrafterBatch& batch) {
   return run(batch, true);
 }
 
 template <class Real>
-LossStats BasicDrafterModel<Real>::run(const DrafterBatch& batch, bool backward) {
+LossStats BasicSamePositionModel<Real>::run(const DrafterBatch& batch, bool backward) {
   validate_drafter_batch(batch, config_);
   run_forward(batch);
   LossStats stats = run_head(batch, backward);
@@ -129,7 +129,7 @@ LossStats BasicDrafterModel<Real>::run(const DrafterBatch& batch, bool backward)
 
 template <class Real>
 template <class P>
-AttentionBlockParams<P> BasicDrafterModel<Real>::attention_params(P base) const {
+AttentionBlockParams<P> BasicSamePositionModel<Real>::attention_params(P base) const {
   AttentionBlockParams<P> w;
   w.norm = base + at_.input_norm;
   w.q = base + at_.q;
@@ -141,12 +141,12 @@ AttentionBlockParams<P> BasicDrafterModel<Real>::attention_params(P base) const 
 
 template <class Real>
 template <class P>
-MlpBlockParams<P> BasicDrafterModel<Real>::mlp_params(P base) const {
+MlpBlockParams<P> BasicSamePositionModel<Real>::mlp_params(P base) const {
   return {base + at_.post_norm, base + at_.gate, base + at_.up, base + at_.down};
 }
 
 template <class Real>
-void BasicDrafterModel<Real>::run_forward(const DrafterBatch& batch) {
+void BasicSamePositionModel<Real>::run_forward(const DrafterBatch& batch) {
   const SamePositionConfig& c = config_;
   const size_t rows = batch.rows();
   const size_t fd = c.feature_dim(), d = c.width, half = c.head_dim / 2;
@@ -175,7 +175,7 @@ void BasicDrafterModel<Real>::run_forward(const DrafterBatch& batch) {
 }
 
 template <class Real>
-LossStats BasicDrafterModel<Real>::run_head(const DrafterBatch& batch, bool backward) {
+LossStats BasicSamePositionModel<Real>::run_head(const DrafterBatch& batch, bool backward) {
   const size_t rows = batch.rows();
   const size_t d = config_.width, vocab = config_.vocab_size;
   LossStats stats;
@@ -211,7 +211,7 @@ LossStats BasicDrafterModel<Real>::run_head(const DrafterBatch& batch, bool back
 }
 
 template <class Real>
-void BasicDrafterModel<Real>::run_backward(const DrafterBatch& batch) {
+void BasicSamePositionModel<Real>::run_backward(const DrafterBatch& batch) {
   const SamePositionConfig& c = config_;
   const size_t rows = batch.rows();
   const size_t fd = c.feature_dim(), d = c.width;
@@ -238,7 +238,7 @@ void BasicDrafterModel<Real>::run_backward(const DrafterBatch& batch) {
   ops::linear_backward_weight(d_a_.data(), rows, d, feature_rows(batch), fd, g + at_.fc, th);
 }
 
-template class BasicDrafterModel<float>;
-template class BasicDrafterModel<double>;
+template class BasicSamePositionModel<float>;
+template class BasicSamePositionModel<double>;
 
 }  // namespace hsring::train

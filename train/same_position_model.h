@@ -31,17 +31,17 @@ void validate_drafter_batch(const DrafterBatch& batch, const SamePositionConfig&
 // The same without the features (a batch whose features are elsewhere, on a GPU).
 void validate_drafter_metadata(const DrafterBatch& batch, const SamePositionConfig& config);
 
-// Real is float for training and double for gradient checks (DrafterModel is the float one).
+// Real is float for training and double for gradient checks (SamePositionModel is the float one).
 // Thread safety: one forward or backward at a time (the model owns its scratch memory);
 // inside one, up to `threads` threads work on disjoint rows or columns. Every result is a
 // pure function of the parameters and the batch: the same bits for any thread count.
 template <class Real>
-class BasicDrafterModel : public ParamStore<Real> {
+class BasicSamePositionModel : public ParamStore<Real> {
  public:
   // Throws Error(kModelBadConfig) for an invalid config, Error(kModel) for an
   // lm_head init of the wrong size. threads 0: every hardware thread.
-  explicit BasicDrafterModel(SamePositionConfig config, const SamePositionInit& init = {},
-                             uint32_t threads = 1);
+  explicit BasicSamePositionModel(SamePositionConfig config, const SamePositionInit& init = {},
+                                  uint32_t threads = 1);
 
   const SamePositionConfig& config() const { return config_; }
 
@@ -85,9 +85,9 @@ class BasicDrafterModel : public ParamStore<Real> {
   BlockGradScratch<Real> scratch_;
 };
 
-extern template class BasicDrafterModel<float>;
-extern template class BasicDrafterModel<double>;
+extern template class BasicSamePositionModel<float>;
+extern template class BasicSamePositionModel<double>;
 
-using DrafterModel = BasicDrafterModel<float>;
+using SamePositionModel = BasicSamePositionModel<float>;
 
 }  // namespace hsring::train

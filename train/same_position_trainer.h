@@ -50,13 +50,13 @@ class SamePositionTrainer final : public DrafterTrainer {
   }
   bool evaluates_held_out() const override { return true; }
 
-  DrafterModel& model() { return model_; }
-  const DrafterModel& model() const { return model_; }
+  SamePositionModel& model() { return model_; }
+  const SamePositionModel& model() const { return model_; }
   AdamW& optimizer() { return optimizer_; }
   const AdamW& optimizer() const { return optimizer_; }
 
  private:
-  DrafterModel model_;
+  SamePositionModel model_;
   AdamW optimizer_;
 };
 

@@ -64,7 +64,7 @@ TEST(SamePositionLayoutTest, NamesShapesOffsets) {
 
 TEST(SamePositionModelTest, InitIsDeterministicAndScaled) {
   const SamePositionConfig c = small_config(true);
-  DrafterModel a(c, {7}), b(c, {7}), other(c, {8});
+  SamePositionModel a(c, {7}), b(c, {7}), other(c, {8});
   EXPECT_TRUE(std::ranges::equal(a.params(), b.params()));
   EXPECT_FALSE(std::ranges::equal(a.params(), other.params()));
   for (const ParamInfo& t : a.layout().tensors) {
@@ -91,15 +91,15 @@ TEST(SamePositionModelTest, InitIsDeterministicAndScaled) {
 TEST(SamePositionModelTest, LmHeadInitFromTarget) {
   const SamePositionConfig c = small_config();
   const std::vector<float> head = testing::random_floats(size_t(c.vocab_size) * c.width, 3);
-  DrafterModel model(c, SamePositionInit{1, head});
+  SamePositionModel model(c, SamePositionInit{1, head});
   EXPECT_TRUE(std::ranges::equal(model.param("lm_head.weight"), head));
   const std::vector<float> wrong(head.size() - 1);
-  EXPECT_EQ(error_code([&] { DrafterModel(c, SamePositionInit{1, wrong}); }), Errc::kModel);
+  EXPECT_EQ(error_code([&] { SamePositionModel(c, SamePositionInit{1, wrong}); }), Errc::kModel);
 }
 
 TEST(SamePositionModelTest, RejectsBadBatches) {
   const SamePositionConfig c = small_config(true);
-  DrafterModel model(c);
+  SamePositionModel model(c);
   const OwnedBatch good = random_batch(c, {0, 4, 10}, 1);
   EXPECT_NO_THROW(model.forward(good.view()));
   const auto rejects = [&](auto&& edit) {
@@ -143,7 +143,7 @@ class WholeModelGradientTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(WholeModelGradientTest, EveryTensor) {
   const SamePositionConfig c = small_config(GetParam());
-  BasicDrafterModel<double> model(c, {11});
+  BasicSamePositionModel<double> model(c, {11});
   const std::vector<double> jitter = testing::random_values(model.params().size(), 12, -0.3, 0.3);
   for (const ParamInfo& t : model.layout().tensors)
     for (size_t i = t.offset; i < t.offset + t.size; ++i) model.params()[i] += jitter[i];
@@ -168,8 +168,8 @@ INSTANTIATE_TEST_SUITE_P(Options, WholeModelGradientTest, ::testing::Bool(),
 
 TEST(SamePositionModelTest, FloatModelMatchesDouble) {
   const SamePositionConfig c = small_config(true);
-  DrafterModel f(c, {21});
-  BasicDrafterModel<double> d(c, {21});
+  SamePositionModel f(c, {21});
+  BasicSamePositionModel<double> d(c, {21});
   EXPECT_TRUE(
       std::ranges::equal(f.params(), d.params(), [](float a, double b) { return double(a) == b; }));
   const OwnedBatch batch = random_batch(c, {0, 7, 9, 16}, 22);
@@ -193,7 +193,7 @@ TEST(SamePositionModelTest, LossSeesOnlyTheDocumentAndWindow) {
   // Only row 8 is counted; window 3 in document [5, 12): rows 6, 7, 8 may move the loss,
   // no other row's features may change a bit of it.
   const SamePositionConfig c = small_config();
-  DrafterModel model(c, {31});
+  SamePositionModel model(c, {31});
   OwnedBatch batch = random_batch(c, {0, 5, 12}, 32, 0);
   std::fill(batch.labels.begin(), batch.labels.end(), kIgnoreLabel);
   batch.labels[8] = 4;
@@ -222,7 +222,7 @@ TEST(SamePositionModelTest, ThreadCountDoesNotChangeBits) {
   c.embed_tokens = true;
   const OwnedBatch batch = random_batch(c, {0, 50, 51, 160}, 41);
   const auto run = [&](uint32_t threads) {
-    DrafterModel model(c, {40}, threads);
+    SamePositionModel model(c, {40}, threads);
     const LossStats s = model.forward_backward(batch.view());
     std::vector<float> out(model.grads().begin(), model.grads().end());
     out.push_back(float(s.loss));
@@ -236,7 +236,7 @@ TEST(SamePositionModelTest, ThreadCountDoesNotChangeBits) {
 
 TEST(SamePositionModelTest, GradientsAccumulateAcrossBatches) {
   const SamePositionConfig c = small_config();
-  DrafterModel model(c, {51});
+  SamePositionModel model(c, {51});
   const OwnedBatch batch = random_batch(c, {0, 10}, 52);
   model.forward_backward(batch.view());
   const std::vector<float> once(model.grads().begin(), model.grads().end());
