@@ -9,16 +9,12 @@
 #include "ops/linear.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scratch.h"
 #include "ops/swiglu.h"
 
 namespace hsring {
 
 namespace {
-
-template <class T>
-void ensure(std::vector<T>& buffer, size_t size) {
-  if (buffer.size() < size) buffer.resize(size);
-}
 
 ops::AttentionShape attention_shape(const DecoderLayerShape& s, size_t rows) {
   return {rows, s.heads, s.kv_heads, s.head_dim, s.window};
@@ -52,23 +48,23 @@ void attention_block_forward(const DecoderLayerShape& s, const AttentionBlockPar
                              Real* out, ops::Sums sums, uint32_t threads) {
   HSRING_REQUIRE(out != x);
   const size_t h = s.hidden, qd = s.q_dim(), kvd = s.kv_dim(), hd = s.head_dim;
-  ensure(a.a, rows * h);
-  ensure(a.q, rows * qd);
-  ensure(a.attn, rows * (s.attention_gate ? 2 * qd : qd));
-  for (auto* buffer : {&a.k, &a.v}) ensure(*buffer, rows * kvd);
-  ensure(a.lse, rows * s.heads);
+  ops::grow_to(a.a, rows * h);
+  ops::grow_to(a.q, rows * qd);
+  ops::grow_to(a.attn, rows * (s.attention_gate ? 2 * qd : qd));
+  for (auto* buffer : {&a.k, &a.v}) ops::grow_to(*buffer, rows * kvd);
+  ops::grow_to(a.lse, rows * s.heads);
   ops::rms_norm_forward(x, w.norm, rows, h, s.eps, a.a.data(), sums);
 
   // With QK-norm the projections stay in q_raw / k_raw for its backward.
   if (s.qk_norm) {
-    ensure(a.q_raw, rows * qd);
-    ensure(a.k_raw, rows * kvd);
+    ops::grow_to(a.q_raw, rows * qd);
+    ops::grow_to(a.k_raw, rows * kvd);
   }
   Real* q_lin = s.qk_norm ? a.q_raw.data() : a.q.data();
   Real* k_lin = s.qk_norm ? a.k_raw.data() : a.k.data();
   if (s.attention_gate) {
     // Qwen3.5: q_proj gives [q_h | gate_h] per head; attn holds both until split.
-    ensure(a.gate, rows * qd);
+    ops::grow_to(a.gate, rows * qd);
     ops::linear_forward(a.a.data(), rows, h, w.q, 2 * qd, a.attn.data(), sums, threads);
     for (size_t r = 0; r < rows * s.heads; ++r) {
       const Real* both = a.attn.data() + r * 2 * hd;
@@ -109,10 +105,11 @@ void attention_block_backward(const DecoderLayerShape& s,
                               Real* d_residual, BlockGradScratch<Real>& scratch, uint32_t threads) {
   HSRING_REQUIRE(!s.attention_gate);
   const size_t h = s.hidden, qd = s.q_dim(), kvd = s.kv_dim(), hd = s.head_dim;
-  ensure(scratch.d_a, rows * h);
-  ensure(scratch.d_mid, rows * qd);
-  for (auto* buffer : {&scratch.d_q, &scratch.d_qn}) ensure(*buffer, rows * qd);
-  for (auto* buffer : {&scratch.d_k, &scratch.d_v, &scratch.d_kn}) ensure(*buffer, rows * kvd);
+  ops::grow_to(scratch.d_a, rows * h);
+  ops::grow_to(scratch.d_mid, rows * qd);
+  for (auto* buffer : {&scratch.d_q, &scratch.d_qn}) ops::grow_to(*buffer, rows * qd);
+  for (auto* buffer : {&scratch.d_k, &scratch.d_v, &scratch.d_kn})
+    ops::grow_to(*buffer, rows * kvd);
   Real* d_attn = scratch.d_mid.data();
   Real* d_q = scratch.d_q.data();
   Real* d_k = scratch.d_k.data();
@@ -165,8 +162,8 @@ void mlp_block_forward(const DecoderLayerShape& s, const MlpBlockParams<const Re
                        ops::Sums sums, uint32_t threads) {
   HSRING_REQUIRE(out != x);
   const size_t h = s.hidden, inter = s.intermediate;
-  ensure(a.m, rows * h);
-  for (auto* buffer : {&a.gate, &a.up, &a.act}) ensure(*buffer, rows * inter);
+  ops::grow_to(a.m, rows * h);
+  for (auto* buffer : {&a.gate, &a.up, &a.act}) ops::grow_to(*buffer, rows * inter);
   ops::rms_norm_forward(x, w.norm, rows, h, s.eps, a.m.data(), sums);
   swiglu_mlp_forward(a.m.data(), rows, h, w, inter, a.gate.data(), a.up.data(), a.act.data(), out,
                      sums, threads);
@@ -179,9 +176,9 @@ void mlp_block_backward(const DecoderLayerShape& s, const MlpBlockParams<const R
                         const MlpBlockActivations<Real>& a, Real* d_residual,
                         BlockGradScratch<Real>& scratch, uint32_t threads) {
   const size_t h = s.hidden, inter = s.intermediate;
-  ensure(scratch.d_a, rows * h);
+  ops::grow_to(scratch.d_a, rows * h);
   for (auto* buffer : {&scratch.d_mid, &scratch.d_gate, &scratch.d_up})
-    ensure(*buffer, rows * inter);
+    ops::grow_to(*buffer, rows * inter);
   Real* d_act = scratch.d_mid.data();
   Real* d_gate = scratch.d_gate.data();
   Real* d_up = scratch.d_up.data();

@@ -13,25 +13,16 @@
 #include "ops/linear.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scratch.h"
+#include "train/training_numerics.h"
 
 namespace hsring::train {
 
 namespace {
 
-// Rows of logits alive at once (as in the drafter): bounds the [rows, V] scratch.
-constexpr size_t kHeadRows = 256;
-
 // The embedding's standard deviation at initialisation (HF's initializer_range): with a
 // tied head the first logits then have a spread of about 0.02 * sqrt(H), nearly uniform.
 constexpr double kEmbedStd = 0.02;
-
-// Training sums in double (ops/sums.h): the backward's precision, and the gradient checks'.
-constexpr ops::Sums kSums = ops::Sums::kDouble;
-
-template <class T>
-void ensure(std::vector<T>& buffer, size_t size) {
-  if (buffer.size() < size) buffer.resize(size);
-}
 
 [[noreturn]] void bad_batch(const std::string& what) {
   throw Error(Errc::kModel, "causal LM batch: " + what);
@@ -195,11 +186,11 @@ LossStats BasicCausalLm<Real>::run(const CausalLmBatch& batch, bool backward) {
   validate_causal_lm_batch(batch, config_);
   const size_t rows = batch.rows(), h = config_.hidden_size, rope_dim = config_.rope_dim();
   rows_ = rows;
-  ensure(residual_[0], rows * h);
+  ops::grow_to(residual_[0], rows * h);
   ops::embedding_forward(params_.data() + embed_, batch.tokens.data(), rows, h, residual_[0].data(),
                          false);
-  ensure(cos_, rows * rope_dim / 2);
-  ensure(sin_, rows * rope_dim / 2);
+  ops::grow_to(cos_, rows * rope_dim / 2);
+  ops::grow_to(sin_, rows * rope_dim / 2);
   ops::rope_angles(batch.positions, rope_dim, config_.rope_theta, cos_.data(), sin_.data());
   for (size_t l = 0; l < config_.num_layers; ++l) run_layer(l, batch);
   LossStats stats = run_head(batch, backward);
@@ -212,33 +203,34 @@ void BasicCausalLm<Real>::run_layer(size_t index, const CausalLmBatch& batch) {
   const size_t rows = batch.rows(), h = config_.hidden_size;
   const Real* p = params_.data();
   LayerActivations& a = acts_[index];
-  ensure(a.mid, rows * h);
-  ensure(residual_[index + 1], rows * h);
+  ops::grow_to(a.mid, rows * h);
+  ops::grow_to(residual_[index + 1], rows * h);
   attention_block_forward(shape_, attention_params(p, at_[index]), residual_[index].data(), rows,
                           batch.doc_offsets, cos_.data(), sin_.data(), a.attention, a.mid.data(),
-                          kSums, threads_);
+                          kTrainingSums, threads_);
   mlp_block_forward(shape_, mlp_params(p, at_[index]), a.mid.data(), rows, a.mlp,
-                    residual_[index + 1].data(), kSums, threads_);
+                    residual_[index + 1].data(), kTrainingSums, threads_);
 }
 
 template <class Real>
 LossStats BasicCausalLm<Real>::run_head(const CausalLmBatch& batch, bool backward) {
   const size_t rows = batch.rows(), h = config_.hidden_size, vocab = config_.vocab_size;
-  ensure(final_, rows * h);
+  ops::grow_to(final_, rows * h);
   ops::rms_norm_forward(residual_[config_.num_layers].data(), params_.data() + norm_, rows, h,
-                        config_.rms_norm_eps, final_.data(), kSums);
+                        config_.rms_norm_eps, final_.data(), kTrainingSums);
   LossStats stats;
   stats.tokens = rows;
   for (int32_t label : batch.labels) stats.counted += label >= 0 ? 1 : 0;
   const double grad_scale = stats.counted ? 1.0 / double(stats.counted) : 0.0;
-  ensure(logits_, std::min(rows, kHeadRows) * vocab);
-  if (backward) ensure(d_final_, rows * h);
+  ops::grow_to(logits_, std::min(rows, kHeadRows) * vocab);
+  if (backward) ops::grow_to(d_final_, rows * h);
   const Real* head = params_.data() + head_;
   greedy_.resize(rows);
   double loss_sum = 0;
   for (size_t r0 = 0; r0 < rows; r0 += kHeadRows) {
     const size_t n = std::min(kHeadRows, rows - r0);
-    ops::linear_forward(final_.data() + r0 * h, n, h, head, vocab, logits_.data(), kSums, threads_);
+    ops::linear_forward(final_.data() + r0 * h, n, h, head, vocab, logits_.data(), kTrainingSums,
+                        threads_);
     for (size_t r = 0; r < n; ++r) greedy_[r0 + r] = ops::argmax(logits_.data() + r * vocab, vocab);
     const ops::CrossEntropySums sums =
         ops::cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
@@ -264,7 +256,7 @@ template <class Real>
 void BasicCausalLm<Real>::run_backward(const CausalLmBatch& batch) {
   const ModelConfig& c = config_;
   const size_t rows = batch.rows(), h = c.hidden_size;
-  ensure(d_res_, rows * h);
+  ops::grow_to(d_res_, rows * h);
   // d_res_ carries d(loss)/d(residual stream) from the last layer's output down to the
   // embedding: each block's backward turns d(its output) into d(its input) in place.
   ops::rms_norm_backward(residual_[c.num_layers].data(), params_.data() + norm_, d_final_.data(),

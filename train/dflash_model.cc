@@ -17,23 +17,13 @@
 #include "ops/linear.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scratch.h"
 #include "train/dflash_blocks.h"
+#include "train/training_numerics.h"
 
 namespace hsring::train {
 
 namespace {
-
-// Training sums in double (ops/sums.h): the backward's precision, and the gradient checks'.
-constexpr ops::Sums kSums = ops::Sums::kDouble;
-
-// Scored block rows whose logits are alive at once: bounds the [rows, V] scratch to 256 * V
-// values however many blocks the batch has, as the same-position model does.
-constexpr size_t kHeadRows = 256;
-
-template <class T>
-void ensure(std::vector<T>& buffer, size_t size) {
-  if (buffer.size() < size) buffer.resize(size);
-}
 
 [[noreturn]] void bad_batch(const std::string& what) {
   throw Error(Errc::kModel, "dflash batch: " + what);
@@ -215,18 +205,18 @@ void BasicDflashModel<Real>::run_forward(const DflashBatch& batch) {
 
   if constexpr (!std::is_same_v<Real, float>)
     features_.assign(batch.features.begin(), batch.features.end());
-  for (auto* buffer : {&ctx_pre_, &ctx_}) ensure(*buffer, ctx_rows * d);
-  for (auto* buffer : {&ctx_cos_, &ctx_sin_}) ensure(*buffer, ctx_rows * half);
-  for (auto* buffer : {&block_cos_, &block_sin_}) ensure(*buffer, rows * half);
-  for (auto* buffer : {&x_final_, &final_, &tmp_}) ensure(*buffer, rows * d);
+  for (auto* buffer : {&ctx_pre_, &ctx_}) ops::grow_to(*buffer, ctx_rows * d);
+  for (auto* buffer : {&ctx_cos_, &ctx_sin_}) ops::grow_to(*buffer, ctx_rows * half);
+  for (auto* buffer : {&block_cos_, &block_sin_}) ops::grow_to(*buffer, rows * half);
+  for (auto* buffer : {&x_final_, &final_, &tmp_}) ops::grow_to(*buffer, rows * d);
   acts_.resize(c.num_layers);
-  ensure(acts_[0].x_in, rows * d);
+  ops::grow_to(acts_[0].x_in, rows * d);
 
   // The context: every captured row, projected and normalised once for all layers.
-  ops::linear_forward(feature_rows(batch), ctx_rows, fd, p + fc_, d, ctx_pre_.data(), kSums,
+  ops::linear_forward(feature_rows(batch), ctx_rows, fd, p + fc_, d, ctx_pre_.data(), kTrainingSums,
                       threads_);
   ops::rms_norm_forward(ctx_pre_.data(), p + hidden_norm_, ctx_rows, d, c.rms_norm_eps, ctx_.data(),
-                        kSums);
+                        kTrainingSums);
   ops::rope_angles(batch.positions, c.head_dim, c.rope_theta, ctx_cos_.data(), ctx_sin_.data());
   ops::rope_angles(std::span<const int32_t>(block_rows_.positions), c.head_dim, c.rope_theta,
                    block_cos_.data(), block_sin_.data());
@@ -234,7 +224,8 @@ void BasicDflashModel<Real>::run_forward(const DflashBatch& batch) {
   // The blocks: the anchor's embedding, then the mask token's.
   ops::embedding_forward(embed_, block_rows_.tokens.data(), rows, d, acts_[0].x_in.data(), false);
   for (size_t layer = 0; layer < c.num_layers; ++layer) layer_forward(layer);
-  ops::rms_norm_forward(x_final_.data(), p + norm_, rows, d, c.rms_norm_eps, final_.data(), kSums);
+  ops::rms_norm_forward(x_final_.data(), p + norm_, rows, d, c.rms_norm_eps, final_.data(),
+                        kTrainingSums);
 }
 
 template <class Real>
@@ -263,41 +254,47 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
   const DflashLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   LayerActivations& a = acts_[layer];
-  for (auto* buffer : {&a.x_in, &a.h, &a.x_mid}) ensure(*buffer, rows * d);
-  for (auto* buffer : {&a.q_raw, &a.q, &a.attn}) ensure(*buffer, rows * qd);
-  for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) ensure(*buffer, rows * kvd);
-  for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) ensure(*buffer, ctx_rows * kvd);
-  ensure(a.lse, rows * heads);
-  if (layer + 1 < c.num_layers) ensure(acts_[layer + 1].x_in, rows * d);
+  for (auto* buffer : {&a.x_in, &a.h, &a.x_mid}) ops::grow_to(*buffer, rows * d);
+  for (auto* buffer : {&a.q_raw, &a.q, &a.attn}) ops::grow_to(*buffer, rows * qd);
+  for (auto* buffer : {&a.block_k_raw, &a.block_k, &a.block_v}) ops::grow_to(*buffer, rows * kvd);
+  for (auto* buffer : {&a.ctx_k_raw, &a.ctx_k, &a.ctx_v}) ops::grow_to(*buffer, ctx_rows * kvd);
+  ops::grow_to(a.lse, rows * heads);
+  if (layer + 1 < c.num_layers) ops::grow_to(acts_[layer + 1].x_in, rows * d);
   Real* x_out = layer + 1 < c.num_layers ? acts_[layer + 1].x_in.data() : x_final_.data();
 
   // Queries of the block rows: per-head RMSNorm before RoPE (Qwen3's QK-norm).
-  ops::rms_norm_forward(a.x_in.data(), p + o.input_norm, rows, d, eps, a.h.data(), kSums);
-  ops::linear_forward(a.h.data(), rows, d, p + o.q, qd, a.q_raw.data(), kSums, th);
-  ops::rms_norm_forward(a.q_raw.data(), p + o.q_norm, rows * heads, hd, eps, a.q.data(), kSums);
-  ops::rope_forward(a.q.data(), {rows, heads, hd}, block_cos_.data(), block_sin_.data(), kSums);
+  ops::rms_norm_forward(a.x_in.data(), p + o.input_norm, rows, d, eps, a.h.data(), kTrainingSums);
+  ops::linear_forward(a.h.data(), rows, d, p + o.q, qd, a.q_raw.data(), kTrainingSums, th);
+  ops::rms_norm_forward(a.q_raw.data(), p + o.q_norm, rows * heads, hd, eps, a.q.data(),
+                        kTrainingSums);
+  ops::rope_forward(a.q.data(), {rows, heads, hd}, block_cos_.data(), block_sin_.data(),
+                    kTrainingSums);
   // Keys and values of [context ; block]: the same projections and k_norm for both; the
   // context is the normalised projection itself, not passed through input_layernorm.
-  ops::linear_forward(a.h.data(), rows, d, p + o.k, kvd, a.block_k_raw.data(), kSums, th);
+  ops::linear_forward(a.h.data(), rows, d, p + o.k, kvd, a.block_k_raw.data(), kTrainingSums, th);
   ops::rms_norm_forward(a.block_k_raw.data(), p + o.k_norm, rows * kv, hd, eps, a.block_k.data(),
-                        kSums);
-  ops::rope_forward(a.block_k.data(), {rows, kv, hd}, block_cos_.data(), block_sin_.data(), kSums);
-  ops::linear_forward(a.h.data(), rows, d, p + o.v, kvd, a.block_v.data(), kSums, th);
-  ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.k, kvd, a.ctx_k_raw.data(), kSums, th);
+                        kTrainingSums);
+  ops::rope_forward(a.block_k.data(), {rows, kv, hd}, block_cos_.data(), block_sin_.data(),
+                    kTrainingSums);
+  ops::linear_forward(a.h.data(), rows, d, p + o.v, kvd, a.block_v.data(), kTrainingSums, th);
+  ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.k, kvd, a.ctx_k_raw.data(), kTrainingSums,
+                      th);
   ops::rms_norm_forward(a.ctx_k_raw.data(), p + o.k_norm, ctx_rows * kv, hd, eps, a.ctx_k.data(),
-                        kSums);
-  ops::rope_forward(a.ctx_k.data(), {ctx_rows, kv, hd}, ctx_cos_.data(), ctx_sin_.data(), kSums);
-  ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.v, kvd, a.ctx_v.data(), kSums, th);
+                        kTrainingSums);
+  ops::rope_forward(a.ctx_k.data(), {ctx_rows, kv, hd}, ctx_cos_.data(), ctx_sin_.data(),
+                    kTrainingSums);
+  ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.v, kvd, a.ctx_v.data(), kTrainingSums, th);
 
   const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
   block_attention_forward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
                           a.block_v.data(), shape, block_rows_.context, a.attn.data(), a.lse.data(),
                           th);
-  ops::linear_forward(a.attn.data(), rows, qd, p + o.o, d, tmp_.data(), kSums, th);
+  ops::linear_forward(a.attn.data(), rows, qd, p + o.o, d, tmp_.data(), kTrainingSums, th);
   for (size_t i = 0; i < rows * d; ++i) a.x_mid[i] = a.x_in[i] + tmp_[i];
 
   // The MLP block is the target's (model/decoder_layer.h).
-  mlp_block_forward(mlp_shape(), mlp_params(p, o), a.x_mid.data(), rows, a.mlp, x_out, kSums, th);
+  mlp_block_forward(mlp_shape(), mlp_params(p, o), a.x_mid.data(), rows, a.mlp, x_out,
+                    kTrainingSums, th);
 }
 
 template <class Real>
@@ -314,11 +311,11 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
   }
   // The gradient of the weighted mean: a counted row weighs w_j / sum(w).
   const double inv_weight = stats.weight > 0 ? 1.0 / stats.weight : 0.0;
-  ensure(head_in_, std::min(scored, kHeadRows) * d);
-  ensure(logits_, std::min(scored, kHeadRows) * vocab);
+  ops::grow_to(head_in_, std::min(scored, kHeadRows) * d);
+  ops::grow_to(logits_, std::min(scored, kHeadRows) * vocab);
   if (backward) {
-    ensure(d_head_, std::min(scored, kHeadRows) * d);
-    ensure(d_final_, rows_ * d);
+    ops::grow_to(d_head_, std::min(scored, kHeadRows) * d);
+    ops::grow_to(d_final_, rows_ * d);
     std::fill(d_final_.begin(), d_final_.begin() + std::ptrdiff_t(rows_ * d), Real(0));
   }
   std::vector<double> row_loss(kHeadRows);
@@ -327,7 +324,8 @@ DflashStats BasicDflashModel<Real>::run_head(bool backward) {
     const size_t n = std::min(kHeadRows, scored - s0);
     for (size_t i = 0; i < n; ++i)
       std::copy_n(final_.data() + row_of(s0 + i) * d, d, head_in_.data() + i * d);
-    ops::linear_forward(head_in_.data(), n, d, head_, vocab, logits_.data(), kSums, threads_);
+    ops::linear_forward(head_in_.data(), n, d, head_, vocab, logits_.data(), kTrainingSums,
+                        threads_);
     // Row by row: each row has its own weight, and its argmax feeds the acceptance.
     const uint32_t use = n * vocab * 8 < (size_t(1) << 16) ? 1u : threads_;
     parallel_for(n, use, 1, [&](size_t begin, size_t end) {
@@ -383,8 +381,8 @@ void BasicDflashModel<Real>::run_backward(const DflashBatch& batch) {
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
-  for (auto* buffer : {&d_x_, &d_h_}) ensure(*buffer, rows * d);
-  for (auto* buffer : {&d_ctx_, &d_ctx_pre_}) ensure(*buffer, ctx_rows * d);
+  for (auto* buffer : {&d_x_, &d_h_}) ops::grow_to(*buffer, rows * d);
+  for (auto* buffer : {&d_ctx_, &d_ctx_pre_}) ops::grow_to(*buffer, ctx_rows * d);
   std::fill(d_ctx_.begin(), d_ctx_.begin() + std::ptrdiff_t(ctx_rows * d), Real(0));
 
   // d_x_ carries d(loss)/d(residual stream) down the layers; d_ctx_ collects what every
@@ -413,9 +411,10 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   const DflashLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   const LayerActivations& a = acts_[layer];
-  for (auto* buffer : {&d_attn_, &d_q_, &d_q_raw_}) ensure(*buffer, rows * qd);
-  for (auto* buffer : {&d_block_k_, &d_block_k_raw_, &d_block_v_}) ensure(*buffer, rows * kvd);
-  for (auto* buffer : {&d_ctx_k_, &d_ctx_k_raw_, &d_ctx_v_}) ensure(*buffer, ctx_rows * kvd);
+  for (auto* buffer : {&d_attn_, &d_q_, &d_q_raw_}) ops::grow_to(*buffer, rows * qd);
+  for (auto* buffer : {&d_block_k_, &d_block_k_raw_, &d_block_v_})
+    ops::grow_to(*buffer, rows * kvd);
+  for (auto* buffer : {&d_ctx_k_, &d_ctx_k_raw_, &d_ctx_v_}) ops::grow_to(*buffer, ctx_rows * kvd);
 
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
   mlp_block_backward(mlp_shape(), mlp_params(p, o), mlp_params(g, o), a.x_mid.data(), rows, a.mlp,

@@ -11,22 +11,12 @@
 #include "ops/linear.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scratch.h"
+#include "train/training_numerics.h"
 
 namespace hsring::train {
 
 namespace {
-
-// Rows of logits alive at once: bounds the [rows, V] scratch to 256 * V values (155 MB
-// for a 151936-token vocabulary in fp32) however long the batch is.
-constexpr size_t kHeadRows = 256;
-
-// Training sums in double (ops/sums.h): the backward's precision, and the gradient checks'.
-constexpr ops::Sums kSums = ops::Sums::kDouble;
-
-template <class T>
-void ensure(std::vector<T>& buffer, size_t size) {
-  if (buffer.size() < size) buffer.resize(size);
-}
 
 [[noreturn]] void bad_batch(const std::string& what) {
   throw Error(Errc::kModel, "drafter batch: " + what);
@@ -156,22 +146,23 @@ void BasicSamePositionModel<Real>::run_forward(const DrafterBatch& batch) {
   if constexpr (!std::is_same_v<Real, float>)
     features_.assign(batch.features.begin(), batch.features.end());
   const Real* features = feature_rows(batch);
-  for (auto* buffer : {&x_fc_, &h0_, &h1_, &h2_, &f_}) ensure(*buffer, rows * d);
-  for (auto* buffer : {&cos_, &sin_}) ensure(*buffer, rows * half);
+  for (auto* buffer : {&x_fc_, &h0_, &h1_, &h2_, &f_}) ops::grow_to(*buffer, rows * d);
+  for (auto* buffer : {&cos_, &sin_}) ops::grow_to(*buffer, rows * half);
 
   // Input: the projected, normalised captured states (+ the token's embedding).
-  ops::linear_forward(features, rows, fd, p + at_.fc, d, x_fc_.data(), kSums, th);
+  ops::linear_forward(features, rows, fd, p + at_.fc, d, x_fc_.data(), kTrainingSums, th);
   ops::rms_norm_forward(x_fc_.data(), p + at_.hidden_norm, rows, d, c.rms_norm_eps, h0_.data(),
-                        kSums);
+                        kTrainingSums);
   if (c.embed_tokens)
     ops::embedding_forward(p + at_.embed, batch.tokens.data(), rows, d, h0_.data(), true);
 
   // The decoder layer (model/decoder_layer.h), then the final norm.
   ops::rope_angles(batch.positions, c.head_dim, c.rope_theta, cos_.data(), sin_.data());
   attention_block_forward(shape_, attention_params(p), h0_.data(), rows, batch.doc_offsets,
-                          cos_.data(), sin_.data(), attention_, h1_.data(), kSums, th);
-  mlp_block_forward(shape_, mlp_params(p), h1_.data(), rows, mlp_, h2_.data(), kSums, th);
-  ops::rms_norm_forward(h2_.data(), p + at_.norm, rows, d, c.rms_norm_eps, f_.data(), kSums);
+                          cos_.data(), sin_.data(), attention_, h1_.data(), kTrainingSums, th);
+  mlp_block_forward(shape_, mlp_params(p), h1_.data(), rows, mlp_, h2_.data(), kTrainingSums, th);
+  ops::rms_norm_forward(h2_.data(), p + at_.norm, rows, d, c.rms_norm_eps, f_.data(),
+                        kTrainingSums);
 }
 
 template <class Real>
@@ -183,13 +174,14 @@ LossStats BasicSamePositionModel<Real>::run_head(const DrafterBatch& batch, bool
   for (int32_t label : batch.labels) stats.counted += label >= 0 ? 1 : 0;
   // The gradient of the mean: every counted row weighs 1 / counted.
   const double grad_scale = stats.counted ? 1.0 / double(stats.counted) : 0.0;
-  ensure(logits_, std::min(rows, kHeadRows) * vocab);
-  if (backward) ensure(d_f_, rows * d);
+  ops::grow_to(logits_, std::min(rows, kHeadRows) * vocab);
+  if (backward) ops::grow_to(d_f_, rows * d);
   const Real* head = params_.data() + at_.head;
   double loss_sum = 0;
   for (size_t r0 = 0; r0 < rows; r0 += kHeadRows) {
     const size_t n = std::min(kHeadRows, rows - r0);
-    ops::linear_forward(f_.data() + r0 * d, n, d, head, vocab, logits_.data(), kSums, threads_);
+    ops::linear_forward(f_.data() + r0 * d, n, d, head, vocab, logits_.data(), kTrainingSums,
+                        threads_);
     const ops::CrossEntropySums sums =
         ops::cross_entropy(logits_.data(), batch.labels.data() + r0, n, vocab, grad_scale,
                            backward ? logits_.data() : nullptr, threads_);
@@ -219,7 +211,7 @@ void BasicSamePositionModel<Real>::run_backward(const DrafterBatch& batch) {
   const Real* p = params_.data();
   Real* g = grads_.data();
   const uint32_t th = threads_;
-  for (auto* buffer : {&d_res_, &d_a_}) ensure(*buffer, rows * d);
+  for (auto* buffer : {&d_res_, &d_a_}) ops::grow_to(*buffer, rows * d);
 
   // d_res_ carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.
   ops::rms_norm_backward(h2_.data(), p + at_.norm, d_f_.data(), rows, d, eps, d_res_.data(), false,
