@@ -9,12 +9,6 @@ namespace hsring {
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -182,13 +176,12 @@ float random_uniform(uint64_t key, uint64_t index) {
   // splitmix64 advances its state by the golden-ratio increment before mixing, so the
   // (index + 1)-th output of a stream started at `key` is a pure function of the pair.
   uint64_t state = key + index * 0x9E3779B97F4A7C15ull;
-  // Top 24 bits to [-1, 1): exact in fp32, same on every machine.
-  return float(int64_t(splitmix64(state) >> 40) - (1 << 23)) / float(1 << 23);
+  return signed_unit(splitmix64(state));
 }
 
 RandomFill random_fill(const WeightSpec& spec, uint64_t seed) {
   RandomFill fill;
-  fill.key = mix64(seed ^ fnv1a(spec.name));
+  fill.key = name_key(seed, spec.name);
   if (ends_with(spec.name, ".bias")) {
     fill.scale = 0.5f;  // biases: centred, large enough that a forward dropping one is caught
   } else if (spec.shape.size() == 1) {

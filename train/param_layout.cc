@@ -8,23 +8,6 @@
 
 namespace hsring::train {
 
-namespace {
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
-
-}  // namespace
-
-uint64_t param_stream(uint64_t seed, std::string_view name) { return mix64(seed ^ fnv1a(name)); }
-
-// The top 24 bits: exact in fp32, the same on every machine.
-float unit_uniform(uint64_t& state) {
-  return float(int64_t(splitmix64(state) >> 40) - (1 << 23)) / float(1 << 23);
-}
-
 const ParamInfo* ParamLayout::find(std::string_view name) const {
   for (const ParamInfo& t : tensors)
     if (t.name == name) return &t;
@@ -54,9 +37,9 @@ void init_param_tensor(const ParamInfo& t, uint64_t seed, Real* data) {
     std::fill(data, data + t.size, Real(1));
     return;
   }
-  uint64_t state = param_stream(seed, t.name);
+  uint64_t state = name_key(seed, t.name);
   const float bound = 1.0f / std::sqrt(float(t.shape[1]));
-  for (size_t i = 0; i < t.size; ++i) data[i] = Real(bound * unit_uniform(state));
+  for (size_t i = 0; i < t.size; ++i) data[i] = Real(bound * signed_unit(splitmix64(state)));
 }
 
 template void init_param_tensor(const ParamInfo&, uint64_t, float*);

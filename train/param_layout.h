@@ -36,11 +36,6 @@ struct ParamLayout {
   void add(std::string name, std::vector<int64_t> shape);
 };
 
-// The random stream of tensor `name` under `seed` (a pure function of both, so a tensor's
-// initial values do not depend on the others), and its next value, uniform in [-1, 1).
-uint64_t param_stream(uint64_t seed, std::string_view name);
-float unit_uniform(uint64_t& state);
-
 // The default initialisation of one tensor (t.size values at data), a pure function of
 // (seed, t.name): 1 for a norm weight (1-D), uniform in +-1/sqrt(fan_in) for a Linear
 // weight [out, in]. Every drafter layout initialises its ordinary tensors with this.

@@ -5,6 +5,7 @@
 
 #include "common/contract.h"
 #include "common/error.h"
+#include "common/random.h"
 
 namespace hsring::train {
 
@@ -37,7 +38,7 @@ void init_same_position_params(const SamePositionConfig& config, const ParamLayo
   std::fill(params.begin(), params.end(), Real(0));
   for (const ParamInfo& t : layout.tensors) {
     Real* data = params.data() + t.offset;
-    uint64_t state = param_stream(init.seed, t.name);
+    uint64_t state = name_key(init.seed, t.name);
     if (t.name == "lm_head.weight" && !init.lm_head.empty()) {
       if (init.lm_head.size() != t.size)
         throw Error(Errc::kModel,
@@ -46,7 +47,8 @@ void init_same_position_params(const SamePositionConfig& config, const ParamLayo
                         std::to_string(config.width) + "] head needs " + std::to_string(t.size));
       std::copy(init.lm_head.begin(), init.lm_head.end(), data);
     } else if (t.name == "embed_tokens.weight") {
-      for (size_t i = 0; i < t.size; ++i) data[i] = Real(1.7320508f * unit_uniform(state));
+      for (size_t i = 0; i < t.size; ++i)
+        data[i] = Real(1.7320508f * signed_unit(splitmix64(state)));
     } else {
       init_param_tensor(t, init.seed, data);
     }
