@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <utility>
 
 #include "common/error.h"
@@ -32,8 +31,12 @@ std::string validate_dflash_config(const DflashConfig& c) {
                                     {c.vocab_size, "vocab_size"}}) {
     if (value == 0) return std::string(name) + " must be positive";
   }
-  if (std::string why = validate_drafter_layer(
-          {c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.rope_theta, c.rms_norm_eps});
+  if (std::string why = validate_drafter_layer({.num_heads = c.num_heads,
+                                                .num_kv_heads = c.num_kv_heads,
+                                                .head_dim = c.head_dim,
+                                                .vocab_size = c.vocab_size,
+                                                .rope_theta = c.rope_theta,
+                                                .rms_norm_eps = c.rms_norm_eps});
       !why.empty())
     return why;
   if (c.block_size < 2 || c.block_size > 4096)

@@ -1,8 +1,7 @@
 #include "train/same_position_config.h"
 
-#include <cmath>
 #include <cstdint>
-#include <limits>
+#include <utility>
 
 #include "common/error.h"
 #include "train/drafter_layer_checks.h"
@@ -10,9 +9,6 @@
 namespace hsring::train {
 
 std::string validate_same_position_config(const SamePositionConfig& c) {
-  const auto positive = [](uint32_t value, const char* name) -> std::string {
-    return value == 0 ? std::string(name) + " must be positive" : std::string();
-  };
   for (const auto& [value, name] : {std::pair{c.num_captured, "num_captured (K)"},
                                     {c.target_hidden, "target_hidden (H)"},
                                     {c.width, "width (D)"},
@@ -22,10 +18,14 @@ std::string validate_same_position_config(const SamePositionConfig& c) {
                                     {c.intermediate_size, "intermediate_size"},
                                     {c.vocab_size, "vocab_size"},
                                     {c.window, "window"}}) {
-    if (std::string why = positive(value, name); !why.empty()) return why;
+    if (value == 0) return std::string(name) + " must be positive";
   }
-  if (std::string why = validate_drafter_layer(
-          {c.num_heads, c.num_kv_heads, c.head_dim, c.vocab_size, c.rope_theta, c.rms_norm_eps});
+  if (std::string why = validate_drafter_layer({.num_heads = c.num_heads,
+                                                .num_kv_heads = c.num_kv_heads,
+                                                .head_dim = c.head_dim,
+                                                .vocab_size = c.vocab_size,
+                                                .rope_theta = c.rope_theta,
+                                                .rms_norm_eps = c.rms_norm_eps});
       !why.empty())
     return why;
   // Every tensor is indexed with size_t; the largest products must not overflow it, nor an
