@@ -398,27 +398,24 @@ int run(const Options& o) {
         launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f, stream.get()));
     HSRING_CUDA_CHECK(
         launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f, stream.get()));
-    const DeltaScratch parts = delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
     const auto* span_base = spans.as<DeltaSpan>();
-    const double ms = time_ms(stream.get(), 3, 10, [&] {
-      HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, span_base,
-                                          uint32_t(chunks.size()), span_base + chunks.size(),
-                                          uint32_t(documents.size()), parts, out.as<float>(),
-                                          stream.get()));
-    });
+    const auto time_rule = [&](DeltaPrecision precision) {
+      return time_ms(stream.get(), 3, 10, [&] {
+        HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, uint32_t(t), span_base,
+                                            uint32_t(chunks.size()), span_base + chunks.size(),
+                                            uint32_t(documents.size()), scratch.as<float>(),
+                                            out.as<float>(), stream.get(), precision));
+      });
+    };
+    const double ms = time_rule(kDeltaModelPrecision);
     delta_rule_ms = ms * delta_layers;
     print("delta_rule_ms_per_layer", ms, "%.3f");
     print("delta_rule_tflops", delta_flops_layer / (ms * 1e-3) / 1e12, "%.2f");
     print("delta_rule_share_of_forward", delta_rule_ms / forward_ms, "%.3f");
-    // The other product precision (DeltaPrecision; the model uses one TF32
-    // product), for the record.
-    const double split_ms = time_ms(stream.get(), 3, 10, [&] {
-      HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, span_base,
-                                          uint32_t(chunks.size()), span_base + chunks.size(),
-                                          uint32_t(documents.size()), parts, out.as<float>(),
-                                          stream.get(), DeltaPrecision::kTf32x3));
-    });
-    print("delta_rule_3xtf32_ms_per_layer", split_ms, "%.3f");
+    // Each product precision (DeltaPrecision), the model's among them.
+    print("delta_rule_bf16_ms_per_layer", time_rule(DeltaPrecision::kBf16), "%.3f");
+    print("delta_rule_tf32_ms_per_layer", time_rule(DeltaPrecision::kTf32), "%.3f");
+    print("delta_rule_3xtf32_ms_per_layer", time_rule(DeltaPrecision::kTf32x3), "%.3f");
   }
 
   // The forward's GEMMs alone, each through the model's cuBLAS call on random data: where

@@ -193,20 +193,6 @@ std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count) 
   return starts;
 }
 
-uint64_t delta_scratch_floats(uint32_t rows, DeltaShape s) {
-  return uint64_t(rows) * s.v_heads * (s.qk_head_dim + s.v_head_dim + kDeltaChunk + 1);
-}
-
-DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s) {
-  const uint64_t rows_heads = uint64_t(rows) * s.v_heads;
-  DeltaScratch parts;
-  parts.w = base;
-  parts.u = parts.w + rows_heads * s.qk_head_dim;
-  parts.p = parts.u + rows_heads * s.v_head_dim;
-  parts.g_sum = parts.p + rows_heads * kDeltaChunk;
-  return parts;
-}
-
 cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
                               const Bf16* w, const int32_t* doc_starts, float* qkv,
                               cudaStream_t stream) {

@@ -18,8 +18,8 @@
 //   S_L = gamma_L S0 + K^T diag(gamma_L / gamma) U.
 // Pass 1 (every chunk and head in parallel) forms U', W and the masked score matrix P;
 // pass 2 walks each document's chunks in order per (value head, slice of dv columns: the
-// columns of S evolve independently), holding S in shared memory. Values are fp32; the
-// products run on the tensor cores (model/cuda_delta_rule.cu, DeltaPrecision).
+// columns of S evolve independently). Values are fp32; the products run on the tensor cores
+// (model/cuda_delta_rule.cu, model/cuda_delta_state_bf16.cu, DeltaPrecision).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -74,33 +74,33 @@ cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, 
                                uint32_t v_heads, const float* a_log, const float* dt_bias, float* g,
                                float* beta, cudaStream_t stream);
 
-// The scratch of the delta rule over `rows` tokens, fp32: W [rows, v_heads, qk_head_dim],
-// U' [rows, v_heads, v_head_dim], P [rows, v_heads, kDeltaChunk], G [rows, v_heads].
-struct DeltaScratch {
-  float* w = nullptr;
-  float* u = nullptr;
-  float* p = nullptr;
-  float* g_sum = nullptr;
-};
-uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);  // the four together
-// The parts, laid out one after another from `base` (delta_scratch_floats(rows, shape)).
-DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape shape);
+// How the chunked rule's products run on the tensor cores:
+//   - kBf16: pass 1's products as kTf32; it writes pass 2's operands (Q, K,
+//     W, P, U') in bf16, and pass 2 runs bf16 mma.sync products with fp32 accumulation,
+//     the state's fp32 value kept in registers (flash-linear-attention's precision);
+//   - kTf32 (the default): every product one TF32 product (11 significant bits; 4.7e-4 relative
+//   error
+//     against the per-token recurrence);
+//   - kTf32x3: each operand split into a TF32 part and its TF32 remainder (three products:
+//     fp32 accuracy, at 1.6 times kTf32's time).
+enum class DeltaPrecision { kBf16, kTf32, kTf32x3 };
+// The forward's (launch_delta_rule's default).
+inline constexpr DeltaPrecision kDeltaModelPrecision = DeltaPrecision::kTf32;
 
-// How the chunked rule's products run on the tensor cores: each operand split into a TF32
-// part and its TF32 remainder (three products: fp32 accuracy), or one TF32 product (11
-// significant bits; the default: 4.7e-4 relative error against the per-token recurrence,
-// well inside the bf16 model's parity bound against transformers, at 0.6 of the time).
-enum class DeltaPrecision { kTf32x3, kTf32 };
+// The scratch of the delta rule over `rows` tokens, in floats: pass 1's results that pass 2
+// reads, for either precision (model/cuda_delta_rule_passes.h lays them out).
+uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
 
 // The chunked gated delta rule: out fp32 [rows, v_dim] from qkv (launch_delta_conv's
 // output), g and beta (launch_delta_gates'). chunks and documents come from delta_chunks
-// and delta_documents of the same batch, in device memory. REQUIRES:
+// and delta_documents of the same batch, in device memory; scratch holds
+// delta_scratch_floats(rows, shape) floats, 16-byte aligned. REQUIRES:
 // delta_net_supports(...), v_heads a multiple of qk_heads.
 cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* beta, DeltaShape shape,
-                              const DeltaSpan* chunks, uint32_t chunk_count,
-                              const DeltaSpan* documents, uint32_t document_count,
-                              DeltaScratch scratch, float* out, cudaStream_t stream,
-                              DeltaPrecision precision = DeltaPrecision::kTf32);
+                              uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
+                              const DeltaSpan* documents, uint32_t document_count, float* scratch,
+                              float* out, cudaStream_t stream,
+                              DeltaPrecision precision = kDeltaModelPrecision);
 
 // The recurrent form, one token after another (the test oracle; far slower): the same
 // inputs and output.

@@ -10,8 +10,10 @@
 // Pass 1, one block per (chunk, value head): K K^T and Q K^T on the tensor cores, masked and
 // decayed into A and P, the unit-lower-triangular system inverted blockwise (16 x 16
 // diagonal blocks by substitution, then the off-diagonal blocks level by level), and W and
-// U' as products of that inverse.
-// Pass 2, one block per (document, value head, 64 state columns), walks the document's
+// U' as products of that inverse. With bf16 operands (DeltaPrecision::kBf16) it writes
+// pass 2's operands in bf16 instead: W, P, U' and, from the first value head of each q/k
+// head, Q and K; that pass 2 is model/cuda_delta_state_bf16.cu.
+// The TF32 pass 2, one block per (document, value head, 64 state columns), walks the document's
 // chunks in order: U = U' - W S, O = diag(gamma) Q S + P U, S = gamma_L S +
 // (K diag(gamma_L / gamma))^T U. The state's fp32 value stays in the accumulators of the
 // warps that update it; shared memory holds its operand copy for the products.
@@ -20,10 +22,13 @@
 #include <cuda_pipeline.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "gpu/bf16.cuh"
 #include "model/cuda_delta_net.h"
+#include "model/cuda_delta_rule_passes.h"
 
 namespace hsring {
 
@@ -141,6 +146,27 @@ __device__ __forceinline__ void store_tile(const Accumulator& acc, float* dst, u
   __syncwarp();
 }
 
+// The same into a bf16 array (rounded): a lane writes 8 values of a row, at once where they
+// are whole and 16-byte aligned.
+__device__ __forceinline__ void store_tile_bf16(const Accumulator& acc, Bf16* dst, uint64_t ld,
+                                                int rows, int columns, float* staging) {
+  if (rows <= 0 || columns <= 0) return;
+  wmma::store_matrix_sync(staging, acc, kTile, wmma::mem_row_major);
+  __syncwarp();
+  const int lane = int(threadIdx.x % 32), r = lane / 2, c = (lane % 2) * 8;
+  Bf16* to = dst + uint64_t(r) * ld + c;
+  if (r < rows && c + 8 <= columns && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = staging[r * kTile + c + i];
+    gpu::store8(to, 0, v);
+  } else if (r < rows) {
+    for (int i = 0; i < 8 && c + i < columns; ++i)
+      to[i] = gpu::float_to_bf16(staging[r * kTile + c + i]);
+  }
+  __syncwarp();
+}
+
 // Starts copying rows r < rows, columns c < columns of src (row stride `stride`) into the
 // shared tile [tile_rows][tile_columns] (row stride ld) without waiting (cp.async: every
 // copy of the block is in flight at once, instead of one load latency per loop turn), and
@@ -193,7 +219,7 @@ struct PrepareLayout {
   }
 };
 
-template <bool kSplit>
+template <bool kSplit, bool kBf16>
 __global__ void __launch_bounds__(kPrepareThreads, 2)
     delta_prepare_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                          const float* __restrict__ beta, DeltaShape shape,
@@ -246,8 +272,14 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
   // P[i][j] = exp(G_i - G_j) (q_i . k_j) for j <= i, the decay ratio of two tokens and never
   // a lone exp(-G)).
   constexpr int kLowerTiles = 10;
-  float* p_out = scratch.p + size_t(h) * kChunk;
-  const uint64_t p_stride = uint64_t(vh) * kChunk;
+  const uint64_t p_first = size_t(h) * kChunk, p_stride = uint64_t(vh) * kChunk;
+  const auto put_p = [&](int i, int j, float value) {
+    const uint64_t at = p_first + uint64_t(c0 + i) * p_stride + j;
+    if constexpr (kBf16)
+      scratch.p_bf16[at] = gpu::float_to_bf16(value);
+    else
+      scratch.p[at] = operand<kSplit>(value);
+  };
   for (int job = warp; job < 2 * kLowerTiles; job += kWarps) {
     int tj = job % kLowerTiles, ti = 0;
     while (tj > ti) tj -= ++ti;  // the job's tile (ti, tj), tj <= ti
@@ -266,18 +298,34 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     __syncwarp();
     for (int e = tid % 32; e < kTile * kTile; e += 32) {
       const int i = ti * kTile + e / kTile, j = tj * kTile + e % kTile;
-      if (i < len)
-        p_out[uint64_t(c0 + i) * p_stride + j] =
-            j <= i ? operand<kSplit>(expf(g_s[i] - g_s[j]) * staging[e]) : 0.0f;
+      if (i < len) put_p(i, j, j <= i ? expf(g_s[i] - g_s[j]) * staging[e] : 0.0f);
     }
     __syncwarp();
   }
   // P's upper tiles are zero.
   for (int e = tid; e < kChunk * kChunk; e += kPrepareThreads) {
     const int i = e / kChunk, j = e % kChunk;
-    if (i < len && j / kTile > i / kTile) p_out[uint64_t(c0 + i) * p_stride + j] = 0.0f;
+    if (i < len && j / kTile > i / kTile) put_p(i, j, 0.0f);
   }
   __syncthreads();
+  if (kBf16 && h % (vh / int(shape.qk_heads)) == 0) {
+    // Pass 2's Q and K operands, once per q/k head (the first of its value heads writes
+    // them): 8 values of a row per thread.
+    const int octets = dk / 8;
+    for (int e = tid; e < len * octets; e += kPrepareThreads) {
+      const int r = e / octets, c = (e % octets) * 8;
+      const uint64_t at = uint64_t(c0 + r) * shape.qk_dim() + size_t(kh) * dk + c;
+      float q[8], k[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        q[i] = qv_s[r * qs + c + i];
+        k[i] = k_s[r * ks + c + i];
+      }
+      gpu::store8(scratch.q_bf16 + at, 0, q);
+      gpu::store8(scratch.k_bf16 + at, 0, k);
+    }
+    __syncthreads();  // V takes Q's place below
+  }
 
   // Q is done with: V takes its place, in flight while T is found. A[i][j] = beta_i
   // exp(G_i - G_j) (k_i . k_j) for j < i, zero elsewhere; K scaled by beta gamma is W's
@@ -293,15 +341,21 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
   __syncthreads();
 
   // T = (I + A)^-1, lower triangular. Its four 16 x 16 diagonal blocks by forward
-  // substitution, one thread per (block, column).
+  // substitution, one thread per (block, column), the column in registers: the chain of
+  // dependent steps is register FMAs, not shared-memory round trips (the rows above the
+  // diagonal come out zero, as their terms all are).
   if (tid < kChunk) {
     const int base = (tid / kTile) * kTile, c = tid % kTile;
+    float x[kTile];
+#pragma unroll
     for (int r = 0; r < kTile; ++r) {
-      float x = r == c ? 1.0f : 0.0f;
-      for (int j = c; j < r; ++j)
-        x = fmaf(-a_s[(base + r) * as + base + j], t_s[(base + j) * as + base + c], x);
-      t_s[(base + r) * as + base + c] = x;
+      float v = r == c ? 1.0f : 0.0f;
+#pragma unroll
+      for (int j = 0; j < r; ++j) v = fmaf(-a_s[(base + r) * as + base + j], x[j], v);
+      x[r] = v;
     }
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) t_s[(base + r) * as + base + c] = x[r];
   }
   __syncthreads();
   // Then the blocks d below the diagonal, d = 1, 2, 3: T_ij = -T_ii (sum_{j<=m<i} A_im T_mj),
@@ -350,11 +404,17 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
         acc, t_s + ti * kTile * as, as, (is_w ? k_s + column : qv_s + column), is_w ? ks : qs,
         (ti + 1) * kTile);
     const uint64_t row = uint64_t(c0 + ti * kTile) * vh + h;
-    if (is_w) round_operand<kSplit>(acc);  // W is pass 2's operand; U' seeds its accumulator
-    if (is_w)
+    if (kBf16 && is_w)
+      store_tile_bf16(acc, scratch.w_bf16 + row * dk + column, uint64_t(vh) * dk, len - ti * kTile,
+                      dk - column, staging);
+    else if (kBf16)
+      store_tile_bf16(acc, scratch.u_bf16 + row * dv + column, uint64_t(vh) * dv, len - ti * kTile,
+                      dv - column, staging);
+    else if (is_w) {
+      round_operand<kSplit>(acc);  // W is pass 2's operand; U' seeds its accumulator
       store_tile(acc, scratch.w + row * dk + column, uint64_t(vh) * dk, len - ti * kTile,
                  dk - column, staging);
-    else
+    } else
       store_tile(acc, scratch.u + row * dv + column, uint64_t(vh) * dv, len - ti * kTile,
                  dv - column, staging);
   }
@@ -483,51 +543,92 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   }
 }
 
-template <bool kSplit>
+// Pass 1, then the TF32 pass 2 or the bf16 one.
+template <bool kSplit, bool kBf16>
 cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, DeltaShape shape,
                           const DeltaSpan* chunks, uint32_t chunk_count, const DeltaSpan* documents,
-                          uint32_t document_count, DeltaScratch scratch, float* out,
+                          uint32_t document_count, const DeltaScratch& scratch, float* out,
                           cudaStream_t stream) {
   const size_t prepare_bytes =
       PrepareLayout(int(shape.qk_head_dim), int(shape.v_head_dim)).floats() * sizeof(float);
   if (cudaError_t err =
-          cudaFuncSetAttribute(delta_prepare_kernel<kSplit>,
+          cudaFuncSetAttribute(delta_prepare_kernel<kSplit, kBf16>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(prepare_bytes));
       err != cudaSuccess)
     return err;
-  delta_prepare_kernel<kSplit>
+  delta_prepare_kernel<kSplit, kBf16>
       <<<dim3(chunk_count, shape.v_heads), kPrepareThreads, prepare_bytes, stream>>>(
           qkv, g, beta, shape, chunks, scratch);
   if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  const size_t state_bytes = StateLayout(int(shape.qk_head_dim)).floats() * sizeof(float);
-  if (cudaError_t err =
-          cudaFuncSetAttribute(delta_state_kernel<kSplit>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_bytes));
-      err != cudaSuccess)
-    return err;
-  const unsigned slices = (shape.v_head_dim + kSlice - 1) / kSlice;
-  delta_state_kernel<kSplit>
-      <<<dim3(document_count, shape.v_heads, slices), kStateThreads, state_bytes, stream>>>(
-          qkv, shape, documents, scratch, out);
-  return cudaGetLastError();
+  if constexpr (kBf16) {
+    return launch_delta_state_bf16(shape, documents, document_count, scratch, out, stream);
+  } else {
+    const size_t state_bytes = StateLayout(int(shape.qk_head_dim)).floats() * sizeof(float);
+    if (cudaError_t err =
+            cudaFuncSetAttribute(delta_state_kernel<kSplit>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_bytes));
+        err != cudaSuccess)
+      return err;
+    const unsigned slices = (shape.v_head_dim + kSlice - 1) / kSlice;
+    delta_state_kernel<kSplit>
+        <<<dim3(document_count, shape.v_heads, slices), kStateThreads, state_bytes, stream>>>(
+            qkv, shape, documents, scratch, out);
+    return cudaGetLastError();
+  }
 }
 
 }  // namespace
 
+uint64_t delta_scratch_floats(uint32_t rows, DeltaShape s) {
+  const uint64_t tf32 = uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim);
+  const uint64_t bf16 = (uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim) +
+                         2 * uint64_t(s.qk_heads) * s.qk_head_dim + 1) /
+                        2;
+  return uint64_t(rows) * (std::max(tf32, bf16) + s.v_heads);
+}
+
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s,
+                                 DeltaPrecision precision) {
+  const uint64_t rows_heads = uint64_t(rows) * s.v_heads;
+  DeltaScratch parts;
+  if (precision == DeltaPrecision::kBf16) {
+    parts.q_bf16 = reinterpret_cast<Bf16*>(base);
+    parts.k_bf16 = parts.q_bf16 + uint64_t(rows) * s.qk_dim();
+    parts.w_bf16 = parts.k_bf16 + uint64_t(rows) * s.qk_dim();
+    parts.p_bf16 = parts.w_bf16 + rows_heads * s.qk_head_dim;
+    parts.u_bf16 = parts.p_bf16 + rows_heads * kDeltaChunk;
+    const Bf16* end = parts.u_bf16 + rows_heads * s.v_head_dim;
+    parts.g_sum = base + (end - parts.q_bf16 + 1) / 2;
+  } else {
+    parts.w = base;
+    parts.p = parts.w + rows_heads * s.qk_head_dim;
+    parts.u = parts.p + rows_heads * kDeltaChunk;
+    parts.g_sum = parts.u + rows_heads * s.v_head_dim;
+  }
+  return parts;
+}
+
 cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* beta, DeltaShape shape,
-                              const DeltaSpan* chunks, uint32_t chunk_count,
-                              const DeltaSpan* documents, uint32_t document_count,
-                              DeltaScratch scratch, float* out, cudaStream_t stream,
-                              DeltaPrecision precision) {
+                              uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
+                              const DeltaSpan* documents, uint32_t document_count, float* scratch,
+                              float* out, cudaStream_t stream, DeltaPrecision precision) {
   if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || shape.qk_heads == 0 ||
       shape.v_heads % shape.qk_heads != 0 || shape.v_heads > 65535)
     return cudaErrorInvalidValue;
   if (chunk_count == 0) return cudaSuccess;
-  return precision == DeltaPrecision::kTf32x3
-             ? launch_passes<true>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                   document_count, scratch, out, stream)
-             : launch_passes<false>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                    document_count, scratch, out, stream);
+  const DeltaScratch parts = delta_scratch_parts(scratch, rows, shape, precision);
+  switch (precision) {
+    case DeltaPrecision::kBf16:
+      return launch_passes<false, true>(qkv, g, beta, shape, chunks, chunk_count, documents,
+                                        document_count, parts, out, stream);
+    case DeltaPrecision::kTf32:
+      return launch_passes<false, false>(qkv, g, beta, shape, chunks, chunk_count, documents,
+                                         document_count, parts, out, stream);
+    case DeltaPrecision::kTf32x3:
+      return launch_passes<true, false>(qkv, g, beta, shape, chunks, chunk_count, documents,
+                                        document_count, parts, out, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace hsring

@@ -247,12 +247,11 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   HSRING_CUDA_CHECK(launch_delta_gates(proj + conv + vd + vh, proj + conv + vd, width, rows, vh,
                                        w.delta_a_log, w.delta_dt_bias, a.delta_g.as<float>(),
                                        a.delta_beta.as<float>(), s));
-  const DeltaScratch parts = delta_scratch_parts(a.delta_scratch.as<float>(), rows, shape);
   HSRING_CUDA_CHECK(launch_delta_rule(
-      a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape,
+      a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape, rows,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_chunks_at), layout.delta_chunk_count,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_documents_at),
-      layout.delta_document_count, parts, a.delta_out.as<float>(), s));
+      layout.delta_document_count, a.delta_scratch.as<float>(), a.delta_out.as<float>(), s));
   HSRING_CUDA_CHECK(launch_gated_rms_norm(a.delta_out.as<float>(), proj + conv, width, rows, vh,
                                           shape.v_head_dim, w.delta_norm, float(c.rms_norm_eps),
                                           a.delta_normed.as<Bf16>(), s));

@@ -630,23 +630,24 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
         cudaMemcpy(d_chunks.data(), chunks.data(), d_chunks.size(), cudaMemcpyHostToDevice));
     HSRING_CUDA_CHECK(
         cudaMemcpy(d_docs.data(), docs.data(), d_docs.size(), cudaMemcpyHostToDevice));
-    const DeltaScratch parts = delta_scratch_parts(scratch.as<float>(), uint32_t(t), shape);
     HSRING_CUDA_CHECK(launch_delta_rule_recurrent(
         d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, d_docs.as<DeltaSpan>(),
         uint32_t(docs.size()), d_want.as<float>(), nullptr));
     std::vector<float> want(size_t(t) * shape.v_dim());
     HSRING_CUDA_CHECK(
         cudaMemcpy(want.data(), d_want.data(), d_want.size(), cudaMemcpyDeviceToHost));
-    // 3xTF32 products keep fp32's accuracy; one TF32 product keeps 11 significant bits.
+    // 3xTF32 products keep fp32's accuracy; one TF32 product keeps 11 significant bits, a
+    // bf16 operand 8.
     for (const auto& [precision, bound] :
-         {std::pair{DeltaPrecision::kTf32x3, 1e-4}, std::pair{DeltaPrecision::kTf32, 4e-3}}) {
+         {std::pair{DeltaPrecision::kTf32x3, 1e-4}, std::pair{DeltaPrecision::kTf32, 4e-3},
+          std::pair{DeltaPrecision::kBf16, 3e-2}}) {
       std::vector<std::vector<float>> runs;
       for (int run = 0; run < 2; ++run) {
         HSRING_CUDA_CHECK(cudaMemset(d_out.data(), 0xFF, d_out.size()));
         HSRING_CUDA_CHECK(launch_delta_rule(
-            d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, d_chunks.as<DeltaSpan>(),
-            uint32_t(chunks.size()), d_docs.as<DeltaSpan>(), uint32_t(docs.size()), parts,
-            d_out.as<float>(), nullptr, precision));
+            d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, t,
+            d_chunks.as<DeltaSpan>(), uint32_t(chunks.size()), d_docs.as<DeltaSpan>(),
+            uint32_t(docs.size()), scratch.as<float>(), d_out.as<float>(), nullptr, precision));
         runs.emplace_back(size_t(t) * shape.v_dim());
         HSRING_CUDA_CHECK(
             cudaMemcpy(runs.back().data(), d_out.data(), d_out.size(), cudaMemcpyDeviceToHost));
@@ -655,7 +656,10 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
       std::printf(
           "[   INFO   ] delta rule dk %u dv %u %s: chunked vs recurrent relative error %.3e\n",
           shape.qk_head_dim, shape.v_head_dim,
-          precision == DeltaPrecision::kTf32x3 ? "3xTF32" : "TF32", err);
+          precision == DeltaPrecision::kTf32x3 ? "3xTF32"
+          : precision == DeltaPrecision::kTf32 ? "TF32"
+                                               : "bf16",
+          err);
       EXPECT_LT(err, bound) << "dk " << shape.qk_head_dim;
       // Per document too: a boundary leak shows in the document after it.
       for (size_t d = 0; d + 1 < offsets.size(); ++d) {

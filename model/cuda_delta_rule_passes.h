@@ -1,0 +1,42 @@
+// What the chunked delta rule's passes share (model/cuda_delta_rule.cu: pass 1 and the TF32
+// pass 2; model/cuda_delta_state_bf16.cu: the bf16 pass 2): the scratch pass 1 writes and
+// pass 2 reads, and the bf16 pass 2's launcher.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "model/cuda_delta_net.h"
+
+namespace hsring {
+
+// Row-major, one row per token:
+//   - the TF32 paths, per value head: W fp32 [qk_head_dim] and P fp32 [kDeltaChunk] (TF32
+//     operands) and U' fp32 [v_head_dim];
+//   - kBf16, pass 2's operands in bf16: Q and K per q/k head [qk_head_dim] (pass 2 applies
+//     the decays to its products, so the three value heads of a q/k head read one copy),
+//     and per value head W [qk_head_dim], P [kDeltaChunk] and U' [v_head_dim];
+//   - both: G fp32 [v_heads] (the running sum of g within the chunk).
+// The bf16 arrays come first, those read by cp.async (Q, K, W, P) 16-byte aligned when the
+// base is.
+struct DeltaScratch {
+  float* w = nullptr;
+  float* p = nullptr;
+  float* u = nullptr;
+  Bf16* q_bf16 = nullptr;
+  Bf16* k_bf16 = nullptr;
+  Bf16* w_bf16 = nullptr;
+  Bf16* p_bf16 = nullptr;
+  Bf16* u_bf16 = nullptr;
+  float* g_sum = nullptr;
+};
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape shape,
+                                 DeltaPrecision precision);
+
+// Pass 2 with bf16 operands (DeltaPrecision::kBf16) over pass 1's scratch.
+cudaError_t launch_delta_state_bf16(DeltaShape shape, const DeltaSpan* documents,
+                                    uint32_t document_count, const DeltaScratch& scratch,
+                                    float* out, cudaStream_t stream);
+
+}  // namespace hsring

@@ -1,0 +1,295 @@
+// Pass 2 of the chunked gated delta rule with bf16 operands (DeltaPrecision::kBf16; the
+// algebra is in model/cuda_delta_net.h, pass 1 in model/cuda_delta_rule.cu).
+//
+// One block of four warps per (document, value head, 64 state columns) walks the document's
+// chunks in order. Each chunk step is three rounds of mma.sync m16n8k16 bf16 products with
+// fp32 accumulation, the operands read from shared memory with ldmatrix:
+//   1. U = U' - W S and Q S, sharing S's fragments (warp w: token rows 16 w .. 16 w + 15);
+//   2. O = diag(gamma) (Q S) + P U, P causal (warp w reads U's rows up to its own);
+//   3. S = gamma_L S + K^T (diag(gamma_L / gamma) U) (warp w: state rows 32 w .. 32 w + 31).
+// The decays scale the products' rows (O's, U's copy for step 3), not Q and K, so Q and K
+// are one bf16 copy per q/k head, read by each of its value heads. The state's fp32 value
+// stays in the registers of the warp that updates it; shared memory holds its bf16 operand
+// copy and U's two. Pass 1 wrote every operand in bf16, so a chunk's tiles are cp.async
+// copies that start as soon as the step before is done with their buffers. Small blocks, two to an
+// SM: while one waits on its copies or a barrier, the other's products run
+// (flash-linear-attention's chunk_fwd_h is laid out alike).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu/bf16.cuh"
+#include "gpu/cp_async.cuh"
+#include "gpu/mma.cuh"
+#include "model/cuda_delta_rule_passes.h"
+
+namespace hsring {
+
+namespace {
+
+constexpr int kChunk = int(kDeltaChunk);
+constexpr int kColumns = 64;  // state columns per block
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kColumnTiles = kColumns / 8;
+// Row padding (bf16 values): rows 16 bytes apart modulo 128, so the 8 rows an ldmatrix reads
+// fall on different banks.
+constexpr int kPad = 8;
+constexpr int kWideStride = kChunk + kPad;  // P, U and S rows (kChunk == kColumns)
+static_assert(kChunk == kColumns, "P, U and S share a row stride");
+static_assert(kWarps * 16 == kChunk, "a warp per 16 token rows");
+static_assert(kWarps * 32 >= int(kDeltaMaxHeadDim), "a warp per 32 state rows");
+
+__host__ __device__ constexpr int round16(int n) { return (n + 15) / 16 * 16; }
+
+// Shared memory (bf16 values): W, Q, K [kChunk][ks]; P, U and diag(gamma_L / gamma) U
+// [kChunk][kWideStride]; S [dkp][kWideStride].
+struct Layout {
+  int dkp, ks;
+  __host__ __device__ explicit Layout(int dk) : dkp(round16(dk)), ks(round16(dk) + kPad) {}
+  __host__ __device__ size_t values() const {
+    return size_t(3) * kChunk * ks + size_t(3) * kChunk * kWideStride + size_t(dkp) * kWideStride;
+  }
+};
+
+using Tile = float[4];  // a warp's 16 x 8 fp32 accumulator: rows g and g + 8, columns 2t, 2t + 1
+
+// Starts copying rows r < rows, columns c < columns (a multiple of 8) of a bf16 matrix of row
+// stride `stride` into the shared tile [kChunk][width] (row stride ld); the rest of the tile
+// is zero-filled.
+__device__ __forceinline__ void copy_tile(Bf16* dst, int ld, int width, const Bf16* src,
+                                          uint64_t stride, int rows, int columns) {
+  const int pieces = width / 8;
+  for (int e = int(threadIdx.x); e < kChunk * pieces; e += kThreads) {
+    const int r = e / pieces, c = (e % pieces) * 8;
+    const bool valid = r < rows && c < columns;
+    gpu::cp_async16(dst + r * ld + c, valid ? src + uint64_t(r) * stride + c : src, valid);
+  }
+}
+
+// A fragment of the 16 x 16 tile at `tile` (row-major, row stride ld).
+__device__ __forceinline__ void load_a(uint32_t* a, const Bf16* tile, int ld, int lane) {
+  gpu::ldmatrix_x4(a, tile + (lane % 16) * ld + (lane / 16) * 8);
+}
+// A fragment of the 16 x 16 tile whose transpose is at `tile` (row-major, row stride ld).
+__device__ __forceinline__ void load_a_transposed(uint32_t* a, const Bf16* tile, int ld, int lane) {
+  gpu::ldmatrix_x4_trans(a, tile + ((lane % 8) + (lane / 16) * 8) * ld + ((lane / 8) % 2) * 8);
+}
+// B fragments of the 16 x 16 tile at `tile` (row-major [k][n], row stride ld): b[0], b[1]
+// for columns 0..7, b[2], b[3] for columns 8..15.
+__device__ __forceinline__ void load_b(uint32_t* b, const Bf16* tile, int ld, int lane) {
+  gpu::ldmatrix_x4_trans(b, tile + ((lane % 8) + ((lane / 8) % 2) * 8) * ld + (lane / 16) * 8);
+}
+
+// acc[n] += a B[:, 8 n .. 8 n + 7] for the kColumns columns of B's 16 rows at b_rows.
+__device__ __forceinline__ void accumulate_row(Tile* acc, const uint32_t* a, const Bf16* b_rows,
+                                               int lane) {
+#pragma unroll
+  for (int n = 0; n < kColumnTiles; n += 2) {
+    uint32_t b[4];
+    load_b(b, b_rows + n * 8, kWideStride, lane);
+    gpu::mma_bf16_16816(acc[n], a, b[0], b[1]);
+    gpu::mma_bf16_16816(acc[n + 1], a, b[2], b[3]);
+  }
+}
+
+// Writes the warp's 16 x kColumns accumulators, rounded, to the shared tile at `rows` (row
+// stride kWideStride), rows g and g + 8 scaled by top and bottom.
+__device__ __forceinline__ void store_operand(const Tile* acc, Bf16* rows, float top, float bottom,
+                                              int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < kColumnTiles; ++n) {
+    Bf16* at = rows + g * kWideStride + n * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(at) = gpu::pack_bf16(top * acc[n][0], top * acc[n][1]);
+    *reinterpret_cast<uint32_t*>(at + 8 * kWideStride) =
+        gpu::pack_bf16(bottom * acc[n][2], bottom * acc[n][3]);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    delta_state_bf16_kernel(DeltaShape shape, const DeltaSpan* __restrict__ documents,
+                            DeltaScratch scratch, float* __restrict__ out) {
+  extern __shared__ __align__(128) Bf16 smem[];
+  const int dk = int(shape.qk_head_dim), dv = int(shape.v_head_dim), vh = int(shape.v_heads);
+  const Layout layout(dk);
+  const int ks = layout.ks, dkp = layout.dkp;
+  Bf16* w_s = smem;
+  Bf16* q_s = w_s + kChunk * ks;
+  Bf16* k_s = q_s + kChunk * ks;
+  Bf16* p_s = k_s + kChunk * ks;
+  Bf16* u_s = p_s + kChunk * kWideStride;
+  Bf16* ud_s = u_s + kChunk * kWideStride;  // diag(gamma_L / gamma) U
+  Bf16* s_s = ud_s + kChunk * kWideStride;
+
+  // Blocks run in order of blockIdx.y (documents, longest first), then x (heads, slices).
+  const int slices = (dv + kColumns - 1) / kColumns;
+  const DeltaSpan doc = documents[blockIdx.y];
+  const int h = int(blockIdx.x) / slices;
+  const int kh = h / (vh / int(shape.qk_heads));
+  const int col0 = int(blockIdx.x) % slices * kColumns;
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
+  const int g = lane / 4, t = lane % 4;
+  const uint64_t w_stride = uint64_t(vh) * dk, qk_stride = shape.qk_dim();
+  const uint64_t p_stride = uint64_t(vh) * kChunk;
+
+  const auto copy_w_q = [&](int c0, int len) {
+    copy_tile(w_s, ks, dkp, scratch.w_bf16 + (uint64_t(c0) * vh + h) * dk, w_stride, len, dk);
+    copy_tile(q_s, ks, dkp, scratch.q_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk, qk_stride,
+              len, dk);
+  };
+  const auto copy_k_p = [&](int c0, int len) {
+    copy_tile(k_s, ks, dkp, scratch.k_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk, qk_stride,
+              len, dk);
+    copy_tile(p_s, kWideStride, kChunk, scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk, p_stride,
+              len, kChunk);
+  };
+
+  // The state's fp32 value: this warp's rows 32 warp + 16 m + (g, g + 8), every column.
+  Tile state[2][kColumnTiles];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) state[m][n][i] = 0.0f;
+  // A document starts from a zero state.
+  for (int e = int(threadIdx.x); e < dkp * kWideStride / 8; e += kThreads)
+    reinterpret_cast<uint4*>(s_s)[e] = make_uint4(0, 0, 0, 0);
+  copy_w_q(doc.begin, min(kChunk, doc.end - doc.begin));
+  copy_k_p(doc.begin, min(kChunk, doc.end - doc.begin));
+  gpu::cp_async_commit();
+
+  const int row = 16 * warp;  // this warp's token rows of U and O
+  for (int c0 = doc.begin; c0 < doc.end; c0 += kChunk) {
+    const int len = min(kChunk, doc.end - c0);
+    const int next_len = min(kChunk, doc.end - c0 - kChunk);  // <= 0: none
+    // -U' into the accumulators of U (from global while the copies land); rows past the
+    // chunk and columns past dv read as zero, so U is zero there.
+    Tile u[kColumnTiles], o[kColumnTiles];
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n) {
+      const int c = col0 + n * 8 + 2 * t;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = row + g + 8 * half;
+        uint32_t pair = 0;
+        if (r < len && c < dv)
+          pair = *reinterpret_cast<const uint32_t*>(scratch.u_bf16 +
+                                                    (uint64_t(c0 + r) * vh + h) * dv + c);
+        u[n][2 * half] = -gpu::bf16_to_float(pair & 0xffffu);
+        u[n][2 * half + 1] = -gpu::bf16_to_float(pair >> 16);
+        o[n][2 * half] = o[n][2 * half + 1] = 0.0f;
+      }
+    }
+    // G of the chunk's last row and of this lane's two rows (rows past the chunk: any).
+    const float g_last = scratch.g_sum[uint64_t(c0 + len - 1) * vh + h];
+    const float g_top = scratch.g_sum[uint64_t(c0 + min(row + g, len - 1)) * vh + h];
+    const float g_bottom = scratch.g_sum[uint64_t(c0 + min(row + g + 8, len - 1)) * vh + h];
+    gpu::cp_async_wait<0>();
+    __syncthreads();  // the chunk's tiles and S's operand copy are whole
+
+    // 1. -U = W S - U' and Q S.
+    for (int kk = 0; kk < dkp; kk += 16) {
+      uint32_t a_w[4], a_q[4];
+      load_a(a_w, w_s + row * ks + kk, ks, lane);
+      load_a(a_q, q_s + row * ks + kk, ks, lane);
+#pragma unroll
+      for (int n = 0; n < kColumnTiles; n += 2) {
+        uint32_t b[4];
+        load_b(b, s_s + kk * kWideStride + n * 8, kWideStride, lane);
+        gpu::mma_bf16_16816(u[n], a_w, b[0], b[1]);
+        gpu::mma_bf16_16816(u[n + 1], a_w, b[2], b[3]);
+        gpu::mma_bf16_16816(o[n], a_q, b[0], b[1]);
+        gpu::mma_bf16_16816(o[n + 1], a_q, b[2], b[3]);
+      }
+    }
+    store_operand(u, u_s + row * kWideStride, -1.0f, -1.0f, lane);
+    store_operand(u, ud_s + row * kWideStride, -expf(g_last - g_top), -expf(g_last - g_bottom),
+                  lane);
+    __syncthreads();  // U is whole; S's copy, W and Q are read for the last time
+    if (next_len > 0) copy_w_q(c0 + kChunk, next_len);
+    gpu::cp_async_commit();
+
+    // 2. O = diag(gamma) (Q S) + P U over U's rows 0 .. row + 15 (P is causal), then out.
+    const float gamma_top = expf(g_top), gamma_bottom = expf(g_bottom);
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n) {
+      o[n][0] *= gamma_top;
+      o[n][1] *= gamma_top;
+      o[n][2] *= gamma_bottom;
+      o[n][3] *= gamma_bottom;
+    }
+    for (int kk = 0; kk <= row; kk += 16) {
+      uint32_t a[4];
+      load_a(a, p_s + row * kWideStride + kk, kWideStride, lane);
+      accumulate_row(o, a, u_s + kk * kWideStride, lane);
+    }
+#pragma unroll
+    for (int n = 0; n < kColumnTiles; ++n) {
+      const int c = col0 + n * 8 + 2 * t;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = row + g + 8 * half;
+        if (r < len && c < dv)
+          *reinterpret_cast<float2*>(out + uint64_t(c0 + r) * shape.v_dim() + size_t(h) * dv + c) =
+              make_float2(o[n][2 * half], o[n][2 * half + 1]);
+      }
+    }
+
+    // 3. S = gamma_L S + K^T (diag(gamma_L / gamma) U) on this warp's state rows, then their
+    // operand copy for the next chunk (nobody reads S's copy until the barrier below).
+    // Both row tiles of the warp read each fragment of U once.
+    const float decay = expf(g_last);
+    const int s_row = 32 * warp;
+    const bool second = s_row + 16 < dkp;  // the warp's second row tile is in S
+    if (s_row < dkp) {
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kColumnTiles; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) state[m][n][i] *= decay;
+      for (int kk = 0; kk < kChunk; kk += 16) {
+        uint32_t a[2][4];
+        load_a_transposed(a[0], k_s + kk * ks + s_row, ks, lane);
+        if (second) load_a_transposed(a[1], k_s + kk * ks + s_row + 16, ks, lane);
+#pragma unroll
+        for (int n = 0; n < kColumnTiles; n += 2) {
+          uint32_t b[4];
+          load_b(b, ud_s + kk * kWideStride + n * 8, kWideStride, lane);
+          gpu::mma_bf16_16816(state[0][n], a[0], b[0], b[1]);
+          gpu::mma_bf16_16816(state[0][n + 1], a[0], b[2], b[3]);
+          if (second) {
+            gpu::mma_bf16_16816(state[1][n], a[1], b[0], b[1]);
+            gpu::mma_bf16_16816(state[1][n + 1], a[1], b[2], b[3]);
+          }
+        }
+      }
+      store_operand(state[0], s_s + s_row * kWideStride, 1.0f, 1.0f, lane);
+      if (second) store_operand(state[1], s_s + (s_row + 16) * kWideStride, 1.0f, 1.0f, lane);
+    }
+    __syncthreads();  // K, P and U are read for the last time; S's copy is whole
+    if (next_len > 0) copy_k_p(c0 + kChunk, next_len);
+    gpu::cp_async_commit();
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_delta_state_bf16(DeltaShape shape, const DeltaSpan* documents,
+                                    uint32_t document_count, const DeltaScratch& scratch,
+                                    float* out, cudaStream_t stream) {
+  if (document_count > 65535) return cudaErrorInvalidValue;
+  const size_t bytes = Layout(int(shape.qk_head_dim)).values() * sizeof(Bf16);
+  if (cudaError_t err = cudaFuncSetAttribute(
+          delta_state_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+      err != cudaSuccess)
+    return err;
+  const unsigned slices = (shape.v_head_dim + kColumns - 1) / kColumns;
+  delta_state_bf16_kernel<<<dim3(shape.v_heads * slices, document_count), kThreads, bytes,
+                            stream>>>(shape, documents, scratch, out);
+  return cudaGetLastError();
+}
+
+}  // namespace hsring
