@@ -75,16 +75,16 @@ cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, 
                                float* beta, cudaStream_t stream);
 
 // How the chunked rule's products run on the tensor cores:
-//   - kBf16: pass 1's products as kTf32; it writes pass 2's operands (Q, K, W, P, U') in
-//     bf16, and pass 2 runs bf16 mma.sync products with fp32 accumulation, the state's fp32
-//     value kept in registers (flash-linear-attention's precision);
-//   - kTf32 (the default): every product one TF32 product (11 significant bits; 4.7e-4
-//     relative error against the per-token recurrence);
+//   - kBf16 (the default): pass 1's products as kTf32; it writes pass 2's operands (Q, K, W,
+//     P, U') in bf16, and pass 2 runs bf16 mma.sync products with fp32 accumulation, the
+//     state's fp32 value kept in registers (flash-linear-attention's precision): 2.5e-3
+//     relative error against the per-token recurrence, 1.6 times kTf32's speed;
+//   - kTf32: every product one TF32 product (11 significant bits; 4.7e-4);
 //   - kTf32x3: each operand split into a TF32 part and its TF32 remainder (three products:
-//     fp32 accuracy, at 1.6 times kTf32's time).
+//     fp32 accuracy, 2.5e-6, at 1.6 times kTf32's time).
 enum class DeltaPrecision { kBf16, kTf32, kTf32x3 };
 // The forward's (launch_delta_rule's default).
-inline constexpr DeltaPrecision kDeltaModelPrecision = DeltaPrecision::kTf32;
+inline constexpr DeltaPrecision kDeltaModelPrecision = DeltaPrecision::kBf16;
 
 // The scratch of the delta rule over `rows` tokens, in floats: pass 1's results that pass 2
 // reads, for either precision (model/cuda_delta_rule_passes.h lays them out).
