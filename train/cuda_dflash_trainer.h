@@ -1,5 +1,7 @@
 // The DFlash drafter's training step on one GPU: the CPU DflashModel's forward, weighted
-// loss and backward (train/dflash_model.h) and AdamW, with fp32 master weights, gradients
+// loss and backward (train/dflash_model.h) and AdamW, each layer the CUDA trainers' one
+// (train/cuda_drafter_layer.h: QK-norm, layer 0's mask rows, the last layer's scored rows,
+// around the block attention), with fp32 master weights, gradients
 // and moments on the device (train/cuda_flat_state.h; in bf16 mode the matrices' gradients
 // are the bf16 products' own, as autocast's are), the products in bf16 on the tensor
 // cores (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU) and its own
