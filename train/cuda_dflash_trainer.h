@@ -1,13 +1,15 @@
 // The DFlash drafter's training step on one GPU: the CPU DflashModel's forward, weighted
-// loss and backward (train/dflash_model.h) and AdamW, with fp32 master weights, gradients
-// and moments on the device (train/cuda_flat_state.h; in bf16 mode the matrices' gradients
-// are the bf16 products' own, as autocast's are), the products in bf16 on the tensor
-// cores (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU) and its own
-// block attention kernels (train/cuda_block_attention_bf16.h on the tensor cores in kBf16,
-// train/cuda_block_attention.h in fp32 otherwise). Anchors and labels are chosen on
-// the host by the CPU trainer's functions (train/dflash_trainer.h), so both score the same
-// blocks. The target's embedding and LM head are kept frozen on the device in fp32 (the head
-// also in bf16, for its products: train/cuda_gemm.h keep_bf16_copy). A step
+// loss and backward (train/dflash_model.h) and AdamW, each layer the CUDA trainers' one
+// (train/cuda_drafter_layer.h: QK-norm, layer 0's mask rows and the last layer's scored
+// rows, around the block attention), with fp32 master weights, gradients and moments on
+// the device (train/cuda_flat_state.h; in bf16 mode the matrices' gradients are the bf16
+// products' own, as autocast's are), the products in bf16 on the tensor cores
+// (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU) and its own block
+// attention kernels (train/cuda_block_attention_bf16.h on the tensor cores in kBf16,
+// train/cuda_block_attention.h in fp32 otherwise). Anchors and labels are chosen on the
+// host by the CPU trainer's functions (train/dflash_trainer.h), so both score the same
+// blocks. The target's embedding and LM head are kept frozen on the device in fp32 (the
+// head also in bf16, for its products: train/cuda_gemm.h keep_bf16_copy). A step
 // synchronises twice, for the loss and for the gradient norm.
 #pragma once
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "gpu/cuda_check.h"
 #include "gpu/cuda_handles.h"
@@ -10,10 +12,10 @@
 #include "gpu/ops/embedding.h"
 #include "gpu/ops/rms_norm.h"
 #include "gpu/ops/rope.h"
-#include "gpu/ops/swiglu.h"
 #include "model/cuda_kernels.h"
 #include "ops/rope.h"
 #include "train/cuda_drafter_kernels.h"
+#include "train/cuda_drafter_layer.h"
 #include "train/cuda_flat_state.h"
 
 namespace hsring::train {
@@ -28,19 +30,28 @@ struct CudaSamePositionTrainer::Buffers {
   std::unique_ptr<FlatState> state;  // master weights, gradient, AdamW moments
   gpu::DeviceBuffer inv_freq;        // double [head_dim / 2]
   // Tensor offsets in the flat buffers.
-  size_t embed = 0, fc = 0, hidden_norm = 0, input_norm = 0, q = 0, k = 0, v_proj = 0, o = 0,
-         post_norm = 0, gate = 0, up = 0, down = 0, norm = 0, head = 0;
+  size_t embed = 0, fc = 0, hidden_norm = 0, norm = 0, head = 0;
+  DrafterLayerOffsets at;
+  // The decoder layer's (train/cuda_drafter_layer.h): RoPE alone, fp32 activations (the bf16
+  // Gemm rounds its operands), every row.
+  DrafterLayerShape shape;
 
   // Per batch: metadata, activations of the forward (kept for the backward), gradients.
   Scratch<int32_t> tokens, positions, labels, doc_offsets, doc_start, doc_end, row_agreed;
-  Scratch<float> features, x_fc, h0, a1, q_act, k_act, v_act, attn, h1, mlp_in, gate_act, up_act,
-      act, h2, f, cos, sin, lse, delta, logits, row_loss;
+  // x_fc: the projected features; the layer's x_in is their norm (+ the embedding), x_out its
+  // output, f the final norm's.
+  Scratch<float> features, x_fc, x_out, f, cos, sin, delta, logits, row_loss;
+  DrafterLayerActivations layer;
+  DrafterLayerGradients grads;
   Scratch<float> norm_partials;  // the width norms' backward: its blocks' weight gradients
-  Scratch<float> d_f, d_res, d_a, d_gate, d_up, d_act, d_q, d_k, d_v;
-  size_t head_rows = 0;  // rows of logits per chunk
+  Scratch<float> d_f, d_res;     // d(loss)/d(f), and d(loss)/d(the residual stream)
+  size_t head_rows = 0;          // rows of logits per chunk
 
   float* p(size_t offset) const { return state->params(offset); }
   float* g(size_t offset) const { return state->grads(offset); }
+  DrafterLayerStep step() {
+    return {gemm, *state, stream.get(), shape, false, norm_partials.get()};
+  }
 };
 
 CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOptions& options,
@@ -53,6 +64,16 @@ CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOption
                     " is not supported on the GPU (a multiple of 32 up to 256); train "
                     "this drafter on the CPU");
   layout_ = same_position_param_layout(config_);
+  const DrafterLayerOffsets at = drafter_layer_offsets(layout_, 0);
+  if (!projections_adjacent(at, config_.q_dim(), config_.kv_dim(), config_.width))
+    throw Error(Errc::kModelBadConfig,
+                fmt::format("the same-position drafter on the GPU multiplies its q, k and v "
+                            "projections as one matrix, which needs num_heads x head_dim x width "
+                            "and num_kv_heads x head_dim x width ({} x {}, {} x {}) to be "
+                            "multiples of {}; change the width or the heads, or train this "
+                            "drafter on the CPU",
+                            config_.q_dim(), config_.width, config_.kv_dim(), config_.width,
+                            kParamAlignment));
   std::vector<float> host(layout_.total, 0.0f);
   init_same_position_params<float>(config_, layout_,
                                    SamePositionInit{options.seed, options.lm_head_init}, host);
@@ -72,17 +93,16 @@ CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOption
   if (config_.embed_tokens) b_->embed = offset("embed_tokens.weight");
   b_->fc = offset("fc.weight");
   b_->hidden_norm = offset("hidden_norm.weight");
-  b_->input_norm = offset("layers.0.input_layernorm.weight");
-  b_->q = offset("layers.0.self_attn.q_proj.weight");
-  b_->k = offset("layers.0.self_attn.k_proj.weight");
-  b_->v_proj = offset("layers.0.self_attn.v_proj.weight");
-  b_->o = offset("layers.0.self_attn.o_proj.weight");
-  b_->post_norm = offset("layers.0.post_attention_layernorm.weight");
-  b_->gate = offset("layers.0.mlp.gate_proj.weight");
-  b_->up = offset("layers.0.mlp.up_proj.weight");
-  b_->down = offset("layers.0.mlp.down_proj.weight");
   b_->norm = offset("norm.weight");
   b_->head = offset("lm_head.weight");
+  b_->at = at;
+  b_->shape = {.width = config_.width,
+               .intermediate = config_.intermediate_size,
+               .heads = config_.num_heads,
+               .kv_heads = config_.num_kv_heads,
+               .head_dim = config_.head_dim,
+               .eps = float(config_.rms_norm_eps),
+               .rotation = QkRotation::kRope};
   HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // `inv_freq` goes out of scope
 }
 
@@ -102,24 +122,18 @@ void CudaSamePositionTrainer::upload_batch(const DrafterBatch& batch, Features s
   Buffers& b = *b_;
   cudaStream_t s = b.stream.get();
   const size_t rows = batch.rows();
-  const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size, heads = c.num_heads;
+  const size_t fd = c.feature_dim(), d = c.width, heads = c.num_heads;
   const size_t docs = batch.doc_offsets.size() - 1;
 
   for (auto* buffer : {&b.tokens, &b.positions, &b.labels, &b.doc_start, &b.doc_end, &b.row_agreed})
     buffer->ensure(rows);
   b.doc_offsets.ensure(docs + 1);
   b.features.ensure(rows * fd);
-  for (auto* buffer :
-       {&b.x_fc, &b.h0, &b.a1, &b.h1, &b.mlp_in, &b.h2, &b.f, &b.d_f, &b.d_res, &b.d_a})
-    buffer->ensure(rows * d);
-  for (auto* buffer : {&b.q_act, &b.attn, &b.d_q}) buffer->ensure(rows * qd);
-  for (auto* buffer : {&b.k_act, &b.v_act, &b.d_k, &b.d_v}) buffer->ensure(rows * kvd);
-  for (auto* buffer : {&b.gate_act, &b.up_act, &b.act, &b.d_gate, &b.d_up})
-    buffer->ensure(rows * inter);
-  b.d_act.ensure(rows * std::max(inter, qd));  // d(act), later d(attn)
+  for (auto* buffer : {&b.x_fc, &b.x_out, &b.f, &b.d_f, &b.d_res}) buffer->ensure(rows * d);
+  b.layer.ensure(b.shape, rows, false);
+  b.grads.ensure(b.shape, rows, 0);
   for (auto* buffer : {&b.cos, &b.sin}) buffer->ensure(rows * (c.head_dim / 2));
-  for (auto* buffer : {&b.lse, &b.delta}) buffer->ensure(rows * heads);
+  b.delta.ensure(rows * heads);
   b.norm_partials.ensure(size_t(gpu::kRmsNormBackwardBlocks) * d);
   b.row_loss.ensure(rows);
   b.head_rows = std::max<size_t>(1, std::min(rows, kMaxLogitValues / c.vocab_size));
@@ -145,61 +159,31 @@ void CudaSamePositionTrainer::upload_batch(const DrafterBatch& batch, Features s
                                            b.cos.get(), b.sin.get(), s));
 }
 
-void CudaSamePositionTrainer::rotate_qk(uint32_t rows, float* q, float* k, bool inverse) {
-  const SamePositionConfig& c = config_;
-  Buffers& b = *b_;
-  HSRING_CUDA_CHECK(gpu::launch_rope_apply(q, rows, c.num_heads, c.head_dim, b.cos.get(),
-                                           b.sin.get(), inverse, b.stream.get()));
-  HSRING_CUDA_CHECK(gpu::launch_rope_apply(k, rows, c.num_kv_heads, c.head_dim, b.cos.get(),
-                                           b.sin.get(), inverse, b.stream.get()));
-}
-
 void CudaSamePositionTrainer::run_forward(uint32_t rows) {
   const SamePositionConfig& c = config_;
   Buffers& b = *b_;
-  cudaStream_t s = b.stream.get();
-  Gemm& gemm = b.gemm;
-  const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size;
-  const auto eps = float(c.rms_norm_eps);
-  const auto norm = [&](const float* x, size_t weight, float* y) {
-    HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, b.p(weight), rows, uint32_t(d), eps, y, s));
-  };
-  const auto copy = [&](float* dst, const float* src, size_t count) {
-    HSRING_CUDA_CHECK(
-        cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  };
+  const DrafterLayerStep step = b.step();
+  cudaStream_t s = step.stream();
+  const size_t d = c.width;
+  DrafterLayerActivations& a = b.layer;
 
   // Input: the projected, normalised captured states (+ the token's embedding).
-  gemm.forward(b.features.get(), rows, fd, b.p(b.fc), d, b.x_fc.get());
-  norm(b.x_fc.get(), b.hidden_norm, b.h0.get());
+  b.gemm.forward(b.features.get(), rows, c.feature_dim(), b.p(b.fc), d, b.x_fc.get());
+  step.norm(b.x_fc.get(), b.p(b.hidden_norm), rows, d, a.x_in.get());
   if (c.embed_tokens)
     HSRING_CUDA_CHECK(gpu::launch_embedding_forward(b.p(b.embed), b.tokens.get(), rows, uint32_t(d),
-                                                    b.h0.get(), s));
+                                                    a.x_in.get(), s));
 
-  // Attention block; q and k keep their rotated values for the backward.
-  norm(b.h0.get(), b.input_norm, b.a1.get());
-  gemm.forward(b.a1.get(), rows, d, b.p(b.q), qd, b.q_act.get());
-  gemm.forward(b.a1.get(), rows, d, b.p(b.k), kvd, b.k_act.get());
-  gemm.forward(b.a1.get(), rows, d, b.p(b.v_proj), kvd, b.v_act.get());
-  rotate_qk(rows, b.q_act.get(), b.k_act.get(), false);
+  // The decoder layer (train/cuda_drafter_layer.h) around the sliding-window attention; q
+  // and k keep their rotated values for the backward.
+  step.attention_inputs_forward(b.at, a, rows, b.cos.get(), b.sin.get(), a.x_mid.get(), nullptr);
   const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  HSRING_CUDA_CHECK(launch_attention_forward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
-                                             b.doc_start.get(), dims, b.attn.get(), b.lse.get(),
-                                             s));
-  copy(b.h1.get(), b.h0.get(), rows * d);  // the residual, then the output projection on it
-  gemm.forward(b.attn.get(), rows, qd, b.p(b.o), d, b.h1.get(), true);
+  HSRING_CUDA_CHECK(launch_attention_forward(a.q.get(), a.k.get(), a.v.get(), b.doc_start.get(),
+                                             dims, a.attn.fp32.get(), a.lse.get(), s));
+  step.attention_output_forward(b.at, a, rows, nullptr);
+  step.mlp_forward(b.at, a, rows, b.x_out.get());
 
-  // MLP block.
-  norm(b.h1.get(), b.post_norm, b.mlp_in.get());
-  gemm.forward(b.mlp_in.get(), rows, d, b.p(b.gate), inter, b.gate_act.get());
-  gemm.forward(b.mlp_in.get(), rows, d, b.p(b.up), inter, b.up_act.get());
-  HSRING_CUDA_CHECK(
-      gpu::launch_swiglu_forward(b.gate_act.get(), b.up_act.get(), rows * inter, b.act.get(), s));
-  copy(b.h2.get(), b.h1.get(), rows * d);
-  gemm.forward(b.act.get(), rows, inter, b.p(b.down), d, b.h2.get(), true);
-
-  norm(b.h2.get(), b.norm, b.f.get());
+  step.norm(b.x_out.get(), b.p(b.norm), rows, d, b.f.get());
 }
 
 LossStats CudaSamePositionTrainer::run_head(const DrafterBatch& batch, bool backward) {
@@ -245,57 +229,34 @@ LossStats CudaSamePositionTrainer::run_head(const DrafterBatch& batch, bool back
 void CudaSamePositionTrainer::run_backward(uint32_t rows) {
   const SamePositionConfig& c = config_;
   Buffers& b = *b_;
-  cudaStream_t s = b.stream.get();
-  Gemm& gemm = b.gemm;
-  const size_t fd = c.feature_dim(), d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
-  const size_t inter = c.intermediate_size;
-  const auto eps = float(c.rms_norm_eps);
-  // dx of RMSNorm(x) from dy, written or added; the weight's gradient added.
-  const auto norm_backward = [&](const float* x, size_t weight, const float* dy, float* dx,
-                                 bool accumulate) {
-    HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, b.p(weight), dy, rows, uint32_t(d), eps,
-                                                         dx, accumulate, b.g(weight),
-                                                         b.norm_partials.get(), s));
-  };
+  const DrafterLayerStep step = b.step();
+  cudaStream_t s = step.stream();
+  const size_t d = c.width;
+  const DrafterLayerActivations& a = b.layer;
+  DrafterLayerGradients& grads = b.grads;
+  const ResidualGradient d_res{b.d_res.get(), nullptr};
 
-  // d_res carries d(loss)/d(residual stream) down the layer: h2, then h1, then h0.
-  norm_backward(b.h2.get(), b.norm, b.d_f.get(), b.d_res.get(), false);
-
-  // MLP block.
-  gemm.backward_input(b.d_res.get(), rows, d, b.p(b.down), inter, b.d_act.get());
-  gemm.backward_weight(b.d_res.get(), rows, d, b.act.get(), inter, b.g(b.down));
-  HSRING_CUDA_CHECK(gpu::launch_swiglu_backward(b.gate_act.get(), b.up_act.get(), b.d_act.get(),
-                                                rows * inter, b.d_gate.get(), b.d_up.get(), s));
-  gemm.backward_input(b.d_gate.get(), rows, inter, b.p(b.gate), d, b.d_a.get());
-  gemm.backward_input(b.d_up.get(), rows, inter, b.p(b.up), d, b.d_a.get(), true);
-  gemm.backward_weight(b.d_gate.get(), rows, inter, b.mlp_in.get(), d, b.g(b.gate));
-  gemm.backward_weight(b.d_up.get(), rows, inter, b.mlp_in.get(), d, b.g(b.up));
-  norm_backward(b.h1.get(), b.post_norm, b.d_a.get(), b.d_res.get(), true);
-
-  // Attention block.
-  float* d_attn = b.d_act.get();
-  gemm.backward_input(b.d_res.get(), rows, d, b.p(b.o), qd, d_attn);
-  gemm.backward_weight(b.d_res.get(), rows, d, b.attn.get(), qd, b.g(b.o));
+  // d_res carries d(loss)/d(residual stream) down: the layer's output, its mid, its input.
+  step.norm_backward(b.x_out.get(), b.p(b.norm), b.d_f.get(), rows, d, b.d_res.get(), false,
+                     b.g(b.norm));
+  step.mlp_backward(b.at, a, rows, grads, d_res);
+  step.attention_output_backward(b.at, a, rows, nullptr, grads, d_res, {});
   const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  HSRING_CUDA_CHECK(launch_attention_backward(b.q_act.get(), b.k_act.get(), b.v_act.get(),
-                                              b.attn.get(), d_attn, b.lse.get(), b.doc_start.get(),
-                                              b.doc_end.get(), dims, b.delta.get(), b.d_q.get(),
-                                              b.d_k.get(), b.d_v.get(), s));
-  rotate_qk(rows, b.d_q.get(), b.d_k.get(), true);
-  gemm.backward_input(b.d_q.get(), rows, qd, b.p(b.q), d, b.d_a.get());
-  gemm.backward_input(b.d_k.get(), rows, kvd, b.p(b.k), d, b.d_a.get(), true);
-  gemm.backward_input(b.d_v.get(), rows, kvd, b.p(b.v_proj), d, b.d_a.get(), true);
-  gemm.backward_weight(b.d_q.get(), rows, qd, b.a1.get(), d, b.g(b.q));
-  gemm.backward_weight(b.d_k.get(), rows, kvd, b.a1.get(), d, b.g(b.k));
-  gemm.backward_weight(b.d_v.get(), rows, kvd, b.a1.get(), d, b.g(b.v_proj));
-  norm_backward(b.h0.get(), b.input_norm, b.d_a.get(), b.d_res.get(), true);
+  HSRING_CUDA_CHECK(launch_attention_backward(a.q.get(), a.k.get(), a.v.get(), a.attn.fp32.get(),
+                                              grads.d_attn.get(), a.lse.get(), b.doc_start.get(),
+                                              b.doc_end.get(), dims, b.delta.get(), grads.d_q.get(),
+                                              grads.d_k.get(), grads.d_v.get(), s));
+  step.rotation_backward(b.at, a, rows, b.cos.get(), b.sin.get(), grads);
+  step.projections_backward(b.at, a, rows, nullptr, grads, d_res);
 
   // Input. The features are the target's: no gradient flows to them.
   if (c.embed_tokens)
     HSRING_CUDA_CHECK(gpu::launch_embedding_backward(b.tokens.get(), b.d_res.get(), rows,
                                                      uint32_t(d), b.g(b.embed), s));
-  norm_backward(b.x_fc.get(), b.hidden_norm, b.d_res.get(), b.d_a.get(), false);
-  gemm.backward_weight(b.d_a.get(), rows, d, b.features.get(), fd, b.g(b.fc));
+  float* d_x_fc = grads.d_m.get();  // free once the layer's backward is done
+  step.norm_backward(b.x_fc.get(), b.p(b.hidden_norm), b.d_res.get(), rows, d, d_x_fc, false,
+                     b.g(b.hidden_norm));
+  b.gemm.backward_weight(d_x_fc, rows, d, b.features.get(), c.feature_dim(), b.g(b.fc));
 }
 
 LossStats CudaSamePositionTrainer::run(const DrafterBatch& batch, Features source,
@@ -305,6 +266,9 @@ LossStats CudaSamePositionTrainer::run(const DrafterBatch& batch, Features sourc
   else
     validate_drafter_metadata(batch, config_);
   if (backward) b_->state->zero_gradients();
+  // The layer holds the bf16 rounding of the gradients that two products read; this step's
+  // holds start here.
+  b_->gemm.release_holds();
   upload_batch(batch, source, features);
   run_forward(uint32_t(batch.rows()));
   LossStats stats = run_head(batch, backward);

@@ -1,9 +1,12 @@
-// The drafter's training step on one GPU: the CPU reference's model (train/same_position_model.h)
-// and AdamW (train/optimizer.h) with fp32 master weights, gradients and moments on the
-// device, and the linear layers' products in bf16 on the tensor cores (train/cuda_gemm.h;
-// kFp32 for the tests that compare with the CPU to ~1e-5). Everything of a step is enqueued
-// on the trainer's stream; a step synchronises twice, for the loss (to return it) and for
-// the gradient norm (AdamW skips a non-finite gradient, a host decision).
+// The drafter's training step on one GPU: the CPU reference's model
+// (train/same_position_model.h) and AdamW (train/optimizer.h) with fp32 master weights,
+// gradients and moments on the device, its decoder layer the CUDA trainers' one
+// (train/cuda_drafter_layer.h: RoPE alone, fp32 activations, around the sliding-window
+// attention), and the linear layers' products in bf16 on the tensor cores
+// (train/cuda_gemm.h; kFp32 for the tests that compare with the CPU to ~1e-5). Everything
+// of a step is enqueued on the trainer's stream; a step synchronises twice, for the loss
+// (to return it) and for the gradient norm (AdamW skips a non-finite gradient, a host
+// decision).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -61,9 +64,6 @@ class CudaSamePositionTrainer final : public CudaDrafterTrainer {
   enum class Features { kHostFp32, kDeviceBf16 };
   LossStats run(const DrafterBatch& batch, Features source, const void* features, bool backward);
   void upload_batch(const DrafterBatch& batch, Features source, const void* features);
-  // RoPE on q [rows, heads * head_dim] and k [rows, kv_heads * head_dim], or its transpose
-  // on their gradients.
-  void rotate_qk(uint32_t rows, float* q, float* k, bool inverse);
   void run_forward(uint32_t rows);
   LossStats run_head(const DrafterBatch& batch, bool backward);
   void run_backward(uint32_t rows);

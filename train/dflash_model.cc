@@ -239,7 +239,7 @@ DecoderLayerShape BasicDflashModel<Real>::mlp_shape() const {
 
 template <class Real>
 template <class P>
-MlpBlockParams<P> BasicDflashModel<Real>::mlp_params(P base, const DflashLayerOffsets& o) const {
+MlpBlockParams<P> BasicDflashModel<Real>::mlp_params(P base, const DrafterLayerOffsets& o) const {
   return {base + o.post_norm, base + o.gate, base + o.up, base + o.down};
 }
 
@@ -251,7 +251,7 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
   const size_t heads = c.num_heads, kv = c.num_kv_heads;
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
-  const DflashLayerOffsets& o = at_[layer];
+  const DrafterLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   LayerActivations& a = acts_[layer];
   for (auto* buffer : {&a.x_in, &a.h, &a.x_mid}) ops::grow_to(*buffer, rows * d);
@@ -408,7 +408,7 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   const double eps = c.rms_norm_eps;
   const Real* p = params_.data();
   Real* g = grads_.data();
-  const DflashLayerOffsets& o = at_[layer];
+  const DrafterLayerOffsets& o = at_[layer];
   const uint32_t th = threads_;
   const LayerActivations& a = acts_[layer];
   for (auto* buffer : {&d_attn_, &d_q_, &d_q_raw_}) ops::grow_to(*buffer, rows * qd);

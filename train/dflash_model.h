@@ -141,7 +141,7 @@ class BasicDflashModel : public ParamStore<Real> {
   // The MLP block's shape (model/decoder_layer.h) and tensors of a layer.
   DecoderLayerShape mlp_shape() const;
   template <class P>
-  MlpBlockParams<P> mlp_params(P base, const DflashLayerOffsets& o) const;
+  MlpBlockParams<P> mlp_params(P base, const DrafterLayerOffsets& o) const;
   // LM head and weighted cross-entropy over the scored rows in chunks; with `backward` also
   // d(loss)/d(final hidden) into d_final_.
   DflashStats run_head(bool backward);
@@ -156,7 +156,7 @@ class BasicDflashModel : public ParamStore<Real> {
 
   DflashConfig config_;
   size_t fc_ = 0, hidden_norm_ = 0, norm_ = 0;
-  std::vector<DflashLayerOffsets> at_;
+  std::vector<DrafterLayerOffsets> at_;
   // The target's weights: views for float, copies for double.
   const Real* embed_ = nullptr;
   const Real* head_ = nullptr;

@@ -41,31 +41,16 @@ void init_dflash_params(const ParamLayout& layout, uint64_t seed, std::span<Real
 template void init_dflash_params(const ParamLayout&, uint64_t, std::span<float>);
 template void init_dflash_params(const ParamLayout&, uint64_t, std::span<double>);
 
-std::vector<DflashLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, uint32_t layers) {
-  std::vector<DflashLayerOffsets> out(layers);
-  for (uint32_t i = 0; i < layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    const auto offset = [&](const char* name) { return layout.at(p + name).offset; };
-    DflashLayerOffsets& o = out[i];
-    o.input_norm = offset("input_layernorm.weight");
-    o.q = offset("self_attn.q_proj.weight");
-    o.k = offset("self_attn.k_proj.weight");
-    o.v = offset("self_attn.v_proj.weight");
-    o.o = offset("self_attn.o_proj.weight");
-    o.q_norm = offset("self_attn.q_norm.weight");
-    o.k_norm = offset("self_attn.k_norm.weight");
-    o.post_norm = offset("post_attention_layernorm.weight");
-    o.gate = offset("mlp.gate_proj.weight");
-    o.up = offset("mlp.up_proj.weight");
-    o.down = offset("mlp.down_proj.weight");
-  }
+std::vector<DrafterLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, uint32_t layers) {
+  std::vector<DrafterLayerOffsets> out(layers);
+  for (uint32_t i = 0; i < layers; ++i) out[i] = drafter_layer_offsets(layout, i);
   return out;
 }
 
-bool dflash_projections_adjacent(const DflashConfig& c, const std::vector<DflashLayerOffsets>& at) {
-  const size_t d = c.width();
-  return std::all_of(at.begin(), at.end(), [&](const DflashLayerOffsets& o) {
-    return o.k == o.q + c.q_dim() * d && o.v == o.k + c.kv_dim() * d;
+bool dflash_projections_adjacent(const DflashConfig& c,
+                                 const std::vector<DrafterLayerOffsets>& at) {
+  return std::all_of(at.begin(), at.end(), [&](const DrafterLayerOffsets& o) {
+    return projections_adjacent(o, c.q_dim(), c.kv_dim(), c.width());
   });
 }
 

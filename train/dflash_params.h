@@ -22,20 +22,12 @@ namespace hsring::train {
 // REQUIRES: validate_dflash_config(config).empty().
 ParamLayout dflash_param_layout(const DflashConfig& config);
 
-// Where one draft layer's tensors start in the flat buffer of dflash_param_layout, for the
-// CPU model and the CUDA trainer alike.
-struct DflashLayerOffsets {
-  size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
-         gate = 0, up = 0, down = 0;
-};
-// One entry per layer. REQUIRES: `layout` is dflash_param_layout of a `layers`-layer config.
-std::vector<DflashLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, uint32_t layers);
+// Where each draft layer's tensors start (train/param_layout.h), one entry per layer. REQUIRES:
+// `layout` is dflash_param_layout of a `layers`-layer config.
+std::vector<DrafterLayerOffsets> dflash_layer_offsets(const ParamLayout& layout, uint32_t layers);
 
-// Whether every layer's q_proj, k_proj and v_proj rows lie back to back in the layout, so
-// that [Wq; Wk; Wv] and [Wk; Wv] are matrices too (the GPU step's products read them so).
-// They do unless the alignment of the offsets leaves gaps: when kv_dim * width is not a
-// multiple of kParamAlignment.
-bool dflash_projections_adjacent(const DflashConfig& c, const std::vector<DflashLayerOffsets>& at);
+// Whether every layer's q, k and v projections are adjacent (projections_adjacent).
+bool dflash_projections_adjacent(const DflashConfig& c, const std::vector<DrafterLayerOffsets>& at);
 
 // Fills `params` (layout.total elements), each tensor a pure function of (seed, name): norm
 // weights 1, Linear weights uniform in +-1/sqrt(fan_in), gaps 0.

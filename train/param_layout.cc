@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "common/error.h"
 #include "common/random.h"
@@ -29,6 +30,32 @@ void ParamLayout::add(std::string name, std::vector<int64_t> shape) {
   t.offset = (total + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
   total = t.offset + t.size;
   tensors.push_back(std::move(t));
+}
+
+DrafterLayerOffsets drafter_layer_offsets(const ParamLayout& layout, uint32_t layer) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  const auto offset = [&](const char* name) { return layout.at(p + name).offset; };
+  const auto optional = [&](const char* name) {
+    const ParamInfo* t = layout.find(p + name);
+    return t ? t->offset : 0;
+  };
+  DrafterLayerOffsets o;
+  o.input_norm = offset("input_layernorm.weight");
+  o.q = offset("self_attn.q_proj.weight");
+  o.k = offset("self_attn.k_proj.weight");
+  o.v = offset("self_attn.v_proj.weight");
+  o.o = offset("self_attn.o_proj.weight");
+  o.q_norm = optional("self_attn.q_norm.weight");
+  o.k_norm = optional("self_attn.k_norm.weight");
+  o.post_norm = offset("post_attention_layernorm.weight");
+  o.gate = offset("mlp.gate_proj.weight");
+  o.up = offset("mlp.up_proj.weight");
+  o.down = offset("mlp.down_proj.weight");
+  return o;
+}
+
+bool projections_adjacent(const DrafterLayerOffsets& o, size_t q_dim, size_t kv_dim, size_t width) {
+  return o.k == o.q + q_dim * width && o.v == o.k + kv_dim * width;
 }
 
 template <class Real>

@@ -36,6 +36,22 @@ struct ParamLayout {
   void add(std::string name, std::vector<int64_t> shape);
 };
 
+// Where one decoder layer's tensors ("layers.<i>.*", HF names) start in a drafter's flat
+// buffer: the CPU DFlash model and both CUDA trainers' layer (train/cuda_drafter_layer.h)
+// read them. q_norm and k_norm are 0 in a layout without them (the same-position drafter's).
+struct DrafterLayerOffsets {
+  size_t input_norm = 0, q = 0, k = 0, v = 0, o = 0, q_norm = 0, k_norm = 0, post_norm = 0,
+         gate = 0, up = 0, down = 0;
+};
+// Throws Error(kModel) naming a tensor of the layer that `layout` lacks.
+DrafterLayerOffsets drafter_layer_offsets(const ParamLayout& layout, uint32_t layer);
+
+// Whether the layer's q_proj, k_proj and v_proj rows lie back to back, so that [Wq; Wk; Wv]
+// and [Wk; Wv] are matrices too (the GPU step's products read them so). They do unless the
+// alignment of the offsets leaves gaps: when q_dim x width or kv_dim x width is not a
+// multiple of kParamAlignment.
+bool projections_adjacent(const DrafterLayerOffsets& o, size_t q_dim, size_t kv_dim, size_t width);
+
 // The default initialisation of one tensor (t.size values at data), a pure function of
 // (seed, t.name): 1 for a norm weight (1-D), uniform in +-1/sqrt(fan_in) for a Linear
 // weight [out, in]. Every drafter layout initialises its ordinary tensors with this.

@@ -193,6 +193,20 @@ TEST(CudaTrainerDeviceTest, BadShapesBatchesAndStatesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("head_dim 16"), std::string::npos) << e.what();
   }
 
+  // One q head of 32 at width 33: 1056 values of q_proj, not a multiple of the layout's
+  // alignment, so a gap follows it and [Wq; Wk; Wv] is not one matrix.
+  SamePositionConfig gapped = gpu_config(false);
+  gapped.width = 33;
+  gapped.num_heads = 1;
+  gapped.num_kv_heads = 1;
+  try {
+    CudaSamePositionTrainer trainer(options_for(gapped));
+    ADD_FAILURE() << "q, k and v projections with gaps between them were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
+    EXPECT_NE(std::string(e.what()).find("as one matrix"), std::string::npos) << e.what();
+  }
+
   const SamePositionConfig config = gpu_config(false);
   CudaSamePositionTrainer trainer(options_for(config));
   OwnedBatch batch = testing::random_batch(config, {0, 10}, 1);

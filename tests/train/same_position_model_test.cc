@@ -62,6 +62,35 @@ TEST(SamePositionLayoutTest, NamesShapesOffsets) {
   EXPECT_EQ(embed.tensors.front().shape, (std::vector<int64_t>{11, 16}));
 }
 
+// Both drafters' layers are read through one table of offsets (the CUDA trainers' shared
+// layer reads it): a layout without QK-norm leaves q_norm and k_norm 0, and the GPU's one
+// [Wq; Wk; Wv] product needs the three back to back.
+TEST(SamePositionLayoutTest, LayerOffsetsAreTheLayoutsOwn) {
+  const SamePositionConfig c = small_config();
+  const ParamLayout layout = same_position_param_layout(c);
+  const DrafterLayerOffsets o = drafter_layer_offsets(layout, 0);
+  const auto at = [&](const char* name) { return layout.at(name).offset; };
+  EXPECT_EQ(o.input_norm, at("layers.0.input_layernorm.weight"));
+  EXPECT_EQ(o.q, at("layers.0.self_attn.q_proj.weight"));
+  EXPECT_EQ(o.k, at("layers.0.self_attn.k_proj.weight"));
+  EXPECT_EQ(o.v, at("layers.0.self_attn.v_proj.weight"));
+  EXPECT_EQ(o.o, at("layers.0.self_attn.o_proj.weight"));
+  EXPECT_EQ(o.post_norm, at("layers.0.post_attention_layernorm.weight"));
+  EXPECT_EQ(o.gate, at("layers.0.mlp.gate_proj.weight"));
+  EXPECT_EQ(o.up, at("layers.0.mlp.up_proj.weight"));
+  EXPECT_EQ(o.down, at("layers.0.mlp.down_proj.weight"));
+  EXPECT_EQ(o.q_norm, 0u);
+  EXPECT_EQ(o.k_norm, 0u);
+  // q 16 x 16 and k 8 x 16 values: multiples of the alignment, so no gap.
+  EXPECT_TRUE(projections_adjacent(o, c.q_dim(), c.kv_dim(), c.width));
+  SamePositionConfig gapped = c;
+  gapped.width = 12;  // q 16 x 12 = 192 values: 3 x 64, k 8 x 12 = 96: a gap after k
+  EXPECT_FALSE(projections_adjacent(drafter_layer_offsets(same_position_param_layout(gapped), 0),
+                                    gapped.q_dim(), gapped.kv_dim(), gapped.width));
+  EXPECT_EQ(error_code([&] { drafter_layer_offsets(layout, 1); }), Errc::kModel)
+      << "the same-position drafter has one layer";
+}
+
 TEST(SamePositionModelTest, InitIsDeterministicAndScaled) {
   const SamePositionConfig c = small_config(true);
   SamePositionModel a(c, {7}), b(c, {7}), other(c, {8});
