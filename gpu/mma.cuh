@@ -1,4 +1,4 @@
-// The warp-level bf16 tensor-core product (mma.sync m16n8k16, fp32 accumulation) and the
+// The warp-level bf16 and TF32 tensor-core products (mma.sync, fp32 accumulation) and the
 // ldmatrix loads of its fragments from shared memory (sm_80 and later), for the attention
 // and grouped-GEMM kernels of model/ and train/. Hopper's warpgroup products are
 // train/wgmma.cuh.
@@ -13,11 +13,31 @@
 namespace hsring::gpu {
 
 // d += a b: a 16x16 bf16 (row-major fragment, 4 registers), b 16x8 bf16 (column-major
-// fragment b0, b1), d 16x8 fp32.
+// fragment b0, b1), d 16x8 fp32 (d0, d1: row g, columns 2t, 2t + 1; d2, d3: row g + 8, for
+// lane 4 g + t).
 __device__ __forceinline__ void mma_bf16_16816(float* d, const uint32_t* a, uint32_t b0,
                                                uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x rounded to TF32 (to nearest, ties away from zero), as the bits a TF32 operand takes.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t bits;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
+  return bits;
+}
+
+// d += a b in TF32 (m16n8k8, fp32 accumulation): a 16x8 (a0: row g, column t; a1: row
+// g + 8; a2, a3: columns t + 4), b 8x8 (b0: row t, column g; b1: row t + 4), d 16x8 as
+// mma_bf16_16816's, for lane 4 g + t.
+__device__ __forceinline__ void mma_tf32_1688(float* d, const uint32_t* a, uint32_t b0,
+                                              uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -1,7 +1,9 @@
-// The chunked gated delta rule on the tensor cores (the algebra is in model/cuda_delta_net.h).
+// The chunked gated delta rule on the tensor cores in TF32 (DeltaPrecision::kTf32 and
+// kTf32x3; the algebra is in model/cuda_delta_net.h; kBf16's passes are
+// model/cuda_delta_prepare_bf16.cu and model/cuda_delta_state_bf16.cu).
 //
 // Every product is a WMMA m16n16k8 TF32 product with fp32 accumulation. One TF32 product
-// (the default) keeps 11 significant bits; 3xTF32 splits each operand into its TF32 part and
+// (kTf32) keeps 11 significant bits; 3xTF32 splits each operand into its TF32 part and
 // the TF32 rounding of the remainder (hi*hi + hi*lo + lo*hi) and keeps fp32's accuracy at a
 // third of the rate. With one product, every operand tile is rounded to TF32 once, where it
 // is written (shared memory or scratch), not in each warp that loads it: the per-fragment
@@ -10,10 +12,8 @@
 // Pass 1, one block per (chunk, value head): K K^T and Q K^T on the tensor cores, masked and
 // decayed into A and P, the unit-lower-triangular system inverted blockwise (16 x 16
 // diagonal blocks by substitution, then the off-diagonal blocks level by level), and W and
-// U' as products of that inverse. With bf16 operands (DeltaPrecision::kBf16) it writes
-// pass 2's operands in bf16 instead: W, P, U' and, from the first value head of each q/k
-// head, Q and K; that pass 2 is model/cuda_delta_state_bf16.cu.
-// The TF32 pass 2, one block per (document, value head, 64 state columns), walks the document's
+// U' as products of that inverse.
+// Pass 2, one block per (document, value head, 64 state columns), walks the document's
 // chunks in order: U = U' - W S, O = diag(gamma) Q S + P U, S = gamma_L S +
 // (K diag(gamma_L / gamma))^T U. The state's fp32 value stays in the accumulators of the
 // warps that update it; shared memory holds its operand copy for the products.
@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "gpu/bf16.cuh"
 #include "model/cuda_delta_net.h"
 #include "model/cuda_delta_rule_passes.h"
 
@@ -146,27 +145,6 @@ __device__ __forceinline__ void store_tile(const Accumulator& acc, float* dst, u
   __syncwarp();
 }
 
-// The same into a bf16 array (rounded): a lane writes 8 values of a row, at once where they
-// are whole and 16-byte aligned.
-__device__ __forceinline__ void store_tile_bf16(const Accumulator& acc, Bf16* dst, uint64_t ld,
-                                                int rows, int columns, float* staging) {
-  if (rows <= 0 || columns <= 0) return;
-  wmma::store_matrix_sync(staging, acc, kTile, wmma::mem_row_major);
-  __syncwarp();
-  const int lane = int(threadIdx.x % 32), r = lane / 2, c = (lane % 2) * 8;
-  Bf16* to = dst + uint64_t(r) * ld + c;
-  if (r < rows && c + 8 <= columns && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = staging[r * kTile + c + i];
-    gpu::store8(to, 0, v);
-  } else if (r < rows) {
-    for (int i = 0; i < 8 && c + i < columns; ++i)
-      to[i] = gpu::float_to_bf16(staging[r * kTile + c + i]);
-  }
-  __syncwarp();
-}
-
 // Starts copying rows r < rows, columns c < columns of src (row stride `stride`) into the
 // shared tile [tile_rows][tile_columns] (row stride ld) without waiting (cp.async: every
 // copy of the block is in flight at once, instead of one load latency per loop turn), and
@@ -219,7 +197,7 @@ struct PrepareLayout {
   }
 };
 
-template <bool kSplit, bool kBf16>
+template <bool kSplit>
 __global__ void __launch_bounds__(kPrepareThreads, 2)
     delta_prepare_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                          const float* __restrict__ beta, DeltaShape shape,
@@ -272,14 +250,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
   // P[i][j] = exp(G_i - G_j) (q_i . k_j) for j <= i, the decay ratio of two tokens and never
   // a lone exp(-G)).
   constexpr int kLowerTiles = 10;
-  const uint64_t p_first = size_t(h) * kChunk, p_stride = uint64_t(vh) * kChunk;
-  const auto put_p = [&](int i, int j, float value) {
-    const uint64_t at = p_first + uint64_t(c0 + i) * p_stride + j;
-    if constexpr (kBf16)
-      scratch.p_bf16[at] = gpu::float_to_bf16(value);
-    else
-      scratch.p[at] = operand<kSplit>(value);
-  };
+  float* p_out = scratch.p + size_t(h) * kChunk;
+  const uint64_t p_stride = uint64_t(vh) * kChunk;
   for (int job = warp; job < 2 * kLowerTiles; job += kWarps) {
     int tj = job % kLowerTiles, ti = 0;
     while (tj > ti) tj -= ++ti;  // the job's tile (ti, tj), tj <= ti
@@ -298,34 +270,18 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
     __syncwarp();
     for (int e = tid % 32; e < kTile * kTile; e += 32) {
       const int i = ti * kTile + e / kTile, j = tj * kTile + e % kTile;
-      if (i < len) put_p(i, j, j <= i ? expf(g_s[i] - g_s[j]) * staging[e] : 0.0f);
+      if (i < len)
+        p_out[uint64_t(c0 + i) * p_stride + j] =
+            j <= i ? operand<kSplit>(expf(g_s[i] - g_s[j]) * staging[e]) : 0.0f;
     }
     __syncwarp();
   }
   // P's upper tiles are zero.
   for (int e = tid; e < kChunk * kChunk; e += kPrepareThreads) {
     const int i = e / kChunk, j = e % kChunk;
-    if (i < len && j / kTile > i / kTile) put_p(i, j, 0.0f);
+    if (i < len && j / kTile > i / kTile) p_out[uint64_t(c0 + i) * p_stride + j] = 0.0f;
   }
   __syncthreads();
-  if (kBf16 && h % (vh / int(shape.qk_heads)) == 0) {
-    // Pass 2's Q and K operands, once per q/k head (the first of its value heads writes
-    // them): 8 values of a row per thread.
-    const int octets = dk / 8;
-    for (int e = tid; e < len * octets; e += kPrepareThreads) {
-      const int r = e / octets, c = (e % octets) * 8;
-      const uint64_t at = uint64_t(c0 + r) * shape.qk_dim() + size_t(kh) * dk + c;
-      float q[8], k[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        q[i] = qv_s[r * qs + c + i];
-        k[i] = k_s[r * ks + c + i];
-      }
-      gpu::store8(scratch.q_bf16 + at, 0, q);
-      gpu::store8(scratch.k_bf16 + at, 0, k);
-    }
-    __syncthreads();  // V takes Q's place below
-  }
 
   // Q is done with: V takes its place, in flight while T is found. A[i][j] = beta_i
   // exp(G_i - G_j) (k_i . k_j) for j < i, zero elsewhere; K scaled by beta gamma is W's
@@ -404,17 +360,11 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
         acc, t_s + ti * kTile * as, as, (is_w ? k_s + column : qv_s + column), is_w ? ks : qs,
         (ti + 1) * kTile);
     const uint64_t row = uint64_t(c0 + ti * kTile) * vh + h;
-    if (kBf16 && is_w)
-      store_tile_bf16(acc, scratch.w_bf16 + row * dk + column, uint64_t(vh) * dk, len - ti * kTile,
-                      dk - column, staging);
-    else if (kBf16)
-      store_tile_bf16(acc, scratch.u_bf16 + row * dv + column, uint64_t(vh) * dv, len - ti * kTile,
-                      dv - column, staging);
-    else if (is_w) {
-      round_operand<kSplit>(acc);  // W is pass 2's operand; U' seeds its accumulator
+    if (is_w) round_operand<kSplit>(acc);  // W is pass 2's operand; U' seeds its accumulator
+    if (is_w)
       store_tile(acc, scratch.w + row * dk + column, uint64_t(vh) * dk, len - ti * kTile,
                  dk - column, staging);
-    } else
+    else
       store_tile(acc, scratch.u + row * dv + column, uint64_t(vh) * dv, len - ti * kTile,
                  dv - column, staging);
   }
@@ -543,8 +493,7 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   }
 }
 
-// Pass 1, then the TF32 pass 2 or the bf16 one.
-template <bool kSplit, bool kBf16>
+template <bool kSplit>
 cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, DeltaShape shape,
                           const DeltaSpan* chunks, uint32_t chunk_count, const DeltaSpan* documents,
                           uint32_t document_count, const DeltaScratch& scratch, float* out,
@@ -552,29 +501,25 @@ cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, D
   const size_t prepare_bytes =
       PrepareLayout(int(shape.qk_head_dim), int(shape.v_head_dim)).floats() * sizeof(float);
   if (cudaError_t err =
-          cudaFuncSetAttribute(delta_prepare_kernel<kSplit, kBf16>,
+          cudaFuncSetAttribute(delta_prepare_kernel<kSplit>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, int(prepare_bytes));
       err != cudaSuccess)
     return err;
-  delta_prepare_kernel<kSplit, kBf16>
+  delta_prepare_kernel<kSplit>
       <<<dim3(chunk_count, shape.v_heads), kPrepareThreads, prepare_bytes, stream>>>(
           qkv, g, beta, shape, chunks, scratch);
   if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
-  if constexpr (kBf16) {
-    return launch_delta_state_bf16(shape, documents, document_count, scratch, out, stream);
-  } else {
-    const size_t state_bytes = StateLayout(int(shape.qk_head_dim)).floats() * sizeof(float);
-    if (cudaError_t err =
-            cudaFuncSetAttribute(delta_state_kernel<kSplit>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_bytes));
-        err != cudaSuccess)
-      return err;
-    const unsigned slices = (shape.v_head_dim + kSlice - 1) / kSlice;
-    delta_state_kernel<kSplit>
-        <<<dim3(document_count, shape.v_heads, slices), kStateThreads, state_bytes, stream>>>(
-            qkv, shape, documents, scratch, out);
-    return cudaGetLastError();
-  }
+  const size_t state_bytes = StateLayout(int(shape.qk_head_dim)).floats() * sizeof(float);
+  if (cudaError_t err =
+          cudaFuncSetAttribute(delta_state_kernel<kSplit>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(state_bytes));
+      err != cudaSuccess)
+    return err;
+  const unsigned slices = (shape.v_head_dim + kSlice - 1) / kSlice;
+  delta_state_kernel<kSplit>
+      <<<dim3(document_count, shape.v_heads, slices), kStateThreads, state_bytes, stream>>>(
+          qkv, shape, documents, scratch, out);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -619,14 +564,17 @@ cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* bet
   const DeltaScratch parts = delta_scratch_parts(scratch, rows, shape, precision);
   switch (precision) {
     case DeltaPrecision::kBf16:
-      return launch_passes<false, true>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                        document_count, parts, out, stream);
+      if (cudaError_t err =
+              launch_delta_prepare_bf16(qkv, g, beta, shape, chunks, chunk_count, parts, stream);
+          err != cudaSuccess)
+        return err;
+      return launch_delta_state_bf16(shape, documents, document_count, parts, out, stream);
     case DeltaPrecision::kTf32:
-      return launch_passes<false, false>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                         document_count, parts, out, stream);
+      return launch_passes<false>(qkv, g, beta, shape, chunks, chunk_count, documents,
+                                  document_count, parts, out, stream);
     case DeltaPrecision::kTf32x3:
-      return launch_passes<true, false>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                        document_count, parts, out, stream);
+      return launch_passes<true>(qkv, g, beta, shape, chunks, chunk_count, documents,
+                                 document_count, parts, out, stream);
   }
   return cudaErrorInvalidValue;
 }

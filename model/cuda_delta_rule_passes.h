@@ -1,6 +1,6 @@
-// What the chunked delta rule's passes share (model/cuda_delta_rule.cu: pass 1 and the TF32
-// pass 2; model/cuda_delta_state_bf16.cu: the bf16 pass 2): the scratch pass 1 writes and
-// pass 2 reads, and the bf16 pass 2's launcher.
+// What the chunked delta rule's passes share (model/cuda_delta_rule.cu: both TF32 passes;
+// model/cuda_delta_prepare_bf16.cu and model/cuda_delta_state_bf16.cu: the bf16 ones): the
+// scratch pass 1 writes and pass 2 reads, and the bf16 passes' launchers.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,7 +34,12 @@ struct DeltaScratch {
 DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape shape,
                                  DeltaPrecision precision);
 
-// Pass 2 with bf16 operands (DeltaPrecision::kBf16) over pass 1's scratch.
+// The passes with bf16 operands (DeltaPrecision::kBf16): pass 1 writes the scratch
+// (model/cuda_delta_prepare_bf16.cu), pass 2 reads it (model/cuda_delta_state_bf16.cu).
+cudaError_t launch_delta_prepare_bf16(const float* qkv, const float* g, const float* beta,
+                                      DeltaShape shape, const DeltaSpan* chunks,
+                                      uint32_t chunk_count, const DeltaScratch& scratch,
+                                      cudaStream_t stream);
 cudaError_t launch_delta_state_bf16(DeltaShape shape, const DeltaSpan* documents,
                                     uint32_t document_count, const DeltaScratch& scratch,
                                     float* out, cudaStream_t stream);

@@ -66,7 +66,7 @@ TEST(GpuSplitTest, TheFlagTakesAutoOrARatioAndNamesItselfOtherwise) {
 }
 
 // The rates the shapes give: the seeds' hybrid target is several times a drafter's work
-// per token, as measured (10.5 K against 62.7 K tokens/s on an H100: 6.0), and so is the
+// per token, as measured (10.8 K against 62.7 K tokens/s on an H100: 5.8), and so is the
 // dense 8B target; a target far smaller than its drafter's head reverses the choice.
 TEST(GpuSplitTest, TheShapesGiveTheMeasuredBalance) {
   const auto rates = [](const std::string& name) {
@@ -77,7 +77,7 @@ TEST(GpuSplitTest, TheShapesGiveTheMeasuredBalance) {
                                 kNominalGemmTflops);
   };
   const StageRates hybrid = rates("qwen3.6-27b");
-  EXPECT_NEAR(hybrid.target, 10.5e3, 3e3) << "measured: 10.5 K tokens/s (bench/RESULTS.md)";
+  EXPECT_NEAR(hybrid.target, 10.8e3, 3e3) << "measured: 10.8 K tokens/s (bench/RESULTS.md)";
   EXPECT_NEAR(hybrid.drafter, 62.7e3, 20e3) << "measured: 62.7 K tokens/s";
   EXPECT_EQ(best_target_count(8, hybrid), 7);
   const StageRates dense = rates("qwen3-8b");

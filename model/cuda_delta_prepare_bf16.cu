@@ -1,0 +1,301 @@
+// Pass 1 of the chunked gated delta rule for the bf16 pass 2 (DeltaPrecision::kBf16; the
+// algebra is in model/cuda_delta_net.h, pass 2 in model/cuda_delta_state_bf16.cu).
+//
+// One block of eight warps per (chunk, value head). Every product is an mma.sync m16n8k8
+// TF32 product with fp32 accumulation, its fragments read from fp32 shared memory (row
+// strides of 4 modulo 32 words: a fragment's 32 lanes fall on 32 banks) and rounded as they
+// are read. The element-wise work rides on the products' accumulators, whose layout is
+// known, instead of passes over shared memory:
+//   1. K K^T and Q K^T, the lower 16-row strips only: the first masked and decayed into
+//      A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, in shared memory; the second into
+//      P_ij = exp(G_i - G_j) (q_i . k_j), j <= i, straight to pass 2's bf16 operand.
+//   2. The inverses of (I + A)'s four 16 x 16 diagonal blocks by forward substitution,
+//      one thread per (block, column), the column in registers.
+//   3. W and U' without forming (I + A)^-1: X = (I + A)^-1 [diag(beta gamma) K |
+//      diag(beta) V] by blocked forward substitution, X_i = T_ii (B_i - sum_{j<i} A_ij X_j),
+//      each warp on its own 32 columns (columns are independent), X_i overwriting B_i in
+//      shared memory once read; 80 products a warp in all.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu/bf16.cuh"
+#include "gpu/cp_async.cuh"
+#include "gpu/mma.cuh"
+#include "model/cuda_delta_rule_passes.h"
+
+namespace hsring {
+
+namespace {
+
+constexpr int kChunk = int(kDeltaChunk);
+constexpr int kTile = 16;
+constexpr int kBlocks = kChunk / kTile;  // diagonal blocks of the chunk's system
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpColumns = 32;  // columns of X a warp solves for
+constexpr int kAStride = kChunk + 4;
+constexpr int kTStride = kTile + 4;
+
+__host__ __device__ constexpr int round8(int n) { return (n + 7) / 8 * 8; }
+__host__ __device__ constexpr int round32(int n) { return (n + 31) / 32 * 32; }
+
+// Shared memory (floats): K and then X's K part [kChunk][ks]; Q, then V and X's V part
+// [kChunk][ks]; A [kChunk][kAStride]; the diagonal blocks' inverses [kBlocks][kTile][kTStride];
+// G and beta [kChunk].
+struct Layout {
+  int ks;
+  __host__ __device__ Layout(int dk, int dv) : ks(round32(dk > dv ? dk : dv) + 4) {}
+  __host__ __device__ size_t floats() const {
+    return size_t(2) * kChunk * ks + size_t(kChunk) * kAStride +
+           size_t(kBlocks) * kTile * kTStride + 2 * kChunk;
+  }
+};
+
+// Starts copying rows r < rows, columns c < columns (a multiple of 4) of src (row stride
+// `stride`) into the shared tile [kChunk][ld], zero-filling its columns up to `width`.
+__device__ __forceinline__ void copy_rows(float* dst, int ld, int width, const float* src,
+                                          uint64_t stride, int rows, int columns) {
+  const int pieces = width / 4;
+  for (int e = int(threadIdx.x); e < kChunk * pieces; e += kThreads) {
+    const int r = e / pieces, c = (e % pieces) * 4;
+    const bool valid = r < rows && c < columns;
+    gpu::cp_async16(dst + r * ld + c, valid ? src + uint64_t(r) * stride + c : src, valid);
+  }
+}
+
+// The A fragment of the 16 x 8 tile at `tile` (row-major fp32, row stride ld).
+__device__ __forceinline__ void load_a(uint32_t* a, const float* tile, int ld, int g, int t) {
+  a[0] = gpu::to_tf32(tile[g * ld + t]);
+  a[1] = gpu::to_tf32(tile[(g + 8) * ld + t]);
+  a[2] = gpu::to_tf32(tile[g * ld + t + 4]);
+  a[3] = gpu::to_tf32(tile[(g + 8) * ld + t + 4]);
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    delta_prepare_bf16_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
+                              const float* __restrict__ beta, DeltaShape shape,
+                              const DeltaSpan* __restrict__ chunks, DeltaScratch scratch) {
+  extern __shared__ __align__(16) float smem[];
+  const int dk = int(shape.qk_head_dim), dv = int(shape.v_head_dim), vh = int(shape.v_heads);
+  const int ks = Layout(dk, dv).ks;
+  float* k_s = smem;
+  float* qv_s = k_s + kChunk * ks;
+  float* a_s = qv_s + kChunk * ks;
+  float* t_s = a_s + kChunk * kAStride;
+  float* g_s = t_s + kBlocks * kTile * kTStride;
+  float* b_s = g_s + kChunk;
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int gi = lane / 4, ti = lane % 4;  // the fragment row and column of this lane
+
+  const DeltaSpan chunk = chunks[blockIdx.x];
+  const int h = int(blockIdx.y);
+  const int group = vh / int(shape.qk_heads);
+  const int kh = h / group;
+  const int c0 = chunk.begin;
+  const int len = chunk.end - chunk.begin;
+  const uint64_t stride = shape.conv_dim();
+  const float* q_src = qkv + uint64_t(c0) * stride + size_t(kh) * dk;
+  const float* k_src = q_src + shape.qk_dim();
+  const float* v_src = qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv;
+
+  copy_rows(k_s, ks, dk, k_src, stride, len, dk);
+  copy_rows(qv_s, ks, dk, q_src, stride, len, dk);
+  gpu::cp_async_commit();
+  if (warp == 0) {  // G_i, the running sum of g in token order (two tokens a lane), and beta
+    const int r = 2 * lane;
+    const float g0 = r < len ? g[uint64_t(c0 + r) * vh + h] : 0.0f;
+    const float g1 = r + 1 < len ? g[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
+    float sum = g0 + g1;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const float before = __shfl_up_sync(0xFFFFFFFFu, sum, offset);
+      if (lane >= offset) sum += before;
+    }
+    g_s[r] = sum - g1;
+    g_s[r + 1] = sum;
+    b_s[r] = r < len ? beta[uint64_t(c0 + r) * vh + h] : 0.0f;
+    b_s[r + 1] = r + 1 < len ? beta[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
+  }
+  gpu::cp_async_wait<0>();
+  __syncthreads();
+
+  // 1. The lower strips of K K^T (into A) and Q K^T (into P): 20 tiles of 16 x 8 each,
+  // tile (i, n) for row block i and columns 8 n .. 8 n + 7, n < 2 (i + 1).
+  constexpr int kStripTiles = 20;
+  const uint64_t p_stride = uint64_t(vh) * kChunk;
+  Bf16* p_out = scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk;
+  for (int job = warp; job < 2 * kStripTiles; job += kWarps) {
+    const bool scores = job >= kStripTiles;
+    int n = job % kStripTiles, i = 0;
+    while (n >= 2 * (i + 1)) n -= 2 * ++i;
+    if (i * kTile >= len) continue;
+    const float* rows = (scores ? qv_s : k_s) + i * kTile * ks;
+    const float* keys = k_s + n * 8 * ks;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kk = 0; kk < dk; kk += 8) {
+      uint32_t a[4];
+      load_a(a, rows + kk, ks, gi, ti);
+      gpu::mma_tf32_1688(acc, a, gpu::to_tf32(keys[gi * ks + kk + ti]),
+                         gpu::to_tf32(keys[gi * ks + kk + ti + 4]));
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = i * kTile + gi + 8 * half, c = n * 8 + 2 * ti;
+      const float x0 = acc[2 * half], x1 = acc[2 * half + 1];
+      if (!scores) {
+        a_s[r * kAStride + c] = c < r ? b_s[r] * __expf(g_s[r] - g_s[c]) * x0 : 0.0f;
+        a_s[r * kAStride + c + 1] = c + 1 < r ? b_s[r] * __expf(g_s[r] - g_s[c + 1]) * x1 : 0.0f;
+      } else if (r < len) {
+        const float p0 = c <= r ? __expf(g_s[r] - g_s[c]) * x0 : 0.0f;
+        const float p1 = c + 1 <= r ? __expf(g_s[r] - g_s[c + 1]) * x1 : 0.0f;
+        *reinterpret_cast<uint32_t*>(p_out + uint64_t(r) * p_stride + c) = gpu::pack_bf16(p0, p1);
+      }
+    }
+  }
+  // P right of its diagonal blocks is zero: 8 values at a time.
+  for (int e = tid; e < len * (kChunk / 8); e += kThreads) {
+    const int r = e / (kChunk / 8), c = (e % (kChunk / 8)) * 8;
+    if (c >= (r / kTile + 1) * kTile)
+      *reinterpret_cast<uint4*>(p_out + uint64_t(r) * p_stride + c) = make_uint4(0, 0, 0, 0);
+  }
+  if (h % group == 0) {
+    // Pass 2's Q and K operands, once per q/k head (the first of its value heads writes
+    // them), 8 values of a row per thread.
+    const int octets = dk / 8;
+    for (int e = tid; e < len * octets; e += kThreads) {
+      const int r = e / octets, c = (e % octets) * 8;
+      const uint64_t at = uint64_t(c0 + r) * shape.qk_dim() + size_t(kh) * dk + c;
+      float q[8], k[8];
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        q[x] = qv_s[r * ks + c + x];
+        k[x] = k_s[r * ks + c + x];
+      }
+      gpu::store8(scratch.q_bf16 + at, 0, q);
+      gpu::store8(scratch.k_bf16 + at, 0, k);
+    }
+  }
+  __syncthreads();  // A is whole; Q is read for the last time
+
+  // V takes Q's place (its columns past dv zero), in flight while the inverses are found.
+  const int vp = round8(dv);
+  copy_rows(qv_s, ks, vp, v_src, stride, len, dv);
+  gpu::cp_async_commit();
+
+  // 2. T_bb = (I + A_bb)^-1 for the four diagonal blocks, one thread per (block, column):
+  // the column's chain of dependent steps is register FMAs.
+  if (tid < kChunk) {
+    const int base = (tid / kTile) * kTile, c = tid % kTile;
+    float x[kTile];
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) {
+      float v = r == c ? 1.0f : 0.0f;
+#pragma unroll
+      for (int j = 0; j < r; ++j) v = fmaf(-a_s[(base + r) * kAStride + base + j], x[j], v);
+      x[r] = v;
+    }
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) t_s[(base + r) * kTStride + c] = x[r];
+  }
+  gpu::cp_async_wait<0>();
+  __syncthreads();  // V and the inverses are whole
+
+  // 3. X = (I + A)^-1 B, B = [diag(beta gamma) K | diag(beta) V], this warp's columns
+  // [n0, n0 + 32) of B's dk + vp: W = X's first dk columns, U' the rest.
+  const int width = dk + vp;
+  for (int n0 = warp * kWarpColumns; n0 < width; n0 += kWarps * kWarpColumns) {
+    // Each 8-column tile q lies wholly in K's part or V's (dk is a multiple of 8).
+    float* column[4];
+    bool in_k[4], live[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int c = n0 + 8 * q;
+      live[q] = c < width;
+      in_k[q] = c < dk;
+      column[q] = in_k[q] ? k_s + c : qv_s + (c - dk);
+    }
+    for (int i = 0; i < kBlocks && i * kTile < len; ++i) {
+      // acc = sum_{j < i} A_ij X_j, X_j where B_j was.
+      float acc[4][4] = {};
+      for (int kk = 0; kk < i * kTile; kk += 8) {
+        uint32_t a[4];
+        load_a(a, a_s + i * kTile * kAStride + kk, kAStride, gi, ti);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (live[q])
+            gpu::mma_tf32_1688(acc[q], a, __float_as_uint(column[q][(kk + ti) * ks + gi]),
+                               __float_as_uint(column[q][(kk + ti + 4) * ks + gi]));
+      }
+      // R_i = B_i - acc, rounded to TF32 (the next product's operand), in B_i's place: each
+      // lane reads and writes its own elements.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = i * kTile + gi + 8 * half;
+        const float k_scale = b_s[r] * __expf(g_s[r]), v_scale = b_s[r];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (!live[q]) continue;
+          float* at = column[q] + r * ks + 2 * ti;
+          const float scale = in_k[q] ? k_scale : v_scale;
+          at[0] = __uint_as_float(gpu::to_tf32(at[0] * scale - acc[q][2 * half]));
+          at[1] = __uint_as_float(gpu::to_tf32(at[1] * scale - acc[q][2 * half + 1]));
+        }
+      }
+      __syncwarp();  // R_i is whole for the warp's fragment loads
+      // X_i = T_ii R_i.
+      float x[4][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < kTile; kk += 8) {
+        uint32_t a[4];
+        load_a(a, t_s + i * kTile * kTStride + kk, kTStride, gi, ti);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (live[q])
+            gpu::mma_tf32_1688(x[q], a, __float_as_uint(column[q][(i * kTile + kk + ti) * ks + gi]),
+                               __float_as_uint(column[q][(i * kTile + kk + ti + 4) * ks + gi]));
+      }
+      __syncwarp();  // every lane has read R_i before X_i takes its place
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = i * kTile + gi + 8 * half;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (!live[q]) continue;
+          const float x0 = x[q][2 * half], x1 = x[q][2 * half + 1];
+          float* at = column[q] + r * ks + 2 * ti;
+          at[0] = __uint_as_float(gpu::to_tf32(x0));
+          at[1] = __uint_as_float(gpu::to_tf32(x1));
+          if (r >= len) continue;
+          const int c = n0 + 8 * q + 2 * ti;
+          const uint64_t row = uint64_t(c0 + r) * vh + h;
+          if (in_k[q])
+            *reinterpret_cast<uint32_t*>(scratch.w_bf16 + row * dk + c) = gpu::pack_bf16(x0, x1);
+          else if (c - dk < dv)
+            *reinterpret_cast<uint32_t*>(scratch.u_bf16 + row * dv + (c - dk)) =
+                gpu::pack_bf16(x0, x1);
+        }
+      }
+      __syncwarp();  // X_i is in place before the next block row's fragment loads
+    }
+  }
+  if (tid < len) scratch.g_sum[uint64_t(c0 + tid) * vh + h] = g_s[tid];
+}
+
+}  // namespace
+
+cudaError_t launch_delta_prepare_bf16(const float* qkv, const float* g, const float* beta,
+                                      DeltaShape shape, const DeltaSpan* chunks,
+                                      uint32_t chunk_count, const DeltaScratch& scratch,
+                                      cudaStream_t stream) {
+  const size_t bytes =
+      Layout(int(shape.qk_head_dim), int(shape.v_head_dim)).floats() * sizeof(float);
+  if (cudaError_t err = cudaFuncSetAttribute(
+          delta_prepare_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+      err != cudaSuccess)
+    return err;
+  delta_prepare_bf16_kernel<<<dim3(chunk_count, shape.v_heads), kThreads, bytes, stream>>>(
+      qkv, g, beta, shape, chunks, scratch);
+  return cudaGetLastError();
+}
+
+}  // namespace hsring
