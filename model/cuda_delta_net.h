@@ -16,7 +16,7 @@
 // inverse. Then
 //   O = diag(gamma) Q S0 + (causal (gamma_i / gamma_j) (q_i . k_j)) U,
 //   S_L = gamma_L S0 + K^T diag(gamma_L / gamma) U.
-// Pass 1 (every chunk and head in parallel) forms U', W and the masked score matrix P;
+// Pass 1 (every chunk and value head in parallel) forms U', W and the masked score matrix P;
 // pass 2 walks each document's chunks in order per (value head, slice of dv columns: the
 // columns of S evolve independently). Values are fp32; the products run on the tensor cores
 // (model/cuda_delta_rule.cu, model/cuda_delta_state_bf16.cu, DeltaPrecision).
@@ -75,10 +75,11 @@ cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, 
                                float* beta, cudaStream_t stream);
 
 // How the chunked rule's products run on the tensor cores:
-//   - kBf16 (the default): pass 1's products as kTf32; it writes pass 2's operands (Q, K, W,
-//     P, U') in bf16, and pass 2 runs bf16 mma.sync products with fp32 accumulation, the
-//     state's fp32 value kept in registers (flash-linear-attention's precision): 2.5e-3
-//     relative error against the per-token recurrence, 1.6 times kTf32's speed;
+//   - kBf16 (the default): pass 1's products in TF32, the system solved blockwise; it
+//     writes pass 2's operands (Q, K, W, P, U') in bf16, and pass 2 runs bf16 mma.sync
+//     products with fp32 accumulation, the state's fp32 value kept in registers
+//     (flash-linear-attention's precision): 2.5e-3 relative error against the per-token
+//     recurrence, at 2.3 times kTf32's speed;
 //   - kTf32: every product one TF32 product (11 significant bits; 4.7e-4);
 //   - kTf32x3: each operand split into a TF32 part and its TF32 remainder (three products:
 //     fp32 accuracy, 2.5e-6, at 1.6 times kTf32's time).
