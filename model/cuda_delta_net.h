@@ -19,7 +19,8 @@
 // Pass 1 (every chunk and value head in parallel) forms U', W and the masked score matrix P;
 // pass 2 walks each document's chunks in order per (value head, slice of dv columns: the
 // columns of S evolve independently). Values are fp32; the products run on the tensor cores
-// (model/cuda_delta_rule.cu, model/cuda_delta_state_bf16.cu, DeltaPrecision).
+// (model/cuda_delta_rule.cu; model/cuda_delta_prepare_bf16.cu and cuda_delta_state_bf16.cu;
+// DeltaPrecision).
 #pragma once
 
 #include <cuda_runtime_api.h>
