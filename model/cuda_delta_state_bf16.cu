@@ -1,17 +1,17 @@
 // Pass 2 of the chunked gated delta rule with bf16 operands (DeltaPrecision::kBf16; the
-// algebra is in model/cuda_delta_net.h, pass 1 in model/cuda_delta_rule.cu).
+// algebra is in model/cuda_delta_net.h, pass 1 in model/cuda_delta_prepare_bf16.cu).
 //
-// One block of four warps per (document, value head, 64 state columns) walks the document's
+// One block of eight warps per (document, value head, 64 state columns) walks the document's
 // chunks in order. Each chunk step is three rounds of mma.sync m16n8k16 bf16 products with
 // fp32 accumulation, the operands read from shared memory with ldmatrix:
-//   1. U = U' - W S and Q S, sharing S's fragments (warp w: token rows 16 w .. 16 w + 15);
-//   2. O = diag(gamma) (Q S) + P U, P causal (warp w reads U's rows up to its own);
-//   3. S = gamma_L S + K^T (diag(gamma_L / gamma) U) (warp w: state rows 32 w .. 32 w + 31).
+//   1. U = U' - W S and Q S, sharing S's fragments (a warp: 16 token rows, 32 columns);
+//   2. O = diag(gamma) (Q S) + P U, P causal (a warp reads U's rows up to its own);
+//   3. S = gamma_L S + K^T (diag(gamma_L / gamma) U) (a warp: 32 state rows, 32 columns).
 // The decays scale the products' rows (O's, U's copy for step 3), not Q and K, so Q and K
 // are one bf16 copy per q/k head, read by each of its value heads. The state's fp32 value
 // stays in the registers of the warp that updates it; shared memory holds its bf16 operand
 // copy and U's two. Pass 1 wrote every operand in bf16, so a chunk's tiles are cp.async
-// copies that start as soon as the step before is done with their buffers. Small blocks, two to an
+// copies that start as soon as the step before is done with their buffers. Two blocks to an
 // SM: while one waits on its copies or a barrier, the other's products run
 // (flash-linear-attention's chunk_fwd_h is laid out alike).
 #include <cuda_runtime.h>
@@ -29,16 +29,19 @@ namespace {
 
 constexpr int kChunk = int(kDeltaChunk);
 constexpr int kColumns = 64;  // state columns per block
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kColumnTiles = kColumns / 8;
+// A warp's share of the block's 64 x kColumns products: 16 token rows (U, O) or 32 state
+// rows (S) by half the columns, kWarpTiles tiles of 8.
+constexpr int kWarpColumns = kColumns / 2;
+constexpr int kWarpTiles = kWarpColumns / 8;
 // Row padding (bf16 values): rows 16 bytes apart modulo 128, so the 8 rows an ldmatrix reads
 // fall on different banks.
 constexpr int kPad = 8;
 constexpr int kWideStride = kChunk + kPad;  // P, U and S rows (kChunk == kColumns)
 static_assert(kChunk == kColumns, "P, U and S share a row stride");
-static_assert(kWarps * 16 == kChunk, "a warp per 16 token rows");
-static_assert(kWarps * 32 >= int(kDeltaMaxHeadDim), "a warp per 32 state rows");
+static_assert(kWarps / 2 * 16 == kChunk, "two warps per 16 token rows");
+static_assert(kWarps / 2 * 32 >= int(kDeltaMaxHeadDim), "two warps per 32 state rows");
 
 __host__ __device__ constexpr int round16(int n) { return (n + 15) / 16 * 16; }
 
@@ -81,11 +84,11 @@ __device__ __forceinline__ void load_b(uint32_t* b, const Bf16* tile, int ld, in
   gpu::ldmatrix_x4_trans(b, tile + ((lane % 8) + ((lane / 8) % 2) * 8) * ld + (lane / 16) * 8);
 }
 
-// acc[n] += a B[:, 8 n .. 8 n + 7] for the kColumns columns of B's 16 rows at b_rows.
+// acc[n] += a B[:, 8 n .. 8 n + 7] for the kWarpColumns columns of B's 16 rows at b_rows.
 __device__ __forceinline__ void accumulate_row(Tile* acc, const uint32_t* a, const Bf16* b_rows,
                                                int lane) {
 #pragma unroll
-  for (int n = 0; n < kColumnTiles; n += 2) {
+  for (int n = 0; n < kWarpTiles; n += 2) {
     uint32_t b[4];
     load_b(b, b_rows + n * 8, kWideStride, lane);
     gpu::mma_bf16_16816(acc[n], a, b[0], b[1]);
@@ -93,13 +96,13 @@ __device__ __forceinline__ void accumulate_row(Tile* acc, const uint32_t* a, con
   }
 }
 
-// Writes the warp's 16 x kColumns accumulators, rounded, to the shared tile at `rows` (row
-// stride kWideStride), rows g and g + 8 scaled by top and bottom.
+// Writes the warp's 16 x kWarpColumns accumulators, rounded, to the shared tile at `rows`
+// (row stride kWideStride), rows g and g + 8 scaled by top and bottom.
 __device__ __forceinline__ void store_operand(const Tile* acc, Bf16* rows, float top, float bottom,
                                               int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int n = 0; n < kColumnTiles; ++n) {
+  for (int n = 0; n < kWarpTiles; ++n) {
     Bf16* at = rows + g * kWideStride + n * 8 + 2 * t;
     *reinterpret_cast<uint32_t*>(at) = gpu::pack_bf16(top * acc[n][0], top * acc[n][1]);
     *reinterpret_cast<uint32_t*>(at + 8 * kWideStride) =
@@ -145,12 +148,15 @@ __global__ void __launch_bounds__(kThreads, 2)
               len, kChunk);
   };
 
-  // The state's fp32 value: this warp's rows 32 warp + 16 m + (g, g + 8), every column.
-  Tile state[2][kColumnTiles];
+  // This warp's share: token rows `row` .. row + 15 of U and O, state rows s_row .. s_row +
+  // 31, the block's columns `half` .. half + kWarpColumns - 1.
+  const int row = 16 * (warp % 4), s_row = 32 * (warp % 4), half = kWarpColumns * (warp / 4);
+  // The state's fp32 value: rows s_row + 16 m + (g, g + 8), the warp's columns.
+  Tile state[2][kWarpTiles];
 #pragma unroll
   for (int m = 0; m < 2; ++m)
 #pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n)
+    for (int n = 0; n < kWarpTiles; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) state[m][n][i] = 0.0f;
   // A document starts from a zero state.
@@ -160,26 +166,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   copy_k_p(doc.begin, min(kChunk, doc.end - doc.begin));
   gpu::cp_async_commit();
 
-  const int row = 16 * warp;  // this warp's token rows of U and O
   for (int c0 = doc.begin; c0 < doc.end; c0 += kChunk) {
     const int len = min(kChunk, doc.end - c0);
     const int next_len = min(kChunk, doc.end - c0 - kChunk);  // <= 0: none
     // -U' into the accumulators of U (from global while the copies land); rows past the
     // chunk and columns past dv read as zero, so U is zero there.
-    Tile u[kColumnTiles], o[kColumnTiles];
+    Tile u[kWarpTiles], o[kWarpTiles];
 #pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n) {
-      const int c = col0 + n * 8 + 2 * t;
+    for (int n = 0; n < kWarpTiles; ++n) {
+      const int c = col0 + half + n * 8 + 2 * t;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = row + g + 8 * half;
+      for (int bottom = 0; bottom < 2; ++bottom) {
+        const int r = row + g + 8 * bottom;
         uint32_t pair = 0;
         if (r < len && c < dv)
           pair = *reinterpret_cast<const uint32_t*>(scratch.u_bf16 +
                                                     (uint64_t(c0 + r) * vh + h) * dv + c);
-        u[n][2 * half] = -gpu::bf16_to_float(pair & 0xffffu);
-        u[n][2 * half + 1] = -gpu::bf16_to_float(pair >> 16);
-        o[n][2 * half] = o[n][2 * half + 1] = 0.0f;
+        u[n][2 * bottom] = -gpu::bf16_to_float(pair & 0xffffu);
+        u[n][2 * bottom + 1] = -gpu::bf16_to_float(pair >> 16);
+        o[n][2 * bottom] = o[n][2 * bottom + 1] = 0.0f;
       }
     }
     // G of the chunk's last row and of this lane's two rows (rows past the chunk: any).
@@ -195,18 +200,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       load_a(a_w, w_s + row * ks + kk, ks, lane);
       load_a(a_q, q_s + row * ks + kk, ks, lane);
 #pragma unroll
-      for (int n = 0; n < kColumnTiles; n += 2) {
+      for (int n = 0; n < kWarpTiles; n += 2) {
         uint32_t b[4];
-        load_b(b, s_s + kk * kWideStride + n * 8, kWideStride, lane);
+        load_b(b, s_s + kk * kWideStride + half + n * 8, kWideStride, lane);
         gpu::mma_bf16_16816(u[n], a_w, b[0], b[1]);
         gpu::mma_bf16_16816(u[n + 1], a_w, b[2], b[3]);
         gpu::mma_bf16_16816(o[n], a_q, b[0], b[1]);
         gpu::mma_bf16_16816(o[n + 1], a_q, b[2], b[3]);
       }
     }
-    store_operand(u, u_s + row * kWideStride, -1.0f, -1.0f, lane);
-    store_operand(u, ud_s + row * kWideStride, -expf(g_last - g_top), -expf(g_last - g_bottom),
-                  lane);
+    store_operand(u, u_s + row * kWideStride + half, -1.0f, -1.0f, lane);
+    store_operand(u, ud_s + row * kWideStride + half, -expf(g_last - g_top),
+                  -expf(g_last - g_bottom), lane);
     __syncthreads();  // U is whole; S's copy, W and Q are read for the last time
     if (next_len > 0) copy_w_q(c0 + kChunk, next_len);
     gpu::cp_async_commit();
@@ -214,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // 2. O = diag(gamma) (Q S) + P U over U's rows 0 .. row + 15 (P is causal), then out.
     const float gamma_top = expf(g_top), gamma_bottom = expf(g_bottom);
 #pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n) {
+    for (int n = 0; n < kWarpTiles; ++n) {
       o[n][0] *= gamma_top;
       o[n][1] *= gamma_top;
       o[n][2] *= gamma_bottom;
@@ -223,17 +228,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int kk = 0; kk <= row; kk += 16) {
       uint32_t a[4];
       load_a(a, p_s + row * kWideStride + kk, kWideStride, lane);
-      accumulate_row(o, a, u_s + kk * kWideStride, lane);
+      accumulate_row(o, a, u_s + kk * kWideStride + half, lane);
     }
 #pragma unroll
-    for (int n = 0; n < kColumnTiles; ++n) {
-      const int c = col0 + n * 8 + 2 * t;
+    for (int n = 0; n < kWarpTiles; ++n) {
+      const int c = col0 + half + n * 8 + 2 * t;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = row + g + 8 * half;
+      for (int bottom = 0; bottom < 2; ++bottom) {
+        const int r = row + g + 8 * bottom;
         if (r < len && c < dv)
           *reinterpret_cast<float2*>(out + uint64_t(c0 + r) * shape.v_dim() + size_t(h) * dv + c) =
-              make_float2(o[n][2 * half], o[n][2 * half + 1]);
+              make_float2(o[n][2 * bottom], o[n][2 * bottom + 1]);
       }
     }
 
@@ -241,13 +246,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     // operand copy for the next chunk (nobody reads S's copy until the barrier below).
     // Both row tiles of the warp read each fragment of U once.
     const float decay = expf(g_last);
-    const int s_row = 32 * warp;
     const bool second = s_row + 16 < dkp;  // the warp's second row tile is in S
     if (s_row < dkp) {
 #pragma unroll
       for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int n = 0; n < kColumnTiles; ++n)
+        for (int n = 0; n < kWarpTiles; ++n)
 #pragma unroll
           for (int i = 0; i < 4; ++i) state[m][n][i] *= decay;
       for (int kk = 0; kk < kChunk; kk += 16) {
@@ -255,9 +259,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         load_a_transposed(a[0], k_s + kk * ks + s_row, ks, lane);
         if (second) load_a_transposed(a[1], k_s + kk * ks + s_row + 16, ks, lane);
 #pragma unroll
-        for (int n = 0; n < kColumnTiles; n += 2) {
+        for (int n = 0; n < kWarpTiles; n += 2) {
           uint32_t b[4];
-          load_b(b, ud_s + kk * kWideStride + n * 8, kWideStride, lane);
+          load_b(b, ud_s + kk * kWideStride + half + n * 8, kWideStride, lane);
           gpu::mma_bf16_16816(state[0][n], a[0], b[0], b[1]);
           gpu::mma_bf16_16816(state[0][n + 1], a[0], b[2], b[3]);
           if (second) {
@@ -266,8 +270,9 @@ __global__ void __launch_bounds__(kThreads, 2)
           }
         }
       }
-      store_operand(state[0], s_s + s_row * kWideStride, 1.0f, 1.0f, lane);
-      if (second) store_operand(state[1], s_s + (s_row + 16) * kWideStride, 1.0f, 1.0f, lane);
+      store_operand(state[0], s_s + s_row * kWideStride + half, 1.0f, 1.0f, lane);
+      if (second)
+        store_operand(state[1], s_s + (s_row + 16) * kWideStride + half, 1.0f, 1.0f, lane);
     }
     __syncthreads();  // K, P and U are read for the last time; S's copy is whole
     if (next_len > 0) copy_k_p(c0 + kChunk, next_len);
