@@ -279,8 +279,8 @@ PretrainResult run_pretrain(const PretrainOptions& o,
       report_count = 0;
     }
     if (!std::isfinite(stats.loss))
-      throw Error(Errc::kModelBadConfig, "pretrain: the loss diverged at step " +
-                                             std::to_string(step) + "; try a lower rate");
+      throw Error(Errc::kModelBadConfig,
+                  fmt::format("pretrain: the loss diverged at step {}; try a lower rate", step));
   }
   result.seconds = elapsed();
   result.tokens_per_s = result.seconds > 0 ? double(result.tokens) / result.seconds : 0;

@@ -1,5 +1,7 @@
 #include "capi/consumer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "capi/capi_error.h"
@@ -35,8 +37,8 @@ Consumer::Consumer(std::unique_ptr<WorkerSession> session, const hs_consumer_opt
       launcher_(ring_),
       consumer_(*session_, options.seed) {
   if (session_->recovered_at_start().total() > 0)
-    log_line("returned " + std::to_string(session_->recovered_at_start().total()) +
-             " slot(s) of the previous epoch");
+    log_line(fmt::format("returned {} slot(s) of the previous epoch",
+                         session_->recovered_at_start().total()));
   session_->set_state(ProcessState::kRunning);
 }
 
@@ -58,8 +60,10 @@ Consumer::Held& Consumer::held(uint64_t ticket) {
   auto it = std::find_if(held_.begin(), held_.end(),
                          [&](const Held& h) { return h.batch.claim.word.word() == ticket; });
   if (it == held_.end())
-    throw Error(Errc::kApiState, "no batch with ticket " + std::to_string(ticket) +
-                                     " is held: it was released already, or never claimed");
+    throw Error(Errc::kApiState,
+                fmt::format("no batch with ticket {} is held: it was released already, or never "
+                            "claimed",
+                            ticket));
   return *it;
 }
 
@@ -85,7 +89,7 @@ hs_status Consumer::next(uint32_t timeout_ms, hs_batch& out) {
       // handed out over bounds the ring's shape does not vouch for.
       consumer_.mark_torn(batch, view.bounds_problem());
       if (consumer_.release(batch).lost())
-        return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(view.slot()));
+        return fail(HS_ERR_LOST_SLOT, fmt::format("lost ownership of slot {}", view.slot()));
       continue;
     }
     out = hs_batch{};
@@ -115,8 +119,10 @@ hs_status Consumer::release(uint64_t ticket) {
   record_stage(entry, Stage::kDrafterStep, monotonic_ns() - done.claimed_ns);
   ClaimedBatch batch = done.batch;
   if (consumer_.release(batch).lost())
-    return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(batch.claim.index) +
-                                      " (this drafter was presumed dead); exit and restart");
+    return fail(HS_ERR_LOST_SLOT,
+                fmt::format("lost ownership of slot {} (this drafter was presumed dead); exit and "
+                            "restart",
+                            batch.claim.index));
   consumer_.account(batch.view.token_count());
   session_->heartbeat();
   return HS_OK;
@@ -131,10 +137,9 @@ void Consumer::copy_to_device(uint64_t ticket, void* device, uint64_t device_byt
   const uint32_t tokens = batch.rows();
   const uint64_t elements = uint64_t(tokens) * s.num_layers * s.hidden_size;
   if (device_bytes < elements * dtype_size(s.dtype))
-    throw Error(Errc::kApiShape, "the device buffer holds " + std::to_string(device_bytes) +
-                                     " bytes; [" + std::to_string(tokens) + ", " +
-                                     std::to_string(s.num_layers * s.hidden_size) + "] needs " +
-                                     std::to_string(elements * dtype_size(s.dtype)));
+    throw Error(Errc::kApiShape,
+                fmt::format("the device buffer holds {} bytes; [{}, {}] needs {}", device_bytes,
+                            tokens, s.num_layers * s.hidden_size, elements * dtype_size(s.dtype)));
   if (!pinned_) pinned_ = gpu::pin_ring_payload(ring_);
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   StageTimer timer(session_->entry(), Stage::kDrafterH2D);

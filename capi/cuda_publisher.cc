@@ -1,5 +1,7 @@
 #include "capi/cuda_publisher.h"
 
+#include <fmt/format.h>
+
 #include "capi/capi_error.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -109,15 +111,14 @@ void CudaPublisher::run() {
     if (e != cudaSuccess) {
       // Never published: the slot stays WRITING with its batch id, for a successor.
       status = HS_ERR_CUDA;
-      message = std::string("copy of batch ") + std::to_string(p.plan.batch_id) +
-                " failed: " + cudaGetErrorString(e);
+      message = fmt::format("copy of batch {} failed: {}", p.plan.batch_id, cudaGetErrorString(e));
     } else {
       record_stage(entry, Stage::kTargetCopy, monotonic_ns() - p.submitted_ns);
       StageTimer timer(entry, Stage::kTargetPublishWait);
       if (producer_.publish_batch(p.claim, p.plan) != PipelineStatus::kOk) {
         status = HS_ERR_LOST_SLOT;
-        message = "lost ownership of slot " + std::to_string(p.claim.index) +
-                  " before publishing batch " + std::to_string(p.plan.batch_id);
+        message = fmt::format("lost ownership of slot {} before publishing batch {}", p.claim.index,
+                              p.plan.batch_id);
       }
     }
     lock.lock();

@@ -1,5 +1,7 @@
 #include "capi/job_tokens.h"
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "data/token_batch.h"
 #include "shm/ring.h"
@@ -49,11 +51,9 @@ class ShardTokens final : public JobTokens {
     // The data's labels land too; write_labels replaces them (publish requires it).
     if (!data::copy_to_slot_arrays(batch, ring.shape().max_tokens, ring.tokens(slot),
                                    ring.positions(slot), ring.doc_offsets(slot), ring.labels(slot)))
-      throw Error(Errc::kData, "batch " + std::to_string(plan.batch_id) + " has " +
-                                   std::to_string(batch.token_count()) +
-                                   " tokens, more than the "
-                                   "ring's " +
-                                   std::to_string(ring.shape().max_tokens));
+      throw Error(Errc::kData,
+                  fmt::format("batch {} has {} tokens, more than the ring's {}", plan.batch_id,
+                              batch.token_count(), ring.shape().max_tokens));
     return loss_mask_of(batch);
   }
 

@@ -1,5 +1,7 @@
 #include "capi/producer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -76,8 +78,9 @@ bool Producer::keep_running() {
 Producer::OpenJob& Producer::job(uint64_t ticket) {
   auto it = open_.find(ticket);
   if (it == open_.end())
-    state_error("no open job has ticket " + std::to_string(ticket) +
-                ": it was published already, or never taken (call next_job first)");
+    state_error(fmt::format(
+        "no open job has ticket {}: it was published already, or never taken (call next_job first)",
+        ticket));
   return it->second;
 }
 
@@ -99,8 +102,9 @@ hs_status Producer::at_shard_end(uint64_t deadline_ns) {
   // "Exhausted" promises every batch of the shard is published: only once nothing of
   // ours is open or still being copied.
   if (!open_.empty())
-    state_error("the shard's last batches are taken: publish the " + std::to_string(open_.size()) +
-                " open job(s) before asking for another");
+    state_error(fmt::format(
+        "the shard's last batches are taken: publish the {} open job(s) before asking for another",
+        open_.size()));
   if (hs_status s = flush(); s != HS_OK) return s;
   TargetProgress& progress = ring_.target_progress(session_->identity().index);
   // acq_rel: consumers read it with acquire to waive hs_min_ready.
@@ -139,8 +143,9 @@ hs_status Producer::next_job(uint32_t timeout_ms, hs_job& out) {
       case PipelineStatus::kStopped:
         return HS_STOPPED;
       case PipelineStatus::kLostSlot:
-        return fail(HS_ERR_LOST_SLOT, "lost ownership of a slot while binding batch " +
-                                          std::to_string(batch_id) + "; exit and restart");
+        return fail(HS_ERR_LOST_SLOT,
+                    fmt::format("lost ownership of a slot while binding batch {}; exit and restart",
+                                batch_id));
       case PipelineStatus::kFailed:
         return fail(HS_ERR_INTERNAL, "claim failed");
     }
@@ -169,23 +174,21 @@ void Producer::set_tokens(uint64_t ticket, const int32_t* tokens, const int32_t*
         "HS_TOKENS_CALLER to set them");
   const RingShape& s = ring_.shape();
   if (count < 1 || count > s.max_tokens)
-    shape_error(std::to_string(count) + " tokens: a batch holds 1 to " +
-                std::to_string(s.max_tokens) + " (the ring's max_tokens)");
+    shape_error(fmt::format("{} tokens: a batch holds 1 to {} (the ring's max_tokens)", count,
+                            s.max_tokens));
   if (num_docs < 1 || num_docs > count)
-    shape_error(std::to_string(num_docs) + " documents for " + std::to_string(count) +
-                " tokens: give 1 to " + std::to_string(count));
+    shape_error(fmt::format("{} documents for {} tokens: give 1 to {}", num_docs, count, count));
   if (doc_offsets[0] != 0 || doc_offsets[num_docs] != int32_t(count))
-    shape_error("doc_offsets must run from 0 to the token count " + std::to_string(count));
+    shape_error(fmt::format("doc_offsets must run from 0 to the token count {}", count));
   for (uint32_t d = 0; d < num_docs; ++d) {
     if (doc_offsets[d + 1] <= doc_offsets[d])
-      shape_error("doc_offsets[" + std::to_string(d + 1) + "] is not above doc_offsets[" +
-                  std::to_string(d) + "]");
+      shape_error(fmt::format("doc_offsets[{}] is not above doc_offsets[{}]", d + 1, d));
   }
   for (uint32_t t = 0; t < count; ++t) {
     if (s.content == PayloadContent::kModel &&
         (tokens[t] < 0 || uint32_t(tokens[t]) >= s.vocab_size))
-      shape_error("tokens[" + std::to_string(t) + "] = " + std::to_string(tokens[t]) +
-                  " is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
+      shape_error(fmt::format("tokens[{}] = {} is outside the vocabulary [0, {})", t, tokens[t],
+                              s.vocab_size));
   }
   const uint32_t slot = j.claim.index;
   std::memcpy(ring_.tokens(slot), tokens, count * sizeof(int32_t));
@@ -203,23 +206,22 @@ std::vector<Producer::LayerTarget>& Producer::checked_layers(const OpenJob& j, u
                                                              const uint64_t* row_pitches) {
   const RingShape& s = ring_.shape();
   if (count == 0 || first >= s.num_layers || count > s.num_layers - first) {
-    const std::string which = count == 1 ? "layer " + std::to_string(first)
-                                         : "layers " + std::to_string(first) + " to " +
-                                               std::to_string(uint64_t(first) + count - 1);
-    throw Error(Errc::kUsage,
-                which + ": the ring captures " + std::to_string(s.num_layers) + " layers");
+    const std::string which =
+        count == 1 ? fmt::format("layer {}", first)
+                   : fmt::format("layers {} to {}", first, uint64_t(first) + count - 1);
+    throw Error(Errc::kUsage, fmt::format("{}: the ring captures {} layers", which, s.num_layers));
   }
   if (!j.tokens_set) state_error("set the job's tokens before writing its layers");
   layer_targets_.clear();  // keeps its capacity: no allocation after the first job
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t layer = first + i;
     if (sources[i] == nullptr)
-      throw Error(Errc::kUsage, "layer " + std::to_string(layer) + ": source is NULL");
+      throw Error(Errc::kUsage, fmt::format("layer {}: source is NULL", layer));
     const LayerRows rows = layer_rows(ring_, j.claim.index, layer);
     const uint64_t pitch = row_pitches && row_pitches[i] ? row_pitches[i] : rows.row_bytes;
     if (pitch < rows.row_bytes)
-      shape_error("layer " + std::to_string(layer) + ": row pitch " + std::to_string(pitch) +
-                  " is below a row's " + std::to_string(rows.row_bytes) + " bytes");
+      shape_error(fmt::format("layer {}: row pitch {} is below a row's {} bytes", layer, pitch,
+                              rows.row_bytes));
     layer_targets_.push_back({rows, pitch});
   }
   return layer_targets_;
@@ -250,14 +252,13 @@ void Producer::write_labels(uint64_t ticket, const int32_t* labels, uint32_t cou
   const RingShape& s = ring_.shape();
   if (!j.tokens_set) state_error("set the job's tokens before writing its labels");
   if (count != j.plan.token_count)
-    shape_error(std::to_string(count) + " labels for a batch of " +
-                std::to_string(j.plan.token_count) + " tokens");
+    shape_error(fmt::format("{} labels for a batch of {} tokens", count, j.plan.token_count));
   for (uint32_t t = 0; t < count; ++t) {
     if (s.content == PayloadContent::kModel && labels[t] != kIgnoreLabel &&
         (labels[t] < 0 || uint32_t(labels[t]) >= s.vocab_size))
-      shape_error("labels[" + std::to_string(t) + "] = " + std::to_string(labels[t]) +
-                  " is outside the vocabulary [0, " + std::to_string(s.vocab_size) +
-                  ") and not -100 (not trained on)");
+      shape_error(fmt::format(
+          "labels[{}] = {} is outside the vocabulary [0, {}) and not -100 (not trained on)", t,
+          labels[t], s.vocab_size));
   }
   int32_t* slot_labels = ring_.labels(j.claim.index);
   std::memcpy(slot_labels, labels, count * sizeof(int32_t));
@@ -277,12 +278,11 @@ hs_status Producer::publish(uint64_t ticket) {
   const uint32_t all = s.num_layers >= 32 ? ~0u : (1u << s.num_layers) - 1;
   if ((j.layers_written & all) != all) {
     const int missing = std::countr_one(j.layers_written);
-    state_error("layer " + std::to_string(missing) + " of batch " +
-                std::to_string(j.plan.batch_id) + " was never written");
+    state_error(fmt::format("layer {} of batch {} was never written", missing, j.plan.batch_id));
   }
   if (!j.labels_written)
-    state_error("the labels of batch " + std::to_string(j.plan.batch_id) +
-                " were never written (write_labels)");
+    state_error(
+        fmt::format("the labels of batch {} were never written (write_labels)", j.plan.batch_id));
   // The caller's forward: from taking the job to publishing it.
   record_stage(session_->entry(), Stage::kTargetForward, monotonic_ns() - j.taken_ns);
   const OpenJob done = std::move(j);  // no copy of its mask on the critical path
@@ -295,9 +295,10 @@ hs_status Producer::publish(uint64_t ticket) {
   StageTimer timer(session_->entry(), Stage::kTargetPublishWait);
   SlotClaim claim = done.claim;
   if (producer_->publish_batch(claim, done.plan) != PipelineStatus::kOk)
-    return fail(HS_ERR_LOST_SLOT, "lost ownership of slot " + std::to_string(claim.index) +
-                                      " before publishing batch " +
-                                      std::to_string(done.plan.batch_id) + "; exit and restart");
+    return fail(
+        HS_ERR_LOST_SLOT,
+        fmt::format("lost ownership of slot {} before publishing batch {}; exit and restart",
+                    claim.index, done.plan.batch_id));
   return HS_OK;
 }
 

@@ -1,5 +1,7 @@
 #include "common/cli_checks.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -105,7 +107,7 @@ std::string config_text_problem(const std::string& text, std::map<std::string, s
   // silently, so a second one is refused instead.
   std::map<std::string, size_t> section_lines, keys;
   for (size_t number = 1; std::getline(lines, line); ++number) {
-    const std::string at = "line " + std::to_string(number) + ": ";
+    const std::string at = fmt::format("line {}: ", number);
     if (line.find('\0') != std::string::npos)
       return at + "a NUL byte: a config file is text; is this the right file?";
     const std::string content = trimmed(line);
@@ -116,8 +118,8 @@ std::string config_text_problem(const std::string& text, std::map<std::string, s
       section = trimmed(header.substr(1, header.find(']') - 1));
       const auto [first, fresh] = section_lines.emplace(section, number);
       if (!fresh)
-        return at + "the section [" + section + "] again (first at line " +
-               std::to_string(first->second) + "): give each section once";
+        return fmt::format("{}the section [{}] again (first at line {}): give each section once",
+                           at, section, first->second);
       continue;
     }
     // A bare key is CLI11's "KEY = true" (a flag); explain_config_error names its line.
@@ -128,8 +130,8 @@ std::string config_text_problem(const std::string& text, std::map<std::string, s
     const std::string full = section.empty() ? key : section + "." + key;
     const auto [first, fresh] = keys.emplace(full, number);
     if (!fresh)
-      return at + "key '" + key + "' again (first at line " + std::to_string(first->second) +
-             "): give each key once";
+      return fmt::format("{}key '{}' again (first at line {}): give each key once", at, key,
+                         first->second);
     if (key_lines) (*key_lines)[full] = number;
     if (equals == std::string::npos) continue;
     if (std::string why = value_problem(trimmed(content.substr(equals + 1))); !why.empty())
@@ -189,15 +191,14 @@ std::string CheckedConfig::explain(const CLI::ParseError& error,
         (full.size() <= key.size() ||
          full.compare(full.size() - key.size() - 1, std::string::npos, "." + key) != 0))
       continue;
-    return where() + "line " + std::to_string(line) + ": key '" + key +
-           "': " + what.substr(flag.size() + 2);
+    return fmt::format("{}line {}: key '{}': {}", where(), line, key, what.substr(flag.size() + 2));
   }
   return "";
 }
 
 std::string CheckedConfig::line_of(const std::string& full_key) const {
   const auto line = key_lines_.find(full_key);
-  return line == key_lines_.end() ? "" : "line " + std::to_string(line->second) + ": ";
+  return line == key_lines_.end() ? "" : fmt::format("line {}: ", line->second);
 }
 
 std::string CheckedConfig::where() const {

@@ -2,6 +2,8 @@
 // rows [o_d, o_{d+1}). Every packed kernel REQUIRES them so (checked in sanitizer builds).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -28,16 +30,15 @@ inline std::string doc_partition_problem(std::span<const int32_t> offsets, size_
                                          std::string_view rows_name = "token count") {
   if (offsets.size() < 2 || offsets.front() != 0 || offsets.back() < 0 ||
       size_t(offsets.back()) != rows) {
-    std::string problem =
-        "doc_offsets must run from 0 to the " + std::string(rows_name) + " " + std::to_string(rows);
+    const std::string problem =
+        fmt::format("doc_offsets must run from 0 to the {} {}", rows_name, rows);
     if (offsets.empty()) return problem + " (none given)";
-    return problem + " (they run from " + std::to_string(offsets.front()) + " to " +
-           std::to_string(offsets.back()) + ")";
+    return fmt::format("{} (they run from {} to {})", problem, offsets.front(), offsets.back());
   }
   for (size_t d = 1; d < offsets.size(); ++d)
     if (offsets[d] <= offsets[d - 1])
-      return "doc_offsets must increase strictly (entry " + std::to_string(d) + " is " +
-             std::to_string(offsets[d]) + " after " + std::to_string(offsets[d - 1]) + ")";
+      return fmt::format("doc_offsets must increase strictly (entry {} is {} after {})", d,
+                         offsets[d], offsets[d - 1]);
   return "";
 }
 

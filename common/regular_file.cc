@@ -105,7 +105,7 @@ std::string read_regular_file(const std::string& path, Errc code, size_t max_byt
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail_call("read");
     if (n == 0) break;
-    if (text.size() + size_t(n) > max_bytes) too_large("over " + std::to_string(max_bytes));
+    if (text.size() + size_t(n) > max_bytes) too_large(fmt::format("over {}", max_bytes));
     text.append(buffer, size_t(n));
   }
   ::close(fd);

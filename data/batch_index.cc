@@ -1,5 +1,7 @@
 #include "data/batch_index.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <map>
@@ -34,7 +36,7 @@ BatchIndex::BatchIndex(const std::vector<std::vector<uint64_t>>& doc_offsets,
     : options_(options) {
   if (options.max_tokens == 0 || options.max_tokens > kMaxBatchTokens)
     throw Error(Errc::kData,
-                "max tokens per batch must be in [1, " + std::to_string(kMaxBatchTokens) + "]");
+                fmt::format("max tokens per batch must be in [1, {}]", kMaxBatchTokens));
   if (options.window == 0) throw Error(Errc::kData, "packing window must be > 0");
   // Documents longer than the budget become consecutive pieces of at most max_tokens;
   // empty documents have nothing to train on and are dropped.

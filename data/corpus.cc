@@ -1,5 +1,7 @@
 #include "data/corpus.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -53,10 +55,11 @@ std::string vocabulary_problem(const Corpus& corpus, uint32_t vocab_size,
   for (const ShardInfo& shard : corpus.shards()) {
     const uint32_t vocab = shard.header.vocab_size;
     if (vocab == 0 || vocab > vocab_size)
-      return "shard " + shard.path + " has a vocabulary of " +
-             (vocab == 0 ? std::string("unknown size") : std::to_string(vocab)) +
-             " tokens but the model '" + model_name + "' has " + std::to_string(vocab_size) +
-             ": pack the data with the model's tokenizer (docs/data-format.md)";
+      return fmt::format(
+          "shard {} has a vocabulary of {} tokens but the model '{}' has {}: pack the data "
+          "with the model's tokenizer (docs/data-format.md)",
+          shard.path, vocab == 0 ? std::string("unknown size") : std::to_string(vocab), model_name,
+          vocab_size);
   }
   return "";
 }

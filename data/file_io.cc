@@ -1,5 +1,7 @@
 #include "data/file_io.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -73,7 +75,7 @@ void File::read_exact(void* out, size_t size, uint64_t offset) const {
   const size_t got = read_some(out, size, offset);
   if (got < size)
     throw Error(Errc::kData, path_, offset + got,
-                "file ends early (" + std::to_string(size - got) + " more bytes expected)");
+                fmt::format("file ends early ({} more bytes expected)", size - got));
 }
 
 void File::write_all(const void* bytes, size_t size, uint64_t offset) const {

@@ -1,5 +1,7 @@
 #include "data/file_stream.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -43,8 +45,8 @@ void stream_file(const File& file, uint64_t begin, uint64_t end, const StreamOpt
     if (r.error != 0) throw sys_error(Errc::kData, r.error, file.path(), r.stop_offset, "read");
     if (r.ended_early)
       throw Error(Errc::kData, file.path(), r.stop_offset,
-                  "file ends early (it is " + std::to_string(r.stop_offset) + " bytes, at least " +
-                      std::to_string(end) + " expected)");
+                  fmt::format("file ends early (it is {} bytes, at least {} expected)",
+                              r.stop_offset, end));
     done[r.tag % depth] = true;
     // Deliver in file order; each delivered chunk's buffer takes the read `depth` ahead.
     while (head < chunks && done[head % depth]) {

@@ -1,5 +1,7 @@
 #include "data/shard_file.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "common/crc32.h"
@@ -69,8 +71,8 @@ ShardCheck verify_shard_tokens(const ShardInfo& shard, const StreamOptions& opti
                   uint32_t token = 0;
                   std::memcpy(&token, bytes + bad * h.token_bytes, h.token_bytes);
                   throw Error(Errc::kData, shard.path, at + bad * h.token_bytes,
-                              "token " + std::to_string(token) + " is outside the vocabulary of " +
-                                  std::to_string(max_token + 1));
+                              fmt::format("token {} is outside the vocabulary of {}", token,
+                                          max_token + 1));
                 }
                 at += size;
               });

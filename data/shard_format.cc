@@ -1,5 +1,7 @@
 #include "data/shard_format.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -50,8 +52,8 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
   h.version = check_file_magic(kShardFormat, bytes, available, path);
   if (h.version != kShardVersionNoMask && h.version != kShardVersion)
     fail(Errc::kData, path, kFieldVersion,
-         "format version " + std::to_string(h.version) + ", this build reads versions 1 and " +
-             std::to_string(kShardVersion));
+         fmt::format("format version {}, this build reads versions 1 and {}", h.version,
+                     kShardVersion));
   check_file_header_crc(kShardFormat, bytes, path);
 
   h.header_size = load_le<uint32_t>(bytes + kFieldHeaderSize);
@@ -64,16 +66,16 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
 
   if (h.header_size != kShardHeaderSize)
     fail(Errc::kData, path, kFieldHeaderSize,
-         "header size " + std::to_string(h.header_size) + ", versions 1 and 2 have 64");
+         fmt::format("header size {}, versions 1 and 2 have 64", h.header_size));
   if (h.token_bytes != 1 && h.token_bytes != 2 && h.token_bytes != 4)
     fail(Errc::kData, path, kFieldTokenBytes,
-         "token width " + std::to_string(h.token_bytes) + " bytes (1, 2 or 4 expected)");
+         fmt::format("token width {} bytes (1, 2 or 4 expected)", h.token_bytes));
   // Tokens become int32 in a batch: a vocabulary must fit the width and int32.
   const uint64_t width_limit = h.token_bytes == 4 ? (1ull << 31) : (1ull << (8 * h.token_bytes));
   if (h.vocab_size > width_limit)
     fail(Errc::kData, path, kFieldVocabSize,
-         "vocabulary of " + std::to_string(h.vocab_size) + " does not fit " +
-             std::to_string(h.token_bytes) + "-byte tokens and int32");
+         fmt::format("vocabulary of {} does not fit {}-byte tokens and int32", h.vocab_size,
+                     h.token_bytes));
   if (h.token_count > kMaxShardTokens)
     fail(Errc::kData, path, kFieldTokenCount, "impossible token count");
   if (h.doc_count > kMaxShardDocs)
@@ -83,8 +85,8 @@ ShardHeader decode_header(const std::byte* bytes, size_t available, uint64_t fil
     h.mask_crc = load_le<uint32_t>(bytes + kFieldMaskCrc);
     if ((h.flags & ~kKnownFlags) != 0)
       fail(Errc::kData, path, kFieldFlags,
-           "unknown flag bits " + std::to_string(h.flags & ~kKnownFlags) +
-               " (this build knows bit 0, the loss mask)");
+           fmt::format("unknown flag bits {} (this build knows bit 0, the loss mask)",
+                       h.flags & ~kKnownFlags));
     if (!h.has_mask() && h.mask_crc != 0)
       fail(Errc::kData, path, kFieldMaskCrc, "mask checksum set without a loss mask");
   }
@@ -107,13 +109,14 @@ std::vector<uint64_t> decode_offsets(const std::byte* bytes, const ShardHeader& 
     const bool ok = i == 0 ? offsets[0] == 0 : offsets[i] >= offsets[i - 1];
     if (!ok || offsets[i] > h.token_count)
       fail(Errc::kData, path, base + 8 * i,
-           "document offset " + std::to_string(i) + " is " + std::to_string(offsets[i]) +
-               " (offsets run from 0, never decrease, end at the token count)");
+           fmt::format("document offset {} is {} (offsets run from 0, never decrease, end at "
+                       "the token count)",
+                       i, offsets[i]));
   }
   if (offsets.back() != h.token_count)
     fail(Errc::kData, path, base + 8 * h.doc_count,
-         "last document offset " + std::to_string(offsets.back()) + " is not the token count " +
-             std::to_string(h.token_count));
+         fmt::format("last document offset {} is not the token count {}", offsets.back(),
+                     h.token_count));
   return offsets;
 }
 
@@ -129,8 +132,7 @@ uint64_t check_mask_bytes(const std::byte* bytes, size_t size, uint64_t first_by
     const unsigned pad = real == 8 ? 0u : (0xFFu << real) & 0xFFu;
     if ((byte & pad) != 0)
       fail(Errc::kData, path, file_offset + i,
-           "loss mask bits past the last token (" + std::to_string(token_count) +
-               " tokens) are not zero");
+           fmt::format("loss mask bits past the last token ({} tokens) are not zero", token_count));
     counted += uint64_t(std::popcount(byte));
   }
   return counted;

@@ -1,5 +1,7 @@
 #include "data/shard_set_writer.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -60,11 +62,11 @@ ShardSetWriter ShardSetWriter::resume(std::string dir, uint32_t token_bytes, uin
                       "folder");
     const ShardInfo shard = read_shard_info(paths[i]);
     if (shard.header.token_bytes != token_bytes || shard.header.vocab_size != vocab_size)
-      throw Error(Errc::kData, paths[i] + " has " + std::to_string(shard.header.token_bytes) +
-                                   "-byte tokens of a vocabulary of " +
-                                   std::to_string(shard.header.vocab_size) + ", not " +
-                                   std::to_string(token_bytes) + " and " +
-                                   std::to_string(vocab_size) + ": another model's shards");
+      throw Error(Errc::kData,
+                  fmt::format("{} has {}-byte tokens of a vocabulary of {}, not {} and {}: "
+                              "another model's shards",
+                              paths[i], shard.header.token_bytes, shard.header.vocab_size,
+                              token_bytes, vocab_size));
     set.summary_.shard_paths.push_back(paths[i]);
     set.summary_.documents += shard.doc_offsets.size() - 1;
     set.summary_.tokens += shard.doc_offsets.back();

@@ -1,5 +1,7 @@
 #include "data/shard_writer.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -21,8 +23,8 @@ ShardWriter::ShardWriter(std::string path, uint32_t token_bytes, uint32_t vocab_
   header_.vocab_size = vocab_size;
   const uint64_t width_limit = token_bytes == 4 ? (1ull << 31) : (1ull << (8 * token_bytes));
   if (vocab_size > width_limit)
-    throw Error(Errc::kData, "a vocabulary of " + std::to_string(vocab_size) + " does not fit " +
-                                 std::to_string(token_bytes) + "-byte tokens");
+    throw Error(Errc::kData, fmt::format("a vocabulary of {} does not fit {}-byte tokens",
+                                         vocab_size, token_bytes));
   token_limit_ = vocab_size ? vocab_size : width_limit;
   file_ = File::create_temporary_beside(path_);
   temp_path_ = file_.path();
@@ -35,9 +37,8 @@ ShardWriter::~ShardWriter() {
 
 void ShardWriter::check_token(uint32_t token) const {
   if (token >= token_limit_)
-    throw Error(
-        Errc::kData, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
-        "token " + std::to_string(token) + " does not fit below " + std::to_string(token_limit_));
+    throw Error(Errc::kData, path_, kShardHeaderSize + header_.token_count * header_.token_bytes,
+                fmt::format("token {} does not fit below {}", token, token_limit_));
 }
 
 void ShardWriter::append_token(uint32_t token) {
@@ -61,8 +62,8 @@ void ShardWriter::append_mask(std::span<const uint8_t> counted, uint64_t tokens)
 
 void ShardWriter::add_document(std::span<const uint32_t> tokens, std::span<const uint8_t> counted) {
   if (!counted.empty() && counted.size() != tokens.size())
-    throw Error(Errc::kData, path_ + ": a loss mask of " + std::to_string(counted.size()) +
-                                 " flags for " + std::to_string(tokens.size()) + " tokens");
+    throw Error(Errc::kData, fmt::format("{}: a loss mask of {} flags for {} tokens", path_,
+                                         counted.size(), tokens.size()));
   // Checked first so that a refused document leaves the shard as it was.
   for (uint32_t token : tokens) check_token(token);
   for (uint32_t token : tokens) append_token(token);

@@ -1,5 +1,7 @@
 #include "data/token_batch.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "common/error.h"
@@ -61,8 +63,8 @@ TokenBatch assemble_batch(const Corpus& corpus, const BatchRef& ref, const std::
       uint32_t token = 0;
       std::memcpy(&token, raw + good * width, width);
       throw Error(Errc::kData, shard.path, offset + uint64_t(good) * width,
-                  "token " + std::to_string(token) + " is outside the vocabulary of " +
-                      std::to_string(max_token_of(shard.header) + 1));
+                  fmt::format("token {} is outside the vocabulary of {}", token,
+                              max_token_of(shard.header) + 1));
     }
     raw += uint64_t(piece.length) * width;
     for (uint32_t i = 0; i < piece.length; ++i) batch.positions[at + i] = int32_t(i);

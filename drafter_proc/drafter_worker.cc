@@ -1,5 +1,7 @@
 #include "drafter_proc/drafter_worker.h"
 
+#include <fmt/format.h>
+
 #include <thread>
 
 #include "common/log.h"
@@ -44,8 +46,8 @@ void DrafterWorker::verify(BatchConsumer& consumer, const ClaimedBatch& batch) {
 
 int DrafterWorker::run() {
   if (session_.recovered_at_start().total() > 0) {
-    log_line("returned " + std::to_string(session_.recovered_at_start().total()) +
-             " slot(s) of the previous epoch");
+    log_line(fmt::format("returned {} slot(s) of the previous epoch",
+                         session_.recovered_at_start().total()));
   }
   session_.set_state(ProcessState::kRunning);
   BatchConsumer consumer(session_, options_.seed);

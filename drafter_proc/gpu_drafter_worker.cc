@@ -1,5 +1,7 @@
 #include "drafter_proc/gpu_drafter_worker.h"
 
+#include <fmt/format.h>
+
 #include <thread>
 
 #include "common/clock.h"
@@ -166,11 +168,10 @@ bool GpuDrafterWorker::resolve(BatchBuffer& b) {
     if (verdict.mismatches > 0) {
       const uint64_t row = uint64_t(layers_) * hidden_;
       const uint64_t first = verdict.first_bad;
-      consumer_.mark_torn(b.batch_id, std::to_string(verdict.mismatches) +
-                                          " hidden-state element(s) differ; first at token " +
-                                          std::to_string(first / row) + ", layer " +
-                                          std::to_string(first % row / hidden_) + ", dim " +
-                                          std::to_string(first % hidden_));
+      consumer_.mark_torn(
+          b.batch_id,
+          fmt::format("{} hidden-state element(s) differ; first at token {}, layer {}, dim {}",
+                      verdict.mismatches, first / row, first % row / hidden_, first % hidden_));
     }
   }
   if (b.noise)
@@ -258,8 +259,8 @@ uint64_t GpuDrafterWorker::last_batch_id() const { return buffers_[last_buffer_]
 
 int GpuDrafterWorker::run() {
   if (session_.recovered_at_start().total() > 0) {
-    log_line("returned " + std::to_string(session_.recovered_at_start().total()) +
-             " slot(s) of the previous epoch");
+    log_line(fmt::format("returned {} slot(s) of the previous epoch",
+                         session_.recovered_at_start().total()));
   }
   session_.set_state(ProcessState::kRunning);
   int code = kExitOk;

@@ -228,10 +228,10 @@ GradExchange::Verdict GradExchange::classify(uint64_t step, const PeerWatch* pee
     const uint64_t post = s.post.load(std::memory_order_acquire);
     const uint32_t e = epoch_of(post);
     const uint64_t p = step_of(post);
-    const std::string who = "drafter " + std::to_string(m);
+    const std::string who = fmt::format("drafter {}", m);
     if (grouped) {  // invariant 3
       if (e != group_epochs_[m]) {
-        restart_reason_ = who + " restarted (epoch " + std::to_string(e) + ")";
+        restart_reason_ = fmt::format("{} restarted (epoch {})", who, e);
         return Verdict::kRestart;
       }
       // Its post of this step is there: whether it has exited since (a member that posted
@@ -248,8 +248,7 @@ GradExchange::Verdict GradExchange::classify(uint64_t step, const PeerWatch* pee
         verdict = Verdict::kWait;
         continue;
       }
-      restart_reason_ = who + " posted step " + std::to_string(p) + " while this one posted " +
-                        std::to_string(step);
+      restart_reason_ = fmt::format("{} posted step {} while this one posted {}", who, p, step);
       return Verdict::kRestart;
     }
     // Invariant 4: before the first exchange.
@@ -267,8 +266,9 @@ GradExchange::Verdict GradExchange::classify(uint64_t step, const PeerWatch* pee
     }
     const uint64_t f = step_of(joined);
     if (f > first_step_) {
-      restart_reason_ = who + " started from a newer checkpoint (step " + std::to_string(f - 1) +
-                        ", this one from " + std::to_string(first_step_ - 1) + ")";
+      restart_reason_ =
+          fmt::format("{} started from a newer checkpoint (step {}, this one from {})", who, f - 1,
+                      first_step_ - 1);
       return Verdict::kRestart;
     }
     if (f < first_step_ || (p != step && p != step + 1)) verdict = Verdict::kWait;

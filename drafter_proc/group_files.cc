@@ -48,8 +48,7 @@ void check_sealed(std::string_view bytes, size_t size, const char (&magic)[8], c
   };
   if (bytes.size() < sizeof magic || std::memcmp(bytes.data(), magic, sizeof magic) != 0)
     fail("unknown format (magic)");
-  if (bytes.size() != size)
-    fail(std::to_string(bytes.size()) + " bytes where " + std::to_string(size) + " belong");
+  if (bytes.size() != size) fail(fmt::format("{} bytes where {} belong", bytes.size(), size));
   const uint32_t stored = get<uint32_t>(bytes, size - 4);
   if (stored != crc32(bytes.data(), size - 4)) fail("checksum mismatch (a damaged file)");
 }
@@ -154,11 +153,12 @@ std::optional<GroupRecord> GroupFiles::joinable() {
     waiting_for_ = "the leader (drafter 0 of node 0) has not published a group in " + dir_;
     return std::nullopt;
   }
-  const std::string generation = "generation " + std::to_string(record->generation);
+  const std::string generation = fmt::format("generation {}", record->generation);
   if (record->members != members_) {
-    waiting_for_ = "the published " + generation + " has " + std::to_string(record->members) +
-                   " members, this member expects " + std::to_string(members_) +
-                   ": every node must run the same number of drafters, with the same --nnodes";
+    waiting_for_ = fmt::format(
+        "the published {} has {} members, this member expects {}: every node must run the same "
+        "number of drafters, with the same --nnodes",
+        generation, record->members, members_);
     return std::nullopt;
   }
   if (is_broken(record->generation)) {
@@ -183,12 +183,13 @@ void GroupFiles::joined(uint64_t generation) {
 
 std::string GroupFiles::ended(uint64_t generation) {
   if (is_broken(generation))
-    return "a member left group generation " + std::to_string(generation) + " (" + dir_ + ")";
+    return fmt::format("a member left group generation {} ({})", generation, dir_);
   const std::optional<GroupRecord> record = read_group();
   if (!record) return "the group record in " + dir_ + " was removed";
   if (record->generation != generation)
-    return "the leader published group generation " + std::to_string(record->generation) +
-           " (it restarted); this member was in " + std::to_string(generation);
+    return fmt::format(
+        "the leader published group generation {} (it restarted); this member was in {}",
+        record->generation, generation);
   return "";
 }
 

@@ -1,5 +1,7 @@
 #include "drafter_proc/group_rendezvous.h"
 
+#include <fmt/format.h>
+
 #include "common/clock.h"
 #include "shm/nccl_rendezvous.h"
 #include "shm/ring.h"
@@ -86,7 +88,7 @@ class FileRendezvous final : public GroupRendezvous {
   }
 
   std::string describe() const override {
-    return "id through " + files_.dir() + ", generation " + std::to_string(generation_);
+    return fmt::format("id through {}, generation {}", files_.dir(), generation_);
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "drafter_proc/held_out_set.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/error.h"
@@ -28,10 +30,10 @@ HeldOutSet HeldOutSet::build(const HeldOutSetOptions& options) {
   std::vector<std::vector<uint64_t>> offsets;
   if (options.held_out_only) {
     if (data::held_out_document_count(corpus.doc_count()) == 0)
-      throw Error(Errc::kData, "corpus " + corpus.dir() + " has " +
-                                   std::to_string(corpus.doc_count()) +
-                                   " documents, too few to hold any out (one in " +
-                                   std::to_string(data::kHeldOutFraction) + " is, from 16 on)");
+      throw Error(Errc::kData,
+                  fmt::format("corpus {} has {} documents, too few to hold any out (one in {} "
+                              "is, from 16 on)",
+                              corpus.dir(), corpus.doc_count(), data::kHeldOutFraction));
     offsets = data::held_out_doc_offsets(corpus);
   } else {
     for (const data::ShardInfo& shard : corpus.shards()) offsets.push_back(shard.doc_offsets);

@@ -1,5 +1,7 @@
 #include "drafter_proc/nccl_group.h"
 
+#include <fmt/format.h>
+
 #include <nccl.h>
 
 #include <cstring>
@@ -77,8 +79,8 @@ class NcclGroup final : public GradientGroup {
   }
   const std::string& restart_reason() const override { return reason_; }
   std::string describe() const override {
-    return "all-reducing gradients with NCCL " + std::to_string(NCCL_MAJOR) + "." +
-           std::to_string(NCCL_MINOR) + " (" + (rendezvous_ ? rendezvous_->describe() : "") + ")";
+    return fmt::format("all-reducing gradients with NCCL {}.{} ({})", NCCL_MAJOR, NCCL_MINOR,
+                       rendezvous_ ? rendezvous_->describe() : "");
   }
 
   ExchangeResult all_reduce(uint64_t /*step*/, uint64_t counted) override {
@@ -185,8 +187,9 @@ class NcclGroup final : public GradientGroup {
     if (wait(true) != ExchangeResult::kReduced) return false;
     const uint64_t newest = counts_host_.as<uint64_t>()[1];
     if (newest != first_step_) {
-      note_reason("a peer loaded a newer checkpoint (it continues at step " +
-                  std::to_string(newest) + ", this member at " + std::to_string(first_step_) + ")");
+      note_reason(fmt::format(
+          "a peer loaded a newer checkpoint (it continues at step {}, this member at {})", newest,
+          first_step_));
       leave();
       failure_ = ExchangeResult::kGroupRestart;  // reload the newer checkpoint: no crash
       return false;
@@ -251,9 +254,8 @@ class NcclGroup final : public GradientGroup {
         continue;
       }
       if (p.epoch != known)
-        return note_reason("drafter " + std::to_string(m) + " restarted (epoch " +
-                           std::to_string(known) + " -> " + std::to_string(p.epoch) + ")");
-      if (!p.alive) return note_reason("drafter " + std::to_string(m) + " died");
+        return note_reason(fmt::format("drafter {} restarted (epoch {} -> {})", m, known, p.epoch));
+      if (!p.alive) return note_reason(fmt::format("drafter {} died", m));
     }
     std::string ended;
     if (!guarded([&] { ended = rendezvous_->ended(); })) return false;

@@ -1,5 +1,7 @@
 #include "drafter_proc/slot_batch.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -63,9 +65,8 @@ std::string SlotBatch::features_problem(uint32_t layers) const {
     if (std::isfinite(features_[i])) continue;
     const size_t per_layer = layers ? row / layers : row;
     const char* value = std::isnan(features_[i]) ? "NaN" : features_[i] > 0 ? "+Inf" : "-Inf";
-    return "token " + std::to_string(i / row) + ", captured layer " +
-           std::to_string((i % row) / per_layer) + ", element " +
-           std::to_string((i % row) % per_layer) + " is " + value;
+    return fmt::format("token {}, captured layer {}, element {} is {}", i / row,
+                       (i % row) / per_layer, (i % row) % per_layer, value);
   }
   return "";
 }

@@ -1,5 +1,7 @@
 #include "drafter_proc/training_backend.h"
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "drafter_proc/slot_batch.h"
 #include "shm/ring.h"
@@ -23,7 +25,7 @@ class CpuTrainingBackend final : public TrainingBackend {
   }
   std::string features_problem() const override { return batch_.features_problem(num_captured_); }
   std::string describe() const override {
-    return "on the CPU, " + std::to_string(threads_) + " thread(s)";
+    return fmt::format("on the CPU, {} thread(s)", threads_);
   }
 
  private:

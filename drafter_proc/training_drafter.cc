@@ -143,12 +143,13 @@ void TrainingLoop::set_up() {
   rank_ = options_.node_rank * s.num_drafters + local_rank_;
   check_node_topology({options_.nnodes, options_.node_rank, "flags"});
   if (options_.nnodes > 1 && options_.rendezvous_dir.empty())
-    throw Error(Errc::kUsage, "--nnodes " + std::to_string(options_.nnodes) +
-                                  " needs --rendezvous-dir: a folder every node sees");
-  log_line("training drafter " + trainer().describe() + " " + backend_->describe() + "; lr " +
-           std::to_string(options_.optimizer.schedule.peak_lr) + ", warmup " +
-           std::to_string(options_.optimizer.schedule.warmup_steps) + ", cosine to step " +
-           std::to_string(options_.optimizer.schedule.total_steps));
+    throw Error(Errc::kUsage,
+                fmt::format("--nnodes {} needs --rendezvous-dir: a folder every node sees",
+                            options_.nnodes));
+  log_line(fmt::format(
+      "training drafter {} {}; lr {:f}, warmup {}, cosine to step {}", trainer().describe(),
+      backend_->describe(), options_.optimizer.schedule.peak_lr,
+      options_.optimizer.schedule.warmup_steps, options_.optimizer.schedule.total_steps));
   if (options_.checkpoint_dir.empty()) {
     join_group();
     return;
@@ -163,8 +164,7 @@ void TrainingLoop::set_up() {
     const TrainingPosition position = restore_training(loaded->checkpoint, trainer());
     batches_before_ = position.batches_trained;
     last_checkpoint_step_ = loaded->checkpoint.step;
-    log_line("resumed from " + loaded->path + " at step " +
-             std::to_string(loaded->checkpoint.step));
+    log_line(fmt::format("resumed from {} at step {}", loaded->path, loaded->checkpoint.step));
   }
   join_group();
   // Only drafter 0 writes checkpoints (the writer locks the directory); the others read it.
@@ -186,8 +186,8 @@ train::DflashTrainerOptions TrainingLoop::dflash_options(const ModelConfig& targ
   const train::MaskToken mask = train::choose_mask_token(tokenizer ? &*tokenizer : nullptr,
                                                          target.vocab_size, c.mask_token_id);
   o.model.mask_token_id = mask.id;
-  log_line("mask token " + std::to_string(mask.id) + (mask.text.empty() ? "" : " " + mask.text) +
-           ": " + mask.how);
+  log_line(fmt::format("mask token {}{}: {}", mask.id, mask.text.empty() ? "" : " " + mask.text,
+                       mask.how));
   if (!mask.warning.empty()) log_line("warning: " + mask.warning);
   train::check_dflash_config(o.model);
   o.optimizer = options_.optimizer;
@@ -214,8 +214,8 @@ void TrainingLoop::join_group() {
       GroupJoin{ring_, members, rank_, local_members, options_.node_rank * local_members,
                 session_.identity().epoch, exchange_step_, options_.rendezvous_dir, peer_watch(),
                 keep_waiting()});
-  log_line("drafter " + std::to_string(rank_) + " of a group of " + std::to_string(members) + ": " +
-           exchange_->describe() + " from step " + std::to_string(exchange_step_));
+  log_line(fmt::format("drafter {} of a group of {}: {} from step {}", rank_, members,
+                       exchange_->describe(), exchange_step_));
 }
 
 PeerWatch TrainingLoop::peer_watch() const {
@@ -238,12 +238,12 @@ std::string TrainingLoop::non_finite_problem(const train::LossStats& loss) const
   // Which, when the backend can tell (the CPU keeps the batch in process memory).
   const std::string features = backend_->features_problem();
   const char* value = std::isnan(loss.loss) ? "NaN" : loss.loss > 0 ? "+Inf" : "-Inf";
-  return std::string("the loss is ") + value + " at step " +
-         std::to_string(backend_->trainer().optimizer_step() + 1) + " on batch " +
-         std::to_string(batch_id_) +
-         (features.empty() ? "" : " (its hidden states are not finite: " + features + ")") +
-         ": training cannot go on; the run stops (a diverged model: lower --lr; non-finite "
-         "hidden states: check the target model and its data)";
+  return fmt::format(
+      "the loss is {} at step {} on batch {}{}: training cannot go on; the run stops (a "
+      "diverged model: lower --lr; non-finite hidden states: check the target model and its "
+      "data)",
+      value, backend_->trainer().optimizer_step() + 1, batch_id_,
+      features.empty() ? "" : " (its hidden states are not finite: " + features + ")");
 }
 
 ExchangeResult TrainingLoop::step(const train::LossStats& loss, uint64_t start,
@@ -385,9 +385,9 @@ void TrainingLoop::build_held_out_set() {
     log_line(std::string("warning: no held-out curves: ") + e.what());
     return;
   }
-  log_line("held-out curves: " + std::to_string(held_out_->batches()) + " batch(es), " +
-           std::to_string(held_out_->tokens()) + " tokens of " + options_.eval_data +
-           ", evaluated every " + std::to_string(options_.eval_every) + " steps");
+  log_line(fmt::format("held-out curves: {} batch(es), {} tokens of {}, evaluated every {} steps",
+                       held_out_->batches(), held_out_->tokens(), options_.eval_data,
+                       options_.eval_every));
 }
 
 int TrainingLoop::run() {
@@ -396,9 +396,10 @@ int TrainingLoop::run() {
     // After the resume: the curves continue from the loaded checkpoint's step.
     curves_ = curves::TrainingCurves::open(options_.run_dir, trainer().optimizer_step());
     if (curves_->dropped() > 0)
-      log_line("training curves: dropped " + std::to_string(curves_->dropped()) + " step(s) past " +
-               std::to_string(trainer().optimizer_step()) +
-               " that an earlier start trained; they are trained again");
+      log_line(
+          fmt::format("training curves: dropped {} step(s) past {} that an earlier start "
+                      "trained; they are trained again",
+                      curves_->dropped(), trainer().optimizer_step()));
     busy_.emplace(ring_);
     build_held_out_set();
     curve_tokens_ = ring_.header().training.tokens.load(std::memory_order_relaxed);
@@ -435,24 +436,28 @@ int TrainingLoop::run() {
       } else if (r == ExchangeResult::kFailed) {
         // Not a peer's death: counted as this drafter's crash, so a failure that repeats
         // stops the run as a crash loop instead of restarting the group forever.
-        log_line("error: the gradient all-reduce failed at step " + std::to_string(exchange_step_) +
-                 ": " + exchange_->restart_reason());
+        log_line(fmt::format("error: the gradient all-reduce failed at step {}: {}", exchange_step_,
+                             exchange_->restart_reason()));
         return kExitInternal;
       } else if (r == ExchangeResult::kGroupStopped) {
-        log_line("the drafter group stopped at step " + std::to_string(exchange_step_) +
-                 ": another machine's run ended; stopping this machine's run too");
+        log_line(
+            fmt::format("the drafter group stopped at step {}: another machine's run ended; "
+                        "stopping this machine's run too",
+                        exchange_step_));
         group_stopped = true;
         break;
       } else if (r == ExchangeResult::kGroupRestart) {
-        log_line("leaving the drafter group at step " + std::to_string(exchange_step_) + ": " +
-                 exchange_->restart_reason() + "; the group restarts from the newest checkpoint");
+        log_line(
+            fmt::format("leaving the drafter group at step {}: {}; the group restarts from the "
+                        "newest checkpoint",
+                        exchange_step_, exchange_->restart_reason()));
         return kExitGroupRestart;
       }
     }
     // A group step trains on one batch per member.
     batches_ += exchange_ ? exchange_->members() : 1;
     if (stats.skipped)
-      log_line("step " + std::to_string(stats.step) + " skipped: the gradient was not finite");
+      log_line(fmt::format("step {} skipped: the gradient was not finite", stats.step));
     publish(stats);
     record_curves(stats);
     if (options_.checkpoint_every > 0 && stats.step % options_.checkpoint_every == 0 &&
@@ -483,10 +488,11 @@ void TrainingLoop::finish() {
       if (auto text = train::mask_token_text(*tokenizer, dflash.mask_token_id))
         export_options.mask_token = *text;
       else
-        log_line("warning: mask token " + std::to_string(dflash.mask_token_id) +
-                 " has no text in " + tokenizer->source.string() +
-                 " (a run resumed from a checkpoint of another mask token?): the export names "
-                 "its id only, which older SGLang versions do not read");
+        log_line(
+            fmt::format("warning: mask token {} has no text in {} (a run resumed from a "
+                        "checkpoint of another mask token?): the export names its id only, "
+                        "which older SGLang versions do not read",
+                        dflash.mask_token_id, tokenizer->source.string()));
     }
     export_options.origin = checkpoint::DflashOrigin{ring_.run_identity(), step};
     const train::TrainerState state = trainer().state();
@@ -504,11 +510,10 @@ void TrainingLoop::finish() {
     checkpoint::export_safetensors(options_.export_path, weights, export_options);
     log_line("exported the drafter's weights to " + options_.export_path);
   }
-  log_line("trained " + std::to_string(batches_) + " batch(es) to step " + std::to_string(step) +
-           "; loss " + std::to_string(loss_ema_) +
-           (options_.objective == DrafterObjective::kDflash
-                ? ", acceptance length " + std::to_string(acceptance_ema_)
-                : ", agreement " + std::to_string(agreement_ema_)));
+  log_line(fmt::format(
+      "trained {} batch(es) to step {}; loss {:f}, {} {:f}", batches_, step, loss_ema_,
+      options_.objective == DrafterObjective::kDflash ? "acceptance length" : "agreement",
+      options_.objective == DrafterObjective::kDflash ? acceptance_ema_ : agreement_ema_));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "eval/eval_command.h"
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -78,8 +80,9 @@ TrainedAgainstUntrained evaluate_against_untrained(const std::string& model, uin
     result.prompts = chosen.description;
     return result;
 #else
-    throw Error(Errc::kUsage, "GPU " + std::to_string(gpu) +
-                                  ": this hsring was built without CUDA and cannot evaluate on it");
+    throw Error(
+        Errc::kUsage,
+        fmt::format("GPU {}: this hsring was built without CUDA and cannot evaluate on it", gpu));
 #endif
   }
   const auto target = open_cpu_model(model, model_seed, {threads});
@@ -104,7 +107,7 @@ int run_eval(const EvalOptions& options) {
             << ") against " << config.name << ", " << chosen.prompts.size()
             << " prompts: " << chosen.description << ", " << options.max_new_tokens
             << " new tokens each by " << describe_decoding(options.sampling) << ", on "
-            << (options.gpu >= 0 ? "GPU " + std::to_string(options.gpu) : std::string("the CPU"))
+            << (options.gpu >= 0 ? fmt::format("GPU {}", options.gpu) : std::string("the CPU"))
             << "\n";
   if (options.gpu >= 0) {
 #if HSRING_HAVE_CUDA
@@ -114,10 +117,11 @@ int run_eval(const EvalOptions& options) {
                                        drafter, chosen.prompts, options.max_new_tokens),
                        options.json_path);
 #else
-    throw Error(Errc::kUsage, "--gpu: GPU " + std::to_string(options.gpu) +
-                                  " cannot be used: this hsring was built without CUDA; rebuild "
-                                  "it on a machine with /usr/local/cuda, or leave --gpu out to "
-                                  "evaluate on the CPU");
+    throw Error(Errc::kUsage,
+                fmt::format("--gpu: GPU {} cannot be used: this hsring was built without CUDA; "
+                            "rebuild it on a machine with /usr/local/cuda, or leave --gpu out to "
+                            "evaluate on the CPU",
+                            options.gpu));
 #endif
   }
   const auto target = open_cpu_model(model, options.model_seed, {options.threads});

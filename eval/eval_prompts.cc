@@ -1,5 +1,7 @@
 #include "eval/eval_prompts.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -62,8 +64,7 @@ std::vector<EvalPrompt> held_out_windows(const data::Corpus& corpus, uint32_t ma
                          source_of(corpus, d.shard, d.index, offset)});
     }
   if (prompts.empty())
-    no_prompt(corpus,
-              "document of at least " + std::to_string(prompt_tokens) + " tokens for a prompt");
+    no_prompt(corpus, fmt::format("document of at least {} tokens for a prompt", prompt_tokens));
   return prompts;
 }
 
@@ -84,8 +85,8 @@ std::vector<EvalPrompt> held_out_prompts(const data::Corpus& corpus, uint32_t co
     if (document <= first_document) break;
   }
   if (prompts.empty())
-    no_prompt(corpus, "held-out document of at least " + std::to_string(prompt_tokens) +
-                          " tokens for a prompt");
+    no_prompt(corpus,
+              fmt::format("held-out document of at least {} tokens for a prompt", prompt_tokens));
   return prompts;
 }
 
@@ -166,22 +167,21 @@ ChosenPrompts choose_prompts(const PromptChoice& choice, const std::string& mode
     const data::Corpus corpus = open_checked(choice.data, model, vocab_size);
     const uint64_t first = data::first_held_out_document(corpus);
     if (first == corpus.doc_count())
-      throw Error(Errc::kData, "corpus " + corpus.dir() + " has " +
-                                   std::to_string(corpus.doc_count()) +
-                                   " documents, too few to hold any out (one in " +
-                                   std::to_string(data::kHeldOutFraction) +
-                                   " is, from 16 on): name prompts with --prompts (hsring eval) or "
-                                   "--eval-prompts (hsring run)");
+      throw Error(Errc::kData,
+                  fmt::format("corpus {} has {} documents, too few to hold any out (one in {} "
+                              "is, from 16 on): name prompts with --prompts (hsring eval) or "
+                              "--eval-prompts (hsring run)",
+                              corpus.dir(), corpus.doc_count(), data::kHeldOutFraction));
     chosen.prompts = held_out_prompts(corpus, choice.max_prompts, choice.prompt_tokens, first);
-    chosen.description = "the first " + std::to_string(choice.prompt_tokens) +
-                         " tokens of the held-out documents of " + corpus.dir();
+    chosen.description = fmt::format("the first {} tokens of the held-out documents of {}",
+                                     choice.prompt_tokens, corpus.dir());
     return chosen;
   }
   // The built-in corpus's held-out part, which no built-in training run reads.
   const data::Corpus corpus = data::Corpus::open(data::default_heldout_dir());
   chosen.prompts = held_out_windows(corpus, choice.max_prompts, choice.prompt_tokens);
-  chosen.description = "windows of " + std::to_string(choice.prompt_tokens) +
-                       " tokens of the built-in held-out documents (" + corpus.dir() + ")";
+  chosen.description = fmt::format("windows of {} tokens of the built-in held-out documents ({})",
+                                   choice.prompt_tokens, corpus.dir());
   return chosen;
 }
 

@@ -1,5 +1,7 @@
 #include "eval/generate.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -28,8 +30,9 @@ std::vector<int32_t> read_document(const data::Corpus& corpus, uint32_t s, size_
   if (length > UINT32_MAX)
     throw Error(Errc::kData, shard.path,
                 shard.header.tokens_offset() + begin * shard.header.token_bytes,
-                "a document of " + std::to_string(length) +
-                    " tokens is too long for a prompt; cap it with --prompt-tokens");
+                fmt::format("a document of {} tokens is too long for a prompt; cap it with "
+                            "--prompt-tokens",
+                            length));
   const data::Piece piece{s, uint32_t(length), begin};
   data::BatchRef ref;
   ref.pieces = std::span<const data::Piece>(&piece, 1);

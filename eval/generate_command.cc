@@ -1,4 +1,6 @@
 // `hsring data generate`: flags, their checks, progress and the summary.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -116,9 +118,10 @@ GenerateSummary generate(const GenerateOptions& o, const data::Corpus& prompts,
   };
   return generate_continuations(prompts, o, on_gpu, o.gpu_group, out, progress);
 #else
-  usage("--gpu " + std::to_string(o.gpu) +
-        ": this hsring was built without CUDA; rebuild it on a machine with /usr/local/cuda, or "
-        "leave --gpu out to generate on the CPU");
+  usage(
+      fmt::format("--gpu {}: this hsring was built without CUDA; rebuild it on a machine with "
+                  "/usr/local/cuda, or leave --gpu out to generate on the CPU",
+                  o.gpu));
 #endif
 }
 
@@ -132,8 +135,8 @@ int run_data_generate(const GenerateOptions& given) {
   if (o.stop_tokens.empty()) o.stop_tokens = model_stop_tokens(o.model);
   for (const int32_t id : o.stop_tokens)
     if (id < 0 || uint32_t(id) >= config.vocab_size)
-      usage("stop token " + std::to_string(id) + " is outside the vocabulary of " +
-            std::to_string(config.vocab_size) + " of " + config.name);
+      usage(fmt::format("stop token {} is outside the vocabulary of {} of {}", id,
+                        config.vocab_size, config.name));
   const data::Corpus prompts = data::Corpus::open(o.data);
   if (const std::string problem = data::vocabulary_problem(prompts, config.vocab_size, given.model);
       !problem.empty())
@@ -143,7 +146,7 @@ int run_data_generate(const GenerateOptions& given) {
   std::cout << "generate: " << prompts.doc_count() << " prompt documents from " << o.data << ", "
             << o.max_new_tokens << " new tokens each by " << describe_decoding(o.sampling)
             << " with " << config.name << " (stop tokens: " << (stops.empty() ? "none" : stops)
-            << ") on " << (o.gpu >= 0 ? "GPU " + std::to_string(o.gpu) : std::string("the CPU"))
+            << ") on " << (o.gpu >= 0 ? fmt::format("GPU {}", o.gpu) : std::string("the CPU"))
             << "\n"
             << std::flush;
 
@@ -172,7 +175,7 @@ int run_data_generate(const GenerateOptions& given) {
             << " prompt tokens in " << s.documents << " documents (" << s.stopped
             << " ended at a stop token, " << s.skipped << " empty prompts skipped) into "
             << s.shard_paths.size() << " shards in " << o.out_dir
-            << (o.resume_after ? " (" + std::to_string(o.resume_after) + " before, resumed)" : "")
+            << (o.resume_after ? fmt::format(" ({} before, resumed)", o.resume_after) : "")
             << "; the loss mask counts the generated tokens only\n";
   return 0;
 }

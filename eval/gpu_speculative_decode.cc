@@ -1,5 +1,7 @@
 #include "eval/gpu_speculative_decode.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -228,11 +230,11 @@ struct GpuSpeculativeDecoder::Impl {
   void check_prompts(std::span<const std::vector<int32_t>> prompts) const {
     const uint32_t vocab = runner.target().config().vocab_size;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      if (prompts[i].empty()) bad_input("prompt " + std::to_string(i) + " is empty");
+      if (prompts[i].empty()) bad_input(fmt::format("prompt {} is empty", i));
       for (const int32_t t : prompts[i])
         if (t < 0 || uint32_t(t) >= vocab)
-          bad_input("prompt " + std::to_string(i) + " holds token " + std::to_string(t) +
-                    ", outside the target's vocabulary of " + std::to_string(vocab));
+          bad_input(fmt::format("prompt {} holds token {}, outside the target's vocabulary of {}",
+                                i, t, vocab));
     }
   }
 };
@@ -244,8 +246,8 @@ GpuSpeculativeDecoder::GpuSpeculativeDecoder(CudaTargetModel& target,
   const train::DflashConfig& dc = drafter.config;
   check_drafter_fits(tc, drafter);
   if (drafter.layer_ids.size() != dc.num_captured)
-    bad_input(std::to_string(drafter.layer_ids.size()) + " layer ids for a drafter reading " +
-              std::to_string(dc.num_captured) + " captured layers");
+    bad_input(fmt::format("{} layer ids for a drafter reading {} captured layers",
+                          drafter.layer_ids.size(), dc.num_captured));
   if (group == 0) bad_input("a group of 0 prompts per forward");
   ForwardRequest request;
   request.capture_layers = drafter.layer_ids;

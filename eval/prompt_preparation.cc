@@ -34,8 +34,8 @@ void prepare_chat_prompts(const std::string& model, const std::string& jsonl,
     if (errno != EINTR) throw Error(Errc::kSystem, "waiting for `" + command + "` failed");
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   const std::string how = WIFEXITED(status)
-                              ? "exited with status " + std::to_string(WEXITSTATUS(status))
-                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+                              ? fmt::format("exited with status {}", WEXITSTATUS(status))
+                              : fmt::format("was killed by signal {}", WTERMSIG(status));
   throw Error(Errc::kData, "rendering the chats of " + jsonl + " into prompts failed: `" + command +
                                "` " + how +
                                " (its message is above; give --prompts a token-shard "

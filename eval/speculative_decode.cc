@@ -1,5 +1,7 @@
 #include "eval/speculative_decode.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -73,16 +75,15 @@ bool is_stop(std::span<const int32_t> stop_tokens, int32_t token) {
 void check_drafter_fits(const ModelConfig& target, const checkpoint::DflashExport& drafter) {
   const train::DflashConfig& c = drafter.config;
   if (c.target_hidden != target.hidden_size)
-    bad_input("the drafter's hidden_size " + std::to_string(c.target_hidden) + " is not target " +
-              target.name + "'s " + std::to_string(target.hidden_size) +
-              ": it was trained against another model");
+    bad_input(fmt::format(
+        "the drafter's hidden_size {} is not target {}'s {}: it was trained against another model",
+        c.target_hidden, target.name, target.hidden_size));
   if (c.vocab_size != target.vocab_size)
-    bad_input("the drafter's vocab_size " + std::to_string(c.vocab_size) + " is not target " +
-              target.name + "'s " + std::to_string(target.vocab_size));
+    bad_input(fmt::format("the drafter's vocab_size {} is not target {}'s {}", c.vocab_size,
+                          target.name, target.vocab_size));
   if (drafter.num_target_layers != target.num_layers)
-    bad_input("the drafter's num_target_layers " + std::to_string(drafter.num_target_layers) +
-              " is not target " + target.name + "'s " + std::to_string(target.num_layers) +
-              " layers");
+    bad_input(fmt::format("the drafter's num_target_layers {} is not target {}'s {} layers",
+                          drafter.num_target_layers, target.name, target.num_layers));
 }
 
 std::vector<int32_t> greedy_decode(TargetModel& target, std::span<const int32_t> prompt,
@@ -142,12 +143,13 @@ SpeculativeResult speculative_decode(TargetModel& target, train::DflashModel& dr
   const train::DflashConfig& dc = drafter.config();
   if (prompt.empty()) bad_input("speculative decoding needs a non-empty prompt");
   if (dc.target_hidden != tc.hidden_size || dc.vocab_size != tc.vocab_size)
-    bad_input("the drafter (hidden " + std::to_string(dc.target_hidden) + ", vocab " +
-              std::to_string(dc.vocab_size) + ") does not fit target " + tc.name + " (hidden " +
-              std::to_string(tc.hidden_size) + ", vocab " + std::to_string(tc.vocab_size) + ")");
+    bad_input(
+        fmt::format("the drafter (hidden {}, vocab {}) does not fit target {} (hidden {}, "
+                    "vocab {})",
+                    dc.target_hidden, dc.vocab_size, tc.name, tc.hidden_size, tc.vocab_size));
   if (layer_ids.size() != dc.num_captured)
-    bad_input(std::to_string(layer_ids.size()) + " layer ids for a drafter reading " +
-              std::to_string(dc.num_captured) + " captured layers");
+    bad_input(fmt::format("{} layer ids for a drafter reading {} captured layers", layer_ids.size(),
+                          dc.num_captured));
   const size_t bs = dc.block_size, hidden = tc.hidden_size, k = layer_ids.size();
   const size_t max_length = prompt.size() + max_new_tokens, vocab = tc.vocab_size;
   if (sampling && sampling->lm_head.size() != vocab * hidden)

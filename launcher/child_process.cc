@@ -138,13 +138,13 @@ bool ChildProcess::try_reap(int& wait_status) {
 }
 
 std::string describe_wait_status(int wait_status) {
-  if (WIFEXITED(wait_status)) return "exited with " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFEXITED(wait_status)) return fmt::format("exited with {}", WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
     const char* name = sigabbrev_np(WTERMSIG(wait_status));
-    return std::string("killed by SIG") +
-           (name ? name : std::to_string(WTERMSIG(wait_status)).c_str());
+    return name ? fmt::format("killed by SIG{}", name)
+                : fmt::format("killed by SIG{}", WTERMSIG(wait_status));
   }
-  return "ended with status " + std::to_string(wait_status);
+  return fmt::format("ended with status {}", wait_status);
 }
 
 bool killed_by_signal(int wait_status) {

@@ -11,7 +11,6 @@
 #include "train/same_position_config.h"
 #include "train/same_position_params.h"
 
-#include <fmt/format.h>
 #include <sched.h>
 #include <sys/statvfs.h>
 
@@ -228,13 +227,12 @@ void check_slots(const RunOptions& options, const WorkerSpec& targets, const Rin
   const uint64_t needed = uint64_t(shape.hs_min_ready) + shape.num_targets * per_target;
   if (needed <= shape.slot_count) return;
   throw Error(Errc::kUsage,
-              "--hs-min-ready " + std::to_string(shape.hs_min_ready) + " with " +
-                  std::to_string(shape.num_targets) + " target(s) that each keep up to " +
-                  std::to_string(per_target) + " slot(s) in flight (--target-postprocess-depth " +
-                  std::to_string(options.target_postprocess_depth) + " + 1) needs " +
-                  std::to_string(needed) + " slots, but the ring has " +
-                  std::to_string(shape.slot_count) +
-                  ": raise --slots or lower --hs-min-ready or --target-postprocess-depth");
+              fmt::format("--hs-min-ready {} with {} target(s) that each keep up to {} slot(s) "
+                          "in flight (--target-postprocess-depth {} + 1) needs {} slots, but the "
+                          "ring has {}: raise --slots or lower --hs-min-ready or "
+                          "--target-postprocess-depth",
+                          shape.hs_min_ready, shape.num_targets, per_target,
+                          options.target_postprocess_depth, needed, shape.slot_count));
 }
 
 // More workers than CPUs still runs (they time-share; the CPU tests run three workers on
@@ -244,7 +242,7 @@ void check_slots(const RunOptions& options, const WorkerSpec& targets, const Rin
 void check_cpus(const WorkerSpec& targets, const WorkerSpec& drafters, const SystemFacts& facts,
                 std::vector<std::string>& warnings) {
   if (facts.cpus == 0) return;
-  const std::string cpus = std::to_string(facts.cpus) + (facts.cpus == 1 ? " CPU" : " CPUs");
+  const std::string cpus = fmt::format("{} {}", facts.cpus, facts.cpus == 1 ? "CPU" : "CPUs");
   const uint32_t gpu_workers = gpu_worker_count(targets, drafters);
   if (gpu_workers > facts.cpus)
     throw Error(Errc::kSystem,
@@ -255,9 +253,11 @@ void check_cpus(const WorkerSpec& targets, const WorkerSpec& drafters, const Sys
                             gpu_workers, cpus));
   const uint32_t workers = targets.count + drafters.count;
   if (workers > facts.cpus)
-    warnings.push_back(std::to_string(workers) + " workers will share " + cpus +
-                       " (sched_getaffinity): they run, but each gets less than a core; allow "
-                       "more CPUs or run fewer workers (--targets, --drafters)");
+    warnings.push_back(
+        fmt::format("{} workers will share {} (sched_getaffinity): they run, but "
+                    "each gets less than a core; allow more CPUs or run fewer "
+                    "workers (--targets, --drafters)",
+                    workers, cpus));
 }
 
 }  // namespace
@@ -384,8 +384,10 @@ void apply_default_gpu_split(RunOptions& options, const SplitRequest& request) {
   options.targets = split->targets;
   options.drafters = split->drafters;
   if (!why.empty()) log_line(why);
-  log_line("using all " + std::to_string(gpus) + " GPU(s): targets on " + split->targets +
-           ", drafters on " + split->drafters + " (--targets / --drafters choose otherwise)");
+  log_line(
+      fmt::format("using all {} GPU(s): targets on {}, drafters on {} (--targets / "
+                  "--drafters choose otherwise)",
+                  gpus, split->targets, split->drafters));
 }
 
 SystemFacts measure_system_facts(const WorkerSpec& targets, const WorkerSpec& drafters) {

@@ -1,5 +1,7 @@
 #include "launcher/run_options.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
@@ -54,16 +56,16 @@ void apply_model(const RunOptions& o, const WorkerSpec& targets, RingShape& s) {
     throw;
   }
   if (o.hidden_size != 0 && o.hidden_size != config.hidden_size)
-    throw Error(Errc::kUsage, "--hidden-size " + std::to_string(o.hidden_size) +
-                                  " differs from the model's " +
-                                  std::to_string(config.hidden_size) + ": leave it out");
+    throw Error(Errc::kUsage,
+                fmt::format("--hidden-size {} differs from the model's {}: leave it out",
+                            o.hidden_size, config.hidden_size));
   std::vector<int32_t> ids;
   if (!o.layers.empty()) {
     ids = parse_layer_list(o.layers);
     if (o.num_layers != 0 && o.num_layers != ids.size())
-      throw Error(Errc::kUsage, "--num-layers " + std::to_string(o.num_layers) +
-                                    " but --layers names " + std::to_string(ids.size()) +
-                                    ": give one of them");
+      throw Error(Errc::kUsage,
+                  fmt::format("--num-layers {} but --layers names {}: give one of them",
+                              o.num_layers, ids.size()));
   } else {
     // Unasked, as many as the model has below its last layer, up to the default (a small
     // model has fewer; default_capture_layers says why not the last).
@@ -71,22 +73,20 @@ void apply_model(const RunOptions& o, const WorkerSpec& targets, RingShape& s) {
                            ? o.num_layers
                            : std::min(kDefaultCapturedLayers, std::max(config.num_layers, 2u) - 1);
     if (k > config.num_layers)
-      throw Error(Errc::kUsage, "--num-layers " + std::to_string(k) + " exceeds the model's " +
-                                    std::to_string(config.num_layers) + " layers");
+      throw Error(Errc::kUsage, fmt::format("--num-layers {} exceeds the model's {} layers", k,
+                                            config.num_layers));
     ids = capture_layers_for(config, k);  // full-attention layers of a hybrid model
   }
   if (ids.size() > kMaxCapturedLayers)
-    throw Error(Errc::kUsage, "--layers names " + std::to_string(ids.size()) +
-                                  " layers; a ring holds at most " +
-                                  std::to_string(kMaxCapturedLayers));
+    throw Error(Errc::kUsage, fmt::format("--layers names {} layers; a ring holds at most {}",
+                                          ids.size(), kMaxCapturedLayers));
   for (size_t i = 0; i < ids.size(); ++i) {
     if (uint32_t(ids[i]) >= config.num_layers)
-      throw Error(Errc::kUsage, "--layers: layer " + std::to_string(ids[i]) +
-                                    " is outside the model's " + std::to_string(config.num_layers) +
-                                    " layers (ids 0.." + std::to_string(config.num_layers - 1) +
-                                    ")");
+      throw Error(Errc::kUsage,
+                  fmt::format("--layers: layer {} is outside the model's {} layers (ids 0..{})",
+                              ids[i], config.num_layers, config.num_layers - 1));
     if (std::find(ids.begin(), ids.begin() + i, ids[i]) != ids.begin() + i)
-      throw Error(Errc::kUsage, "--layers: layer " + std::to_string(ids[i]) + " is named twice");
+      throw Error(Errc::kUsage, fmt::format("--layers: layer {} is named twice", ids[i]));
     s.layer_ids[i] = ids[i];
   }
   s.num_layers = uint32_t(ids.size());

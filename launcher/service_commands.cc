@@ -43,8 +43,9 @@ namespace {
     auto ring = Ring::attach(options.ring, Ring::Access::kReadOnly);
     const uint32_t row = role == Role::kTarget ? index : ring->shape().num_targets + index;
     if (row >= ring->process_count())
-      throw Error(Errc::kUsage, "ring '" + options.ring + "' has no " + to_string(role) + " " +
-                                    std::to_string(index) + ": its shape differs from the config");
+      throw Error(Errc::kUsage,
+                  fmt::format("ring '{}' has no {} {}: its shape differs from the config",
+                              options.ring, to_string(role), index));
     // Relaxed: a plain reading; the worker's own start checks it (HS_ERR_BUSY otherwise).
     epoch = ring->process(row).epoch.load(std::memory_order_relaxed);
   }
@@ -132,14 +133,13 @@ int exec_worker(const RunOptions& options, const std::string& role_instance,
       }
     }
     if (matches != 1)
-      throw Error(Errc::kUsage, "--exec-worker " + role_instance + ": GPU " +
-                                    std::to_string(instance) + " appears " +
-                                    std::to_string(matches) + " times in the configured " +
-                                    role_name + "s");
+      throw Error(Errc::kUsage,
+                  fmt::format("--exec-worker {}: GPU {} appears {} times in the configured {}s",
+                              role_instance, instance, matches, role_name));
     gpu = int(instance);
   } else if (instance >= spec.count) {
-    throw Error(Errc::kUsage, "--exec-worker " + role_instance + ": the config has " +
-                                  std::to_string(spec.count) + " " + role_name + "s");
+    throw Error(Errc::kUsage, fmt::format("--exec-worker {}: the config has {} {}s", role_instance,
+                                          spec.count, role_name));
   }
   RunOptions resolved = options;
   // Before the per-machine default run folder could hide a missing shared one.

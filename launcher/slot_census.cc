@@ -1,5 +1,7 @@
 #include "launcher/slot_census.h"
 
+#include <fmt/format.h>
+
 namespace hsring {
 
 SlotCensus take_slot_census(const Ring& ring) {
@@ -8,9 +10,8 @@ SlotCensus take_slot_census(const Ring& ring) {
     const SlotState state(ring.slot(i).state.load(std::memory_order_relaxed));
     if (!state.phase_valid()) {
       ++census.corrupt;
-      census.problems.push_back("slot " + std::to_string(i) + ": phase " +
-                                std::to_string(state.phase_bits()) +
-                                " is not a valid phase: corrupt");
+      census.problems.push_back(
+          fmt::format("slot {}: phase {} is not a valid phase: corrupt", i, state.phase_bits()));
       continue;
     }
     ++census.by_phase[state.phase_bits()];

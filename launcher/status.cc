@@ -1,5 +1,7 @@
 #include "launcher/status.h"
 
+#include <fmt/format.h>
+
 #include <sys/types.h>
 
 #include <algorithm>
@@ -60,7 +62,7 @@ std::optional<double> busy_fraction(const StatusSample::Process& before,
 std::string worker_name(const Ring& ring, uint32_t i) {
   const auto role = Role(ring.process(i).role.load(std::memory_order_relaxed));
   const uint32_t index = role == Role::kTarget ? i : i - ring.shape().num_targets;
-  return std::string(to_string(role)) + " " + std::to_string(index);
+  return fmt::format("{} {}", to_string(role), index);
 }
 
 const char* const kPhaseNames[kSlotPhaseCount] = {"free", "claimed", "writing", "ready", "reading"};

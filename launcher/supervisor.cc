@@ -71,7 +71,7 @@ void wake_all_waiters(Ring& ring) {
 }  // namespace
 
 std::string Supervisor::Worker::name() const {
-  return std::string(to_string(role)) + " " + std::to_string(index);
+  return fmt::format("{} {}", to_string(role), index);
 }
 
 Supervisor::Supervisor(RunOptions options, std::string bin_dir)
@@ -150,17 +150,16 @@ void Supervisor::create_run_folder() const {
 }
 
 void Supervisor::start_training(const TrainingPlan& plan) {
-  log_line("run folder " + options_.run_dir + ": checkpoints every " +
-           std::to_string(options_.checkpoint_every) + " steps in " + plan.checkpoint_dir);
+  log_line(fmt::format("run folder {}: checkpoints every {} steps in {}", options_.run_dir,
+                       options_.checkpoint_every, plan.checkpoint_dir));
   if (options_.nnodes > 1)
-    log_line("node " + std::to_string(options_.node_rank) + " of " +
-             std::to_string(options_.nnodes) +
-             ": these drafters train one model with every node's (NCCL), meeting in " +
-             plan.rendezvous_dir + "; its targets read data batches " +
-             std::to_string(options_.node_rank) + " + " + std::to_string(options_.nnodes) + "k");
+    log_line(
+        fmt::format("node {0} of {1}: these drafters train one model with every node's "
+                    "(NCCL), meeting in {2}; its targets read data batches {0} + {1}k",
+                    options_.node_rank, options_.nnodes, plan.rendezvous_dir));
   if (plan.resume_step == 0) return;
-  log_line("resuming from step " + std::to_string(plan.resume_step) + " of " + options_.resume +
-           "; data from batch " + std::to_string(ring_->shape().data_offset));
+  log_line(fmt::format("resuming from step {} of {}; data from batch {}", plan.resume_step,
+                       options_.resume, ring_->shape().data_offset));
 }
 
 Supervisor::~Supervisor() {
@@ -294,21 +293,20 @@ void Supervisor::on_worker_exit(Worker& w, int wait_status) {
       entry_of(w).batches.load(std::memory_order_relaxed) != w.batches_at_spawn;
   if (!w.policy.on_crash(now, made_progress)) {
     crash_loop_ = true;
-    crash_loop_message_ = w.name() + " crashed " + std::to_string(w.policy.crashes_in_window()) +
-                          " times within " + std::to_string(int(options_.restart_window_s)) +
-                          " s (last: " + (w.killed_as_hung ? "hung, " : "") +
-                          describe_wait_status(wait_status) +
-                          "): crash loop, stopping the run. Raise --max-restarts or "
-                          "--restart-window to tolerate more, or fix the cause in its log";
+    crash_loop_message_ = fmt::format(
+        "{} crashed {} times within {} s (last: {}{}): crash loop, stopping the run. Raise "
+        "--max-restarts or --restart-window to tolerate more, or fix the cause in its log",
+        w.name(), w.policy.crashes_in_window(), int(options_.restart_window_s),
+        w.killed_as_hung ? "hung, " : "", describe_wait_status(wait_status));
     return;
   }
   w.restart_at_ns = now + w.policy.restart_delay_ns();
   ++w.restarts;
   (w.role == Role::kTarget ? restarts_target_ : restarts_drafter_)++;
   if (!options_.quiet || w.restarts <= 3) {
-    log_line(w.name() + (w.killed_as_hung ? " (hung) " : " ") + describe_wait_status(wait_status) +
-             "; recovered " + std::to_string(recovered.total()) + " slot(s); restarting in " +
-             std::to_string(w.policy.restart_delay_ns() / 1'000'000) + " ms");
+    log_line(fmt::format("{}{}{}; recovered {} slot(s); restarting in {} ms", w.name(),
+                         w.killed_as_hung ? " (hung) " : " ", describe_wait_status(wait_status),
+                         recovered.total(), w.policy.restart_delay_ns() / 1'000'000));
   }
 }
 
@@ -425,7 +423,7 @@ void Supervisor::print_progress() {
        << format_rate(double(bytes) / std::max(elapsed, 1e-9), "B/s") << "  slots free "
        << by_phase[0] << " claimed " << by_phase[1] << " writing " << by_phase[2] << " ready "
        << by_phase[3] << " reading " << by_phase[4]
-       << (census.corrupt ? " corrupt " + std::to_string(census.corrupt) : std::string())
+       << (census.corrupt ? fmt::format(" corrupt {}", census.corrupt) : std::string())
        << "  restarts t " << restarts_target_ << " d " << restarts_drafter_;
   const TrainingProgress& training = ring_->header().training;
   if (training.started()) {
@@ -476,9 +474,9 @@ void Supervisor::evaluate_export(RunSummary& summary) {
   eval::PromptChoice prompts;
   prompts.prompts = options_.eval_prompts;
   if (!options_.data_is_builtin) prompts.data = options_.data;
-  log_line("evaluating the exported drafter by speculative decoding (" + export_dir + ", on " +
-           (drafter0->gpu >= 0 ? "GPU " + std::to_string(drafter0->gpu) : std::string("the CPU")) +
-           ")");
+  log_line(fmt::format(
+      "evaluating the exported drafter by speculative decoding ({}, on {})", export_dir,
+      drafter0->gpu >= 0 ? fmt::format("GPU {}", drafter0->gpu) : std::string("the CPU")));
   try {
     // On drafter 0's GPU when it trained on one: the workers are gone, the GPU is free, and
     // a large target would take the CPU minutes a prompt.
@@ -508,9 +506,10 @@ std::string Supervisor::export_origin_problem(const std::string& export_dir) con
   }
   if (!origin) return "it does not say which run wrote it (no hsring_origin in its config.json)";
   if (origin->run != ring_->run_identity())
-    return "it was written by another run (" + origin->run + ", step " +
-           std::to_string(origin->step) + "), not by this one (" + ring_->run_identity() +
-           "): this run wrote no export";
+    return fmt::format(
+        "it was written by another run ({}, step {}), not by this one ({}): this run wrote no "
+        "export",
+        origin->run, origin->step, ring_->run_identity());
   return "";
 }
 
@@ -552,8 +551,8 @@ void Supervisor::drain() {
   for (Worker& w : workers_) {
     const bool group = w.user_command && w.process.group_alive();
     if (!w.process.running() && !group) continue;
-    log_line(w.name() + " did not stop within " + std::to_string(options_.drain_timeout_s) +
-             " s; killing it");
+    log_line(fmt::format("{} did not stop within {:f} s; killing it", w.name(),
+                         options_.drain_timeout_s));
     w.process.signal(SIGKILL);
     if (group) w.process.signal_group(SIGKILL);
     int status;
@@ -571,13 +570,12 @@ int Supervisor::run() {
   next_progress_ns_ = started_ns_ + kProgressPeriodNs;
   if (options_.seconds > 0) deadline_ns_ = started_ns_ + uint64_t(options_.seconds * 1e9);
   const RingShape& s = ring_->shape();
-  log_line("ring '" + options_.ring + "': " + std::to_string(s.slot_count) + " slots of " +
-           std::to_string(ring_->layout().slot.stride >> 10) + " KiB; " +
-           std::to_string(s.num_targets) + " target(s), " + std::to_string(s.num_drafters) +
-           " drafter(s); stop after " +
-           (s.batch_limit ? std::to_string(s.batch_limit) + " batches" : std::string("")) +
-           (s.batch_limit && deadline_ns_ ? " or " : "") +
-           (deadline_ns_ ? std::to_string(options_.seconds) + " s" : std::string("")));
+  log_line(fmt::format(
+      "ring '{}': {} slots of {} KiB; {} target(s), {} drafter(s); stop after {}{}{}",
+      options_.ring, s.slot_count, ring_->layout().slot.stride >> 10, s.num_targets, s.num_drafters,
+      s.batch_limit ? fmt::format("{} batches", s.batch_limit) : std::string(),
+      s.batch_limit && deadline_ns_ ? " or " : "",
+      deadline_ns_ ? fmt::format("{:f} s", options_.seconds) : std::string()));
   for (Worker& w : workers_) start_worker(w);
 
   std::vector<pollfd> fds;
@@ -663,9 +661,11 @@ int Supervisor::run() {
     // A run that ended on its own terms (its time or batch limit, or another machine's
     // stop) without a batch consumed did nothing: workers that fail at start, a mapping
     // refused under `ulimit -v`, a time limit shorter than the first batch.
-    log_line("error: the drafters consumed no batch in " + std::to_string(int(wall)) +
-             " s: the run did nothing (the workers' errors above say why; a model run may "
-             "need a longer --seconds)");
+    log_line(
+        fmt::format("error: the drafters consumed no batch in {} s: the run did nothing "
+                    "(the workers' errors above say why; a model run may need a longer "
+                    "--seconds)",
+                    int(wall)));
     return kRunNothingConsumed;
   }
   // After "nothing consumed": a run that trained nothing had no work to save.

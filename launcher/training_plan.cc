@@ -1,5 +1,7 @@
 #include "launcher/training_plan.h"
 
+#include <fmt/format.h>
+
 #include <ctime>
 #include <filesystem>
 #include <stdexcept>
@@ -76,7 +78,7 @@ TrainingPlan training_plan(const RunOptions& options) {
 
 void check_multi_node(const RunOptions& options, const WorkerSpec& drafters) {
   if (options.nnodes <= 1) return;
-  const std::string what = "a run over " + std::to_string(options.nnodes) + " machines";
+  const std::string what = fmt::format("a run over {} machines", options.nnodes);
   if (!runs_model(options))
     throw Error(Errc::kUsage, what + " trains a drafter: give a --model (not synthetic)");
   if (options.run_dir.empty() && options.resume.empty())

@@ -22,7 +22,7 @@ namespace {
 
 // "uid 65534 (nobody)"
 std::string user_text(uid_t uid) {
-  std::string text = "uid " + std::to_string(uid);
+  std::string text = fmt::format("uid {}", uid);
   std::vector<char> buffer(16384);
   struct passwd entry {};
   struct passwd* found = nullptr;
@@ -86,8 +86,8 @@ int open_worker_log(const std::string& path) {
   else if (st.st_uid != ::geteuid())
     problem = "the file belongs to " + user_text(st.st_uid) + ", who would read the logs";
   else if (st.st_nlink != 1)
-    problem = "the file has " + std::to_string(st.st_nlink) +
-              " names (a hard link to it elsewhere would receive the logs)";
+    problem = fmt::format(
+        "the file has {} names (a hard link to it elsewhere would receive the logs)", st.st_nlink);
   if (problem.empty()) return fd;
   ::close(fd);
   throw Error(Errc::kUsage, path,

@@ -1,5 +1,7 @@
 #include "launcher/worker_spec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -22,8 +24,9 @@ bool parse_number(std::string_view text, uint32_t max, uint32_t& value) {
 }  // namespace
 
 WorkerSpec parse_worker_spec(const std::string& text, const std::string& flag) {
-  const std::string forms = "; use cpu:N (N CPU workers, 1-" + std::to_string(kMaxProcesses - 1) +
-                            ") or a comma-separated list of GPU ids such as 0,1";
+  const std::string forms = fmt::format(
+      "; use cpu:N (N CPU workers, 1-{}) or a comma-separated list of GPU ids such as 0,1",
+      kMaxProcesses - 1);
   WorkerSpec spec;
   std::string_view view(text);
   if (view.substr(0, 4) == "cpu:") {

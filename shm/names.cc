@@ -1,6 +1,7 @@
 // Names of the ring's enums, for logs, status and errors, and which ring names can be one.
+#include <fmt/format.h>
+
 #include <climits>
-#include <cstdio>
 
 #include "common/error.h"
 #include "shm/ring.h"
@@ -49,24 +50,23 @@ std::string ring_name_problem(const std::string& name) {
     return "'" + name + "' names a directory, not a segment: pick another ring name";
   const size_t limit = kMaxRingNameBytes;
   if (name.size() > limit)
-    return "a ring name of " + std::to_string(name.size()) + " bytes is too long: at most " +
-           std::to_string(limit) + " (NAME_MAX " + std::to_string(NAME_MAX) + " less the '" +
-           std::string(kGradientSegmentSuffix) + "' of the segment beside it)";
+    return fmt::format(
+        "a ring name of {} bytes is too long: at most {} (NAME_MAX {} less the '{}' of the "
+        "segment beside it)",
+        name.size(), limit, NAME_MAX, kGradientSegmentSuffix);
   for (size_t i = 0; i < name.size();) {
     const auto c = uint8_t(name[i]);
     if (c == '/')
-      return "a ring name cannot contain '/' (byte " + std::to_string(i) +
-             "): it is one file in /dev/shm, not a path";
-    if (c < 0x20 || c == 0x7F) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02x", c);
-      return std::string("a ring name cannot contain a control character (") + hex + " at byte " +
-             std::to_string(i) + ")";
-    }
+      return fmt::format(
+          "a ring name cannot contain '/' (byte {}): it is one file in /dev/shm, not a path", i);
+    if (c < 0x20 || c == 0x7F)
+      return fmt::format("a ring name cannot contain a control character (0x{:02x} at byte {})", c,
+                         i);
     const size_t length = utf8_sequence_length(name, i);
     if (length == 0)
-      return "a ring name must be UTF-8 (byte " + std::to_string(i) +
-             " is not): it appears in JSON and Prometheus labels";
+      return fmt::format(
+          "a ring name must be UTF-8 (byte {} is not): it appears in JSON and Prometheus labels",
+          i);
     i += length;
   }
   return "";

@@ -27,7 +27,7 @@ constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+std::string mib(uint64_t bytes) { return fmt::format("{} MiB", (bytes + (1u << 20) - 1) >> 20); }
 
 // The file-level errors of SegmentFile, with the advice that fits a ring.
 [[noreturn]] void rethrow_for_ring(const Error& e, const std::string& name) {
@@ -68,43 +68,42 @@ void check_ring_name(const std::string& name) {
 
 std::string validate_shape(const RingShape& s) {
   if (s.slot_count < 2 || s.slot_count > kMaxSlots)
-    return "slot count " + std::to_string(s.slot_count) + " is outside [2, " +
-           std::to_string(kMaxSlots) + "]";
+    return fmt::format("slot count {} is outside [2, {}]", s.slot_count, kMaxSlots);
   if (s.max_tokens < 1 || s.max_tokens > (1u << 20))
-    return "max tokens per slot " + std::to_string(s.max_tokens) + " is outside [1, 1048576]";
+    return fmt::format("max tokens per slot {} is outside [1, 1048576]", s.max_tokens);
   if (s.hidden_size < 1 || s.hidden_size > (1u << 16))
-    return "hidden size " + std::to_string(s.hidden_size) + " is outside [1, 65536]";
+    return fmt::format("hidden size {} is outside [1, 65536]", s.hidden_size);
   if (s.num_layers < 1 || s.num_layers > kMaxCapturedLayers)
-    return "captured layer count " + std::to_string(s.num_layers) + " is outside [1, " +
-           std::to_string(kMaxCapturedLayers) + "]";
-  if (dtype_size(s.dtype) == 0) return "unknown dtype " + std::to_string(uint32_t(s.dtype));
+    return fmt::format("captured layer count {} is outside [1, {}]", s.num_layers,
+                       kMaxCapturedLayers);
+  if (dtype_size(s.dtype) == 0) return fmt::format("unknown dtype {}", uint32_t(s.dtype));
   if (s.split_layers > 1) return "split_layers must be 0 or 1";
   if (s.content != PayloadContent::kSynthetic && s.content != PayloadContent::kModel)
-    return "unknown payload content " + std::to_string(uint32_t(s.content));
+    return fmt::format("unknown payload content {}", uint32_t(s.content));
   if (s.content == PayloadContent::kModel && s.vocab_size < 1)
     return "a ring of model batches needs the model's vocabulary size";
   if (s.num_targets < 1 || s.num_drafters < 1)
     return "a ring needs at least one target and one drafter";
   if (s.data_offset % s.num_targets != 0)
-    return "data offset " + std::to_string(s.data_offset) + " is not a multiple of the " +
-           std::to_string(s.num_targets) + " targets";
+    return fmt::format("data offset {} is not a multiple of the {} targets", s.data_offset,
+                       s.num_targets);
   // Sums in 64 bits: 32-bit sums of header fields could wrap into range.
   const uint64_t workers = uint64_t(s.num_targets) + s.num_drafters;
   if (workers > kMaxProcesses)
-    return std::to_string(workers) + " workers exceed the limit of " +
-           std::to_string(kMaxProcesses);
+    return fmt::format("{} workers exceed the limit of {}", workers, kMaxProcesses);
   if (s.hs_min_ready < 1 || uint64_t(s.hs_min_ready) + s.num_targets > s.slot_count)
-    return "hs_min_ready " + std::to_string(s.hs_min_ready) +
-           " must be at least 1 and leave one slot per target (slot count " +
-           std::to_string(s.slot_count) + ", targets " + std::to_string(s.num_targets) + ")";
+    return fmt::format(
+        "hs_min_ready {} must be at least 1 and leave one slot per target (slot count {}, "
+        "targets {})",
+        s.hs_min_ready, s.slot_count, s.num_targets);
   if (s.ledger_capacity < 1 || s.ledger_capacity > (1ull << 28))
-    return "ledger capacity " + std::to_string(s.ledger_capacity) + " is outside [1, 2^28]";
+    return fmt::format("ledger capacity {} is outside [1, 2^28]", s.ledger_capacity);
   if (s.ordered_claims > 1) return "ordered_claims must be 0 or 1";
   if (s.ordered_claims && s.batch_limit == 0)
     return "ordered claims need a batch limit: the ledger tells which batches were consumed";
   if (s.batch_limit > s.ledger_capacity)
-    return "batch limit " + std::to_string(s.batch_limit) + " exceeds the ledger capacity " +
-           std::to_string(s.ledger_capacity);
+    return fmt::format("batch limit {} exceeds the ledger capacity {}", s.batch_limit,
+                       s.ledger_capacity);
   return "";
 }
 
@@ -152,10 +151,9 @@ RingLayout compute_layout(const RingShape& s) {
 RingGeometry validate_segment(const std::byte* base, size_t size, const std::string& name) {
   const std::string ring = "ring '" + name + "'";
   if (size < sizeof(RingHeader)) {
-    throw Error(Errc::kRing, ring + " is truncated: " + std::to_string(size) +
-                                 " bytes, smaller than its header; remove it with "
-                                 "`hsring ring remove " +
-                                 name + "`");
+    throw Error(Errc::kRing, fmt::format("{} is truncated: {} bytes, smaller than its header; "
+                                         "remove it with `hsring ring remove {}`",
+                                         ring, size, name));
   }
   // The header is plain bytes until validated: copy it out rather than trusting its atomics.
   alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
@@ -170,13 +168,14 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
                                  Ring::path_of(name) + " or it was never initialised");
   }
   if (h.version != kRingVersion) {
-    throw Error(Errc::kRing, ring + " uses protocol version " + std::to_string(h.version) +
-                                 ", this build speaks version " + std::to_string(kRingVersion) +
-                                 ": stop the run that made it, or use the hsring that created it");
+    throw Error(Errc::kRing,
+                fmt::format("{} uses protocol version {}, this build speaks version {}: stop the "
+                            "run that made it, or use the hsring that created it",
+                            ring, h.version, kRingVersion));
   }
   if (h.header_size != sizeof(RingHeader)) {
-    throw Error(Errc::kRing, ring + " has a header of " + std::to_string(h.header_size) +
-                                 " bytes, expected " + std::to_string(sizeof(RingHeader)));
+    throw Error(Errc::kRing, fmt::format("{} has a header of {} bytes, expected {}", ring,
+                                         h.header_size, sizeof(RingHeader)));
   }
   if (std::string why = validate_shape(h.shape); !why.empty()) {
     throw Error(Errc::kRing, ring + " has an invalid shape: " + why);
@@ -187,10 +186,9 @@ RingGeometry validate_segment(const std::byte* base, size_t size, const std::str
                 ring + " has a layout that does not follow from its shape (corrupt header)");
   }
   if (expected.total_size > size) {
-    throw Error(Errc::kRing, ring + " is truncated: its layout needs " +
-                                 std::to_string(expected.total_size) + " bytes, the segment has " +
-                                 std::to_string(size) + "; remove it with `hsring ring remove " +
-                                 name + "`");
+    throw Error(Errc::kRing, fmt::format("{} is truncated: its layout needs {} bytes, the "
+                                         "segment has {}; remove it with `hsring ring remove {}`",
+                                         ring, expected.total_size, size, name));
   }
   return RingGeometry{h.shape, h.layout, h.creator_uid};
 }
@@ -229,8 +227,8 @@ std::vector<FieldValue> immutable_fields(const RingGeometry& kept, const RingHea
       {"data_offset", a.data_offset, b.data_offset},
   };
   for (uint32_t k = 0; k < kMaxCapturedLayers; ++k)
-    f.push_back({"layer_ids[" + std::to_string(k) + "]", uint32_t(a.layer_ids[k]),
-                 uint32_t(b.layer_ids[k])});
+    f.push_back(
+        {fmt::format("layer_ids[{}]", k), uint32_t(a.layer_ids[k]), uint32_t(b.layer_ids[k])});
   const RingLayout& x = kept.layout;
   const RingLayout& y = live.layout;
   f.insert(f.end(),
@@ -249,8 +247,8 @@ std::vector<FieldValue> immutable_fields(const RingGeometry& kept, const RingHea
                {"labels_offset", x.slot.labels_offset, y.slot.labels_offset},
            });
   for (uint32_t k = 0; k < kMaxCapturedLayers; ++k)
-    f.push_back({"layer_offset[" + std::to_string(k) + "]", x.slot.layer_offset[k],
-                 y.slot.layer_offset[k]});
+    f.push_back(
+        {fmt::format("layer_offset[{}]", k), x.slot.layer_offset[k], y.slot.layer_offset[k]});
   return f;
 }
 
@@ -259,8 +257,8 @@ std::vector<FieldValue> immutable_fields(const RingGeometry& kept, const RingHea
 std::string Ring::check_intact() const {
   struct stat st {};
   if (::fstat(fd_, &st) == 0 && uint64_t(st.st_size) < layout().total_size)
-    return "the segment was truncated to " + std::to_string(st.st_size) +
-           " bytes while live; it needs " + std::to_string(layout().total_size);
+    return fmt::format("the segment was truncated to {} bytes while live; it needs {}", st.st_size,
+                       layout().total_size);
   // Plain bytes, like validate_segment: a writer may be changing them as we copy.
   alignas(RingHeader) std::byte copy[sizeof(RingHeader)];
   std::memcpy(copy, base_, sizeof(RingHeader));
@@ -276,8 +274,7 @@ std::string Ring::check_intact() const {
     return "";
   for (const FieldValue& field : immutable_fields(geometry_, live)) {
     if (field.kept != field.live)
-      return field.name + " was " + std::to_string(field.kept) + ", is now " +
-             std::to_string(field.live);
+      return fmt::format("{} was {}, is now {}", field.name, field.kept, field.live);
   }
   return "";
 }

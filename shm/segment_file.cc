@@ -107,11 +107,10 @@ SegmentFile SegmentFile::open(const std::string& name, const std::string& what, 
   // any time: refuse it before it is mapped, whatever it holds.
   if (st.st_uid != ::geteuid()) {
     throw Error(Errc::kRing,
-                what + " belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " +
-                    std::to_string(::geteuid()) +
-                    "); hsring never opens another user's "
-                    "segment: pick another --ring, or have its owner (or root) remove " +
-                    path_of(name));
+                fmt::format("{} belongs to uid {}, not to you (uid {}); hsring never opens "
+                            "another user's segment: pick another --ring, or have its owner (or "
+                            "root) remove {}",
+                            what, st.st_uid, ::geteuid(), path_of(name)));
   }
   if (check == Check::kOwnerAndMode && (st.st_mode & 07777) != 0600) {
     throw Error(Errc::kRing,

@@ -1,5 +1,7 @@
 #include "shm/slot_view.h"
 
+#include <fmt/format.h>
+
 #include "common/contract.h"
 
 namespace hsring {
@@ -32,10 +34,8 @@ SlotView::SlotView(const Ring& ring, uint32_t slot) noexcept : ring_(&ring), slo
 std::string SlotView::bounds_problem() const {
   if (in_bounds_) return "";
   if (token_count_ < 1 || token_count_ > max_tokens_)
-    return "token count " + std::to_string(token_count_) + " outside [1, " +
-           std::to_string(max_tokens_) + "]";
-  return "document count " + std::to_string(num_docs_) + " outside [1, " +
-         std::to_string(token_count_) + "]";
+    return fmt::format("token count {} outside [1, {}]", token_count_, max_tokens_);
+  return fmt::format("document count {} outside [1, {}]", num_docs_, token_count_);
 }
 
 LayerRows SlotView::layer(uint32_t layer) const noexcept {

@@ -1,5 +1,7 @@
 #include "shm/worker_session.h"
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include <thread>
@@ -18,26 +20,25 @@ std::unique_ptr<WorkerSession> WorkerSession::start(std::unique_ptr<Ring> ring, 
                                                     std::chrono::milliseconds lock_wait) {
   const std::string where = "ring '" + ring->name() + "'";
   if (index >= ring->process_count()) {
-    throw Error(Errc::kRingBadShape, where + " has " + std::to_string(ring->process_count()) +
-                                         " worker slots; index " + std::to_string(index) +
-                                         " does not exist");
+    throw Error(Errc::kRingBadShape, fmt::format("{} has {} worker slots; index {} does not exist",
+                                                 where, ring->process_count(), index));
   }
   ProcessEntry& entry = ring->process(index);
   const auto actual = Role(entry.role.load(std::memory_order_relaxed));
   if (actual != role) {
-    throw Error(Errc::kRingBadShape, where + ": worker " + std::to_string(index) + " is a " +
-                                         to_string(actual) + ", not a " + to_string(role));
+    throw Error(Errc::kRingBadShape, fmt::format("{}: worker {} is a {}, not a {}", where, index,
+                                                 to_string(actual), to_string(role)));
   }
   // A predecessor that is being killed releases its lock as its files close; give it a
   // moment rather than failing a restart that races its death.
   const auto deadline = std::chrono::steady_clock::now() + lock_wait;
   while (!try_hold_liveness_lock(ring->fd(), index)) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw Error(Errc::kRingProcessBusy,
-                  where + ": " + to_string(role) + " " + std::to_string(index) +
-                      " is already running (pid " +
-                      std::to_string(entry.pid.load(std::memory_order_relaxed)) +
-                      "); stop it first, or pick another index");
+      throw Error(
+          Errc::kRingProcessBusy,
+          fmt::format("{}: {} {} is already running (pid {}); stop it first, or pick "
+                      "another index",
+                      where, to_string(role), index, entry.pid.load(std::memory_order_relaxed)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -1,5 +1,7 @@
 #include "target_proc/batch_producer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/log.h"
@@ -60,9 +62,10 @@ std::vector<BatchJob> BatchProducer::adopt_unpublished() {
   progress.next_seq.store(next_seq, std::memory_order_release);
   next_seq_ = next_seq;
   if (!adopted.empty() || session_.recovered_at_start().total() > 0) {
-    log_line("recovered " + std::to_string(session_.recovered_at_start().total()) +
-             " slot(s) and adopted " + std::to_string(adopted.size()) +
-             " unpublished batch(es) of the previous epoch");
+    log_line(
+        fmt::format("recovered {} slot(s) and adopted {} unpublished batch(es) of the "
+                    "previous epoch",
+                    session_.recovered_at_start().total(), adopted.size()));
   }
   return jobs;
 }
@@ -76,8 +79,9 @@ std::vector<BatchJob> BatchProducer::adopt_returned() {
   returned_seen_ = returned;
   std::vector<BatchJob> jobs = jobs_of(adopt_previous_writes(ring_, self));
   if (!jobs.empty())
-    log_line("adopted " + std::to_string(jobs.size()) +
-             " batch(es) a drafter gave back unread (the previous epoch died mid-copy)");
+    log_line(fmt::format(
+        "adopted {} batch(es) a drafter gave back unread (the previous epoch died mid-copy)",
+        jobs.size()));
   return jobs;
 }
 
@@ -113,7 +117,7 @@ PipelineStatus BatchProducer::claim_and_bind(uint64_t batch_id, SlotClaim& claim
   // Bind first, then move the shard position: a crash in between re-produces the batch
   // from the slot (adopt_unpublished) and never skips or doubles it.
   if (bind_batch(ring_, *got, batch_id).lost()) {
-    log_line("lost ownership of slot " + std::to_string(got->index) + "; exiting");
+    log_line(fmt::format("lost ownership of slot {}; exiting", got->index));
     return PipelineStatus::kLostSlot;
   }
   next_seq_ = std::max(next_seq_, seq + 1);
@@ -126,7 +130,7 @@ PipelineStatus BatchProducer::publish_batch(SlotClaim& claim, const BatchPlan& p
                                             const CopyEvent* early, uint64_t* ticket) {
   const BatchInfo info{plan.batch_id, plan.token_count, plan.num_docs, plan.length_bucket};
   if (publish(ring_, claim, info, early, ticket).lost()) {
-    log_line("lost ownership of slot " + std::to_string(claim.index) + "; exiting");
+    log_line(fmt::format("lost ownership of slot {}; exiting", claim.index));
     return PipelineStatus::kLostSlot;
   }
   const RingShape& s = ring_.shape();

@@ -1,5 +1,7 @@
 #include "target_proc/gpu_pipeline.h"
 
+#include <fmt/format.h>
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "gpu/kernels.h"
@@ -216,8 +218,7 @@ bool GpuTargetPipeline::publishes_early(const Item& item) const {
 
 void GpuTargetPipeline::copier_loop() {
   if (cudaSetDevice(options_.gpu) != cudaSuccess) {
-    fail(PipelineStatus::kFailed,
-         "cannot use GPU " + std::to_string(options_.gpu) + " in the copier");
+    fail(PipelineStatus::kFailed, fmt::format("cannot use GPU {} in the copier", options_.gpu));
   }
   while (true) {
     Item item;

@@ -1,5 +1,7 @@
 #include "target_proc/gpu_target.h"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 
 #include "common/log.h"
@@ -24,8 +26,8 @@ int run_gpu_target(WorkerSession& session, const TargetOptions& options,
         if (!gpu_options.model_spec.empty()) {
           auto cuda_model =
               open_cuda_model(gpu_options.model_spec, gpu_options.model_seed, gpu_options.gpu);
-          log_line("model " + cuda_model->config().name + ": " +
-                   std::to_string(cuda_model->weight_bytes() >> 20) + " MiB of bf16 weights");
+          log_line(fmt::format("model {}: {} MiB of bf16 weights", cuda_model->config().name,
+                               cuda_model->weight_bytes() >> 20));
           model = std::make_unique<GpuModelSource>(std::move(cuda_model), session.ring(),
                                                    session.identity().index, gpu_options.data,
                                                    gpu_options.postprocess_depth + 1);
@@ -34,11 +36,11 @@ int run_gpu_target(WorkerSession& session, const TargetOptions& options,
         } else {
           producer = std::make_unique<BatchProducer>(session);
         }
-        log_line("on " + gpu::describe_gpu(gpu_options.gpu) + "; postprocess depth " +
-                 std::to_string(gpu_options.postprocess_depth) + ", " +
-                 (session.ring().shape().split_layers ? "split" : "concatenated") + " layers, " +
-                 (gpu_options.early_publish ? "published early (CUDA IPC events)"
-                                            : "published after the copy"));
+        log_line(fmt::format("on {}; postprocess depth {}, {} layers, {}",
+                             gpu::describe_gpu(gpu_options.gpu), gpu_options.postprocess_depth,
+                             session.ring().shape().split_layers ? "split" : "concatenated",
+                             gpu_options.early_publish ? "published early (CUDA IPC events)"
+                                                       : "published after the copy"));
         pinned = gpu::pin_ring_payload(session.ring());
         pipeline = GpuTargetPipeline::create(*producer, pipeline_options);
       }))

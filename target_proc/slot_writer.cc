@@ -1,5 +1,7 @@
 #include "target_proc/slot_writer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -34,10 +36,10 @@ ModelSlotWriter::ModelSlotWriter(std::unique_ptr<TargetModel> model, const RingS
     return Error(Errc::kModel, "ring shape does not fit model '" + c.name + "': " + what);
   };
   if (shape.hidden_size != c.hidden_size)
-    throw bad("ring hidden size " + std::to_string(shape.hidden_size) + ", model hidden size " +
-              std::to_string(c.hidden_size));
+    throw bad(
+        fmt::format("ring hidden size {}, model hidden size {}", shape.hidden_size, c.hidden_size));
   if (shape.num_layers < 1 || shape.num_layers > kMaxCapturedLayers)
-    throw bad("captured layer count " + std::to_string(shape.num_layers));
+    throw bad(fmt::format("captured layer count {}", shape.num_layers));
   if (dtype_size(shape.dtype) == 0) throw bad("unknown ring dtype");
   request_.capture_layers.assign(shape.layer_ids, shape.layer_ids + shape.num_layers);
   request_.logits = false;
@@ -46,9 +48,10 @@ ModelSlotWriter::ModelSlotWriter(std::unique_ptr<TargetModel> model, const RingS
   for (size_t a = 0; a < request_.capture_layers.size(); ++a)
     for (size_t b = a + 1; b < request_.capture_layers.size(); ++b)
       if (request_.capture_layers[a] == request_.capture_layers[b])
-        throw bad("the ring's layer ids repeat layer " +
-                  std::to_string(request_.capture_layers[a]) +
-                  " (set RingShape::layer_ids, e.g. from default_capture_layers)");
+        throw bad(
+            fmt::format("the ring's layer ids repeat layer {} (set RingShape::layer_ids, e.g. from "
+                        "default_capture_layers)",
+                        request_.capture_layers[a]));
   try {
     validate_request(request_, c);
   } catch (const Error& e) {
@@ -65,11 +68,10 @@ void ModelSlotWriter::produce(const PackedBatch& batch, const Ring& ring, uint32
     throw Error(Errc::kModel,
                 "ring '" + ring.name() + "' does not have the shape the writer was made for");
   if (slot >= ring.slot_count())
-    throw Error(Errc::kModel,
-                "slot " + std::to_string(slot) + " is outside ring '" + ring.name() + "'");
+    throw Error(Errc::kModel, fmt::format("slot {} is outside ring '{}'", slot, ring.name()));
   if (batch.tokens.size() > s.max_tokens)
-    throw Error(Errc::kModel, "bad batch: " + std::to_string(batch.tokens.size()) +
-                                  " tokens exceed the slot's " + std::to_string(s.max_tokens));
+    throw Error(Errc::kModel, fmt::format("bad batch: {} tokens exceed the slot's {}",
+                                          batch.tokens.size(), s.max_tokens));
   model_->forward(batch, request_, output_);
   const size_t rows = output_.token_count;
   const size_t elem = dtype_size(s.dtype);

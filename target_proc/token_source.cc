@@ -1,5 +1,7 @@
 #include "target_proc/token_source.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/error.h"
@@ -35,12 +37,11 @@ TokenSource::TokenSource(const TokenSourceOptions& options, const ModelConfig& m
   if (std::string problem = data::vocabulary_problem(corpus_, model.vocab_size, model.name);
       !problem.empty())
     throw Error(Errc::kModel, problem);
-  log_line("data " + corpus_.dir() + ": " + std::to_string(corpus_.token_count()) + " tokens, " +
-           std::to_string(corpus_.doc_count()) + " documents (" +
-           std::to_string(
-               options.data_dir.empty() ? 0 : data::held_out_document_count(corpus_.doc_count())) +
-           " held out), " + std::to_string(index_.batches_per_epoch()) + " batches of up to " +
-           std::to_string(max_tokens) + " tokens per epoch");
+  log_line(fmt::format(
+      "data {}: {} tokens, {} documents ({} held out), {} batches of up to {} tokens per epoch",
+      corpus_.dir(), corpus_.token_count(), corpus_.doc_count(),
+      options.data_dir.empty() ? 0 : data::held_out_document_count(corpus_.doc_count()),
+      index_.batches_per_epoch(), max_tokens));
 }
 
 TokenSource::~TokenSource() = default;
