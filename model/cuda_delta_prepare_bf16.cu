@@ -22,6 +22,7 @@
 #include "gpu/bf16.cuh"
 #include "gpu/cp_async.cuh"
 #include "gpu/mma.cuh"
+#include "model/cuda_delta_chunk.cuh"
 #include "model/cuda_delta_rule_passes.h"
 
 namespace hsring {
@@ -29,7 +30,7 @@ namespace hsring {
 namespace {
 
 constexpr int kChunk = int(kDeltaChunk);
-constexpr int kTile = 16;
+constexpr int kTile = kDeltaBlock;
 constexpr int kBlocks = kChunk / kTile;  // diagonal blocks of the chunk's system
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -51,18 +52,6 @@ struct Layout {
            size_t(kBlocks) * kTile * kTStride + 2 * kChunk;
   }
 };
-
-// Starts copying rows r < rows, columns c < columns (a multiple of 4) of src (row stride
-// `stride`) into the shared tile [kChunk][ld], zero-filling its columns up to `width`.
-__device__ __forceinline__ void copy_rows(float* dst, int ld, int width, const float* src,
-                                          uint64_t stride, int rows, int columns) {
-  const int pieces = width / 4;
-  for (int e = int(threadIdx.x); e < kChunk * pieces; e += kThreads) {
-    const int r = e / pieces, c = (e % pieces) * 4;
-    const bool valid = r < rows && c < columns;
-    gpu::cp_async16(dst + r * ld + c, valid ? src + uint64_t(r) * stride + c : src, valid);
-  }
-}
 
 // The A fragment of the 16 x 8 tile at `tile` (row-major fp32, row stride ld).
 __device__ __forceinline__ void load_a(uint32_t* a, const float* tile, int ld, int g, int t) {
@@ -99,23 +88,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   const float* k_src = q_src + shape.qk_dim();
   const float* v_src = qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv;
 
-  copy_rows(k_s, ks, dk, k_src, stride, len, dk);
-  copy_rows(qv_s, ks, dk, q_src, stride, len, dk);
+  copy_chunk_rows<kThreads>(k_s, ks, dk, k_src, stride, len, dk);
+  copy_chunk_rows<kThreads>(qv_s, ks, dk, q_src, stride, len, dk);
   gpu::cp_async_commit();
-  if (warp == 0) {  // G_i, the running sum of g in token order (two tokens a lane), and beta
-    const int r = 2 * lane;
-    const float g0 = r < len ? g[uint64_t(c0 + r) * vh + h] : 0.0f;
-    const float g1 = r + 1 < len ? g[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
-    float sum = g0 + g1;
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const float before = __shfl_up_sync(0xFFFFFFFFu, sum, offset);
-      if (lane >= offset) sum += before;
-    }
-    g_s[r] = sum - g1;
-    g_s[r + 1] = sum;
-    b_s[r] = r < len ? beta[uint64_t(c0 + r) * vh + h] : 0.0f;
-    b_s[r + 1] = r + 1 < len ? beta[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
-  }
+  if (warp == 0) load_chunk_gates(g, beta, c0, len, vh, h, lane, g_s, b_s);
   gpu::cp_async_wait<0>();
   __syncthreads();
 
@@ -179,23 +155,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // V takes Q's place (its columns past dv zero), in flight while the inverses are found.
   const int vp = round8(dv);
-  copy_rows(qv_s, ks, vp, v_src, stride, len, dv);
+  copy_chunk_rows<kThreads>(qv_s, ks, vp, v_src, stride, len, dv);
   gpu::cp_async_commit();
 
   // 2. T_bb = (I + A_bb)^-1 for the four diagonal blocks, one thread per (block, column):
   // the column's chain of dependent steps is register FMAs.
   if (tid < kChunk) {
-    const int base = (tid / kTile) * kTile, c = tid % kTile;
-    float x[kTile];
-#pragma unroll
-    for (int r = 0; r < kTile; ++r) {
-      float v = r == c ? 1.0f : 0.0f;
-#pragma unroll
-      for (int j = 0; j < r; ++j) v = fmaf(-a_s[(base + r) * kAStride + base + j], x[j], v);
-      x[r] = v;
-    }
-#pragma unroll
-    for (int r = 0; r < kTile; ++r) t_s[(base + r) * kTStride + c] = x[r];
+    const int base = (tid / kTile) * kTile;
+    invert_unit_lower_column(a_s + base * kAStride + base, kAStride, t_s + base * kTStride,
+                             kTStride, tid % kTile);
   }
   gpu::cp_async_wait<0>();
   __syncthreads();  // V and the inverses are whole

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "model/cuda_delta_chunk.cuh"
 #include "model/cuda_delta_net.h"
 #include "model/cuda_delta_rule_passes.h"
 
@@ -37,6 +38,7 @@ using namespace nvcuda;
 
 constexpr int kChunk = int(kDeltaChunk);
 constexpr int kTile = 16;
+static_assert(kTile == kDeltaBlock, "a WMMA tile is a diagonal block of the system");
 constexpr int kSlice = 64;  // pass 2's state columns per block
 constexpr int kPrepareThreads = 256;
 constexpr int kStateThreads = 512;
@@ -230,20 +232,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
 
   copy_rows_async(k_s, ks, kChunk, dkp, k_src, stride, len, dk);
   copy_rows_async(qv_s, qs, kChunk, dkp, q_src, stride, len, dk);
-  if (warp == 0) {  // G_i, the running sum of g in token order (two tokens a lane), and beta
-    const int lane = tid, r = 2 * lane;
-    const float g0 = r < len ? g[uint64_t(c0 + r) * vh + h] : 0.0f;
-    const float g1 = r + 1 < len ? g[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
-    float sum = g0 + g1;
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const float before = __shfl_up_sync(0xFFFFFFFFu, sum, offset);
-      if (lane >= offset) sum += before;
-    }
-    g_s[r] = sum - g1;
-    g_s[r + 1] = sum;
-    b_s[r] = r < len ? beta[uint64_t(c0 + r) * vh + h] : 0.0f;
-    b_s[r + 1] = r + 1 < len ? beta[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
-  }
+  if (warp == 0) load_chunk_gates(g, beta, c0, len, vh, h, tid, g_s, b_s);
   wait_for_copies();
 
   // The 10 lower 16 x 16 tiles of K K^T (into A) and of Q K^T (decayed and masked into P:
@@ -297,21 +286,10 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
   __syncthreads();
 
   // T = (I + A)^-1, lower triangular. Its four 16 x 16 diagonal blocks by forward
-  // substitution, one thread per (block, column), the column in registers: the chain of
-  // dependent steps is register FMAs, not shared-memory round trips (the rows above the
-  // diagonal come out zero, as their terms all are).
+  // substitution, one thread per (block, column).
   if (tid < kChunk) {
-    const int base = (tid / kTile) * kTile, c = tid % kTile;
-    float x[kTile];
-#pragma unroll
-    for (int r = 0; r < kTile; ++r) {
-      float v = r == c ? 1.0f : 0.0f;
-#pragma unroll
-      for (int j = 0; j < r; ++j) v = fmaf(-a_s[(base + r) * as + base + j], x[j], v);
-      x[r] = v;
-    }
-#pragma unroll
-    for (int r = 0; r < kTile; ++r) t_s[(base + r) * as + base + c] = x[r];
+    const int base = (tid / kTile) * kTile;
+    invert_unit_lower_column(a_s + base * as + base, as, t_s + base * as + base, as, tid % kTile);
   }
   __syncthreads();
   // Then the blocks d below the diagonal, d = 1, 2, 3: T_ij = -T_ii (sum_{j<=m<i} A_im T_mj),

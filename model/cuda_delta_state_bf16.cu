@@ -21,6 +21,7 @@
 #include "gpu/bf16.cuh"
 #include "gpu/cp_async.cuh"
 #include "gpu/mma.cuh"
+#include "model/cuda_delta_chunk.cuh"
 #include "model/cuda_delta_rule_passes.h"
 
 namespace hsring {
@@ -56,19 +57,6 @@ struct Layout {
 };
 
 using Tile = float[4];  // a warp's 16 x 8 fp32 accumulator: rows g and g + 8, columns 2t, 2t + 1
-
-// Starts copying rows r < rows, columns c < columns (a multiple of 8) of a bf16 matrix of row
-// stride `stride` into the shared tile [kChunk][width] (row stride ld); the rest of the tile
-// is zero-filled.
-__device__ __forceinline__ void copy_tile(Bf16* dst, int ld, int width, const Bf16* src,
-                                          uint64_t stride, int rows, int columns) {
-  const int pieces = width / 8;
-  for (int e = int(threadIdx.x); e < kChunk * pieces; e += kThreads) {
-    const int r = e / pieces, c = (e % pieces) * 8;
-    const bool valid = r < rows && c < columns;
-    gpu::cp_async16(dst + r * ld + c, valid ? src + uint64_t(r) * stride + c : src, valid);
-  }
-}
 
 // A fragment of the 16 x 16 tile at `tile` (row-major, row stride ld).
 __device__ __forceinline__ void load_a(uint32_t* a, const Bf16* tile, int ld, int lane) {
@@ -137,15 +125,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint64_t p_stride = uint64_t(vh) * kChunk;
 
   const auto copy_w_q = [&](int c0, int len) {
-    copy_tile(w_s, ks, dkp, scratch.w_bf16 + (uint64_t(c0) * vh + h) * dk, w_stride, len, dk);
-    copy_tile(q_s, ks, dkp, scratch.q_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk, qk_stride,
-              len, dk);
+    copy_chunk_rows<kThreads>(w_s, ks, dkp, scratch.w_bf16 + (uint64_t(c0) * vh + h) * dk, w_stride,
+                              len, dk);
+    copy_chunk_rows<kThreads>(q_s, ks, dkp,
+                              scratch.q_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk,
+                              qk_stride, len, dk);
   };
   const auto copy_k_p = [&](int c0, int len) {
-    copy_tile(k_s, ks, dkp, scratch.k_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk, qk_stride,
-              len, dk);
-    copy_tile(p_s, kWideStride, kChunk, scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk, p_stride,
-              len, kChunk);
+    copy_chunk_rows<kThreads>(k_s, ks, dkp,
+                              scratch.k_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk,
+                              qk_stride, len, dk);
+    copy_chunk_rows<kThreads>(p_s, kWideStride, kChunk,
+                              scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk, p_stride, len,
+                              kChunk);
   };
 
   // This warp's share: token rows `row` .. row + 15 of U and O, state rows s_row .. s_row +
