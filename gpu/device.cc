@@ -1,6 +1,7 @@
 #include "gpu/device.h"
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <stdexcept>
 
@@ -30,19 +31,18 @@ std::string gpu_problem(int id, const GpuInventory& inventory) {
   if (std::string missing = missing_gpu_problem(id, inventory.count, inventory.why_none);
       !missing.empty())
     return missing;
-  const std::string gpu = "GPU " + std::to_string(id);
   int can_register = 0;
   const cudaError_t err =
       cudaDeviceGetAttribute(&can_register, cudaDevAttrHostRegisterSupported, id);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return gpu + ": cannot query it: " + cudaGetErrorString(err);
+    return fmt::format("GPU {}: cannot query it: {}", id, cudaGetErrorString(err));
   }
   if (!can_register)
-    return gpu + " (" + describe_gpu(id) +
-           ") cannot register host memory "
-           "(cudaDevAttrHostRegisterSupported is 0), which the ring's zero-copy DMA needs; "
-           "run its worker on another GPU or as cpu:N";
+    return fmt::format(
+        "GPU {} ({}) cannot register host memory (cudaDevAttrHostRegisterSupported is 0), which "
+        "the ring's zero-copy DMA needs; run its worker on another GPU or as cpu:N",
+        id, describe_gpu(id));
   return "";
 }
 
@@ -57,8 +57,8 @@ std::string describe_gpu(int id) {
     (void)cudaGetLastError();
     return "";
   }
-  return std::string(prop.name) + ", GPU " + std::to_string(id) + ", " +
-         std::to_string(prop.multiProcessorCount) + " SMs, " + human_bytes(prop.totalGlobalMem);
+  return fmt::format("{}, GPU {}, {} SMs, {}", prop.name, id, prop.multiProcessorCount,
+                     human_bytes(prop.totalGlobalMem));
 }
 
 }  // namespace hsring::gpu

@@ -1,5 +1,7 @@
 #include "gpu/noise_schedule.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
@@ -29,16 +31,15 @@ double NoiseSchedule::std_at(uint64_t step) const {
 }
 
 std::string NoiseSchedule::describe() const {
-  if (kind == Kind::kConstant) return "constant, std " + std::to_string(start);
-  return "linear:" + std::to_string(start) + "," + std::to_string(end) + "," +
-         std::to_string(steps);
+  if (kind == Kind::kConstant) return fmt::format("constant, std {:f}", start);
+  return fmt::format("linear:{:f},{:f},{}", start, end, steps);
 }
 
 NoiseSchedule parse_noise_schedule(const std::string& text, double noise_std) {
   NoiseSchedule schedule;
   if (!std::isfinite(noise_std) || noise_std < 0)
     throw Error(Errc::kUsage,
-                "--noise-std " + std::to_string(noise_std) + ": must be a finite value >= 0");
+                fmt::format("--noise-std {:f}: must be a finite value >= 0", noise_std));
   if (text == "constant") {
     schedule.start = noise_std;
     return schedule;

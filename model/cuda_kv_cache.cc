@@ -1,5 +1,7 @@
 #include "model/cuda_kv_cache.h"
 
+#include <fmt/format.h>
+
 #include <string>
 
 #include "common/error.h"
@@ -48,8 +50,8 @@ CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const
   };
   const size_t docs = doc_offsets.size() - 1;
   if (slots.size() != docs || cached_lengths.size() != docs)
-    bad(std::to_string(slots.size()) + " slots and " + std::to_string(cached_lengths.size()) +
-        " cached lengths for " + std::to_string(docs) + " documents");
+    bad(fmt::format("{} slots and {} cached lengths for {} documents", slots.size(),
+                    cached_lengths.size(), docs));
   const int32_t tile_rows = int32_t(kAttentionTileRows / pack);
   CachedLayout out;
   out.rows.resize(positions.size());
@@ -57,17 +59,16 @@ CachedLayout cached_layout(std::span<const int32_t> doc_offsets, std::span<const
     const int32_t slot = slots[d], cached = cached_lengths[d];
     const int32_t length = doc_offsets[d + 1] - doc_offsets[d];
     if (slot < 0 || uint32_t(slot) >= sequences)
-      bad("slot " + std::to_string(slot) + " of a cache of " + std::to_string(sequences));
+      bad(fmt::format("slot {} of a cache of {}", slot, sequences));
     if (cached < 0 || int64_t(cached) + length > int64_t(capacity))
-      bad("document " + std::to_string(d) + " reaches position " +
-          std::to_string(int64_t(cached) + length) + " of a slot of " + std::to_string(capacity));
+      bad(fmt::format("document {} reaches position {} of a slot of {}", d,
+                      int64_t(cached) + length, capacity));
     const int32_t base = slot * int32_t(capacity);
     for (int32_t j = 0; j < length; ++j) {
       const size_t t = size_t(doc_offsets[d] + j);
       if (positions[t] != cached + j)
-        bad("token " + std::to_string(t) + " has position " + std::to_string(positions[t]) +
-            ", not " + std::to_string(cached + j) + " after its " + std::to_string(cached) +
-            " cached");
+        bad(fmt::format("token {} has position {}, not {} after its {} cached", t, positions[t],
+                        cached + j, cached));
       out.rows[t] = base + cached + j;
     }
     const int32_t end = base + cached + length;

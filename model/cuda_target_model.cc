@@ -1,5 +1,7 @@
 #include "model/cuda_target_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -65,15 +67,15 @@ void check_config(const ModelConfig& config) {
     throw Error(Errc::kModelBadConfig, why);
   if (!attention_supports(config.head_dim))
     throw Error(Errc::kModelBadConfig,
-                "model '" + config.name + "': head_dim " + std::to_string(config.head_dim) +
-                    " is not supported by the CUDA forward (32, 64, 128 or 256)");
+                fmt::format("model '{}': head_dim {} is not supported by the CUDA forward (32, 64, "
+                            "128 or 256)",
+                            config.name, config.head_dim));
   const DeltaNetShape& d = config.delta_net;
   if (config.hybrid() && !delta_net_supports(d.qk_head_dim, d.v_head_dim))
     throw Error(Errc::kModelBadConfig,
-                "model '" + config.name + "': DeltaNet head dims " + std::to_string(d.qk_head_dim) +
-                    " / " + std::to_string(d.v_head_dim) +
-                    " are not supported by the CUDA forward (q/k a multiple of 8, v of 4, "
-                    "both at most 128)");
+                fmt::format("model '{}': DeltaNet head dims {} / {} are not supported by the CUDA "
+                            "forward (q/k a multiple of 8, v of 4, both at most 128)",
+                            config.name, d.qk_head_dim, d.v_head_dim));
 }
 
 [[noreturn]] void bad_capture(const std::string& what) {
@@ -331,34 +333,31 @@ void CudaTargetModel::forward_device(const PackedBatch& batch, const ForwardRequ
   validate_request(request, c);
   const size_t k_count = request.capture_layers.size();
   if (out.layers.size() != k_count)
-    bad_capture(std::to_string(out.layers.size()) + " regions for " + std::to_string(k_count) +
-                " captured layers");
+    bad_capture(fmt::format("{} regions for {} captured layers", out.layers.size(), k_count));
   const uint32_t elem = dtype_size(out.dtype);
-  if (elem == 0 && k_count > 0) bad_capture("unknown dtype " + std::to_string(uint32_t(out.dtype)));
+  if (elem == 0 && k_count > 0) bad_capture(fmt::format("unknown dtype {}", uint32_t(out.dtype)));
   for (size_t k = 0; k < k_count; ++k) {
-    if (!out.layers[k].data) bad_capture("region " + std::to_string(k) + " is null");
+    if (!out.layers[k].data) bad_capture(fmt::format("region {} is null", k));
     if (out.layers[k].row_pitch_bytes < uint64_t(c.hidden_size) * elem)
-      bad_capture("region " + std::to_string(k) + " has a row pitch of " +
-                  std::to_string(out.layers[k].row_pitch_bytes) + " bytes, under one row of " +
-                  std::to_string(uint64_t(c.hidden_size) * elem));
+      bad_capture(fmt::format("region {} has a row pitch of {} bytes, under one row of {}", k,
+                              out.layers[k].row_pitch_bytes, uint64_t(c.hidden_size) * elem));
   }
   if (request.greedy && !out.greedy) bad_capture("greedy labels requested without a buffer");
   if (request.logits && !out.logits) bad_capture("logits requested without a buffer");
   for (const int32_t row : out.logit_rows)
     if (row < 0 || uint64_t(row) >= batch.tokens.size())
-      bad_capture("logit row " + std::to_string(row) + " outside the batch of " +
-                  std::to_string(batch.tokens.size()) + " rows");
+      bad_capture(
+          fmt::format("logit row {} outside the batch of {} rows", row, batch.tokens.size()));
 
   if (c.has_experts()) {
     // The grouped GEMM's grid has one row of blocks per possible tile (at most 65535).
     const uint64_t slots = uint64_t(batch.tokens.size()) * c.moe.experts_per_token;
     const uint64_t most = (65535 - uint64_t(c.moe.num_experts)) * kExpertRowTile;
     if (slots > most)
-      throw Error(Errc::kModel, "a batch of " + std::to_string(batch.tokens.size()) +
-                                    " tokens routes " + std::to_string(slots) +
-                                    " token-expert pairs, more than the CUDA mixture-of-experts "
-                                    "MLP's " +
-                                    std::to_string(most) + "; split it");
+      throw Error(Errc::kModel,
+                  fmt::format("a batch of {} tokens routes {} token-expert pairs, more than the "
+                              "CUDA mixture-of-experts MLP's {}; split it",
+                              batch.tokens.size(), slots, most));
   }
   HSRING_CUDA_CHECK(cudaSetDevice(m.gpu));
   const auto rows = uint32_t(batch.tokens.size());

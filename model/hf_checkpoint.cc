@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include "common/contract.h"
 #include "common/error.h"
@@ -167,11 +168,10 @@ void refuse_unused_layer_tensors(const ModelConfig& config, const std::vector<st
   }
   if (unused == 0) return;
   throw Error(Errc::kModelBadConfig,
-              "'" + folder.string() + "': config.json (model_type '" + config.model_type +
-                  "') does not use " + std::to_string(unused) + " tensor(s) of its layers, '" +
-                  first +
-                  "' first: the weights are of another architecture (q_norm / k_norm: qwen3; "
-                  "q_proj.bias: qwen2). Correct model_type in config.json");
+              fmt::format("'{}': config.json (model_type '{}') does not use {} tensor(s) of its "
+                          "layers, '{}' first: the weights are of another architecture (q_norm / "
+                          "k_norm: qwen3; q_proj.bias: qwen2). Correct model_type in config.json",
+                          folder.string(), config.model_type, unused, first));
 }
 
 }  // namespace
@@ -188,7 +188,7 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
   // per-expert names are not looked for below.
   std::set<std::string> fused;
   for (uint32_t i = 0; i < config.num_layers; ++i) {
-    const std::string mlp = config.weight_prefix + "layers." + std::to_string(i) + ".mlp.";
+    const std::string mlp = fmt::format("{}layers.{}.mlp.", config.weight_prefix, i);
     if (config.mlp_kind(i) == MlpKind::kExperts &&
         !tensors.find(mlp + "experts.0.up_proj.weight") &&
         tensors.find(mlp + "experts.gate_up_proj"))
@@ -214,7 +214,7 @@ ModelWeights load_hf_weights(const std::filesystem::path& folder, const ModelCon
   ModelWeights weights;
   const std::vector<WeightTensor> list = weight_tensors(config, weights);
   for (uint32_t i = 0; i < config.num_layers; ++i) {
-    const std::string mlp = config.weight_prefix + "layers." + std::to_string(i) + ".mlp.";
+    const std::string mlp = fmt::format("{}layers.{}.mlp.", config.weight_prefix, i);
     if (fused.count(mlp))
       read_fused_experts(tensors, mlp, config.moe, config.hidden_size, weights.layers[i].moe);
   }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include "common/error.h"
 
@@ -169,8 +170,10 @@ void read_rope(const ConfigReader& r, ModelConfig& c) {
       return;
     }
     if (!qwen35)
-      r.fail("'partial_rotary_factor' is " + std::to_string(factor) +
-             ": only RoPE over the whole head is supported for " + c.model_type);
+      r.fail(
+          fmt::format("'partial_rotary_factor' is {:f}: only RoPE over the whole head is "
+                      "supported for {}",
+                      factor, c.model_type));
     c.rotary_dim = uint32_t(double(c.head_dim) * factor);  // int() in transformers
   };
   set_rotary(partial);
@@ -298,8 +301,8 @@ void read_qwen35(const ConfigReader& r, ModelConfig& c) {
                ": only \"full_attention\" and \"linear_attention\" layers are supported");
     }
     if (c.layer_kinds.size() != c.num_layers)
-      r.fail("'layer_types' lists " + std::to_string(c.layer_kinds.size()) + " layers, " +
-             "'num_hidden_layers' is " + std::to_string(c.num_layers));
+      r.fail(fmt::format("'layer_types' lists {} layers, 'num_hidden_layers' is {}",
+                         c.layer_kinds.size(), c.num_layers));
   } else {
     const uint32_t four = 4;
     const uint32_t interval = r.positive_int("full_attention_interval", &four);
@@ -329,8 +332,8 @@ void read_moe(const ConfigReader& r, ModelConfig& c) {
   m.experts_per_token = r.positive_int("num_experts_per_tok", &eight);
   m.expert_intermediate = r.positive_int("moe_intermediate_size", &default_width);
   if (m.experts_per_token > m.num_experts)
-    r.fail("'num_experts_per_tok' (" + std::to_string(m.experts_per_token) +
-           ") exceeds the number of experts (" + std::to_string(m.num_experts) + ")");
+    r.fail(fmt::format("'num_experts_per_tok' ({}) exceeds the number of experts ({})",
+                       m.experts_per_token, m.num_experts));
   if (const nlohmann::json* scoring = r.get("scoring_func");
       scoring && !(scoring->is_string() && scoring->get_ref<const std::string&>() == "softmax"))
     r.fail("'scoring_func' is " + describe_json(*scoring) +
@@ -352,8 +355,8 @@ void read_moe(const ConfigReader& r, ModelConfig& c) {
     if (!dense->is_array()) r.fail("'mlp_only_layers' must be an array of layer ids");
     for (const nlohmann::json& id : *dense) {
       if (!id.is_number() || !json_int(id) || *json_int(id) < 0 || *json_int(id) >= c.num_layers)
-        r.fail("'mlp_only_layers' holds " + describe_json(id) + ", not a layer id in [0, " +
-               std::to_string(c.num_layers) + ")");
+        r.fail(fmt::format("'mlp_only_layers' holds {}, not a layer id in [0, {})",
+                           describe_json(id), c.num_layers));
       c.mlp_kinds[size_t(*json_int(id))] = MlpKind::kDense;
     }
   }

@@ -1,5 +1,7 @@
 #include "model/json.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -70,7 +72,7 @@ class StrictnessCheck final : public nlohmann::json_sax<nlohmann::json> {
     throw Error(Errc::kModel, source_ + ": " + what);
   }
   void open() {
-    if (depth_ >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth));
+    if (depth_ >= kMaxDepth) fail(fmt::format("nesting deeper than {}", kMaxDepth));
     ++depth_;
   }
 

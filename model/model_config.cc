@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -146,13 +148,13 @@ std::string validate_config(const ModelConfig& c) {
   if ((dense_mlp && !outline) || c.intermediate_size != 0)
     if (!in_range(c.intermediate_size, 1u << 20)) return "intermediate size must be in [1, 2^20]";
   if (!in_range(c.num_layers, kMaxModelLayers))
-    return "layer count must be in [1, " + std::to_string(kMaxModelLayers) + "]";
+    return fmt::format("layer count must be in [1, {}]", kMaxModelLayers);
   if (!in_range(c.num_heads, 1024)) return "attention head count must be in [1, 1024]";
   if (!in_range(c.num_kv_heads, c.num_heads))
-    return "KV head count must be in [1, num_heads = " + std::to_string(c.num_heads) + "]";
+    return fmt::format("KV head count must be in [1, num_heads = {}]", c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0)
-    return "attention heads (" + std::to_string(c.num_heads) +
-           ") must be a multiple of KV heads (" + std::to_string(c.num_kv_heads) + ")";
+    return fmt::format("attention heads ({}) must be a multiple of KV heads ({})", c.num_heads,
+                       c.num_kv_heads);
   if (!in_range(c.head_dim, 1024) || c.head_dim % 2 != 0)
     return "head dim must be even and in [2, 1024] (RoPE rotates pairs)";
   if (!in_range(c.vocab_size, uint32_t(std::numeric_limits<int32_t>::max())))
@@ -165,32 +167,29 @@ std::string validate_config(const ModelConfig& c) {
     return "model type '" + c.model_type +
            "' is not supported (llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_moe)";
   if (!c.mlp_kinds.empty() && c.mlp_kinds.size() != c.num_layers)
-    return "MLP kinds list " + std::to_string(c.mlp_kinds.size()) + " layers, not " +
-           std::to_string(c.num_layers);
+    return fmt::format("MLP kinds list {} layers, not {}", c.mlp_kinds.size(), c.num_layers);
   if (c.has_experts()) {
     const MoeShape& m = c.moe;
     if (!in_range(m.num_experts, 4096)) return "expert count must be in [1, 4096]";
     if (!in_range(m.experts_per_token, m.num_experts))
-      return "experts per token must be in [1, num_experts = " + std::to_string(m.num_experts) +
-             "]";
+      return fmt::format("experts per token must be in [1, num_experts = {}]", m.num_experts);
     if (!in_range(m.expert_intermediate, 1u << 20))
       return "expert intermediate size must be in [1, 2^20]";
     if (m.shared_intermediate > (1u << 20))
       return "shared expert intermediate size must be at most 2^20";
   }
   if (!c.layer_kinds.empty() && c.layer_kinds.size() != c.num_layers)
-    return "layer kinds list " + std::to_string(c.layer_kinds.size()) + " layers, not " +
-           std::to_string(c.num_layers);
+    return fmt::format("layer kinds list {} layers, not {}", c.layer_kinds.size(), c.num_layers);
   if (c.rotary_dim % 2 != 0 || c.rotary_dim > c.head_dim)
-    return "rotary dim " + std::to_string(c.rotary_dim) + " must be even and at most the head dim";
+    return fmt::format("rotary dim {} must be even and at most the head dim", c.rotary_dim);
   if (c.hybrid()) {
     const DeltaNetShape& d = c.delta_net;
     if (!in_range(d.qk_heads, 1024) || !in_range(d.v_heads, 1024) ||
         !in_range(d.qk_head_dim, 1024) || !in_range(d.v_head_dim, 1024))
       return "DeltaNet head counts and sizes must be in [1, 1024]";
     if (d.v_heads % d.qk_heads != 0)
-      return "DeltaNet value heads (" + std::to_string(d.v_heads) +
-             ") must be a multiple of its key heads (" + std::to_string(d.qk_heads) + ")";
+      return fmt::format("DeltaNet value heads ({}) must be a multiple of its key heads ({})",
+                         d.v_heads, d.qk_heads);
     if (!in_range(d.conv_kernel, 64)) return "DeltaNet convolution kernel must be in [1, 64]";
   }
   if (std::string why = validate_rope(c.rope); !why.empty()) return why;
@@ -204,11 +203,11 @@ std::string cuda_forward_refusal(const ModelConfig& c) {
   // mixture qualifies; what else is missing (expert parallelism across GPUs) shows when a
   // model does not fit one GPU, in the weights' out-of-memory message.
   if (!c.has_experts() || (c.hidden_size % 8 == 0 && c.moe.expert_intermediate % 8 == 0)) return "";
-  return "model '" + c.name + "' (" + c.model_type +
-         "): the CUDA mixture-of-experts MLP needs a hidden size and an expert intermediate "
-         "size that are multiples of 8, not " +
-         std::to_string(c.hidden_size) + " and " + std::to_string(c.moe.expert_intermediate) +
-         "; run the targets on the CPU or through --target-cmd";
+  return fmt::format(
+      "model '{}' ({}): the CUDA mixture-of-experts MLP needs a hidden size and an expert "
+      "intermediate size that are multiples of 8, not {} and {}; run the targets on the CPU or "
+      "through --target-cmd",
+      c.name, c.model_type, c.hidden_size, c.moe.expert_intermediate);
 }
 
 std::vector<std::string> named_model_configs() {
@@ -230,9 +229,9 @@ ModelConfig named_model_config(std::string_view name) {
 
 std::vector<int32_t> default_capture_layers(uint32_t num_layers, uint32_t k) {
   if (k == 0 || k > num_layers)
-    throw Error(Errc::kModelBadConfig, "cannot capture " + std::to_string(k) +
-                                           " distinct layers of a " + std::to_string(num_layers) +
-                                           "-layer model");
+    throw Error(
+        Errc::kModelBadConfig,
+        fmt::format("cannot capture {} distinct layers of a {}-layer model", k, num_layers));
   // Never the last layer unless every layer is asked for: HF's hidden_states[L] is that
   // layer after the final norm, while a capture is before it, so a drafter trained on our
   // last layer would be fed another tensor by the engines that serve it.

@@ -1,5 +1,8 @@
 #include "model/model_weights.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 #include "common/contract.h"
@@ -15,9 +18,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 // Sizes the layers, and the experts of each mixture, to `c` (tensors left empty).
@@ -40,7 +41,7 @@ void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
   fn(root + "embed_tokens.weight", std::vector<int64_t>{c.vocab_size, h}, w.embed_tokens);
   for (uint32_t i = 0; i < c.num_layers; ++i) {
     auto& l = w.layers[i];
-    const std::string p = root + "layers." + std::to_string(i) + ".";
+    const std::string p = fmt::format("{}layers.{}.", root, i);
     fn(p + "input_layernorm.weight", std::vector<int64_t>{h}, l.input_norm);
     if (c.kind(i) == LayerKind::kDeltaNet) {
       auto& n = l.delta_net;
@@ -90,7 +91,7 @@ void visit_weights(const ModelConfig& c, W& w, Fn&& fn) {
     const MoeShape& m = c.moe;
     fn(p + "mlp.gate.weight", std::vector<int64_t>{m.num_experts, h}, moe.router);
     for (uint32_t e = 0; e < m.num_experts; ++e)
-      swiglu(p + "mlp.experts." + std::to_string(e) + ".", m.expert_intermediate, moe.experts[e]);
+      swiglu(fmt::format("{}mlp.experts.{}.", p, e), m.expert_intermediate, moe.experts[e]);
     if (m.shared_intermediate) {
       swiglu(p + "mlp.shared_expert.", m.shared_intermediate, moe.shared);
       fn(p + "mlp.shared_expert_gate.weight", std::vector<int64_t>{1, h}, moe.shared_gate);
@@ -128,23 +129,22 @@ bool stored_zero_centred(const ModelConfig& c, const std::string& name) {
 
 std::string check_weights(const ModelConfig& config, const ModelWeights& weights) {
   if (weights.layers.size() != config.num_layers)
-    return "the weights hold " + std::to_string(weights.layers.size()) + " layers, the config " +
-           std::to_string(config.num_layers);
+    return fmt::format("the weights hold {} layers, the config {}", weights.layers.size(),
+                       config.num_layers);
   for (uint32_t i = 0; i < config.num_layers; ++i) {
     const size_t want = config.mlp_kind(i) == MlpKind::kExperts ? config.moe.num_experts : 0;
     if (weights.layers[i].moe.experts.size() != want)
-      return "layer " + std::to_string(i) + "'s weights hold " +
-             std::to_string(weights.layers[i].moe.experts.size()) + " experts, the config " +
-             std::to_string(want);
+      return fmt::format("layer {}'s weights hold {} experts, the config {}", i,
+                         weights.layers[i].moe.experts.size(), want);
   }
   std::string problem;
   visit_weights(config, weights,
                 [&problem](const std::string& name, const std::vector<int64_t>& shape,
                            const std::vector<float>& data) {
                   if (problem.empty() && data.size() != element_count(shape))
-                    problem = "tensor '" + name + "' holds " + std::to_string(data.size()) +
-                              " values, its shape " + shape_text(shape) + " needs " +
-                              std::to_string(element_count(shape));
+                    problem =
+                        fmt::format("tensor '{}' holds {} values, its shape {} needs {}", name,
+                                    data.size(), shape_text(shape), element_count(shape));
                 });
   if (problem.empty() && config.tie_embeddings && !weights.lm_head.empty())
     problem = "the config ties the LM head to the embeddings but a separate lm_head is present";

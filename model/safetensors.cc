@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
@@ -51,9 +52,7 @@ uint32_t element_size_of(std::string_view dtype) {
 }  // namespace
 
 std::string shape_string(std::span<const int64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
@@ -73,9 +72,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   const auto size = size_t(st.st_size);
   if (size < 8) {
     ::close(fd);
-    throw Error(Errc::kModel, "safetensors file '" + path.string() + "' is " +
-                                  std::to_string(size) +
-                                  " bytes, too short for its 8-byte header length (truncated?)");
+    throw Error(Errc::kModel,
+                fmt::format("safetensors file '{}' is {} bytes, too short for its 8-byte header "
+                            "length (truncated?)",
+                            path.string(), size));
   }
   // MAP_PRIVATE read-only: the weights are copied out once; nothing writes the file.
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -103,11 +103,11 @@ void SafetensorsFile::parse_header() {
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | uint8_t(map_[i]);
   if (header_len > size_ - 8)
-    fail("header length " + std::to_string(header_len) + " exceeds the " +
-         std::to_string(size_ - 8) + " bytes after it (truncated, or not a safetensors file)");
+    fail(fmt::format(
+        "header length {} exceeds the {} bytes after it (truncated, or not a safetensors file)",
+        header_len, size_ - 8));
   if (header_len > kMaxHeaderBytes || header_len < 2)
-    fail("header length " + std::to_string(header_len) +
-         " is implausible (not a safetensors file?)");
+    fail(fmt::format("header length {} is implausible (not a safetensors file?)", header_len));
   data_offset_ = 8 + header_len;
   const uint64_t data_size = size_ - data_offset_;
 
@@ -166,15 +166,15 @@ void SafetensorsFile::parse_header() {
     t.begin = uint64_t(*json_int(b));
     t.end = uint64_t(*json_int(e));
     if (t.end < t.begin)
-      fail(where + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
-           "] end before they begin");
+      fail(fmt::format("{}: data_offsets [{}, {}] end before they begin", where, t.begin, t.end));
     if (t.end > data_size)
-      fail(where + " ends at data byte " + std::to_string(t.end) + " but the file holds only " +
-           std::to_string(data_size) + " data bytes (truncated file or offsets out of bounds)");
+      fail(
+          fmt::format("{} ends at data byte {} but the file holds only {} data bytes (truncated "
+                      "file or offsets out of bounds)",
+                      where, t.end, data_size));
     if (t.end - t.begin != elements * t.element_size)
-      fail(where + ": shape " + shape_string(t.shape) + " of " + t.dtype + " needs " +
-           std::to_string(elements * t.element_size) + " bytes but data_offsets span " +
-           std::to_string(t.end - t.begin));
+      fail(fmt::format("{}: shape {} of {} needs {} bytes but data_offsets span {}", where,
+                       shape_string(t.shape), t.dtype, elements * t.element_size, t.end - t.begin));
     tensors_.push_back(std::move(t));
   }
 
@@ -188,16 +188,16 @@ void SafetensorsFile::parse_header() {
   const TensorInfo* previous = nullptr;
   for (const TensorInfo* t : by_offset) {
     if (t->begin < covered)
-      fail("tensors '" + previous->name + "' and '" + t->name + "' overlap (data bytes " +
-           std::to_string(t->begin) + ".." + std::to_string(covered) + ")");
+      fail(fmt::format("tensors '{}' and '{}' overlap (data bytes {}..{})", previous->name, t->name,
+                       t->begin, covered));
     if (t->begin > covered)
-      fail("data bytes " + std::to_string(covered) + ".." + std::to_string(t->begin) +
-           " belong to no tensor (corrupt header)");
+      fail(
+          fmt::format("data bytes {}..{} belong to no tensor (corrupt header)", covered, t->begin));
     covered = t->end;
     previous = t;
   }
   if (covered != data_size)
-    fail(std::to_string(data_size - covered) + " bytes after the last tensor belong to no tensor");
+    fail(fmt::format("{} bytes after the last tensor belong to no tensor", data_size - covered));
 
   std::sort(tensors_.begin(), tensors_.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
@@ -222,8 +222,8 @@ void SafetensorsFile::read_as_float(std::string_view name, std::span<const int64
   const std::span<const std::byte> data = bytes(*t);
   const size_t count = data.size() / t->element_size;
   if (count != out.size())  // the shape matched, so only a caller's bad buffer gets here
-    throw Error(Errc::kModel, where + ": output holds " + std::to_string(out.size()) +
-                                  " elements, not " + std::to_string(count));
+    throw Error(Errc::kModel,
+                fmt::format("{}: output holds {} elements, not {}", where, out.size(), count));
   // memcpy per element: tensors need not be aligned inside the file.
   if (t->dtype == "F32") {
     if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());  // empty: null data()
@@ -248,13 +248,13 @@ void SafetensorsFile::read_weights(std::string_view name, std::span<const int64_
   const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
   if (bad != out.end())
     throw Error(Errc::kModel,
-                "tensor '" + std::string(name) + "' in '" + path_.string() + "' holds " +
-                    (std::isnan(*bad) ? "NaN"
-                     : *bad > 0       ? "+Inf"
-                                      : "-Inf") +
-                    " at element " + std::to_string(bad - out.begin()) +
-                    ": weights must be finite (a damaged file, or a training that diverged); "
-                    "use another checkpoint");
+                fmt::format("tensor '{}' in '{}' holds {} at element {}: weights must be finite (a "
+                            "damaged file, or a training that diverged); use another checkpoint",
+                            name, path_.string(),
+                            std::isnan(*bad) ? "NaN"
+                            : *bad > 0       ? "+Inf"
+                                             : "-Inf",
+                            bad - out.begin()));
 }
 
 void SafetensorsFile::check_tensor(std::string_view name,

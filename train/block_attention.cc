@@ -1,5 +1,7 @@
 #include "train/block_attention.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,16 +28,13 @@ void check_shape(const BlockAttentionShape& s, std::span<const ContextRange> con
     throw Error(Errc::kModel, "block attention: " + what);
   };
   if (s.kv_heads == 0 || s.heads % s.kv_heads != 0)
-    bad("heads (" + std::to_string(s.heads) + ") must be a multiple of kv_heads (" +
-        std::to_string(s.kv_heads) + ")");
+    bad(fmt::format("heads ({}) must be a multiple of kv_heads ({})", s.heads, s.kv_heads));
   if (context.size() != s.blocks)
-    bad(std::to_string(context.size()) + " context ranges for " + std::to_string(s.blocks) +
-        " blocks");
+    bad(fmt::format("{} context ranges for {} blocks", context.size(), s.blocks));
   for (size_t b = 0; b < context.size(); ++b)
     if (context[b].begin > context[b].end || context[b].end > s.context_rows)
-      bad("block " + std::to_string(b) + "'s context [" + std::to_string(context[b].begin) + ", " +
-          std::to_string(context[b].end) + ") is not inside the " + std::to_string(s.context_rows) +
-          " context rows");
+      bad(fmt::format("block {}'s context [{}, {}) is not inside the {} context rows", b,
+                      context[b].begin, context[b].end, s.context_rows));
 }
 
 // The row-major strides and the scale shared by forward and backward.

@@ -1,5 +1,7 @@
 #include "train/causal_lm.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -29,7 +31,7 @@ constexpr double kEmbedStd = 0.02;
 }
 
 std::string layer_name(size_t i, const char* rest) {
-  return "model.layers." + std::to_string(i) + "." + rest;
+  return fmt::format("model.layers.{}.{}", i, rest);
 }
 
 }  // namespace
@@ -38,19 +40,19 @@ void validate_causal_lm_batch(const CausalLmBatch& b, const ModelConfig& c) {
   const size_t rows = b.tokens.size();
   if (rows == 0) bad_batch("it holds no tokens");
   if (b.positions.size() != rows || b.labels.size() != rows)
-    bad_batch(std::to_string(b.positions.size()) + " positions and " +
-              std::to_string(b.labels.size()) + " labels for " + std::to_string(rows) + " tokens");
+    bad_batch(fmt::format("{} positions and {} labels for {} tokens", b.positions.size(),
+                          b.labels.size(), rows));
   if (const std::string problem = doc_partition_problem(b.doc_offsets, rows); !problem.empty())
     bad_batch(problem);
   const int64_t vocab = c.vocab_size;
   for (size_t t = 0; t < rows; ++t) {
-    if (b.positions[t] < 0) bad_batch("position of token " + std::to_string(t) + " is negative");
+    if (b.positions[t] < 0) bad_batch(fmt::format("position of token {} is negative", t));
     if (b.tokens[t] < 0 || b.tokens[t] >= vocab)
-      bad_batch("token " + std::to_string(b.tokens[t]) + " at " + std::to_string(t) +
-                " is outside the vocabulary of " + std::to_string(vocab));
+      bad_batch(
+          fmt::format("token {} at {} is outside the vocabulary of {}", b.tokens[t], t, vocab));
     if (b.labels[t] >= vocab)
-      bad_batch("label " + std::to_string(b.labels[t]) + " at " + std::to_string(t) +
-                " is outside the vocabulary of " + std::to_string(vocab));
+      bad_batch(
+          fmt::format("label {} at {} is outside the vocabulary of {}", b.labels[t], t, vocab));
   }
 }
 
@@ -83,14 +85,14 @@ ParamLayout causal_lm_layout(const ModelConfig& c) {
 ModelWeights causal_lm_weights(const ModelConfig& config, const ParamLayout& layout,
                                std::span<const float> params) {
   if (params.size() != layout.total)
-    throw Error(Errc::kModel, "causal LM parameters: " + std::to_string(params.size()) +
-                                  " values, " + std::to_string(layout.total) + " expected");
+    throw Error(Errc::kModel, fmt::format("causal LM parameters: {} values, {} expected",
+                                          params.size(), layout.total));
   ModelWeights weights;
   for (const WeightTensor& t : weight_tensors(config, weights)) {
     const ParamInfo& p = layout.at(t.name);
     if (p.size != t.data->size())
-      throw Error(Errc::kModel, "tensor '" + t.name + "' has " + std::to_string(p.size) +
-                                    " values, the model " + std::to_string(t.data->size()));
+      throw Error(Errc::kModel, fmt::format("tensor '{}' has {} values, the model {}", t.name,
+                                            p.size, t.data->size()));
     std::copy_n(params.begin() + std::ptrdiff_t(p.offset), p.size, t.data->begin());
   }
   return weights;
@@ -145,7 +147,7 @@ BasicCausalLm<Real>::BasicCausalLm(ModelConfig config, uint64_t seed, uint32_t t
 template <class Real>
 std::span<const Real> BasicCausalLm<Real>::layer_output(size_t layer) const {
   if (layer >= config_.num_layers)
-    throw Error(Errc::kModel, "causal LM: no layer " + std::to_string(layer));
+    throw Error(Errc::kModel, fmt::format("causal LM: no layer {}", layer));
   return std::span<const Real>(residual_[layer + 1]).first(rows_ * config_.hidden_size);
 }
 

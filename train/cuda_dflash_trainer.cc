@@ -1,5 +1,7 @@
 #include "train/cuda_dflash_trainer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
@@ -195,19 +197,17 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options, GemmPr
   check_dflash_config(config_);
   if (!block_attention_supported(config_.head_dim))
     throw Error(Errc::kModelBadConfig,
-                "dflash head_dim " + std::to_string(config_.head_dim) +
-                    " is not supported on the GPU (a multiple of 32 up to 256); train "
-                    "this drafter on the CPU");
+                fmt::format("dflash head_dim {} is not supported on the GPU (a multiple of 32 up "
+                            "to 256); train this drafter on the CPU",
+                            config_.head_dim));
   const size_t want = size_t(config_.vocab_size) * config_.width();
   const bool tied = options.lm_head.empty();
   for (const auto& [values, name] :
        {std::pair{&options.embed, "embedding"}, {tied ? &options.embed : &options.lm_head, "head"}})
     if (values->size() != want)
-      throw Error(Errc::kModel, std::string("dflash: the target's ") + name + " holds " +
-                                    std::to_string(values->size()) + " values, [" +
-                                    std::to_string(config_.vocab_size) + ", " +
-                                    std::to_string(config_.width()) + "] needs " +
-                                    std::to_string(want));
+      throw Error(Errc::kModel,
+                  fmt::format("dflash: the target's {} holds {} values, [{}, {}] needs {}", name,
+                              values->size(), config_.vocab_size, config_.width(), want));
   layout_ = dflash_param_layout(config_);
   std::vector<float> host(layout_.total, 0.0f);
   init_dflash_params<float>(layout_, options.seed, host);
@@ -251,11 +251,11 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options, GemmPr
   b.at = dflash_layer_offsets(layout_, config_.num_layers);
   if (!dflash_projections_adjacent(config_, b.at))
     throw Error(Errc::kModelBadConfig,
-                "dflash on the GPU multiplies each layer's q, k and v projections as one matrix, "
-                "which needs num_kv_heads x head_dim x width (" +
-                    std::to_string(config_.kv_dim()) + " x " + std::to_string(config_.width()) +
-                    ") to be a multiple of " + std::to_string(kParamAlignment) +
-                    "; change the width or the heads, or train this drafter on the CPU");
+                fmt::format("dflash on the GPU multiplies each layer's q, k and v projections as "
+                            "one matrix, which needs num_kv_heads x head_dim x width ({} x {}) to "
+                            "be a multiple of {}; change the width or the heads, or train this "
+                            "drafter on the CPU",
+                            config_.kv_dim(), config_.width(), kParamAlignment));
   b.acts.resize(config_.num_layers);
   HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // the host copies may go now
 }
@@ -325,8 +325,8 @@ std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
                 "dflash drafting needs the fp32 precision: its argmax "
                 "reads fp32 logits");
   if (block_size < 2 || block_size > options_.model.block_size)
-    throw Error(Errc::kModel, "dflash drafting: a block of " + std::to_string(block_size) +
-                                  " rows, not 2 .. " + std::to_string(options_.model.block_size));
+    throw Error(Errc::kModel, fmt::format("dflash drafting: a block of {} rows, not 2 .. {}",
+                                          block_size, options_.model.block_size));
   if (anchors.empty()) return {};
   // The blocks' rows and kernels read config_.block_size: a shorter block for this call only.
   struct RestoreBlockSize {

@@ -1,5 +1,7 @@
 #include "train/cuda_flat_state.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -33,8 +35,8 @@ FlatState::FlatState(const ParamLayout& layout, const AdamWOptions& optimizer,
   if (std::string why = validate_adamw_options(optimizer_); !why.empty())
     throw Error(Errc::kModelBadConfig, "optimizer: " + why);
   if (initial.size() != total_)
-    throw Error(Errc::kModel, "initial weights hold " + std::to_string(initial.size()) +
-                                  " values, not " + std::to_string(total_));
+    throw Error(Errc::kModel,
+                fmt::format("initial weights hold {} values, not {}", initial.size(), total_));
   const size_t bytes = total_ * sizeof(float);
   params_ = gpu::DeviceBuffer::allocate(bytes);
   grads_ = gpu::DeviceBuffer::allocate(bytes);

@@ -6,6 +6,8 @@
 #include "gpu/ops/bf16_convert.h"
 #include "train/cuda_drafter_kernels.h"
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <string>
 
@@ -24,7 +26,7 @@ void check(cublasStatus_t status, const char* call) {
 int dim(size_t n) {
   if (n > size_t(std::numeric_limits<int>::max()))
     throw gpu::cuda_error(cudaErrorInvalidValue,
-                          "a matrix dimension of " + std::to_string(n) + " exceeds cuBLAS's int");
+                          fmt::format("a matrix dimension of {} exceeds cuBLAS's int", n));
   return int(n);
 }
 
@@ -186,9 +188,9 @@ void Gemm::weight_product(Operand dy, size_t rows, size_t out, Operand x, size_t
   // dw^T [in, out] (+)= x^T [in, rows] (dy^T)^T [rows, out].
   if (dy_stride == 0) dy_stride = out;
   if (dy_stride < out)
-    throw gpu::cuda_error(cudaErrorInvalidValue,
-                          "a gradient's row stride " + std::to_string(dy_stride) +
-                              " is shorter than its row of " + std::to_string(out));
+    throw gpu::cuda_error(
+        cudaErrorInvalidValue,
+        fmt::format("a gradient's row stride {} is shorter than its row of {}", dy_stride, out));
   gemm(false, true, in, out, rows, x, in, dy, dy_stride, dw, in, accumulate, dw_bf16);
 }
 

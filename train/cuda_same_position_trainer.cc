@@ -60,9 +60,9 @@ CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOption
   check_same_position_config(config_);
   if (!attention_head_dim_supported(config_.head_dim))
     throw Error(Errc::kModelBadConfig,
-                "drafter head_dim " + std::to_string(config_.head_dim) +
-                    " is not supported on the GPU (a multiple of 32 up to 256); train "
-                    "this drafter on the CPU");
+                fmt::format("drafter head_dim {} is not supported on the GPU (a multiple of 32 up "
+                            "to 256); train this drafter on the CPU",
+                            config_.head_dim));
   layout_ = same_position_param_layout(config_);
   const DrafterLayerOffsets at = drafter_layer_offsets(layout_, 0);
   if (!projections_adjacent(at, config_.q_dim(), config_.kv_dim(), config_.width))

@@ -1,5 +1,7 @@
 #include "train/dflash_config.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -40,11 +42,12 @@ std::string validate_dflash_config(const DflashConfig& c) {
       !why.empty())
     return why;
   if (c.block_size < 2 || c.block_size > 4096)
-    return "block_size must be in [2, 4096] (an anchor and at least one masked position), not " +
-           std::to_string(c.block_size);
+    return fmt::format(
+        "block_size must be in [2, 4096] (an anchor and at least one masked position), not {}",
+        c.block_size);
   if (c.mask_token_id < 0 || uint32_t(c.mask_token_id) >= c.vocab_size)
-    return "mask_token_id " + std::to_string(c.mask_token_id) + " is outside the vocabulary of " +
-           std::to_string(c.vocab_size);
+    return fmt::format("mask_token_id {} is outside the vocabulary of {}", c.mask_token_id,
+                       c.vocab_size);
   if (!(c.loss_gamma > 0.0) || !std::isfinite(c.loss_gamma))
     return "loss_gamma must be a finite positive number, not " + number(c.loss_gamma);
   if (c.num_layers > 1024) return "num_layers must be at most 1024";
@@ -89,12 +92,11 @@ DflashConfig default_dflash_config(const ModelConfig& target, uint32_t num_captu
 }
 
 std::string describe(const DflashConfig& c) {
-  return "dflash K " + std::to_string(c.num_captured) + " x H " + std::to_string(c.target_hidden) +
-         ", " + std::to_string(c.num_layers) + " layers, heads " + std::to_string(c.num_heads) +
-         "/" + std::to_string(c.num_kv_heads) + " x " + std::to_string(c.head_dim) + ", inter " +
-         std::to_string(c.intermediate_size) + ", vocab " + std::to_string(c.vocab_size) +
-         ", block " + std::to_string(c.block_size) + ", mask " + std::to_string(c.mask_token_id) +
-         ", gamma " + number(c.loss_gamma);
+  return fmt::format(
+      "dflash K {} x H {}, {} layers, heads {}/{} x {}, inter {}, vocab {}, block {}, mask {}, "
+      "gamma {}",
+      c.num_captured, c.target_hidden, c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim,
+      c.intermediate_size, c.vocab_size, c.block_size, c.mask_token_id, number(c.loss_gamma));
 }
 
 }  // namespace hsring::train

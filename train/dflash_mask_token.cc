@@ -1,5 +1,7 @@
 #include "train/dflash_mask_token.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -20,23 +22,25 @@ MaskToken named(const TokenizerVocab& tokenizer, int64_t id, std::string how) {
 
 MaskToken requested_token(const TokenizerVocab* tokenizer, uint32_t vocab_size, int64_t id) {
   if (id >= int64_t(vocab_size))
-    throw Error(Errc::kUsage, "--mask-token-id " + std::to_string(id) +
-                                  " is outside the target's vocabulary of " +
-                                  std::to_string(vocab_size));
+    throw Error(
+        Errc::kUsage,
+        fmt::format("--mask-token-id {} is outside the target's vocabulary of {}", id, vocab_size));
   if (!tokenizer) return {int32_t(id), "", "--mask-token-id (the target has no tokenizer)", ""};
   const std::optional<std::string> text = mask_token_text(*tokenizer, id);
   if (!text)
     throw Error(Errc::kUsage,
-                "--mask-token-id " + std::to_string(id) +
-                    " has no text in the target's tokenizer (" + tokenizer->source.string() +
-                    "): SGLang versions that resolve dflash_config.mask_token by its text would "
-                    "serve the drafter with another token. Name a token the tokenizer has (a "
-                    "reserved special token), or leave --mask-token-id out and hsring chooses one");
+                fmt::format("--mask-token-id {} has no text in the target's tokenizer ({}): SGLang "
+                            "versions that resolve dflash_config.mask_token by its text would "
+                            "serve the drafter with another token. Name a token the tokenizer has "
+                            "(a reserved special token), or leave --mask-token-id out and hsring "
+                            "chooses one",
+                            id, tokenizer->source.string()));
   MaskToken m{int32_t(id), *text, "--mask-token-id", ""};
   if (!tokenizer->added.count(id) && id != tokenizer->next_id)
-    m.warning = "mask token " + std::to_string(id) + " (" + *text +
-                ") is an ordinary token of the vocabulary: text that holds it looks like a "
-                "masked position to the drafter";
+    m.warning = fmt::format(
+        "mask token {} ({}) is an ordinary token of the vocabulary: text that holds it looks like "
+        "a masked position to the drafter",
+        id, *text);
   return m;
 }
 
@@ -69,12 +73,11 @@ MaskToken choose_mask_token(const TokenizerVocab* tokenizer, uint32_t vocab_size
             "there)",
             ""};
   throw Error(Errc::kUsage,
-              "no DFlash mask token in the target's tokenizer (" + tokenizer->source.string() +
-                  "): it declares no mask token, has no reserved or unused special token, and "
-                  "every one of the " +
-                  std::to_string(vocab_size) +
-                  " embedding rows has a text. Pass --mask-token-id with a token the training "
-                  "data never holds");
+              fmt::format("no DFlash mask token in the target's tokenizer ({}): it declares no "
+                          "mask token, has no reserved or unused special token, and every one of "
+                          "the {} embedding rows has a text. Pass --mask-token-id with a token the "
+                          "training data never holds",
+                          tokenizer->source.string(), vocab_size));
 }
 
 }  // namespace hsring::train

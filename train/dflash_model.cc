@@ -1,5 +1,7 @@
 #include "train/dflash_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,32 +43,29 @@ void validate_dflash_batch(const DflashBatch& b, const DflashConfig& c) {
   validate_dflash_metadata(b, c);
   const size_t rows = b.tokens.size();
   if (b.features.size() != rows * size_t(c.feature_dim()))
-    bad_batch("features hold " + std::to_string(b.features.size()) + " values, " +
-              std::to_string(rows) + " tokens of K*H " + std::to_string(c.feature_dim()) +
-              " need " + std::to_string(rows * size_t(c.feature_dim())));
+    bad_batch(fmt::format("features hold {} values, {} tokens of K*H {} need {}", b.features.size(),
+                          rows, c.feature_dim(), rows * size_t(c.feature_dim())));
 }
 
 void validate_dflash_metadata(const DflashBatch& b, const DflashConfig& c) {
   const size_t rows = b.tokens.size();
   if (rows == 0) bad_batch("it holds no tokens");
   if (b.positions.size() != rows)
-    bad_batch(std::to_string(b.positions.size()) + " positions for " + std::to_string(rows) +
-              " tokens");
+    bad_batch(fmt::format("{} positions for {} tokens", b.positions.size(), rows));
   if (b.labels.size() != rows)
-    bad_batch(std::to_string(b.labels.size()) + " labels for " + std::to_string(rows) + " tokens");
+    bad_batch(fmt::format("{} labels for {} tokens", b.labels.size(), rows));
   if (const std::string problem = doc_partition_problem(b.doc_offsets, rows); !problem.empty())
     bad_batch(problem);
   for (size_t t = 0; t < rows; ++t) {
     if (b.positions[t] < 0)
-      bad_batch("position " + std::to_string(b.positions[t]) + " of token " + std::to_string(t) +
-                " is negative");
+      bad_batch(fmt::format("position {} of token {} is negative", b.positions[t], t));
     if (b.labels[t] >= int64_t(c.vocab_size))
-      bad_batch("label " + std::to_string(b.labels[t]) + " of token " + std::to_string(t) +
-                " is outside the vocabulary of " + std::to_string(c.vocab_size) +
-                " (negative labels are ignored)");
+      bad_batch(fmt::format(
+          "label {} of token {} is outside the vocabulary of {} (negative labels are ignored)",
+          b.labels[t], t, c.vocab_size));
     if (b.tokens[t] < 0 || b.tokens[t] >= int64_t(c.vocab_size))
-      bad_batch("token " + std::to_string(b.tokens[t]) + " at " + std::to_string(t) +
-                " is outside the vocabulary of " + std::to_string(c.vocab_size));
+      bad_batch(fmt::format("token {} at {} is outside the vocabulary of {}", b.tokens[t], t,
+                            c.vocab_size));
   }
   validate_dflash_anchors(b, c);
 }
@@ -76,15 +75,14 @@ void validate_dflash_anchors(const DflashBatch& b, const DflashConfig& c) {
   for (size_t i = 0; i < b.anchors.size(); ++i) {
     const int64_t a = b.anchors[i];
     if (a < 0 || size_t(a) >= rows)
-      bad_batch("anchor " + std::to_string(i) + " (row " + std::to_string(a) +
-                ") is outside the batch of " + std::to_string(rows) + " tokens");
+      bad_batch(fmt::format("anchor {} (row {}) is outside the batch of {} tokens", i, a, rows));
     const auto [s, e] = document_of(b.doc_offsets, a);
     if (!anchor_in_document(a, s, e))
-      bad_batch("anchor " + std::to_string(i) + " (row " + std::to_string(a) + ") of document [" +
-                std::to_string(s) + ", " + std::to_string(e) +
-                ") needs a context row of its document before it");
+      bad_batch(fmt::format(
+          "anchor {} (row {}) of document [{}, {}) needs a context row of its document before it",
+          i, a, s, e));
     if (int64_t(b.positions[size_t(a)]) + c.block_size - 1 > std::numeric_limits<int32_t>::max())
-      bad_batch("anchor " + std::to_string(i) + "'s block positions overflow int32");
+      bad_batch(fmt::format("anchor {}'s block positions overflow int32", i));
   }
 }
 
@@ -116,11 +114,9 @@ void BasicDflashModel<Real>::set_target_weights(DflashTargetWeights target) {
   const size_t want = size_t(config_.vocab_size) * config_.width();
   for (const auto& [span, name] : {std::pair{target.embed, "embedding"}, {target.lm_head, "head"}})
     if (span.size() != want)
-      throw Error(Errc::kModel, std::string("dflash: the target's ") + name + " holds " +
-                                    std::to_string(span.size()) + " values, [" +
-                                    std::to_string(config_.vocab_size) + ", " +
-                                    std::to_string(config_.width()) + "] needs " +
-                                    std::to_string(want));
+      throw Error(Errc::kModel,
+                  fmt::format("dflash: the target's {} holds {} values, [{}, {}] needs {}", name,
+                              span.size(), config_.vocab_size, config_.width(), want));
   if constexpr (std::is_same_v<Real, float>) {
     embed_ = target.embed.data();
     head_ = target.lm_head.data();

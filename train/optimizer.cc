@@ -1,5 +1,7 @@
 #include "train/optimizer.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numbers>
 
@@ -22,9 +24,8 @@ std::string validate_adamw_options(const AdamWOptions& o) {
     return "learning rates must be finite and non-negative";
   if (s.min_lr > s.peak_lr) return "min_lr must not exceed peak_lr";
   if (s.total_steps != 0 && s.total_steps < s.warmup_steps)
-    return "total_steps (" + std::to_string(s.total_steps) +
-           ") must be 0 (no decay) or at least warmup_steps (" + std::to_string(s.warmup_steps) +
-           ")";
+    return fmt::format("total_steps ({}) must be 0 (no decay) or at least warmup_steps ({})",
+                       s.total_steps, s.warmup_steps);
   if (!(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
     return "beta1 and beta2 must lie in [0, 1)";
   if (!(o.eps > 0) || !std::isfinite(o.eps)) return "eps must be finite and positive";
@@ -54,8 +55,8 @@ AdamW::AdamW(AdamWOptions options, const ParamLayout& layout)
     throw Error(Errc::kModelBadConfig, "optimizer: " + why);
   for (const ParamInfo& t : layout.tensors) {
     if (t.offset + t.size > total_)
-      throw Error(Errc::kModelBadConfig, "optimizer: tensor '" + t.name +
-                                             "' ends past the buffer of " + std::to_string(total_));
+      throw Error(Errc::kModelBadConfig,
+                  fmt::format("optimizer: tensor '{}' ends past the buffer of {}", t.name, total_));
     ranges_.push_back({t.offset, t.size, t.weight_decay});
   }
   m_.assign(total_, 0.0f);
@@ -70,9 +71,9 @@ void AdamW::reset() {
 
 UpdateStats AdamW::update(std::span<float> params, std::span<const float> grads) {
   if (params.size() != total_ || grads.size() != total_)
-    throw Error(Errc::kModel, "optimizer: buffers of " + std::to_string(params.size()) + " and " +
-                                  std::to_string(grads.size()) + " values, the layout has " +
-                                  std::to_string(total_));
+    throw Error(Errc::kModel,
+                fmt::format("optimizer: buffers of {} and {} values, the layout has {}",
+                            params.size(), grads.size(), total_));
   const AdamWOptions& o = options_;
   UpdateStats stats;
   stats.grad_norm = global_norm(grads);

@@ -1,5 +1,7 @@
 #include "train/same_position_config.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <utility>
 
@@ -64,11 +66,10 @@ SamePositionConfig default_same_position_config(const ModelConfig& target, uint3
 }
 
 std::string describe(const SamePositionConfig& c) {
-  return "K " + std::to_string(c.num_captured) + " x H " + std::to_string(c.target_hidden) +
-         " -> D " + std::to_string(c.width) + ", heads " + std::to_string(c.num_heads) + "/" +
-         std::to_string(c.num_kv_heads) + " x " + std::to_string(c.head_dim) + ", inter " +
-         std::to_string(c.intermediate_size) + ", vocab " + std::to_string(c.vocab_size) +
-         ", window " + std::to_string(c.window) + (c.embed_tokens ? ", token embedding" : "");
+  return fmt::format("K {} x H {} -> D {}, heads {}/{} x {}, inter {}, vocab {}, window {}{}",
+                     c.num_captured, c.target_hidden, c.width, c.num_heads, c.num_kv_heads,
+                     c.head_dim, c.intermediate_size, c.vocab_size, c.window,
+                     c.embed_tokens ? ", token embedding" : "");
 }
 
 }  // namespace hsring::train

@@ -1,5 +1,7 @@
 #include "train/same_position_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <type_traits>
 
@@ -27,9 +29,8 @@ namespace {
 void validate_drafter_batch(const DrafterBatch& b, const SamePositionConfig& c) {
   const size_t rows = b.tokens.size();
   if (rows > 0 && b.features.size() != rows * size_t(c.feature_dim()))
-    bad_batch("features hold " + std::to_string(b.features.size()) + " values, " +
-              std::to_string(rows) + " tokens of K*H " + std::to_string(c.feature_dim()) +
-              " need " + std::to_string(rows * size_t(c.feature_dim())));
+    bad_batch(fmt::format("features hold {} values, {} tokens of K*H {} need {}", b.features.size(),
+                          rows, c.feature_dim(), rows * size_t(c.feature_dim())));
   validate_drafter_metadata(b, c);
 }
 
@@ -37,23 +38,21 @@ void validate_drafter_metadata(const DrafterBatch& b, const SamePositionConfig& 
   const size_t rows = b.tokens.size();
   if (rows == 0) bad_batch("it holds no tokens");
   if (b.positions.size() != rows)
-    bad_batch(std::to_string(b.positions.size()) + " positions for " + std::to_string(rows) +
-              " tokens");
+    bad_batch(fmt::format("{} positions for {} tokens", b.positions.size(), rows));
   if (b.labels.size() != rows)
-    bad_batch(std::to_string(b.labels.size()) + " labels for " + std::to_string(rows) + " tokens");
+    bad_batch(fmt::format("{} labels for {} tokens", b.labels.size(), rows));
   if (const std::string problem = doc_partition_problem(b.doc_offsets, rows); !problem.empty())
     bad_batch(problem);
   for (size_t t = 0; t < rows; ++t) {
     if (b.positions[t] < 0)
-      bad_batch("position " + std::to_string(b.positions[t]) + " of token " + std::to_string(t) +
-                " is negative");
+      bad_batch(fmt::format("position {} of token {} is negative", b.positions[t], t));
     if (b.labels[t] >= int64_t(c.vocab_size))
-      bad_batch("label " + std::to_string(b.labels[t]) + " of token " + std::to_string(t) +
-                " is outside the vocabulary of " + std::to_string(c.vocab_size) +
-                " (negative labels are ignored)");
+      bad_batch(fmt::format(
+          "label {} of token {} is outside the vocabulary of {} (negative labels are ignored)",
+          b.labels[t], t, c.vocab_size));
     if (c.embed_tokens && (b.tokens[t] < 0 || b.tokens[t] >= int64_t(c.vocab_size)))
-      bad_batch("token " + std::to_string(b.tokens[t]) + " at " + std::to_string(t) +
-                " is outside the vocabulary of " + std::to_string(c.vocab_size));
+      bad_batch(fmt::format("token {} at {} is outside the vocabulary of {}", b.tokens[t], t,
+                            c.vocab_size));
   }
 }
 

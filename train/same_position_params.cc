@@ -1,5 +1,7 @@
 #include "train/same_position_params.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -41,10 +43,10 @@ void init_same_position_params(const SamePositionConfig& config, const ParamLayo
     uint64_t state = name_key(init.seed, t.name);
     if (t.name == "lm_head.weight" && !init.lm_head.empty()) {
       if (init.lm_head.size() != t.size)
-        throw Error(Errc::kModel,
-                    "lm_head init holds " + std::to_string(init.lm_head.size()) +
-                        " values, the drafter's [" + std::to_string(config.vocab_size) + ", " +
-                        std::to_string(config.width) + "] head needs " + std::to_string(t.size));
+        throw Error(
+            Errc::kModel,
+            fmt::format("lm_head init holds {} values, the drafter's [{}, {}] head needs {}",
+                        init.lm_head.size(), config.vocab_size, config.width, t.size));
       std::copy(init.lm_head.begin(), init.lm_head.end(), data);
     } else if (t.name == "embed_tokens.weight") {
       for (size_t i = 0; i < t.size; ++i)

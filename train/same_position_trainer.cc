@@ -1,5 +1,7 @@
 #include "train/same_position_trainer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "common/clock.h"
@@ -79,8 +81,9 @@ void check_state_sizes(const TrainerState& state, size_t total) {
   for (const std::vector<float>* buffer :
        {&state.params, &state.first_moment, &state.second_moment}) {
     if (buffer->size() != total)
-      throw Error(Errc::kModel, "trainer state: a buffer of " + std::to_string(buffer->size()) +
-                                    " values, the drafter's layout has " + std::to_string(total));
+      throw Error(Errc::kModel,
+                  fmt::format("trainer state: a buffer of {} values, the drafter's layout has {}",
+                              buffer->size(), total));
   }
 }
 
