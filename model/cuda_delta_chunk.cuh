@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "gpu/cp_async.cuh"
+#include "gpu/mma.cuh"
 #include "model/cuda_delta_net.h"
 
 namespace hsring {
@@ -41,7 +42,9 @@ __device__ __forceinline__ void load_chunk_gates(const float* __restrict__ g,
 // at `a` (row stride lda; its diagonal and upper part are not read), into column c of `t`
 // (row stride ldt), by forward substitution with the column in registers: the chain of
 // dependent steps is register FMAs, not shared-memory round trips. The rows above the
-// diagonal come out zero, as their terms all are.
+// diagonal come out zero, as their terms all are. kTf32Out: the column is written rounded to
+// TF32, for a caller whose products read it as such.
+template <bool kTf32Out = false>
 __device__ __forceinline__ void invert_unit_lower_column(const float* a, int lda, float* t, int ldt,
                                                          int c) {
   float x[kDeltaBlock];
@@ -53,7 +56,8 @@ __device__ __forceinline__ void invert_unit_lower_column(const float* a, int lda
     x[r] = v;
   }
 #pragma unroll
-  for (int r = 0; r < kDeltaBlock; ++r) t[r * ldt + c] = x[r];
+  for (int r = 0; r < kDeltaBlock; ++r)
+    t[r * ldt + c] = kTf32Out ? __uint_as_float(gpu::to_tf32(x[r])) : x[r];
 }
 
 // Starts copying rows r < rows, columns c < columns of src (row stride `stride`) into the
