@@ -17,6 +17,18 @@ namespace hsring {
 // The side of the diagonal blocks the chunk's system is inverted by.
 inline constexpr int kDeltaBlock = 16;
 
+// The bf16 kernels are compiled twice: once with the head dims every Qwen3.5 / 3.6 model has
+// as constants (strides, offsets and loop bounds fold into immediates: a quarter fewer
+// instructions), once reading them from the shape. kFixed 0: the shape's.
+inline constexpr int kDeltaFixedHeadDim = 128;
+inline bool delta_fixed_head_dims(const DeltaShape& shape) {
+  return shape.qk_head_dim == kDeltaFixedHeadDim && shape.v_head_dim == kDeltaFixedHeadDim;
+}
+template <int kFixed>
+__device__ __forceinline__ int head_dim_or(uint32_t from_shape) {
+  return kFixed != 0 ? kFixed : int(from_shape);
+}
+
 // For warp 0 of a block (`lane` its lane): G_i, the running sum of g over the chunk's tokens
 // in order (two tokens a lane), into g_s, and beta into b_s, [kDeltaChunk] each; tokens past
 // `len` count as g = 0, beta = 0. g and beta are [rows, vh]; c0 is the chunk's first row, h

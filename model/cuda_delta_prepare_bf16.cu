@@ -97,12 +97,14 @@ __device__ __forceinline__ StripTile strip_tile(int job) {
   return tile;
 }
 
+template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
     delta_prepare_bf16_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
                               const float* __restrict__ beta, DeltaShape shape,
                               const DeltaSpan* __restrict__ chunks, DeltaScratch scratch) {
   extern __shared__ __align__(16) float smem[];
-  const int dk = int(shape.qk_head_dim), dv = int(shape.v_head_dim), vh = int(shape.v_heads);
+  const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
+  const int dv = head_dim_or<kFixedDims>(shape.v_head_dim), vh = int(shape.v_heads);
   const int ks = Layout(dk, dv).ks;
   float* k_s = smem;
   float* qv_s = k_s + kChunk * ks;
@@ -310,12 +312,14 @@ cudaError_t launch_delta_prepare_bf16(const float* qkv, const float* g, const fl
                                       cudaStream_t stream) {
   const size_t bytes =
       Layout(int(shape.qk_head_dim), int(shape.v_head_dim)).floats() * sizeof(float);
-  if (cudaError_t err = cudaFuncSetAttribute(
-          delta_prepare_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  const auto kernel = delta_fixed_head_dims(shape) ? delta_prepare_bf16_kernel<kDeltaFixedHeadDim>
+                                                   : delta_prepare_bf16_kernel<0>;
+  if (cudaError_t err =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
       err != cudaSuccess)
     return err;
-  delta_prepare_bf16_kernel<<<dim3(chunk_count, shape.qk_heads), kThreads, bytes, stream>>>(
-      qkv, g, beta, shape, chunks, scratch);
+  kernel<<<dim3(chunk_count, shape.qk_heads), kThreads, bytes, stream>>>(qkv, g, beta, shape,
+                                                                         chunks, scratch);
   return cudaGetLastError();
 }
 

@@ -98,11 +98,13 @@ __device__ __forceinline__ void store_operand(const Tile* acc, Bf16* rows, float
   }
 }
 
+template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
     delta_state_bf16_kernel(DeltaShape shape, const DeltaSpan* __restrict__ documents,
                             DeltaScratch scratch, float* __restrict__ out) {
   extern __shared__ __align__(128) Bf16 smem[];
-  const int dk = int(shape.qk_head_dim), dv = int(shape.v_head_dim), vh = int(shape.v_heads);
+  const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
+  const int dv = head_dim_or<kFixedDims>(shape.v_head_dim), vh = int(shape.v_heads);
   const Layout layout(dk);
   const int ks = layout.ks, dkp = layout.dkp;
   Bf16* w_s = smem;
@@ -279,13 +281,15 @@ cudaError_t launch_delta_state_bf16(DeltaShape shape, const DeltaSpan* documents
                                     float* out, cudaStream_t stream) {
   if (document_count > 65535) return cudaErrorInvalidValue;
   const size_t bytes = Layout(int(shape.qk_head_dim)).values() * sizeof(Bf16);
-  if (cudaError_t err = cudaFuncSetAttribute(
-          delta_state_bf16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  const auto kernel = delta_fixed_head_dims(shape) ? delta_state_bf16_kernel<kDeltaFixedHeadDim>
+                                                   : delta_state_bf16_kernel<0>;
+  if (cudaError_t err =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
       err != cudaSuccess)
     return err;
   const unsigned slices = (shape.v_head_dim + kColumns - 1) / kColumns;
-  delta_state_bf16_kernel<<<dim3(shape.v_heads * slices, document_count), kThreads, bytes,
-                            stream>>>(shape, documents, scratch, out);
+  kernel<<<dim3(shape.v_heads * slices, document_count), kThreads, bytes, stream>>>(
+      shape, documents, scratch, out);
   return cudaGetLastError();
 }
 
