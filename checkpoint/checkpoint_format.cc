@@ -11,6 +11,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/file_header.h"
+#include "model/safetensors.h"
 
 namespace hsring::checkpoint {
 
@@ -44,12 +45,6 @@ void append(std::vector<std::byte>& out, T value) {
 void append_bytes(std::vector<std::byte>& out, const std::string& s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   out.insert(out.end(), p, p + s.size());
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // A name for error messages: printable ASCII kept, anything else escaped, long names cut.
@@ -203,10 +198,10 @@ CheckpointPlan plan_checkpoint(const Checkpoint& c) {
     if (!count)
       bad_value(c.step, fmt::format("{} has shape {}: a negative dimension, or more than 2^40 "
                                     "elements",
-                                    what, shape_text(t.shape)));
+                                    what, shape_string(t.shape)));
     if (*count != t.data.size())
       bad_value(c.step, fmt::format("{} has {} elements but its shape {} holds {}", what,
-                                    t.data.size(), shape_text(t.shape), *count));
+                                    t.data.size(), shape_string(t.shape), *count));
     const uint64_t offset = align_data(end);
     plan.tensor_offsets.push_back(offset);
     end = offset + *count * sizeof(float);
@@ -381,7 +376,7 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     if (!count || *count != t.element_count)
       fail(Errc::kCheckpoint, path, entry + 24,
            fmt::format("{}: element count {} does not match its shape {}", what, t.element_count,
-                       shape_text(t.shape)));
+                       shape_string(t.shape)));
     // Tensors lie back to back in table order, each at the next 64-byte boundary.
     if (t.offset != align_data(end))
       fail(Errc::kCheckpoint, path, entry + 16,
