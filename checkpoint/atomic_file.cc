@@ -20,14 +20,13 @@ namespace hsring::checkpoint {
 
 namespace {
 
-// "1288490188 bytes (1.20 GiB)"
+// "1288490188 bytes (1.19 GiB)": the hundredths are cut, not rounded
 std::string bytes_text(uint64_t bytes) {
-  std::string text = std::to_string(bytes) + " bytes";
+  std::string text = fmt::format("{} bytes", bytes);
   const auto scaled = [&](uint64_t unit, const char* name) {
     const uint64_t hundredths = bytes / unit * 100 + bytes % unit * 100 / unit;
     const uint64_t fraction = hundredths % 100;
-    return " (" + std::to_string(hundredths / 100) + (fraction < 10 ? ".0" : ".") +
-           std::to_string(fraction) + " " + name + ")";
+    return fmt::format(" ({}.{:02} {})", hundredths / 100, fraction, name);
   };
   if (bytes >= (1ull << 30)) return text + scaled(1ull << 30, "GiB");
   if (bytes >= (1ull << 20)) return text + scaled(1ull << 20, "MiB");

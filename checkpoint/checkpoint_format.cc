@@ -6,9 +6,12 @@
 #include <cstring>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/file_header.h"
+#include "model/safetensors.h"
 
 namespace hsring::checkpoint {
 
@@ -42,12 +45,6 @@ void append(std::vector<std::byte>& out, T value) {
 void append_bytes(std::vector<std::byte>& out, const std::string& s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   out.insert(out.end(), p, p + s.size());
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // A name for error messages: printable ASCII kept, anything else escaped, long names cut.
@@ -88,7 +85,7 @@ std::optional<uint64_t> element_count_of(const std::vector<int64_t>& shape) {
 }
 
 [[noreturn]] void bad_value(uint64_t step, const std::string& what) {
-  throw Error(Errc::kCheckpoint, "checkpoint of step " + std::to_string(step),
+  throw Error(Errc::kCheckpoint, fmt::format("checkpoint of step {}", step),
               what + " (a bug in the caller: fix the checkpoint before writing it)");
 }
 
@@ -101,7 +98,7 @@ const Tensor* Checkpoint::find(std::string_view name) const {
 }
 
 void Checkpoint::set_u64(const std::string& key, uint64_t value) {
-  metadata[key] = std::to_string(value);
+  metadata[key] = fmt::format("{}", value);
 }
 
 std::optional<uint64_t> Checkpoint::get_u64(const std::string& key) const {
@@ -111,9 +108,9 @@ std::optional<uint64_t> Checkpoint::get_u64(const std::string& key) const {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    throw Error(Errc::kCheckpoint, "checkpoint of step " + std::to_string(step),
-                "metadata '" + printable(key) + "' is \"" + printable(text) +
-                    "\", not a uint64 in decimal");
+    throw Error(Errc::kCheckpoint, fmt::format("checkpoint of step {}", step),
+                fmt::format("metadata '{}' is \"{}\", not a uint64 in decimal", printable(key),
+                            printable(text)));
   return value;
 }
 
@@ -161,20 +158,18 @@ std::array<std::byte, kFooterSize> encode_footer(uint32_t crc_before_footer) {
 
 CheckpointPlan plan_checkpoint(const Checkpoint& c) {
   if (c.metadata.size() > kMaxEntries)
-    bad_value(c.step, std::to_string(c.metadata.size()) + " metadata entries, at most " +
-                          std::to_string(kMaxEntries));
+    bad_value(c.step,
+              fmt::format("{} metadata entries, at most {}", c.metadata.size(), kMaxEntries));
   if (c.tensors.size() > kMaxEntries)
-    bad_value(c.step, std::to_string(c.tensors.size()) + " tensors, at most " +
-                          std::to_string(kMaxEntries));
+    bad_value(c.step, fmt::format("{} tensors, at most {}", c.tensors.size(), kMaxEntries));
   std::vector<std::byte> table;
   for (const auto& [key, value] : c.metadata) {
     if (key.empty() || key.size() > kMaxNameBytes)
-      bad_value(c.step, "metadata key '" + printable(key) + "' has " + std::to_string(key.size()) +
-                            " bytes (1 to " + std::to_string(kMaxNameBytes) + " allowed)");
+      bad_value(c.step, fmt::format("metadata key '{}' has {} bytes (1 to {} allowed)",
+                                    printable(key), key.size(), kMaxNameBytes));
     if (value.size() > kMaxValueBytes)
-      bad_value(c.step, "metadata '" + printable(key) + "' has a value of " +
-                            std::to_string(value.size()) + " bytes, at most " +
-                            std::to_string(kMaxValueBytes));
+      bad_value(c.step, fmt::format("metadata '{}' has a value of {} bytes, at most {}",
+                                    printable(key), value.size(), kMaxValueBytes));
     append(table, uint32_t(key.size()));
     append(table, uint32_t(value.size()));
     append_bytes(table, key);
@@ -192,22 +187,21 @@ CheckpointPlan plan_checkpoint(const Checkpoint& c) {
   std::set<std::string_view> names;
   uint64_t end = kHeaderSize + table_size;
   for (const Tensor& t : c.tensors) {
-    const std::string what = "tensor '" + printable(t.name) + "'";
+    const std::string what = fmt::format("tensor '{}'", printable(t.name));
     if (t.name.empty() || t.name.size() > kMaxNameBytes)
-      bad_value(c.step, what + " has a name of " + std::to_string(t.name.size()) + " bytes (1 to " +
-                            std::to_string(kMaxNameBytes) + " allowed)");
+      bad_value(c.step, fmt::format("{} has a name of {} bytes (1 to {} allowed)", what,
+                                    t.name.size(), kMaxNameBytes));
     if (!names.insert(t.name).second) bad_value(c.step, what + " appears twice");
     if (t.shape.size() > kMaxRank)
-      bad_value(c.step, what + " has rank " + std::to_string(t.shape.size()) + ", at most " +
-                            std::to_string(kMaxRank));
+      bad_value(c.step, fmt::format("{} has rank {}, at most {}", what, t.shape.size(), kMaxRank));
     const std::optional<uint64_t> count = element_count_of(t.shape);
     if (!count)
-      bad_value(c.step, what + " has shape " + shape_text(t.shape) +
-                            ": a negative dimension, or more than 2^40 elements");
+      bad_value(c.step, fmt::format("{} has shape {}: a negative dimension, or more than 2^40 "
+                                    "elements",
+                                    what, shape_string(t.shape)));
     if (*count != t.data.size())
-      bad_value(c.step, what + " has " + std::to_string(t.data.size()) +
-                            " elements but its shape " + shape_text(t.shape) + " holds " +
-                            std::to_string(*count));
+      bad_value(c.step, fmt::format("{} has {} elements but its shape {} holds {}", what,
+                                    t.data.size(), shape_string(t.shape), *count));
     const uint64_t offset = align_data(end);
     plan.tensor_offsets.push_back(offset);
     end = offset + *count * sizeof(float);
@@ -260,8 +254,9 @@ CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_
   h.version = check_file_magic(kCheckpointFormat, bytes, available, path);
   if (h.version != kCheckpointVersion)
     fail(Errc::kCheckpoint, path, kFieldVersion,
-         "format version " + std::to_string(h.version) + ", this build reads version " +
-             std::to_string(kCheckpointVersion) + " (written by another hsring release?)");
+         fmt::format("format version {}, this build reads version {} (written by another hsring "
+                     "release?)",
+                     h.version, kCheckpointVersion));
   check_file_header_crc(kCheckpointFormat, bytes, path);
 
   const uint32_t header_size = load_le<uint32_t>(bytes + kFieldHeaderSize);
@@ -275,10 +270,10 @@ CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_
 
   if (header_size != kHeaderSize)
     fail(Errc::kCheckpoint, path, kFieldHeaderSize,
-         "header size " + std::to_string(header_size) + ", version 1 has 64");
+         fmt::format("header size {}, version 1 has 64", header_size));
   if (h.flags != 0)
     fail(Errc::kCheckpoint, path, kFieldFlags,
-         "flags " + std::to_string(h.flags) + ": version 1 defines none");
+         fmt::format("flags {}: version 1 defines none", h.flags));
   if (h.metadata_count > kMaxEntries)
     fail(Errc::kCheckpoint, path, kFieldMetadataCount, "impossible metadata count");
   if (h.tensor_count > kMaxEntries)
@@ -286,13 +281,12 @@ CheckpointHeader decode_header(const std::byte* bytes, size_t available, uint64_
   if (h.table_size > kMaxTableBytes ||
       h.table_size < kMetadataEntryFixed * h.metadata_count + kTensorEntryFixed * h.tensor_count)
     fail(Errc::kCheckpoint, path, kFieldTableSize,
-         "table size " + std::to_string(h.table_size) + " impossible for " +
-             std::to_string(h.metadata_count) + " metadata and " + std::to_string(h.tensor_count) +
-             " tensor entries");
+         fmt::format("table size {} impossible for {} metadata and {} tensor entries", h.table_size,
+                     h.metadata_count, h.tensor_count));
   if (h.file_size > kMaxFileBytes || h.file_size < h.data_offset() + kFooterSize ||
       (h.file_size - kFooterSize) % kDataAlignment != 0)
     fail(Errc::kCheckpoint, path, kFieldFileSize,
-         "impossible file size " + std::to_string(h.file_size));
+         fmt::format("impossible file size {}", h.file_size));
   if (load_le<uint32_t>(bytes + kFieldReserved) != 0)
     fail(Errc::kCheckpoint, path, kFieldReserved, "reserved bytes not zero");
 
@@ -311,7 +305,7 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
   const auto need = [&](uint64_t size, const std::string& what) {
     if (size > h.table_size - at)
       fail(Errc::kCheckpoint, path, base + at,
-           what + " runs past the end of the table (" + std::to_string(h.table_size) + " bytes)");
+           fmt::format("{} runs past the end of the table ({} bytes)", what, h.table_size));
   };
   const auto text = [&](uint64_t size) {
     std::string s(reinterpret_cast<const char*>(bytes + at), size);
@@ -320,19 +314,17 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
   };
 
   for (uint32_t i = 0; i < h.metadata_count; ++i) {
-    const std::string what = "metadata entry " + std::to_string(i);
+    const std::string what = fmt::format("metadata entry {}", i);
     const uint64_t entry = at;
     need(kMetadataEntryFixed, what);
     const uint32_t key_size = load_le<uint32_t>(bytes + at);
     const uint32_t value_size = load_le<uint32_t>(bytes + at + 4);
     if (key_size == 0 || key_size > kMaxNameBytes)
       fail(Errc::kCheckpoint, path, base + at,
-           what + ": key of " + std::to_string(key_size) + " bytes (1 to " +
-               std::to_string(kMaxNameBytes) + " allowed)");
+           fmt::format("{}: key of {} bytes (1 to {} allowed)", what, key_size, kMaxNameBytes));
     if (value_size > kMaxValueBytes)
       fail(Errc::kCheckpoint, path, base + at + 4,
-           what + ": value of " + std::to_string(value_size) + " bytes (at most " +
-               std::to_string(kMaxValueBytes) + ")");
+           fmt::format("{}: value of {} bytes (at most {})", what, value_size, kMaxValueBytes));
     at += kMetadataEntryFixed;
     need(uint64_t(key_size) + value_size, what);
     std::string key = text(key_size);
@@ -340,16 +332,16 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     // Strictly increasing keys make the encoding canonical and the keys unique.
     if (!table.metadata.empty() && !(table.metadata.rbegin()->first < key))
       fail(Errc::kCheckpoint, path, base + entry,
-           what + ": key '" + printable(key) + "' is not after '" +
-               printable(table.metadata.rbegin()->first) +
-               "' (keys are unique, in increasing byte order)");
+           fmt::format("{}: key '{}' is not after '{}' (keys are unique, in increasing byte "
+                       "order)",
+                       what, printable(key), printable(table.metadata.rbegin()->first)));
     table.metadata.emplace_hint(table.metadata.end(), std::move(key), std::move(value));
   }
 
   std::set<std::string> names;
   uint64_t end = h.data_offset();  // where the previous region ended
   for (uint32_t i = 0; i < h.tensor_count; ++i) {
-    std::string what = "tensor entry " + std::to_string(i);
+    std::string what = fmt::format("tensor entry {}", i);
     need(kTensorEntryFixed, what);
     const uint64_t entry = base + at;
     const uint32_t name_size = load_le<uint32_t>(bytes + at);
@@ -361,14 +353,13 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
     t.element_count = load_le<uint64_t>(bytes + at + 24);
     if (name_size == 0 || name_size > kMaxNameBytes)
       fail(Errc::kCheckpoint, path, entry,
-           what + ": name of " + std::to_string(name_size) + " bytes (1 to " +
-               std::to_string(kMaxNameBytes) + " allowed)");
+           fmt::format("{}: name of {} bytes (1 to {} allowed)", what, name_size, kMaxNameBytes));
     if (dtype != kDtypeF32)
       fail(Errc::kCheckpoint, path, entry + 4,
-           what + ": dtype " + std::to_string(dtype) + " (version 1 has only 1, fp32)");
+           fmt::format("{}: dtype {} (version 1 has only 1, fp32)", what, dtype));
     if (rank > kMaxRank)
       fail(Errc::kCheckpoint, path, entry + 8,
-           what + ": rank " + std::to_string(rank) + ", at most " + std::to_string(kMaxRank));
+           fmt::format("{}: rank {}, at most {}", what, rank, kMaxRank));
     if (reserved != 0)
       fail(Errc::kCheckpoint, path, entry + 12, what + ": reserved bytes not zero");
     at += kTensorEntryFixed;
@@ -378,34 +369,31 @@ CheckpointTable decode_table(const std::byte* bytes, const CheckpointHeader& h,
       at += 8;
     }
     t.name = text(name_size);
-    what += " '" + printable(t.name) + "'";
+    what += fmt::format(" '{}'", printable(t.name));
     if (!names.insert(t.name).second)
       fail(Errc::kCheckpoint, path, entry, what + ": the name appears twice");
     const std::optional<uint64_t> count = element_count_of(t.shape);
     if (!count || *count != t.element_count)
       fail(Errc::kCheckpoint, path, entry + 24,
-           what + ": element count " + std::to_string(t.element_count) +
-               " does not match its shape " + shape_text(t.shape));
+           fmt::format("{}: element count {} does not match its shape {}", what, t.element_count,
+                       shape_string(t.shape)));
     // Tensors lie back to back in table order, each at the next 64-byte boundary.
     if (t.offset != align_data(end))
       fail(Errc::kCheckpoint, path, entry + 16,
-           what + ": data offset " + std::to_string(t.offset) + ", expected " +
-               std::to_string(align_data(end)));
+           fmt::format("{}: data offset {}, expected {}", what, t.offset, align_data(end)));
     if (t.byte_size() > h.footer_offset() - t.offset)
       fail(Errc::kCheckpoint, path, entry + 24,
-           what + ": its " + std::to_string(t.byte_size()) + " bytes at " +
-               std::to_string(t.offset) + " run past the footer at " +
-               std::to_string(h.footer_offset()));
+           fmt::format("{}: its {} bytes at {} run past the footer at {}", what, t.byte_size(),
+                       t.offset, h.footer_offset()));
     end = t.offset + t.byte_size();
     table.tensors.push_back(std::move(t));
   }
   if (at != h.table_size)
     fail(Errc::kCheckpoint, path, base + at,
-         std::to_string(h.table_size - at) + " table bytes after the last entry");
+         fmt::format("{} table bytes after the last entry", h.table_size - at));
   if (align_data(end) != h.footer_offset())
     fail(Errc::kCheckpoint, path, kFieldFileSize,
-         "file size " + std::to_string(h.file_size) + " does not match the tensors, which end at " +
-             std::to_string(end));
+         fmt::format("file size {} does not match the tensors, which end at {}", h.file_size, end));
   return table;
 }
 

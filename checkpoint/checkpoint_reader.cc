@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -115,8 +117,9 @@ Checkpoint load_checkpoint(const std::string& path, const ReadOptions& options) 
   if (const auto step = parse_checkpoint_file_name(std::filesystem::path(path).filename().string());
       step && *step != h.step)
     throw Error(Errc::kCheckpoint, path, kFieldStep,
-                "the header says step " + std::to_string(h.step) + " but the file name says step " +
-                    std::to_string(*step) + " (renamed by hand?)");
+                fmt::format("the header says step {} but the file name says step {} (renamed by "
+                            "hand?)",
+                            h.step, *step));
 
   head.resize(kHeaderSize + h.table_size);
   if (file.read_some(head.data() + kHeaderSize, h.table_size, kHeaderSize) != h.table_size)
@@ -185,9 +188,9 @@ std::optional<LoadedCheckpoint> load_latest(const std::string& dir, const ReadOp
   }
   std::string reasons;
   for (const RejectedCheckpoint& r : result.rejected) reasons += "\n  " + r.reason;
-  const std::string verdict = files.size() == 1 ? "the one checkpoint file is not valid"
-                                                : "none of the " + std::to_string(files.size()) +
-                                                      " checkpoint files is valid";
+  const std::string verdict =
+      files.size() == 1 ? "the one checkpoint file is not valid"
+                        : fmt::format("none of the {} checkpoint files is valid", files.size());
   throw Error(Errc::kCheckpoint, dir,
               verdict +
                   "; refusing to start over from step 0. Repair them, or move them "

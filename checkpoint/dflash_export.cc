@@ -197,15 +197,15 @@ void write_dflash_export(const std::string& dir, const DflashConfig& config,
   if (!same_layout(layout, train::dflash_param_layout(config)))
     bad_export(dir, "the parameter layout is not the DFlash layout of its config");
   if (params.size() != layout.total)
-    bad_export(dir, "params hold " + std::to_string(params.size()) + " values, the layout " +
-                        std::to_string(layout.total));
+    bad_export(dir,
+               fmt::format("params hold {} values, the layout {}", params.size(), layout.total));
   if (layer_ids.size() != config.num_captured)
-    bad_export(dir, std::to_string(layer_ids.size()) + " target layer ids for " +
-                        std::to_string(config.num_captured) + " captured layers");
+    bad_export(dir, fmt::format("{} target layer ids for {} captured layers", layer_ids.size(),
+                                config.num_captured));
   for (const int32_t id : layer_ids)
     if (id < 0 || uint32_t(id) >= options.num_target_layers)
-      bad_export(dir, "target layer id " + std::to_string(id) + " outside the target's " +
-                          std::to_string(options.num_target_layers) + " layers");
+      bad_export(dir, fmt::format("target layer id {} outside the target's {} layers", id,
+                                  options.num_target_layers));
 
   std::vector<Tensor> tensors;
   tensors.reserve(layout.tensors.size());
@@ -288,8 +288,8 @@ DflashExport read_dflash_export(const std::string& dir) {
              "; only \"default\" RoPE is supported");
     const double theta = r.number(rp, "rope_theta", "rope_parameters.");
     if (flat_theta && theta != c.rope_theta)
-      r.fail("rope_theta " + std::to_string(c.rope_theta) + " and rope_parameters.rope_theta " +
-             std::to_string(theta) + " differ");
+      r.fail(fmt::format("rope_theta {:f} and rope_parameters.rope_theta {:f} differ", c.rope_theta,
+                         theta));
     c.rope_theta = theta;
   }
   if (j.contains("rope_scaling") && !j.at("rope_scaling").is_null())
@@ -314,8 +314,8 @@ DflashExport read_dflash_export(const std::string& dir) {
   const json& dc = r.at(j, "dflash_config");
   c.block_size = r.count(dc, "block_size", "dflash_config.");
   if (j.contains("block_size") && r.count(j, "block_size") != c.block_size)
-    r.fail("block_size " + j.at("block_size").dump() + " and dflash_config.block_size " +
-           std::to_string(c.block_size) + " differ");
+    r.fail(fmt::format("block_size {} and dflash_config.block_size {} differ",
+                       j.at("block_size").dump(), c.block_size));
   c.mask_token_id = int32_t(r.count(dc, "mask_token_id", "dflash_config."));
   if (dc.contains("mask_token")) {
     const json& text = dc.at("mask_token");
@@ -326,23 +326,24 @@ DflashExport read_dflash_export(const std::string& dir) {
   // A target has at most kMaxModelLayers layers (model/model_config.h), so
   // a list of more ids, or a repeated id, is refused before its size reaches an allocation.
   if (out.num_target_layers > kMaxModelLayers)
-    r.fail("num_target_layers is " + std::to_string(out.num_target_layers) + ", more than the " +
-           std::to_string(kMaxModelLayers) + " layers a target can have");
+    r.fail(fmt::format("num_target_layers is {}, more than the {} layers a target can have",
+                       out.num_target_layers, kMaxModelLayers));
   const json& ids = r.at(dc, "target_layer_ids", "dflash_config.");
   if (!ids.is_array() || ids.empty())
     r.fail("dflash_config.target_layer_ids is " + ids.dump() + ", not a list of layer ids");
   if (ids.size() > out.num_target_layers)
-    r.fail("dflash_config.target_layer_ids lists " + std::to_string(ids.size()) +
-           " layers of a target of " + std::to_string(out.num_target_layers) +
-           " (num_target_layers): each layer can be captured once");
+    r.fail(
+        fmt::format("dflash_config.target_layer_ids lists {} layers of a target of {} "
+                    "(num_target_layers): each layer can be captured once",
+                    ids.size(), out.num_target_layers));
   std::set<int64_t> seen;
   for (const json& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= int64_t(out.num_target_layers))
-      r.fail("dflash_config.target_layer_ids holds " + id.dump() +
-             ", not a layer id below "
-             "num_target_layers " +
-             std::to_string(out.num_target_layers));
+      r.fail(
+          fmt::format("dflash_config.target_layer_ids holds {}, not a layer id below "
+                      "num_target_layers {}",
+                      id.dump(), out.num_target_layers));
     if (!seen.insert(id.get<int64_t>()).second)
       r.fail("dflash_config.target_layer_ids lists layer " + id.dump() +
              " twice: each layer can be captured once");

@@ -1,5 +1,7 @@
 #include "checkpoint/safetensors_export.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -54,8 +56,8 @@ void export_safetensors(const std::string& path, std::span<const Tensor> tensors
       count *= uint64_t(d);
     }
     if (count != t.data.size())
-      bad_export(path, "tensor '" + t.name + "' has " + std::to_string(t.data.size()) +
-                           " elements, its shape holds " + std::to_string(count));
+      bad_export(path, fmt::format("tensor '{}' has {} elements, its shape holds {}", t.name,
+                                   t.data.size(), count));
     const uint64_t end = data_size + count * element_size;
     json_header[t.name] = {
         {"dtype", bf16 ? "BF16" : "F32"}, {"shape", t.shape}, {"data_offsets", {data_size, end}}};

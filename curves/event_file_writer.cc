@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -47,9 +49,8 @@ EventFileWriter EventFileWriter::create(const std::string& dir) {
                     " (check the run folder's permissions, or give another --run-dir)");
   static std::atomic<uint32_t> files{0};
   const double now = unix_seconds();
-  const std::string name = "events.out.tfevents." + std::to_string(int64_t(now)) + "." +
-                           host_name() + "." + std::to_string(::getpid()) + "." +
-                           std::to_string(files.fetch_add(1, std::memory_order_relaxed));
+  const std::string name = fmt::format("events.out.tfevents.{}.{}.{}.{}", int64_t(now), host_name(),
+                                       ::getpid(), files.fetch_add(1, std::memory_order_relaxed));
   EventFileWriter writer(AppendFile((std::filesystem::path(dir) / name).string()));
   tb::Event version;
   version.set_wall_time(now);

@@ -173,10 +173,11 @@ void TrainingCurves::fail(const std::string& what) noexcept {
   metrics_.reset();
   events_.reset();
   try {
-    log_line("warning: the training curves in " + run_dir_ + " stop after step " +
-             std::to_string(last_step_) + ": " + what +
-             "; training goes on without them (free space or fix the folder, then resume the "
-             "run to write them again)");
+    log_line(
+        fmt::format("warning: the training curves in {} stop after step {}: {}; training "
+                    "goes on without them (free space or fix the folder, then resume the "
+                    "run to write them again)",
+                    run_dir_, last_step_, what));
   } catch (...) {
   }
 }

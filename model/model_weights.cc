@@ -1,12 +1,12 @@
 #include "model/model_weights.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <cmath>
 
 #include "common/contract.h"
 #include "common/random.h"
+#include "model/safetensors.h"
 
 namespace hsring {
 
@@ -15,10 +15,6 @@ namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 // Sizes the layers, and the experts of each mixture, to `c` (tensors left empty).
@@ -144,7 +140,7 @@ std::string check_weights(const ModelConfig& config, const ModelWeights& weights
                   if (problem.empty() && data.size() != element_count(shape))
                     problem =
                         fmt::format("tensor '{}' holds {} values, its shape {} needs {}", name,
-                                    data.size(), shape_text(shape), element_count(shape));
+                                    data.size(), shape_string(shape), element_count(shape));
                 });
   if (problem.empty() && config.tie_embeddings && !weights.lm_head.empty())
     problem = "the config ties the LM head to the embeddings but a separate lm_head is present";

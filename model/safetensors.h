@@ -23,7 +23,8 @@ struct TensorInfo {
   uint64_t end = 0;
 };
 
-std::string shape_string(std::span<const int64_t> shape);  // "[4096, 128]"
+// "[4096, 128]": a shape as every error message writes it (model/ and checkpoint/ alike).
+std::string shape_string(std::span<const int64_t> shape);
 
 class SafetensorsFile {
  public:

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
-#include "common/doc_offsets.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "model/decoder_layer.h"
@@ -21,14 +21,22 @@
 #include "ops/rope.h"
 #include "ops/scratch.h"
 #include "train/dflash_blocks.h"
+#include "train/drafter_batch.h"
 #include "train/training_numerics.h"
 
 namespace hsring::train {
 
 namespace {
 
+constexpr std::string_view kBatchName = "dflash batch";
+
 [[noreturn]] void bad_batch(const std::string& what) {
-  throw Error(Errc::kModel, "dflash batch: " + what);
+  throw Error(Errc::kModel, fmt::format("{}: {}", kBatchName, what));
+}
+
+// The batch without its anchors, for the checks every drafter shares.
+DrafterBatch packed_documents(const DflashBatch& b) {
+  return {b.features, b.tokens, b.positions, b.doc_offsets, b.labels};
 }
 
 // The document [s, e) holding row t. REQUIRES: valid offsets, t < offsets.back().
@@ -41,32 +49,12 @@ std::pair<int64_t, int64_t> document_of(std::span<const int32_t> offsets, int64_
 
 void validate_dflash_batch(const DflashBatch& b, const DflashConfig& c) {
   validate_dflash_metadata(b, c);
-  const size_t rows = b.tokens.size();
-  if (b.features.size() != rows * size_t(c.feature_dim()))
-    bad_batch(fmt::format("features hold {} values, {} tokens of K*H {} need {}", b.features.size(),
-                          rows, c.feature_dim(), rows * size_t(c.feature_dim())));
+  validate_batch_features(packed_documents(b), c.feature_dim(), kBatchName);
 }
 
 void validate_dflash_metadata(const DflashBatch& b, const DflashConfig& c) {
-  const size_t rows = b.tokens.size();
-  if (rows == 0) bad_batch("it holds no tokens");
-  if (b.positions.size() != rows)
-    bad_batch(fmt::format("{} positions for {} tokens", b.positions.size(), rows));
-  if (b.labels.size() != rows)
-    bad_batch(fmt::format("{} labels for {} tokens", b.labels.size(), rows));
-  if (const std::string problem = doc_partition_problem(b.doc_offsets, rows); !problem.empty())
-    bad_batch(problem);
-  for (size_t t = 0; t < rows; ++t) {
-    if (b.positions[t] < 0)
-      bad_batch(fmt::format("position {} of token {} is negative", b.positions[t], t));
-    if (b.labels[t] >= int64_t(c.vocab_size))
-      bad_batch(fmt::format(
-          "label {} of token {} is outside the vocabulary of {} (negative labels are ignored)",
-          b.labels[t], t, c.vocab_size));
-    if (b.tokens[t] < 0 || b.tokens[t] >= int64_t(c.vocab_size))
-      bad_batch(fmt::format("token {} at {} is outside the vocabulary of {}", b.tokens[t], t,
-                            c.vocab_size));
-  }
+  // Every DFlash batch embeds its tokens (the blocks' first token), so they are always checked.
+  validate_batch_metadata(packed_documents(b), c.vocab_size, /*check_tokens=*/true, kBatchName);
   validate_dflash_anchors(b, c);
 }
 

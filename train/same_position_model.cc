@@ -1,12 +1,9 @@
 #include "train/same_position_model.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
+#include <string_view>
 #include <type_traits>
 
-#include "common/doc_offsets.h"
-#include "common/error.h"
 #include "common/parallel.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
@@ -20,40 +17,18 @@ namespace hsring::train {
 
 namespace {
 
-[[noreturn]] void bad_batch(const std::string& what) {
-  throw Error(Errc::kModel, "drafter batch: " + what);
-}
+constexpr std::string_view kBatchName = "drafter batch";
 
 }  // namespace
 
 void validate_drafter_batch(const DrafterBatch& b, const SamePositionConfig& c) {
-  const size_t rows = b.tokens.size();
-  if (rows > 0 && b.features.size() != rows * size_t(c.feature_dim()))
-    bad_batch(fmt::format("features hold {} values, {} tokens of K*H {} need {}", b.features.size(),
-                          rows, c.feature_dim(), rows * size_t(c.feature_dim())));
+  validate_batch_features(b, c.feature_dim(), kBatchName);
   validate_drafter_metadata(b, c);
 }
 
+// Tokens are read only to embed them, so only then are they checked.
 void validate_drafter_metadata(const DrafterBatch& b, const SamePositionConfig& c) {
-  const size_t rows = b.tokens.size();
-  if (rows == 0) bad_batch("it holds no tokens");
-  if (b.positions.size() != rows)
-    bad_batch(fmt::format("{} positions for {} tokens", b.positions.size(), rows));
-  if (b.labels.size() != rows)
-    bad_batch(fmt::format("{} labels for {} tokens", b.labels.size(), rows));
-  if (const std::string problem = doc_partition_problem(b.doc_offsets, rows); !problem.empty())
-    bad_batch(problem);
-  for (size_t t = 0; t < rows; ++t) {
-    if (b.positions[t] < 0)
-      bad_batch(fmt::format("position {} of token {} is negative", b.positions[t], t));
-    if (b.labels[t] >= int64_t(c.vocab_size))
-      bad_batch(fmt::format(
-          "label {} of token {} is outside the vocabulary of {} (negative labels are ignored)",
-          b.labels[t], t, c.vocab_size));
-    if (c.embed_tokens && (b.tokens[t] < 0 || b.tokens[t] >= int64_t(c.vocab_size)))
-      bad_batch(fmt::format("token {} at {} is outside the vocabulary of {}", b.tokens[t], t,
-                            c.vocab_size));
-  }
+  validate_batch_metadata(b, c.vocab_size, c.embed_tokens, kBatchName);
 }
 
 template <class Real>

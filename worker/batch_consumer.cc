@@ -1,5 +1,7 @@
 #include "worker/batch_consumer.h"
 
+#include <fmt/format.h>
+
 #include <thread>
 
 #include "common/clock.h"
@@ -98,9 +100,10 @@ SlotStatus BatchConsumer::await_copy(SlotClaim& claim, uint64_t deadline_ns) {
         const uint64_t batch_id = ring_.slot(claim.index).batch_id.load(std::memory_order_relaxed);
         if (give_back_unwritten(ring_, claim, pending).ok()) {
           ++given_back_;
-          log_line("gave batch " + std::to_string(batch_id) + " in slot " +
-                   std::to_string(claim.index) + " back unread: target " +
-                   std::to_string(pending.producer) + " died before its copy completed");
+          log_line(
+              fmt::format("gave batch {} in slot {} back unread: target {} died before its "
+                          "copy completed",
+                          batch_id, claim.index, pending.producer));
         }
         return SlotStatus::kLost;
       }
@@ -119,7 +122,7 @@ SlotStatus BatchConsumer::await_copy(SlotClaim& claim, uint64_t deadline_ns) {
 }
 
 void BatchConsumer::mark_torn(const ClaimedBatch& batch, const std::string& problem) {
-  count_torn(batch.view.batch_id(), " in slot " + std::to_string(batch.claim.index), problem);
+  count_torn(batch.view.batch_id(), fmt::format(" in slot {}", batch.claim.index), problem);
 }
 
 void BatchConsumer::mark_torn(uint64_t batch_id, const std::string& problem) {
@@ -131,14 +134,16 @@ void BatchConsumer::count_torn(uint64_t batch_id, const std::string& where,
   ledger_mark_torn(ring_, batch_id);
   session_.entry().torn.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
   if (torn_++ < kTornLogLimit)
-    log_line("TORN batch " + std::to_string(batch_id) + where + ": " + problem);
+    log_line(fmt::format("TORN batch {}{}: {}", batch_id, where, problem));
 }
 
 SlotResult BatchConsumer::release(ClaimedBatch& batch) {
   const SlotResult result = release_consumed(ring_, batch.claim);
   if (result.lost())
-    log_line("lost ownership of slot " + std::to_string(batch.claim.index) +
-             ": this drafter was presumed dead and the slot recovered; exiting");
+    log_line(
+        fmt::format("lost ownership of slot {}: this drafter was presumed dead and the slot "
+                    "recovered; exiting",
+                    batch.claim.index));
   return result;
 }
 

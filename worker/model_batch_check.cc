@@ -1,5 +1,7 @@
 #include "worker/model_batch_check.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "shm/ring.h"
@@ -9,9 +11,7 @@ namespace hsring {
 
 namespace {
 
-std::string at(const char* what, uint32_t i) {
-  return std::string(what) + "[" + std::to_string(i) + "]";
-}
+std::string at(const char* what, uint32_t i) { return fmt::format("{}[{}]", what, i); }
 
 // True when no element of `count` elements of `dtype` at `p` is an infinity or a NaN: the
 // exponent field is all ones exactly for those.
@@ -49,14 +49,13 @@ std::string check_model_metadata(const SlotView& batch) {
   const std::span<const int32_t> positions = batch.positions();
   const std::span<const int32_t> labels = batch.labels();
   if (offsets[0] != 0 || offsets[docs] != int32_t(tokens))
-    return "document offsets run from " + std::to_string(offsets[0]) + " to " +
-           std::to_string(offsets[docs]) + ", not 0 to " + std::to_string(tokens);
+    return fmt::format("document offsets run from {} to {}, not 0 to {}", offsets[0], offsets[docs],
+                       tokens);
   for (uint32_t d = 0; d < docs; ++d) {
     if (offsets[d + 1] <= offsets[d]) return at("doc_offsets", d + 1) + " is not increasing";
     // Increasing from 0 keeps it above 0; this keeps the positions read below in the batch.
     if (offsets[d + 1] > int32_t(tokens))
-      return at("doc_offsets", d + 1) + " is past the batch's " + std::to_string(tokens) +
-             " tokens";
+      return fmt::format("{} is past the batch's {} tokens", at("doc_offsets", d + 1), tokens);
     for (int32_t t = offsets[d]; t < offsets[d + 1]; ++t) {
       if (positions[t] != t - offsets[d])
         return at("positions", t) + " does not restart with its document";
@@ -65,10 +64,10 @@ std::string check_model_metadata(const SlotView& batch) {
   const int64_t vocab = s.vocab_size;
   for (uint32_t t = 0; t < tokens; ++t) {
     if (ids[t] < 0 || ids[t] >= vocab)
-      return at("tokens", t) + " = " + std::to_string(ids[t]) + " is outside the vocabulary";
+      return fmt::format("{} = {} is outside the vocabulary", at("tokens", t), ids[t]);
     const bool label_ok = (labels[t] >= 0 && labels[t] < vocab) || labels[t] == kIgnoreLabel;
     if (!label_ok)
-      return at("labels", t) + " = " + std::to_string(labels[t]) + " is outside the vocabulary";
+      return fmt::format("{} = {} is outside the vocabulary", at("labels", t), labels[t]);
   }
   return "";
 }
@@ -82,7 +81,7 @@ std::string check_model_batch(const Ring& ring, uint32_t slot) {
   const uint64_t per_region = rows * s.hidden_size * (s.split_layers ? 1 : s.num_layers);
   for (uint32_t k = 0; k < regions; ++k) {
     if (!all_finite(batch.region_bytes(k).data(), per_region, s.dtype))
-      return "captured layer region " + std::to_string(k) + " holds a NaN or an infinity";
+      return fmt::format("captured layer region {} holds a NaN or an infinity", k);
   }
   return "";
 }

@@ -1,5 +1,7 @@
 #include "worker/node_topology.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <stdexcept>
 
@@ -30,19 +32,20 @@ std::optional<NodeTopology> from_environment(const EnvLookup& env) {
     if (!rank) throw Error(Errc::kUsage, "GROUP_WORLD_SIZE is set but GROUP_RANK is not");
     if (const auto local = env_number(env, "LOCAL_WORLD_SIZE"); local && *local != 1)
       throw Error(Errc::kUsage,
-                  "torchrun started " + std::to_string(*local) +
-                      " hsring launchers on this machine (LOCAL_WORLD_SIZE): run one per machine "
-                      "(torchrun --nproc-per-node 1); hsring starts a worker per GPU itself");
+                  fmt::format("torchrun started {} hsring launchers on this machine "
+                              "(LOCAL_WORLD_SIZE): run one per machine (torchrun "
+                              "--nproc-per-node 1); hsring starts a worker per GPU itself",
+                              *local));
     return NodeTopology{*nodes, *rank, "torchrun"};
   }
   if (const auto nodes = env_number(env, "SLURM_NNODES")) {
     const auto rank = env_number(env, "SLURM_NODEID");
     if (!rank) throw Error(Errc::kUsage, "SLURM_NNODES is set but SLURM_NODEID is not");
     if (const auto tasks = env_number(env, "SLURM_NTASKS"); tasks && *tasks != *nodes)
-      throw Error(
-          Errc::kUsage,
-          "Slurm runs " + std::to_string(*tasks) + " tasks on " + std::to_string(*nodes) +
-              " nodes (SLURM_NTASKS): run one hsring launcher per node (srun --ntasks-per-node 1)");
+      throw Error(Errc::kUsage,
+                  fmt::format("Slurm runs {} tasks on {} nodes (SLURM_NTASKS): run one hsring "
+                              "launcher per node (srun --ntasks-per-node 1)",
+                              *tasks, *nodes));
     return NodeTopology{*nodes, *rank, "Slurm"};
   }
   return std::nullopt;
@@ -61,9 +64,9 @@ NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
     if (node_rank_flag) t.node_rank = *node_rank_flag;
   } else if (nnodes_flag) {
     if (*nnodes_flag > 1)
-      throw Error(Errc::kUsage, "--nnodes " + std::to_string(*nnodes_flag) +
-                                    " needs --node-rank (this machine's rank, 0 to " +
-                                    std::to_string(*nnodes_flag - 1) + ")");
+      throw Error(Errc::kUsage,
+                  fmt::format("--nnodes {} needs --node-rank (this machine's rank, 0 to {})",
+                              *nnodes_flag, *nnodes_flag - 1));
     t = NodeTopology{1, 0, "flags"};
   } else if (node_rank_flag) {
     throw Error(Errc::kUsage, "--node-rank needs --nnodes (the number of machines)");
@@ -76,12 +79,12 @@ NodeTopology resolve_node_topology(std::optional<uint32_t> nnodes_flag,
 
 void check_node_topology(const NodeTopology& t) {
   if (t.nnodes < 1 || t.nnodes > kMaxNodes)
-    throw Error(Errc::kUsage, "the run has " + std::to_string(t.nnodes) + " nodes (" + t.source +
-                                  "): give 1 to " + std::to_string(kMaxNodes));
+    throw Error(Errc::kUsage, fmt::format("the run has {} nodes ({}): give 1 to {}", t.nnodes,
+                                          t.source, kMaxNodes));
   if (t.node_rank >= t.nnodes)
-    throw Error(Errc::kUsage, "node rank " + std::to_string(t.node_rank) + " (" + t.source +
-                                  ") is not below the " + std::to_string(t.nnodes) +
-                                  " nodes: ranks go from 0 to " + std::to_string(t.nnodes - 1));
+    throw Error(Errc::kUsage,
+                fmt::format("node rank {} ({}) is not below the {} nodes: ranks go from 0 to {}",
+                            t.node_rank, t.source, t.nnodes, t.nnodes - 1));
 }
 
 }  // namespace hsring

@@ -1,5 +1,7 @@
 #include "worker/synthetic_batch.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -15,7 +17,7 @@ constexpr uint32_t kSyntheticVocab = 32000;
 constexpr uint32_t kLengthBuckets = 8;
 
 std::string mismatch(uint64_t batch_id, const std::string& what) {
-  return "batch " + std::to_string(batch_id) + ": " + what;
+  return fmt::format("batch {}: {}", batch_id, what);
 }
 
 // Where element (token, dim) of `layer` lives in slot `slot`, split or concatenated.
@@ -125,9 +127,8 @@ std::string verify_synthetic_batch(const Ring& ring, uint32_t slot) {
                                 : row_matches(reinterpret_cast<const uint16_t*>(row), batch_id,
                                               layer, t, s.hidden_size, bad_dim);
       if (!ok)
-        return mismatch(batch_id, "hidden state differs at layer " + std::to_string(layer) +
-                                      ", token " + std::to_string(t) + ", dim " +
-                                      std::to_string(bad_dim));
+        return mismatch(batch_id, fmt::format("hidden state differs at layer {}, token {}, dim {}",
+                                              layer, t, bad_dim));
     }
   }
   return "";
@@ -141,11 +142,9 @@ std::string verify_synthetic_metadata(const Ring& ring, uint32_t slot) {
   const uint32_t tokens = header.token_count.load(std::memory_order_relaxed);
   const uint32_t docs = header.num_docs.load(std::memory_order_relaxed);
   if (tokens != plan.token_count || tokens > s.max_tokens)
-    return mismatch(batch_id, "token count " + std::to_string(tokens) + ", expected " +
-                                  std::to_string(plan.token_count));
+    return mismatch(batch_id, fmt::format("token count {}, expected {}", tokens, plan.token_count));
   if (docs != plan.num_docs)
-    return mismatch(batch_id, "document count " + std::to_string(docs) + ", expected " +
-                                  std::to_string(plan.num_docs));
+    return mismatch(batch_id, fmt::format("document count {}, expected {}", docs, plan.num_docs));
   if (header.length_bucket.load(std::memory_order_relaxed) != plan.length_bucket)
     return mismatch(batch_id, "wrong length bucket");
 
@@ -162,7 +161,7 @@ std::string verify_synthetic_metadata(const Ring& ring, uint32_t slot) {
           t + 1 < offsets[d + 1] ? synthetic_token(batch_id, uint32_t(t) + 1) : -100;
       if (token_ids[t] != synthetic_token(batch_id, uint32_t(t)) ||
           positions[t] != t - offsets[d] || labels[t] != label)
-        return mismatch(batch_id, "token metadata differs at token " + std::to_string(t));
+        return mismatch(batch_id, fmt::format("token metadata differs at token {}", t));
     }
   }
   return "";

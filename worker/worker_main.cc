@@ -35,9 +35,9 @@ std::optional<int> run_worker_setup(const std::function<void()>& setup) {
 }
 
 std::string worker_log_prefix(Role role, uint32_t index, int gpu, uint32_t epoch) {
-  std::string prefix = std::string(to_string(role)) + " " + std::to_string(index);
-  if (gpu >= 0) prefix += " gpu " + std::to_string(gpu);
-  if (epoch > 0) prefix += " epoch " + std::to_string(epoch);
+  std::string prefix = fmt::format("{} {}", to_string(role), index);
+  if (gpu >= 0) prefix += fmt::format(" gpu {}", gpu);
+  if (epoch > 0) prefix += fmt::format(" epoch {}", epoch);
   return prefix;
 }
 
@@ -84,8 +84,8 @@ std::optional<int> exec_sibling(const std::string& program, int argc, char** arg
 }  // namespace
 
 std::vector<std::string> worker_place_argv(uint32_t index, int gpu) {
-  std::vector<std::string> argv = {kIndexFlag, std::to_string(index)};
-  if (gpu >= 0) argv.insert(argv.end(), {kGpuFlag, std::to_string(gpu)});
+  std::vector<std::string> argv = {kIndexFlag, fmt::format("{}", index)};
+  if (gpu >= 0) argv.insert(argv.end(), {kGpuFlag, fmt::format("{}", gpu)});
   return argv;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -267,6 +268,28 @@ TEST(DflashModelTest, RejectsBadBatchesAndWeights) {
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.tokens[3] = 13; }), Errc::kModel);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.labels[3] = 13; }), Errc::kModel);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.positions[3] = -1; }), Errc::kModel);
+  // The words of the checks both drafters share (train/drafter_batch.h), under this one's name.
+  const auto message = [&](auto&& edit) {
+    OwnedDflashBatch b = good;
+    edit(b);
+    try {
+      model.forward(b.view());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message([](OwnedDflashBatch& b) { b.features.pop_back(); }),
+            "dflash batch: features hold 639 values, 20 tokens of K*H 32 need 640");
+  EXPECT_EQ(message([](OwnedDflashBatch& b) { b.labels.pop_back(); }),
+            "dflash batch: 19 labels for 20 tokens");
+  EXPECT_EQ(message([](OwnedDflashBatch& b) { b.positions[3] = -1; }),
+            "dflash batch: position -1 of token 3 is negative");
+  EXPECT_EQ(message([](OwnedDflashBatch& b) { b.labels[3] = 13; }),
+            "dflash batch: label 13 of token 3 is outside the vocabulary of 13 (negative labels "
+            "are ignored)");
+  EXPECT_EQ(message([](OwnedDflashBatch& b) { b.tokens[3] = 13; }),
+            "dflash batch: token 13 at 3 is outside the vocabulary of 13");
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.doc_offsets = {0, 10, 10, 20}; }), Errc::kModel);
   EXPECT_EQ(code([](OwnedDflashBatch& b) { b.anchors = {0}; }),
             Errc::kModel);  // no context

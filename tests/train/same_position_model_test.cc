@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -157,6 +158,28 @@ TEST(SamePositionModelTest, RejectsBadBatches) {
   }));
   // Any negative label is ignored, not an error.
   EXPECT_FALSE(rejects([](OwnedBatch& b) { b.labels[2] = -7; }));
+  // The words of the checks both drafters share (train/drafter_batch.h), under this one's name.
+  const auto message = [&](auto&& edit) {
+    OwnedBatch b = good;
+    edit(b);
+    try {
+      model.forward(b.view());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message([](OwnedBatch& b) { b.features.pop_back(); }),
+            "drafter batch: features hold 159 values, 10 tokens of K*H 16 need 160");
+  EXPECT_EQ(message([](OwnedBatch& b) { b.labels.pop_back(); }),
+            "drafter batch: 9 labels for 10 tokens");
+  EXPECT_EQ(message([](OwnedBatch& b) { b.positions[3] = -1; }),
+            "drafter batch: position -1 of token 3 is negative");
+  EXPECT_EQ(message([](OwnedBatch& b) { b.labels[2] = 11; }),
+            "drafter batch: label 11 of token 2 is outside the vocabulary of 11 (negative labels "
+            "are ignored)");
+  EXPECT_EQ(message([](OwnedBatch& b) { b.tokens[2] = 11; }),
+            "drafter batch: token 11 at 2 is outside the vocabulary of 11");
   // A batch with nothing to count: loss 0, agreement 0, no gradient.
   OwnedBatch none = good;
   std::fill(none.labels.begin(), none.labels.end(), kIgnoreLabel);
