@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <filesystem>
 
 #include "common/error.h"
@@ -15,9 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string shard_name(size_t index) {
-  char name[32];
-  std::snprintf(name, sizeof name, "shard-%05zu%s", index, kShardExtension);
-  return name;
+  return fmt::format("shard-{:05}{}", index, kShardExtension);
 }
 
 }  // namespace
