@@ -340,7 +340,8 @@ std::vector<int32_t> CudaDflashTrainer::draft(const DrafterBatch& batch,
   b.gemm.release_holds();
   labels_.assign(batch.rows(), kIgnoreLabel);
   anchors_.assign(anchors.begin(), anchors.end());
-  const DflashBatch blocks{{}, batch.tokens, batch.positions, batch.doc_offsets, labels_, anchors_};
+  DflashBatch blocks = dflash_batch(batch, labels_, anchors_);
+  blocks.features = {};
   validate_dflash_metadata(blocks, config_);
   upload_context(batch, Features::kDeviceFp32, device_features);
   run_context_forward();
@@ -379,8 +380,7 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
   // batch is checked before anything is enqueued, then again with its anchors.
   build_dflash_labels(batch, options_.labels, labels_);
   {
-    const DflashBatch unanchored{batch.features,    batch.tokens, batch.positions,
-                                 batch.doc_offsets, labels_,      {}};
+    const DflashBatch unanchored = dflash_batch(batch, labels_, {});
     if (source == Features::kHostFp32)
       validate_dflash_batch(unanchored, config_);
     else
@@ -396,8 +396,7 @@ LossStats CudaDflashTrainer::run(const DrafterBatch& batch, Features source, con
     HSRING_CUDA_CHECK(cudaStreamSynchronize(b_->stream.get()));
     return dflash_loss_stats(last_, batch.rows());
   }
-  const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
-                           batch.doc_offsets, labels_,      anchors_};
+  const DflashBatch blocks = dflash_batch(batch, labels_, anchors_);
   validate_dflash_anchors(blocks, config_);
   build_dflash_block_rows(blocks, config_, rows_);
   upload(batch);

@@ -34,11 +34,6 @@ constexpr std::string_view kBatchName = "dflash batch";
   throw Error(Errc::kModel, fmt::format("{}: {}", kBatchName, what));
 }
 
-// The batch without its anchors, for the checks every drafter shares.
-DrafterBatch packed_documents(const DflashBatch& b) {
-  return {b.features, b.tokens, b.positions, b.doc_offsets, b.labels};
-}
-
 // The document [s, e) holding row t. REQUIRES: valid offsets, t < offsets.back().
 std::pair<int64_t, int64_t> document_of(std::span<const int32_t> offsets, int64_t t) {
   const auto next = std::upper_bound(offsets.begin(), offsets.end(), t);
@@ -49,12 +44,12 @@ std::pair<int64_t, int64_t> document_of(std::span<const int32_t> offsets, int64_
 
 void validate_dflash_batch(const DflashBatch& b, const DflashConfig& c) {
   validate_dflash_metadata(b, c);
-  validate_batch_features(packed_documents(b), c.feature_dim(), kBatchName);
+  validate_batch_features(b, c.feature_dim(), kBatchName);
 }
 
 void validate_dflash_metadata(const DflashBatch& b, const DflashConfig& c) {
   // Every DFlash batch embeds its tokens (the blocks' first token), so they are always checked.
-  validate_batch_metadata(packed_documents(b), c.vocab_size, /*check_tokens=*/true, kBatchName);
+  validate_batch_metadata(b, c.vocab_size, /*check_tokens=*/true, kBatchName);
   validate_dflash_anchors(b, c);
 }
 

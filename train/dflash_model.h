@@ -23,21 +23,24 @@
 #include "train/block_attention.h"
 #include "train/dflash_config.h"
 #include "train/dflash_params.h"
+#include "train/drafter_batch.h"
 #include "train/param_store.h"
 
 namespace hsring::train {
 
-// One packed batch and its draft blocks; views, not owned.
-struct DflashBatch {
-  std::span<const float> features;       // [T, K*H] row-major: the K captured layers of a token
-  std::span<const int32_t> tokens;       // [T] input tokens, in [0, V)
-  std::span<const int32_t> positions;    // [T] RoPE positions, >= 0
-  std::span<const int32_t> doc_offsets;  // [D + 1] cu_seqlens: 0 = o_0 < ... < o_D = T
-  std::span<const int32_t> labels;       // [T] greedy next token after row t; < 0: ignored
-  std::span<const int32_t> anchors;      // [NB] anchor rows (anchor_in_document)
-
-  size_t rows() const { return tokens.size(); }
+// One packed batch (DrafterBatch: its tokens in [0, V), its labels the greedy next token
+// after each row) and its draft blocks; views, not owned.
+struct DflashBatch : DrafterBatch {
+  std::span<const int32_t> anchors;  // [NB] anchor rows (anchor_in_document)
 };
+
+// `batch` with `labels` in place of its own (the step's, built from them), and `anchors`.
+inline DflashBatch dflash_batch(const DrafterBatch& batch, std::span<const int32_t> labels,
+                                std::span<const int32_t> anchors) {
+  DflashBatch blocks{batch, anchors};
+  blocks.labels = labels;
+  return blocks;
+}
 
 // The target's frozen weights the drafter reads, [V, D] each, row-major.
 struct DflashTargetWeights {

@@ -74,8 +74,7 @@ LossStats DflashTrainer::compute_gradients(const DrafterBatch& batch) {
   build_dflash_labels(batch, options_.labels, labels_);
   anchors_ = dflash_step_anchors(batch, labels_, options_.model, options_.anchors, options_.seed,
                                  optimizer_.step());
-  const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
-                           batch.doc_offsets, labels_,      anchors_};
+  const DflashBatch blocks = dflash_batch(batch, labels_, anchors_);
   model_.zero_grads();
   last_ = anchors_.empty() ? DflashStats{} : model_.forward_backward(blocks);
   return dflash_loss_stats(last_, batch.rows());
@@ -86,8 +85,7 @@ std::optional<LossStats> DflashTrainer::evaluate_held_out(const DrafterBatch& ba
   build_dflash_labels(batch, options_.labels, eval_labels_);
   eval_anchors_ = dflash_step_anchors(batch, eval_labels_, options_.model, options_.anchors,
                                       options_.seed ^ kEvaluationSeedSalt, 0);
-  const DflashBatch blocks{batch.features,    batch.tokens, batch.positions,
-                           batch.doc_offsets, eval_labels_, eval_anchors_};
+  const DflashBatch blocks = dflash_batch(batch, eval_labels_, eval_anchors_);
   const DflashStats stats = eval_anchors_.empty() ? DflashStats{} : model_.forward(blocks);
   return dflash_loss_stats(stats, batch.rows());
 }

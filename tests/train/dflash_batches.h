@@ -15,7 +15,7 @@ namespace hsring::train::testing {
 struct OwnedDflashBatch : OwnedBatch {
   std::vector<int32_t> anchors;
 
-  DflashBatch view() const { return {features, tokens, positions, doc_offsets, labels, anchors}; }
+  DflashBatch view() const { return {OwnedBatch::view(), anchors}; }
 };
 
 struct OwnedTargetWeights {
