@@ -2,6 +2,7 @@
 // against the target loader's own forward, the corpus batcher, a short pretrain whose loss
 // falls, and the refusals of --out.
 #include "train/causal_lm.h"
+#include "tests/common/thrown_error.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,6 +21,8 @@
 
 namespace hsring::train {
 namespace {
+
+using hsring::testing::thrown_code;
 
 using namespace hsring::builtin;  // hsring model pretrain, tested beside the causal LM it trains
 
@@ -73,17 +76,6 @@ fs::path scratch_dir(const std::string& name) {
   return dir;
 }
 
-template <class Fn>
-Errc error_code(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Errc::kModel;
-}
-
 TEST(CausalLmLayoutTest, HuggingFaceNamesInCheckpointOrder) {
   const ModelConfig c = pretrain_model_config(2);
   const ParamLayout layout = causal_lm_layout(c);
@@ -130,10 +122,10 @@ TEST(CausalLmTest, RejectsBadBatches) {
   CausalLm model(small_lm_config(true, true), 1);
   OwnedLmBatch b = random_lm_batch({4}, 11, 2);
   b.tokens[1] = 11;
-  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { model.forward(b.view()); }), Errc::kModel);
   b = random_lm_batch({4}, 11, 2);
   b.offsets = {0, 2};
-  EXPECT_EQ(error_code([&] { model.forward(b.view()); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { model.forward(b.view()); }), Errc::kModel);
 }
 
 // A few updates, then the folder: open_cpu_model's forward gives the same greedy tokens and
@@ -271,21 +263,21 @@ TEST(PretrainTest, RefusesAnOutThatIsNotAPreviousOutput) {
   fs::create_directories(dir);
   check_pretrain_out(dir);  // an empty folder is fine
   std::ofstream(dir / "notes.txt") << "keep me";
-  EXPECT_EQ(error_code([&] { check_pretrain_out(dir); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { check_pretrain_out(dir); }), Errc::kModel);
   PretrainOptions o;
   o.out = dir;
   o.steps = 1;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { run_pretrain(o); }), Errc::kModel);
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   EXPECT_FALSE(fs::exists(dir / "config.json"));
 
   const fs::path file = dir / "notes.txt";
-  EXPECT_EQ(error_code([&] { check_pretrain_out(file); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { check_pretrain_out(file); }), Errc::kModel);
   o.out = file;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { run_pretrain(o); }), Errc::kModel);
   o.out = dir / "fresh";
   o.steps = 0;
-  EXPECT_EQ(error_code([&] { run_pretrain(o); }), Errc::kModelBadConfig);
+  EXPECT_EQ(thrown_code([&] { run_pretrain(o); }), Errc::kModelBadConfig);
   fs::remove_all(dir);
 }
 

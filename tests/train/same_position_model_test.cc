@@ -1,4 +1,5 @@
 #include "train/same_position_model.h"
+#include "tests/common/thrown_error.h"
 
 #include <gtest/gtest.h>
 
@@ -14,20 +15,12 @@
 namespace hsring::train {
 namespace {
 
+using hsring::testing::thrown_code;
+using hsring::testing::thrown_message;
+
 using testing::OwnedBatch;
 using testing::random_batch;
 using testing::small_config;
-
-template <class Fn>
-Errc error_code(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Errc::kModel;
-}
 
 TEST(SamePositionLayoutTest, NamesShapesOffsets) {
   const SamePositionConfig c = small_config();
@@ -56,7 +49,7 @@ TEST(SamePositionLayoutTest, NamesShapesOffsets) {
   EXPECT_EQ(layout.total % kParamAlignment, 0u);
   EXPECT_GE(layout.total, end);
   EXPECT_EQ(layout.find("embed_tokens.weight"), nullptr);
-  EXPECT_EQ(error_code([&] { layout.at("nope"); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { layout.at("nope"); }), Errc::kModel);
 
   const ParamLayout embed = same_position_param_layout(small_config(true));
   EXPECT_EQ(embed.tensors.front().name, "embed_tokens.weight");
@@ -88,7 +81,7 @@ TEST(SamePositionLayoutTest, LayerOffsetsAreTheLayoutsOwn) {
   gapped.width = 12;  // q 16 x 12 = 192 values: 3 x 64, k 8 x 12 = 96: a gap after k
   EXPECT_FALSE(projections_adjacent(drafter_layer_offsets(same_position_param_layout(gapped), 0),
                                     gapped.q_dim(), gapped.kv_dim(), gapped.width));
-  EXPECT_EQ(error_code([&] { drafter_layer_offsets(layout, 1); }), Errc::kModel)
+  EXPECT_EQ(thrown_code([&] { drafter_layer_offsets(layout, 1); }), Errc::kModel)
       << "the same-position drafter has one layer";
 }
 
@@ -124,7 +117,7 @@ TEST(SamePositionModelTest, LmHeadInitFromTarget) {
   SamePositionModel model(c, SamePositionInit{1, head});
   EXPECT_TRUE(std::ranges::equal(model.param("lm_head.weight"), head));
   const std::vector<float> wrong(head.size() - 1);
-  EXPECT_EQ(error_code([&] { SamePositionModel(c, SamePositionInit{1, wrong}); }), Errc::kModel);
+  EXPECT_EQ(thrown_code([&] { SamePositionModel(c, SamePositionInit{1, wrong}); }), Errc::kModel);
 }
 
 TEST(SamePositionModelTest, RejectsBadBatches) {
@@ -162,12 +155,7 @@ TEST(SamePositionModelTest, RejectsBadBatches) {
   const auto message = [&](auto&& edit) {
     OwnedBatch b = good;
     edit(b);
-    try {
-      model.forward(b.view());
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return thrown_message([&] { model.forward(b.view()); });
   };
   EXPECT_EQ(message([](OwnedBatch& b) { b.features.pop_back(); }),
             "drafter batch: features hold 159 values, 10 tokens of K*H 16 need 160");
