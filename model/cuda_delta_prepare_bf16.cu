@@ -8,8 +8,9 @@
 // rounded as they are read, or, for step 3's operands made in this kernel, rounded once as
 // they are written. The element-wise work rides on the products' accumulators, whose layout
 // is known, instead of passes over shared memory:
-//   1. K K^T and Q K^T, the lower 16-row strips only, once per q/k head, kept in the warps'
-//      registers; for each value head, the first masked and decayed into
+//   1. K K^T and Q K^T, the lower 16-row strips only, once per q/k head, their accumulators
+//      kept in shared memory as each lane holds them; for each value head, the first masked
+//      and decayed into
 //      A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, in shared memory; the second into
 //      P_ij = exp(G_i - G_j) (q_i . k_j), j <= i, straight to pass 2's bf16 operand.
 //   2. The inverses of (I + A)'s four 16 x 16 diagonal blocks by forward substitution,
