@@ -12,6 +12,7 @@
 #include "test_corpus.h"
 #include "tests/common/planted_files.h"
 #include "tests/common/special_files.h"
+#include "tests/common/thrown_error.h"
 
 namespace hsring::data {
 namespace {
@@ -27,15 +28,7 @@ void spit(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
 }
 
-Errc error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return Errc::kData;
-}
+using hsring::testing::thrown_code;
 
 TEST(Crc32Test, MatchesZlibCheckValue) {
   EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
@@ -121,9 +114,9 @@ TEST(ShardFormatTest, WriterRefusesTokensOutsideTheVocabulary) {
   const std::vector<uint32_t> ok = {1, 999};
   const std::vector<uint32_t> bad = {1000};
   writer.add_document(ok);
-  EXPECT_EQ(error_of([&] { writer.add_document(bad); }), Errc::kData);
-  EXPECT_EQ(error_of([&] { ShardWriter(dir.file("x.hstok"), 1, 257); }), Errc::kData);
-  EXPECT_EQ(error_of([&] { ShardWriter(dir.file("y.hstok"), 3, 0); }), Errc::kData);
+  EXPECT_EQ(thrown_code([&] { writer.add_document(bad); }), Errc::kData);
+  EXPECT_EQ(thrown_code([&] { ShardWriter(dir.file("x.hstok"), 1, 257); }), Errc::kData);
+  EXPECT_EQ(thrown_code([&] { ShardWriter(dir.file("y.hstok"), 3, 0); }), Errc::kData);
 }
 
 TEST(ShardFormatTest, UnfinishedWriterLeavesNothing) {
@@ -263,9 +256,15 @@ TEST(ShardMaskTest, WriterRefusesAMaskOfAnotherLengthAndKeepsTheShard) {
   ShardWriter writer(dir.file("w.hstok"), 2, 100);
   const std::vector<uint32_t> doc = {1, 2, 3};
   writer.add_document(doc, std::vector<uint8_t>{0, 1, 1});
-  EXPECT_EQ(error_of([&] { writer.add_document(doc, std::vector<uint8_t>{1, 1}); }), Errc::kData);
+  EXPECT_EQ(thrown_code([&] {
+              writer.add_document(doc, std::vector<uint8_t>{1, 1});
+            }),
+            Errc::kData);
   const std::vector<uint32_t> bad = {1, 200};
-  EXPECT_EQ(error_of([&] { writer.add_document(bad, std::vector<uint8_t>{1, 0}); }), Errc::kData);
+  EXPECT_EQ(thrown_code([&] {
+              writer.add_document(bad, std::vector<uint8_t>{1, 0});
+            }),
+            Errc::kData);
   writer.finish();
   const ShardInfo info = read_shard_info(dir.file("w.hstok"));
   EXPECT_EQ(info.header.token_count, 3u);

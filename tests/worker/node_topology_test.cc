@@ -8,6 +8,8 @@
 #include <map>
 #include <random>
 
+#include "tests/common/thrown_error.h"
+
 namespace hsring {
 namespace {
 
@@ -24,17 +26,7 @@ NodeTopology resolve(std::optional<uint32_t> nnodes, std::optional<uint32_t> ran
   return resolve_node_topology(nnodes, rank, lookup(env));
 }
 
-// The message of the Error `body` throws; fails the test when none.
-template <typename Body>
-std::string refusal(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no refusal";
-  return "";
-}
+using hsring::testing::thrown_message;
 
 TEST(NodeTopologyTest, ALoneMachineWithoutFlagsOrEnvironment) {
   const NodeTopology t = resolve(std::nullopt, std::nullopt, {});
@@ -79,25 +71,27 @@ TEST(NodeTopologyTest, TorchrunAndSlurmVariablesAreUnderstood) {
 }
 
 TEST(NodeTopologyTest, RefusalsNameTheCulprit) {
-  EXPECT_NE(refusal([] { resolve(2, std::nullopt, {}); }).find("--node-rank"), std::string::npos);
-  EXPECT_NE(refusal([] { resolve(std::nullopt, 1, {}); }).find("--nnodes"), std::string::npos);
-  EXPECT_NE(refusal([] { resolve(2, 2, {}); }).find("node rank 2"), std::string::npos);
-  EXPECT_NE(refusal([] { resolve(0, 0, {}); }).find("1 to"), std::string::npos);
-  EXPECT_NE(refusal([] {
+  EXPECT_NE(thrown_message([] { resolve(2, std::nullopt, {}); }).find("--node-rank"),
+            std::string::npos);
+  EXPECT_NE(thrown_message([] { resolve(std::nullopt, 1, {}); }).find("--nnodes"),
+            std::string::npos);
+  EXPECT_NE(thrown_message([] { resolve(2, 2, {}); }).find("node rank 2"), std::string::npos);
+  EXPECT_NE(thrown_message([] { resolve(0, 0, {}); }).find("1 to"), std::string::npos);
+  EXPECT_NE(thrown_message([] {
               resolve(std::nullopt, std::nullopt, {{"GROUP_WORLD_SIZE", "2"}});
             }).find("GROUP_RANK"),
             std::string::npos);
-  EXPECT_NE(refusal([] {
+  EXPECT_NE(thrown_message([] {
               resolve(std::nullopt, std::nullopt,
                       {{"GROUP_WORLD_SIZE", "2"}, {"GROUP_RANK", "0"}, {"LOCAL_WORLD_SIZE", "8"}});
             }).find("--nproc-per-node 1"),
             std::string::npos);
-  EXPECT_NE(refusal([] {
+  EXPECT_NE(thrown_message([] {
               resolve(std::nullopt, std::nullopt,
                       {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "0"}, {"SLURM_NTASKS", "16"}});
             }).find("--ntasks-per-node 1"),
             std::string::npos);
-  EXPECT_NE(refusal([] {
+  EXPECT_NE(thrown_message([] {
               resolve(std::nullopt, std::nullopt, {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "2"}});
             }).find("Slurm"),
             std::string::npos);
@@ -116,8 +110,9 @@ TEST(NodeTopologyTest, EnvironmentValuesAreParsedStrictly) {
     const bool digits =
         !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
     if (!digits) {
-      EXPECT_NE(refusal([&] { resolve(std::nullopt, std::nullopt, env); }).find("SLURM_NNODES"),
-                std::string::npos)
+      EXPECT_NE(
+          thrown_message([&] { resolve(std::nullopt, std::nullopt, env); }).find("SLURM_NNODES"),
+          std::string::npos)
           << "'" << value << "'";
       continue;
     }
