@@ -1,7 +1,7 @@
 // Device pieces the chunked delta rule's kernels share in every precision
 // (model/cuda_delta_rule.cu, model/cuda_delta_prepare_bf16.cu, model/cuda_delta_state_bf16.cu):
-// a chunk's gates, the inverse of a diagonal block of its triangular system, and the
-// cp.async copy of a chunk's rows into shared memory.
+// the head dims the bf16 kernels are compiled for, a chunk's gates, the inverse of a diagonal
+// block of its triangular system, and the cp.async copy of a chunk's rows into shared memory.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,8 +18,9 @@ namespace hsring {
 inline constexpr int kDeltaBlock = 16;
 
 // The bf16 kernels are compiled twice: once with the head dims every Qwen3.5 / 3.6 model has
-// as constants (strides, offsets and loop bounds fold into immediates: a quarter fewer
-// instructions), once reading them from the shape. kFixed 0: the shape's.
+// as constants (strides, offsets and loop bounds fold into immediates: at the qwen3.6-27b
+// shape 14 % fewer instructions in pass 1, 26 % in pass 2), once reading them from the
+// shape. kFixed 0: the shape's.
 inline constexpr int kDeltaFixedHeadDim = 128;
 inline bool delta_fixed_head_dims(const DeltaShape& shape) {
   return shape.qk_head_dim == kDeltaFixedHeadDim && shape.v_head_dim == kDeltaFixedHeadDim;
