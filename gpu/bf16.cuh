@@ -22,6 +22,12 @@ __device__ __forceinline__ uint16_t float_to_bf16(float value) {
   return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
+// Two values rounded as float_to_bf16 rounds each (NaNs included), lo in the low half: one
+// 4-byte word of a bf16 array.
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+  return uint32_t(float_to_bf16(lo)) | (uint32_t(float_to_bf16(hi)) << 16);
+}
+
 // Two values rounded in one instruction (cvt.rn.bf16x2: the same bits as float_to_bf16 but
 // for a NaN, which becomes the canonical one), lo in the low half: a tensor-core operand
 // pair (the A fragments of mma.sync and wgmma) built from fp32 accumulators.
@@ -64,10 +70,7 @@ __device__ __forceinline__ float4 load4(const uint16_t* in, uint64_t q) {
 // store() of values 4q .. 4q + 3, aligned as load4 needs.
 __device__ __forceinline__ void store4(float* out, uint16_t* out_bf16, uint64_t q, float4 v) {
   if (out) reinterpret_cast<float4*>(out)[q] = v;
-  if (out_bf16)
-    reinterpret_cast<uint2*>(out_bf16)[q] = {
-        uint32_t(float_to_bf16(v.x)) | (uint32_t(float_to_bf16(v.y)) << 16),
-        uint32_t(float_to_bf16(v.z)) | (uint32_t(float_to_bf16(v.w)) << 16)};
+  if (out_bf16) reinterpret_cast<uint2*>(out_bf16)[q] = {bf16_pair(v.x, v.y), bf16_pair(v.z, v.w)};
 }
 
 // Values 8g .. 8g + 7 of an array 16-byte aligned, in fp32 (two loads) or bf16 (one), as
@@ -93,8 +96,7 @@ __device__ __forceinline__ void store8(float* out, uint64_t g, const float (&v)[
 __device__ __forceinline__ void store8(uint16_t* out, uint64_t g, const float (&v)[8]) {
   uint32_t words[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k)
-    words[k] = uint32_t(float_to_bf16(v[2 * k])) | (uint32_t(float_to_bf16(v[2 * k + 1])) << 16);
+  for (int k = 0; k < 4; ++k) words[k] = bf16_pair(v[2 * k], v[2 * k + 1]);
   reinterpret_cast<uint4*>(out)[g] = {words[0], words[1], words[2], words[3]};
 }
 

@@ -19,54 +19,104 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = int(kDeltaMaxHeadDim);
-constexpr int kPerLane = kMaxHeadDim / 32;
+// Value pairs a lane holds of one head (up to kMaxHeadDim values, an even number): values
+// 2 lane + 64 j and the next, j < kPairsPerLane.
+constexpr int kPairsPerLane = kMaxHeadDim / 64;
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
-// One warp per (row, head slot): slots [0, qk_heads) are q heads, then k heads, then v heads.
-__global__ void delta_conv_kernel(const float* __restrict__ x, uint64_t x_stride, uint32_t rows,
-                                  DeltaShape shape, const Bf16* __restrict__ w,
-                                  const int32_t* __restrict__ doc_starts, float* __restrict__ qkv) {
+// The convolution's taps held in registers (Qwen3.5's kernel has 4); a longer kernel reads
+// its older taps from memory again.
+constexpr int kConvWindow = 4;
+// Rows one warp convolves: each input row is read (8 + 3) / 8 times, not once per tap.
+constexpr uint32_t kConvRows = 8;
+
+// One warp per (run of kConvRows rows, head slot), slots fastest (neighbouring warps read
+// neighbouring columns of the same rows); slots [0, qk_heads) are q heads, then k heads,
+// then v heads. Each lane holds channel pairs (8-byte loads: x's stride and every head's
+// first column are even) of the run's rows and the kConvWindow - 1 rows before it.
+__global__ void __launch_bounds__(kThreads, 2)
+    delta_conv_kernel(const float* __restrict__ x, uint64_t x_stride, uint32_t rows,
+                      DeltaShape shape, const Bf16* __restrict__ w,
+                      const int32_t* __restrict__ doc_starts, float* __restrict__ qkv) {
   const uint32_t slots = 2 * shape.qk_heads + shape.v_heads;
   const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (item >= uint64_t(rows) * slots) return;
+  const uint32_t runs = (rows + kConvRows - 1) / kConvRows;
+  if (item >= uint64_t(runs) * slots) return;
   const uint32_t lane = threadIdx.x % 32;
-  const auto row = int32_t(item / slots);
-  const auto slot = uint32_t(item % slots);
+  const auto run = uint32_t(item / slots);
+  const auto slot = uint32_t(item - uint64_t(run) * slots);
   const bool is_v = slot >= 2 * shape.qk_heads;
   const uint32_t dim = is_v ? shape.v_head_dim : shape.qk_head_dim;
   const uint32_t first = is_v ? 2 * shape.qk_dim() + (slot - 2 * shape.qk_heads) * dim : slot * dim;
-  const uint32_t kernel = shape.conv_kernel;
-  const int32_t start = doc_starts[row];
+  const int kernel = int(shape.conv_kernel);
   const uint32_t channels = shape.conv_dim();
-  float y[kPerLane];
-  float squares = 0;
+  // tap[j][e][d]: the weight on the row d back of channel first + 2 lane + 64 j + e.
+  float tap[kPairsPerLane][2][kConvWindow] = {};
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const uint32_t i = lane + 32 * j;
-    y[j] = 0;
-    if (i >= dim) continue;
-    const uint32_t c = first + i;
-    float sum = 0;
-    // Tap k reads row - (kernel - 1) + k, when it is in this document.
-    for (uint32_t k = 0; k < kernel; ++k) {
-      const int32_t from = row - int32_t(kernel - 1) + int32_t(k);
-      if (from < start) continue;
-      sum += gpu::bf16_to_float(w[uint64_t(c) * kernel + k]) * x[uint64_t(from) * x_stride + c];
+  for (int j = 0; j < kPairsPerLane; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const uint32_t i = 2 * lane + 64 * j + e;
+#pragma unroll
+      for (int d = 0; d < kConvWindow; ++d)
+        if (i < dim && d < kernel)
+          tap[j][e][d] = gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]);
     }
-    y[j] = silu(sum);
-    squares += y[j] * y[j];
-  }
-  float scale = 1.0f;
-  if (!is_v) {
-    scale = rsqrtf(gpu::warp_sum(squares) + 1e-6f);
-    if (slot < shape.qk_heads) scale *= rsqrtf(float(shape.qk_head_dim));
-  }
-  float* out = qkv + uint64_t(row) * channels + first;
+  // The run's rows and the kConvWindow - 1 before it, all loaded first (eleven 256-byte
+  // loads in flight a warp); row r0 - kConvWindow + 1 + n is rows_in[n].
+  constexpr int kLoaded = kConvWindow - 1 + int(kConvRows);
+  const auto r0 = int64_t(run) * kConvRows;
+  float2 rows_in[kLoaded][kPairsPerLane];
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const uint32_t i = lane + 32 * j;
-    if (i < dim) out[i] = y[j] * scale;
+  for (int n = 0; n < kLoaded; ++n) {
+    const int64_t r = r0 - (kConvWindow - 1) + n;
+#pragma unroll
+    for (int j = 0; j < kPairsPerLane; ++j) {
+      const uint32_t i = 2 * lane + 64 * j;
+      rows_in[n][j] = r >= 0 && r < int64_t(rows) && i < dim
+                          ? *reinterpret_cast<const float2*>(x + uint64_t(r) * x_stride + first + i)
+                          : make_float2(0.0f, 0.0f);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < int(kConvRows); ++t) {
+    const int64_t r = r0 + t;
+    if (r >= int64_t(rows)) break;
+    const int64_t start = doc_starts[r];
+    float y[kPairsPerLane][2];
+    float squares = 0;
+#pragma unroll
+    for (int j = 0; j < kPairsPerLane; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const uint32_t i = 2 * lane + 64 * j + e;
+        float sum = 0;
+        // Oldest tap first, as the reference sums; taps before the document read as zero.
+        for (int d = kernel - 1; d >= kConvWindow; --d)
+          if (i < dim && r - d >= start)
+            sum += gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]) *
+                   x[uint64_t(r - d) * x_stride + first + i];
+#pragma unroll
+        for (int d = kConvWindow - 1; d >= 0; --d)
+          if (d < kernel && r - d >= start)
+            sum += tap[j][e][d] * (e == 0 ? rows_in[t + kConvWindow - 1 - d][j].x
+                                          : rows_in[t + kConvWindow - 1 - d][j].y);
+        y[j][e] = i < dim ? silu(sum) : 0.0f;
+        squares += y[j][e] * y[j][e];
+      }
+    float scale = 1.0f;
+    if (!is_v) {
+      scale = rsqrtf(gpu::warp_sum(squares) + 1e-6f);
+      if (slot < shape.qk_heads) scale *= rsqrtf(float(shape.qk_head_dim));
+    }
+    float* out = qkv + uint64_t(r) * channels + first;
+#pragma unroll
+    for (int j = 0; j < kPairsPerLane; ++j) {
+      const uint32_t i = 2 * lane + 64 * j;
+      if (i < dim)
+        *reinterpret_cast<float2*>(out + i) = make_float2(y[j][0] * scale, y[j][1] * scale);
+    }
   }
 }
 
@@ -131,7 +181,7 @@ __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const floa
   }
 }
 
-// One warp per (row, head).
+// One warp per (row, head), in pairs (8-byte loads: dim and z's stride are even).
 __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ z,
                                       uint64_t z_stride, uint32_t rows, uint32_t v_heads,
                                       uint32_t dim, const float* __restrict__ weight, float eps,
@@ -143,20 +193,23 @@ __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* 
   const auto head = uint32_t(item - row * v_heads);
   const float* xr = x + item * dim;
   const float* zr = z + row * z_stride + uint64_t(head) * dim;
-  float values[kPerLane];
+  float2 values[kPairsPerLane];
   float squares = 0;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const uint32_t i = lane + 32 * j;
-    values[j] = i < dim ? xr[i] : 0.0f;
-    squares += values[j] * values[j];
+  for (int j = 0; j < kPairsPerLane; ++j) {
+    const uint32_t i = 2 * lane + 64 * j;
+    values[j] = i < dim ? *reinterpret_cast<const float2*>(xr + i) : make_float2(0.0f, 0.0f);
+    squares += values[j].x * values[j].x + values[j].y * values[j].y;
   }
   const float scale = rsqrtf(gpu::warp_sum(squares) / float(dim) + eps);
+  auto* out = reinterpret_cast<uint32_t*>(y + item * dim);
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const uint32_t i = lane + 32 * j;
-    if (i < dim)
-      y[item * dim + i] = gpu::float_to_bf16(weight[i] * (values[j] * scale) * silu(zr[i]));
+  for (int j = 0; j < kPairsPerLane; ++j) {
+    const uint32_t i = 2 * lane + 64 * j;
+    if (i >= dim) continue;
+    const float2 gate = *reinterpret_cast<const float2*>(zr + i);
+    out[i / 2] = gpu::bf16_pair(weight[i] * (values[j].x * scale) * silu(gate.x),
+                                weight[i + 1] * (values[j].y * scale) * silu(gate.y));
   }
 }
 
@@ -196,8 +249,10 @@ std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count) 
 cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
                               const Bf16* w, const int32_t* doc_starts, float* qkv,
                               cudaStream_t stream) {
-  if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim)) return cudaErrorInvalidValue;
-  const uint64_t warps = uint64_t(rows) * (2 * shape.qk_heads + shape.v_heads);
+  if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || x_stride % 2 != 0)
+    return cudaErrorInvalidValue;
+  const uint64_t warps =
+      uint64_t((rows + kConvRows - 1) / kConvRows) * (2 * shape.qk_heads + shape.v_heads);
   if (warps == 0) return cudaSuccess;
   delta_conv_kernel<<<warp_blocks(warps), kThreads, 0, stream>>>(x, x_stride, rows, shape, w,
                                                                  doc_starts, qkv);
@@ -235,7 +290,7 @@ cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const 
 cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_stride, uint32_t rows,
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream) {
-  if (dim > kMaxHeadDim) return cudaErrorInvalidValue;
+  if (dim > kMaxHeadDim || dim % 2 != 0 || z_stride % 2 != 0) return cudaErrorInvalidValue;
   const uint64_t warps = uint64_t(rows) * v_heads;
   if (warps == 0) return cudaSuccess;
   gated_rms_norm_kernel<<<warp_blocks(warps), kThreads, 0, stream>>>(x, z, z_stride, rows, v_heads,

@@ -64,7 +64,8 @@ struct DeltaShape {
 // qkv fp32 [rows, conv_dim] (q | k | v) = silu(causal depthwise conv of x), x the first
 // conv_dim columns of fp32 rows of stride x_stride, w bf16 [conv_dim, kernel], taps before
 // the document's first row (doc_starts) read as zero; then each q and k head L2-normalised
-// (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1 / sqrt(qk_head_dim).
+// (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1 / sqrt(qk_head_dim). REQUIRES: x_stride even
+// (x is read in pairs).
 cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
                               const Bf16* w, const int32_t* doc_starts, float* qkv,
                               cudaStream_t stream);
@@ -110,7 +111,8 @@ cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const 
                                         uint32_t document_count, float* out, cudaStream_t stream);
 
 // y bf16 [rows, v_heads * dim] = weight * x / sqrt(mean(x^2) + eps) * silu(z) per head of
-// `dim`, x fp32 [rows, v_heads * dim], z fp32 columns of rows of stride z_stride.
+// `dim`, x fp32 [rows, v_heads * dim], z fp32 columns of rows of stride z_stride. REQUIRES:
+// dim and z_stride even.
 cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_stride, uint32_t rows,
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream);

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -20,18 +21,21 @@ constexpr int kWarps = kThreads / 32;
 
 unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_items, kThreads); }
 
-// Work items of a head one lane holds: RoPE pairs (i, i + rotary_dim / 2) and the
-// unrotated dims, at most head_dim / 2 + head_dim - rotary_dim <= 255 for head_dim 256.
-constexpr int kItemsPerLane = 8;
+constexpr uint32_t kMaxHeadDim = 256;
 
-// One warp per (row, head) of q, k and v. Warp-uniform branches only: the shuffles of the
-// norm see every lane.
+// One warp per (row, head) of q, k and v. The head is read in pairs (8 bytes a lane: a
+// warp's load is 256 contiguous bytes), summed for the norm, and staged in the warp's
+// shared row, so that RoPE finds each value's partner (i +- rotary_dim / 2) wherever it
+// fell; then written in bf16 pairs. head_dim is even (launch_qkv_finish), so every pair
+// lies in one head and every array holds pairs at even offsets. Warp-uniform branches only:
+// the shuffles of the norm see every lane.
 __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, QkvShape shape,
                                   const float* __restrict__ qkv_bias,
                                   const float* __restrict__ q_norm,
                                   const float* __restrict__ k_norm, const float* __restrict__ cos,
                                   const float* __restrict__ sin, Bf16* __restrict__ q,
                                   Bf16* __restrict__ k, Bf16* __restrict__ v) {
+  __shared__ float staged[kWarps][kMaxHeadDim];
   const uint32_t slots = shape.heads + 2 * shape.kv_heads;
   const uint32_t hd = shape.head_dim;
   const uint32_t q_width = (shape.q_gated ? 2 : 1) * shape.heads * hd;
@@ -40,71 +44,68 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (item >= uint64_t(rows) * slots) return;
   const uint64_t row = item / slots;
-  const uint32_t slot = uint32_t(item - row * slots);
+  const auto slot = uint32_t(item - row * slots);
   const uint64_t at = slot < shape.heads ? uint64_t(slot) * hd * (shape.q_gated ? 2 : 1)
                                          : q_width + uint64_t(slot - shape.heads) * hd;
   const float* src = qkv + row * row_stride + at;
   const float* bias = qkv_bias ? qkv_bias + uint64_t(slot) * hd : nullptr;
-  if (slot >= shape.heads + shape.kv_heads) {
-    Bf16* dst = v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * hd;
-    for (uint32_t i = lane; i < hd; i += 32)
-      dst[i] = gpu::float_to_bf16(bias ? src[i] + bias[i] : src[i]);
-    return;
+  const bool is_q = slot < shape.heads, is_k = !is_q && slot < shape.heads + shape.kv_heads;
+  const bool is_v = !is_q && !is_k;
+  Bf16* dst = is_q   ? q + (row * shape.heads + slot) * hd
+              : is_k ? k + (row * shape.kv_heads + (slot - shape.heads)) * hd
+                     : v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * hd;
+  const float* norm = is_q ? q_norm : is_k ? k_norm : nullptr;
+  float* head = staged[threadIdx.x / 32];
+  float squares = 0;
+  for (uint32_t i = 2 * lane; i < hd; i += 64) {
+    float2 x = *reinterpret_cast<const float2*>(src + i);
+    if (bias) {
+      x.x += bias[i];
+      x.y += bias[i + 1];
+    }
+    if (is_v) {  // rounded as it is
+      reinterpret_cast<uint32_t*>(dst)[i / 2] = gpu::bf16_pair(x.x, x.y);
+      continue;
+    }
+    squares += x.x * x.x + x.y * x.y;
+    head[i] = x.x;
+    head[i + 1] = x.y;
   }
-  const bool is_q = slot < shape.heads;
-  const float* norm = is_q ? q_norm : k_norm;
-  Bf16* dst = is_q ? q + (row * shape.heads + slot) * hd
-                   : k + (row * shape.kv_heads + (slot - shape.heads)) * hd;
+  if (is_v) return;
+  const float scale = norm ? 1.0f / sqrtf(gpu::warp_sum(squares) / float(hd) + shape.eps) : 1.0f;
+  __syncwarp();
+  // Element i after the norm: (x_i * scale) * w_i, as the CPU reference multiplies.
+  const auto normed = [&](uint32_t i) { return norm ? head[i] * scale * norm[i] : head[i]; };
   const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : hd;
   const uint32_t half = rot / 2;
-  const uint32_t items = half + (hd - rot);  // pairs, then the dims past rot one by one
-  // Item n < half: dims n and n + half; item n >= half: dim rot + (n - half) alone.
-  float a[kItemsPerLane], b[kItemsPerLane];
-  float squares = 0;
-#pragma unroll
-  for (int j = 0; j < kItemsPerLane; ++j) {
-    const uint32_t n = lane + 32 * j;
-    const uint32_t i = n < half ? n : rot + (n - half);
-    const bool pair = n < half;
-    a[j] = n < items ? src[i] + (bias ? bias[i] : 0.0f) : 0.0f;
-    b[j] = pair ? src[i + half] + (bias ? bias[i + half] : 0.0f) : 0.0f;
-    squares += a[j] * a[j] + b[j] * b[j];
-  }
-  float scale = 1.0f;
-  if (norm) scale = 1.0f / sqrtf(gpu::warp_sum(squares) / float(hd) + shape.eps);
   const float* c = cos + row * half;
   const float* s = sin + row * half;
-#pragma unroll
-  for (int j = 0; j < kItemsPerLane; ++j) {
-    const uint32_t n = lane + 32 * j;
-    if (n >= items) break;
-    if (n < half) {
-      float x = a[j], y = b[j];
-      if (norm) {
-        x = x * scale * norm[n];
-        y = y * scale * norm[n + half];
-      }
-      dst[n] = gpu::float_to_bf16(x * c[n] - y * s[n]);
-      dst[n + half] = gpu::float_to_bf16(y * c[n] + x * s[n]);
-    } else {
-      const uint32_t i = rot + (n - half);
-      dst[i] = gpu::float_to_bf16(norm ? a[j] * scale * norm[i] : a[j]);
-    }
-  }
+  const auto rotated = [&](uint32_t i) {
+    if (i < half) return normed(i) * c[i] - normed(i + half) * s[i];
+    if (i < rot) return normed(i) * c[i - half] + normed(i - half) * s[i - half];
+    return normed(i);
+  };
+  for (uint32_t i = 2 * lane; i < hd; i += 64)
+    reinterpret_cast<uint32_t*>(dst)[i / 2] = gpu::bf16_pair(rotated(i), rotated(i + 1));
 }
 
+// One block per (head, row), rows strided over grid.y; a thread per bf16 pair of the head
+// (head_dim is even: launch_qkv_finish). No index division: the gate's columns follow the
+// head's.
+constexpr int kGateThreads = 128;
 __global__ void output_gate_kernel(const float* __restrict__ qkv, uint64_t qkv_stride,
                                    uint32_t rows, uint32_t heads, uint32_t head_dim,
                                    Bf16* __restrict__ attn) {
-  const uint32_t width = heads * head_dim;
-  const uint64_t total = uint64_t(rows) * width;
-  for (uint64_t e = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t r = e / width;
-    const auto col = uint32_t(e - r * width);
-    const uint32_t h = col / head_dim;
-    const float gate = qkv[r * qkv_stride + uint64_t(2 * h + 1) * head_dim + (col - h * head_dim)];
-    attn[e] = gpu::float_to_bf16(gpu::bf16_to_float(attn[e]) / (1.0f + expf(-gate)));
+  const uint32_t h = blockIdx.x;
+  for (uint64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float* gate = qkv + r * qkv_stride + uint64_t(2 * h + 1) * head_dim;
+    auto* out = reinterpret_cast<uint32_t*>(attn + (r * heads + h) * head_dim);
+    for (uint32_t i = 2 * threadIdx.x; i < head_dim; i += 2 * kGateThreads) {
+      const float2 g = *reinterpret_cast<const float2*>(gate + i);
+      const uint32_t pair = out[i / 2];
+      out[i / 2] = gpu::bf16_pair(gpu::bf16_to_float(pair & 0xffffu) / (1.0f + expf(-g.x)),
+                                  gpu::bf16_to_float(pair >> 16) / (1.0f + expf(-g.y)));
+    }
   }
 }
 
@@ -160,8 +161,8 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
                               const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
                               cudaStream_t stream) {
   const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : shape.head_dim;
-  if (shape.head_dim > 256 || shape.head_dim % 2 != 0 || rot % 2 != 0 || rot > shape.head_dim ||
-      rot / 2 + (shape.head_dim - rot) > 32u * kItemsPerLane)
+  if (shape.head_dim > kMaxHeadDim || shape.head_dim % 2 != 0 || rot % 2 != 0 ||
+      rot > shape.head_dim)
     return cudaErrorInvalidValue;
   const uint64_t warps = uint64_t(rows) * (shape.heads + 2 * shape.kv_heads);
   if (warps == 0) return cudaSuccess;
@@ -174,10 +175,10 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
 
 cudaError_t launch_output_gate(const float* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
                                uint32_t head_dim, Bf16* attn, cudaStream_t stream) {
-  const uint64_t total = uint64_t(rows) * heads * head_dim;
-  if (total == 0) return cudaSuccess;
-  output_gate_kernel<<<grid_for(total), kThreads, 0, stream>>>(qkv, qkv_stride, rows, heads,
-                                                               head_dim, attn);
+  if (head_dim % 2 != 0) return cudaErrorInvalidValue;
+  if (uint64_t(rows) * heads * head_dim == 0) return cudaSuccess;
+  output_gate_kernel<<<dim3(heads, std::min(rows, 65535u)), kGateThreads, 0, stream>>>(
+      qkv, qkv_stride, rows, heads, head_dim, attn);
   return cudaGetLastError();
 }
 

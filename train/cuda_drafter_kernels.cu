@@ -15,6 +15,7 @@ namespace hsring::train {
 namespace {
 
 // gpu/bf16.cuh's loads and stores of fp32 or bf16 arrays, and the grid-stride loops.
+using gpu::bf16_pair;
 using gpu::float_to_bf16;
 using gpu::four_aligned;
 using gpu::load;
@@ -268,9 +269,7 @@ __global__ void adamw_kernel(float* __restrict__ params, const G* __restrict__ g
     reinterpret_cast<float4*>(m)[q] = mi;
     reinterpret_cast<float4*>(v)[q] = vi;
     if (params_bf16)
-      reinterpret_cast<uint2*>(params_bf16)[q] =
-          uint2{uint32_t(float_to_bf16(p.x)) | (uint32_t(float_to_bf16(p.y)) << 16),
-                uint32_t(float_to_bf16(p.z)) | (uint32_t(float_to_bf16(p.w)) << 16)};
+      reinterpret_cast<uint2*>(params_bf16)[q] = uint2{bf16_pair(p.x, p.y), bf16_pair(p.z, p.w)};
   }
   HSRING_GRID_STRIDE(j, n - 4 * quads) {
     const uint64_t i = 4 * quads + j;
