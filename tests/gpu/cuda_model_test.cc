@@ -55,11 +55,12 @@ Packed pack(const std::vector<Doc>& docs, uint32_t vocab) {
 // cases, the four head sizes, the scalar fallbacks (hidden size not a multiple of 4,
 // intermediate not a multiple of 8), each scaled RoPE rule and the Qwen3.5 hybrid (DeltaNet
 // layers, gated attention of head_dim 256 with partial RoPE, zero-centred norms): with
-// small DeltaNet heads, and with the real model's 128 / 128 heads in a 3:1 value grouping.
+// small DeltaNet heads (also with a 6-tap convolution), and with the real model's 128 / 128
+// heads in a 3:1 value grouping.
 ModelConfig test_config(const std::string& kind) {
   ModelConfig c = named_model_config("tiny");  // qwen3, QK-norm, tied, GQA 2, head_dim 32
   c.num_layers = 4;
-  if (kind == "qwen3_5" || kind == "qwen3_5-128") {
+  if (kind == "qwen3_5" || kind == "qwen3_5-128" || kind == "qwen3_5-conv6") {
     c = named_model_config("qwen3.6-27b");
     c.name = "test-" + kind;
     c.hidden_size = 192;
@@ -72,7 +73,9 @@ ModelConfig test_config(const std::string& kind) {
     c.rotary_dim = 64;
     c.vocab_size = 611;
     c.delta_net =
-        kind == "qwen3_5" ? DeltaNetShape{2, 4, 32, 16, 4} : DeltaNetShape{1, 3, 128, 128, 4};
+        kind == "qwen3_5-128" ? DeltaNetShape{1, 3, 128, 128, 4} : DeltaNetShape{2, 4, 32, 16, 4};
+    // A convolution longer than the taps launch_delta_conv holds in registers (4).
+    if (kind == "qwen3_5-conv6") c.delta_net.conv_kernel = 6;
   } else if (kind == "qwen3_moe") {
     // Mixtures of 8 experts of 48, 2 per token, not renormalised (Qwen3-MoE's default), and
     // layer 1 a dense MLP (mlp_only_layers).
@@ -316,8 +319,8 @@ TEST_P(CudaModelTest, DocumentsDoNotDependOnTheirNeighbours) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelTest,
                          ::testing::Values("qwen", "llama", "gqa4", "qwen2", "llama3", "linear",
-                                           "dynamic", "yarn", "qwen3_5", "qwen3_5-128", "qwen3_moe",
-                                           "qwen3_5_moe"));
+                                           "dynamic", "yarn", "qwen3_5", "qwen3_5-128",
+                                           "qwen3_5-conv6", "qwen3_moe", "qwen3_5_moe"));
 
 // The attention kernel alone, with and without GQA packing, against a double-precision
 // reference on the same bf16 inputs.
