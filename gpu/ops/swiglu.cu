@@ -2,8 +2,6 @@
 // arrays allow it.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "gpu/bf16.cuh"
 #include "gpu/grid_stride.cuh"
 #include "gpu/launch_grid.h"
@@ -34,32 +32,36 @@ __device__ __forceinline__ float2 silu_times_backward(float g, float u, float d)
   return {d * u * sig * (1.0f + g * (1.0f - sig)), d * g * sig};
 }
 
-// Output value (r, i) of `rows` x `cols` reads its inputs at r * stride + i: stride == cols
-// for separate gate and up arrays (one row), 2 cols for the fused projection's rows. Rows
-// stride over grid.y, a row's quads over grid.x: no index division. Inputs T: float, or
-// uint16_t holding bf16.
+// Output value i of `cols` a row reads its inputs at (i / cols) * stride + i % cols: stride
+// == cols for separate gate and up arrays, 2 cols for the fused projection's rows. Inputs T:
+// float, or uint16_t holding bf16.
+// The division per quad stays: a row-by-row grid without it ran 5 % slower in the forward's
+// shapes (bench/RESULTS.md, "Where the forward's time goes").
 template <SiluPrecision kPrecision, class T>
 __global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up,
                                       uint64_t rows, uint64_t cols, uint64_t stride,
                                       float* __restrict__ out, uint16_t* __restrict__ out_bf16) {
-  const bool aligned = cols % 4 == 0 && stride % 4 == 0 && four_aligned(gate, up, out, out_bf16);
-  const uint64_t quads = aligned ? cols / 4 : 0;
-  const uint64_t first = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const uint64_t step = uint64_t(gridDim.x) * blockDim.x;
-  for (uint64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const T* g = gate + r * stride;
-    const T* u = up + r * stride;
-    float* o = out ? out + r * cols : nullptr;
-    uint16_t* o_bf16 = out_bf16 ? out_bf16 + r * cols : nullptr;
-    for (uint64_t q = first; q < quads; q += step) {
-      const float4 gq = load4(g, q), uq = load4(u, q);
-      store4(o, o_bf16, q,
-             {silu_times<kPrecision>(gq.x, uq.x), silu_times<kPrecision>(gq.y, uq.y),
-              silu_times<kPrecision>(gq.z, uq.z), silu_times<kPrecision>(gq.w, uq.w)});
-    }
-    for (uint64_t i = 4 * quads + first; i < cols; i += step)
-      store(o, o_bf16, i, silu_times<kPrecision>(load(g, i), load(u, i)));
-  }
+  const bool packed = stride == cols;
+  const auto at = [&](uint64_t i) {
+    if (packed) return i;
+    const uint64_t r = i / cols;
+    return r * stride + (i - r * cols);
+  };
+  const bool aligned =
+      (packed || (cols % 4 == 0 && stride % 4 == 0)) && four_aligned(gate, up, out, out_bf16);
+  quads_then_rest(
+      rows * cols, aligned,
+      [&](uint64_t q) {
+        const uint64_t i = at(4 * q);
+        const float4 g = load4(gate + i, 0), u = load4(up + i, 0);
+        store4(out, out_bf16, q,
+               {silu_times<kPrecision>(g.x, u.x), silu_times<kPrecision>(g.y, u.y),
+                silu_times<kPrecision>(g.z, u.z), silu_times<kPrecision>(g.w, u.w)});
+      },
+      [&](uint64_t i) {
+        const uint64_t j = at(i);
+        store(out, out_bf16, i, silu_times<kPrecision>(load(gate, j), load(up, j)));
+      });
 }
 
 template <class T>
@@ -88,18 +90,14 @@ template <class T>
 cudaError_t swiglu_forward(const T* gate, const T* up, uint64_t rows, uint64_t cols,
                            uint64_t stride, float* out, uint16_t* out_bf16, SiluPrecision precision,
                            cudaStream_t stream) {
-  if (rows * cols == 0) return cudaSuccess;
-  // A row's quads over grid.x (a grid-stride loop for one long row), rows over grid.y.
-  const uint64_t row_blocks = (cols / 4 + kThreads) / kThreads;
-  const dim3 grid(
-      rows == 1 ? grid_for(cols / 4 + 1) : unsigned(std::min<uint64_t>(row_blocks, 1024)),
-      unsigned(std::min<uint64_t>(rows, 65535)));
+  const uint64_t n = rows * cols;
+  if (n == 0) return cudaSuccess;
   if (precision == SiluPrecision::kRounded)
     swiglu_forward_kernel<SiluPrecision::kRounded>
-        <<<grid, kThreads, 0, stream>>>(gate, up, rows, cols, stride, out, out_bf16);
+        <<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, rows, cols, stride, out, out_bf16);
   else
     swiglu_forward_kernel<SiluPrecision::kFast>
-        <<<grid, kThreads, 0, stream>>>(gate, up, rows, cols, stride, out, out_bf16);
+        <<<grid_for(n / 4 + 1), kThreads, 0, stream>>>(gate, up, rows, cols, stride, out, out_bf16);
   return cudaGetLastError();
 }
 
