@@ -51,7 +51,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t first = is_v ? 2 * shape.qk_dim() + (slot - 2 * shape.qk_heads) * dim : slot * dim;
   const int kernel = int(shape.conv_kernel);
   const uint32_t channels = shape.conv_dim();
-  // tap[j][e][d]: the weight on the row d back of channel first + 2 lane + 64 j + e.
+  // The weight on the row d back of the head's channel i (w holds the oldest tap first).
+  const auto weight = [&](uint32_t i, int d) {
+    return gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]);
+  };
+  // tap[j][e][d]: weight(2 lane + 64 j + e, d).
   float tap[kPairsPerLane][2][kConvWindow] = {};
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j)
@@ -60,8 +64,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const uint32_t i = 2 * lane + 64 * j + e;
 #pragma unroll
       for (int d = 0; d < kConvWindow; ++d)
-        if (i < dim && d < kernel)
-          tap[j][e][d] = gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]);
+        if (i < dim && d < kernel) tap[j][e][d] = weight(i, d);
     }
   // The run's rows and the kConvWindow - 1 before it, all loaded first (eleven 256-byte
   // loads in flight a warp); row r0 - kConvWindow + 1 + n is rows_in[n].
@@ -95,8 +98,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         // Oldest tap first, as the reference sums; taps before the document read as zero.
         for (int d = kernel - 1; d >= kConvWindow; --d)
           if (i < dim && r - d >= start)
-            sum += gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]) *
-                   x[uint64_t(r - d) * x_stride + first + i];
+            sum += weight(i, d) * x[uint64_t(r - d) * x_stride + first + i];
 #pragma unroll
         for (int d = kConvWindow - 1; d >= 0; --d)
           if (d < kernel && r - d >= start)

@@ -89,10 +89,10 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
     reinterpret_cast<uint32_t*>(dst)[i / 2] = gpu::bf16_pair(rotated(i), rotated(i + 1));
 }
 
-// One block per (head, row), rows strided over grid.y; a thread per bf16 pair of the head
-// (head_dim is even: launch_qkv_finish). No index division: the gate's columns follow the
-// head's.
 constexpr int kGateThreads = 128;
+
+// One block per (head, row), rows strided over grid.y; a thread per bf16 pair of the head
+// (head_dim is even). No index division: the gate's columns follow the head's.
 __global__ void output_gate_kernel(const float* __restrict__ qkv, uint64_t qkv_stride,
                                    uint32_t rows, uint32_t heads, uint32_t head_dim,
                                    Bf16* __restrict__ attn) {

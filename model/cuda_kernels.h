@@ -42,7 +42,7 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
 
 // Qwen3.5's attention output gate, in place: attn[r, h * head_dim + i] *= sigmoid(gate) with
 // gate = qkv[r, (2 h + 1) * head_dim + i] (the q_gated projection of launch_qkv_finish, row
-// stride qkv_stride), in fp32, rounded once to bf16.
+// stride qkv_stride), in fp32, rounded once to bf16. REQUIRES: head_dim even.
 cudaError_t launch_output_gate(const float* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
                                uint32_t head_dim, Bf16* attn, cudaStream_t stream);
 
