@@ -21,6 +21,8 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each of fla's kernels' GPU time for one call")
     args = ap.parse_args()
     import fla
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
@@ -65,6 +67,17 @@ def main():
     flops = float(t) * hv * (2 * c * d + (c - 1) * 2 * d + 6.0 * d * d + 2 * c * d)
     print(f"fla_delta_rule_ms_per_layer={ms:.3f}")
     print(f"fla_delta_rule_tflops={flops / (ms * 1e-3) / 1e12:.2f}")
+    if args.profile:
+        # Where fla's time goes, kernel by kernel: to set each of hsring's passes beside the
+        # kernels that do the same work.
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
+        for event in prof.key_averages():
+            if event.device_time_total > 0:
+                print(f"fla_kernel_us {event.device_time_total:9.1f} {event.key[:90]}")
 
 
 if __name__ == "__main__":
