@@ -2,12 +2,12 @@
 #include <fcntl.h>
 
 #include <cerrno>
-#include <cstring>
 #include <string>
 
 #include "capi/capi_error.h"
 #include "capi/shape_of.h"
 #include "common/signals.h"
+#include "common/syscheck.h"
 #include "shm/ring.h"
 
 namespace hsring::capi {
@@ -42,7 +42,7 @@ void segment_of(const Ring& ring, const void** base, uint64_t* size, int* fd) {
   const int reopened = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
   if (reopened < 0)
     throw Error(Errc::kSystem, "ring '" + ring.name() + "': cannot reopen its segment through " +
-                                   self + ": " + std::strerror(errno) + " (is /proc mounted?)");
+                                   self + ": " + errno_text(errno) + " (is /proc mounted?)");
   *base = ring.base();
   *size = ring.size();
   *fd = reopened;
