@@ -59,7 +59,7 @@ def pass1(q, k, v, big_g, b, mode):
     a = np.tril(b[:, None] * decay * (kr @ kr.T), -1).astype(f)
     p = np.tril(decay * (qr @ kr.T)).astype(f)
     rhs = np.concatenate([(b * np.exp(big_g))[:, None] * k, b[:, None] * v], 1).astype(f)
-    rhs = bf16(rhs) if mode == "bf16" else tf32(rhs)
+    rhs = rnd(rhs)
     x = np.zeros_like(rhs)
     for i in range(0, n, 16):
         e = min(i + 16, n)
