@@ -2,7 +2,8 @@
 the algorithm of model/cuda_delta_net.h with the rounding points of pass 1 in TF32 (operands
 rounded to TF32, the system's blocks solved on TF32 products), of pass 1 on bf16 products
 (q, k, v and the right-hand side rounded once to bf16, the blocked substitution's operands
-bf16), and of flash-linear-attention's chunk_gated_delta_rule (bf16 inputs and gram, the
+bf16), the same with q, k, v rounded before (bf16-in: the convolution writes them in bf16,
+the right-hand side is rounded again), and of flash-linear-attention's chunk_gated_delta_rule (bf16 inputs and gram, the
 chunk's full inverse rounded to bf16, W and U' as one bf16 product each); pass 2 in bf16
 for all three (bf16 W, U', Q, K, P and state operand, fp32 state). Each against the fp64
 per-token recurrence, on inputs drawn as CudaDeltaRuleTest draws them (one 200-token
@@ -54,11 +55,14 @@ def pass1(q, k, v, big_g, b, mode):
         rhs_v = bf16(b[:, None] * bf16(v))
         x = np.concatenate([bf16(inverse @ rhs_k), bf16(inverse @ rhs_v)], 1)
         return x[:, :dk], x[:, dk:], np.tril(decay * (qb @ kb.T)).astype(f)
-    rnd = bf16 if mode == "bf16" else tf32
+    rnd = tf32 if mode == "tf32" else bf16
     qr, kr = rnd(q), rnd(k)
+    # bf16-in: q, k and v arrive rounded (the convolution writes them in bf16), so the
+    # right-hand side is rounded twice.
+    k_in, v_in = (kr, bf16(v)) if mode == "bf16-in" else (k, v)
     a = np.tril(b[:, None] * decay * (kr @ kr.T), -1).astype(f)
     p = np.tril(decay * (qr @ kr.T)).astype(f)
-    rhs = np.concatenate([(b * np.exp(big_g))[:, None] * k, b[:, None] * v], 1).astype(f)
+    rhs = np.concatenate([(b * np.exp(big_g))[:, None] * k_in, b[:, None] * v_in], 1).astype(f)
     rhs = rnd(rhs)
     x = np.zeros_like(rhs)
     for i in range(0, n, 16):
@@ -97,7 +101,7 @@ def main():
         g = np.where(u < 0.1, 0.0, np.where(u > 0.95, -8 * rng.random(t), -0.3 * rng.random(t)))
         beta = rng.random(t)
         want = recurrence(q, k, v, g, beta)
-        for mode in ("tf32", "bf16", "fla"):
+        for mode in ("tf32", "bf16", "bf16-in", "fla"):
             got = chunked(q, k, v, g, beta, mode)
             err = np.linalg.norm(got - want) / np.linalg.norm(want)
             print(f"dk={dk} dv={dv} pass1={mode} relative_error={err:.3e}")
