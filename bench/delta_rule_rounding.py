@@ -3,9 +3,10 @@ the algorithm of model/cuda_delta_net.h with the rounding points of pass 1 in TF
 rounded to TF32, the system's blocks solved on TF32 products), of pass 1 on bf16 products
 (q, k, v and the right-hand side rounded once to bf16, the blocked substitution's operands
 bf16), the same with q, k, v rounded before (bf16-in: the convolution writes them in bf16,
-the right-hand side is rounded again), and of flash-linear-attention's chunk_gated_delta_rule (bf16 inputs and gram, the
-chunk's full inverse rounded to bf16, W and U' as one bf16 product each); pass 2 in bf16
-for all three (bf16 W, U', Q, K, P and state operand, fp32 state). Each against the fp64
+the right-hand side is rounded again), and of flash-linear-attention's
+chunk_gated_delta_rule (bf16 inputs and gram, the chunk's full inverse rounded to bf16, W
+and U' as one bf16 product each); pass 2 in bf16 for all four (bf16 W, U', Q, K, P and
+state operand, fp32 state). Each against the fp64
 per-token recurrence, on inputs drawn as CudaDeltaRuleTest draws them (one 200-token
 document; mild, no and strong decays). Prints the relative error of each. The model is not
 the kernels: it predicts what a rounding choice costs before a GPU is at hand (it gave
