@@ -60,4 +60,29 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem)
                : "memory");
 }
 
+// The fragments of 16 x 16 bf16 tiles in shared memory (row stride ld values, rows 16-byte
+// aligned), for the `lane` of a warp:
+// - A of the row-major [m][k] tile at `tile`;
+__device__ __forceinline__ void load_a_fragment(uint32_t* a, const uint16_t* tile, int ld,
+                                                int lane) {
+  ldmatrix_x4(a, tile + (lane % 16) * ld + (lane / 16) * 8);
+}
+// - A of the tile whose transpose, [k][m], is at `tile`;
+__device__ __forceinline__ void load_a_fragment_transposed(uint32_t* a, const uint16_t* tile,
+                                                           int ld, int lane) {
+  ldmatrix_x4_trans(a, tile + ((lane % 8) + (lane / 16) * 8) * ld + ((lane / 8) % 2) * 8);
+}
+// - B of the row-major [k][n] tile at `tile`: b[0], b[1] for columns 0..7, b[2], b[3] for
+//   columns 8..15.
+__device__ __forceinline__ void load_b_fragments(uint32_t* b, const uint16_t* tile, int ld,
+                                                 int lane) {
+  ldmatrix_x4_trans(b, tile + ((lane % 8) + ((lane / 8) % 2) * 8) * ld + (lane / 16) * 8);
+}
+// - B of the 8 columns whose transpose, [n][k] with k 32 wide, is at `tile`: b[0], b[1] for
+//   k 0..15, b[2], b[3] for k 16..31 (a gram product's keys, read as they are stored).
+__device__ __forceinline__ void load_bt_fragments_k32(uint32_t* b, const uint16_t* tile, int ld,
+                                                      int lane) {
+  ldmatrix_x4(b, tile + (lane % 8) * ld + (lane / 8) * 8);
+}
+
 }  // namespace hsring::gpu

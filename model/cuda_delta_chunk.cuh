@@ -52,15 +52,12 @@ __device__ __forceinline__ void load_chunk_gates(const float* __restrict__ g,
 }
 
 // Column c of (I + A)^-1 for one kDeltaBlock-square diagonal block, A's strictly lower part
-// at `a` (row stride lda; its diagonal and upper part are not read), into column c of `t`
-// (row stride ldt), by forward substitution with the column in registers: the chain of
-// dependent steps is register FMAs, not shared-memory round trips. The rows above the
-// diagonal come out zero, as their terms all are. kTf32Out: the column is written rounded to
-// TF32, for a caller whose products read it as such.
-template <bool kTf32Out = false>
-__device__ __forceinline__ void invert_unit_lower_column(const float* a, int lda, float* t, int ldt,
-                                                         int c) {
-  float x[kDeltaBlock];
+// at `a` (row stride lda; its diagonal and upper part are not read), into x, by forward
+// substitution with the column in registers: the chain of dependent steps is register FMAs,
+// not shared-memory round trips. The rows above the diagonal come out zero, as their terms
+// all are.
+__device__ __forceinline__ void unit_lower_inverse_column(const float* a, int lda, int c,
+                                                          float (&x)[kDeltaBlock]) {
 #pragma unroll
   for (int r = 0; r < kDeltaBlock; ++r) {
     float v = r == c ? 1.0f : 0.0f;
@@ -68,9 +65,6 @@ __device__ __forceinline__ void invert_unit_lower_column(const float* a, int lda
     for (int j = 0; j < r; ++j) v = fmaf(-a[r * lda + j], x[j], v);
     x[r] = v;
   }
-#pragma unroll
-  for (int r = 0; r < kDeltaBlock; ++r)
-    t[r * ldt + c] = kTf32Out ? __uint_as_float(gpu::to_tf32(x[r])) : x[r];
 }
 
 // Starts copying rows r < rows, columns c < columns of src (row stride `stride`) into the

@@ -2,29 +2,30 @@
 // algebra is in model/cuda_delta_net.h, pass 2 in model/cuda_delta_state_bf16.cu).
 //
 // One block of eight warps per (chunk, q/k head), taking the head's value heads in turn (they
-// share q and k, so the gram products are made once). Every product is an mma.sync m16n8k8
-// TF32 product with fp32 accumulation, its fragments read from fp32 shared memory (q, k and
-// v with row strides of 4 modulo 32 words: a fragment's 32 lanes fall on 32 banks) and
-// rounded as they are read, or, for step 3's operands made in this kernel, rounded once as
-// they are written. The element-wise work rides on the products' accumulators, whose layout
-// is known, instead of passes over shared memory:
+// share q and k, so the gram products are made once). Every product is an mma.sync m16n8k16
+// bf16 product with fp32 accumulation, its fragments read from bf16 shared memory with
+// ldmatrix (rows 16 bytes apart modulo 128: the 8 rows one ldmatrix reads fall on different
+// banks), as flash-linear-attention's kernels make theirs. q, k and v arrive in fp32 and are
+// rounded once, as they are copied in; the row scales of the system's right-hand side (beta,
+// gamma) are applied to the fp32 values before that rounding. The element-wise work rides on
+// the products' accumulators, whose layout is known, instead of passes over shared memory:
 //   1. K K^T and Q K^T, the lower 16-row strips only, once per q/k head, their accumulators
 //      kept in shared memory as each lane holds them; for each value head, the first masked
 //      and decayed into
-//      A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, in shared memory; the second into
+//      A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i: the diagonal blocks in fp32 for step
+//      2, the blocks left of them as bf16 operands for step 3; the second into
 //      P_ij = exp(G_i - G_j) (q_i . k_j), j <= i, straight to pass 2's bf16 operand.
-//   2. The inverses of (I + A)'s four 16 x 16 diagonal blocks by forward substitution,
-//      one thread per (block, column), the column in registers.
+//   2. The inverses of (I + A)'s four 16 x 16 diagonal blocks by forward substitution in
+//      fp32, one thread per (block, column), the column in registers, rounded once to bf16.
 //   3. W and U' without forming (I + A)^-1: X = (I + A)^-1 [diag(beta gamma) K |
 //      diag(beta) V] by blocked forward substitution, X_i = T_ii (B_i - sum_{j<i} A_ij X_j),
 //      each warp on its own 32 columns (columns are independent), X_i overwriting B_i in
-//      shared memory once read; 80 products a warp in all.
+//      shared memory once read; 40 products a warp in all.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "gpu/bf16.cuh"
-#include "gpu/cp_async.cuh"
 #include "gpu/mma.cuh"
 #include "model/cuda_delta_chunk.cuh"
 #include "model/cuda_delta_rule_passes.h"
@@ -38,53 +39,67 @@ constexpr int kTile = kDeltaBlock;
 constexpr int kBlocks = kChunk / kTile;  // diagonal blocks of the chunk's system
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kWarpColumns = 32;  // columns of X a warp solves for
-// A's and the inverses' row strides are 8 modulo 32 words: step 3's fragments of them are
-// read as pairs (load_a_pairs), and 16 lanes' pairs then fall on 32 banks.
-constexpr int kAStride = kChunk + 8;
-constexpr int kTStride = kTile + 8;
+constexpr int kWarpUnits = 2;  // 16-column units of X a warp solves for
+// Row padding (bf16 values): rows 16 bytes apart modulo 128, so the 8 rows an ldmatrix reads
+// fall on different banks.
+constexpr int kPad = 8;
+constexpr int kAStride = kChunk + kPad;  // A's blocks left of the diagonal, bf16
+constexpr int kTStride = kTile + kPad;   // the diagonal blocks' inverses, bf16
+// The diagonal blocks of A in fp32: an odd stride puts the two blocks a warp's substitution
+// reads at once on different banks.
+constexpr int kDiagStride = kTile + 1;
 constexpr int kStripTiles = 20;  // 16 x 8 tiles of a 64-row chunk's lower 16-row strips
 constexpr int kJobsPerWarp = 2 * kStripTiles / kWarps;
 static_assert(2 * kStripTiles % kWarps == 0, "the strips' tiles spread evenly over the warps");
 constexpr int kGramFloats = kWarps * kJobsPerWarp * 32 * 4;
 
-__host__ __device__ constexpr int round8(int n) { return (n + 7) / 8 * 8; }
+__host__ __device__ constexpr int round16(int n) { return (n + 15) / 16 * 16; }
 __host__ __device__ constexpr int round32(int n) { return (n + 31) / 32 * 32; }
 
-// Shared memory (floats): K and then X's K part [kChunk][ks]; Q, then V and X's V part
-// [kChunk][ks]; A [kChunk][kAStride]; the diagonal blocks' inverses [kBlocks][kTile][kTStride];
-// the gram strips' accumulators, each lane's four in a row [kWarps][kJobsPerWarp][32][4]
-// (registers would spill); G and beta [kChunk].
+// Shared memory: fp32 first, the gram strips' accumulators, each lane's four in a row
+// [kWarps][kJobsPerWarp][32][4]; A's diagonal blocks [kBlocks][kTile][kDiagStride]; G and
+// beta [kChunk]. Then bf16: K [kChunk][ld]; Q, then V's part of B and X [kChunk][ld]; K's
+// part of B and X [kChunk][ld]; A [kChunk][kAStride]; the inverses [kBlocks][kTile][kTStride].
+// `width` columns of each row are held (the head dims rounded to 32 for the gram products'
+// k steps), zero past the head dim.
 struct Layout {
-  int ks;
-  __host__ __device__ Layout(int dk, int dv) : ks(round32(dk > dv ? dk : dv) + 4) {}
-  __host__ __device__ size_t floats() const {
-    return size_t(2) * kChunk * ks + size_t(kChunk) * kAStride +
-           size_t(kBlocks) * kTile * kTStride + size_t(kGramFloats) + 2 * kChunk;
+  int width, ld;
+  __host__ __device__ Layout(int dk, int dv)
+      : width(round32(dk > dv ? dk : dv)), ld(round32(dk > dv ? dk : dv) + kPad) {}
+  __host__ __device__ static constexpr int floats() {
+    return kGramFloats + kBlocks * kTile * kDiagStride + 2 * kChunk;
+  }
+  __host__ __device__ size_t bytes() const {
+    return size_t(floats()) * 4 + (size_t(3) * kChunk * ld + size_t(kChunk) * kAStride +
+                                   size_t(kBlocks) * kTile * kTStride) *
+                                      2;
   }
 };
+static_assert(Layout::floats() % 4 == 0, "the bf16 arrays start 16-byte aligned");
 
-// The A fragment of the 16 x 8 tile at `tile` (row-major fp32, row stride ld).
-__device__ __forceinline__ void load_a(uint32_t* a, const float* tile, int ld, int g, int t) {
-  a[0] = gpu::to_tf32(tile[g * ld + t]);
-  a[1] = gpu::to_tf32(tile[(g + 8) * ld + t]);
-  a[2] = gpu::to_tf32(tile[g * ld + t + 4]);
-  a[3] = gpu::to_tf32(tile[(g + 8) * ld + t + 4]);
+// Rows r < rows, columns c < columns of the fp32 rows at src (row stride `stride`), each row
+// times scale(r), rounded to bf16 into dst [kChunk][ld]; dst's other rows and its columns up
+// to `width` zero. Four values a thread at a time (columns are multiples of 4, rows of src
+// 16-byte aligned), by `workers` threads of which this is `worker`; then also(r, c, the four
+// bf16 values) for each piece of a row < rows.
+template <class Scale, class Also>
+__device__ __forceinline__ void load_rows_bf16(Bf16* dst, int ld, int width, const float* src,
+                                               uint64_t stride, int rows, int columns, int worker,
+                                               int workers, Scale scale, Also also) {
+  const int pieces = width / 4;
+#pragma unroll 4
+  for (int e = worker; e < kChunk * pieces; e += workers) {
+    const int r = e / pieces, c = (e % pieces) * 4;
+    uint2 packed = make_uint2(0, 0);
+    if (r < rows && c < columns) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(src + uint64_t(r) * stride + c));
+      const float s = scale(r);
+      packed = make_uint2(gpu::pack_bf16(s * v.x, s * v.y), gpu::pack_bf16(s * v.z, s * v.w));
+      also(r, c, packed);
+    }
+    *reinterpret_cast<uint2*>(dst + r * ld + c) = packed;
+  }
 }
-
-// The same from a tile already rounded to TF32, with the product's k order permuted so that
-// each register pair is one 8-byte load: the fragment's columns t and t + 4 are the tile's
-// 2 t and 2 t + 1. The B fragment must follow (rows 2 t and 2 t + 1 for its b0 and b1).
-__device__ __forceinline__ void load_a_pairs(uint32_t* a, const float* tile, int ld, int g, int t) {
-  const float2 top = *reinterpret_cast<const float2*>(tile + g * ld + 2 * t);
-  const float2 bottom = *reinterpret_cast<const float2*>(tile + (g + 8) * ld + 2 * t);
-  a[0] = __float_as_uint(top.x);
-  a[1] = __float_as_uint(bottom.x);
-  a[2] = __float_as_uint(top.y);
-  a[3] = __float_as_uint(bottom.y);
-}
-
-__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(gpu::to_tf32(x)); }
 
 // Tile `job` of step 1's strips: the first kStripTiles are K K^T's, the rest Q K^T's; tile
 // (i, n) is row block i, columns 8 n .. 8 n + 7, n < 2 (i + 1).
@@ -106,14 +121,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) float smem[];
   const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
   const int dv = head_dim_or<kFixedDims>(shape.v_head_dim), vh = int(shape.v_heads);
-  const int ks = Layout(dk, dv).ks;
-  float* k_s = smem;
-  float* qv_s = k_s + kChunk * ks;
-  float* a_s = qv_s + kChunk * ks;
-  float* t_s = a_s + kChunk * kAStride;
-  float* gram_s = t_s + kBlocks * kTile * kTStride;
-  float* g_s = gram_s + kGramFloats;
+  const Layout layout(dk, dv);
+  const int ld = layout.ld, width = layout.width;
+  float* gram_s = smem;
+  float* ad_s = gram_s + kGramFloats;
+  float* g_s = ad_s + kBlocks * kTile * kDiagStride;
   float* b_s = g_s + kChunk;
+  Bf16* k_s = reinterpret_cast<Bf16*>(b_s + kChunk);
+  Bf16* qv_s = k_s + kChunk * ld;   // Q, then V's part of B and X
+  Bf16* xk_s = qv_s + kChunk * ld;  // K's part of B and X
+  Bf16* a_s = xk_s + kChunk * ld;
+  Bf16* t_s = a_s + kChunk * kAStride;
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int gi = lane / 4, ti = lane % 4;  // the fragment row and column of this lane
 
@@ -122,14 +140,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int group = vh / int(shape.qk_heads);
   const int c0 = chunk.begin;
   const int len = chunk.end - chunk.begin;
-  const uint64_t stride = shape.conv_dim();
+  const uint64_t stride = shape.conv_dim(), qk_stride = shape.qk_dim();
   const float* q_src = qkv + uint64_t(c0) * stride + size_t(kh) * dk;
   const float* k_src = q_src + shape.qk_dim();
 
-  copy_chunk_rows<kThreads>(k_s, ks, dk, k_src, stride, len, dk);
-  copy_chunk_rows<kThreads>(qv_s, ks, dk, q_src, stride, len, dk);
-  gpu::cp_async_commit();
-  gpu::cp_async_wait<0>();
+  // Q and K, rounded once: into shared memory, and as pass 2's operands (once per q/k head).
+  const auto unscaled = [](int) { return 1.0f; };
+  const uint64_t qk_at = uint64_t(c0) * qk_stride + size_t(kh) * dk;
+  load_rows_bf16(
+      qv_s, ld, width, q_src, stride, len, dk, tid, kThreads, unscaled, [&](int r, int c, uint2 v) {
+        *reinterpret_cast<uint2*>(scratch.q_bf16 + qk_at + uint64_t(r) * qk_stride + c) = v;
+      });
+  load_rows_bf16(
+      k_s, ld, width, k_src, stride, len, dk, tid, kThreads, unscaled, [&](int r, int c, uint2 v) {
+        *reinterpret_cast<uint2*>(scratch.k_bf16 + qk_at + uint64_t(r) * qk_stride + c) = v;
+      });
   __syncthreads();
 
   // 1. The lower strips of K K^T and Q K^T, once for the q/k head's value heads: each
@@ -139,49 +164,31 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int j = 0; j < kJobsPerWarp; ++j) {
     const StripTile tile = strip_tile(warp + kWarps * j);
     if (tile.i * kTile >= len) continue;
-    const float* rows = (tile.scores ? qv_s : k_s) + tile.i * kTile * ks;
-    const float* keys = k_s + tile.n * 8 * ks;
+    const Bf16* rows = (tile.scores ? qv_s : k_s) + tile.i * kTile * ld;
+    const Bf16* keys = k_s + tile.n * 8 * ld;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int kk = 0; kk < dk; kk += 8) {
-      uint32_t a[4];
-      load_a(a, rows + kk, ks, gi, ti);
-      gpu::mma_tf32_1688(acc, a, gpu::to_tf32(keys[gi * ks + kk + ti]),
-                         gpu::to_tf32(keys[gi * ks + kk + ti + 4]));
+    for (int kk = 0; kk < width; kk += 32) {
+      uint32_t a0[4], a1[4], b[4];
+      gpu::load_a_fragment(a0, rows + kk, ld, lane);
+      gpu::load_a_fragment(a1, rows + kk + 16, ld, lane);
+      gpu::load_bt_fragments_k32(b, keys + kk, ld, lane);
+      gpu::mma_bf16_16816(acc, a0, b[0], b[1]);
+      gpu::mma_bf16_16816(acc, a1, b[2], b[3]);
     }
     gram_lane[j * 32] = make_float4(acc[0], acc[1], acc[2], acc[3]);
   }
-  // Pass 2's Q and K operands, once per q/k head, 8 values of a row per thread.
-  const int octets = dk / 8;
-  for (int e = tid; e < len * octets; e += kThreads) {
-    const int r = e / octets, c = (e % octets) * 8;
-    const uint64_t at = uint64_t(c0 + r) * shape.qk_dim() + size_t(kh) * dk + c;
-    float q[8], k[8];
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-      q[x] = qv_s[r * ks + c + x];
-      k[x] = k_s[r * ks + c + x];
-    }
-    gpu::store8(scratch.q_bf16 + at, 0, q);
-    gpu::store8(scratch.k_bf16 + at, 0, k);
-  }
 
-  const int vp = round8(dv);
-  const int width = dk + vp;
+  // X's 16-column units: K's part first (units of dk rounded to 16), then V's.
+  const int k_units = round16(dk) / 16, units = k_units + round16(dv) / 16;
   const uint64_t p_stride = uint64_t(vh) * kChunk;
   for (int h = kh * group; h < (kh + 1) * group; ++h) {
-    __syncthreads();  // the last reads of Q (or of the previous value head's K, V, A, gates)
-    // This value head's V takes Q's place (its columns past dv zero); K is copied again
-    // after the first value head, whose X took its place.
-    const float* v_src = qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv;
-    if (h != kh * group) copy_chunk_rows<kThreads>(k_s, ks, dk, k_src, stride, len, dk);
-    copy_chunk_rows<kThreads>(qv_s, ks, vp, v_src, stride, len, dv);
-    gpu::cp_async_commit();
+    __syncthreads();  // the last reads of Q (or of the previous value head's B, X, A, gates)
     if (warp == 0) load_chunk_gates(g, beta, c0, len, vh, h, lane, g_s, b_s);
     __syncthreads();  // the gates are whole
 
-    // The strips masked and decayed: A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, into
-    // shared memory; P_ij = exp(G_i - G_j) (q_i . k_j), j <= i, straight to pass 2's bf16
-    // operand.
+    // The strips masked and decayed: A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, its
+    // diagonal blocks in fp32, the blocks left of them in bf16; P_ij = exp(G_i - G_j)
+    // (q_i . k_j), j <= i, straight to pass 2's bf16 operand.
     Bf16* p_out = scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk;
     for (int j = 0; j < kJobsPerWarp; ++j) {
       const StripTile tile = strip_tile(warp + kWarps * j);
@@ -192,12 +199,15 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int r = tile.i * kTile + gi + 8 * half, c = tile.n * 8 + 2 * ti;
         const float x0 = half == 0 ? gram.x : gram.z, x1 = half == 0 ? gram.y : gram.w;
         if (!tile.scores) {
-          // Blocks left of the diagonal are only step 3's operands: rounded to TF32 here, once.
           const float a0 = c < r ? b_s[r] * __expf(g_s[r] - g_s[c]) * x0 : 0.0f;
           const float a1 = c + 1 < r ? b_s[r] * __expf(g_s[r] - g_s[c + 1]) * x1 : 0.0f;
-          const bool operand = tile.n / 2 < tile.i;
-          *reinterpret_cast<float2*>(a_s + r * kAStride + c) =
-              operand ? make_float2(round_tf32(a0), round_tf32(a1)) : make_float2(a0, a1);
+          if (tile.n / 2 < tile.i) {
+            *reinterpret_cast<uint32_t*>(a_s + r * kAStride + c) = gpu::pack_bf16(a0, a1);
+          } else {
+            float* diagonal = ad_s + (tile.i * kTile + r % kTile) * kDiagStride + c % kTile;
+            diagonal[0] = a0;
+            diagonal[1] = a1;
+          }
         } else if (r < len) {
           const float p0 = c <= r ? __expf(g_s[r] - g_s[c]) * x0 : 0.0f;
           const float p1 = c + 1 <= r ? __expf(g_s[r] - g_s[c + 1]) * x1 : 0.0f;
@@ -214,89 +224,105 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();  // A is whole
 
     // 2. T_bb = (I + A_bb)^-1 for the four diagonal blocks, one thread per (block, column):
-    // the column's chain of dependent steps is register FMAs.
+    // the column's chain of dependent steps is register FMAs. Meanwhile the other warps load
+    // B = [diag(beta gamma) K | diag(beta) V], rounded once.
     if (tid < kChunk) {
-      const int base = (tid / kTile) * kTile;
-      invert_unit_lower_column<true>(a_s + base * kAStride + base, kAStride, t_s + base * kTStride,
-                                     kTStride, tid % kTile);
-    }
-    gpu::cp_async_wait<0>();
-    __syncthreads();  // K, V and the inverses are whole
-
-    // 3. X = (I + A)^-1 B, B = [diag(beta gamma) K | diag(beta) V], this warp's columns
-    // [n0, n0 + 32) of B's dk + vp: W = X's first dk columns, U' the rest.
-    for (int n0 = warp * kWarpColumns; n0 < width; n0 += kWarps * kWarpColumns) {
-      // Each 8-column tile q lies wholly in K's part or V's (dk is a multiple of 8).
-      float* column[4];
-      bool in_k[4], live[4];
+      const int block = tid / kTile, c = tid % kTile;
+      float column[kTile];
+      unit_lower_inverse_column(ad_s + block * kTile * kDiagStride, kDiagStride, c, column);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int c = n0 + 8 * q;
-        live[q] = c < width;
-        in_k[q] = c < dk;
-        column[q] = in_k[q] ? k_s + c : qv_s + (c - dk);
+      for (int r = 0; r < kTile; ++r)
+        t_s[(block * kTile + r) * kTStride + c] = gpu::float_to_bf16(column[r]);
+    } else {
+      const auto nothing = [](int, int, uint2) {};
+      const int loader = tid - kChunk, loaders = kThreads - kChunk;
+      load_rows_bf16(
+          xk_s, ld, width, k_src, stride, len, dk, loader, loaders,
+          [&](int r) { return b_s[r] * __expf(g_s[r]); }, nothing);
+      load_rows_bf16(
+          qv_s, ld, width,
+          qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv, stride, len,
+          dv, loader, loaders, [&](int r) { return b_s[r]; }, nothing);
+    }
+    __syncthreads();  // the inverses and B are whole
+
+    // 3. X = (I + A)^-1 B on this warp's units: W = X's K part, U' its V part.
+    for (int u0 = warp * kWarpUnits; u0 < units; u0 += kWarps * kWarpUnits) {
+      Bf16* column[kWarpUnits];
+      bool in_k[kWarpUnits], live[kWarpUnits];
+#pragma unroll
+      for (int q = 0; q < kWarpUnits; ++q) {
+        const int u = u0 + q;
+        live[q] = u < units;
+        in_k[q] = u < k_units;
+        column[q] = in_k[q] ? xk_s + 16 * u : qv_s + 16 * (u - k_units);
       }
       for (int i = 0; i < kBlocks && i * kTile < len; ++i) {
         // acc = sum_{j < i} A_ij X_j, X_j where B_j was.
-        float acc[4][4] = {};
-        for (int kk = 0; kk < i * kTile; kk += 8) {
+        float acc[kWarpUnits][2][4] = {};
+        for (int j = 0; j < i; ++j) {
           uint32_t a[4];
-          load_a_pairs(a, a_s + i * kTile * kAStride + kk, kAStride, gi, ti);
+          gpu::load_a_fragment(a, a_s + i * kTile * kAStride + j * kTile, kAStride, lane);
 #pragma unroll
-          for (int q = 0; q < 4; ++q)
-            if (live[q])
-              gpu::mma_tf32_1688(acc[q], a, __float_as_uint(column[q][(kk + 2 * ti) * ks + gi]),
-                                 __float_as_uint(column[q][(kk + 2 * ti + 1) * ks + gi]));
-        }
-        // R_i = B_i - acc, rounded to TF32 (the next product's operand), in B_i's place: each
-        // lane reads and writes its own elements.
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = i * kTile + gi + 8 * half;
-          const float k_scale = b_s[r] * __expf(g_s[r]), v_scale = b_s[r];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
+          for (int q = 0; q < kWarpUnits; ++q) {
             if (!live[q]) continue;
-            float* at = column[q] + r * ks + 2 * ti;
-            const float scale = in_k[q] ? k_scale : v_scale;
-            at[0] = __uint_as_float(gpu::to_tf32(at[0] * scale - acc[q][2 * half]));
-            at[1] = __uint_as_float(gpu::to_tf32(at[1] * scale - acc[q][2 * half + 1]));
+            uint32_t b[4];
+            gpu::load_b_fragments(b, column[q] + j * kTile * ld, ld, lane);
+            gpu::mma_bf16_16816(acc[q][0], a, b[0], b[1]);
+            gpu::mma_bf16_16816(acc[q][1], a, b[2], b[3]);
           }
         }
-        __syncwarp();  // R_i is whole for the warp's fragment loads
+        // R_i = B_i - acc, the next product's operand, in B_i's place: each lane reads and
+        // writes its own elements.
+        if (i > 0) {
+#pragma unroll
+          for (int q = 0; q < kWarpUnits; ++q) {
+            if (!live[q]) continue;
+#pragma unroll
+            for (int n = 0; n < 2; ++n)
+#pragma unroll
+              for (int half = 0; half < 2; ++half) {
+                uint32_t* at = reinterpret_cast<uint32_t*>(
+                    column[q] + (i * kTile + gi + 8 * half) * ld + 8 * n + 2 * ti);
+                const uint32_t b_pair = *at;
+                *at = gpu::pack_bf16(gpu::bf16_to_float(b_pair & 0xffffu) - acc[q][n][2 * half],
+                                     gpu::bf16_to_float(b_pair >> 16) - acc[q][n][2 * half + 1]);
+              }
+          }
+          __syncwarp();  // R_i is whole for the warp's fragment loads
+        }
         // X_i = T_ii R_i.
-        float x[4][4] = {};
+        float x[kWarpUnits][2][4] = {};
+        uint32_t a[4];
+        gpu::load_a_fragment(a, t_s + i * kTile * kTStride, kTStride, lane);
 #pragma unroll
-        for (int kk = 0; kk < kTile; kk += 8) {
-          uint32_t a[4];
-          load_a_pairs(a, t_s + i * kTile * kTStride + kk, kTStride, gi, ti);
-#pragma unroll
-          for (int q = 0; q < 4; ++q)
-            if (live[q])
-              gpu::mma_tf32_1688(
-                  x[q], a, __float_as_uint(column[q][(i * kTile + kk + 2 * ti) * ks + gi]),
-                  __float_as_uint(column[q][(i * kTile + kk + 2 * ti + 1) * ks + gi]));
+        for (int q = 0; q < kWarpUnits; ++q) {
+          if (!live[q]) continue;
+          uint32_t b[4];
+          gpu::load_b_fragments(b, column[q] + i * kTile * ld, ld, lane);
+          gpu::mma_bf16_16816(x[q][0], a, b[0], b[1]);
+          gpu::mma_bf16_16816(x[q][1], a, b[2], b[3]);
         }
         __syncwarp();  // every lane has read R_i before X_i takes its place
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = i * kTile + gi + 8 * half;
+        for (int q = 0; q < kWarpUnits; ++q) {
+          if (!live[q]) continue;
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            if (!live[q]) continue;
-            const float x0 = x[q][2 * half], x1 = x[q][2 * half + 1];
-            float* at = column[q] + r * ks + 2 * ti;
-            at[0] = __uint_as_float(gpu::to_tf32(x0));
-            at[1] = __uint_as_float(gpu::to_tf32(x1));
-            if (r >= len) continue;
-            const int c = n0 + 8 * q + 2 * ti;
-            const uint64_t row = uint64_t(c0 + r) * vh + h;
-            if (in_k[q])
-              *reinterpret_cast<uint32_t*>(scratch.w_bf16 + row * dk + c) = gpu::pack_bf16(x0, x1);
-            else if (c - dk < dv)
-              *reinterpret_cast<uint32_t*>(scratch.u_bf16 + row * dv + (c - dk)) =
-                  gpu::pack_bf16(x0, x1);
-          }
+          for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int r = i * kTile + gi + 8 * half;
+              const uint32_t pair = gpu::pack_bf16(x[q][n][2 * half], x[q][n][2 * half + 1]);
+              const int c = 16 * (u0 + q) + 8 * n + 2 * ti;  // X's column, K's part first
+              *reinterpret_cast<uint32_t*>(column[q] + r * ld + 8 * n + 2 * ti) = pair;
+              if (r >= len) continue;
+              const uint64_t row = uint64_t(c0 + r) * vh + h;
+              if (in_k[q]) {
+                if (c < dk) *reinterpret_cast<uint32_t*>(scratch.w_bf16 + row * dk + c) = pair;
+              } else if (c - 16 * k_units < dv) {
+                *reinterpret_cast<uint32_t*>(scratch.u_bf16 + row * dv + (c - 16 * k_units)) = pair;
+              }
+            }
         }
         __syncwarp();  // X_i is in place before the next block row's fragment loads
       }
@@ -311,8 +337,7 @@ cudaError_t launch_delta_prepare_bf16(const float* qkv, const float* g, const fl
                                       DeltaShape shape, const DeltaSpan* chunks,
                                       uint32_t chunk_count, const DeltaScratch& scratch,
                                       cudaStream_t stream) {
-  const size_t bytes =
-      Layout(int(shape.qk_head_dim), int(shape.v_head_dim)).floats() * sizeof(float);
+  const size_t bytes = Layout(int(shape.qk_head_dim), int(shape.v_head_dim)).bytes();
   const auto kernel = delta_fixed_head_dims(shape) ? delta_prepare_bf16_kernel<kDeltaFixedHeadDim>
                                                    : delta_prepare_bf16_kernel<0>;
   if (cudaError_t err =

@@ -289,7 +289,10 @@ __global__ void __launch_bounds__(kPrepareThreads, 2)
   // substitution, one thread per (block, column).
   if (tid < kChunk) {
     const int base = (tid / kTile) * kTile;
-    invert_unit_lower_column(a_s + base * as + base, as, t_s + base * as + base, as, tid % kTile);
+    float column[kTile];
+    unit_lower_inverse_column(a_s + base * as + base, as, tid % kTile, column);
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) t_s[(base + r) * as + base + tid % kTile] = column[r];
   }
   __syncthreads();
   // Then the blocks d below the diagonal, d = 1, 2, 3: T_ij = -T_ii (sum_{j<=m<i} A_im T_mj),

@@ -58,27 +58,13 @@ struct Layout {
 
 using Tile = float[4];  // a warp's 16 x 8 fp32 accumulator: rows g and g + 8, columns 2t, 2t + 1
 
-// A fragment of the 16 x 16 tile at `tile` (row-major, row stride ld).
-__device__ __forceinline__ void load_a(uint32_t* a, const Bf16* tile, int ld, int lane) {
-  gpu::ldmatrix_x4(a, tile + (lane % 16) * ld + (lane / 16) * 8);
-}
-// A fragment of the 16 x 16 tile whose transpose is at `tile` (row-major, row stride ld).
-__device__ __forceinline__ void load_a_transposed(uint32_t* a, const Bf16* tile, int ld, int lane) {
-  gpu::ldmatrix_x4_trans(a, tile + ((lane % 8) + (lane / 16) * 8) * ld + ((lane / 8) % 2) * 8);
-}
-// B fragments of the 16 x 16 tile at `tile` (row-major [k][n], row stride ld): b[0], b[1]
-// for columns 0..7, b[2], b[3] for columns 8..15.
-__device__ __forceinline__ void load_b(uint32_t* b, const Bf16* tile, int ld, int lane) {
-  gpu::ldmatrix_x4_trans(b, tile + ((lane % 8) + ((lane / 8) % 2) * 8) * ld + (lane / 16) * 8);
-}
-
 // acc[n] += a B[:, 8 n .. 8 n + 7] for the kWarpColumns columns of B's 16 rows at b_rows.
 __device__ __forceinline__ void accumulate_row(Tile* acc, const uint32_t* a, const Bf16* b_rows,
                                                int lane) {
 #pragma unroll
   for (int n = 0; n < kWarpTiles; n += 2) {
     uint32_t b[4];
-    load_b(b, b_rows + n * 8, kWideStride, lane);
+    gpu::load_b_fragments(b, b_rows + n * 8, kWideStride, lane);
     gpu::mma_bf16_16816(acc[n], a, b[0], b[1]);
     gpu::mma_bf16_16816(acc[n + 1], a, b[2], b[3]);
   }
@@ -156,7 +142,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   // A document starts from a zero state.
   for (int e = int(threadIdx.x); e < dkp * kWideStride / 8; e += kThreads)
     reinterpret_cast<uint4*>(s_s)[e] = make_uint4(0, 0, 0, 0);
+  // Two groups of copies a chunk: W and Q, read first, then K and P, not read until U is
+  // whole, so their copies land behind step 1's products.
   copy_w_q(doc.begin, min(kChunk, doc.end - doc.begin));
+  gpu::cp_async_commit();
   copy_k_p(doc.begin, min(kChunk, doc.end - doc.begin));
   gpu::cp_async_commit();
 
@@ -185,18 +174,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float g_last = scratch.g_sum[uint64_t(c0 + len - 1) * vh + h];
     const float g_top = scratch.g_sum[uint64_t(c0 + min(row + g, len - 1)) * vh + h];
     const float g_bottom = scratch.g_sum[uint64_t(c0 + min(row + g + 8, len - 1)) * vh + h];
-    gpu::cp_async_wait<0>();
-    __syncthreads();  // the chunk's tiles and S's operand copy are whole
+    gpu::cp_async_wait<1>();  // W and Q: every group but the last, K and P's
+    __syncthreads();  // W, Q and S's operand copy are whole
 
     // 1. -U = W S - U' and Q S.
     for (int kk = 0; kk < dkp; kk += 16) {
       uint32_t a_w[4], a_q[4];
-      load_a(a_w, w_s + row * ks + kk, ks, lane);
-      load_a(a_q, q_s + row * ks + kk, ks, lane);
+      gpu::load_a_fragment(a_w, w_s + row * ks + kk, ks, lane);
+      gpu::load_a_fragment(a_q, q_s + row * ks + kk, ks, lane);
 #pragma unroll
       for (int n = 0; n < kWarpTiles; n += 2) {
         uint32_t b[4];
-        load_b(b, s_s + kk * kWideStride + half + n * 8, kWideStride, lane);
+        gpu::load_b_fragments(b, s_s + kk * kWideStride + half + n * 8, kWideStride, lane);
         gpu::mma_bf16_16816(u[n], a_w, b[0], b[1]);
         gpu::mma_bf16_16816(u[n + 1], a_w, b[2], b[3]);
         gpu::mma_bf16_16816(o[n], a_q, b[0], b[1]);
@@ -206,7 +195,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     store_operand(u, u_s + row * kWideStride + half, -1.0f, -1.0f, lane);
     store_operand(u, ud_s + row * kWideStride + half, -expf(g_last - g_top),
                   -expf(g_last - g_bottom), lane);
-    __syncthreads();  // U is whole; S's copy, W and Q are read for the last time
+    gpu::cp_async_wait<0>();
+    __syncthreads();  // U, K and P are whole; S's copy, W and Q are read for the last time
     if (next_len > 0) copy_w_q(c0 + kChunk, next_len);
     gpu::cp_async_commit();
 
@@ -221,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     for (int kk = 0; kk <= row; kk += 16) {
       uint32_t a[4];
-      load_a(a, p_s + row * kWideStride + kk, kWideStride, lane);
+      gpu::load_a_fragment(a, p_s + row * kWideStride + kk, kWideStride, lane);
       accumulate_row(o, a, u_s + kk * kWideStride + half, lane);
     }
 #pragma unroll
@@ -250,12 +240,12 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int i = 0; i < 4; ++i) state[m][n][i] *= decay;
       for (int kk = 0; kk < kChunk; kk += 16) {
         uint32_t a[2][4];
-        load_a_transposed(a[0], k_s + kk * ks + s_row, ks, lane);
-        if (second) load_a_transposed(a[1], k_s + kk * ks + s_row + 16, ks, lane);
+        gpu::load_a_fragment_transposed(a[0], k_s + kk * ks + s_row, ks, lane);
+        if (second) gpu::load_a_fragment_transposed(a[1], k_s + kk * ks + s_row + 16, ks, lane);
 #pragma unroll
         for (int n = 0; n < kWarpTiles; n += 2) {
           uint32_t b[4];
-          load_b(b, ud_s + kk * kWideStride + half + n * 8, kWideStride, lane);
+          gpu::load_b_fragments(b, ud_s + kk * kWideStride + half + n * 8, kWideStride, lane);
           gpu::mma_bf16_16816(state[0][n], a[0], b[0], b[1]);
           gpu::mma_bf16_16816(state[0][n + 1], a[0], b[2], b[3]);
           if (second) {
