@@ -77,11 +77,11 @@ cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, 
                                float* beta, cudaStream_t stream);
 
 // How the chunked rule's products run on the tensor cores:
-//   - kBf16 (the default): pass 1's products in TF32, the system solved blockwise; it
-//     writes pass 2's operands (Q, K, W, P, U') in bf16, and pass 2 runs bf16 mma.sync
-//     products with fp32 accumulation, the state's fp32 value kept in registers
-//     (flash-linear-attention's precision): 2.5e-3 relative error against the per-token
-//     recurrence, at 2.3 times kTf32's speed;
+//   - kBf16 (the default): bf16 mma.sync products with fp32 accumulation in both passes,
+//     q, k, v rounded to bf16 once, the system solved blockwise; pass 1 writes pass 2's
+//     operands (Q, K, W, P, U') in bf16, and pass 2 keeps the state's fp32 value in
+//     registers (flash-linear-attention's precision: bench/delta_rule_rounding.py models
+//     4e-3 relative error against the per-token recurrence for both);
 //   - kTf32: every product one TF32 product (11 significant bits; 4.7e-4);
 //   - kTf32x3: each operand split into a TF32 part and its TF32 remainder (three products:
 //     fp32 accuracy, 2.5e-6, at 1.6 times kTf32's time).
