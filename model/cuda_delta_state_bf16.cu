@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float g_top = scratch.g_sum[uint64_t(c0 + min(row + g, len - 1)) * vh + h];
     const float g_bottom = scratch.g_sum[uint64_t(c0 + min(row + g + 8, len - 1)) * vh + h];
     gpu::cp_async_wait<1>();  // W and Q: every group but the last, K and P's
-    __syncthreads();  // W, Q and S's operand copy are whole
+    __syncthreads();          // W, Q and S's operand copy are whole
 
     // 1. -U = W S - U' and Q S.
     for (int kk = 0; kk < dkp; kk += 16) {
