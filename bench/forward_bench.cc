@@ -34,6 +34,7 @@
 #include "common/random.h"
 #include "gpu/cuda_handles.h"
 #include "gpu/device.h"
+#include "gpu/ops/bf16_convert.h"
 #include "model/cuda_blas.h"
 #include "model/cuda_delta_net.h"
 #include "model/cuda_kernels.h"
@@ -385,13 +386,17 @@ int run(const Options& o) {
     HSRING_CUDA_CHECK(cudaMemcpy(spans.data() + chunks.size() * sizeof(chunks[0]), documents.data(),
                                  documents.size() * sizeof(documents[0]), cudaMemcpyHostToDevice));
     gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 4);
+    gpu::DeviceBuffer qkv_bf16 = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 2);
     gpu::DeviceBuffer gates = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_heads * 2 * 4);
     gpu::DeviceBuffer scratch = gpu::DeviceBuffer::allocate(delta_scratch_floats(t, shape) * 4);
     gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_dim() * 4);
-    // Unit-scale q and k rows (as the L2 norm leaves them), mild decays, beta near 0.5.
+    // Unit-scale q and k rows (as the L2 norm leaves them), mild decays, beta near 0.5; the
+    // bf16 rule reads them rounded, as the convolution writes them.
     const float qk_scale = std::sqrt(3.0f / float(dn.qk_head_dim));
     HSRING_CUDA_CHECK(launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(), 5,
                                          qk_scale, 0.0f, stream.get()));
+    HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(qkv.as<float>(), uint64_t(t) * shape.conv_dim(),
+                                                qkv_bf16.as<Bf16>(), stream.get()));
     auto* g = gates.as<float>();
     auto* beta = g + uint64_t(t) * shape.v_heads;
     HSRING_CUDA_CHECK(
@@ -399,23 +404,31 @@ int run(const Options& o) {
     HSRING_CUDA_CHECK(
         launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f, stream.get()));
     const auto* span_base = spans.as<DeltaSpan>();
-    const auto time_rule = [&](DeltaPrecision precision) {
+    const auto* doc_base = span_base + chunks.size();
+    const auto chunk_count = uint32_t(chunks.size()), doc_count = uint32_t(documents.size());
+    const auto time_rule = [&] {
       return time_ms(stream.get(), 3, 10, [&] {
-        HSRING_CUDA_CHECK(launch_delta_rule(qkv.as<float>(), g, beta, shape, uint32_t(t), span_base,
-                                            uint32_t(chunks.size()), span_base + chunks.size(),
-                                            uint32_t(documents.size()), scratch.as<float>(),
-                                            out.as<float>(), stream.get(), precision));
+        HSRING_CUDA_CHECK(launch_delta_rule(qkv_bf16.as<Bf16>(), g, beta, shape, uint32_t(t),
+                                            span_base, chunk_count, doc_base, doc_count,
+                                            scratch.as<float>(), out.as<float>(), stream.get()));
       });
     };
-    const double ms = time_rule(kDeltaModelPrecision);
+    const auto time_tf32_rule = [&](DeltaTf32Precision precision) {
+      return time_ms(stream.get(), 3, 10, [&] {
+        HSRING_CUDA_CHECK(launch_delta_rule_tf32(
+            qkv.as<float>(), g, beta, shape, uint32_t(t), span_base, chunk_count, doc_base,
+            doc_count, scratch.as<float>(), out.as<float>(), stream.get(), precision));
+      });
+    };
+    const double ms = time_rule();
     delta_rule_ms = ms * delta_layers;
     print("delta_rule_ms_per_layer", ms, "%.3f");
     print("delta_rule_tflops", delta_flops_layer / (ms * 1e-3) / 1e12, "%.2f");
     print("delta_rule_share_of_forward", delta_rule_ms / forward_ms, "%.3f");
-    // Each product precision (DeltaPrecision), the model's among them.
-    print("delta_rule_bf16_ms_per_layer", time_rule(DeltaPrecision::kBf16), "%.3f");
-    print("delta_rule_tf32_ms_per_layer", time_rule(DeltaPrecision::kTf32), "%.3f");
-    print("delta_rule_3xtf32_ms_per_layer", time_rule(DeltaPrecision::kTf32x3), "%.3f");
+    // Again, then the TF32 variants (launch_delta_rule_tf32) on the same values in fp32.
+    print("delta_rule_bf16_ms_per_layer", time_rule(), "%.3f");
+    print("delta_rule_tf32_ms_per_layer", time_tf32_rule(DeltaTf32Precision::kTf32), "%.3f");
+    print("delta_rule_3xtf32_ms_per_layer", time_tf32_rule(DeltaTf32Precision::kTf32x3), "%.3f");
   }
 
   // The forward's GEMMs alone, each through the model's cuBLAS call on random data: where

@@ -1,6 +1,6 @@
 // The Gated DeltaNet kernels (model/cuda_delta_net.h). fp32 math, state and intermediates
-// throughout (q, k and v too: normalised dot products near zero feed the gated RMSNorm,
-// which would magnify a bf16 rounding); bf16 only at the output projection's input.
+// throughout; bf16 only where a product reads the values: the convolution's q, k and v (the
+// delta rule's operands) and the output projection's input.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -38,7 +38,7 @@ constexpr uint32_t kConvRows = 8;
 __global__ void __launch_bounds__(kThreads, 2)
     delta_conv_kernel(const float* __restrict__ x, uint64_t x_stride, uint32_t rows,
                       DeltaShape shape, const Bf16* __restrict__ w,
-                      const int32_t* __restrict__ doc_starts, float* __restrict__ qkv) {
+                      const int32_t* __restrict__ doc_starts, Bf16* __restrict__ qkv) {
   const uint32_t slots = 2 * shape.qk_heads + shape.v_heads;
   const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const uint32_t runs = (rows + kConvRows - 1) / kConvRows;
@@ -112,12 +112,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       scale = rsqrtf(gpu::warp_sum(squares) + 1e-6f);
       if (slot < shape.qk_heads) scale *= rsqrtf(float(shape.qk_head_dim));
     }
-    float* out = qkv + uint64_t(r) * channels + first;
+    Bf16* out = qkv + uint64_t(r) * channels + first;
 #pragma unroll
     for (int j = 0; j < kPairsPerLane; ++j) {
       const uint32_t i = 2 * lane + 64 * j;
       if (i < dim)
-        *reinterpret_cast<float2*>(out + i) = make_float2(y[j][0] * scale, y[j][1] * scale);
+        *reinterpret_cast<uint32_t*>(out + i) = gpu::pack_bf16(y[j][0] * scale, y[j][1] * scale);
     }
   }
 }
@@ -221,7 +221,7 @@ unsigned warp_blocks(uint64_t warps) { return unsigned((warps + kWarps - 1) / kW
 
 bool delta_net_supports(uint32_t qk_head_dim, uint32_t v_head_dim) {
   return qk_head_dim >= 8 && qk_head_dim <= kMaxHeadDim && qk_head_dim % 8 == 0 &&
-         v_head_dim >= 4 && v_head_dim <= kMaxHeadDim && v_head_dim % 4 == 0;
+         v_head_dim >= 8 && v_head_dim <= kMaxHeadDim && v_head_dim % 8 == 0;
 }
 
 std::vector<DeltaSpan> delta_chunks(const int32_t* doc_offsets, size_t count) {
@@ -249,7 +249,7 @@ std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count) 
 }
 
 cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
-                              const Bf16* w, const int32_t* doc_starts, float* qkv,
+                              const Bf16* w, const int32_t* doc_starts, Bf16* qkv,
                               cudaStream_t stream) {
   if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || x_stride % 2 != 0)
     return cudaErrorInvalidValue;

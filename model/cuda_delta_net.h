@@ -18,9 +18,10 @@
 //   S_L = gamma_L S0 + K^T diag(gamma_L / gamma) U.
 // Pass 1 (every chunk and value head in parallel) forms U', W and the masked score matrix P;
 // pass 2 walks each document's chunks in order per (value head, slice of dv columns: the
-// columns of S evolve independently). Values are fp32; the products run on the tensor cores
-// (model/cuda_delta_rule.cu; model/cuda_delta_prepare_bf16.cu and cuda_delta_state_bf16.cu;
-// DeltaPrecision).
+// columns of S evolve independently). q, k and v arrive in bf16 (the forward's; the TF32
+// variants read fp32), the state and every intermediate sum are fp32, and the products run on
+// the tensor cores (model/cuda_delta_prepare_bf16.cu and cuda_delta_state_bf16.cu;
+// model/cuda_delta_rule.cu for TF32).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,7 +36,8 @@ namespace hsring {
 
 inline constexpr uint32_t kDeltaChunk = 64;        // model/forward_flops.h counts with it
 inline constexpr uint32_t kDeltaMaxHeadDim = 128;  // delta_net_supports' bound on both dims
-// Head sizes the kernels take: multiples of 4 up to 128 (Qwen3.5: 128 and 128).
+// Head sizes the kernels take: multiples of 8 up to 128 (Qwen3.5: 128 and 128), so every
+// head of a bf16 q | k | v row starts 16 bytes apart from the row's start.
 bool delta_net_supports(uint32_t qk_head_dim, uint32_t v_head_dim);
 
 // Rows [begin, end) of one document or one chunk of it.
@@ -61,13 +63,15 @@ struct DeltaShape {
   constexpr uint32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }
 };
 
-// qkv fp32 [rows, conv_dim] (q | k | v) = silu(causal depthwise conv of x), x the first
+// qkv bf16 [rows, conv_dim] (q | k | v) = silu(causal depthwise conv of x), x the first
 // conv_dim columns of fp32 rows of stride x_stride, w bf16 [conv_dim, kernel], taps before
 // the document's first row (doc_starts) read as zero; then each q and k head L2-normalised
-// (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1 / sqrt(qk_head_dim). REQUIRES: x_stride even
-// (x is read in pairs).
+// (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1 / sqrt(qk_head_dim). The sums are fp32, each
+// value rounded once as it is written: the delta rule's products take bf16 operands, so
+// writing them in bf16 here halves the bytes of this write and of the rule's reads.
+// REQUIRES: x_stride even (x is read in pairs).
 cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
-                              const Bf16* w, const int32_t* doc_starts, float* qkv,
+                              const Bf16* w, const int32_t* doc_starts, Bf16* qkv,
                               cudaStream_t stream);
 
 // g = -exp(a_log) softplus(a + dt_bias), beta = sigmoid(b), each fp32 [rows, v_heads]; a
@@ -76,36 +80,38 @@ cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, 
                                uint32_t v_heads, const float* a_log, const float* dt_bias, float* g,
                                float* beta, cudaStream_t stream);
 
-// How the chunked rule's products run on the tensor cores:
-//   - kBf16 (the default): bf16 mma.sync products with fp32 accumulation in both passes,
-//     q, k, v rounded to bf16 once, the system solved blockwise; pass 1 writes pass 2's
-//     operands (Q, K, W, P, U') in bf16, and pass 2 keeps the state's fp32 value in
-//     registers (flash-linear-attention's precision: bench/delta_rule_rounding.py models
-//     4e-3 relative error against the per-token recurrence for both);
+// The scratch of the delta rule over `rows` tokens, in floats: pass 1's results that pass 2
+// reads, for either variant below (model/cuda_delta_rule_passes.h lays them out).
+uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
+
+// The chunked gated delta rule, the forward's: out fp32 [rows, v_dim] from qkv
+// (launch_delta_conv's output), g and beta (launch_delta_gates'). Every product is a bf16
+// mma.sync product with fp32 accumulation, the system solved blockwise; pass 1 writes pass
+// 2's operands W, P and U' in bf16, pass 2 reads Q and K from qkv and keeps the state's fp32
+// value in registers: flash-linear-attention's precision (bench/delta_rule_rounding.py
+// models 4e-3 relative error against the per-token recurrence for both). chunks and
+// documents come from delta_chunks and delta_documents of the same batch, in device memory;
+// scratch holds delta_scratch_floats(rows, shape) floats, 16-byte aligned. REQUIRES:
+// delta_net_supports(...), v_heads a multiple of qk_heads, qkv 16-byte aligned.
+cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta, DeltaShape shape,
+                              uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
+                              const DeltaSpan* documents, uint32_t document_count, float* scratch,
+                              float* out, cudaStream_t stream);
+
+// The same rule from fp32 q | k | v with TF32 products, the yardstick of the bf16 rule's
+// rounding (tests, bench/forward_bench.cc):
 //   - kTf32: every product one TF32 product (11 significant bits; 4.7e-4);
 //   - kTf32x3: each operand split into a TF32 part and its TF32 remainder (three products:
 //     fp32 accuracy, 2.5e-6, at 1.6 times kTf32's time).
-enum class DeltaPrecision { kBf16, kTf32, kTf32x3 };
-// The forward's (launch_delta_rule's default).
-inline constexpr DeltaPrecision kDeltaModelPrecision = DeltaPrecision::kBf16;
+enum class DeltaTf32Precision { kTf32, kTf32x3 };
+cudaError_t launch_delta_rule_tf32(const float* qkv, const float* g, const float* beta,
+                                   DeltaShape shape, uint32_t rows, const DeltaSpan* chunks,
+                                   uint32_t chunk_count, const DeltaSpan* documents,
+                                   uint32_t document_count, float* scratch, float* out,
+                                   cudaStream_t stream, DeltaTf32Precision precision);
 
-// The scratch of the delta rule over `rows` tokens, in floats: pass 1's results that pass 2
-// reads, for either precision (model/cuda_delta_rule_passes.h lays them out).
-uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
-
-// The chunked gated delta rule: out fp32 [rows, v_dim] from qkv (launch_delta_conv's
-// output), g and beta (launch_delta_gates'). chunks and documents come from delta_chunks
-// and delta_documents of the same batch, in device memory; scratch holds
-// delta_scratch_floats(rows, shape) floats, 16-byte aligned. REQUIRES:
-// delta_net_supports(...), v_heads a multiple of qk_heads.
-cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* beta, DeltaShape shape,
-                              uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
-                              const DeltaSpan* documents, uint32_t document_count, float* scratch,
-                              float* out, cudaStream_t stream,
-                              DeltaPrecision precision = kDeltaModelPrecision);
-
-// The recurrent form, one token after another (the test oracle; far slower): the same
-// inputs and output.
+// The recurrent form, one token after another (the test oracle; far slower): the inputs
+// and output of launch_delta_rule_tf32.
 cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const float* beta,
                                         DeltaShape shape, const DeltaSpan* documents,
                                         uint32_t document_count, float* out, cudaStream_t stream);

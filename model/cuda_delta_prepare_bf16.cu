@@ -1,13 +1,13 @@
-// Pass 1 of the chunked gated delta rule for the bf16 pass 2 (DeltaPrecision::kBf16; the
+// Pass 1 of the chunked gated delta rule for the bf16 pass 2 (launch_delta_rule; the
 // algebra is in model/cuda_delta_net.h, pass 2 in model/cuda_delta_state_bf16.cu).
 //
 // One block of eight warps per (chunk, q/k head), taking the head's value heads in turn (they
 // share q and k, so the gram products are made once). Every product is an mma.sync m16n8k16
 // bf16 product with fp32 accumulation, its fragments read from bf16 shared memory with
 // ldmatrix (rows 16 bytes apart modulo 128: the 8 rows one ldmatrix reads fall on different
-// banks), as flash-linear-attention's kernels make theirs. q, k and v arrive in fp32 and are
-// rounded once, as they are copied in; the row scales of the system's right-hand side (beta,
-// gamma) are applied to the fp32 values before that rounding. The element-wise work rides on
+// banks), as flash-linear-attention's kernels make theirs. q, k and v arrive in bf16, as the
+// convolution wrote them; the system's right-hand side is their rows times beta (and gamma),
+// rounded again. The element-wise work rides on
 // the products' accumulators, whose layout is known, instead of passes over shared memory:
 //   1. K K^T and Q K^T, the lower 16-row strips only, once per q/k head, their accumulators
 //      kept in shared memory as each lane holds them; for each value head, the first masked
@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gpu/bf16.cuh"
 #include "gpu/mma.cuh"
@@ -77,27 +78,36 @@ struct Layout {
 };
 static_assert(Layout::floats() % 4 == 0, "the bf16 arrays start 16-byte aligned");
 
-// Rows r < rows, columns c < columns of the fp32 rows at src (row stride `stride`), each row
-// times scale(r), rounded to bf16 into dst [kChunk][ld]; dst's other rows and its columns up
-// to `width` zero. Four values a thread at a time (columns are multiples of 4, rows of src
-// 16-byte aligned), by `workers` threads of which this is `worker`; then also(r, c, the four
-// bf16 values) for each piece of a row < rows.
-template <class Scale, class Also>
-__device__ __forceinline__ void load_rows_bf16(Bf16* dst, int ld, int width, const float* src,
-                                               uint64_t stride, int rows, int columns, int worker,
-                                               int workers, Scale scale, Also also) {
-  const int pieces = width / 4;
+// A load_rows that copies the values as they are.
+struct Unscaled {};
+
+// Two bf16 values times s, rounded again.
+__device__ __forceinline__ uint32_t scale_pair(uint32_t pair, float s) {
+  return gpu::pack_bf16(s * gpu::bf16_to_float(pair & 0xffffu), s * gpu::bf16_to_float(pair >> 16));
+}
+
+// Rows r < rows, columns c < columns of the bf16 rows at src (row stride `stride`) into dst
+// [kChunk][ld], each row times scale(r) unless Scale is Unscaled; dst's other rows and its
+// columns up to `width` zero. Eight values (16 bytes) a thread at a time (columns, the
+// stride and src's rows 16-byte aligned), by `workers` threads of which this is `worker`.
+template <class Scale>
+__device__ __forceinline__ void load_rows(Bf16* dst, int ld, int width, const Bf16* src,
+                                          uint64_t stride, int rows, int columns, int worker,
+                                          int workers, Scale scale) {
+  const int pieces = width / 8;
 #pragma unroll 4
   for (int e = worker; e < kChunk * pieces; e += workers) {
-    const int r = e / pieces, c = (e % pieces) * 4;
-    uint2 packed = make_uint2(0, 0);
+    const int r = e / pieces, c = (e % pieces) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
     if (r < rows && c < columns) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(src + uint64_t(r) * stride + c));
-      const float s = scale(r);
-      packed = make_uint2(gpu::pack_bf16(s * v.x, s * v.y), gpu::pack_bf16(s * v.z, s * v.w));
-      also(r, c, packed);
+      v = __ldg(reinterpret_cast<const uint4*>(src + uint64_t(r) * stride + c));
+      if constexpr (!std::is_same_v<Scale, Unscaled>) {
+        const float s = scale(r);
+        v = make_uint4(scale_pair(v.x, s), scale_pair(v.y, s), scale_pair(v.z, s),
+                       scale_pair(v.w, s));
+      }
     }
-    *reinterpret_cast<uint2*>(dst + r * ld + c) = packed;
+    *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
   }
 }
 
@@ -115,7 +125,7 @@ __device__ __forceinline__ StripTile strip_tile(int job) {
 
 template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
-    delta_prepare_bf16_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
+    delta_prepare_bf16_kernel(const Bf16* __restrict__ qkv, const float* __restrict__ g,
                               const float* __restrict__ beta, DeltaShape shape,
                               const DeltaSpan* __restrict__ chunks, DeltaScratch scratch) {
   extern __shared__ __align__(16) float smem[];
@@ -140,21 +150,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int group = vh / int(shape.qk_heads);
   const int c0 = chunk.begin;
   const int len = chunk.end - chunk.begin;
-  const uint64_t stride = shape.conv_dim(), qk_stride = shape.qk_dim();
-  const float* q_src = qkv + uint64_t(c0) * stride + size_t(kh) * dk;
-  const float* k_src = q_src + shape.qk_dim();
-
-  // Q and K, rounded once: into shared memory, and as pass 2's operands (once per q/k head).
-  const auto unscaled = [](int) { return 1.0f; };
-  const uint64_t qk_at = uint64_t(c0) * qk_stride + size_t(kh) * dk;
-  load_rows_bf16(
-      qv_s, ld, width, q_src, stride, len, dk, tid, kThreads, unscaled, [&](int r, int c, uint2 v) {
-        *reinterpret_cast<uint2*>(scratch.q_bf16 + qk_at + uint64_t(r) * qk_stride + c) = v;
-      });
-  load_rows_bf16(
-      k_s, ld, width, k_src, stride, len, dk, tid, kThreads, unscaled, [&](int r, int c, uint2 v) {
-        *reinterpret_cast<uint2*>(scratch.k_bf16 + qk_at + uint64_t(r) * qk_stride + c) = v;
-      });
+  const uint64_t stride = shape.conv_dim();
+  const Bf16* q_src = qkv + uint64_t(c0) * stride + size_t(kh) * dk;
+  const Bf16* k_src = q_src + shape.qk_dim();
+  load_rows(qv_s, ld, width, q_src, stride, len, dk, tid, kThreads, Unscaled{});
+  load_rows(k_s, ld, width, k_src, stride, len, dk, tid, kThreads, Unscaled{});
   __syncthreads();
 
   // 1. The lower strips of K K^T and Q K^T, once for the q/k head's value heads: each
@@ -234,15 +234,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int r = 0; r < kTile; ++r)
         t_s[(block * kTile + r) * kTStride + c] = gpu::float_to_bf16(column[r]);
     } else {
-      const auto nothing = [](int, int, uint2) {};
       const int loader = tid - kChunk, loaders = kThreads - kChunk;
-      load_rows_bf16(
-          xk_s, ld, width, k_src, stride, len, dk, loader, loaders,
-          [&](int r) { return b_s[r] * __expf(g_s[r]); }, nothing);
-      load_rows_bf16(
-          qv_s, ld, width,
-          qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv, stride, len,
-          dv, loader, loaders, [&](int r) { return b_s[r]; }, nothing);
+      load_rows(xk_s, ld, width, k_src, stride, len, dk, loader, loaders,
+                [&](int r) { return b_s[r] * __expf(g_s[r]); });
+      load_rows(qv_s, ld, width,
+                qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv, stride,
+                len, dv, loader, loaders, [&](int r) { return b_s[r]; });
     }
     __syncthreads();  // the inverses and B are whole
 
@@ -333,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 }  // namespace
 
-cudaError_t launch_delta_prepare_bf16(const float* qkv, const float* g, const float* beta,
+cudaError_t launch_delta_prepare_bf16(const Bf16* qkv, const float* g, const float* beta,
                                       DeltaShape shape, const DeltaSpan* chunks,
                                       uint32_t chunk_count, const DeltaScratch& scratch,
                                       cudaStream_t stream) {

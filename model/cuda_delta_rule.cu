@@ -1,6 +1,6 @@
-// The chunked gated delta rule on the tensor cores in TF32 (DeltaPrecision::kTf32 and
-// kTf32x3; the algebra is in model/cuda_delta_net.h; kBf16's passes are
-// model/cuda_delta_prepare_bf16.cu and model/cuda_delta_state_bf16.cu).
+// The chunked gated delta rule's entry points and scratch, and its TF32 variants on the
+// tensor cores (launch_delta_rule_tf32; the algebra is in model/cuda_delta_net.h; the bf16
+// rule's passes are model/cuda_delta_prepare_bf16.cu and model/cuda_delta_state_bf16.cu).
 //
 // Every product is a WMMA m16n16k8 TF32 product with fp32 accumulation. One TF32 product
 // (kTf32) keeps 11 significant bits; 3xTF32 splits each operand into its TF32 part and
@@ -503,28 +503,30 @@ cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, D
   return cudaGetLastError();
 }
 
+// Whether the shape is one the kernels take and their grids can hold.
+bool rule_takes(DeltaShape shape) {
+  return delta_net_supports(shape.qk_head_dim, shape.v_head_dim) && shape.qk_heads != 0 &&
+         shape.v_heads % shape.qk_heads == 0 && shape.v_heads <= 65535;
+}
+
 }  // namespace
 
 uint64_t delta_scratch_floats(uint32_t rows, DeltaShape s) {
   const uint64_t tf32 = uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim);
-  const uint64_t bf16 = (uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim) +
-                         2 * uint64_t(s.qk_heads) * s.qk_head_dim + 1) /
-                        2;
+  const uint64_t bf16 =
+      (uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim) + 1) / 2;
   return uint64_t(rows) * (std::max(tf32, bf16) + s.v_heads);
 }
 
-DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s,
-                                 DeltaPrecision precision) {
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s, bool bf16) {
   const uint64_t rows_heads = uint64_t(rows) * s.v_heads;
   DeltaScratch parts;
-  if (precision == DeltaPrecision::kBf16) {
-    parts.q_bf16 = reinterpret_cast<Bf16*>(base);
-    parts.k_bf16 = parts.q_bf16 + uint64_t(rows) * s.qk_dim();
-    parts.w_bf16 = parts.k_bf16 + uint64_t(rows) * s.qk_dim();
+  if (bf16) {
+    parts.w_bf16 = reinterpret_cast<Bf16*>(base);
     parts.p_bf16 = parts.w_bf16 + rows_heads * s.qk_head_dim;
     parts.u_bf16 = parts.p_bf16 + rows_heads * kDeltaChunk;
     const Bf16* end = parts.u_bf16 + rows_heads * s.v_head_dim;
-    parts.g_sum = base + (end - parts.q_bf16 + 1) / 2;
+    parts.g_sum = base + (end - parts.w_bf16 + 1) / 2;
   } else {
     parts.w = base;
     parts.p = parts.w + rows_heads * s.qk_head_dim;
@@ -534,30 +536,34 @@ DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s,
   return parts;
 }
 
-cudaError_t launch_delta_rule(const float* qkv, const float* g, const float* beta, DeltaShape shape,
+cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta, DeltaShape shape,
                               uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
                               const DeltaSpan* documents, uint32_t document_count, float* scratch,
-                              float* out, cudaStream_t stream, DeltaPrecision precision) {
-  if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || shape.qk_heads == 0 ||
-      shape.v_heads % shape.qk_heads != 0 || shape.v_heads > 65535)
+                              float* out, cudaStream_t stream) {
+  if (!rule_takes(shape) || reinterpret_cast<uintptr_t>(qkv) % 16 != 0)
     return cudaErrorInvalidValue;
   if (chunk_count == 0) return cudaSuccess;
-  const DeltaScratch parts = delta_scratch_parts(scratch, rows, shape, precision);
-  switch (precision) {
-    case DeltaPrecision::kBf16:
-      if (cudaError_t err =
-              launch_delta_prepare_bf16(qkv, g, beta, shape, chunks, chunk_count, parts, stream);
-          err != cudaSuccess)
-        return err;
-      return launch_delta_state_bf16(shape, documents, document_count, parts, out, stream);
-    case DeltaPrecision::kTf32:
-      return launch_passes<false>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                  document_count, parts, out, stream);
-    case DeltaPrecision::kTf32x3:
-      return launch_passes<true>(qkv, g, beta, shape, chunks, chunk_count, documents,
-                                 document_count, parts, out, stream);
-  }
-  return cudaErrorInvalidValue;
+  const DeltaScratch parts = delta_scratch_parts(scratch, rows, shape, true);
+  if (cudaError_t err =
+          launch_delta_prepare_bf16(qkv, g, beta, shape, chunks, chunk_count, parts, stream);
+      err != cudaSuccess)
+    return err;
+  return launch_delta_state_bf16(qkv, shape, documents, document_count, parts, out, stream);
+}
+
+cudaError_t launch_delta_rule_tf32(const float* qkv, const float* g, const float* beta,
+                                   DeltaShape shape, uint32_t rows, const DeltaSpan* chunks,
+                                   uint32_t chunk_count, const DeltaSpan* documents,
+                                   uint32_t document_count, float* scratch, float* out,
+                                   cudaStream_t stream, DeltaTf32Precision precision) {
+  if (!rule_takes(shape)) return cudaErrorInvalidValue;
+  if (chunk_count == 0) return cudaSuccess;
+  const DeltaScratch parts = delta_scratch_parts(scratch, rows, shape, false);
+  if (precision == DeltaTf32Precision::kTf32x3)
+    return launch_passes<true>(qkv, g, beta, shape, chunks, chunk_count, documents, document_count,
+                               parts, out, stream);
+  return launch_passes<false>(qkv, g, beta, shape, chunks, chunk_count, documents, document_count,
+                              parts, out, stream);
 }
 
 }  // namespace hsring

@@ -1,4 +1,4 @@
-// Pass 2 of the chunked gated delta rule with bf16 operands (DeltaPrecision::kBf16; the
+// Pass 2 of the chunked gated delta rule with bf16 operands (launch_delta_rule; the
 // algebra is in model/cuda_delta_net.h, pass 1 in model/cuda_delta_prepare_bf16.cu).
 //
 // One block of eight warps per (document, value head, 64 state columns) walks the document's
@@ -8,12 +8,12 @@
 //   2. O = diag(gamma) (Q S) + P U, P causal (a warp reads U's rows up to its own);
 //   3. S = gamma_L S + K^T (diag(gamma_L / gamma) U) (a warp: 32 state rows, 32 columns).
 // The decays scale the products' rows (O's, U's copy for step 3), not Q and K, so Q and K
-// are one bf16 copy per q/k head, read by each of its value heads. The state's fp32 value
-// stays in the registers of the warp that updates it; shared memory holds its bf16 operand
-// copy and U's two. Pass 1 wrote every operand in bf16, so a chunk's tiles are cp.async
-// copies that start as soon as the step before is done with their buffers. Two blocks to an
-// SM: while one waits on its copies or a barrier, the other's products run
-// (flash-linear-attention's chunk_fwd_h is laid out alike).
+// are read as the convolution wrote them, by each value head of their q/k head. The state's
+// fp32 value stays in the registers of the warp that updates it; shared memory holds its
+// bf16 operand copy and U's two. Every operand is bf16 in memory (Q and K the
+// convolution's, W, P and U' pass 1's), so a chunk's tiles are cp.async copies that start as soon
+// as the step before is done with their buffers. Two blocks to an SM: while one waits on its copies
+// or a barrier, the other's products run (flash-linear-attention's chunk_fwd_h is laid out alike).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -86,8 +86,9 @@ __device__ __forceinline__ void store_operand(const Tile* acc, Bf16* rows, float
 
 template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
-    delta_state_bf16_kernel(DeltaShape shape, const DeltaSpan* __restrict__ documents,
-                            DeltaScratch scratch, float* __restrict__ out) {
+    delta_state_bf16_kernel(const Bf16* __restrict__ qkv, DeltaShape shape,
+                            const DeltaSpan* __restrict__ documents, DeltaScratch scratch,
+                            float* __restrict__ out) {
   extern __shared__ __align__(128) Bf16 smem[];
   const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
   const int dv = head_dim_or<kFixedDims>(shape.v_head_dim), vh = int(shape.v_heads);
@@ -109,20 +110,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int col0 = int(blockIdx.x) % slices * kColumns;
   const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32);
   const int g = lane / 4, t = lane % 4;
-  const uint64_t w_stride = uint64_t(vh) * dk, qk_stride = shape.qk_dim();
+  const uint64_t w_stride = uint64_t(vh) * dk, qkv_stride = shape.conv_dim();
   const uint64_t p_stride = uint64_t(vh) * kChunk;
 
   const auto copy_w_q = [&](int c0, int len) {
     copy_chunk_rows<kThreads>(w_s, ks, dkp, scratch.w_bf16 + (uint64_t(c0) * vh + h) * dk, w_stride,
                               len, dk);
-    copy_chunk_rows<kThreads>(q_s, ks, dkp,
-                              scratch.q_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk,
-                              qk_stride, len, dk);
+    copy_chunk_rows<kThreads>(q_s, ks, dkp, qkv + uint64_t(c0) * qkv_stride + size_t(kh) * dk,
+                              qkv_stride, len, dk);
   };
   const auto copy_k_p = [&](int c0, int len) {
     copy_chunk_rows<kThreads>(k_s, ks, dkp,
-                              scratch.k_bf16 + uint64_t(c0) * qk_stride + size_t(kh) * dk,
-                              qk_stride, len, dk);
+                              qkv + uint64_t(c0) * qkv_stride + shape.qk_dim() + size_t(kh) * dk,
+                              qkv_stride, len, dk);
     copy_chunk_rows<kThreads>(p_s, kWideStride, kChunk,
                               scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk, p_stride, len,
                               kChunk);
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 }  // namespace
 
-cudaError_t launch_delta_state_bf16(DeltaShape shape, const DeltaSpan* documents,
+cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaShape shape, const DeltaSpan* documents,
                                     uint32_t document_count, const DeltaScratch& scratch,
                                     float* out, cudaStream_t stream) {
   if (document_count > 65535) return cudaErrorInvalidValue;
@@ -279,7 +279,7 @@ cudaError_t launch_delta_state_bf16(DeltaShape shape, const DeltaSpan* documents
     return err;
   const unsigned slices = (shape.v_head_dim + kColumns - 1) / kColumns;
   kernel<<<dim3(shape.v_heads * slices, document_count), kThreads, bytes, stream>>>(
-      shape, documents, scratch, out);
+      qkv, shape, documents, scratch, out);
   return cudaGetLastError();
 }
 

@@ -30,7 +30,7 @@ struct ForwardActivations {
   gpu::DeviceBuffer inputs;              // the staged inputs (BatchInputs layout)
   // DeltaNet layers (hybrid models only, else empty); C = conv_dim, V = v_dim.
   gpu::DeviceBuffer delta_proj;     // fp32 [T, C + V + 2 v_heads]: qkv | z | b | a
-  gpu::DeviceBuffer delta_qkv;      // fp32 [T, C]: after the convolution and q/k norms
+  gpu::DeviceBuffer delta_qkv;      // bf16 [T, C]: after the convolution and q/k norms
   gpu::DeviceBuffer delta_g;        // fp32 [T, v_heads]
   gpu::DeviceBuffer delta_beta;     // fp32 [T, v_heads]
   gpu::DeviceBuffer delta_scratch;  // fp32, delta_scratch_floats

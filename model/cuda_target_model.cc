@@ -74,7 +74,7 @@ void check_config(const ModelConfig& config) {
   if (config.hybrid() && !delta_net_supports(d.qk_head_dim, d.v_head_dim))
     throw Error(Errc::kModelBadConfig,
                 fmt::format("model '{}': DeltaNet head dims {} / {} are not supported by the CUDA "
-                            "forward (q/k a multiple of 8, v of 4, both at most 128)",
+                            "forward (each a multiple of 8, at most 128)",
                             config.name, d.qk_head_dim, d.v_head_dim));
 }
 
@@ -245,12 +245,12 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   blas->linear(a.normed.as<Bf16>(), rows, h, w.delta_in, width, proj, true, width);
   HSRING_CUDA_CHECK(launch_delta_conv(
       proj, width, rows, shape, w.delta_conv,
-      reinterpret_cast<const int32_t*>(inputs + layout.doc_starts_at), a.delta_qkv.as<float>(), s));
+      reinterpret_cast<const int32_t*>(inputs + layout.doc_starts_at), a.delta_qkv.as<Bf16>(), s));
   HSRING_CUDA_CHECK(launch_delta_gates(proj + conv + vd + vh, proj + conv + vd, width, rows, vh,
                                        w.delta_a_log, w.delta_dt_bias, a.delta_g.as<float>(),
                                        a.delta_beta.as<float>(), s));
   HSRING_CUDA_CHECK(launch_delta_rule(
-      a.delta_qkv.as<float>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape, rows,
+      a.delta_qkv.as<Bf16>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape, rows,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_chunks_at), layout.delta_chunk_count,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_documents_at),
       layout.delta_document_count, a.delta_scratch.as<float>(), a.delta_out.as<float>(), s));

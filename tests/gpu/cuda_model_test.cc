@@ -639,18 +639,34 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
     std::vector<float> want(size_t(t) * shape.v_dim());
     HSRING_CUDA_CHECK(
         cudaMemcpy(want.data(), d_want.data(), d_want.size(), cudaMemcpyDeviceToHost));
+    // The bf16 rule reads q, k and v rounded, as the convolution writes them; the oracle
+    // and the TF32 variants read the fp32 values.
+    std::vector<Bf16> qkv_bf16(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) qkv_bf16[i] = float_to_bf16(qkv[i]);
+    gpu::DeviceBuffer d_qkv_bf16 = gpu::DeviceBuffer::allocate(qkv_bf16.size() * 2);
+    HSRING_CUDA_CHECK(
+        cudaMemcpy(d_qkv_bf16.data(), qkv_bf16.data(), d_qkv_bf16.size(), cudaMemcpyHostToDevice));
     // 3xTF32 products keep fp32's accuracy; one TF32 product keeps 11 significant bits, a
     // bf16 operand 8.
-    for (const auto& [precision, bound] :
-         {std::pair{DeltaPrecision::kTf32x3, 1e-4}, std::pair{DeltaPrecision::kTf32, 4e-3},
-          std::pair{DeltaPrecision::kBf16, 1e-2}}) {
+    enum class Rule { kTf32x3, kTf32, kBf16 };
+    for (const auto& [rule, bound] : {std::pair{Rule::kTf32x3, 1e-4}, std::pair{Rule::kTf32, 4e-3},
+                                      std::pair{Rule::kBf16, 1e-2}}) {
       std::vector<std::vector<float>> runs;
       for (int run = 0; run < 2; ++run) {
         HSRING_CUDA_CHECK(cudaMemset(d_out.data(), 0xFF, d_out.size()));
-        HSRING_CUDA_CHECK(launch_delta_rule(
-            d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, t,
-            d_chunks.as<DeltaSpan>(), uint32_t(chunks.size()), d_docs.as<DeltaSpan>(),
-            uint32_t(docs.size()), scratch.as<float>(), d_out.as<float>(), nullptr, precision));
+        const auto* d_chunk_spans = d_chunks.as<DeltaSpan>();
+        const auto* d_doc_spans = d_docs.as<DeltaSpan>();
+        if (rule == Rule::kBf16)
+          HSRING_CUDA_CHECK(launch_delta_rule(
+              d_qkv_bf16.as<Bf16>(), d_g.as<float>(), d_beta.as<float>(), shape, t, d_chunk_spans,
+              uint32_t(chunks.size()), d_doc_spans, uint32_t(docs.size()), scratch.as<float>(),
+              d_out.as<float>(), nullptr));
+        else
+          HSRING_CUDA_CHECK(launch_delta_rule_tf32(
+              d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, t, d_chunk_spans,
+              uint32_t(chunks.size()), d_doc_spans, uint32_t(docs.size()), scratch.as<float>(),
+              d_out.as<float>(), nullptr,
+              rule == Rule::kTf32 ? DeltaTf32Precision::kTf32 : DeltaTf32Precision::kTf32x3));
         runs.emplace_back(size_t(t) * shape.v_dim());
         HSRING_CUDA_CHECK(
             cudaMemcpy(runs.back().data(), d_out.data(), d_out.size(), cudaMemcpyDeviceToHost));
@@ -659,9 +675,9 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
       std::printf(
           "[   INFO   ] delta rule dk %u dv %u %s: chunked vs recurrent relative error %.3e\n",
           shape.qk_head_dim, shape.v_head_dim,
-          precision == DeltaPrecision::kTf32x3 ? "3xTF32"
-          : precision == DeltaPrecision::kTf32 ? "TF32"
-                                               : "bf16",
+          rule == Rule::kTf32x3 ? "3xTF32"
+          : rule == Rule::kTf32 ? "TF32"
+                                : "bf16",
           err);
       EXPECT_LT(err, bound) << "dk " << shape.qk_head_dim;
       // Per document too: a boundary leak shows in the document after it.
