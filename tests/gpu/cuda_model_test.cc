@@ -581,6 +581,17 @@ TEST(CudaModelDeviceTest, UnsupportedDeltaNetShapesAreRefusedNamingTheDims) {
     EXPECT_NE(std::string(e.what()).find("DeltaNet head dims 12 / 16"), std::string::npos)
         << e.what();
   }
+  // Value heads too: bf16 q | k | v rows put each head 16 bytes apart.
+  c = test_config("qwen3_5");
+  c.delta_net.v_head_dim = 12;
+  try {
+    CudaTargetModel::with_random_weights(c, 1, 0);
+    FAIL() << "DeltaNet value heads of 12 were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::kModelBadConfig);
+    EXPECT_NE(std::string(e.what()).find("DeltaNet head dims 32 / 12"), std::string::npos)
+        << e.what();
+  }
 }
 
 // The chunked delta rule against the recurrent kernel (one token after another, as
