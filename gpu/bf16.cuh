@@ -36,6 +36,11 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// The two values of a bf16 pair (bf16_pair's or pack_bf16's word), lo first.
+__device__ __forceinline__ float2 unpack_bf16(uint32_t pair) {
+  return make_float2(bf16_to_float(pair & 0xffffu), bf16_to_float(pair >> 16));
+}
+
 // ---- Arrays in either precision ------------------------------------------------------------
 // The element-wise kernels read their inputs as floats whether they are held in fp32 or bf16,
 // and write each output to an fp32 array, a bf16 one (rounded), or both: a null array is not

@@ -33,10 +33,10 @@ constexpr uint32_t kConvRows = 8;
 
 // One warp per (run of kConvRows rows, head slot), slots fastest (neighbouring warps read
 // neighbouring columns of the same rows); slots [0, qk_heads) are q heads, then k heads,
-// then v heads. Each lane holds channel pairs (8-byte loads: x's stride and every head's
+// then v heads. Each lane holds channel pairs (4-byte loads: x's stride and every head's
 // first column are even) of the run's rows and the kConvWindow - 1 rows before it.
 __global__ void __launch_bounds__(kThreads, 2)
-    delta_conv_kernel(const float* __restrict__ x, uint64_t x_stride, uint32_t rows,
+    delta_conv_kernel(const Bf16* __restrict__ x, uint64_t x_stride, uint32_t rows,
                       DeltaShape shape, const Bf16* __restrict__ w,
                       const int32_t* __restrict__ doc_starts, Bf16* __restrict__ qkv) {
   const uint32_t slots = 2 * shape.qk_heads + shape.v_heads;
@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int j = 0; j < kPairsPerLane; ++j) {
       const uint32_t i = 2 * lane + 64 * j;
       rows_in[n][j] = r >= 0 && r < int64_t(rows) && i < dim
-                          ? *reinterpret_cast<const float2*>(x + uint64_t(r) * x_stride + first + i)
+                          ? gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(
+                                x + uint64_t(r) * x_stride + first + i))
                           : make_float2(0.0f, 0.0f);
     }
   }
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         // Oldest tap first, as the reference sums; taps before the document read as zero.
         for (int d = kernel - 1; d >= kConvWindow; --d)
           if (i < dim && r - d >= start)
-            sum += weight(i, d) * x[uint64_t(r - d) * x_stride + first + i];
+            sum += weight(i, d) * gpu::bf16_to_float(x[uint64_t(r - d) * x_stride + first + i]);
 #pragma unroll
         for (int d = kConvWindow - 1; d >= 0; --d)
           if (d < kernel && r - d >= start)
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-__global__ void delta_gates_kernel(const float* __restrict__ a, const float* __restrict__ b,
+__global__ void delta_gates_kernel(const Bf16* __restrict__ a, const Bf16* __restrict__ b,
                                    uint64_t stride, uint32_t rows, uint32_t v_heads,
                                    const float* __restrict__ a_log,
                                    const float* __restrict__ dt_bias, float* __restrict__ g,
@@ -134,8 +135,8 @@ __global__ void delta_gates_kernel(const float* __restrict__ a, const float* __r
        e += uint64_t(gridDim.x) * blockDim.x) {
     const uint64_t r = e / v_heads;
     const auto h = uint32_t(e - r * v_heads);
-    g[e] = -expf(a_log[h]) * softplus(a[r * stride + h] + dt_bias[h]);
-    beta[e] = 1.0f / (1.0f + expf(-b[r * stride + h]));
+    g[e] = -expf(a_log[h]) * softplus(gpu::bf16_to_float(a[r * stride + h]) + dt_bias[h]);
+    beta[e] = 1.0f / (1.0f + expf(-gpu::bf16_to_float(b[r * stride + h])));
   }
 }
 
@@ -183,8 +184,8 @@ __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const floa
   }
 }
 
-// One warp per (row, head), in pairs (8-byte loads: dim and z's stride are even).
-__global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ z,
+// One warp per (row, head), in pairs (dim and z's stride are even).
+__global__ void gated_rms_norm_kernel(const float* __restrict__ x, const Bf16* __restrict__ z,
                                       uint64_t z_stride, uint32_t rows, uint32_t v_heads,
                                       uint32_t dim, const float* __restrict__ weight, float eps,
                                       Bf16* __restrict__ y) {
@@ -194,7 +195,7 @@ __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* 
   const uint64_t row = item / v_heads;
   const auto head = uint32_t(item - row * v_heads);
   const float* xr = x + item * dim;
-  const float* zr = z + row * z_stride + uint64_t(head) * dim;
+  const Bf16* zr = z + row * z_stride + uint64_t(head) * dim;
   float2 values[kPairsPerLane];
   float squares = 0;
 #pragma unroll
@@ -209,7 +210,7 @@ __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const float* 
   for (int j = 0; j < kPairsPerLane; ++j) {
     const uint32_t i = 2 * lane + 64 * j;
     if (i >= dim) continue;
-    const float2 gate = *reinterpret_cast<const float2*>(zr + i);
+    const float2 gate = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(zr + i));
     out[i / 2] = gpu::bf16_pair(weight[i] * (values[j].x * scale) * silu(gate.x),
                                 weight[i + 1] * (values[j].y * scale) * silu(gate.y));
   }
@@ -248,7 +249,7 @@ std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count) 
   return starts;
 }
 
-cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
+cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
                               const Bf16* w, const int32_t* doc_starts, Bf16* qkv,
                               cudaStream_t stream) {
   if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || x_stride % 2 != 0)
@@ -261,7 +262,7 @@ cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, uint32_t rows,
+cudaError_t launch_delta_gates(const Bf16* a, const Bf16* b, uint64_t stride, uint32_t rows,
                                uint32_t v_heads, const float* a_log, const float* dt_bias, float* g,
                                float* beta, cudaStream_t stream) {
   const uint64_t total = uint64_t(rows) * v_heads;
@@ -289,7 +290,7 @@ cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const 
   return cudaGetLastError();
 }
 
-cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_stride, uint32_t rows,
+cudaError_t launch_gated_rms_norm(const float* x, const Bf16* z, uint64_t z_stride, uint32_t rows,
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream) {
   if (dim > kMaxHeadDim || dim % 2 != 0 || z_stride % 2 != 0) return cudaErrorInvalidValue;

@@ -64,19 +64,19 @@ struct DeltaShape {
 };
 
 // qkv bf16 [rows, conv_dim] (q | k | v) = silu(causal depthwise conv of x), x the first
-// conv_dim columns of fp32 rows of stride x_stride, w bf16 [conv_dim, kernel], taps before
+// conv_dim columns of bf16 rows of stride x_stride, w bf16 [conv_dim, kernel], taps before
 // the document's first row (doc_starts) read as zero; then each q and k head L2-normalised
 // (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1 / sqrt(qk_head_dim). The sums are fp32, each
 // value rounded once as it is written: the delta rule's products take bf16 operands, so
 // writing them in bf16 here halves the bytes of this write and of the rule's reads.
 // REQUIRES: x_stride even (x is read in pairs).
-cudaError_t launch_delta_conv(const float* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
+cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
                               const Bf16* w, const int32_t* doc_starts, Bf16* qkv,
                               cudaStream_t stream);
 
 // g = -exp(a_log) softplus(a + dt_bias), beta = sigmoid(b), each fp32 [rows, v_heads]; a
-// and b are fp32 columns [rows, v_heads] of rows of stride `stride`.
-cudaError_t launch_delta_gates(const float* a, const float* b, uint64_t stride, uint32_t rows,
+// and b are bf16 columns [rows, v_heads] of rows of stride `stride`.
+cudaError_t launch_delta_gates(const Bf16* a, const Bf16* b, uint64_t stride, uint32_t rows,
                                uint32_t v_heads, const float* a_log, const float* dt_bias, float* g,
                                float* beta, cudaStream_t stream);
 
@@ -117,9 +117,9 @@ cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const 
                                         uint32_t document_count, float* out, cudaStream_t stream);
 
 // y bf16 [rows, v_heads * dim] = weight * x / sqrt(mean(x^2) + eps) * silu(z) per head of
-// `dim`, x fp32 [rows, v_heads * dim], z fp32 columns of rows of stride z_stride. REQUIRES:
+// `dim`, x fp32 [rows, v_heads * dim], z bf16 columns of rows of stride z_stride. REQUIRES:
 // dim and z_stride even.
-cudaError_t launch_gated_rms_norm(const float* x, const float* z, uint64_t z_stride, uint32_t rows,
+cudaError_t launch_gated_rms_norm(const float* x, const Bf16* z, uint64_t z_stride, uint32_t rows,
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream);
 

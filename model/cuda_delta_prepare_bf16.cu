@@ -83,7 +83,8 @@ struct Unscaled {};
 
 // Two bf16 values times s, rounded again.
 __device__ __forceinline__ uint32_t scale_pair(uint32_t pair, float s) {
-  return gpu::pack_bf16(s * gpu::bf16_to_float(pair & 0xffffu), s * gpu::bf16_to_float(pair >> 16));
+  const float2 v = gpu::unpack_bf16(pair);
+  return gpu::pack_bf16(s * v.x, s * v.y);
 }
 
 // Rows r < rows, columns c < columns of the bf16 rows at src (row stride `stride`) into dst
@@ -281,9 +282,8 @@ __global__ void __launch_bounds__(kThreads, 2)
               for (int half = 0; half < 2; ++half) {
                 uint32_t* at = reinterpret_cast<uint32_t*>(
                     column[q] + (i * kTile + gi + 8 * half) * ld + 8 * n + 2 * ti);
-                const uint32_t b_pair = *at;
-                *at = gpu::pack_bf16(gpu::bf16_to_float(b_pair & 0xffffu) - acc[q][n][2 * half],
-                                     gpu::bf16_to_float(b_pair >> 16) - acc[q][n][2 * half + 1]);
+                const float2 b = gpu::unpack_bf16(*at);
+                *at = gpu::pack_bf16(b.x - acc[q][n][2 * half], b.y - acc[q][n][2 * half + 1]);
               }
           }
           __syncwarp();  // R_i is whole for the warp's fragment loads

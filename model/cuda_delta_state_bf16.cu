@@ -165,8 +165,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (r < len && c < dv)
           pair = *reinterpret_cast<const uint32_t*>(scratch.u_bf16 +
                                                     (uint64_t(c0 + r) * vh + h) * dv + c);
-        u[n][2 * bottom] = -gpu::bf16_to_float(pair & 0xffffu);
-        u[n][2 * bottom + 1] = -gpu::bf16_to_float(pair >> 16);
+        const float2 v = gpu::unpack_bf16(pair);
+        u[n][2 * bottom] = -v.x;
+        u[n][2 * bottom + 1] = -v.y;
         o[n][2 * bottom] = o[n][2 * bottom + 1] = 0.0f;
       }
     }

@@ -102,9 +102,8 @@ __global__ void output_gate_kernel(const float* __restrict__ qkv, uint64_t qkv_s
     auto* out = reinterpret_cast<uint32_t*>(attn + (r * heads + h) * head_dim);
     for (uint32_t i = 2 * threadIdx.x; i < head_dim; i += 2 * kGateThreads) {
       const float2 g = *reinterpret_cast<const float2*>(gate + i);
-      const uint32_t pair = out[i / 2];
-      out[i / 2] = gpu::bf16_pair(gpu::bf16_to_float(pair & 0xffffu) / (1.0f + expf(-g.x)),
-                                  gpu::bf16_to_float(pair >> 16) / (1.0f + expf(-g.y)));
+      const float2 a = gpu::unpack_bf16(out[i / 2]);
+      out[i / 2] = gpu::bf16_pair(a.x / (1.0f + expf(-g.x)), a.y / (1.0f + expf(-g.y)));
     }
   }
 }

@@ -55,7 +55,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&rope_cos, t * half * 4},
       {&rope_sin, t * half * 4},
       {&inputs, BatchInputs::max_bytes(tokens)},
-      {&delta_proj, hybrid ? t * (uint64_t(dn.conv_dim()) + dn.v_dim() + 2 * dn.v_heads) * 4 : 0},
+      {&delta_proj, hybrid ? t * (uint64_t(dn.conv_dim()) + dn.v_dim() + 2 * dn.v_heads) * 2 : 0},
       {&delta_qkv, hybrid ? t * dn.conv_dim() * 2 : 0},
       {&delta_g, hybrid ? t * dn.v_heads * 4 : 0},
       {&delta_beta, hybrid ? t * dn.v_heads * 4 : 0},

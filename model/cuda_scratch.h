@@ -29,7 +29,7 @@ struct ForwardActivations {
   gpu::DeviceBuffer rope_cos, rope_sin;  // fp32 [T, rope_dim / 2]
   gpu::DeviceBuffer inputs;              // the staged inputs (BatchInputs layout)
   // DeltaNet layers (hybrid models only, else empty); C = conv_dim, V = v_dim.
-  gpu::DeviceBuffer delta_proj;     // fp32 [T, C + V + 2 v_heads]: qkv | z | b | a
+  gpu::DeviceBuffer delta_proj;     // bf16 [T, C + V + 2 v_heads]: qkv | z | b | a
   gpu::DeviceBuffer delta_qkv;      // bf16 [T, C]: after the convolution and q/k norms
   gpu::DeviceBuffer delta_g;        // fp32 [T, v_heads]
   gpu::DeviceBuffer delta_beta;     // fp32 [T, v_heads]

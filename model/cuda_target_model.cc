@@ -240,9 +240,11 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
   const uint32_t vd = shape.v_dim();
   const uint32_t vh = shape.v_heads;
   const uint32_t width = conv + vd + 2 * vh;  // qkv | z | b | a
-  auto* proj = a.delta_proj.as<float>();
+  // bf16, as transformers' in_proj writes it: the convolution, the gates and the gated
+  // norm read it once each, so its bytes are theirs too.
+  auto* proj = a.delta_proj.as<Bf16>();
   const auto* inputs = a.inputs.data();
-  blas->linear(a.normed.as<Bf16>(), rows, h, w.delta_in, width, proj, true, width);
+  blas->linear(a.normed.as<Bf16>(), rows, h, w.delta_in, width, proj, false, width);
   HSRING_CUDA_CHECK(launch_delta_conv(
       proj, width, rows, shape, w.delta_conv,
       reinterpret_cast<const int32_t*>(inputs + layout.doc_starts_at), a.delta_qkv.as<Bf16>(), s));
