@@ -23,13 +23,13 @@ unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_ite
 
 constexpr uint32_t kMaxHeadDim = 256;
 
-// One warp per (row, head) of q, k and v. The head is read in pairs (8 bytes a lane: a
-// warp's load is 256 contiguous bytes), summed for the norm, and staged in the warp's
+// One warp per (row, head) of q, k and v. The head is read in pairs (4 bytes a lane: a
+// warp's load is 128 contiguous bytes), summed for the norm, and staged in the warp's
 // shared row, so that RoPE finds each value's partner (i +- rotary_dim / 2) wherever it
 // fell; then written in bf16 pairs. head_dim is even (launch_qkv_finish), so every pair
 // lies in one head and every array holds pairs at even offsets. Warp-uniform branches only:
 // the shuffles of the norm see every lane.
-__global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, QkvShape shape,
+__global__ void qkv_finish_kernel(const Bf16* __restrict__ qkv, uint32_t rows, QkvShape shape,
                                   const float* __restrict__ qkv_bias,
                                   const float* __restrict__ q_norm,
                                   const float* __restrict__ k_norm, const float* __restrict__ cos,
@@ -47,7 +47,7 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   const auto slot = uint32_t(item - row * slots);
   const uint64_t at = slot < shape.heads ? uint64_t(slot) * hd * (shape.q_gated ? 2 : 1)
                                          : q_width + uint64_t(slot - shape.heads) * hd;
-  const float* src = qkv + row * row_stride + at;
+  const Bf16* src = qkv + row * row_stride + at;
   const float* bias = qkv_bias ? qkv_bias + uint64_t(slot) * hd : nullptr;
   const bool is_q = slot < shape.heads, is_k = !is_q && slot < shape.heads + shape.kv_heads;
   const bool is_v = !is_q && !is_k;
@@ -58,7 +58,7 @@ __global__ void qkv_finish_kernel(const float* __restrict__ qkv, uint32_t rows, 
   float* head = staged[threadIdx.x / 32];
   float squares = 0;
   for (uint32_t i = 2 * lane; i < hd; i += 64) {
-    float2 x = *reinterpret_cast<const float2*>(src + i);
+    float2 x = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(src + i));
     if (bias) {
       x.x += bias[i];
       x.y += bias[i + 1];
@@ -93,15 +93,14 @@ constexpr int kGateThreads = 128;
 
 // One block per (head, row), rows strided over grid.y; a thread per bf16 pair of the head
 // (head_dim is even). No index division: the gate's columns follow the head's.
-__global__ void output_gate_kernel(const float* __restrict__ qkv, uint64_t qkv_stride,
-                                   uint32_t rows, uint32_t heads, uint32_t head_dim,
-                                   Bf16* __restrict__ attn) {
+__global__ void output_gate_kernel(const Bf16* __restrict__ qkv, uint64_t qkv_stride, uint32_t rows,
+                                   uint32_t heads, uint32_t head_dim, Bf16* __restrict__ attn) {
   const uint32_t h = blockIdx.x;
   for (uint64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float* gate = qkv + r * qkv_stride + uint64_t(2 * h + 1) * head_dim;
+    const Bf16* gate = qkv + r * qkv_stride + uint64_t(2 * h + 1) * head_dim;
     auto* out = reinterpret_cast<uint32_t*>(attn + (r * heads + h) * head_dim);
     for (uint32_t i = 2 * threadIdx.x; i < head_dim; i += 2 * kGateThreads) {
-      const float2 g = *reinterpret_cast<const float2*>(gate + i);
+      const float2 g = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(gate + i));
       const float2 a = gpu::unpack_bf16(out[i / 2]);
       out[i / 2] = gpu::bf16_pair(a.x / (1.0f + expf(-g.x)), a.y / (1.0f + expf(-g.y)));
     }
@@ -155,10 +154,9 @@ __global__ void random_fill_kernel(Out* __restrict__ dst, uint64_t count, uint64
 
 }  // namespace
 
-cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
-                              const float* qkv_bias, const float* q_norm, const float* k_norm,
-                              const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
-                              cudaStream_t stream) {
+cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, QkvShape shape, const float* qkv_bias,
+                              const float* q_norm, const float* k_norm, const float* cos,
+                              const float* sin, Bf16* q, Bf16* k, Bf16* v, cudaStream_t stream) {
   const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : shape.head_dim;
   if (shape.head_dim > kMaxHeadDim || shape.head_dim % 2 != 0 || rot % 2 != 0 ||
       rot > shape.head_dim)
@@ -172,7 +170,7 @@ cudaError_t launch_qkv_finish(const float* qkv, uint32_t rows, QkvShape shape,
   return cudaGetLastError();
 }
 
-cudaError_t launch_output_gate(const float* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
+cudaError_t launch_output_gate(const Bf16* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
                                uint32_t head_dim, Bf16* attn, cudaStream_t stream) {
   if (head_dim % 2 != 0) return cudaErrorInvalidValue;
   if (uint64_t(rows) * heads * head_dim == 0) return cudaSuccess;

@@ -45,7 +45,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const Want wants[] = {
       {&residual, t * h * 4},
       {&normed, t * h * 2},
-      {&qkv, t * (q_rows + 2 * kvd) * 4},
+      {&qkv, t * (q_rows + 2 * kvd) * 2},
       {&q, t * qd * 2},
       {&k, t * kvd * 2},
       {&v, t * kvd * 2},

@@ -21,7 +21,7 @@ struct ForwardActivations {
   uint32_t capacity = 0;
   gpu::DeviceBuffer residual;            // fp32 [T, H]
   gpu::DeviceBuffer normed;              // bf16 [T, H]: RMSNorm output, a GEMM input
-  gpu::DeviceBuffer qkv;                 // fp32 [T, q (x 2 with an output gate) + 2 kv]
+  gpu::DeviceBuffer qkv;                 // bf16 [T, q (x 2 with an output gate) + 2 kv]
   gpu::DeviceBuffer q, k, v;             // bf16 [T, q], [T, kv], [T, kv]
   gpu::DeviceBuffer attn;                // bf16 [T, q]
   gpu::DeviceBuffer gate_up;             // bf16 [T, 2 I]

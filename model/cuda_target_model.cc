@@ -194,12 +194,14 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
   // Qwen3.5's q_proj gives [q_h | gate_h] per head: twice the rows.
   const uint32_t qkv_width = (c.attention_gate ? 2 * qd : qd) + 2 * c.kv_dim();
   // Attention block: x += Attention(RoPE(QKnorm(norm(x) Wqkv^T))) Wo^T (output-gated).
-  blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), true, qkv_width);
+  // bf16, as transformers' projections write it; the finishing kernel (and the output
+  // gate) read it once, in fp32 from there on.
+  blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), false, qkv_width);
   QkvShape shape{c.num_heads, c.num_kv_heads, c.head_dim, float(c.rms_norm_eps)};
   shape.rotary_dim = c.rope_dim();
   shape.q_gated = c.attention_gate;
-  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<float>(), rows, shape, w.qkv_bias, w.q_norm,
-                                      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, shape, w.qkv_bias, w.q_norm, w.k_norm,
+                                      a.rope_cos.as<float>(), a.rope_sin.as<float>(),
                                       a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
   const auto* tiles = reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
   if (prefix) {
@@ -224,8 +226,8 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
                                        attention_pack, a.attn.as<Bf16>(), s));
   }
   if (c.attention_gate)
-    HSRING_CUDA_CHECK(launch_output_gate(a.qkv.as<float>(), qkv_width, rows, c.num_heads,
-                                         c.head_dim, a.attn.as<Bf16>(), s));
+    HSRING_CUDA_CHECK(launch_output_gate(a.qkv.as<Bf16>(), qkv_width, rows, c.num_heads, c.head_dim,
+                                         a.attn.as<Bf16>(), s));
   // beta = 1: cuBLAS adds the product into the fp32 residual (one rounding, no extra pass).
   blas->linear(a.attn.as<Bf16>(), rows, qd, w.o, h, a.residual.as<float>(), true, h, 1.0f);
 }
