@@ -1,6 +1,6 @@
 // The Gated DeltaNet kernels (model/cuda_delta_net.h). fp32 math, state and intermediates
-// throughout; bf16 only where a product reads the values: the convolution's q, k and v (the
-// delta rule's operands) and the output projection's input.
+// throughout; bf16 only where a product writes or reads the values: the input projection,
+// the convolution's q, k and v (the delta rule's operands) and the output projection's input.
 #include <cuda_bf16.h>
 
 #include <algorithm>
