@@ -14,13 +14,14 @@
 //      and decayed into
 //      A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i: the diagonal blocks in fp32 for step
 //      2, the blocks left of them as bf16 operands for step 3; the second into
-//      P_ij = exp(G_i - G_j) (q_i . k_j), j <= i, straight to pass 2's bf16 operand.
+//      P_ij = exp(G_i - G_j) (q_i . k_j), j <= i, pass 2's bf16 operand, staged where K
+//      was and stored in whole rows (the accumulators' layout writes half sectors).
 //   2. The inverses of (I + A)'s four 16 x 16 diagonal blocks by forward substitution in
 //      fp32, one thread per (block, column), the column in registers, rounded once to bf16.
 //   3. W and U' without forming (I + A)^-1: X = (I + A)^-1 [diag(beta gamma) K |
 //      diag(beta) V] by blocked forward substitution, X_i = T_ii (B_i - sum_{j<i} A_ij X_j),
 //      each warp on its own 32 columns (columns are independent), X_i overwriting B_i in
-//      shared memory once read; 40 products a warp in all.
+//      shared memory once read; 40 products a warp in all. X is stored in whole rows.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -45,6 +46,7 @@ constexpr int kWarpUnits = 2;  // 16-column units of X a warp solves for
 // fall on different banks.
 constexpr int kPad = 8;
 constexpr int kAStride = kChunk + kPad;  // A's blocks left of the diagonal, bf16
+constexpr int kPStride = kChunk + kPad;  // P staged in K's place, bf16
 constexpr int kTStride = kTile + kPad;   // the diagonal blocks' inverses, bf16
 // The diagonal blocks of A in fp32: an odd stride puts the two blocks a warp's substitution
 // reads at once on different banks.
@@ -59,20 +61,23 @@ __host__ __device__ constexpr int round32(int n) { return (n + 31) / 32 * 32; }
 
 // Shared memory: fp32 first, the gram strips' accumulators, each lane's four in a row
 // [kWarps][kJobsPerWarp][32][4]; A's diagonal blocks [kBlocks][kTile][kDiagStride]; G and
-// beta [kChunk]. Then bf16: K [kChunk][ld]; Q, then V's part of B and X [kChunk][ld]; K's
-// part of B and X [kChunk][ld]; A [kChunk][kAStride]; the inverses [kBlocks][kTile][kTStride].
-// `width` columns of each row are held (the head dims rounded to 32 for the gram products'
-// k steps), zero past the head dim.
+// beta [kChunk]. Then bf16: K [kChunk][ld], then each value head's P [kChunk][kPStride] in
+// its place (k_floor values: whichever is larger); Q, then V's part of B and X [kChunk][ld];
+// K's part of B and X [kChunk][ld]; A [kChunk][kAStride]; the inverses
+// [kBlocks][kTile][kTStride]. `width` columns of each row are held (the head dims rounded to
+// 32 for the gram products' k steps), zero past the head dim.
 struct Layout {
-  int width, ld;
+  int width, ld, k_floor;
   __host__ __device__ Layout(int dk, int dv)
-      : width(round32(dk > dv ? dk : dv)), ld(round32(dk > dv ? dk : dv) + kPad) {}
+      : width(round32(dk > dv ? dk : dv)),
+        ld(round32(dk > dv ? dk : dv) + kPad),
+        k_floor(kChunk * (ld > kPStride ? ld : kPStride)) {}
   __host__ __device__ static constexpr int floats() {
     return kGramFloats + kBlocks * kTile * kDiagStride + 2 * kChunk;
   }
   __host__ __device__ size_t bytes() const {
-    return size_t(floats()) * 4 + (size_t(3) * kChunk * ld + size_t(kChunk) * kAStride +
-                                   size_t(kBlocks) * kTile * kTStride) *
+    return size_t(floats()) * 4 + (size_t(k_floor) + size_t(2) * kChunk * ld +
+                                   size_t(kChunk) * kAStride + size_t(kBlocks) * kTile * kTStride) *
                                       2;
   }
 };
@@ -112,6 +117,19 @@ __device__ __forceinline__ void load_rows(Bf16* dst, int ld, int width, const Bf
   }
 }
 
+// load_rows' way back: rows r < rows, columns c < columns of src [kChunk][ld] to the rows at
+// dst (row stride `stride`), 16 bytes a thread. A warp writes whole rows, where the products'
+// fragments would write 16 bytes a row (half of each 32-byte sector).
+__device__ __forceinline__ void store_rows(const Bf16* src, int ld, Bf16* dst, uint64_t stride,
+                                           int rows, int columns, int worker, int workers) {
+  const int pieces = columns / 8;
+  for (int e = worker; e < rows * pieces; e += workers) {
+    const int r = e / pieces, c = (e % pieces) * 8;
+    *reinterpret_cast<uint4*>(dst + uint64_t(r) * stride + c) =
+        *reinterpret_cast<const uint4*>(src + r * ld + c);
+  }
+}
+
 // Tile `job` of step 1's strips: the first kStripTiles are K K^T's, the rest Q K^T's; tile
 // (i, n) is row block i, columns 8 n .. 8 n + 7, n < 2 (i + 1).
 struct StripTile {
@@ -139,8 +157,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* g_s = ad_s + kBlocks * kTile * kDiagStride;
   float* b_s = g_s + kChunk;
   Bf16* k_s = reinterpret_cast<Bf16*>(b_s + kChunk);
-  Bf16* qv_s = k_s + kChunk * ld;   // Q, then V's part of B and X
-  Bf16* xk_s = qv_s + kChunk * ld;  // K's part of B and X
+  Bf16* p_s = k_s;                    // each value head's P, once K is read
+  Bf16* qv_s = k_s + layout.k_floor;  // Q, then V's part of B and X
+  Bf16* xk_s = qv_s + kChunk * ld;    // K's part of B and X
   Bf16* a_s = xk_s + kChunk * ld;
   Bf16* t_s = a_s + kChunk * kAStride;
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -189,8 +208,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     // The strips masked and decayed: A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, its
     // diagonal blocks in fp32, the blocks left of them in bf16; P_ij = exp(G_i - G_j)
-    // (q_i . k_j), j <= i, straight to pass 2's bf16 operand.
-    Bf16* p_out = scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk;
+    // (q_i . k_j), j <= i, in bf16 into p_s (K is read), stored whole in step 2.
     for (int j = 0; j < kJobsPerWarp; ++j) {
       const StripTile tile = strip_tile(warp + kWarps * j);
       if (tile.i * kTile >= len) continue;
@@ -212,21 +230,16 @@ __global__ void __launch_bounds__(kThreads, 2)
         } else if (r < len) {
           const float p0 = c <= r ? __expf(g_s[r] - g_s[c]) * x0 : 0.0f;
           const float p1 = c + 1 <= r ? __expf(g_s[r] - g_s[c + 1]) * x1 : 0.0f;
-          *reinterpret_cast<uint32_t*>(p_out + uint64_t(r) * p_stride + c) = gpu::pack_bf16(p0, p1);
+          *reinterpret_cast<uint32_t*>(p_s + r * kPStride + c) = gpu::pack_bf16(p0, p1);
         }
       }
     }
-    // P right of its diagonal blocks is zero: 8 values at a time.
-    for (int e = tid; e < len * (kChunk / 8); e += kThreads) {
-      const int r = e / (kChunk / 8), c = (e % (kChunk / 8)) * 8;
-      if (c >= (r / kTile + 1) * kTile)
-        *reinterpret_cast<uint4*>(p_out + uint64_t(r) * p_stride + c) = make_uint4(0, 0, 0, 0);
-    }
-    __syncthreads();  // A is whole
+    __syncthreads();  // A and P are whole
 
     // 2. T_bb = (I + A_bb)^-1 for the four diagonal blocks, one thread per (block, column):
     // the column's chain of dependent steps is register FMAs. Meanwhile the other warps load
-    // B = [diag(beta gamma) K | diag(beta) V], rounded once.
+    // B = [diag(beta gamma) K | diag(beta) V], rounded once, and store P (zero right of its
+    // diagonal blocks), 16 bytes a thread.
     if (tid < kChunk) {
       const int block = tid / kTile, c = tid % kTile;
       float column[kTile];
@@ -241,19 +254,25 @@ __global__ void __launch_bounds__(kThreads, 2)
       load_rows(qv_s, ld, width,
                 qkv + uint64_t(c0) * stride + 2 * size_t(shape.qk_dim()) + size_t(h) * dv, stride,
                 len, dv, loader, loaders, [&](int r) { return b_s[r]; });
+      Bf16* p_out = scratch.p_bf16 + (uint64_t(c0) * vh + h) * kChunk;
+      for (int e = loader; e < len * (kChunk / 8); e += loaders) {
+        const int r = e / (kChunk / 8), c = (e % (kChunk / 8)) * 8;
+        *reinterpret_cast<uint4*>(p_out + uint64_t(r) * p_stride + c) =
+            c < (r / kTile + 1) * kTile ? *reinterpret_cast<const uint4*>(p_s + r * kPStride + c)
+                                        : make_uint4(0, 0, 0, 0);
+      }
     }
     __syncthreads();  // the inverses and B are whole
 
     // 3. X = (I + A)^-1 B on this warp's units: W = X's K part, U' its V part.
     for (int u0 = warp * kWarpUnits; u0 < units; u0 += kWarps * kWarpUnits) {
       Bf16* column[kWarpUnits];
-      bool in_k[kWarpUnits], live[kWarpUnits];
+      bool live[kWarpUnits];
 #pragma unroll
       for (int q = 0; q < kWarpUnits; ++q) {
         const int u = u0 + q;
         live[q] = u < units;
-        in_k[q] = u < k_units;
-        column[q] = in_k[q] ? xk_s + 16 * u : qv_s + 16 * (u - k_units);
+        column[q] = u < k_units ? xk_s + 16 * u : qv_s + 16 * (u - k_units);
       }
       for (int i = 0; i < kBlocks && i * kTile < len; ++i) {
         // acc = sum_{j < i} A_ij X_j, X_j where B_j was.
@@ -309,21 +328,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
               const int r = i * kTile + gi + 8 * half;
-              const uint32_t pair = gpu::pack_bf16(x[q][n][2 * half], x[q][n][2 * half + 1]);
-              const int c = 16 * (u0 + q) + 8 * n + 2 * ti;  // X's column, K's part first
-              *reinterpret_cast<uint32_t*>(column[q] + r * ld + 8 * n + 2 * ti) = pair;
-              if (r >= len) continue;
-              const uint64_t row = uint64_t(c0 + r) * vh + h;
-              if (in_k[q]) {
-                if (c < dk) *reinterpret_cast<uint32_t*>(scratch.w_bf16 + row * dk + c) = pair;
-              } else if (c - 16 * k_units < dv) {
-                *reinterpret_cast<uint32_t*>(scratch.u_bf16 + row * dv + (c - 16 * k_units)) = pair;
-              }
+              *reinterpret_cast<uint32_t*>(column[q] + r * ld + 8 * n + 2 * ti) =
+                  gpu::pack_bf16(x[q][n][2 * half], x[q][n][2 * half + 1]);
             }
         }
         __syncwarp();  // X_i is in place before the next block row's fragment loads
       }
     }
+    __syncthreads();  // X is whole: W, U' to pass 2 (rows of value heads vh apart)
+    const uint64_t first_row = uint64_t(c0) * vh + h;
+    store_rows(xk_s, ld, scratch.w_bf16 + first_row * dk, uint64_t(vh) * dk, len, dk, tid,
+               kThreads);
+    store_rows(qv_s, ld, scratch.u_bf16 + first_row * dv, uint64_t(vh) * dv, len, dv, tid,
+               kThreads);
     if (tid < len) scratch.g_sum[uint64_t(c0 + tid) * vh + h] = g_s[tid];
   }
 }
