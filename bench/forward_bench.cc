@@ -410,7 +410,7 @@ int run(const Options& o) {
       return time_ms(stream.get(), 3, 10, [&] {
         HSRING_CUDA_CHECK(launch_delta_rule(qkv_bf16.as<Bf16>(), g, beta, shape, uint32_t(t),
                                             span_base, chunk_count, doc_base, doc_count,
-                                            scratch.as<float>(), out.as<float>(), stream.get()));
+                                            scratch.as<float>(), out.as<Bf16>(), stream.get()));
       });
     };
     const auto time_tf32_rule = [&](DeltaTf32Precision precision) {

@@ -1,6 +1,7 @@
 // The Gated DeltaNet kernels (model/cuda_delta_net.h). fp32 math, state and intermediates
 // throughout; bf16 only where a product writes or reads the values: the input projection,
-// the convolution's q, k and v (the delta rule's operands) and the output projection's input.
+// the convolution's q, k and v (the delta rule's operands), the rule's output and the output
+// projection's input.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -185,7 +186,7 @@ __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const floa
 }
 
 // One warp per (row, head), in pairs (dim and z's stride are even).
-__global__ void gated_rms_norm_kernel(const float* __restrict__ x, const Bf16* __restrict__ z,
+__global__ void gated_rms_norm_kernel(const Bf16* __restrict__ x, const Bf16* __restrict__ z,
                                       uint64_t z_stride, uint32_t rows, uint32_t v_heads,
                                       uint32_t dim, const float* __restrict__ weight, float eps,
                                       Bf16* __restrict__ y) {
@@ -194,14 +195,15 @@ __global__ void gated_rms_norm_kernel(const float* __restrict__ x, const Bf16* _
   const uint32_t lane = threadIdx.x % 32;
   const uint64_t row = item / v_heads;
   const auto head = uint32_t(item - row * v_heads);
-  const float* xr = x + item * dim;
+  const Bf16* xr = x + item * dim;
   const Bf16* zr = z + row * z_stride + uint64_t(head) * dim;
   float2 values[kPairsPerLane];
   float squares = 0;
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
     const uint32_t i = 2 * lane + 64 * j;
-    values[j] = i < dim ? *reinterpret_cast<const float2*>(xr + i) : make_float2(0.0f, 0.0f);
+    values[j] = i < dim ? gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(xr + i))
+                        : make_float2(0.0f, 0.0f);
     squares += values[j].x * values[j].x + values[j].y * values[j].y;
   }
   const float scale = rsqrtf(gpu::warp_sum(squares) / float(dim) + eps);
@@ -290,7 +292,7 @@ cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const 
   return cudaGetLastError();
 }
 
-cudaError_t launch_gated_rms_norm(const float* x, const Bf16* z, uint64_t z_stride, uint32_t rows,
+cudaError_t launch_gated_rms_norm(const Bf16* x, const Bf16* z, uint64_t z_stride, uint32_t rows,
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream) {
   if (dim > kMaxHeadDim || dim % 2 != 0 || z_stride % 2 != 0) return cudaErrorInvalidValue;

@@ -84,7 +84,7 @@ cudaError_t launch_delta_gates(const Bf16* a, const Bf16* b, uint64_t stride, ui
 // reads, for either variant below (model/cuda_delta_rule_passes.h lays them out).
 uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
 
-// The chunked gated delta rule, the forward's: out fp32 [rows, v_dim] from qkv
+// The chunked gated delta rule, the forward's: out bf16 [rows, v_dim] (as fla's) from qkv
 // (launch_delta_conv's output), g and beta (launch_delta_gates'). Every product is a bf16
 // mma.sync product with fp32 accumulation, the system solved blockwise; pass 1 writes pass
 // 2's operands W, P and U' in bf16, pass 2 reads Q and K from qkv and keeps the state's fp32
@@ -96,7 +96,7 @@ uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
 cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta, DeltaShape shape,
                               uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
                               const DeltaSpan* documents, uint32_t document_count, float* scratch,
-                              float* out, cudaStream_t stream);
+                              Bf16* out, cudaStream_t stream);
 
 // The same rule from fp32 q | k | v with TF32 products, the yardstick of the bf16 rule's
 // rounding (tests, bench/forward_bench.cc):
@@ -117,9 +117,9 @@ cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const 
                                         uint32_t document_count, float* out, cudaStream_t stream);
 
 // y bf16 [rows, v_heads * dim] = weight * x / sqrt(mean(x^2) + eps) * silu(z) per head of
-// `dim`, x fp32 [rows, v_heads * dim], z bf16 columns of rows of stride z_stride. REQUIRES:
-// dim and z_stride even.
-cudaError_t launch_gated_rms_norm(const float* x, const Bf16* z, uint64_t z_stride, uint32_t rows,
+// `dim`, x bf16 [rows, v_heads * dim] (launch_delta_rule's out), z bf16 columns of rows of
+// stride z_stride; the sums fp32. REQUIRES: dim and z_stride even.
+cudaError_t launch_gated_rms_norm(const Bf16* x, const Bf16* z, uint64_t z_stride, uint32_t rows,
                                   uint32_t v_heads, uint32_t dim, const float* weight, float eps,
                                   Bf16* y, cudaStream_t stream);
 

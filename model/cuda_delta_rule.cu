@@ -539,7 +539,7 @@ DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s, bool 
 cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta, DeltaShape shape,
                               uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
                               const DeltaSpan* documents, uint32_t document_count, float* scratch,
-                              float* out, cudaStream_t stream) {
+                              Bf16* out, cudaStream_t stream) {
   if (!rule_takes(shape) || reinterpret_cast<uintptr_t>(qkv) % 16 != 0)
     return cudaErrorInvalidValue;
   if (chunk_count == 0) return cudaSuccess;

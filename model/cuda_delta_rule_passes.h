@@ -38,7 +38,7 @@ cudaError_t launch_delta_prepare_bf16(const Bf16* qkv, const float* g, const flo
                                       uint32_t chunk_count, const DeltaScratch& scratch,
                                       cudaStream_t stream);
 cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaShape shape, const DeltaSpan* documents,
-                                    uint32_t document_count, const DeltaScratch& scratch,
-                                    float* out, cudaStream_t stream);
+                                    uint32_t document_count, const DeltaScratch& scratch, Bf16* out,
+                                    cudaStream_t stream);
 
 }  // namespace hsring

@@ -88,7 +88,7 @@ template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
     delta_state_bf16_kernel(const Bf16* __restrict__ qkv, DeltaShape shape,
                             const DeltaSpan* __restrict__ documents, DeltaScratch scratch,
-                            float* __restrict__ out) {
+                            Bf16* __restrict__ out) {
   extern __shared__ __align__(128) Bf16 smem[];
   const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
   const int dv = head_dim_or<kFixedDims>(shape.v_head_dim), vh = int(shape.v_heads);
@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int bottom = 0; bottom < 2; ++bottom) {
         const int r = row + g + 8 * bottom;
         if (r < len && c < dv)
-          *reinterpret_cast<float2*>(out + uint64_t(c0 + r) * shape.v_dim() + size_t(h) * dv + c) =
-              make_float2(o[n][2 * bottom], o[n][2 * bottom + 1]);
+          *reinterpret_cast<uint32_t*>(out + uint64_t(c0 + r) * shape.v_dim() + size_t(h) * dv +
+                                       c) = gpu::bf16_pair(o[n][2 * bottom], o[n][2 * bottom + 1]);
       }
     }
 
@@ -268,8 +268,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 }  // namespace
 
 cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaShape shape, const DeltaSpan* documents,
-                                    uint32_t document_count, const DeltaScratch& scratch,
-                                    float* out, cudaStream_t stream) {
+                                    uint32_t document_count, const DeltaScratch& scratch, Bf16* out,
+                                    cudaStream_t stream) {
   if (document_count > 65535) return cudaErrorInvalidValue;
   const size_t bytes = Layout(int(shape.qk_head_dim)).values() * sizeof(Bf16);
   const auto kernel = delta_fixed_head_dims(shape) ? delta_state_bf16_kernel<kDeltaFixedHeadDim>

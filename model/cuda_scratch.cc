@@ -60,7 +60,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&delta_g, hybrid ? t * dn.v_heads * 4 : 0},
       {&delta_beta, hybrid ? t * dn.v_heads * 4 : 0},
       {&delta_scratch, hybrid ? delta_scratch_floats(tokens, shape) * 4 : 0},
-      {&delta_out, hybrid ? t * dn.v_dim() * 4 : 0},
+      {&delta_out, hybrid ? t * dn.v_dim() * 2 : 0},
       {&delta_normed, hybrid ? t * dn.v_dim() * 2 : 0},
       {&normed_lo, moe ? t * h * 2 : 0},
       {&router_logits, moe ? t * router_rows(c) * 4 : 0},

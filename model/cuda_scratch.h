@@ -34,7 +34,7 @@ struct ForwardActivations {
   gpu::DeviceBuffer delta_g;        // fp32 [T, v_heads]
   gpu::DeviceBuffer delta_beta;     // fp32 [T, v_heads]
   gpu::DeviceBuffer delta_scratch;  // fp32, delta_scratch_floats
-  gpu::DeviceBuffer delta_out;      // fp32 [T, V]: the delta rule's output
+  gpu::DeviceBuffer delta_out;      // bf16 [T, V]: the delta rule's output
   gpu::DeviceBuffer delta_normed;   // bf16 [T, V]: after the gated norm, a GEMM input
   // Mixture-of-experts layers (else empty); S = T * top_k slots, E experts, I_e and I_s the
   // experts' and the shared expert's widths (model/cuda_moe.h).

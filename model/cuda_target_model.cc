@@ -257,8 +257,8 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
       a.delta_qkv.as<Bf16>(), a.delta_g.as<float>(), a.delta_beta.as<float>(), shape, rows,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_chunks_at), layout.delta_chunk_count,
       reinterpret_cast<const DeltaSpan*>(inputs + layout.delta_documents_at),
-      layout.delta_document_count, a.delta_scratch.as<float>(), a.delta_out.as<float>(), s));
-  HSRING_CUDA_CHECK(launch_gated_rms_norm(a.delta_out.as<float>(), proj + conv, width, rows, vh,
+      layout.delta_document_count, a.delta_scratch.as<float>(), a.delta_out.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(launch_gated_rms_norm(a.delta_out.as<Bf16>(), proj + conv, width, rows, vh,
                                           shape.v_head_dim, w.delta_norm, float(c.rms_norm_eps),
                                           a.delta_normed.as<Bf16>(), s));
   blas->linear(a.delta_normed.as<Bf16>(), rows, vd, w.delta_out, h, a.residual.as<float>(), true, h,

@@ -667,18 +667,23 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
         HSRING_CUDA_CHECK(cudaMemset(d_out.data(), 0xFF, d_out.size()));
         const auto* d_chunk_spans = d_chunks.as<DeltaSpan>();
         const auto* d_doc_spans = d_docs.as<DeltaSpan>();
-        if (rule == Rule::kBf16)
+        runs.emplace_back(size_t(t) * shape.v_dim());
+        if (rule == Rule::kBf16) {  // out in bf16, as the gated norm reads it
           HSRING_CUDA_CHECK(launch_delta_rule(
               d_qkv_bf16.as<Bf16>(), d_g.as<float>(), d_beta.as<float>(), shape, t, d_chunk_spans,
               uint32_t(chunks.size()), d_doc_spans, uint32_t(docs.size()), scratch.as<float>(),
-              d_out.as<float>(), nullptr));
-        else
-          HSRING_CUDA_CHECK(launch_delta_rule_tf32(
-              d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, t, d_chunk_spans,
-              uint32_t(chunks.size()), d_doc_spans, uint32_t(docs.size()), scratch.as<float>(),
-              d_out.as<float>(), nullptr,
-              rule == Rule::kTf32 ? DeltaTf32Precision::kTf32 : DeltaTf32Precision::kTf32x3));
-        runs.emplace_back(size_t(t) * shape.v_dim());
+              d_out.as<Bf16>(), nullptr));
+          std::vector<Bf16> out(runs.back().size());
+          HSRING_CUDA_CHECK(
+              cudaMemcpy(out.data(), d_out.data(), out.size() * 2, cudaMemcpyDeviceToHost));
+          for (size_t i = 0; i < out.size(); ++i) runs.back()[i] = bf16_to_float(out[i]);
+          continue;
+        }
+        HSRING_CUDA_CHECK(launch_delta_rule_tf32(
+            d_qkv.as<float>(), d_g.as<float>(), d_beta.as<float>(), shape, t, d_chunk_spans,
+            uint32_t(chunks.size()), d_doc_spans, uint32_t(docs.size()), scratch.as<float>(),
+            d_out.as<float>(), nullptr,
+            rule == Rule::kTf32 ? DeltaTf32Precision::kTf32 : DeltaTf32Precision::kTf32x3));
         HSRING_CUDA_CHECK(
             cudaMemcpy(runs.back().data(), d_out.data(), d_out.size(), cudaMemcpyDeviceToHost));
       }
