@@ -185,7 +185,8 @@ __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const floa
   }
 }
 
-// One warp per (row, head), in pairs (dim and z's stride are even).
+// One warp per (row, head), in pairs (dim and z's stride are even). x and z are loaded
+// together, so the warp waits on memory once, not again after the norm's sum.
 __global__ void gated_rms_norm_kernel(const Bf16* __restrict__ x, const Bf16* __restrict__ z,
                                       uint64_t z_stride, uint32_t rows, uint32_t v_heads,
                                       uint32_t dim, const float* __restrict__ weight, float eps,
@@ -197,24 +198,28 @@ __global__ void gated_rms_norm_kernel(const Bf16* __restrict__ x, const Bf16* __
   const auto head = uint32_t(item - row * v_heads);
   const Bf16* xr = x + item * dim;
   const Bf16* zr = z + row * z_stride + uint64_t(head) * dim;
-  float2 values[kPairsPerLane];
-  float squares = 0;
+  float2 values[kPairsPerLane], gates[kPairsPerLane];
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
     const uint32_t i = 2 * lane + 64 * j;
-    values[j] = i < dim ? gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(xr + i))
-                        : make_float2(0.0f, 0.0f);
-    squares += values[j].x * values[j].x + values[j].y * values[j].y;
+    values[j] = gates[j] = make_float2(0.0f, 0.0f);
+    if (i < dim) {
+      values[j] = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(xr + i));
+      gates[j] = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(zr + i));
+    }
   }
+  float squares = 0;
+#pragma unroll
+  for (int j = 0; j < kPairsPerLane; ++j)
+    squares += values[j].x * values[j].x + values[j].y * values[j].y;
   const float scale = rsqrtf(gpu::warp_sum(squares) / float(dim) + eps);
   auto* out = reinterpret_cast<uint32_t*>(y + item * dim);
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
     const uint32_t i = 2 * lane + 64 * j;
     if (i >= dim) continue;
-    const float2 gate = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(zr + i));
-    out[i / 2] = gpu::bf16_pair(weight[i] * (values[j].x * scale) * silu(gate.x),
-                                weight[i + 1] * (values[j].y * scale) * silu(gate.y));
+    out[i / 2] = gpu::bf16_pair(weight[i] * (values[j].x * scale) * silu(gates[j].x),
+                                weight[i + 1] * (values[j].y * scale) * silu(gates[j].y));
   }
 }
 
