@@ -317,10 +317,17 @@ TEST_P(CudaModelTest, DocumentsDoNotDependOnTheirNeighbours) {
   EXPECT_GE(agreement, 0.99);
 }
 
+// Each test named for its shape ('-' as '_'), so that a filter such as '*qwen3_5*' picks
+// the shapes it names.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelTest,
                          ::testing::Values("qwen", "llama", "gqa4", "qwen2", "llama3", "linear",
                                            "dynamic", "yarn", "qwen3_5", "qwen3_5-128",
-                                           "qwen3_5-conv6", "qwen3_moe", "qwen3_5_moe"));
+                                           "qwen3_5-conv6", "qwen3_moe", "qwen3_5_moe"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // The attention kernel alone, with and without GQA packing, against a double-precision
 // reference on the same bf16 inputs.
