@@ -62,6 +62,9 @@ struct Options {
   uint32_t gemm_m = 16384, gemm_k = 4096, gemm_n = 12288;
   uint32_t num_layers = 0;  // 0: the preset's own count
   std::string docs_out;
+  // The timed forwards alone, for a profiler (bench/forward_compare.sh): no cuBLAS yardstick,
+  // no kernel timed on its own.
+  bool forward_only = false;
 };
 
 // Median milliseconds of `fn` enqueued on `stream`, after `warmup` untimed runs.
@@ -280,7 +283,7 @@ int run(const Options& o) {
 
   gpu::Stream stream = gpu::make_stream();
   std::printf("cublas_gemm_shape=%ux%ux%u\n", o.gemm_m, o.gemm_k, o.gemm_n);
-  const double gemm_before = gemm_tflops(o, stream.get());
+  const double gemm_before = o.forward_only ? 0.0 : gemm_tflops(o, stream.get());
   const PackedBatch view{batch.tokens, batch.positions, batch.offsets};
   const double forward_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] {
     model->forward_device(view, request, stream.get(), capture);
@@ -301,6 +304,7 @@ int run(const Options& o) {
     print("model_delta_rule_flops_per_token", delta_flops_layer * delta_layers / t, "%.4g");
   const double forward_tflops = flops / (forward_ms * 1e-3) / 1e12;
   print("forward_tflops", forward_tflops, "%.1f");
+  if (o.forward_only) return 0;
 
   // Attention alone on the same documents (values do not change its speed): as the model
   // runs it (the heads of a KV group packed into one block, kAttentionKeyBlock keys per
@@ -548,6 +552,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "Untimed forwards first");
   app.add_option("--gpu", o.gpu, "GPU index");
   app.add_option("--seed", o.seed, "Weights and batch seed");
+  app.add_flag("--forward-only", o.forward_only,
+               "Time the forwards and stop: no cuBLAS yardstick, no kernel alone (for ncu)");
   CLI11_PARSE(app, argc, argv);
   if (o.min_doc > o.max_doc) {
     std::fprintf(stderr, "forward_bench: --min-doc exceeds --max-doc\n");
