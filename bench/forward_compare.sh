@@ -11,7 +11,8 @@
 #      --forward-only`; no clock or cache control: the forward's own conditions), per model;
 #   4. the full forwards, builds alternating, ROUNDS times (default 2) per model: the time
 #      of one forward and its ratio to the same run's cuBLAS rate.
-# Key lines go to stdout, every log to OUT_DIR. Exits 1 if a build's tests fail.
+# Key lines go to stdout, every log to OUT_DIR. Exits 1 when a build fails its tests,
+# hf_parity or a forward.
 set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 OUT_DIR MODELS BIN_DIR..." >&2; exit 2; }
 out=$1 models=${2//,/ }
