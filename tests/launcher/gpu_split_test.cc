@@ -77,7 +77,7 @@ TEST(GpuSplitTest, TheShapesGiveTheMeasuredBalance) {
                                 kNominalGemmTflops);
   };
   const StageRates hybrid = rates("qwen3.6-27b");
-  EXPECT_NEAR(hybrid.target, 10.8e3, 3e3) << "measured: 10.8 K tokens/s (bench/RESULTS.md)";
+  EXPECT_NEAR(hybrid.target, 11.4e3, 3e3) << "measured: 11.4-11.5 K tokens/s (bench/RESULTS.md)";
   EXPECT_NEAR(hybrid.drafter, 62.7e3, 20e3) << "measured: 62.7 K tokens/s";
   EXPECT_EQ(best_target_count(8, hybrid), 7);
   const StageRates dense = rates("qwen3-8b");
