@@ -66,7 +66,7 @@ TEST(GpuSplitTest, TheFlagTakesAutoOrARatioAndNamesItselfOtherwise) {
 }
 
 // The rates the shapes give: the seeds' hybrid target is several times a drafter's work
-// per token, as measured (10.8 K against 62.7 K tokens/s on an H100: 5.8), and so is the
+// per token, as measured (11.4 K against 62.7 K tokens/s on an H100: 5.5), and so is the
 // dense 8B target; a target far smaller than its drafter's head reverses the choice.
 TEST(GpuSplitTest, TheShapesGiveTheMeasuredBalance) {
   const auto rates = [](const std::string& name) {
