@@ -85,4 +85,14 @@ __device__ __forceinline__ void load_bt_fragments_k32(uint32_t* b, const uint16_
   ldmatrix_x4(b, tile + (lane % 8) * ld + (lane / 8) * 8);
 }
 
+// d0 += a B[:, 0..7] and d1 += a B[:, 8..15]: a 16 x 16 A fragment (load_a_fragment's)
+// times the row-major [16][16] bf16 tile B at `tile` (load_b_fragments').
+__device__ __forceinline__ void mma_bf16_tile16(float* d0, float* d1, const uint32_t* a,
+                                                const uint16_t* tile, int ld, int lane) {
+  uint32_t b[4];
+  load_b_fragments(b, tile, ld, lane);
+  mma_bf16_16816(d0, a, b[0], b[1]);
+  mma_bf16_16816(d1, a, b[2], b[3]);
+}
+
 }  // namespace hsring::gpu

@@ -281,13 +281,9 @@ __global__ void __launch_bounds__(kThreads, 2)
           uint32_t a[4];
           gpu::load_a_fragment(a, a_s + i * kTile * kAStride + j * kTile, kAStride, lane);
 #pragma unroll
-          for (int q = 0; q < kWarpUnits; ++q) {
-            if (!live[q]) continue;
-            uint32_t b[4];
-            gpu::load_b_fragments(b, column[q] + j * kTile * ld, ld, lane);
-            gpu::mma_bf16_16816(acc[q][0], a, b[0], b[1]);
-            gpu::mma_bf16_16816(acc[q][1], a, b[2], b[3]);
-          }
+          for (int q = 0; q < kWarpUnits; ++q)
+            if (live[q])
+              gpu::mma_bf16_tile16(acc[q][0], acc[q][1], a, column[q] + j * kTile * ld, ld, lane);
         }
         // R_i = B_i - acc, the next product's operand, in B_i's place: each lane reads and
         // writes its own elements.
@@ -312,13 +308,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         uint32_t a[4];
         gpu::load_a_fragment(a, t_s + i * kTile * kTStride, kTStride, lane);
 #pragma unroll
-        for (int q = 0; q < kWarpUnits; ++q) {
-          if (!live[q]) continue;
-          uint32_t b[4];
-          gpu::load_b_fragments(b, column[q] + i * kTile * ld, ld, lane);
-          gpu::mma_bf16_16816(x[q][0], a, b[0], b[1]);
-          gpu::mma_bf16_16816(x[q][1], a, b[2], b[3]);
-        }
+        for (int q = 0; q < kWarpUnits; ++q)
+          if (live[q])
+            gpu::mma_bf16_tile16(x[q][0], x[q][1], a, column[q] + i * kTile * ld, ld, lane);
         __syncwarp();  // every lane has read R_i before X_i takes its place
 #pragma unroll
         for (int q = 0; q < kWarpUnits; ++q) {

@@ -62,12 +62,8 @@ using Tile = float[4];  // a warp's 16 x 8 fp32 accumulator: rows g and g + 8, c
 __device__ __forceinline__ void accumulate_row(Tile* acc, const uint32_t* a, const Bf16* b_rows,
                                                int lane) {
 #pragma unroll
-  for (int n = 0; n < kWarpTiles; n += 2) {
-    uint32_t b[4];
-    gpu::load_b_fragments(b, b_rows + n * 8, kWideStride, lane);
-    gpu::mma_bf16_16816(acc[n], a, b[0], b[1]);
-    gpu::mma_bf16_16816(acc[n + 1], a, b[2], b[3]);
-  }
+  for (int n = 0; n < kWarpTiles; n += 2)
+    gpu::mma_bf16_tile16(acc[n], acc[n + 1], a, b_rows + n * 8, kWideStride, lane);
 }
 
 // Writes the warp's 16 x kWarpColumns accumulators, rounded, to the shared tile at `rows`
