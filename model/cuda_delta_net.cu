@@ -29,20 +29,25 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 // The convolution's taps held in registers (Qwen3.5's kernel has 4); a longer kernel reads
 // its older taps from memory again.
 constexpr int kConvWindow = 4;
-// Rows one warp convolves: each input row is read (8 + 3) / 8 times, not once per tap.
-constexpr uint32_t kConvRows = 8;
+// Rows one warp convolves, kConvStep at a time: the next step's rows load while this step's
+// are convolved, so each warp keeps a step of loads in flight for its whole run, and pays
+// its fixed costs (the taps, the first rows' wait) once per kConvRun rows. Each input row is
+// read (64 + 3) / 64 times, not once per tap.
+constexpr int kConvStep = 8;
+constexpr uint32_t kConvRun = 64;
+constexpr int kConvHeld = kConvWindow - 1 + kConvStep;  // rows a step reads
 
-// One warp per (run of kConvRows rows, head slot), slots fastest (neighbouring warps read
+// One warp per (run of kConvRun rows, head slot), slots fastest (neighbouring warps read
 // neighbouring columns of the same rows); slots [0, qk_heads) are q heads, then k heads,
 // then v heads. Each lane holds channel pairs (4-byte loads: x's stride and every head's
-// first column are even) of the run's rows and the kConvWindow - 1 rows before it.
+// first column are even) as the bf16 pairs they are, one register a pair.
 __global__ void __launch_bounds__(kThreads, 2)
     delta_conv_kernel(const Bf16* __restrict__ x, uint64_t x_stride, uint32_t rows,
                       DeltaShape shape, const Bf16* __restrict__ w,
                       const int32_t* __restrict__ doc_starts, Bf16* __restrict__ qkv) {
   const uint32_t slots = 2 * shape.qk_heads + shape.v_heads;
   const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const uint32_t runs = (rows + kConvRows - 1) / kConvRows;
+  const uint32_t runs = (rows + kConvRun - 1) / kConvRun;
   if (item >= uint64_t(runs) * slots) return;
   const uint32_t lane = threadIdx.x % 32;
   const auto run = uint32_t(item / slots);
@@ -52,9 +57,24 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t first = is_v ? 2 * shape.qk_dim() + (slot - 2 * shape.qk_heads) * dim : slot * dim;
   const int kernel = int(shape.conv_kernel);
   const uint32_t channels = shape.conv_dim();
+  const int64_t r0 = int64_t(run) * kConvRun;
+  const int64_t r_end = std::min(r0 + int64_t(kConvRun), int64_t(rows));
   // The weight on the row d back of the head's channel i (w holds the oldest tap first).
   const auto weight = [&](uint32_t i, int d) {
     return gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]);
+  };
+  // Lane pair j of row r, zeros outside [0, r_end) (before the batch: no history; past the
+  // run: not this warp's).
+  const auto load_pair = [&](int64_t r, int j) -> uint32_t {
+    const uint32_t i = 2 * lane + 64 * j;
+    return r >= 0 && r < r_end && i < dim
+               ? *reinterpret_cast<const uint32_t*>(x + uint64_t(r) * x_stride + first + i)
+               : 0u;  // two bf16 zeros
+  };
+  // Row s + t's document start is lane t's: loaded beside the rows, not behind each row's
+  // bounds check, where a step's eight loads would be waited on one after another.
+  const auto load_start = [&](int64_t s) {
+    return lane < uint32_t(kConvStep) && s + lane < r_end ? doc_starts[s + lane] : 0;
   };
   // tap[j][e][d]: weight(2 lane + 64 j + e, d).
   float tap[kPairsPerLane][2][kConvWindow] = {};
@@ -67,60 +87,70 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int d = 0; d < kConvWindow; ++d)
         if (i < dim && d < kernel) tap[j][e][d] = weight(i, d);
     }
-  // The run's rows and the kConvWindow - 1 before it, all loaded first (eleven 256-byte
-  // loads in flight a warp); row r0 - kConvWindow + 1 + n is rows_in[n].
-  constexpr int kLoaded = kConvWindow - 1 + int(kConvRows);
-  const auto r0 = int64_t(run) * kConvRows;
-  float2 rows_in[kLoaded][kPairsPerLane];
+  // held[n]: row s - kConvWindow + 1 + n of the step starting at row s; ahead: the next
+  // step's rows, in flight while this step is convolved.
+  uint32_t held[kConvHeld][kPairsPerLane];
+  uint32_t ahead[kConvStep][kPairsPerLane];
 #pragma unroll
-  for (int n = 0; n < kLoaded; ++n) {
-    const int64_t r = r0 - (kConvWindow - 1) + n;
+  for (int n = 0; n < kConvHeld; ++n)
 #pragma unroll
-    for (int j = 0; j < kPairsPerLane; ++j) {
-      const uint32_t i = 2 * lane + 64 * j;
-      rows_in[n][j] = r >= 0 && r < int64_t(rows) && i < dim
-                          ? gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(
-                                x + uint64_t(r) * x_stride + first + i))
-                          : make_float2(0.0f, 0.0f);
-    }
-  }
+    for (int j = 0; j < kPairsPerLane; ++j) held[n][j] = load_pair(r0 - (kConvWindow - 1) + n, j);
+  int32_t starts = load_start(r0);
+  for (int64_t s = r0; s < r_end; s += kConvStep) {
 #pragma unroll
-  for (int t = 0; t < int(kConvRows); ++t) {
-    const int64_t r = r0 + t;
-    if (r >= int64_t(rows)) break;
-    const int64_t start = doc_starts[r];
-    float y[kPairsPerLane][2];
-    float squares = 0;
+    for (int n = 0; n < kConvStep; ++n)
 #pragma unroll
-    for (int j = 0; j < kPairsPerLane; ++j)
+      for (int j = 0; j < kPairsPerLane; ++j) ahead[n][j] = load_pair(s + kConvStep + n, j);
+    const int32_t starts_ahead = load_start(s + kConvStep);
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const uint32_t i = 2 * lane + 64 * j + e;
-        float sum = 0;
-        // Oldest tap first, as the reference sums; taps before the document read as zero.
-        for (int d = kernel - 1; d >= kConvWindow; --d)
-          if (i < dim && r - d >= start)
-            sum += weight(i, d) * gpu::bf16_to_float(x[uint64_t(r - d) * x_stride + first + i]);
+    for (int t = 0; t < kConvStep; ++t) {
+      const int64_t r = s + t;
+      if (r >= r_end) break;
+      const int64_t start = __shfl_sync(0xFFFFFFFFu, starts, t);
+      float y[kPairsPerLane][2];
+      float squares = 0;
 #pragma unroll
-        for (int d = kConvWindow - 1; d >= 0; --d)
-          if (d < kernel && r - d >= start)
-            sum += tap[j][e][d] * (e == 0 ? rows_in[t + kConvWindow - 1 - d][j].x
-                                          : rows_in[t + kConvWindow - 1 - d][j].y);
-        y[j][e] = i < dim ? silu(sum) : 0.0f;
-        squares += y[j][e] * y[j][e];
+      for (int j = 0; j < kPairsPerLane; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const uint32_t i = 2 * lane + 64 * j + e;
+          float sum = 0;
+          // Oldest tap first, as the reference sums; taps before the document read as zero.
+          for (int d = kernel - 1; d >= kConvWindow; --d)
+            if (i < dim && r - d >= start)
+              sum += weight(i, d) * gpu::bf16_to_float(x[uint64_t(r - d) * x_stride + first + i]);
+#pragma unroll
+          for (int d = kConvWindow - 1; d >= 0; --d)
+            if (d < kernel && r - d >= start) {
+              const float2 pair = gpu::unpack_bf16(held[t + kConvWindow - 1 - d][j]);
+              sum += tap[j][e][d] * (e == 0 ? pair.x : pair.y);
+            }
+          y[j][e] = i < dim ? silu(sum) : 0.0f;
+          squares += y[j][e] * y[j][e];
+        }
+      float scale = 1.0f;
+      if (!is_v) {
+        scale = rsqrtf(gpu::warp_sum(squares) + 1e-6f);
+        if (slot < shape.qk_heads) scale *= rsqrtf(float(shape.qk_head_dim));
       }
-    float scale = 1.0f;
-    if (!is_v) {
-      scale = rsqrtf(gpu::warp_sum(squares) + 1e-6f);
-      if (slot < shape.qk_heads) scale *= rsqrtf(float(shape.qk_head_dim));
-    }
-    Bf16* out = qkv + uint64_t(r) * channels + first;
+      Bf16* out = qkv + uint64_t(r) * channels + first;
 #pragma unroll
-    for (int j = 0; j < kPairsPerLane; ++j) {
-      const uint32_t i = 2 * lane + 64 * j;
-      if (i < dim)
-        *reinterpret_cast<uint32_t*>(out + i) = gpu::pack_bf16(y[j][0] * scale, y[j][1] * scale);
+      for (int j = 0; j < kPairsPerLane; ++j) {
+        const uint32_t i = 2 * lane + 64 * j;
+        if (i < dim)
+          *reinterpret_cast<uint32_t*>(out + i) = gpu::pack_bf16(y[j][0] * scale, y[j][1] * scale);
+      }
     }
+    // Slide by a step: the last kConvWindow - 1 rows stay as history.
+#pragma unroll
+    for (int n = 0; n < kConvWindow - 1; ++n)
+#pragma unroll
+      for (int j = 0; j < kPairsPerLane; ++j) held[n][j] = held[n + kConvStep][j];
+#pragma unroll
+    for (int n = 0; n < kConvStep; ++n)
+#pragma unroll
+      for (int j = 0; j < kPairsPerLane; ++j) held[n + kConvWindow - 1][j] = ahead[n][j];
+    starts = starts_ahead;
   }
 }
 
@@ -262,7 +292,7 @@ cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, D
   if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || x_stride % 2 != 0)
     return cudaErrorInvalidValue;
   const uint64_t warps =
-      uint64_t((rows + kConvRows - 1) / kConvRows) * (2 * shape.qk_heads + shape.v_heads);
+      uint64_t((rows + kConvRun - 1) / kConvRun) * (2 * shape.qk_heads + shape.v_heads);
   if (warps == 0) return cudaSuccess;
   delta_conv_kernel<<<warp_blocks(warps), kThreads, 0, stream>>>(x, x_stride, rows, shape, w,
                                                                  doc_starts, qkv);
