@@ -30,6 +30,18 @@ __device__ __forceinline__ int head_dim_or(uint32_t from_shape) {
   return kFixed != 0 ? kFixed : int(from_shape);
 }
 
+// One warp's running sums of g over a chunk (two tokens a lane: g0, g1 of tokens 2 lane and
+// 2 lane + 1), G_i, into sums [kDeltaChunk].
+__device__ __forceinline__ void chunk_running_sums(float g0, float g1, int lane, float* sums) {
+  float sum = g0 + g1;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const float before = __shfl_up_sync(0xFFFFFFFFu, sum, offset);
+    if (lane >= offset) sum += before;
+  }
+  sums[2 * lane] = sum - g1;
+  sums[2 * lane + 1] = sum;
+}
+
 // For warp 0 of a block (`lane` its lane): G_i, the running sum of g over the chunk's tokens
 // in order (two tokens a lane), into g_s, and beta into b_s, [kDeltaChunk] each; tokens past
 // `len` count as g = 0, beta = 0. g and beta are [rows, vh]; c0 is the chunk's first row, h
@@ -40,13 +52,7 @@ __device__ __forceinline__ void load_chunk_gates(const float* __restrict__ g,
   const int r = 2 * lane;
   const float g0 = r < len ? g[uint64_t(c0 + r) * vh + h] : 0.0f;
   const float g1 = r + 1 < len ? g[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
-  float sum = g0 + g1;
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const float before = __shfl_up_sync(0xFFFFFFFFu, sum, offset);
-    if (lane >= offset) sum += before;
-  }
-  g_s[r] = sum - g1;
-  g_s[r + 1] = sum;
+  chunk_running_sums(g0, g1, lane, g_s);
   b_s[r] = r < len ? beta[uint64_t(c0 + r) * vh + h] : 0.0f;
   b_s[r + 1] = r + 1 < len ? beta[uint64_t(c0 + r + 1) * vh + h] : 0.0f;
 }

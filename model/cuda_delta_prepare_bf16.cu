@@ -60,28 +60,53 @@ __host__ __device__ constexpr int round16(int n) { return (n + 15) / 16 * 16; }
 __host__ __device__ constexpr int round32(int n) { return (n + 31) / 32 * 32; }
 
 // Shared memory: fp32 first, the gram strips' accumulators, each lane's four in a row
-// [kWarps][kJobsPerWarp][32][4]; A's diagonal blocks [kBlocks][kTile][kDiagStride]; G and
-// beta [kChunk]. Then bf16: K [kChunk][ld], then each value head's P [kChunk][kPStride] in
+// [kWarps][kJobsPerWarp][32][4]; A's diagonal blocks [kBlocks][kTile][kDiagStride]; then
+// G and beta of each of the block's value heads [group][2][kChunk] (group = v_heads /
+// qk_heads). Then bf16: K [kChunk][ld], then each value head's P [kChunk][kPStride] in
 // its place (k_floor values: whichever is larger); Q, then V's part of B and X [kChunk][ld];
 // K's part of B and X [kChunk][ld]; A [kChunk][kAStride]; the inverses
 // [kBlocks][kTile][kTStride]. `width` columns of each row are held (the head dims rounded to
 // 32 for the gram products' k steps), zero past the head dim.
 struct Layout {
-  int width, ld, k_floor;
-  __host__ __device__ Layout(int dk, int dv)
+  int width, ld, k_floor, group;
+  __host__ __device__ Layout(int dk, int dv, int value_heads_per_qk)
       : width(round32(dk > dv ? dk : dv)),
         ld(round32(dk > dv ? dk : dv) + kPad),
-        k_floor(kChunk * (ld > kPStride ? ld : kPStride)) {}
-  __host__ __device__ static constexpr int floats() {
-    return kGramFloats + kBlocks * kTile * kDiagStride + 2 * kChunk;
-  }
+        k_floor(kChunk * (ld > kPStride ? ld : kPStride)),
+        group(value_heads_per_qk) {}
+  static constexpr int kFixedFloats = kGramFloats + kBlocks * kTile * kDiagStride;
+  __host__ __device__ int floats() const { return kFixedFloats + 2 * kChunk * group; }
   __host__ __device__ size_t bytes() const {
     return size_t(floats()) * 4 + (size_t(k_floor) + size_t(2) * kChunk * ld +
                                    size_t(kChunk) * kAStride + size_t(kBlocks) * kTile * kTStride) *
                                       2;
   }
 };
-static_assert(Layout::floats() % 4 == 0, "the bf16 arrays start 16-byte aligned");
+static_assert(Layout::kFixedFloats % 4 == 0 && 2 * kChunk % 4 == 0,
+              "the bf16 arrays start 16-byte aligned");
+
+// G (the chunk's cumulative sums of g) and beta of the block's `group` value heads from
+// head h0 on, rows of the chunk from c0 (len of them; the rest: g 0, beta 0), into
+// gates [group][2][kChunk] (a head's G, then its beta): read by every thread at once (a
+// row's heads are adjacent), then each head's sums by one warp (chunk_running_sums, as
+// load_chunk_gates). Ends with the block synchronised.
+__device__ __forceinline__ void load_block_gates(const float* __restrict__ g,
+                                                 const float* __restrict__ beta, int c0, int len,
+                                                 int vh, int h0, int group, int tid, float* gates) {
+  for (int e = tid; e < kChunk * group; e += kThreads) {
+    const int r = e / group, hh = e % group;
+    const uint64_t at = uint64_t(c0 + r) * vh + h0 + hh;
+    gates[2 * hh * kChunk + r] = r < len ? g[at] : 0.0f;
+    gates[(2 * hh + 1) * kChunk + r] = r < len ? beta[at] : 0.0f;
+  }
+  __syncthreads();
+  const int lane = tid % 32;
+  for (int hh = tid / 32; hh < group; hh += kWarps) {
+    float* sums = gates + 2 * hh * kChunk;
+    chunk_running_sums(sums[2 * lane], sums[2 * lane + 1], lane, sums);
+  }
+  __syncthreads();
+}
 
 // A load_rows that copies the values as they are.
 struct Unscaled {};
@@ -150,13 +175,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) float smem[];
   const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
   const int dv = head_dim_or<kFixedDims>(shape.v_head_dim), vh = int(shape.v_heads);
-  const Layout layout(dk, dv);
+  const int group = vh / int(shape.qk_heads);
+  const Layout layout(dk, dv, group);
   const int ld = layout.ld, width = layout.width;
   float* gram_s = smem;
   float* ad_s = gram_s + kGramFloats;
-  float* g_s = ad_s + kBlocks * kTile * kDiagStride;
-  float* b_s = g_s + kChunk;
-  Bf16* k_s = reinterpret_cast<Bf16*>(b_s + kChunk);
+  float* gates_s = ad_s + kBlocks * kTile * kDiagStride;  // [group][G | beta]
+  Bf16* k_s = reinterpret_cast<Bf16*>(gates_s + 2 * kChunk * group);
   Bf16* p_s = k_s;                    // each value head's P, once K is read
   Bf16* qv_s = k_s + layout.k_floor;  // Q, then V's part of B and X
   Bf16* xk_s = qv_s + kChunk * ld;    // K's part of B and X
@@ -167,7 +192,6 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const DeltaSpan chunk = chunks[blockIdx.x];
   const int kh = int(blockIdx.y);
-  const int group = vh / int(shape.qk_heads);
   const int c0 = chunk.begin;
   const int len = chunk.end - chunk.begin;
   const uint64_t stride = shape.conv_dim();
@@ -175,7 +199,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const Bf16* k_src = q_src + shape.qk_dim();
   load_rows(qv_s, ld, width, q_src, stride, len, dk, tid, kThreads, Unscaled{});
   load_rows(k_s, ld, width, k_src, stride, len, dk, tid, kThreads, Unscaled{});
-  __syncthreads();
+  // Every value head's gates at once, beside Q and K: no head waits on its own loads later.
+  load_block_gates(g, beta, c0, len, vh, kh * group, group, tid, gates_s);
 
   // 1. The lower strips of K K^T and Q K^T, once for the q/k head's value heads: each
   // lane's accumulators are kept as they lie, to be masked and decayed by each value head's
@@ -202,9 +227,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int k_units = round16(dk) / 16, units = k_units + round16(dv) / 16;
   const uint64_t p_stride = uint64_t(vh) * kChunk;
   for (int h = kh * group; h < (kh + 1) * group; ++h) {
-    __syncthreads();  // the last reads of Q (or of the previous value head's B, X, A, gates)
-    if (warp == 0) load_chunk_gates(g, beta, c0, len, vh, h, lane, g_s, b_s);
-    __syncthreads();  // the gates are whole
+    const float* g_s = gates_s + 2 * (h - kh * group) * kChunk;
+    const float* b_s = g_s + kChunk;
+    __syncthreads();  // the last reads of Q (or of the previous value head's B, X, A)
 
     // The strips masked and decayed: A_ij = beta_i exp(G_i - G_j) (k_i . k_j), j < i, its
     // diagonal blocks in fp32, the blocks left of them in bf16; P_ij = exp(G_i - G_j)
@@ -343,7 +368,9 @@ cudaError_t launch_delta_prepare_bf16(const Bf16* qkv, const float* g, const flo
                                       DeltaShape shape, const DeltaSpan* chunks,
                                       uint32_t chunk_count, const DeltaScratch& scratch,
                                       cudaStream_t stream) {
-  const size_t bytes = Layout(int(shape.qk_head_dim), int(shape.v_head_dim)).bytes();
+  const size_t bytes =
+      Layout(int(shape.qk_head_dim), int(shape.v_head_dim), int(shape.v_heads / shape.qk_heads))
+          .bytes();
   const auto kernel = delta_fixed_head_dims(shape) ? delta_prepare_bf16_kernel<kDeltaFixedHeadDim>
                                                    : delta_prepare_bf16_kernel<0>;
   if (cudaError_t err =
