@@ -36,6 +36,7 @@ constexpr int kConvWindow = 4;
 constexpr int kConvStep = 8;
 constexpr uint32_t kConvRun = 64;
 constexpr int kConvHeld = kConvWindow - 1 + kConvStep;  // rows a step reads
+static_assert(kConvStep <= 32, "a step's document starts are one a lane");
 
 // One warp per (run of kConvRun rows, head slot), slots fastest (neighbouring warps read
 // neighbouring columns of the same rows); slots [0, qk_heads) are q heads, then k heads,
