@@ -11,8 +11,9 @@
 #      --forward-only`; no clock or cache control: the forward's own conditions), per model;
 #   4. the full forwards, builds alternating, ROUNDS times (default 2) per model: the time
 #      of one forward and its ratio to the same run's cuBLAS rate.
-# Key lines go to stdout, every log to OUT_DIR. Exits 1 when a build fails its tests,
-# hf_parity or a forward.
+# Key lines go to stdout and to OUT_DIR/summary.txt (a device call brings back only a few
+# of OUT_DIR's files, and only the tail of stdout), every log to OUT_DIR. Exits 1 when a
+# build fails its tests, hf_parity or a forward.
 set -uo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 OUT_DIR MODELS BIN_DIR..." >&2; exit 2; }
 out=$1 models=${2//,/ }
@@ -20,6 +21,7 @@ shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 rounds=${ROUNDS:-2}
 mkdir -p "$out"
+exec > >(tee "$out/summary.txt")
 builds=()
 for dir in "$@"; do builds+=("$(cd "$dir" && pwd)"); done
 name() { basename "$1"; }
