@@ -9,7 +9,10 @@
 #   3. with ncu on the PATH or in /usr/local/cuda/bin: each build's time per launch of the
 #      kernels between the GEMMs (median over one 8-layer forward, `forward_bench
 #      --forward-only`; no clock or cache control: the forward's own conditions), per model;
-#   4. the full forwards, builds alternating, ROUNDS times (default 2) per model: the time
+#   4. with NCU_DETAIL set to a kernel-name regex (e.g. attention_kernel): where that kernel's
+#      time goes, per build and model, from one launch (ncu's occupancy, scheduler and
+#      warp-state sections: issue slots, eligible warps, the stall reasons);
+#   5. the full forwards, builds alternating, ROUNDS times (default 2) per model: the time
 #      of one forward and its ratio to the same run's cuBLAS rate.
 # Key lines go to stdout and to OUT_DIR/summary.txt (a device call brings back only a few
 # of OUT_DIR's files, and only the tail of stdout), every log to OUT_DIR. Exits 1 when a
@@ -71,6 +74,18 @@ for r in rows[1:]:
 print(sys.argv[2], "us per launch:",
       ", ".join(f"{k} {statistics.median(v):.1f} (x{len(v)})" for k, v in sorted(times.items())))
 PY
+  done
+done
+for model in $models; do
+  [ -n "$ncu" ] && [ -n "${NCU_DETAIL:-}" ] || break
+  for dir in "${builds[@]}"; do
+    report="$out/ncu_detail_${model}_$(name "$dir").txt"
+    timeout 300 "$ncu" --clock-control none --kernel-name "regex:$NCU_DETAIL" --launch-skip 1 \
+      --launch-count 1 --section Occupancy --section SchedulerStats --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      "$dir/forward_bench" --model "$model" --num-layers 8 --layers 2 --iterations 1 --warmup 0 \
+      --forward-only > "$report" 2>&1
+    echo "$model $(name "$dir") $NCU_DETAIL:" $(grep -E 'Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Mem Pipes Busy|Max Bandwidth|stalled' "$report" | sed -E 's/ {2,}/ /g' | tr '\n' ';')
   done
 done
 for model in $models; do
