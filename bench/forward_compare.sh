@@ -25,6 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 rounds=${ROUNDS:-2}
 mkdir -p "$out"
 exec > >(tee "$out/summary.txt")
+tee_pid=$!
 builds=()
 for dir in "$@"; do builds+=("$(cd "$dir" && pwd)"); done
 name() { basename "$1"; }
@@ -103,4 +104,7 @@ for model in $models; do
     done
   done
 done
+# The summary is whole before the caller reads it: tee has written everything and exited.
+exec >&-
+wait "$tee_pid"
 exit $status
