@@ -6,7 +6,7 @@
 # last). In order:
 #   1. every build but the baseline: its whole cuda_model_test;
 #   2. the last build: `hf_parity --cuda` against transformers (when it has hf_forward_dump);
-#   3. with ncu on the PATH or in /usr/local/cuda/bin: each build's time per launch of the
+#   3. with ncu on the PATH or in /usr/local/cuda/bin, unless NO_NCU is set: each build's time per launch of the
 #      kernels between the GEMMs (median over one 8-layer forward, `forward_bench
 #      --forward-only`; no clock or cache control: the forward's own conditions), per model;
 #   4. with NCU_DETAIL set to a kernel-name regex (e.g. attention_kernel): where that kernel's
@@ -51,6 +51,7 @@ if [ -x "$last/hf_forward_dump" ]; then
   rm -rf "$out/hf_parity"
 fi
 ncu=$(command -v ncu || { [ -x /usr/local/cuda/bin/ncu ] && echo /usr/local/cuda/bin/ncu; })
+[ -z "${NO_NCU:-}" ] || ncu=
 kernels='rms_norm|swiglu|qkv_finish|output_gate|attention|delta_conv|delta_gates|delta_prepare|delta_state|gated_rms|capture|argmax'
 for model in $models; do
   [ -n "$ncu" ] || break
