@@ -96,7 +96,7 @@ for model in $models; do
       log="$out/forward_${model}_$(name "$dir")_$round.log"
       timeout 300 "$dir/forward_bench" --model "$model" --tokens 16384 --iterations 3 --warmup 1 \
         > "$log" 2>&1
-      result=$(grep -E '^(forward_ms|forward_over_cublas|cublas_gemm_tflops)=' "$log" | tr '\n' ' ')
+      result=$(grep -E '^(forward_ms|forward_over_cublas|cublas_gemm_tflops|attention_ms_per_layer|attention_wgmma_speed_over_mma_sync_32)=' "$log" | tr '\n' ' ')
       if [ -z "$result" ]; then
         result="failed: $(tail -1 "$log")"
         status=1
