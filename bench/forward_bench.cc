@@ -307,9 +307,9 @@ int run(const Options& o) {
   if (o.forward_only) return 0;
 
   // Attention alone on the same documents (values do not change its speed): as the model
-  // runs it (the heads of a KV group packed into one block, kAttentionKeyBlock keys per
-  // step), then the other choices. Longer warm-up: the first kernel timed after the
-  // forwards ran slower in early runs, whichever it was.
+  // runs it (the heads of a KV group packed into one block, launch_attention's best kernel
+  // here), then each kernel and one head a block. Longer warm-up: the first kernel timed
+  // after the forwards ran slower in early runs, whichever it was.
   double attention_ms = 0;
   {
     const uint64_t qd = c.q_dim(), kvd = c.kv_dim();
@@ -322,16 +322,18 @@ int run(const Options& o) {
     const uint32_t max_pack = max_attention_pack(c.num_heads, c.num_kv_heads);
     struct Variant {
       const char* name;
-      uint32_t pack, key_block;
+      uint32_t pack;
+      AttentionKernel kernel;
     };
-    const uint32_t model_block = kAttentionKeyBlock;
-    const uint32_t other_block = model_block == 64 ? 32 : 64;
-    const Variant variants[] = {{"attention", max_pack, model_block},
-                                {"attention_other_key_block", max_pack, other_block},
-                                {"attention_one_head_per_block", 1, model_block},
-                                {"attention_one_head_other_key_block", 1, other_block}};
+    const Variant variants[] = {{"attention", max_pack, AttentionKernel::kBest},
+                                {"attention_mma_sync_32", max_pack, AttentionKernel::kMmaSync32},
+                                {"attention_mma_sync_64", max_pack, AttentionKernel::kMmaSync64},
+                                {"attention_wgmma", max_pack, AttentionKernel::kWgmma},
+                                {"attention_one_head_per_block", 1, AttentionKernel::kBest}};
+    double mma_sync_ms = 0;
     for (const Variant& variant : variants) {
-      if (max_pack == 1 && &variant >= &variants[2]) continue;  // same as the first two
+      if (!attention_kernel_runs(variant.kernel, c.head_dim)) continue;
+      if (max_pack == 1 && variant.pack == 1) continue;  // the first
       const std::vector<AttentionTile> tiles =
           attention_tiles(batch.offsets.data(), batch.offsets.size(), variant.pack);
       gpu::DeviceBuffer tile_buffer =
@@ -342,17 +344,19 @@ int run(const Options& o) {
         HSRING_CUDA_CHECK(launch_attention(q.as<Bf16>(), kp, kp + uint64_t(t) * kvd,
                                            tile_buffer.as<AttentionTile>(), uint32_t(tiles.size()),
                                            c.num_heads, c.num_kv_heads, c.head_dim, variant.pack,
-                                           out.as<Bf16>(), stream.get(), variant.key_block));
+                                           out.as<Bf16>(), stream.get(), variant.kernel));
       });
       const std::string prefix = variant.name;
       print((prefix + "_heads_per_block").c_str(), variant.pack, "%.0f");
-      print((prefix + "_key_block").c_str(), variant.key_block, "%.0f");
       print((prefix + "_ms_per_layer").c_str(), ms, "%.3f");
       print((prefix + "_tflops").c_str(), attention_flops_layer / (ms * 1e-3) / 1e12, "%.1f");
       if (&variant == &variants[0]) {
         attention_ms = ms * attention_layers;
         print("attention_share_of_forward", attention_ms / forward_ms, "%.3f");
       }
+      if (variant.kernel == AttentionKernel::kMmaSync32) mma_sync_ms = ms;
+      if (variant.kernel == AttentionKernel::kWgmma)
+        print("attention_wgmma_speed_over_mma_sync_32", mma_sync_ms / ms, "%.3f");
     }
   }
 

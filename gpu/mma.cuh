@@ -1,7 +1,7 @@
 // The warp-level bf16 and TF32 tensor-core products (mma.sync, fp32 accumulation) and the
 // ldmatrix loads of its fragments from shared memory (sm_80 and later), for the attention
 // and grouped-GEMM kernels of model/ and train/. Hopper's warpgroup products are
-// train/wgmma.cuh.
+// gpu/wgmma.cuh.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -7,6 +7,8 @@
 // Products run on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation); the softmax
 // is fp32. Each output row is computed by one warp in a fixed key order: no atomics, no
 // split over keys, so the result is bit-reproducible and independent of the other tiles.
+// On an H100 or H200 at head_dim 128 and 256, launch_attention takes the same tiles to
+// warpgroup products instead (model/cuda_attention_wgmma.cu).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "gpu/bf16.cuh"
 #include "gpu/cp_async.cuh"
 #include "gpu/mma.cuh"
+#include "model/cuda_attention_wgmma.h"
 #include "model/cuda_kernels.h"
 
 namespace hsring {
@@ -312,17 +315,31 @@ bool attention_supports(uint32_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
+bool attention_kernel_runs(AttentionKernel kernel, uint32_t head_dim) {
+  if (!attention_supports(head_dim)) return false;
+  return kernel != AttentionKernel::kWgmma || attention_wgmma_available(head_dim);
+}
+
 cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
                              const AttentionTile* tiles, uint32_t tile_count, uint32_t heads,
                              uint32_t kv_heads, uint32_t head_dim, uint32_t pack, Bf16* out,
-                             cudaStream_t stream, uint32_t key_block) {
+                             cudaStream_t stream, AttentionKernel kernel) {
   if (tile_count == 0) return cudaSuccess;
   if (kv_heads == 0 || heads % kv_heads != 0 || heads > 65535) return cudaErrorInvalidValue;
   int shift = 0;
   while ((1u << shift) < pack) ++shift;
   if ((1u << shift) != pack || pack > kMaxAttentionPack || (heads / kv_heads) % pack != 0)
     return cudaErrorInvalidValue;
-    // One instantiation per (head size, key block).
+  if (kernel == AttentionKernel::kBest)
+    kernel =
+        attention_wgmma_available(head_dim) ? AttentionKernel::kWgmma : AttentionKernel::kMmaSync32;
+  if (kernel == AttentionKernel::kWgmma) {
+    if (!attention_wgmma_available(head_dim)) return cudaErrorNotSupported;
+    return launch_attention_wgmma(q, k, v, tiles, tile_count, heads, kv_heads, head_dim, shift, out,
+                                  stream);
+  }
+  const uint32_t key_block = kernel == AttentionKernel::kMmaSync64 ? 64 : 32;
+  // One instantiation per (head size, key block).
 #define HSRING_ATTENTION_CASE(D, KEYS)    \
   if (head_dim == D && key_block == KEYS) \
     return launch<D, KEYS>(q, k, v, tiles, tile_count, heads, kv_heads, shift, out, stream);

@@ -84,19 +84,28 @@ std::vector<AttentionTile> attention_tiles(const int32_t* doc_offsets, size_t co
 // Head sizes the attention kernel is built for.
 bool attention_supports(uint32_t head_dim);
 
+// The attention kernel's variants. Their results agree up to fp32 rounding, each
+// deterministic; the choice is speed (bench/RESULTS.md):
+//   - kMmaSync32, kMmaSync64: warp products (mma.sync), 32 or 64 keys a step of the K/V
+//     stream; every head dim attention_supports, any GPU. With 32 the kernel's registers and
+//     shared memory let 3 blocks share an SM instead of 2.
+//   - kWgmma: warpgroup products (model/cuda_attention_wgmma.cu), 64 keys a step; head_dim
+//     128 and 256 on an H100 or H200 (sm_90a).
+//   - kBest: kWgmma where it runs, else kMmaSync32.
+enum class AttentionKernel { kBest, kMmaSync32, kMmaSync64, kWgmma };
+
+// Whether `kernel` runs at this head_dim on the current GPU.
+bool attention_kernel_runs(AttentionKernel kernel, uint32_t head_dim);
+
 // out [rows, heads * head_dim] = softmax(q k^T / sqrt(head_dim), causal per document) v for
 // every tile; query head h reads KV head h / (heads / kv_heads). q is [rows, heads *
 // head_dim], k and v [rows, kv_heads * head_dim], all bf16. REQUIRES:
 // attention_supports(head_dim), heads % kv_heads == 0, `pack` a power of two dividing
 // heads / kv_heads (at most kMaxAttentionPack), tiles from attention_tiles with the same
-// pack, in device memory. key_block: keys per step of the K/V stream, 32 or 64 (results
-// equal up to fp32 rounding, each deterministic; a speed choice: with 32 the kernel's
-// registers and shared memory let 3 blocks share an SM instead of 2, and it was the faster
-// in 3 of 4 comparisons on an H200, bench/RESULTS.md).
-inline constexpr uint32_t kAttentionKeyBlock = 32;
+// pack, in device memory. A kernel that does not run here: cudaErrorNotSupported.
 cudaError_t launch_attention(const Bf16* q, const Bf16* k, const Bf16* v,
                              const AttentionTile* tiles, uint32_t tile_count, uint32_t heads,
                              uint32_t kv_heads, uint32_t head_dim, uint32_t pack, Bf16* out,
-                             cudaStream_t stream, uint32_t key_block = kAttentionKeyBlock);
+                             cudaStream_t stream, AttentionKernel kernel = AttentionKernel::kBest);
 
 }  // namespace hsring

@@ -1,5 +1,5 @@
 // The bf16 block attention (train/cuda_block_attention_bf16.h) on Hopper's warpgroup
-// products (train/wgmma.cuh), for head_dim 128: the forward, dq and dk/dv. Built for sm_90a
+// products (gpu/wgmma.cuh), for head_dim 128: the forward, dq and dk/dv. Built for sm_90a
 // only; the launchers in train/cuda_block_attention_bf16.cu take these kernels where the
 // GPU runs them and the mma.sync ones elsewhere. Arguments, work items, partial slots and
 // outputs are the mma.sync kernels': only the products change.
@@ -15,18 +15,20 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "gpu/wgmma.cuh"
 #include "train/block_attention_bf16_device.cuh"
 #include "train/block_attention_wgmma.cuh"
-#include "train/wgmma.cuh"
 
 namespace hsring::train::attention_bf16 {
 
 namespace {
 
-constexpr int kHd = wgmma::kColumns;  // 128
-constexpr int kQueryTile = 64;        // query vectors per tile: the S^T product's N
-constexpr int kThreads = 128;         // one warpgroup
-constexpr uint32_t kTile = wgmma::kTileBytes;
+namespace wgmma = gpu::wgmma;
+
+constexpr int kHd = 128;
+constexpr int kQueryTile = 64;  // query vectors per tile: the S^T product's N
+constexpr int kThreads = 128;   // one warpgroup
+constexpr uint32_t kTile = wgmma::tile_bytes(kHd);
 static_assert(kRows == wgmma::kTileRows && kQueryTile == wgmma::kTileRows &&
                   kThreads == 8 * (kHd / 8),
               "a thread's loads: a fixed row in each group of 8, a fixed chunk");

@@ -1,17 +1,17 @@
 // Hopper's warpgroup products (wgmma.mma_async, sm_90a only) for bf16 tiles of 64 rows and
-// 128 columns (head_dim 128) in shared memory, as the block attention's wgmma kernels use
-// them (train/cuda_block_attention_wgmma.cu).
+// 128 or 256 columns (a head_dim) in shared memory, as the attention kernels on wgmma use
+// them (train/cuda_block_attention_wgmma.cu, model/cuda_attention_wgmma.cu).
 //
-// A tile is two halves of 64 columns (kHalfBytes apart), each 64 rows of 128 bytes in the
+// A tile is panels of 64 columns (kPanelBytes apart), each 64 rows of 128 bytes in the
 // 128-byte swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8) of its row, so
 // the eight rows of a 1024-byte atom spread any one chunk over all 32 banks (without it,
 // the products' reads of eight rows of one chunk fell in the same banks). Tiles start on
 // 1024 bytes. The same bytes serve both ways a product reads a tile (PTX ISA, "Shared
 // Memory Matrix Layout", canonical layouts of the 128B swizzle):
 // - K-major, the contraction along the columns (S = Q K^T reads Q and K so): SBO is the
-//   1024 bytes between 8-row groups; a k step of 16 columns starts 32 bytes on, in its half;
+//   1024 bytes between 8-row groups; a k step of 16 columns starts 32 bytes on, in its panel;
 // - MN-major, the contraction along the rows (dV += P^T dO reads dO so, as B): LBO is the
-//   step between the 64-column halves (along N), SBO the 1024 bytes between 8-row groups
+//   step between the 64-column panels (along N), SBO the 1024 bytes between 8-row groups
 //   (along K); a k step of 16 rows starts 2048 bytes on.
 #pragma once
 
@@ -20,25 +20,28 @@
 #include <cstdint>
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "train/wgmma.cuh needs sm_90a: compile with -gencode arch=compute_90a,code=sm_90a"
+#error "gpu/wgmma.cuh needs sm_90a: compile with -gencode arch=compute_90a,code=sm_90a"
 #endif
 
-namespace hsring::train::wgmma {
+namespace hsring::gpu::wgmma {
 
-constexpr int kColumns = 128;  // bf16 columns of a tile row
 constexpr int kTileRows = 64;
-constexpr uint32_t kRowBytes = 128;                     // a half's row
-constexpr uint32_t kAtomBytes = 8 * kRowBytes;          // 8 rows: the swizzle's period
-constexpr uint32_t kHalfBytes = kTileRows * kRowBytes;  // 8192
-constexpr uint32_t kTileBytes = 2 * kHalfBytes;         // 16384
+constexpr int kPanelColumns = 64;                        // bf16 columns of a panel row
+constexpr uint32_t kRowBytes = 128;                      // a panel's row
+constexpr uint32_t kAtomBytes = 8 * kRowBytes;           // 8 rows: the swizzle's period
+constexpr uint32_t kPanelBytes = kTileRows * kRowBytes;  // 8192
 constexpr uint32_t kAlignment = kAtomBytes;
+// Bytes of a tile of `columns` (a multiple of 64) bf16 columns.
+constexpr uint32_t tile_bytes(int columns) {
+  return uint32_t(columns / kPanelColumns) * kPanelBytes;
+}
 
 // The layout and the descriptors are host functions too: tests/gpu/wgmma_layout_test.cc
 // checks them against the ISA's canonical layouts on any machine.
 
 // The byte offset of row r's 16 bytes of columns [8 chunk, 8 chunk + 8) in a tile.
 __host__ __device__ inline uint32_t offset_of(int row, int chunk) {
-  return uint32_t(chunk / 8) * kHalfBytes + uint32_t(row) * kRowBytes +
+  return uint32_t(chunk / 8) * kPanelBytes + uint32_t(row) * kRowBytes +
          uint32_t((chunk % 8) ^ (row % 8)) * 16;
 }
 
@@ -56,11 +59,11 @@ __host__ __device__ inline uint64_t descriptor(uint32_t smem_address, uint32_t l
 // unused in a swizzled K-major layout (1 by convention).
 __host__ __device__ inline uint64_t k_major(uint32_t smem_address, int kk) {
   return descriptor(smem_address, 16, kAtomBytes) +
-         ((uint32_t(kk / 4) * kHalfBytes + uint32_t(kk % 4) * 32) >> 4);
+         ((uint32_t(kk / 4) * kPanelBytes + uint32_t(kk % 4) * 32) >> 4);
 }
 // The tile at smem_address read MN-major, k step kk (rows [16 kk, 16 kk + 16)).
 __host__ __device__ inline uint64_t mn_major(uint32_t smem_address, int kk) {
-  return descriptor(smem_address, kHalfBytes, kAtomBytes) + ((uint32_t(kk) * 2 * kAtomBytes) >> 4);
+  return descriptor(smem_address, kPanelBytes, kAtomBytes) + ((uint32_t(kk) * 2 * kAtomBytes) >> 4);
 }
 
 // Orders the warpgroup's register writes before the products that read them
@@ -135,4 +138,4 @@ __device__ inline void mma_64x128_rs(float (&d)[64], const uint32_t (&a)[4], uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
 }
 
-}  // namespace hsring::train::wgmma
+}  // namespace hsring::gpu::wgmma
