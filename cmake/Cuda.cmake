@@ -51,3 +51,18 @@ function(hsring_cxx_only_tree_options)
   endforeach()
   set_directory_properties(PROPERTIES COMPILE_OPTIONS "${cxx_only}")
 endfunction()
+
+# Hopper's warpgroup products (wgmma) exist for sm_90a only (arch-specific features; compute_90
+# PTX has no wgmma), whatever CMAKE_CUDA_ARCHITECTURES says. Builds `sources` for sm_90a alone
+# into `target`: its launchers ask at run time whether the GPU runs that image and take their
+# mma.sync kernels where it does not.
+function(hsring_add_sm90a_sources target)
+  set(objects ${target}_sm90a)
+  add_library(${objects} OBJECT ${ARGN})
+  set_target_properties(${objects} PROPERTIES CUDA_ARCHITECTURES OFF)
+  target_include_directories(${objects} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_compile_options(${objects} PRIVATE
+    -gencode=arch=compute_90a,code=sm_90a -Xcompiler=-Wall,-Wextra -lineinfo)
+  target_link_libraries(${objects} PRIVATE CUDA::cudart_static)
+  target_sources(${target} PRIVATE $<TARGET_OBJECTS:${objects}>)
+endfunction()

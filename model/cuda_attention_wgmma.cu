@@ -20,6 +20,7 @@
 
 #include "gpu/bf16.cuh"
 #include "gpu/cp_async.cuh"
+#include "gpu/online_softmax.cuh"
 #include "gpu/wgmma.cuh"
 #include "model/cuda_attention_wgmma.h"
 
@@ -173,19 +174,10 @@ __global__ void __launch_bounds__(kThreads, D == 128 ? 3 : 2) attention_wgmma_ke
       s[e] = masked && (key > row_token[r] || key >= kv_end) ? -INFINITY : s[e] * p.scale_log2;
       block_max[r] = fmaxf(block_max[r], s[e]);
     }
+    // Every row sees its document's first key in block 0, so its maximum is finite from
+    // there on and a fully masked block rescales by 1.
     float rescale[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      // The four threads of a row hold its 64 keys between them.
-      block_max[r] = fmaxf(block_max[r], __shfl_xor_sync(0xFFFFFFFFu, block_max[r], 1));
-      block_max[r] = fmaxf(block_max[r], __shfl_xor_sync(0xFFFFFFFFu, block_max[r], 2));
-      // Every row sees its document's first key in block 0, so the maximum is finite from
-      // there on and a fully masked block rescales by 1.
-      const float m_new = fmaxf(m[r], block_max[r]);
-      rescale[r] = exp2f(m[r] - m_new);
-      m[r] = m_new;
-      l[r] *= rescale[r];
-    }
+    gpu::online_softmax_step(block_max, m, l, rescale);
 #pragma unroll
     for (int e = 0; e < 32; ++e) {
       s[e] = exp2f(s[e] - m[(e / 2) & 1]);

@@ -11,6 +11,7 @@
 
 #include "gpu/bf16.cuh"
 #include "gpu/cp_async.cuh"
+#include "gpu/online_softmax.cuh"
 #include "train/block_attention_tile.cuh"
 #include "train/cuda_block_attention_bf16.h"
 
@@ -22,6 +23,7 @@ using bf16 = __nv_bfloat16;
 using gpu::cp_async16;
 using gpu::cp_async_commit;
 using gpu::cp_async_wait;
+using gpu::online_softmax_step;
 using gpu::pack_bf16;
 using gpu::smem_address;
 
@@ -61,24 +63,6 @@ __device__ inline void accumulators_to_a(uint32_t (&a)[4], const float (&left)[4
   a[1] = pack_bf16(left[2], left[3]);
   a[2] = pack_bf16(right[0], right[1]);
   a[3] = pack_bf16(right[2], right[3]);
-}
-
-// One key tile of the forward's online softmax for a thread's two rows (gid, gid + 8 of its
-// warp's 16), in log2 units. tile_max: the thread's own maxima of the tile's scaled scores,
-// made the rows' (over the quad of lanes that share them); m: the running maxima, raised
-// to them; correction: what earlier sums and outputs are to be multiplied by (0 on the
-// first tile, m being -inf), already applied to the thread's partial sums l.
-__device__ inline void online_softmax_step(float (&tile_max)[2], float (&m)[2], float (&l)[2],
-                                           float (&correction)[2]) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 1));
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xFFFFFFFFu, tile_max[r], 2));
-    const float m_new = fmaxf(m[r], tile_max[r]);
-    correction[r] = exp2f(m[r] - m_new);
-    m[r] = m_new;
-    l[r] *= correction[r];  // the lane's partial sum; the quad's are added at the end
-  }
 }
 
 // query_index in 32 bits and without a division: v / group by one multiply-high, exact for
