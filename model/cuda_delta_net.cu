@@ -42,7 +42,11 @@ static_assert(kConvStep <= 32, "a step's document starts are one a lane");
 // neighbouring columns of the same rows); slots [0, qk_heads) are q heads, then k heads,
 // then v heads. Each lane holds channel pairs (4-byte loads: x's stride and every head's
 // first column are even) as the bf16 pairs they are, one register a pair.
-__global__ void __launch_bounds__(kThreads, 2)
+// kOlderTaps: the kernel is longer than kConvWindow, its older taps read from memory. A
+// separate build: their loop costs the common case a third of its registers, which with it
+// fits three blocks an SM, not two.
+template <bool kOlderTaps>
+__global__ void __launch_bounds__(kThreads, kOlderTaps ? 2 : 3)
     delta_conv_kernel(const Bf16* __restrict__ x, uint64_t x_stride, uint32_t rows,
                       DeltaShape shape, const Bf16* __restrict__ w,
                       const int32_t* __restrict__ doc_starts, Bf16* __restrict__ qkv) {
@@ -58,15 +62,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t first = is_v ? 2 * shape.qk_dim() + (slot - 2 * shape.qk_heads) * dim : slot * dim;
   const int kernel = int(shape.conv_kernel);
   const uint32_t channels = shape.conv_dim();
-  const int64_t r0 = int64_t(run) * kConvRun;
-  const int64_t r_end = std::min(r0 + int64_t(kConvRun), int64_t(rows));
+  const int r0 = int(run * kConvRun);
+  const int r_end = int(std::min(uint32_t(r0) + kConvRun, rows));
   // The weight on the row d back of the head's channel i (w holds the oldest tap first).
   const auto weight = [&](uint32_t i, int d) {
     return gpu::bf16_to_float(w[uint64_t(first + i) * kernel + (kernel - 1 - d)]);
   };
   // Lane pair j of row r, zeros outside [0, r_end) (before the batch: no history; past the
   // run: not this warp's).
-  const auto load_pair = [&](int64_t r, int j) -> uint32_t {
+  const auto load_pair = [&](int r, int j) -> uint32_t {
     const uint32_t i = 2 * lane + 64 * j;
     return r >= 0 && r < r_end && i < dim
                ? *reinterpret_cast<const uint32_t*>(x + uint64_t(r) * x_stride + first + i)
@@ -74,8 +78,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
   // Row s + t's document start is lane t's: loaded beside the rows, not behind each row's
   // bounds check, where a step's eight loads would be waited on one after another.
-  const auto load_start = [&](int64_t s) {
-    return lane < uint32_t(kConvStep) && s + lane < r_end ? doc_starts[s + lane] : 0;
+  const auto load_start = [&](int s) {
+    return lane < uint32_t(kConvStep) && s + int(lane) < r_end ? doc_starts[s + lane] : 0;
   };
   // tap[j][e][d]: weight(2 lane + 64 j + e, d).
   float tap[kPairsPerLane][2][kConvWindow] = {};
@@ -97,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int j = 0; j < kPairsPerLane; ++j) held[n][j] = load_pair(r0 - (kConvWindow - 1) + n, j);
   int32_t starts = load_start(r0);
-  for (int64_t s = r0; s < r_end; s += kConvStep) {
+  for (int s = r0; s < r_end; s += kConvStep) {
 #pragma unroll
     for (int n = 0; n < kConvStep; ++n)
 #pragma unroll
@@ -105,9 +109,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int32_t starts_ahead = load_start(s + kConvStep);
 #pragma unroll
     for (int t = 0; t < kConvStep; ++t) {
-      const int64_t r = s + t;
+      const int r = s + t;
       if (r >= r_end) break;
-      const int64_t start = __shfl_sync(0xFFFFFFFFu, starts, t);
+      const int start = __shfl_sync(0xFFFFFFFFu, starts, t);
       float y[kPairsPerLane][2];
       float squares = 0;
 #pragma unroll
@@ -117,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           const uint32_t i = 2 * lane + 64 * j + e;
           float sum = 0;
           // Oldest tap first, as the reference sums; taps before the document read as zero.
-          for (int d = kernel - 1; d >= kConvWindow; --d)
+          for (int d = kernel - 1; kOlderTaps && d >= kConvWindow; --d)
             if (i < dim && r - d >= start)
               sum += weight(i, d) * gpu::bf16_to_float(x[uint64_t(r - d) * x_stride + first + i]);
 #pragma unroll
@@ -295,8 +299,12 @@ cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, D
   const uint64_t warps =
       uint64_t((rows + kConvRun - 1) / kConvRun) * (2 * shape.qk_heads + shape.v_heads);
   if (warps == 0) return cudaSuccess;
-  delta_conv_kernel<<<warp_blocks(warps), kThreads, 0, stream>>>(x, x_stride, rows, shape, w,
-                                                                 doc_starts, qkv);
+  if (shape.conv_kernel > uint32_t(kConvWindow))
+    delta_conv_kernel<true>
+        <<<warp_blocks(warps), kThreads, 0, stream>>>(x, x_stride, rows, shape, w, doc_starts, qkv);
+  else
+    delta_conv_kernel<false>
+        <<<warp_blocks(warps), kThreads, 0, stream>>>(x, x_stride, rows, shape, w, doc_starts, qkv);
   return cudaGetLastError();
 }
 
