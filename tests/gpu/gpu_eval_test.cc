@@ -24,6 +24,7 @@
 #include "model/cpu_target_model.h"
 #include "model/cuda_kv_cache.h"
 #include "model/model_weights.h"
+#include "model_test_util.h"
 #include "train/cuda_dflash_trainer.h"
 #include "train/dflash_config.h"
 #include "train/dflash_model.h"
@@ -502,8 +503,12 @@ INSTANTIATE_TEST_SUITE_P(Targets, GpuDecoderTest, ::testing::Values("tiny", "lla
 // `hsring data generate --gpu` (GpuTargetRunner::greedy_decode, bf16) against the fp32 CPU
 // target on the same weights, on the four architectures: every token the GPU chose is the
 // CPU's argmax after the same prefix, except where the CPU's two best logits lie within
-// bf16's reach of each other (a near-tie, which either may take). Random weights make
-// near-ties common; they must stay the exception.
+// bf16's reach of each other (a near-tie, which either may take). bf16's reach on a row is
+// what rounding the weights alone moves its logits, measured by the CPU itself: twice the
+// largest move (the GPU rounds its activations too), and at least 3 % of the row's RMS. On
+// the dense shapes that is about 0.5 % of their scale; the Qwen3.5 shape's gated RMSNorm
+// over a DeltaNet output near zero magnifies it several times (CudaModelTest). Random
+// weights make near-ties common; they must stay the exception.
 class GpuGreedyTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuGreedyTest, GreedyDecodingIsTheCpuTargetsWhereItsChoiceIsClear) {
@@ -512,6 +517,7 @@ TEST_P(GpuGreedyTest, GreedyDecodingIsTheCpuTargetsWhereItsChoiceIsClear) {
   const ModelWeights w = random_weights(c, 21);
   CudaTargetModel target(c, w, 0);
   CpuTargetModel cpu(c, w, {1});
+  CpuTargetModel cpu_bf16_weights(c, gpu_test::bf16_weights(c, w), {1});
   const auto prompts = prompts_for(c, 6, 41);
   constexpr uint32_t kNew = 24;
   eval::GpuTargetRunner runner(target, {});
@@ -527,25 +533,30 @@ TEST_P(GpuGreedyTest, GreedyDecodingIsTheCpuTargetsWhereItsChoiceIsClear) {
     const std::vector<int32_t> offsets = {0, int32_t(tokens.size())};
     ForwardRequest request;
     request.logits = true;
-    ForwardOutput out;
+    ForwardOutput out, rounded;
     cpu.forward({tokens, positions, offsets}, request, out);
+    cpu_bf16_weights.forward({tokens, positions, offsets}, request, rounded);
     const size_t vocab = c.vocab_size;
     for (size_t j = 0; j < kNew; ++j) {
-      const float* row = out.logits.data() + (prompts[i].size() - 1 + j) * vocab;
+      const size_t at = (prompts[i].size() - 1 + j) * vocab;
+      const float* row = out.logits.data() + at;
+      const float* row_rounded = rounded.logits.data() + at;
       const auto best = size_t(std::max_element(row, row + vocab) - row);
-      double squares = 0;
+      double squares = 0, moved = 0;
       float second = -INFINITY;
       for (size_t v = 0; v < vocab; ++v) {
         squares += double(row[v]) * row[v];
+        moved = std::max(moved, std::fabs(double(row_rounded[v]) - row[v]));
         if (v != best) second = std::max(second, row[v]);
       }
-      // bf16 weights and activations move logits by about 0.5 % of their scale
-      // (CudaModelTest); 3 % of the row's RMS is a tie.
-      const double reach = 0.03 * std::sqrt(squares / double(vocab));
+      const double reach = std::max(0.03 * std::sqrt(squares / double(vocab)), 2 * moved);
       const bool tie = double(row[best]) - second < reach;
       if (!tie) {
         ++clear;
-        EXPECT_EQ(continued[i][j], int32_t(best)) << "token " << j << ": a clear choice";
+        EXPECT_EQ(continued[i][j], int32_t(best))
+            << "token " << j << ": a clear choice (the CPU's best leads by "
+            << double(row[best]) - second << ", a tie is within " << reach << "; the GPU's token "
+            << double(row[best]) - double(row[continued[i][j]]) << " below it)";
       } else {
         ++ties;
         EXPECT_GE(double(row[continued[i][j]]), double(row[best]) - reach) << "token " << j;
