@@ -53,7 +53,7 @@ struct Problem {
 };
 
 // Starts copying rows [0, 64) of a tile: row r from row_of(r) (null: zeros), all D columns,
-// 16 consecutive threads a row so that each warp reads whole 256-byte runs.
+// D / 8 consecutive threads a row, 16 bytes each, so that each warp reads whole rows.
 template <int D, class RowOf>
 __device__ __forceinline__ void load_tile(unsigned char* tile, RowOf row_of, const Bf16* any) {
   constexpr int kChunks = D / 8;  // 16-byte pieces per row
