@@ -39,9 +39,10 @@ StageRates estimate_stage_rates(const ModelConfig& target, const train::DflashCo
                                 double tokens, double anchors, double gemm_tflops);
 
 // The shares of the GEMM rate measured on an H100 / H200 (bench/RESULTS.md): dense and
-// hybrid forwards (the hybrid's median of six runs, 2026-12-07), and the DFlash step.
-inline constexpr double kDenseForwardShare = 0.73;
-inline constexpr double kHybridForwardShare = 0.75;
+// hybrid forwards (each the median of three runs with the wgmma attention, qwen3-8b and
+// qwen3.6-27b on an H100, 2026-12-07), and the DFlash step.
+inline constexpr double kDenseForwardShare = 0.75;
+inline constexpr double kHybridForwardShare = 0.78;
 inline constexpr double kDflashStepShare = 0.767;
 // cuBLAS's bf16 GEMM rate measured on the H100 and H200 of the device machine (800-820).
 inline constexpr double kNominalGemmTflops = 800;

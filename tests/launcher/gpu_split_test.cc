@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/error.h"
 #include "model/model_config.h"
@@ -66,7 +67,7 @@ TEST(GpuSplitTest, TheFlagTakesAutoOrARatioAndNamesItselfOtherwise) {
 }
 
 // The rates the shapes give: the seeds' hybrid target is several times a drafter's work
-// per token, as measured (11.4 K against 62.7 K tokens/s on an H100: 5.5), and so is the
+// per token, as measured (11.8-11.9 K against 62.7 K tokens/s on an H100: 5.3), and so is the
 // dense 8B target; a target far smaller than its drafter's head reverses the choice.
 TEST(GpuSplitTest, TheShapesGiveTheMeasuredBalance) {
   const auto rates = [](const std::string& name) {
@@ -77,10 +78,16 @@ TEST(GpuSplitTest, TheShapesGiveTheMeasuredBalance) {
                                 kNominalGemmTflops);
   };
   const StageRates hybrid = rates("qwen3.6-27b");
-  EXPECT_NEAR(hybrid.target, 11.4e3, 3e3) << "measured: 11.4-11.5 K tokens/s (bench/RESULTS.md)";
-  EXPECT_NEAR(hybrid.drafter, 62.7e3, 20e3) << "measured: 62.7 K tokens/s";
-  EXPECT_EQ(best_target_count(8, hybrid), 7);
   const StageRates dense = rates("qwen3-8b");
+  std::printf(
+      "[   INFO   ] tokens/s a GPU: qwen3.6-27b target %.0f, drafter %.0f; qwen3-8b "
+      "target %.0f, drafter %.0f\n",
+      hybrid.target, hybrid.drafter, dense.target, dense.drafter);
+  EXPECT_NEAR(hybrid.target, 11.8e3, 3e3) << "measured: 11.8-11.9 K tokens/s (bench/RESULTS.md)";
+  EXPECT_NEAR(hybrid.drafter, 62.7e3, 20e3) << "measured: 62.7 K tokens/s";
+  // Six targets feed two drafters (6 x 11.8 K < 2 x 62.7 K); a seventh would leave the one
+  // drafter left the bottleneck, at 62.7 K.
+  EXPECT_EQ(best_target_count(8, hybrid), 6);
   EXPECT_GT(dense.drafter, 2 * dense.target);
   EXPECT_GE(best_target_count(8, dense), 5);
 }
