@@ -19,6 +19,10 @@
 
 #include <cstdint>
 
+#ifdef __CUDACC__
+#include "gpu/bf16.cuh"
+#endif
+
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gpu/wgmma.cuh needs sm_90a: compile with -gencode arch=compute_90a,code=sm_90a"
 #endif
@@ -137,5 +141,27 @@ __device__ inline void mma_64x128_rs(float (&d)[64], const uint32_t (&a)[4], uin
         "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
 }
+
+// The products' helpers, in device compiles only (tests/gpu/wgmma_layout_test.cc reads the
+// layout above on the host, where gpu/bf16.cuh does not compile).
+#ifdef __CUDACC__
+// d (64 x 64 fp32) = A B^T over kColumns (a multiple of 16): tiles at a_tile and b_tile, both
+// read K-major. Issued, not committed: the caller commits and waits.
+template <int kColumns>
+__device__ inline void mma_64x64_tiles(float (&d)[32], uint32_t a_tile, uint32_t b_tile) {
+#pragma unroll
+  for (int kk = 0; kk < kColumns / 16; ++kk)
+    mma_64x64_ss(d, k_major(a_tile, kk), k_major(b_tile, kk), kk > 0);
+}
+
+// The register A fragment of columns [16 kk, 16 kk + 16) of a 64 x 64 accumulator, rounded to
+// bf16: one product's output (scores) as the next product's A operand (P V).
+__device__ inline void a_fragment(uint32_t (&a)[4], const float (&d)[32], int kk) {
+  a[0] = pack_bf16(d[8 * kk], d[8 * kk + 1]);
+  a[1] = pack_bf16(d[8 * kk + 2], d[8 * kk + 3]);
+  a[2] = pack_bf16(d[8 * kk + 4], d[8 * kk + 5]);
+  a[3] = pack_bf16(d[8 * kk + 6], d[8 * kk + 7]);
+}
+#endif
 
 }  // namespace hsring::gpu::wgmma

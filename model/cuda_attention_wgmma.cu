@@ -74,14 +74,6 @@ __device__ __forceinline__ void publish_tile() {
   __syncthreads();
 }
 
-// The wgmma A fragment of keys [16 kk, 16 kk + 16) of a 64 x 64 score accumulator.
-__device__ __forceinline__ void fragment(uint32_t (&a)[4], const float (&p)[32], int kk) {
-  a[0] = gpu::pack_bf16(p[8 * kk], p[8 * kk + 1]);
-  a[1] = gpu::pack_bf16(p[8 * kk + 2], p[8 * kk + 3]);
-  a[2] = gpu::pack_bf16(p[8 * kk + 4], p[8 * kk + 5]);
-  a[3] = gpu::pack_bf16(p[8 * kk + 6], p[8 * kk + 7]);
-}
-
 // Thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8) of every accumulator and, of each
 // 8-column piece j, columns 8 j + 2 (t % 4) (+ 1): s[4 j + 2 r + c] is row gid + 8 r,
 // column 8 j + 2 tig + c.
@@ -153,9 +145,7 @@ __global__ void __launch_bounds__(kThreads, D == 128 ? 3 : 2) attention_wgmma_ke
 
     float s[32];
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma::mma_64x64_ss(s, wgmma::k_major(q_address, kk), wgmma::k_major(k_address, kk), kk > 0);
+    wgmma::mma_64x64_tiles<D>(s, q_address, k_address);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::pin(s);
@@ -190,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, D == 128 ? 3 : 2) attention_wgmma_ke
 
     uint32_t frag[4][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) fragment(frag[kk], s, kk);
+    for (int kk = 0; kk < 4; ++kk) wgmma::a_fragment(frag[kk], s, kk);
     // The newest group (k of block j + 1) may still be loading: v of block j has landed.
     gpu::cp_async_wait<1>();
     publish_tile();

@@ -43,14 +43,6 @@ __device__ Lane accumulator_lane() {
   return {t / 32, t % 32 / 4, t % 4};
 }
 
-// The wgmma A fragment of columns [16 kk, 16 kk + 16) of a 64 x 64 accumulator.
-__device__ void fragment(uint32_t (&a)[4], const float (&acc)[32], int kk) {
-  a[0] = pack_bf16(acc[8 * kk], acc[8 * kk + 1]);
-  a[1] = pack_bf16(acc[8 * kk + 2], acc[8 * kk + 3]);
-  a[2] = pack_bf16(acc[8 * kk + 4], acc[8 * kk + 5]);
-  a[3] = pack_bf16(acc[8 * kk + 6], acc[8 * kk + 7]);
-}
-
 // Rows [0, 64) of a tile, thread t loading row 8 i + t % 8, columns [8 (t / 8), + 8) for
 // each i: eight rows of 64 contiguous bytes a warp from global memory, 512 contiguous bytes
 // a warp into shared memory. source(row) is the row's first element, or null (zeros).
@@ -188,13 +180,9 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     // S^T = K Q^T, then dP^T = V dO^T, as two groups: P^T is formed while dP^T runs.
     float s[32], dp[32];
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kHd / 16; ++kk)
-      wgmma::mma_64x64_ss(s, wgmma::k_major(k_tile, kk), wgmma::k_major(q_tile, kk), kk > 0);
+    wgmma::mma_64x64_tiles<kHd>(s, k_tile, q_tile);
     wgmma::commit();
-#pragma unroll
-    for (int kk = 0; kk < kHd / 16; ++kk)
-      wgmma::mma_64x64_ss(dp, wgmma::k_major(v_tile, kk), wgmma::k_major(o_tile, kk), kk > 0);
+    wgmma::mma_64x64_tiles<kHd>(dp, v_tile, o_tile);
     wgmma::commit();
     wgmma::wait<1>();
     wgmma::pin(s);
@@ -223,8 +211,8 @@ __global__ void __launch_bounds__(kThreads, 2) backward_key_wgmma_kernel(Args a)
     uint32_t pa[4][4], dsa[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      fragment(pa[kk], s, kk);
-      fragment(dsa[kk], dp, kk);
+      wgmma::a_fragment(pa[kk], s, kk);
+      wgmma::a_fragment(dsa[kk], dp, kk);
     }
 
     // dV += P^T dO, dK += dS^T Q: the query tiles read MN-major (the contraction over
@@ -296,19 +284,12 @@ struct QuerySide {
   __device__ uint32_t v_tile(int32_t t) const { return smem_address(vs + (t & 1) * kTile); }
 };
 
-// acc (64 x 64) = X Y^T over head_dim: X the query-side tile, Y a key tile, both K-major.
-__device__ void scores(float (&acc)[32], uint32_t x_tile, uint32_t y_tile) {
-#pragma unroll
-  for (int kk = 0; kk < kHd / 16; ++kk)
-    wgmma::mma_64x64_ss(acc, wgmma::k_major(x_tile, kk), wgmma::k_major(y_tile, kk), kk > 0);
-}
-
 // acc (64 x 128) += P Y: P a 64 x 64 accumulator rounded to bf16 A fragments, Y a key tile
 // read MN-major (the contraction over its 64 keys).
 __device__ void accumulate_product(float (&acc)[64], const float (&p)[32], uint32_t y_tile) {
   uint32_t frag[4][4];
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) fragment(frag[kk], p, kk);
+  for (int kk = 0; kk < 4; ++kk) wgmma::a_fragment(frag[kk], p, kk);
   wgmma::pin(acc);
   wgmma::fence();
 #pragma unroll
@@ -339,9 +320,9 @@ __global__ void __launch_bounds__(kThreads, 2) backward_query_wgmma_kernel(Args 
     // S = Q K^T, then dP = dO V^T: P is formed while dP runs.
     float s[32], dp[32];
     wgmma::fence();
-    scores(s, q_tile, side.k_tile(t));
+    wgmma::mma_64x64_tiles<kHd>(s, q_tile, side.k_tile(t));
     wgmma::commit();
-    scores(dp, o_tile, side.v_tile(t));
+    wgmma::mma_64x64_tiles<kHd>(dp, o_tile, side.v_tile(t));
     wgmma::commit();
     wgmma::wait<1>();
     wgmma::pin(s);
@@ -387,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_wgmma_kernel(Args a) {
     side.next_tile(a, t);
     float s[32];
     wgmma::fence();
-    scores(s, q_tile, side.k_tile(t));
+    wgmma::mma_64x64_tiles<kHd>(s, q_tile, side.k_tile(t));
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::pin(s);
