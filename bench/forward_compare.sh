@@ -6,9 +6,10 @@
 # last). In order:
 #   1. every build but the baseline: its whole cuda_model_test;
 #   2. the last build: `hf_parity --cuda` against transformers (when it has hf_forward_dump);
-#   3. with ncu on the PATH or in /usr/local/cuda/bin, unless NO_NCU is set: each build's time per launch of the
-#      kernels between the GEMMs (median over one 8-layer forward, `forward_bench
-#      --forward-only`; no clock or cache control: the forward's own conditions), per model;
+#   3. with ncu on the PATH or in /usr/local/cuda/bin, unless NO_NCU is set: each build's
+#      time per launch of the kernels between the GEMMs (median over one 8-layer forward,
+#      `forward_bench --forward-only`; no clock or cache control: the forward's own
+#      conditions), per model;
 #   4. with NCU_DETAIL set to a kernel-name regex (e.g. attention_kernel): where that kernel's
 #      time goes, per build and model, from one launch (ncu's occupancy, scheduler and
 #      warp-state sections: issue slots, eligible warps, the stall reasons);
