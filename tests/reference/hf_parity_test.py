@@ -39,6 +39,11 @@ import shutil
 import subprocess
 import sys
 
+# The reference runs on the CPU. Where flash-linear-attention is installed (with Triton, as on
+# a GPU machine), transformers' Qwen3.5 layers call its Triton kernels, which take only CUDA
+# tensors: hidden here, they take transformers' torch path, the one the bounds were set on.
+sys.modules["fla"] = None
+
 import numpy as np
 import torch
 import transformers
