@@ -107,22 +107,17 @@ __global__ void __launch_bounds__(kThreads, D == 128 ? 3 : 2) attention_wgmma_ke
                    : nullptr;
       },
       p.q);
-  const auto key_rows = [&](int key0) {
+  // Row r of a key block from key0 on, in K or V (base): null past the document.
+  const auto kv_rows = [&](const Bf16* base, int key0) {
     return [=](int r) -> const Bf16* {
       const int key = key0 + r;
-      return key < kv_end ? p.k + size_t(key) * kv_stride + kv_col : nullptr;
-    };
-  };
-  const auto value_rows = [&](int key0) {
-    return [=](int r) -> const Bf16* {
-      const int key = key0 + r;
-      return key < kv_end ? p.v + size_t(key) * kv_stride + kv_col : nullptr;
+      return key < kv_end ? base + size_t(key) * kv_stride + kv_col : nullptr;
     };
   };
   gpu::cp_async_commit();  // group: q
-  load_tile<D>(k_tile, key_rows(doc0), p.k);
+  load_tile<D>(k_tile, kv_rows(p.k, doc0), p.k);
   gpu::cp_async_commit();  // group: k of block 0
-  load_tile<D>(v_tile, value_rows(doc0), p.v);
+  load_tile<D>(v_tile, kv_rows(p.v, doc0), p.v);
   gpu::cp_async_commit();  // group: v of block 0
 
   const int warp = int(threadIdx.x) / 32, gid = int(threadIdx.x) % 32 / 4,
@@ -150,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, D == 128 ? 3 : 2) attention_wgmma_ke
     wgmma::wait<0>();
     wgmma::pin(s);
     __syncthreads();  // every warp's products are done with k: refill it
-    if (j + 1 < blocks) load_tile<D>(k_tile, key_rows(key0 + kRows), p.k);
+    if (j + 1 < blocks) load_tile<D>(k_tile, kv_rows(p.k, key0 + kRows), p.k);
     gpu::cp_async_commit();  // group: k of block j + 1 (possibly empty)
 
     // Scaled scores in log2 units. Only blocks reaching the tile's first token hold keys a
@@ -198,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, D == 128 ? 3 : 2) attention_wgmma_ke
 #pragma unroll
     for (int slice = 0; slice < kSlices<D>; ++slice) wgmma::pin(o[slice]);
     __syncthreads();  // every warp's products are done with v: refill it
-    if (j + 1 < blocks) load_tile<D>(v_tile, value_rows(key0 + kRows), p.v);
+    if (j + 1 < blocks) load_tile<D>(v_tile, kv_rows(p.v, key0 + kRows), p.v);
     gpu::cp_async_commit();  // group: v of block j + 1 (possibly empty)
   }
 
