@@ -9,7 +9,7 @@
 
 namespace hsring::train {
 
-std::string validate_drafter_layer(const DrafterLayerShape& s) {
+std::string validate_drafter_layer(const DrafterLayerFields& s) {
   HSRING_REQUIRE(s.num_kv_heads > 0);
   if (s.num_heads % s.num_kv_heads != 0)
     return fmt::format("num_heads ({}) must be a multiple of num_kv_heads ({})", s.num_heads,
