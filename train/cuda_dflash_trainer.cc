@@ -23,6 +23,7 @@
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_drafter_layer.h"
 #include "train/cuda_flat_state.h"
+#include "train/dflash_config.h"
 #include "train/dflash_params.h"
 
 namespace hsring::train {
@@ -217,13 +218,7 @@ CudaDflashTrainer::CudaDflashTrainer(const DflashTrainerOptions& options, GemmPr
   Buffers& b = *b_;
   b.bf16_attention =
       precision == GemmPrecision::kBf16 && block_attention_bf16_supported(config_.head_dim);
-  b.shape = {.width = config_.width(),
-             .intermediate = config_.intermediate_size,
-             .heads = config_.num_heads,
-             .kv_heads = config_.num_kv_heads,
-             .head_dim = config_.head_dim,
-             .eps = float(config_.rms_norm_eps),
-             .rotation = QkRotation::kQkNormRope,
+  b.shape = {.layer = dflash_layer_shape(config_),
              .bf16 = precision == GemmPrecision::kBf16,
              .bf16_attention = b.bf16_attention};
   cudaStream_t s = b.stream.get();

@@ -1,5 +1,6 @@
 #include "train/cuda_drafter_layer.h"
 
+#include "common/contract.h"
 #include "gpu/cuda_check.h"
 #include "gpu/ops/bf16_convert.h"
 #include "gpu/ops/gather_rows.h"
@@ -25,12 +26,12 @@ void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w,
 }
 
 void DrafterLayerActivations::ensure(const DrafterLayerShape& shape, size_t rows, bool mask_rows) {
-  const size_t d = shape.width, qd = shape.q_dim(), kvd = shape.kv_dim();
-  const size_t inter = shape.intermediate;
+  const size_t d = shape.layer.hidden, qd = shape.layer.q_dim(), kvd = shape.layer.kv_dim();
+  const size_t inter = shape.layer.intermediate;
   x_in.ensure(rows * d);
   if (!mid_in_place) x_mid.ensure(rows * d);
   if (!mask_rows) h.ensure(rows * d, shape.bf16);
-  if (shape.rotation == QkRotation::kQkNormRope) {
+  if (shape.layer.qk_norm) {
     q_raw.ensure(rows * qd, shape.bf16);
     k_raw.ensure(rows * kvd, shape.bf16);
   }
@@ -42,20 +43,20 @@ void DrafterLayerActivations::ensure(const DrafterLayerShape& shape, size_t rows
     for (auto* buffer : {&k, &v}) buffer->ensure(rows * kvd);
   }
   attn.ensure(rows * qd, shape.bf16_attention);
-  lse.ensure(rows * shape.heads);
+  lse.ensure(rows * shape.layer.heads);
   m.ensure(rows * d, shape.bf16);
   for (auto* buffer : {&gate, &up, &act}) buffer->ensure(rows * inter, shape.bf16);
 }
 
 void DrafterLayerGradients::ensure(const DrafterLayerShape& shape, size_t rows, size_t scored) {
-  const size_t d = shape.width, qd = shape.q_dim(), kvd = shape.kv_dim();
+  const size_t d = shape.layer.hidden, qd = shape.layer.q_dim(), kvd = shape.layer.kv_dim();
   for (auto* buffer : {&d_h, &d_m}) buffer->ensure(rows * d);
   for (auto* buffer : {&d_attn, &d_q}) buffer->ensure(rows * qd);
   if (scored > 0) d_attn_scored.ensure(scored * qd);
   for (auto* buffer : {&d_k, &d_v}) buffer->ensure(rows * kvd);
   d_qkv.ensure(rows * shape.qkv_dim(), shape.bf16);
   for (auto* buffer : {&d_act, &d_gate, &d_up})
-    buffer->ensure(rows * shape.intermediate, shape.bf16);
+    buffer->ensure(rows * shape.layer.intermediate, shape.bf16);
 }
 
 DrafterLayerStep::DrafterLayerStep(Gemm& gemm, FlatState& state, cudaStream_t stream,
@@ -66,7 +67,11 @@ DrafterLayerStep::DrafterLayerStep(Gemm& gemm, FlatState& state, cudaStream_t st
       stream_(stream),
       shape_(shape),
       bf16_gradients_(bf16_gradients),
-      norm_partials_(norm_partials) {}
+      norm_partials_(norm_partials) {
+  const DecoderLayerShape& c = shape.layer;
+  HSRING_REQUIRE(!c.qkv_bias && !c.attention_gate &&
+                 (c.rotary_dim == 0 || c.rotary_dim == c.head_dim));
+}
 
 // ---- Forward ----
 
@@ -75,9 +80,9 @@ void DrafterLayerStep::attention_inputs_forward(const DrafterLayerOffsets& o,
                                                 const float* cos, const float* sin,
                                                 float* residual_copy,
                                                 const MaskRows* mask_rows) const {
-  const DrafterLayerShape& c = shape_;
-  const size_t d = c.width, qd = c.q_dim(), kvd = c.kv_dim();
-  const bool qk_norm = c.rotation == QkRotation::kQkNormRope;
+  const DecoderLayerShape& c = shape_.layer;
+  const size_t d = c.hidden, qd = c.q_dim(), kvd = c.kv_dim();
+  const bool qk_norm = c.qk_norm;
   // The projections' outputs: the raw ones QK-norm reads, or (RoPE alone, in place) the
   // attention's inputs themselves. v is the attention's input either way.
   float* q_out = qk_norm ? a.q_raw.fp32.get() : a.q.get();
@@ -89,7 +94,7 @@ void DrafterLayerStep::attention_inputs_forward(const DrafterLayerOffsets& o,
     // with [Wq; Wk; Wv] (adjacent in the layout), copied to every row: 1/B of the block
     // rows' q/k/v products.
     const MaskRows& mr = *mask_rows;
-    const size_t qkv = c.qkv_dim();
+    const size_t qkv = shape_.qkv_dim();
     HSRING_CUDA_CHECK(gpu::launch_gather_rows(a.x_in.get(), mr.rows, uint32_t(mr.distinct),
                                               uint32_t(d), mr.x0->get(), stream_));
     norm(mr.x0->get(), p(o.input_norm), mr.distinct, d, *mr.h0);
@@ -117,7 +122,7 @@ void DrafterLayerStep::attention_inputs_forward(const DrafterLayerOffsets& o,
 size_t DrafterLayerStep::attention_output_forward(const DrafterLayerOffsets& o,
                                                   DrafterLayerActivations& a, size_t rows,
                                                   const ScoredRows* scored) const {
-  const size_t d = shape_.width, qd = shape_.q_dim();
+  const size_t d = shape_.layer.hidden, qd = shape_.layer.q_dim();
   size_t n = rows;
   Operand attention = a.attn.operand();
   if (scored) {
@@ -133,7 +138,7 @@ size_t DrafterLayerStep::attention_output_forward(const DrafterLayerOffsets& o,
 
 void DrafterLayerStep::mlp_forward(const DrafterLayerOffsets& o, DrafterLayerActivations& a,
                                    size_t n, float* x_out) const {
-  const size_t d = shape_.width, inter = shape_.intermediate;
+  const size_t d = shape_.layer.hidden, inter = shape_.layer.intermediate;
   norm(a.mid(), p(o.post_norm), n, d, a.m, x_out);  // x_out = mid, then + down
   forward_into(gemm_, a.m.operand(), n, d, p(o.gate), inter, a.gate);
   forward_into(gemm_, a.m.operand(), n, d, p(o.up), inter, a.up);
@@ -152,7 +157,7 @@ void DrafterLayerStep::mlp_forward(const DrafterLayerOffsets& o, DrafterLayerAct
 void DrafterLayerStep::mlp_backward(const DrafterLayerOffsets& o, const DrafterLayerActivations& a,
                                     size_t n, DrafterLayerGradients& grads,
                                     ResidualGradient d_x) const {
-  const size_t d = shape_.width, inter = shape_.intermediate;
+  const size_t d = shape_.layer.hidden, inter = shape_.layer.intermediate;
   gemm_.hold_bf16(d_x.fp32, n * d, d_x.bf16);
   if (grads.d_act.bf16.get())
     gemm_.backward_input(d_x.fp32, n, d, p(o.down), inter, grads.d_act.bf16.get());
@@ -181,7 +186,7 @@ ResidualGradient DrafterLayerStep::attention_output_backward(const DrafterLayerO
                                                              DrafterLayerGradients& grads,
                                                              ResidualGradient d_x,
                                                              ResidualGradient full) const {
-  const size_t d = shape_.width, qd = shape_.q_dim();
+  const size_t d = shape_.layer.hidden, qd = shape_.layer.q_dim();
   const size_t n = scored ? scored->count : rows;
   float* d_attn = scored ? grads.d_attn_scored.get() : grads.d_attn.get();
   gemm_.hold_bf16(d_x.fp32, n * d, d_x.bf16);
@@ -203,9 +208,9 @@ void DrafterLayerStep::rotation_backward(const DrafterLayerOffsets& o,
                                          const DrafterLayerActivations& a, size_t rows,
                                          const float* cos, const float* sin,
                                          DrafterLayerGradients& grads) const {
-  const DrafterLayerShape& c = shape_;
-  const size_t qd = c.q_dim(), kvd = c.kv_dim(), qkv = c.qkv_dim();
-  if (c.rotation == QkRotation::kQkNormRope) {
+  const DecoderLayerShape& c = shape_.layer;
+  const size_t qd = c.q_dim(), kvd = c.kv_dim(), qkv = shape_.qkv_dim();
+  if (c.qk_norm) {
     // Undo RoPE, then the per-head norms, writing into d_qkv's columns.
     qk_norm_rope_backward(a.q_raw, p(o.q_norm), grads.d_q.get(), rows, c.heads, cos, sin,
                           grads.d_qkv, 0, qkv, g(o.q_norm));
@@ -226,7 +231,7 @@ void DrafterLayerStep::projections_backward(const DrafterLayerOffsets& o,
                                             const DrafterLayerActivations& a, size_t rows,
                                             const MaskRows* mask_rows, DrafterLayerGradients& grads,
                                             ResidualGradient d_x) const {
-  const size_t d = shape_.width, qkv = shape_.qkv_dim();
+  const size_t d = shape_.layer.hidden, qkv = shape_.qkv_dim();
   if (!mask_rows) {
     // d_h = [dq | dk | dv] [Wq; Wk; Wv], and the three weights' gradients as one
     // [q + 2 kv, d] matrix, written.
@@ -260,21 +265,22 @@ void DrafterLayerStep::projections_backward(const DrafterLayerOffsets& o,
 
 void DrafterLayerStep::norm(const float* x, const float* w, size_t rows, size_t dim,
                             float* y) const {
-  HSRING_CUDA_CHECK(
-      gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), shape_.eps, y, stream_));
+  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim),
+                                                 shape_.layer.eps, y, stream_));
 }
 
 void DrafterLayerStep::norm(const float* x, const float* w, size_t rows, size_t dim, Fp32OrBf16& y,
                             float* x_copy) const {
-  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim), shape_.eps,
-                                                 y.fp32.get(), stream_, y.bf16.get(), x_copy));
+  HSRING_CUDA_CHECK(gpu::launch_rms_norm_forward(x, w, uint32_t(rows), uint32_t(dim),
+                                                 shape_.layer.eps, y.fp32.get(), stream_,
+                                                 y.bf16.get(), x_copy));
 }
 
 void DrafterLayerStep::norm_backward(const float* x, const float* w, const float* dy, size_t rows,
                                      size_t dim, float* dx, bool accumulate, float* dw,
                                      uint16_t* dx_bf16) const {
   HSRING_CUDA_CHECK(gpu::launch_rms_norm_backward_rows(x, w, dy, uint32_t(rows), uint32_t(dim),
-                                                       shape_.eps, dx, accumulate, dw,
+                                                       shape_.layer.eps, dx, accumulate, dw,
                                                        norm_partials_, stream_, dx_bf16));
 }
 
@@ -282,8 +288,8 @@ void DrafterLayerStep::qk_norm_rope(const Fp32OrBf16& x, const float* w, size_t 
                                     uint32_t heads, const float* cos, const float* sin, float* y,
                                     uint16_t* y_bf16) const {
   const auto run = [&](const auto* values) {
-    return launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, shape_.head_dim,
-                                       shape_.eps, cos, sin, y, stream_, y_bf16);
+    return launch_qk_norm_rope_forward(values, w, uint32_t(rows), heads, shape_.layer.head_dim,
+                                       shape_.layer.eps, cos, sin, y, stream_, y_bf16);
   };
   HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));
 }
@@ -293,8 +299,8 @@ void DrafterLayerStep::qk_norm_rope_backward(const Fp32OrBf16& x, const float* w
                                              const float* sin, const Fp32OrBf16& dx, size_t dx_col,
                                              size_t dx_stride, float* dw) const {
   const auto run = [&](const auto* values) {
-    return launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, shape_.head_dim,
-                                        shape_.eps, cos, sin, dx.fp32_at(dx_col),
+    return launch_qk_norm_rope_backward(values, w, dy, uint32_t(rows), heads, shape_.layer.head_dim,
+                                        shape_.layer.eps, cos, sin, dx.fp32_at(dx_col),
                                         dx.bf16_at(dx_col), dw, stream_, uint32_t(dx_stride));
   };
   HSRING_CUDA_CHECK(x.bf16.get() ? run(x.bf16.get()) : run(x.fp32.get()));

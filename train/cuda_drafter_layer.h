@@ -5,8 +5,9 @@
 // between the trainers is a named variant, not a second copy:
 //   - the attention kernel: the caller's, between attention_inputs_forward and
 //     attention_output_forward (sliding-window or DFlash block attention over context keys);
-//   - the rotation of q and k (QkRotation): RoPE alone, or Qwen3's QK-norm then RoPE;
-//   - the precision of the activations (ActivationPrecision): fp32, or bf16 where only
+//   - the rotation of q and k (DecoderLayerShape::qk_norm): RoPE alone, or Qwen3's QK-norm
+//     then RoPE;
+//   - the precision of the activations (DrafterLayerShape::bf16): fp32, or bf16 where only
 //     products and element-wise kernels read them (the DFlash step in bf16, as autocast);
 //   - the rows: every row, or two measured shortcuts of the DFlash step: layer 0's mask rows
 //     (MaskRows: one projection of the mask token's row serves every mask row) and the last
@@ -31,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "model/decoder_layer.h"
 #include "train/cuda_flat_state.h"
 #include "train/cuda_gemm.h"
 #include "train/param_layout.h"
@@ -64,24 +66,20 @@ void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w,
 void forward_into(Gemm& gemm, Operand x, size_t rows, size_t in, const float* w, size_t out,
                   Fp32OrBf16& y);
 
-enum class QkRotation {
-  kRope,        // the same-position drafter's: RoPE on the projections, in place
-  kQkNormRope,  // Qwen3's (DFlash): a per-head RMSNorm, then RoPE, from q_raw, k_raw
-};
-
+// The layer, as model/decoder_layer.h describes it for every drafter and the CPU layers too
+// (dflash_layer_shape, same_position_layer_shape), and the step's precision. Of the layer's
+// features the step has QK-norm (then RoPE from q_raw, k_raw) or none (RoPE on the
+// projections, in place); RoPE over the whole head, no q/k/v biases and no output gate
+// (REQUIRES). The attention's window is the caller's kernel's.
 struct DrafterLayerShape {
-  size_t width = 0, intermediate = 0;
-  uint32_t heads = 0, kv_heads = 0, head_dim = 0;
-  float eps = 1e-6f;  // every RMSNorm's
-  QkRotation rotation = QkRotation::kRope;
+  DecoderLayerShape layer;
   // Activations in bf16 (Fp32OrBf16's), and the attention's inputs in bf16 too when
   // bf16_attention. Both false: everything fp32.
   bool bf16 = false;
   bool bf16_attention = false;
 
-  size_t q_dim() const { return size_t(heads) * head_dim; }
-  size_t kv_dim() const { return size_t(kv_heads) * head_dim; }
-  size_t qkv_dim() const { return q_dim() + 2 * kv_dim(); }
+  // The q, k and v projections side by side.
+  size_t qkv_dim() const { return layer.q_dim() + 2 * layer.kv_dim(); }
 };
 
 // What one layer's backward reads of its forward; x_in is the layer's residual input.
@@ -93,7 +91,7 @@ struct DrafterLayerActivations {
   bool mid_in_place = false;
   float* mid() const { return mid_in_place ? x_in.get() : x_mid.get(); }
   Fp32OrBf16 h;             // the input norm's output
-  Fp32OrBf16 q_raw, k_raw;  // kQkNormRope: the projections before the rotation
+  Fp32OrBf16 q_raw, k_raw;  // QK-norm: the projections before the rotation
   // The attention's inputs: fp32 (q, k, v) or bf16 (bf16_attention), only the precision's
   // set allocated. kRope rotates q and k in place.
   Scratch<float> q, k, v;

@@ -17,6 +17,7 @@
 #include "train/cuda_drafter_kernels.h"
 #include "train/cuda_drafter_layer.h"
 #include "train/cuda_flat_state.h"
+#include "train/same_position_config.h"
 
 namespace hsring::train {
 
@@ -96,13 +97,7 @@ CudaSamePositionTrainer::CudaSamePositionTrainer(const SamePositionTrainerOption
   b_->norm = offset("norm.weight");
   b_->head = offset("lm_head.weight");
   b_->at = at;
-  b_->shape = {.width = config_.width,
-               .intermediate = config_.intermediate_size,
-               .heads = config_.num_heads,
-               .kv_heads = config_.num_kv_heads,
-               .head_dim = config_.head_dim,
-               .eps = float(config_.rms_norm_eps),
-               .rotation = QkRotation::kRope};
+  b_->shape = {.layer = same_position_layer_shape(config_)};
   HSRING_CUDA_CHECK(cudaStreamSynchronize(s));  // `inv_freq` goes out of scope
 }
 

@@ -99,4 +99,14 @@ std::string describe(const DflashConfig& c) {
       c.intermediate_size, c.vocab_size, c.block_size, c.mask_token_id, number(c.loss_gamma));
 }
 
+DecoderLayerShape dflash_layer_shape(const DflashConfig& c) {
+  return {.hidden = c.width(),
+          .heads = c.num_heads,
+          .kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim,
+          .intermediate = c.intermediate_size,
+          .eps = c.rms_norm_eps,
+          .qk_norm = true};
+}
+
 }  // namespace hsring::train

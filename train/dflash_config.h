@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/decoder_layer.h"
 #include "model/model_config.h"
 
 namespace hsring::train {
@@ -55,5 +56,9 @@ double default_loss_gamma(uint32_t block_size);
 // One line for logs: "dflash K 5 x H 128, 1 layers, heads 4/2 x 32, inter 384, vocab 256,
 // block 16, mask 255, gamma 7".
 std::string describe(const DflashConfig& config);
+
+// The DFlash drafter's decoder layer, as the CPU model and the CUDA step read it: Qwen3's
+// (QK-norm, RoPE over the whole head, no biases, no output gate, no window).
+DecoderLayerShape dflash_layer_shape(const DflashConfig& config);
 
 }  // namespace hsring::train

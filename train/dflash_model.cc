@@ -208,15 +208,6 @@ void BasicDflashModel<Real>::run_forward(const DflashBatch& batch) {
 }
 
 template <class Real>
-DecoderLayerShape BasicDflashModel<Real>::mlp_shape() const {
-  DecoderLayerShape shape;
-  shape.hidden = config_.width();
-  shape.intermediate = config_.intermediate_size;
-  shape.eps = config_.rms_norm_eps;
-  return shape;
-}
-
-template <class Real>
 template <class P>
 MlpBlockParams<P> BasicDflashModel<Real>::mlp_params(P base, const DrafterLayerOffsets& o) const {
   return {base + o.post_norm, base + o.gate, base + o.up, base + o.down};
@@ -272,8 +263,8 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
   for (size_t i = 0; i < rows * d; ++i) a.x_mid[i] = a.x_in[i] + tmp_[i];
 
   // The MLP block is the target's (model/decoder_layer.h).
-  mlp_block_forward(mlp_shape(), mlp_params(p, o), a.x_mid.data(), rows, a.mlp, x_out,
-                    kTrainingSums, th);
+  mlp_block_forward(dflash_layer_shape(config_), mlp_params(p, o), a.x_mid.data(), rows, a.mlp,
+                    x_out, kTrainingSums, th);
 }
 
 template <class Real>
@@ -396,8 +387,8 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   for (auto* buffer : {&d_ctx_k_, &d_ctx_k_raw_, &d_ctx_v_}) ops::grow_to(*buffer, ctx_rows * kvd);
 
   // MLP block: x_out = x_mid + down(silu(gate(m)) * up(m)), m = RMSNorm_post(x_mid).
-  mlp_block_backward(mlp_shape(), mlp_params(p, o), mlp_params(g, o), a.x_mid.data(), rows, a.mlp,
-                     d_x_.data(), scratch_, th);
+  mlp_block_backward(dflash_layer_shape(config_), mlp_params(p, o), mlp_params(g, o),
+                     a.x_mid.data(), rows, a.mlp, d_x_.data(), scratch_, th);
 
   // Attention block: x_mid = x_in + attn Wo^T.
   ops::linear_backward_input(d_x_.data(), rows, d, p + o.o, qd, d_attn_.data(), false, th);

@@ -141,8 +141,7 @@ class BasicDflashModel : public ParamStore<Real> {
   void prepare_blocks(const DflashBatch& batch);
   void run_forward(const DflashBatch& batch);
   void layer_forward(size_t layer);
-  // The MLP block's shape (model/decoder_layer.h) and tensors of a layer.
-  DecoderLayerShape mlp_shape() const;
+  // The MLP block's tensors of a layer (its shape: dflash_layer_shape).
   template <class P>
   MlpBlockParams<P> mlp_params(P base, const DrafterLayerOffsets& o) const;
   // LM head and weighted cross-entropy over the scored rows in chunks; with `backward` also

@@ -72,4 +72,14 @@ std::string describe(const SamePositionConfig& c) {
                      c.embed_tokens ? ", token embedding" : "");
 }
 
+DecoderLayerShape same_position_layer_shape(const SamePositionConfig& c) {
+  return {.hidden = c.width,
+          .heads = c.num_heads,
+          .kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim,
+          .intermediate = c.intermediate_size,
+          .window = c.window,
+          .eps = c.rms_norm_eps};
+}
+
 }  // namespace hsring::train

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/decoder_layer.h"
 #include "model/model_config.h"
 
 namespace hsring::train {
@@ -50,5 +51,9 @@ SamePositionConfig default_same_position_config(const ModelConfig& target, uint3
 
 // One line for logs: "K 5 x H 128 -> D 128, heads 4/2 x 32, inter 384, vocab 256, window 256".
 std::string describe(const SamePositionConfig& config);
+
+// The same-position drafter's one decoder layer, as the CPU model and the CUDA step read it:
+// RoPE over the whole head without QK-norm, attention over a sliding window.
+DecoderLayerShape same_position_layer_shape(const SamePositionConfig& config);
 
 }  // namespace hsring::train

@@ -52,13 +52,7 @@ BasicSamePositionModel<Real>::BasicSamePositionModel(SamePositionConfig config,
   at_.down = offset("layers.0.mlp.down_proj.weight");
   at_.norm = offset("norm.weight");
   at_.head = offset("lm_head.weight");
-  shape_.hidden = config_.width;
-  shape_.heads = config_.num_heads;
-  shape_.kv_heads = config_.num_kv_heads;
-  shape_.head_dim = config_.head_dim;
-  shape_.intermediate = config_.intermediate_size;
-  shape_.window = config_.window;
-  shape_.eps = config_.rms_norm_eps;
+  shape_ = same_position_layer_shape(config_);
   init_same_position_params<Real>(config_, layout_, init, params_);
 }
 
