@@ -23,6 +23,17 @@ unsigned grid_for(uint64_t work_items) { return gpu::grid_stride_blocks(work_ite
 
 constexpr uint32_t kMaxHeadDim = 256;
 
+// The layer's shape as the finishing kernel reads it: 32-bit counts for its index math, the
+// norm's epsilon in fp32.
+struct QkvShape {
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  float eps = 0;
+  uint32_t rotary_dim = 0;  // RoPE on the first rotary_dim dims of a head (0: all of them)
+  bool q_gated = false;     // Qwen3.5: each q head is followed by its output gate's values
+};
+
 // One warp per (row, head) of q, k and v. The head is read in pairs (4 bytes a lane: a
 // warp's load is 128 contiguous bytes), summed for the norm, and staged in the warp's
 // shared row, so that RoPE finds each value's partner (i +- rotary_dim / 2) wherever it
@@ -154,13 +165,23 @@ __global__ void random_fill_kernel(Out* __restrict__ dst, uint64_t count, uint64
 
 }  // namespace
 
-cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, QkvShape shape, const float* qkv_bias,
-                              const float* q_norm, const float* k_norm, const float* cos,
-                              const float* sin, Bf16* q, Bf16* k, Bf16* v, cudaStream_t stream) {
-  const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : shape.head_dim;
-  if (shape.head_dim > kMaxHeadDim || shape.head_dim % 2 != 0 || rot % 2 != 0 ||
-      rot > shape.head_dim)
+cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, const DecoderLayerShape& layer,
+                              const float* qkv_bias, const float* q_norm, const float* k_norm,
+                              const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
+                              cudaStream_t stream) {
+  // Past these the 32-bit copy would wrap: refused before it is made.
+  if (layer.head_dim > kMaxHeadDim || layer.rotary_dim > layer.head_dim ||
+      layer.heads + 2 * layer.kv_heads > UINT32_MAX)
     return cudaErrorInvalidValue;
+  QkvShape shape;
+  shape.heads = uint32_t(layer.heads);
+  shape.kv_heads = uint32_t(layer.kv_heads);
+  shape.head_dim = uint32_t(layer.head_dim);
+  shape.eps = float(layer.eps);
+  shape.rotary_dim = uint32_t(layer.rotary_dim);
+  shape.q_gated = layer.attention_gate;
+  const uint32_t rot = shape.rotary_dim ? shape.rotary_dim : shape.head_dim;
+  if (shape.head_dim % 2 != 0 || rot % 2 != 0) return cudaErrorInvalidValue;
   const uint64_t warps = uint64_t(rows) * (shape.heads + 2 * shape.kv_heads);
   if (warps == 0) return cudaSuccess;
   const uint64_t blocks = (warps + kWarps - 1) / kWarps;

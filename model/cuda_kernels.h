@@ -14,33 +14,27 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "model/decoder_layer_shape.h"
 
 namespace hsring {
 
 using Bf16 = uint16_t;
 
-struct QkvShape {
-  uint32_t heads = 0;
-  uint32_t kv_heads = 0;
-  uint32_t head_dim = 0;
-  float eps = 0;
-  uint32_t rotary_dim = 0;  // RoPE on the first rotary_dim dims of a head (0: all of them)
-  bool q_gated = false;     // Qwen3.5: each q head is followed by its output gate's values
-};
-
-// Splits the fused projection qkv bf16 [rows, (heads (x 2 when q_gated) + 2 kv_heads) *
-// head_dim] (q | k | v; q as [q_h | gate_h] per head when gated) into bf16 q [rows, heads *
-// head_dim], k and v [rows, kv_heads * head_dim]; q and k heads get the bias first when
-// qkv_bias [(heads + 2 kv_heads) * head_dim] is given (Qwen2), the per-head RMSNorm when
-// q_norm / k_norm are given (Qwen3), then RoPE with the table's angles [rows, rotary_dim /
-// 2] on the first rotary_dim dims, pairing element i with i + rotary_dim / 2 (HF
-// rotate_half); the rest pass through. REQUIRES: head_dim <= 256.
-cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, QkvShape shape, const float* qkv_bias,
-                              const float* q_norm, const float* k_norm, const float* cos,
-                              const float* sin, Bf16* q, Bf16* k, Bf16* v, cudaStream_t stream);
+// Splits an attention layer's fused projection qkv bf16 [rows, (heads (x 2 with the layer's
+// attention_gate) + 2 kv_heads) * head_dim] (q | k | v; q as [q_h | gate_h] per head when
+// gated) into bf16 q [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; q and k
+// heads get the bias first when qkv_bias [(heads + 2 kv_heads) * head_dim] is given
+// (Qwen2), the per-head RMSNorm (the layer's eps) when q_norm / k_norm are given (Qwen3),
+// then RoPE with the table's angles [rows, rotary_dim / 2] on the layer's first rotary_dim
+// dims, pairing element i with i + rotary_dim / 2 (HF rotate_half); the rest pass through.
+// REQUIRES: head_dim <= 256.
+cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, const DecoderLayerShape& layer,
+                              const float* qkv_bias, const float* q_norm, const float* k_norm,
+                              const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
+                              cudaStream_t stream);
 
 // Qwen3.5's attention output gate, in place: attn[r, h * head_dim + i] *= sigmoid(gate) with
-// gate = qkv[r, (2 h + 1) * head_dim + i] (the q_gated projection of launch_qkv_finish, row
+// gate = qkv[r, (2 h + 1) * head_dim + i] (the gated projection of launch_qkv_finish, row
 // stride qkv_stride), in fp32, rounded once to bf16. REQUIRES: head_dim even.
 cudaError_t launch_output_gate(const Bf16* qkv, uint64_t qkv_stride, uint32_t rows, uint32_t heads,
                                uint32_t head_dim, Bf16* attn, cudaStream_t stream);

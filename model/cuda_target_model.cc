@@ -22,6 +22,7 @@
 #include "model/cuda_moe_mlp.h"
 #include "model/cuda_scratch.h"
 #include "model/cuda_weights.h"
+#include "model/decoder_layer.h"
 #include "model/forward_flops.h"
 #include "model/hf_checkpoint.h"
 #include "model/rope.h"
@@ -86,6 +87,7 @@ void check_config(const ModelConfig& config) {
 
 struct CudaTargetModel::Impl {
   ModelConfig config;
+  DecoderLayerShape attention_layer;  // its attention layers, as every decoder layer is described
   int gpu = 0;
   gpu::Stream stream;  // setup and the host forward()
   DeviceWeights weights;
@@ -115,6 +117,7 @@ struct CudaTargetModel::Impl {
 
   Impl(ModelConfig c, int device) : config(std::move(c)), gpu(device) {
     check_config(config);
+    attention_layer = decoder_layer_shape(config);
     select_gpu(gpu, config.name);
     stream = gpu::make_stream();
     forward_done = gpu::make_event(cudaEventDisableTiming);
@@ -197,11 +200,8 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
   // bf16, as transformers' projections write it; the finishing kernel (and the output
   // gate) read it once, in fp32 from there on.
   blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), false, qkv_width);
-  QkvShape shape{c.num_heads, c.num_kv_heads, c.head_dim, float(c.rms_norm_eps)};
-  shape.rotary_dim = c.rope_dim();
-  shape.q_gated = c.attention_gate;
-  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, shape, w.qkv_bias, w.q_norm, w.k_norm,
-                                      a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, attention_layer, w.qkv_bias, w.q_norm,
+                                      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
                                       a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
   const auto* tiles = reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
   if (prefix) {

@@ -20,29 +20,11 @@
 #include <span>
 #include <vector>
 
+#include "model/decoder_layer_shape.h"
 #include "model/model_config.h"
 #include "ops/sums.h"
 
 namespace hsring {
-
-struct DecoderLayerShape {
-  size_t hidden = 0;
-  size_t heads = 0;
-  size_t kv_heads = 0;
-  size_t head_dim = 0;
-  size_t intermediate = 0;
-  size_t rotary_dim = 0;  // RoPE'd dims of a head; 0: all of head_dim
-  size_t window = 0;      // sliding attention window (itself included); 0: the whole document
-  double eps = 1e-6;      // every RMSNorm's
-  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE (Qwen3)
-  bool qkv_bias = false;  // biases of q, k, v (Qwen2)
-  // Qwen3.5: q_proj gives [q_h | gate_h] per head and the attention output is scaled by
-  // sigmoid(gate). Forward only.
-  bool attention_gate = false;
-
-  size_t q_dim() const { return heads * head_dim; }
-  size_t kv_dim() const { return kv_heads * head_dim; }
-};
 
 // The attention layers' shape of a target config.
 DecoderLayerShape decoder_layer_shape(const ModelConfig& config);

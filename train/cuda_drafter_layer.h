@@ -18,13 +18,14 @@
 //                     mid = x + Attention(q, k, v) Wo^T
 //   MLP block:        m = RMSNorm(mid);  out = mid + (silu(m Wg^T) * m Wu^T) Wd^T
 //
-// The target's CUDA forward (model/cuda_target_model.cc) is the same layer but not this
-// code, and cannot be without slowing one side: its weights are resident bf16 (no fp32
-// master copy to round, no gradient), fused as [Wg | Wu] and [Wq | Wk | Wv] matrices that
-// cuBLAS reads through model/cuda_blas.h with a fused QKV epilogue (biases, partial
-// rotary, Qwen3.5's output gate: launch_qkv_finish) and keeps no activation, while this
-// layer multiplies fp32 master weights (rounded or held in bf16 by train::Gemm), keeps
-// every activation its backward reads, and sits a floor above it (train/ over model/).
+// The target's CUDA forward (model/cuda_target_model.cc) is the same layer, described by the
+// same DecoderLayerShape, but not this code, and cannot be without slowing one side: its
+// weights are resident bf16 (no fp32 master copy to round, no gradient), fused as [Wg | Wu]
+// and [Wq | Wk | Wv] matrices that cuBLAS reads through model/cuda_blas.h with a fused QKV
+// epilogue (biases, partial rotary, Qwen3.5's output gate: launch_qkv_finish) and keeps no
+// activation, while this layer multiplies fp32 master weights (rounded or held in bf16 by
+// train::Gemm), keeps every activation its backward reads, and sits a floor above it
+// (train/ over model/).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,7 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/decoder_layer.h"
+#include "model/decoder_layer_shape.h"
 #include "train/cuda_flat_state.h"
 #include "train/cuda_gemm.h"
 #include "train/param_layout.h"

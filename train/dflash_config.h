@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "model/decoder_layer.h"
+#include "model/decoder_layer_shape.h"
 #include "model/model_config.h"
 
 namespace hsring::train {
