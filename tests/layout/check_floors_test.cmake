@@ -5,6 +5,7 @@
 #   cmake -DROOT=<source tree> -DWORK=<scratch folder> -P check_floors_test.cmake
 cmake_minimum_required(VERSION 3.25)
 set(check "${CMAKE_CURRENT_LIST_DIR}/check_floors.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/run_check.cmake")
 set(failures 0)
 
 # Runs the check on a tree holding only FILE with TEXT; EXPECT is "pass" or a regex that the
@@ -15,21 +16,8 @@ function(plant name file text expect)
   file(COPY "${ROOT}/README.md" "${ROOT}/CMakeLists.txt" DESTINATION "${tree}")
   file(WRITE "${tree}/include/hsring/hsring.h" "")
   file(WRITE "${tree}/${file}" "${text}")
-  execute_process(COMMAND "${CMAKE_COMMAND}" -DROOT=${tree} -P "${check}"
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(expect STREQUAL "pass")
-    set(ok FALSE)
-    if(rc EQUAL 0)
-      set(ok TRUE)
-    endif()
-  else()
-    set(ok FALSE)
-    if(NOT rc EQUAL 0 AND out MATCHES "${expect}")
-      set(ok TRUE)
-    endif()
-  endif()
+  run_check("${check}" "${tree}" ${name} "${expect}" ok)
   if(NOT ok)
-    message("${name}: expected ${expect}, got exit ${rc}:\n${out}")
     set(failures 1 PARENT_SCOPE)
   endif()
 endfunction()
@@ -49,10 +37,8 @@ plant(own_room capi/planted.cc "#include \"hsring/hsring.h\"\n" pass)
 # A folder the build adds without a row in the table.
 plant(no_row common/planted.cc "#include <cstdint>\n" pass)
 file(APPEND "${WORK}/no_row/CMakeLists.txt" "add_subdirectory(unlisted)\n")
-execute_process(COMMAND "${CMAKE_COMMAND}" -DROOT=${WORK}/no_row -P "${check}"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-if(rc EQUAL 0 OR NOT out MATCHES "builds unlisted/, which has no row")
-  message("no_row: expected a refusal of unlisted/, got exit ${rc}:\n${out}")
+run_check("${check}" "${WORK}/no_row" no_row "builds unlisted/, which has no row" ok)
+if(NOT ok)
   set(failures 1)
 endif()
 

@@ -6,6 +6,7 @@
 #   cmake -DWORK=<scratch folder> -P check_names_test.cmake
 cmake_minimum_required(VERSION 3.25)
 set(check "${CMAKE_CURRENT_LIST_DIR}/check_names.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/run_check.cmake")
 set(failures 0)
 
 # Runs the check on a tree of two files, A and B, with texts A_TEXT and B_TEXT; EXPECT is
@@ -15,16 +16,8 @@ function(plant name a a_text b b_text expect)
   file(REMOVE_RECURSE "${tree}")
   file(WRITE "${tree}/${a}" "${a_text}")
   file(WRITE "${tree}/${b}" "${b_text}")
-  execute_process(COMMAND "${CMAKE_COMMAND}" -DROOT=${tree} -P "${check}"
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  set(ok FALSE)
-  if(expect STREQUAL "pass" AND rc EQUAL 0)
-    set(ok TRUE)
-  elseif(NOT expect STREQUAL "pass" AND NOT rc EQUAL 0 AND out MATCHES "${expect}")
-    set(ok TRUE)
-  endif()
+  run_check("${check}" "${tree}" ${name} "${expect}" ok)
   if(NOT ok)
-    message("${name}: expected ${expect}, got exit ${rc}:\n${out}")
     set(failures 1 PARENT_SCOPE)
   endif()
 endfunction()
