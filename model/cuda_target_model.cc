@@ -87,7 +87,6 @@ void check_config(const ModelConfig& config) {
 
 struct CudaTargetModel::Impl {
   ModelConfig config;
-  DecoderLayerShape attention_layer;  // its attention layers, as every decoder layer is described
   int gpu = 0;
   gpu::Stream stream;  // setup and the host forward()
   DeviceWeights weights;
@@ -117,7 +116,6 @@ struct CudaTargetModel::Impl {
 
   Impl(ModelConfig c, int device) : config(std::move(c)), gpu(device) {
     check_config(config);
-    attention_layer = decoder_layer_shape(config);
     select_gpu(gpu, config.name);
     stream = gpu::make_stream();
     forward_done = gpu::make_event(cudaEventDisableTiming);
@@ -200,9 +198,10 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
   // bf16, as transformers' projections write it; the finishing kernel (and the output
   // gate) read it once, in fp32 from there on.
   blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), false, qkv_width);
-  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, attention_layer, w.qkv_bias, w.q_norm,
-                                      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
-                                      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, decoder_layer_shape(c), w.qkv_bias,
+                                      w.q_norm, w.k_norm, a.rope_cos.as<float>(),
+                                      a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(),
+                                      a.v.as<Bf16>(), s));
   const auto* tiles = reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
   if (prefix) {
     // Through the cache's rows: this forward's keys and values join the cached ones, and
