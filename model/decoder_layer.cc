@@ -16,10 +16,6 @@ namespace hsring {
 
 namespace {
 
-ops::AttentionShape attention_shape(const DecoderLayerShape& s, size_t rows) {
-  return {rows, s.heads, s.kv_heads, s.head_dim, s.window};
-}
-
 ops::RopeShape rope_shape(const DecoderLayerShape& s, size_t rows, size_t heads) {
   return {rows, heads, s.head_dim, s.rotary_dim};
 }
@@ -88,7 +84,7 @@ void attention_block_forward(const DecoderLayerShape& s, const AttentionBlockPar
   }
   ops::rope_forward(a.q.data(), rope_shape(s, rows, s.heads), cos, sin, sums);
   ops::rope_forward(a.k.data(), rope_shape(s, rows, s.kv_heads), cos, sin, sums);
-  ops::attention_forward(a.q.data(), a.k.data(), a.v.data(), attention_shape(s, rows), doc_offsets,
+  ops::attention_forward(a.q.data(), a.k.data(), a.v.data(), s.attention(rows), doc_offsets,
                          a.attn.data(), a.lse.data(), sums, threads);
   if (s.attention_gate)
     for (size_t i = 0; i < rows * qd; ++i) a.attn[i] *= Real(1) / (Real(1) + std::exp(-a.gate[i]));
@@ -118,7 +114,7 @@ void attention_block_backward(const DecoderLayerShape& s,
   ops::linear_backward_input(d_residual, rows, h, w.o, qd, d_attn, false, threads);
   ops::linear_backward_weight(d_residual, rows, h, a.attn.data(), qd, g.o, threads);
   ops::attention_backward(a.q.data(), a.k.data(), a.v.data(), a.attn.data(), d_attn, a.lse.data(),
-                          attention_shape(s, rows), doc_offsets, d_q, d_k, d_v, threads);
+                          s.attention(rows), doc_offsets, d_q, d_k, d_v, threads);
   ops::rope_backward(d_q, rope_shape(s, rows, s.heads), cos, sin);
   ops::rope_backward(d_k, rope_shape(s, rows, s.kv_heads), cos, sin);
   const Real* dq = d_q;

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "ops/attention_shape.h"
+
 namespace hsring {
 
 struct DecoderLayerShape {
@@ -26,6 +28,10 @@ struct DecoderLayerShape {
 
   size_t q_dim() const { return heads * head_dim; }
   size_t kv_dim() const { return kv_heads * head_dim; }
+  // The layer's attention over `rows` packed rows (ops/attention_shape.h has the rule).
+  ops::AttentionShape attention(size_t rows) const {
+    return {rows, heads, kv_heads, head_dim, window};
+  }
 };
 
 }  // namespace hsring

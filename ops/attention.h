@@ -6,21 +6,10 @@
 #include <cstdint>
 #include <span>
 
+#include "ops/attention_shape.h"
 #include "ops/sums.h"
 
 namespace hsring::ops {
-
-// Token t of the document [s, e) attends to tokens max(s, t - window + 1) .. t: never across
-// a document boundary, never more than `window` tokens (itself included); window 0: the whole
-// document so far. Query head h reads KV head h / (heads / kv_heads); scores are scaled by
-// 1 / sqrt(head_dim).
-struct AttentionShape {
-  size_t rows = 0;
-  size_t heads = 0;
-  size_t kv_heads = 0;
-  size_t head_dim = 0;
-  size_t window = 0;
-};
 
 // q [rows, heads * head_dim], k and v [rows, kv_heads * head_dim], out like q. lse [rows,
 // heads], when not null, receives each softmax's log-sum-exp for the backward. Scores and

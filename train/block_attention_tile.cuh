@@ -1,16 +1,35 @@
 // Indexing and launching shared by the DFlash block-attention kernels (fp32 in
 // cuda_block_attention.cu, bf16 tensor-core in cuda_block_attention_bf16.cu and
-// cuda_block_attention_wgmma.cu): which query vector a row is, which queries and keys one
-// CTA of a query-side kernel works on, and the launches.
+// cuda_block_attention_wgmma.cu): the kernels' 32-bit copy of the shape, which query vector a
+// row is, which queries and keys one CTA of a query-side kernel works on, and the launches.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "train/cuda_block_attention.h"
+#include "train/block_attention_shape.h"
 
 namespace hsring::train {
+
+// BlockAttentionShape as the kernels index it: counts in 32 bits.
+struct BlockAttentionDims {
+  uint32_t blocks = 0;        // NB
+  uint32_t block_size = 0;    // B
+  uint32_t context_rows = 0;  // rows of ctx_k / ctx_v
+  uint32_t heads = 0, kv_heads = 0, head_dim = 0;
+};
+
+// False when a count of the shape does not fit 32 bits (the launches then refuse it).
+inline bool to_dims(const BlockAttentionShape& s, BlockAttentionDims& d) {
+  constexpr size_t kMax = UINT32_MAX;
+  if (s.blocks > kMax || s.block_size > kMax || s.context_rows > kMax || s.heads > kMax ||
+      s.kv_heads > kMax || s.head_dim > kMax)
+    return false;
+  d = {uint32_t(s.blocks), uint32_t(s.block_size), uint32_t(s.context_rows),
+       uint32_t(s.heads),  uint32_t(s.kv_heads),   uint32_t(s.head_dim)};
+  return true;
+}
 
 // Query vector v of block b for KV head g: block row v / group, query head g * group + v %
 // group. Its index in [rows, heads] (lse, delta); times head_dim, its offset in q.

@@ -424,7 +424,10 @@ bool block_attention_supported(uint32_t head_dim) {
   return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 32 * kMaxPerLane;
 }
 
-std::vector<BlockKeyTile> block_key_tiles(const int32_t* context, const BlockAttentionDims& d) {
+std::vector<BlockKeyTile> block_key_tiles(const int32_t* context,
+                                          const BlockAttentionShape& shape) {
+  BlockAttentionDims d;
+  if (!to_dims(shape, d)) return {};  // the launches refuse such a shape
   const uint32_t ctx_tiles = (d.context_rows + kKeys - 1) / kKeys;
   std::vector<BlockKeyTile> tiles(ctx_tiles);
   for (uint32_t t = 0; t < ctx_tiles; ++t) {
@@ -456,9 +459,10 @@ std::vector<BlockKeyTile> block_key_tiles(const int32_t* context, const BlockAtt
 
 cudaError_t launch_block_attention_forward(const float* q, const float* ctx_k, const float* ctx_v,
                                            const float* block_k, const float* block_v,
-                                           const int32_t* context, BlockAttentionDims dims,
+                                           const int32_t* context, const BlockAttentionShape& shape,
                                            float* out, float* lse, cudaStream_t stream) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+  BlockAttentionDims dims;
+  if (!to_dims(shape, dims) || !valid_dims(dims)) return cudaErrorInvalidValue;
   Args a{};
   a.q = q;
   a.ctx_k = ctx_k;
@@ -479,11 +483,12 @@ cudaError_t launch_block_attention_backward(const float* q, const float* ctx_k, 
                                             const float* block_k, const float* block_v,
                                             const float* out, const float* dout, const float* lse,
                                             const int32_t* context, const BlockKeyTile* tiles,
-                                            uint32_t tile_count, BlockAttentionDims dims,
+                                            uint32_t tile_count, const BlockAttentionShape& shape,
                                             float* delta, float* dq, float* d_ctx_k, float* d_ctx_v,
                                             float* d_block_k, float* d_block_v,
                                             cudaStream_t stream) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+  BlockAttentionDims dims;
+  if (!to_dims(shape, dims) || !valid_dims(dims)) return cudaErrorInvalidValue;
   Args a{};
   a.q = q;
   a.ctx_k = ctx_k;

@@ -15,14 +15,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace hsring::train {
+#include "train/block_attention_shape.h"
 
-struct BlockAttentionDims {
-  uint32_t blocks = 0;        // NB
-  uint32_t block_size = 0;    // B
-  uint32_t context_rows = 0;  // rows of ctx_k / ctx_v
-  uint32_t heads = 0, kv_heads = 0, head_dim = 0;
-};
+namespace hsring::train {
 
 // A tile of at most 32 key rows for the key-side backward, and the blocks whose queries
 // may see it: [first_block, end_block). kind 0: context rows [first_key, first_key + keys);
@@ -39,7 +34,7 @@ struct BlockKeyTile {
 // (those no block sees get zero gradients) and every block key row. Blocks in between that
 // do not see a tile are skipped on the device; anchors in ascending order (as
 // sample_anchors gives them) keep each tile's range to the blocks that do.
-std::vector<BlockKeyTile> block_key_tiles(const int32_t* context, const BlockAttentionDims& dims);
+std::vector<BlockKeyTile> block_key_tiles(const int32_t* context, const BlockAttentionShape& shape);
 
 // True when the kernels take this head_dim: a multiple of 32 up to 256.
 bool block_attention_supported(uint32_t head_dim);
@@ -49,7 +44,7 @@ bool block_attention_supported(uint32_t head_dim);
 // (the scaled scores' log-sum-exp, for the backward).
 cudaError_t launch_block_attention_forward(const float* q, const float* ctx_k, const float* ctx_v,
                                            const float* block_k, const float* block_v,
-                                           const int32_t* context, BlockAttentionDims dims,
+                                           const int32_t* context, const BlockAttentionShape& shape,
                                            float* out, float* lse, cudaStream_t stream);
 
 // dq, d_ctx_k, d_ctx_v, d_block_k, d_block_v written (every element) from the forward's
@@ -59,7 +54,7 @@ cudaError_t launch_block_attention_backward(const float* q, const float* ctx_k, 
                                             const float* block_k, const float* block_v,
                                             const float* out, const float* dout, const float* lse,
                                             const int32_t* context, const BlockKeyTile* tiles,
-                                            uint32_t tile_count, BlockAttentionDims dims,
+                                            uint32_t tile_count, const BlockAttentionShape& shape,
                                             float* delta, float* dq, float* d_ctx_k, float* d_ctx_v,
                                             float* d_block_k, float* d_block_v,
                                             cudaStream_t stream);

@@ -559,7 +559,7 @@ struct Layout {
   size_t q, dout, ctx, block, partial, total;  // byte offsets of q, dout, ctx k/v, block k/v
 };
 
-Layout layout_of(const BlockAttentionDims& d, size_t slots) {
+Layout layout_of(const BlockAttentionShape& d, size_t slots) {
   const size_t rows = size_t(d.blocks) * d.block_size, hd = d.head_dim;
   const size_t q_bytes = align_up(rows * d.heads * hd * sizeof(bf16));
   const size_t ctx_bytes = align_up(size_t(d.context_rows) * d.kv_heads * hd * sizeof(bf16));
@@ -584,13 +584,20 @@ bool valid_dims(const BlockAttentionDims& d) {
          (uint64_t(d.context_rows) + uint64_t(d.blocks) * d.block_size) * d.kv_heads < (1u << 31);
 }
 
+// The kernels' dims of a shape they take; false for one they do not.
+bool kernel_dims(const BlockAttentionShape& shape, BlockAttentionDims& d) {
+  return to_dims(shape, d) && valid_dims(d);
+}
+
 // Rounds q and the four key arrays into the workspace: the bf16 inputs of the calls below.
 // Dims the kernels do not take are refused first (cudaErrorInvalidValue).
 cudaError_t stage_inputs(const float* q, const float* ctx_k, const float* ctx_v,
-                         const float* block_k, const float* block_v, const BlockAttentionDims& d,
-                         unsigned char* ws, BlockAttentionBf16Inputs& staged, cudaStream_t stream) {
-  if (!valid_dims(d)) return cudaErrorInvalidValue;
-  const Layout l = layout_of(d, 0);
+                         const float* block_k, const float* block_v,
+                         const BlockAttentionShape& shape, unsigned char* ws,
+                         BlockAttentionBf16Inputs& staged, cudaStream_t stream) {
+  BlockAttentionDims d;
+  if (!kernel_dims(shape, d)) return cudaErrorInvalidValue;
+  const Layout l = layout_of(shape, 0);
   const uint64_t rows = uint64_t(d.blocks) * d.block_size;
   const uint64_t ctx_count = uint64_t(d.context_rows) * d.kv_heads * d.head_dim;
   const uint64_t block_count = rows * d.kv_heads * d.head_dim;
@@ -613,10 +620,10 @@ cudaError_t stage_inputs(const float* q, const float* ctx_k, const float* ctx_v,
 }
 
 // The kernels' tensors: the inputs, and the workspace's dout.
-Tensors tensors_of(const BlockAttentionBf16Inputs& in, const BlockAttentionDims& d, void* ws) {
+Tensors tensors_of(const BlockAttentionBf16Inputs& in, const BlockAttentionShape& shape, void* ws) {
   const auto values = [](const uint16_t* p) { return reinterpret_cast<const bf16*>(p); };
   return {values(in.q),
-          reinterpret_cast<const bf16*>(static_cast<unsigned char*>(ws) + layout_of(d, 0).dout),
+          reinterpret_cast<const bf16*>(static_cast<unsigned char*>(ws) + layout_of(shape, 0).dout),
           values(in.ctx_k),
           values(in.ctx_v),
           values(in.block_k),
@@ -686,7 +693,9 @@ bool block_attention_bf16_supported(uint32_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionDims& d) {
+BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionShape& shape) {
+  BlockAttentionDims d;
+  if (!to_dims(shape, d)) return {};  // the launches refuse such a shape
   const uint32_t ctx_tiles = (d.context_rows + kRows - 1) / kRows;
   std::vector<int32_t> first(ctx_tiles, INT32_MAX), end(ctx_tiles, 0);
   for (uint32_t b = 0; b < d.blocks; ++b) {
@@ -747,31 +756,33 @@ std::vector<int32_t> longest_context_first(const int32_t* context, uint32_t bloc
   return order;
 }
 
-size_t block_attention_bf16_workspace_bytes(const BlockAttentionDims& dims, size_t partial_slots) {
-  return layout_of(dims, partial_slots).total;
+size_t block_attention_bf16_workspace_bytes(const BlockAttentionShape& shape,
+                                            size_t partial_slots) {
+  return layout_of(shape, partial_slots).total;
 }
 
 cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx_k,
                                                 const float* ctx_v, const float* block_k,
                                                 const float* block_v, const int32_t* context,
-                                                BlockAttentionDims dims, void* workspace,
+                                                const BlockAttentionShape& shape, void* workspace,
                                                 float* out, float* lse, cudaStream_t stream) {
   BlockAttentionBf16Inputs staged{};
-  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
+  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, shape,
                                    static_cast<unsigned char*>(workspace), staged, stream);
       e != cudaSuccess)
     return e;
-  return launch_block_attention_forward_bf16(staged, context, dims, workspace, out, lse, stream);
+  return launch_block_attention_forward_bf16(staged, context, shape, workspace, out, lse, stream);
 }
 
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
-                                                const int32_t* context, BlockAttentionDims dims,
-                                                void* workspace, float* out, float* lse,
-                                                cudaStream_t stream, uint16_t* out_bf16,
-                                                const int32_t* block_order) {
-  if (!valid_dims(dims) || (!out && !out_bf16)) return cudaErrorInvalidValue;
+                                                const int32_t* context,
+                                                const BlockAttentionShape& shape, void* workspace,
+                                                float* out, float* lse, cudaStream_t stream,
+                                                uint16_t* out_bf16, const int32_t* block_order) {
+  BlockAttentionDims dims;
+  if (!kernel_dims(shape, dims) || (!out && !out_bf16)) return cudaErrorInvalidValue;
   Args a{};
-  a.t = tensors_of(in, dims, workspace);
+  a.t = tensors_of(in, shape, workspace);
   a.context = context;
   a.order = block_order;
   a.d = dims;
@@ -797,13 +808,14 @@ template <class TOut>
 cudaError_t backward_from(const BlockAttentionBf16Inputs& in, const TOut* out, const float* dout,
                           const float* lse, const int32_t* context, const BlockKeyWork* work,
                           uint32_t work_count, const BlockKeySum* sums, uint32_t sum_count,
-                          BlockAttentionDims dims, void* workspace, float* delta, float* dq,
-                          float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v,
-                          cudaStream_t stream, const int32_t* block_order) {
-  if (!valid_dims(dims)) return cudaErrorInvalidValue;
+                          const BlockAttentionShape& shape, void* workspace, float* delta,
+                          float* dq, float* d_ctx_k, float* d_ctx_v, float* d_block_k,
+                          float* d_block_v, cudaStream_t stream, const int32_t* block_order) {
+  BlockAttentionDims dims;
+  if (!kernel_dims(shape, dims)) return cudaErrorInvalidValue;
   auto* ws = static_cast<unsigned char*>(workspace);
   Args a{};
-  a.t = tensors_of(in, dims, workspace);
+  a.t = tensors_of(in, shape, workspace);
   const uint64_t vectors = uint64_t(dims.blocks) * dims.block_size * dims.heads;
   if (vectors > 0) {
     const auto grid = uint32_t((vectors * 32 + 255) / 256);
@@ -822,7 +834,7 @@ cudaError_t backward_from(const BlockAttentionBf16Inputs& in, const TOut* out, c
   a.d_ctx_v = d_ctx_v;
   a.d_block_k = d_block_k;
   a.d_block_v = d_block_v;
-  a.partial = reinterpret_cast<float*>(ws + layout_of(dims, 0).partial);
+  a.partial = reinterpret_cast<float*>(ws + layout_of(shape, 0).partial);
   cudaError_t e;
   switch (dims.head_dim) {
     case 32:
@@ -850,14 +862,14 @@ cudaError_t launch_block_attention_backward_bf16(
     const float* q, const float* ctx_k, const float* ctx_v, const float* block_k,
     const float* block_v, const float* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
-    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    uint32_t sum_count, const BlockAttentionShape& shape, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream) {
   BlockAttentionBf16Inputs staged{};
-  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, dims,
+  if (cudaError_t e = stage_inputs(q, ctx_k, ctx_v, block_k, block_v, shape,
                                    static_cast<unsigned char*>(workspace), staged, stream);
       e != cudaSuccess)
     return e;
-  return backward_from(staged, out, dout, lse, context, work, work_count, sums, sum_count, dims,
+  return backward_from(staged, out, dout, lse, context, work, work_count, sums, sum_count, shape,
                        workspace, delta, dq, d_ctx_k, d_ctx_v, d_block_k, d_block_v, stream,
                        nullptr);
 }
@@ -865,11 +877,11 @@ cudaError_t launch_block_attention_backward_bf16(
 cudaError_t launch_block_attention_backward_bf16(
     const BlockAttentionBf16Inputs& in, const uint16_t* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
-    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    uint32_t sum_count, const BlockAttentionShape& shape, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,
     const int32_t* block_order) {
   return backward_from(in, reinterpret_cast<const bf16*>(out), dout, lse, context, work, work_count,
-                       sums, sum_count, dims, workspace, delta, dq, d_ctx_k, d_ctx_v, d_block_k,
+                       sums, sum_count, shape, workspace, delta, dq, d_ctx_k, d_ctx_v, d_block_k,
                        d_block_v, stream, block_order);
 }
 

@@ -63,11 +63,11 @@ void set_block_attention_wgmma(bool enabled);
 // The key-side work of a batch from its context ranges (host, [blocks * 2], anchors in
 // ascending order): every context row (rows no block sees get zero gradients) and every
 // block key row, each tile's blocks cut into chunks of at least 16.
-BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionDims& dims);
+BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionShape& shape);
 
-// Bytes of device workspace the calls below need for these dims and a plan with
+// Bytes of device workspace the calls below need for this shape and a plan with
 // `partial_slots` slots (0 for the forward).
-size_t block_attention_bf16_workspace_bytes(const BlockAttentionDims& dims, size_t partial_slots);
+size_t block_attention_bf16_workspace_bytes(const BlockAttentionShape& shape, size_t partial_slots);
 
 // The inputs already in bf16 (each laid out as its fp32 array: q [rows, heads * head_dim],
 // the keys and values [rows, kv_heads * head_dim]), as the trainer's kernels write them: the
@@ -76,21 +76,21 @@ struct BlockAttentionBf16Inputs {
   const uint16_t *q, *ctx_k, *ctx_v, *block_k, *block_v;
 };
 
-// As launch_block_attention_forward; workspace: block_attention_bf16_workspace_bytes(dims,
+// As launch_block_attention_forward; workspace: block_attention_bf16_workspace_bytes(shape,
 // 0) bytes. Every array here and below 16-byte aligned (vector loads and stores).
 cudaError_t launch_block_attention_forward_bf16(const float* q, const float* ctx_k,
                                                 const float* ctx_v, const float* block_k,
                                                 const float* block_v, const int32_t* context,
-                                                BlockAttentionDims dims, void* workspace,
+                                                const BlockAttentionShape& shape, void* workspace,
                                                 float* out, float* lse, cudaStream_t stream);
 
 // As launch_block_attention_backward, with the plan's work and sums on the device and a
-// workspace of block_attention_bf16_workspace_bytes(dims, plan.partial_slots) bytes.
+// workspace of block_attention_bf16_workspace_bytes(shape, plan.partial_slots) bytes.
 cudaError_t launch_block_attention_backward_bf16(
     const float* q, const float* ctx_k, const float* ctx_v, const float* block_k,
     const float* block_v, const float* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
-    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    uint32_t sum_count, const BlockAttentionShape& shape, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream);
 
 // The blocks by descending context length (ties by index), from context as block_key_plan
@@ -107,14 +107,15 @@ std::vector<int32_t> longest_context_first(const int32_t* context, uint32_t bloc
 // where delta reads it, so the two agree bit for bit). block_order: [blocks] from
 // longest_context_first, or null (block order).
 cudaError_t launch_block_attention_forward_bf16(const BlockAttentionBf16Inputs& in,
-                                                const int32_t* context, BlockAttentionDims dims,
-                                                void* workspace, float* out, float* lse,
-                                                cudaStream_t stream, uint16_t* out_bf16 = nullptr,
+                                                const int32_t* context,
+                                                const BlockAttentionShape& shape, void* workspace,
+                                                float* out, float* lse, cudaStream_t stream,
+                                                uint16_t* out_bf16 = nullptr,
                                                 const int32_t* block_order = nullptr);
 cudaError_t launch_block_attention_backward_bf16(
     const BlockAttentionBf16Inputs& in, const uint16_t* out, const float* dout, const float* lse,
     const int32_t* context, const BlockKeyWork* work, uint32_t work_count, const BlockKeySum* sums,
-    uint32_t sum_count, BlockAttentionDims dims, void* workspace, float* delta, float* dq,
+    uint32_t sum_count, const BlockAttentionShape& shape, void* workspace, float* delta, float* dq,
     float* d_ctx_k, float* d_ctx_v, float* d_block_k, float* d_block_v, cudaStream_t stream,
     const int32_t* block_order = nullptr);
 

@@ -489,22 +489,21 @@ void CudaDflashTrainer::upload(const DrafterBatch& batch) {
   for (size_t i = 0; i < scored; ++i)
     weights[i] = total_weight > 0 ? float(rows_.weights[size_t(scored_rows[i])] / total_weight) : 0;
   b.backward = total_weight > 0;
-  const BlockAttentionDims dims{uint32_t(blocks), c.block_size,   uint32_t(t),
-                                c.num_heads,      c.num_kv_heads, c.head_dim};
+  const BlockAttentionShape shape = dflash_attention_shape(c, blocks, t);
   std::vector<BlockKeyTile> tiles;
   BlockKeyPlan plan;
   std::vector<int32_t> order;  // the query side's blocks, longest context first
   if (b.bf16_attention) {
-    plan = block_key_plan(context_.data(), dims);
+    plan = block_key_plan(context_.data(), shape);
     order = longest_context_first(context_.data(), uint32_t(blocks));
     b.key_work_count = plan.work.size();
     b.key_sum_count = plan.sums.size();
     b.key_work.ensure_varying(plan.work.size());
     b.key_sums.ensure_varying(std::max<size_t>(1, plan.sums.size()));
     b.attention_workspace.ensure_varying(
-        block_attention_bf16_workspace_bytes(dims, plan.partial_slots));
+        block_attention_bf16_workspace_bytes(shape, plan.partial_slots));
   } else {
-    tiles = block_key_tiles(context_.data(), dims);
+    tiles = block_key_tiles(context_.data(), shape);
   }
   b.tiles_count = tiles.size();
 
@@ -604,7 +603,7 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   Gemm& gemm = b.gemm;
   const DrafterLayerStep step = b.step();
   const size_t t = b.ctx_rows, rows = b.rows, d = c.width(), qd = c.q_dim(), kvd = c.kv_dim();
-  const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
+  const uint32_t kv = c.num_kv_heads;
   const DrafterLayerOffsets& o = b.at[layer];
   Buffers::LayerActivations& a = b.acts[layer];
   const bool last = layer + 1 == c.num_layers;
@@ -624,16 +623,16 @@ void CudaDflashTrainer::layer_forward(uint32_t layer) {
   forward_into(gemm, b.ctx.operand(), t, d, b.p(o.v), kvd, a.ctx_v.get(), a.ctx_v_bf16.get());
   mark("fwd q/k/v (block + context)");
 
-  const BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
+  const BlockAttentionShape shape = dflash_attention_shape(c, b.blocks, t);
   // attn is read by the output projection and its weight gradient: the bf16 attention
   // writes only their bf16 operand, the fp32 one's is held.
   if (b.bf16_attention) {
     HSRING_CUDA_CHECK(launch_block_attention_forward_bf16(
-        a.attention_bf16(), b.context.get(), dims, b.attention_workspace.get(), nullptr,
+        a.attention_bf16(), b.context.get(), shape, b.attention_workspace.get(), nullptr,
         a.lse.get(), step.stream(), a.attn.bf16.get(), b.block_order()));
   } else {
     HSRING_CUDA_CHECK(launch_block_attention_forward(
-        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.k.get(), a.v.get(), b.context.get(), dims,
+        a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.k.get(), a.v.get(), b.context.get(), shape,
         a.attn.fp32.get(), a.lse.get(), step.stream()));
     gemm.hold_bf16(a.attn.fp32.get(), rows * qd);
   }
@@ -722,7 +721,7 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   const DrafterLayerStep step = b.step();
   DrafterLayerGradients& grads = b.grads;
   const size_t t = b.ctx_rows, rows = b.rows, kvd = c.kv_dim();
-  const uint32_t heads = c.num_heads, kv = c.num_kv_heads, hd = c.head_dim;
+  const uint32_t kv = c.num_kv_heads;
   const DrafterLayerOffsets& o = b.at[layer];
   const Buffers::LayerActivations& a = b.acts[layer];
   // Past the attention, the last layer's rows are the scored ones (layer_forward), with
@@ -740,18 +739,18 @@ void CudaDflashTrainer::layer_backward(uint32_t layer) {
   d_x = step.attention_output_backward(o, a, rows, last ? &scored : nullptr, grads, d_x,
                                        layer > 0 ? full : ResidualGradient{});
   mark("bwd o_proj");
-  const BlockAttentionDims dims{uint32_t(b.blocks), c.block_size, uint32_t(t), heads, kv, hd};
+  const BlockAttentionShape shape = dflash_attention_shape(c, b.blocks, t);
   if (b.bf16_attention)
     HSRING_CUDA_CHECK(launch_block_attention_backward_bf16(
         a.attention_bf16(), a.attn.bf16.get(), grads.d_attn.get(), a.lse.get(), b.context.get(),
         b.key_work.get(), uint32_t(b.key_work_count), b.key_sums.get(), uint32_t(b.key_sum_count),
-        dims, b.attention_workspace.get(), b.delta.get(), grads.d_q.get(), b.d_ctx_k.get(),
+        shape, b.attention_workspace.get(), b.delta.get(), grads.d_q.get(), b.d_ctx_k.get(),
         b.d_ctx_v.get(), grads.d_k.get(), grads.d_v.get(), step.stream(), b.block_order()));
   else
     HSRING_CUDA_CHECK(launch_block_attention_backward(
         a.q.get(), a.ctx_k.get(), a.ctx_v.get(), a.k.get(), a.v.get(), a.attn.fp32.get(),
         grads.d_attn.get(), a.lse.get(), b.context.get(), b.tiles.get(), uint32_t(b.tiles_count),
-        dims, b.delta.get(), grads.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), grads.d_k.get(),
+        shape, b.delta.get(), grads.d_q.get(), b.d_ctx_k.get(), b.d_ctx_v.get(), grads.d_k.get(),
         grads.d_v.get(), step.stream()));
   mark("bwd block attention");
   // Undo RoPE, then the per-head norms (k_norm's weight gathers from both key sets). The

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/attention_shape.h"
+
 namespace hsring::train {
 
 // Each row's document bounds from cu_seqlens offsets [docs + 1]: start[t], end[t].
@@ -47,23 +49,22 @@ cudaError_t launch_cross_entropy(uint16_t* logits, const int32_t* labels, uint32
                                  int32_t* row_agreed, cudaStream_t stream,
                                  const float* row_weight = nullptr);
 
-struct AttentionDims {
-  uint32_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
-};
 // True when the attention kernels take this head_dim: a multiple of 32 up to 256.
 bool attention_head_dim_supported(uint32_t head_dim);
-// Sliding-window causal attention over packed documents (ops/attention.h has the rule):
-// out [rows, heads * head_dim] and each softmax's log-sum-exp lse [rows, heads].
+// Sliding-window causal attention over packed documents (ops/attention_shape.h has the rule,
+// ops/attention.h the CPU op): out [rows, heads * head_dim] and each softmax's log-sum-exp lse
+// [rows, heads]. cudaErrorInvalidValue when the head_dim is not supported, heads is not a
+// multiple of kv_heads, or a count does not fit the kernels' 32 bits.
 cudaError_t launch_attention_forward(const float* q, const float* k, const float* v,
-                                     const int32_t* doc_start, AttentionDims dims, float* out,
-                                     float* lse, cudaStream_t stream);
+                                     const int32_t* doc_start, const ops::AttentionShape& shape,
+                                     float* out, float* lse, cudaStream_t stream);
 // dq, dk, dv written from the forward's inputs, out, lse and dout; delta [rows, heads] is
 // scratch (dout . out per query head).
 cudaError_t launch_attention_backward(const float* q, const float* k, const float* v,
                                       const float* out, const float* dout, const float* lse,
                                       const int32_t* doc_start, const int32_t* doc_end,
-                                      AttentionDims dims, float* delta, float* dq, float* dk,
-                                      float* dv, cudaStream_t stream);
+                                      const ops::AttentionShape& shape, float* delta, float* dq,
+                                      float* dk, float* dv, cudaStream_t stream);
 
 // Sum of squares of x [n] (fp32 or bf16), in double, into partials [sum_squares_blocks(n)]
 // (at most kNormPartials; then summed on the host).

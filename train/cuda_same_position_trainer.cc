@@ -172,9 +172,9 @@ void CudaSamePositionTrainer::run_forward(uint32_t rows) {
   // The decoder layer (train/cuda_drafter_layer.h) around the sliding-window attention; q
   // and k keep their rotated values for the backward.
   step.attention_inputs_forward(b.at, a, rows, b.cos.get(), b.sin.get(), a.x_mid.get(), nullptr);
-  const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
   HSRING_CUDA_CHECK(launch_attention_forward(a.q.get(), a.k.get(), a.v.get(), b.doc_start.get(),
-                                             dims, a.attn.fp32.get(), a.lse.get(), s));
+                                             b.shape.layer.attention(rows), a.attn.fp32.get(),
+                                             a.lse.get(), s));
   step.attention_output_forward(b.at, a, rows, nullptr);
   step.mlp_forward(b.at, a, rows, b.x_out.get());
 
@@ -236,11 +236,10 @@ void CudaSamePositionTrainer::run_backward(uint32_t rows) {
                      b.g(b.norm));
   step.mlp_backward(b.at, a, rows, grads, d_res);
   step.attention_output_backward(b.at, a, rows, nullptr, grads, d_res, {});
-  const AttentionDims dims{rows, c.num_heads, c.num_kv_heads, c.head_dim, c.window};
-  HSRING_CUDA_CHECK(launch_attention_backward(a.q.get(), a.k.get(), a.v.get(), a.attn.fp32.get(),
-                                              grads.d_attn.get(), a.lse.get(), b.doc_start.get(),
-                                              b.doc_end.get(), dims, b.delta.get(), grads.d_q.get(),
-                                              grads.d_k.get(), grads.d_v.get(), s));
+  HSRING_CUDA_CHECK(launch_attention_backward(
+      a.q.get(), a.k.get(), a.v.get(), a.attn.fp32.get(), grads.d_attn.get(), a.lse.get(),
+      b.doc_start.get(), b.doc_end.get(), b.shape.layer.attention(rows), b.delta.get(),
+      grads.d_q.get(), grads.d_k.get(), grads.d_v.get(), s));
   step.rotation_backward(b.at, a, rows, b.cos.get(), b.sin.get(), grads);
   step.projections_backward(b.at, a, rows, nullptr, grads, d_res);
 

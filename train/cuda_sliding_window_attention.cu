@@ -20,6 +20,24 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr uint32_t kMaxPerLane = 8;  // head_dim up to 256
 
+// The kernels' copy of ops::AttentionShape, in 32 bits (rows and heads index registers), with
+// window 0 (the whole document) made explicit.
+struct AttentionDims {
+  uint32_t rows = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
+};
+
+// False when a count does not fit 32 bits, heads is not a multiple of kv_heads, or the
+// head_dim is not one the kernels take.
+bool to_dims(const ops::AttentionShape& s, AttentionDims& d) {
+  constexpr size_t kMax = UINT32_MAX;
+  if (s.rows > kMax || s.heads > kMax || s.window > kMax) return false;
+  if (s.kv_heads == 0 || s.heads % s.kv_heads != 0) return false;
+  if (s.head_dim > kMax || !attention_head_dim_supported(uint32_t(s.head_dim))) return false;
+  d = {uint32_t(s.rows), uint32_t(s.heads), uint32_t(s.kv_heads), uint32_t(s.head_dim),
+       uint32_t(s.window ? s.window : s.rows)};
+  return true;
+}
+
 // The first key row query t attends to (train/layers.cc has the same rule).
 __device__ uint32_t first_key(uint32_t t, uint32_t doc_start, uint32_t window) {
   return t + 1 >= window ? max(doc_start, t + 1 - window) : doc_start;
@@ -213,9 +231,10 @@ bool attention_head_dim_supported(uint32_t head_dim) {
 }
 
 cudaError_t launch_attention_forward(const float* q, const float* k, const float* v,
-                                     const int32_t* doc_start, AttentionDims dims, float* out,
-                                     float* lse, cudaStream_t stream) {
-  if (!attention_head_dim_supported(dims.head_dim)) return cudaErrorInvalidValue;
+                                     const int32_t* doc_start, const ops::AttentionShape& shape,
+                                     float* out, float* lse, cudaStream_t stream) {
+  AttentionDims dims;
+  if (!to_dims(shape, dims)) return cudaErrorInvalidValue;
   kForward[dims.head_dim / 32](ForwardArgs{q, k, v, doc_start, dims, out, lse}, stream);
   return cudaGetLastError();
 }
@@ -223,9 +242,10 @@ cudaError_t launch_attention_forward(const float* q, const float* k, const float
 cudaError_t launch_attention_backward(const float* q, const float* k, const float* v,
                                       const float* out, const float* dout, const float* lse,
                                       const int32_t* doc_start, const int32_t* doc_end,
-                                      AttentionDims dims, float* delta, float* dq, float* dk,
-                                      float* dv, cudaStream_t stream) {
-  if (!attention_head_dim_supported(dims.head_dim)) return cudaErrorInvalidValue;
+                                      const ops::AttentionShape& shape, float* delta, float* dq,
+                                      float* dk, float* dv, cudaStream_t stream) {
+  AttentionDims dims;
+  if (!to_dims(shape, dims)) return cudaErrorInvalidValue;
   kBackward[dims.head_dim / 32](
       BackwardArgs{q, k, v, out, dout, lse, doc_start, doc_end, dims, delta, dq, dk, dv}, stream);
   return cudaGetLastError();

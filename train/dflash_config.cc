@@ -109,4 +109,14 @@ DecoderLayerShape dflash_layer_shape(const DflashConfig& c) {
           .qk_norm = true};
 }
 
+BlockAttentionShape dflash_attention_shape(const DflashConfig& c, size_t blocks,
+                                           size_t context_rows) {
+  return {.blocks = blocks,
+          .block_size = c.block_size,
+          .context_rows = context_rows,
+          .heads = c.num_heads,
+          .kv_heads = c.num_kv_heads,
+          .head_dim = c.head_dim};
+}
+
 }  // namespace hsring::train

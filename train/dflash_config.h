@@ -9,6 +9,7 @@
 
 #include "model/decoder_layer_shape.h"
 #include "model/model_config.h"
+#include "train/block_attention_shape.h"
 
 namespace hsring::train {
 
@@ -60,5 +61,10 @@ std::string describe(const DflashConfig& config);
 // The DFlash drafter's decoder layer, as the CPU model and the CUDA step read it: Qwen3's
 // (QK-norm, RoPE over the whole head, no biases, no output gate, no window).
 DecoderLayerShape dflash_layer_shape(const DflashConfig& config);
+
+// Its block attention over `blocks` draft blocks and `context_rows` context rows, as the CPU
+// model and the CUDA step read it.
+BlockAttentionShape dflash_attention_shape(const DflashConfig& config, size_t blocks,
+                                           size_t context_rows);
 
 }  // namespace hsring::train

@@ -255,7 +255,7 @@ void BasicDflashModel<Real>::layer_forward(size_t layer) {
                     kTrainingSums);
   ops::linear_forward(ctx_.data(), ctx_rows, d, p + o.v, kvd, a.ctx_v.data(), kTrainingSums, th);
 
-  const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
+  const BlockAttentionShape shape = dflash_attention_shape(c, blocks_, ctx_rows);
   block_attention_forward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
                           a.block_v.data(), shape, block_rows_.context, a.attn.data(), a.lse.data(),
                           th);
@@ -393,7 +393,7 @@ void BasicDflashModel<Real>::layer_backward(size_t layer) {
   // Attention block: x_mid = x_in + attn Wo^T.
   ops::linear_backward_input(d_x_.data(), rows, d, p + o.o, qd, d_attn_.data(), false, th);
   ops::linear_backward_weight(d_x_.data(), rows, d, a.attn.data(), qd, g + o.o, th);
-  const BlockAttentionShape shape{blocks_, c.block_size, ctx_rows, heads, kv, hd};
+  const BlockAttentionShape shape = dflash_attention_shape(c, blocks_, ctx_rows);
   block_attention_backward(a.q.data(), a.ctx_k.data(), a.ctx_v.data(), a.block_k.data(),
                            a.block_v.data(), a.attn.data(), d_attn_.data(), a.lse.data(), shape,
                            block_rows_.context, d_q_.data(), d_ctx_k_.data(), d_ctx_v_.data(),

@@ -67,7 +67,7 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
 }
 
 struct Problem {
-  BlockAttentionDims dims;
+  BlockAttentionShape dims;
   std::vector<int32_t> context;                                // [blocks * 2]
   std::vector<float> q, ctx_k, ctx_v, block_k, block_v, dout;  // host inputs
 };
@@ -128,7 +128,7 @@ gpu::DeviceBuffer upload_rounded(const std::vector<float>& v) {
 
 Results run(const Problem& p, Kernels kernels) {
   const bool bf16 = kernels != Kernels::kFp32;
-  const BlockAttentionDims& d = p.dims;
+  const BlockAttentionShape& d = p.dims;
   const size_t rows = size_t(d.blocks) * d.block_size, hd = d.head_dim;
   const size_t q_floats = rows * d.heads * hd,
                ctx_floats = size_t(d.context_rows) * d.kv_heads * hd;
@@ -343,6 +343,39 @@ TEST(CudaBlockAttentionWgmmaTest, TakenOnHopperOnly) {
   set_block_attention_wgmma(true);
 }
 
+// The kernels index in 32 bits: a shape with a count past that is refused before any launch
+// (no pointer is read), and its key-side plans are empty.
+TEST(CudaBlockAttentionTest, ShapesPastThirtyTwoBitsAreRefused) {
+  HSRING_REQUIRE_GPUS(1);
+  const BlockAttentionShape fits{2, 16, 64, 8, 2, 128};
+  for (size_t BlockAttentionShape::*count :
+       {&BlockAttentionShape::blocks, &BlockAttentionShape::context_rows,
+        &BlockAttentionShape::heads}) {
+    BlockAttentionShape shape = fits;
+    shape.*count = size_t(UINT32_MAX) + 1;
+    const int32_t context[4] = {0, 8, 0, 16};
+    EXPECT_TRUE(block_key_tiles(context, shape).empty());
+    EXPECT_TRUE(block_key_plan(context, shape).work.empty());
+    EXPECT_EQ(launch_block_attention_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                             shape, nullptr, nullptr, nullptr),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(launch_block_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                              nullptr, nullptr, nullptr, nullptr, 0, shape, nullptr,
+                                              nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+              cudaErrorInvalidValue);
+    float out = 0;  // an output, so that only the shape can make the call refuse
+    EXPECT_EQ(launch_block_attention_forward_bf16(BlockAttentionBf16Inputs{}, nullptr, shape,
+                                                  nullptr, &out, nullptr, nullptr),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(launch_block_attention_backward_bf16(BlockAttentionBf16Inputs{}, nullptr, nullptr,
+                                                   nullptr, nullptr, nullptr, 0, nullptr, 0, shape,
+                                                   nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                   nullptr, nullptr, nullptr),
+              cudaErrorInvalidValue);
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "nothing was launched";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaBlockAttentionBf16Test, ::testing::ValuesIn(shapes()),
                          [](const auto& info) { return std::string(info.param.name); });
 
@@ -373,7 +406,7 @@ TEST(BlockKeyPlanTest, LongestContextFirstIsAPermutationByDescendingLength) {
 TEST(BlockKeyPlanTest, CoversEveryTileAndBlockOnce) {
   for (const Shape& shape : shapes()) {
     const Problem p = make_problem(shape, 1);
-    const BlockAttentionDims& d = p.dims;
+    const BlockAttentionShape& d = p.dims;
     const BlockKeyPlan plan = block_key_plan(p.context.data(), d);
     const uint32_t ctx_tiles = (d.context_rows + 63) / 64;
     std::vector<std::vector<int>> covered(ctx_tiles, std::vector<int>(d.blocks, 0));
