@@ -383,7 +383,6 @@ int run(const Options& o) {
           "%.3f");
 
     // The chunked delta rule alone (both passes) on the same documents, random inputs.
-    const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim, dn.conv_kernel};
     const std::vector<DeltaSpan> chunks = delta_chunks(batch.offsets.data(), batch.offsets.size());
     const std::vector<DeltaSpan> documents =
         delta_documents(batch.offsets.data(), batch.offsets.size());
@@ -393,30 +392,30 @@ int run(const Options& o) {
                                  cudaMemcpyHostToDevice));
     HSRING_CUDA_CHECK(cudaMemcpy(spans.data() + chunks.size() * sizeof(chunks[0]), documents.data(),
                                  documents.size() * sizeof(documents[0]), cudaMemcpyHostToDevice));
-    gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 4);
-    gpu::DeviceBuffer qkv_bf16 = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.conv_dim() * 2);
-    gpu::DeviceBuffer gates = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_heads * 2 * 4);
-    gpu::DeviceBuffer scratch = gpu::DeviceBuffer::allocate(delta_scratch_floats(t, shape) * 4);
-    gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * shape.v_dim() * 4);
+    gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * dn.conv_dim() * 4);
+    gpu::DeviceBuffer qkv_bf16 = gpu::DeviceBuffer::allocate(uint64_t(t) * dn.conv_dim() * 2);
+    gpu::DeviceBuffer gates = gpu::DeviceBuffer::allocate(uint64_t(t) * dn.v_heads * 2 * 4);
+    gpu::DeviceBuffer scratch = gpu::DeviceBuffer::allocate(delta_scratch_floats(t, dn) * 4);
+    gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * dn.v_dim() * 4);
     // Unit-scale q and k rows (as the L2 norm leaves them), mild decays, beta near 0.5; the
     // bf16 rule reads them rounded, as the convolution writes them.
     const float qk_scale = std::sqrt(3.0f / float(dn.qk_head_dim));
-    HSRING_CUDA_CHECK(launch_random_fill(qkv.as<float>(), uint64_t(t) * shape.conv_dim(), 5,
-                                         qk_scale, 0.0f, stream.get()));
-    HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(qkv.as<float>(), uint64_t(t) * shape.conv_dim(),
+    HSRING_CUDA_CHECK(launch_random_fill(qkv.as<float>(), uint64_t(t) * dn.conv_dim(), 5, qk_scale,
+                                         0.0f, stream.get()));
+    HSRING_CUDA_CHECK(gpu::launch_float_to_bf16(qkv.as<float>(), uint64_t(t) * dn.conv_dim(),
                                                 qkv_bf16.as<Bf16>(), stream.get()));
     auto* g = gates.as<float>();
-    auto* beta = g + uint64_t(t) * shape.v_heads;
+    auto* beta = g + uint64_t(t) * dn.v_heads;
     HSRING_CUDA_CHECK(
-        launch_random_fill(g, uint64_t(t) * shape.v_heads, 6, 0.05f, -0.05f, stream.get()));
+        launch_random_fill(g, uint64_t(t) * dn.v_heads, 6, 0.05f, -0.05f, stream.get()));
     HSRING_CUDA_CHECK(
-        launch_random_fill(beta, uint64_t(t) * shape.v_heads, 7, 0.4f, 0.5f, stream.get()));
+        launch_random_fill(beta, uint64_t(t) * dn.v_heads, 7, 0.4f, 0.5f, stream.get()));
     const auto* span_base = spans.as<DeltaSpan>();
     const auto* doc_base = span_base + chunks.size();
     const auto chunk_count = uint32_t(chunks.size()), doc_count = uint32_t(documents.size());
     const auto time_rule = [&] {
       return time_ms(stream.get(), 3, 10, [&] {
-        HSRING_CUDA_CHECK(launch_delta_rule(qkv_bf16.as<Bf16>(), g, beta, shape, uint32_t(t),
+        HSRING_CUDA_CHECK(launch_delta_rule(qkv_bf16.as<Bf16>(), g, beta, dn, uint32_t(t),
                                             span_base, chunk_count, doc_base, doc_count,
                                             scratch.as<float>(), out.as<Bf16>(), stream.get()));
       });
@@ -424,8 +423,8 @@ int run(const Options& o) {
     const auto time_tf32_rule = [&](DeltaTf32Precision precision) {
       return time_ms(stream.get(), 3, 10, [&] {
         HSRING_CUDA_CHECK(launch_delta_rule_tf32(
-            qkv.as<float>(), g, beta, shape, uint32_t(t), span_base, chunk_count, doc_base,
-            doc_count, scratch.as<float>(), out.as<float>(), stream.get(), precision));
+            qkv.as<float>(), g, beta, dn, uint32_t(t), span_base, chunk_count, doc_base, doc_count,
+            scratch.as<float>(), out.as<float>(), stream.get(), precision));
       });
     };
     const double ms = time_rule();

@@ -22,7 +22,7 @@ inline constexpr int kDeltaBlock = 16;
 // shape 14 % fewer instructions in pass 1, 26 % in pass 2), once reading them from the
 // shape. kFixed 0: the shape's.
 inline constexpr int kDeltaFixedHeadDim = 128;
-inline bool delta_fixed_head_dims(const DeltaShape& shape) {
+inline bool delta_fixed_head_dims(const DeltaNetShape& shape) {
   return shape.qk_head_dim == kDeltaFixedHeadDim && shape.v_head_dim == kDeltaFixedHeadDim;
 }
 template <int kFixed>

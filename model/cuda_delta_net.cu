@@ -48,7 +48,7 @@ static_assert(kConvStep <= 32, "a step's document starts are one a lane");
 template <bool kOlderTaps>
 __global__ void __launch_bounds__(kThreads, kOlderTaps ? 2 : 3)
     delta_conv_kernel(const Bf16* __restrict__ x, uint64_t x_stride, uint32_t rows,
-                      DeltaShape shape, const Bf16* __restrict__ w,
+                      DeltaNetShape shape, const Bf16* __restrict__ w,
                       const int32_t* __restrict__ doc_starts, Bf16* __restrict__ qkv) {
   const uint32_t slots = 2 * shape.qk_heads + shape.v_heads;
   const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -180,7 +180,7 @@ __global__ void delta_gates_kernel(const Bf16* __restrict__ a, const Bf16* __res
 // state [dk][dv] in shared memory; tokens one after another as gated_delta_rule
 // (model/cpu_delta_net.h).
 __global__ void delta_recurrent_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
-                                       const float* __restrict__ beta, DeltaShape shape,
+                                       const float* __restrict__ beta, DeltaNetShape shape,
                                        const DeltaSpan* __restrict__ documents,
                                        float* __restrict__ out) {
   extern __shared__ float state[];
@@ -291,7 +291,7 @@ std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count) 
   return starts;
 }
 
-cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
+cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, DeltaNetShape shape,
                               const Bf16* w, const int32_t* doc_starts, Bf16* qkv,
                               cudaStream_t stream) {
   if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || x_stride % 2 != 0)
@@ -319,7 +319,7 @@ cudaError_t launch_delta_gates(const Bf16* a, const Bf16* b, uint64_t stride, ui
 }
 
 cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const float* beta,
-                                        DeltaShape shape, const DeltaSpan* documents,
+                                        DeltaNetShape shape, const DeltaSpan* documents,
                                         uint32_t document_count, float* out, cudaStream_t stream) {
   if (!delta_net_supports(shape.qk_head_dim, shape.v_head_dim) || shape.qk_heads == 0 ||
       shape.v_heads % shape.qk_heads != 0)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "model/cuda_kernels.h"
+#include "model/delta_net_shape.h"
 
 namespace hsring {
 
@@ -55,14 +56,6 @@ std::vector<DeltaSpan> delta_documents(const int32_t* doc_offsets, size_t count)
 // doc_starts[t] = the first row of token t's document.
 std::vector<int32_t> delta_doc_starts(const int32_t* doc_offsets, size_t count);
 
-struct DeltaShape {
-  uint32_t qk_heads = 0, v_heads = 0, qk_head_dim = 0, v_head_dim = 0, conv_kernel = 0;
-  // constexpr: kernels call them too (nvcc --expt-relaxed-constexpr).
-  constexpr uint32_t qk_dim() const { return qk_heads * qk_head_dim; }
-  constexpr uint32_t v_dim() const { return v_heads * v_head_dim; }
-  constexpr uint32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }
-};
-
 // qkv bf16 [rows, conv_dim] (q | k | v) = silu(causal depthwise conv of x), x the first
 // conv_dim columns of bf16 rows of stride x_stride, w bf16 [conv_dim, kernel], taps before
 // the document's first row (doc_starts) read as zero; then each q and k head L2-normalised
@@ -70,7 +63,7 @@ struct DeltaShape {
 // value rounded once as it is written: the delta rule's products take bf16 operands, so
 // writing them in bf16 here halves the bytes of this write and of the rule's reads.
 // REQUIRES: x_stride even (x is read in pairs).
-cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, DeltaShape shape,
+cudaError_t launch_delta_conv(const Bf16* x, uint64_t x_stride, uint32_t rows, DeltaNetShape shape,
                               const Bf16* w, const int32_t* doc_starts, Bf16* qkv,
                               cudaStream_t stream);
 
@@ -82,7 +75,7 @@ cudaError_t launch_delta_gates(const Bf16* a, const Bf16* b, uint64_t stride, ui
 
 // The scratch of the delta rule over `rows` tokens, in floats: pass 1's results that pass 2
 // reads, for either variant below (model/cuda_delta_rule_passes.h lays them out).
-uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
+uint64_t delta_scratch_floats(uint32_t rows, DeltaNetShape shape);
 
 // The chunked gated delta rule, the forward's: out bf16 [rows, v_dim] (as fla's) from qkv
 // (launch_delta_conv's output), g and beta (launch_delta_gates'). Every product is a bf16
@@ -94,10 +87,11 @@ uint64_t delta_scratch_floats(uint32_t rows, DeltaShape shape);
 // documents come from delta_chunks and delta_documents of the same batch, in device memory;
 // scratch holds delta_scratch_floats(rows, shape) floats, 16-byte aligned. REQUIRES:
 // delta_net_supports(...), v_heads a multiple of qk_heads, qkv 16-byte aligned.
-cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta, DeltaShape shape,
-                              uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
-                              const DeltaSpan* documents, uint32_t document_count, float* scratch,
-                              Bf16* out, cudaStream_t stream);
+cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta,
+                              DeltaNetShape shape, uint32_t rows, const DeltaSpan* chunks,
+                              uint32_t chunk_count, const DeltaSpan* documents,
+                              uint32_t document_count, float* scratch, Bf16* out,
+                              cudaStream_t stream);
 
 // The same rule from fp32 q | k | v with TF32 products, the yardstick of the bf16 rule's
 // rounding (tests, bench/forward_bench.cc):
@@ -106,7 +100,7 @@ cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta
 //     fp32 accuracy, 2.5e-6, at 1.6 times kTf32's time).
 enum class DeltaTf32Precision { kTf32, kTf32x3 };
 cudaError_t launch_delta_rule_tf32(const float* qkv, const float* g, const float* beta,
-                                   DeltaShape shape, uint32_t rows, const DeltaSpan* chunks,
+                                   DeltaNetShape shape, uint32_t rows, const DeltaSpan* chunks,
                                    uint32_t chunk_count, const DeltaSpan* documents,
                                    uint32_t document_count, float* scratch, float* out,
                                    cudaStream_t stream, DeltaTf32Precision precision);
@@ -114,7 +108,7 @@ cudaError_t launch_delta_rule_tf32(const float* qkv, const float* g, const float
 // The recurrent form, one token after another (the test oracle; far slower): the inputs
 // and output of launch_delta_rule_tf32.
 cudaError_t launch_delta_rule_recurrent(const float* qkv, const float* g, const float* beta,
-                                        DeltaShape shape, const DeltaSpan* documents,
+                                        DeltaNetShape shape, const DeltaSpan* documents,
                                         uint32_t document_count, float* out, cudaStream_t stream);
 
 // y bf16 [rows, v_heads * dim] = weight * x / sqrt(mean(x^2) + eps) * silu(z) per head of

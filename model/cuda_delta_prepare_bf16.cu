@@ -170,7 +170,7 @@ __device__ __forceinline__ StripTile strip_tile(int job) {
 template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
     delta_prepare_bf16_kernel(const Bf16* __restrict__ qkv, const float* __restrict__ g,
-                              const float* __restrict__ beta, DeltaShape shape,
+                              const float* __restrict__ beta, DeltaNetShape shape,
                               const DeltaSpan* __restrict__ chunks, DeltaScratch scratch) {
   extern __shared__ __align__(16) float smem[];
   const int dk = head_dim_or<kFixedDims>(shape.qk_head_dim);
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 }  // namespace
 
 cudaError_t launch_delta_prepare_bf16(const Bf16* qkv, const float* g, const float* beta,
-                                      DeltaShape shape, const DeltaSpan* chunks,
+                                      DeltaNetShape shape, const DeltaSpan* chunks,
                                       uint32_t chunk_count, const DeltaScratch& scratch,
                                       cudaStream_t stream) {
   const size_t bytes =

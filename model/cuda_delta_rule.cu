@@ -202,7 +202,7 @@ struct PrepareLayout {
 template <bool kSplit>
 __global__ void __launch_bounds__(kPrepareThreads, 2)
     delta_prepare_kernel(const float* __restrict__ qkv, const float* __restrict__ g,
-                         const float* __restrict__ beta, DeltaShape shape,
+                         const float* __restrict__ beta, DeltaNetShape shape,
                          const DeltaSpan* __restrict__ chunks, DeltaScratch scratch) {
   extern __shared__ __align__(128) float smem[];
   const int dk = int(shape.qk_head_dim), dv = int(shape.v_head_dim);
@@ -367,7 +367,7 @@ static_assert(kSlice == kChunk, "S and U share the chunk's row stride");
 
 template <bool kSplit>
 __global__ void __launch_bounds__(kStateThreads, 1)
-    delta_state_kernel(const float* __restrict__ qkv, DeltaShape shape,
+    delta_state_kernel(const float* __restrict__ qkv, DeltaNetShape shape,
                        const DeltaSpan* __restrict__ documents, DeltaScratch scratch,
                        float* __restrict__ out) {
   extern __shared__ __align__(128) float smem[];
@@ -475,7 +475,7 @@ __global__ void __launch_bounds__(kStateThreads, 1)
 }
 
 template <bool kSplit>
-cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, DeltaShape shape,
+cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, DeltaNetShape shape,
                           const DeltaSpan* chunks, uint32_t chunk_count, const DeltaSpan* documents,
                           uint32_t document_count, const DeltaScratch& scratch, float* out,
                           cudaStream_t stream) {
@@ -504,21 +504,21 @@ cudaError_t launch_passes(const float* qkv, const float* g, const float* beta, D
 }
 
 // Whether the shape is one the kernels take and their grids can hold.
-bool rule_takes(DeltaShape shape) {
+bool rule_takes(DeltaNetShape shape) {
   return delta_net_supports(shape.qk_head_dim, shape.v_head_dim) && shape.qk_heads != 0 &&
          shape.v_heads % shape.qk_heads == 0 && shape.v_heads <= 65535;
 }
 
 }  // namespace
 
-uint64_t delta_scratch_floats(uint32_t rows, DeltaShape s) {
+uint64_t delta_scratch_floats(uint32_t rows, DeltaNetShape s) {
   const uint64_t tf32 = uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim);
   const uint64_t bf16 =
       (uint64_t(s.v_heads) * (s.qk_head_dim + kDeltaChunk + s.v_head_dim) + 1) / 2;
   return uint64_t(rows) * (std::max(tf32, bf16) + s.v_heads);
 }
 
-DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s, bool bf16) {
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaNetShape s, bool bf16) {
   const uint64_t rows_heads = uint64_t(rows) * s.v_heads;
   DeltaScratch parts;
   if (bf16) {
@@ -536,10 +536,11 @@ DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape s, bool 
   return parts;
 }
 
-cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta, DeltaShape shape,
-                              uint32_t rows, const DeltaSpan* chunks, uint32_t chunk_count,
-                              const DeltaSpan* documents, uint32_t document_count, float* scratch,
-                              Bf16* out, cudaStream_t stream) {
+cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta,
+                              DeltaNetShape shape, uint32_t rows, const DeltaSpan* chunks,
+                              uint32_t chunk_count, const DeltaSpan* documents,
+                              uint32_t document_count, float* scratch, Bf16* out,
+                              cudaStream_t stream) {
   if (!rule_takes(shape) || reinterpret_cast<uintptr_t>(qkv) % 16 != 0)
     return cudaErrorInvalidValue;
   if (chunk_count == 0) return cudaSuccess;
@@ -552,7 +553,7 @@ cudaError_t launch_delta_rule(const Bf16* qkv, const float* g, const float* beta
 }
 
 cudaError_t launch_delta_rule_tf32(const float* qkv, const float* g, const float* beta,
-                                   DeltaShape shape, uint32_t rows, const DeltaSpan* chunks,
+                                   DeltaNetShape shape, uint32_t rows, const DeltaSpan* chunks,
                                    uint32_t chunk_count, const DeltaSpan* documents,
                                    uint32_t document_count, float* scratch, float* out,
                                    cudaStream_t stream, DeltaTf32Precision precision) {

@@ -28,17 +28,17 @@ struct DeltaScratch {
   Bf16* u_bf16 = nullptr;
   float* g_sum = nullptr;
 };
-DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaShape shape, bool bf16);
+DeltaScratch delta_scratch_parts(float* base, uint32_t rows, DeltaNetShape shape, bool bf16);
 
 // The passes of the bf16 rule (launch_delta_rule): pass 1 writes the scratch
 // (model/cuda_delta_prepare_bf16.cu), pass 2 reads it and Q and K from qkv
 // (model/cuda_delta_state_bf16.cu).
 cudaError_t launch_delta_prepare_bf16(const Bf16* qkv, const float* g, const float* beta,
-                                      DeltaShape shape, const DeltaSpan* chunks,
+                                      DeltaNetShape shape, const DeltaSpan* chunks,
                                       uint32_t chunk_count, const DeltaScratch& scratch,
                                       cudaStream_t stream);
-cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaShape shape, const DeltaSpan* documents,
-                                    uint32_t document_count, const DeltaScratch& scratch, Bf16* out,
-                                    cudaStream_t stream);
+cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaNetShape shape,
+                                    const DeltaSpan* documents, uint32_t document_count,
+                                    const DeltaScratch& scratch, Bf16* out, cudaStream_t stream);
 
 }  // namespace hsring

@@ -82,7 +82,7 @@ __device__ __forceinline__ void store_operand(const Tile* acc, Bf16* rows, float
 
 template <int kFixedDims>
 __global__ void __launch_bounds__(kThreads, 2)
-    delta_state_bf16_kernel(const Bf16* __restrict__ qkv, DeltaShape shape,
+    delta_state_bf16_kernel(const Bf16* __restrict__ qkv, DeltaNetShape shape,
                             const DeltaSpan* __restrict__ documents, DeltaScratch scratch,
                             Bf16* __restrict__ out) {
   extern __shared__ __align__(128) Bf16 smem[];
@@ -263,9 +263,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 }  // namespace
 
-cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaShape shape, const DeltaSpan* documents,
-                                    uint32_t document_count, const DeltaScratch& scratch, Bf16* out,
-                                    cudaStream_t stream) {
+cudaError_t launch_delta_state_bf16(const Bf16* qkv, DeltaNetShape shape,
+                                    const DeltaSpan* documents, uint32_t document_count,
+                                    const DeltaScratch& scratch, Bf16* out, cudaStream_t stream) {
   if (document_count > 65535) return cudaErrorInvalidValue;
   const size_t bytes = Layout(int(shape.qk_head_dim)).values() * sizeof(Bf16);
   const auto kernel = delta_fixed_head_dims(shape) ? delta_state_bf16_kernel<kDeltaFixedHeadDim>

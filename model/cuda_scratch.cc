@@ -37,7 +37,6 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
   const bool moe = c.has_experts();
   const uint64_t slots = t * c.moe.experts_per_token;
   const uint64_t experts = c.moe.num_experts;
-  const DeltaShape shape{dn.qk_heads, dn.v_heads, dn.qk_head_dim, dn.v_head_dim, dn.conv_kernel};
   struct Want {
     gpu::DeviceBuffer* buffer;
     uint64_t bytes;
@@ -59,7 +58,7 @@ void ForwardActivations::grow(const ModelConfig& c, uint32_t tokens, int gpu) {
       {&delta_qkv, hybrid ? t * dn.conv_dim() * 2 : 0},
       {&delta_g, hybrid ? t * dn.v_heads * 4 : 0},
       {&delta_beta, hybrid ? t * dn.v_heads * 4 : 0},
-      {&delta_scratch, hybrid ? delta_scratch_floats(tokens, shape) * 4 : 0},
+      {&delta_scratch, hybrid ? delta_scratch_floats(tokens, dn) * 4 : 0},
       {&delta_out, hybrid ? t * dn.v_dim() * 2 : 0},
       {&delta_normed, hybrid ? t * dn.v_dim() * 2 : 0},
       {&normed_lo, moe ? t * h * 2 : 0},

@@ -56,11 +56,6 @@ void select_gpu(int gpu, const std::string& model) {
   HSRING_CUDA_CHECK(cudaSetDevice(gpu));
 }
 
-DeltaShape delta_shape(const ModelConfig& c) {
-  const DeltaNetShape& d = c.delta_net;
-  return {d.qk_heads, d.v_heads, d.qk_head_dim, d.v_head_dim, d.conv_kernel};
-}
-
 void check_config(const ModelConfig& config) {
   if (std::string why = validate_config(config); !why.empty())
     throw Error(Errc::kModelBadConfig, "model '" + config.name + "': " + why);
@@ -235,7 +230,7 @@ void CudaTargetModel::Impl::run_delta_net(const DeviceLayerWeights& w, uint32_t 
                                           const BatchInputs& layout, cudaStream_t s) {
   const ModelConfig& c = config;
   ForwardActivations& a = activations;
-  const DeltaShape shape = delta_shape(c);
+  const DeltaNetShape& shape = c.delta_net;
   const uint32_t h = c.hidden_size;
   const uint32_t conv = shape.conv_dim();
   const uint32_t vd = shape.v_dim();

@@ -9,24 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "model/delta_net_shape.h"
 #include "model/rope.h"
 
 namespace hsring {
 
 // What a decoder layer mixes tokens with: softmax attention or Qwen3.5's Gated DeltaNet.
 enum class LayerKind : uint8_t { kAttention, kDeltaNet };
-
-// The Gated DeltaNet (linear attention) layers of Qwen3.5: a short causal depthwise
-// convolution over [q | k | v], then the gated delta rule per value head (query / key head
-// h * qk_heads / v_heads), then a gated RMSNorm per value head.
-struct DeltaNetShape {
-  uint32_t qk_heads = 0, v_heads = 0;        // linear_num_key_heads, linear_num_value_heads
-  uint32_t qk_head_dim = 0, v_head_dim = 0;  // linear_key_head_dim, linear_value_head_dim
-  uint32_t conv_kernel = 0;                  // linear_conv_kernel_dim
-  uint32_t qk_dim() const { return qk_heads * qk_head_dim; }
-  uint32_t v_dim() const { return v_heads * v_head_dim; }
-  uint32_t conv_dim() const { return 2 * qk_dim() + v_dim(); }  // q | k | v channels
-};
 
 // What a decoder layer's MLP is: one SwiGLU MLP, or a mixture of SwiGLU experts.
 enum class MlpKind : uint8_t { kDense, kExperts };

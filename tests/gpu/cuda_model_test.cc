@@ -626,7 +626,8 @@ TEST(CudaDeltaRuleTest, ChunkedMatchesTheRecurrentOracle) {
   const std::vector<DeltaSpan> docs = delta_documents(offsets.data(), offsets.size());
   ASSERT_EQ(chunks.size(), 1u + 1 + 1 + 2 + 4 + 1);
   EXPECT_EQ(docs[0].begin, 147);  // the longest first
-  for (const DeltaShape shape : {DeltaShape{2, 6, 128, 128, 4}, DeltaShape{1, 2, 16, 8, 4}}) {
+  for (const DeltaNetShape shape :
+       {DeltaNetShape{2, 6, 128, 128, 4}, DeltaNetShape{1, 2, 16, 8, 4}}) {
     uint64_t state = 17 + shape.qk_head_dim;
     const auto uniform = [&]() { return float(splitmix64(state) >> 40) / float(1 << 24); };
     const size_t c = shape.conv_dim();
