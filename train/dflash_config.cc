@@ -33,12 +33,7 @@ std::string validate_dflash_config(const DflashConfig& c) {
                                     {c.vocab_size, "vocab_size"}}) {
     if (value == 0) return std::string(name) + " must be positive";
   }
-  if (std::string why = validate_drafter_layer({.num_heads = c.num_heads,
-                                                .num_kv_heads = c.num_kv_heads,
-                                                .head_dim = c.head_dim,
-                                                .vocab_size = c.vocab_size,
-                                                .rope_theta = c.rope_theta,
-                                                .rms_norm_eps = c.rms_norm_eps});
+  if (std::string why = validate_drafter_layer(dflash_layer_shape(c), c.rope_theta, c.vocab_size);
       !why.empty())
     return why;
   if (c.block_size < 2 || c.block_size > 4096)

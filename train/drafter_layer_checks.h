@@ -1,28 +1,22 @@
 // The checks every drafter config makes of its decoder layers (the same-position drafter's
-// one layer, the DFlash drafter's stack): heads, RoPE, norms and vocabulary, written once.
+// one layer, the DFlash drafter's stack): heads, RoPE, norms and vocabulary, written once
+// over the layer's one description (model/decoder_layer_shape.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "model/decoder_layer_shape.h"
+
 namespace hsring::train {
 
-// A drafter config's layer fields, as its config holds them (train/cuda_drafter_layer.h's
-// DrafterLayerShape is the CUDA step's, a different thing).
-struct DrafterLayerFields {
-  uint32_t num_heads = 0;
-  uint32_t num_kv_heads = 0;
-  uint32_t head_dim = 0;
-  uint32_t vocab_size = 0;
-  double rope_theta = 0;
-  double rms_norm_eps = 0;
-};
-
-// "" when the fields are usable, else the first problem: query heads not a multiple of the
-// key/value heads, an odd head_dim (RoPE pairs element i with i + head_dim / 2), a RoPE base
-// or norm epsilon that is not a finite positive number (the base above 1), a vocabulary
-// past int32 labels. REQUIRES: every count already checked positive (the caller names its
-// own zero fields).
-std::string validate_drafter_layer(const DrafterLayerFields& fields);
+// "" when the layer is usable, else the first problem, named by the config's fields: query
+// heads (num_heads) not a multiple of the key/value heads (num_kv_heads), an odd head_dim
+// (RoPE pairs element i with i + head_dim / 2), a RoPE base (rope_theta) or norm epsilon
+// (rms_norm_eps) that is not a finite positive number (the base above 1), a vocabulary
+// (vocab_size) past int32 labels. REQUIRES: every count already checked positive (the caller
+// names its own zero fields).
+std::string validate_drafter_layer(const DecoderLayerShape& layer, double rope_theta,
+                                   uint32_t vocab_size);
 
 }  // namespace hsring::train

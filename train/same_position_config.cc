@@ -22,12 +22,8 @@ std::string validate_same_position_config(const SamePositionConfig& c) {
                                     {c.window, "window"}}) {
     if (value == 0) return std::string(name) + " must be positive";
   }
-  if (std::string why = validate_drafter_layer({.num_heads = c.num_heads,
-                                                .num_kv_heads = c.num_kv_heads,
-                                                .head_dim = c.head_dim,
-                                                .vocab_size = c.vocab_size,
-                                                .rope_theta = c.rope_theta,
-                                                .rms_norm_eps = c.rms_norm_eps});
+  if (std::string why =
+          validate_drafter_layer(same_position_layer_shape(c), c.rope_theta, c.vocab_size);
       !why.empty())
     return why;
   // Every tensor is indexed with size_t; the largest products must not overflow it, nor an
