@@ -10,11 +10,14 @@ export NCCL_NVLS_ENABLE=0 HSRING_BIN_DIR="$bin"
 { date -u; nvidia-smi -L; nproc; } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 status=0
-for t in gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_moe_test cuda_trainer_test \
-         cuda_step_kernels_test cuda_qk_norm_rope_test cuda_dflash_test cuda_block_attention_test \
-         gpu_eval_test \
-         capi_test \
-         gpu_pipeline_test gpu_launcher_test gpu_training_test gpu_multi_node_test; do
+# The quick ones first; then every other cuda_* / gpu_* test program carried, so that a new
+# GPU test cannot be left out of this list unnoticed.
+listed="gpu_host_test gpu_preflight_test gpu_kernels_test cuda_model_test cuda_moe_test
+        cuda_trainer_test cuda_step_kernels_test cuda_bf16_gradients_test cuda_qk_norm_rope_test
+        cuda_dflash_test cuda_block_attention_test gpu_eval_test capi_test gpu_pipeline_test
+        gpu_launcher_test gpu_training_test gpu_multi_node_test"
+others=$(cd "$bin" && ls cuda_*_test gpu_*_test 2>/dev/null | grep -vxF -f <(tr -s ' \n' '\n' <<< "$listed"))
+for t in $listed $others; do
   [ -x "$bin/$t" ] || continue
   "$bin/$t" > "$out/$t.log" 2>&1
   code=$?
