@@ -136,10 +136,12 @@ TEST(SystemdUnits, InstallNeverWritesThroughPlantedSymlinks) {
                                           dir.file("hsring.conf"), "--systemd-version", "255"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(testing::victim_untouched(victim));
-  for (const auto& entry : fs::directory_iterator(unit_dir(reference)))
-    if (entry.is_regular_file())
+  for (const auto& entry : fs::directory_iterator(unit_dir(reference))) {
+    if (entry.is_regular_file()) {
       EXPECT_NE(read_unit(dir, entry.path().filename().string()).find("[Unit]"), std::string::npos)
           << entry.path().filename();
+    }
+  }
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(config)));
 }
 
