@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "ops/attention_shape.h"
+#include "train/adamw_step.h"
 
 namespace hsring::train {
 
@@ -73,13 +74,6 @@ uint32_t sum_squares_blocks(size_t n);
 cudaError_t launch_sum_squares(const float* x, size_t n, double* partials, cudaStream_t stream);
 cudaError_t launch_sum_squares(const uint16_t* x, size_t n, double* partials, cudaStream_t stream);
 
-struct AdamWStep {
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0;
-  double keep = 1;         // 1 - lr * weight_decay on decayed tensors, else 1
-  double clip = 1;         // gradient scale from global-norm clipping
-  double correction1 = 1;  // 1 - beta1^t
-  double correction2 = 1;  // 1 - beta2^t
-};
 // One AdamW update of n parameters (train/optimizer.h has the formula), in float per
 // element (the CPU reference computes in double: within 1e-6 of it). With params_bf16 [n],
 // the updated weights are also written there rounded to bf16 (the bits launch_float_to_bf16

@@ -136,20 +136,8 @@ UpdateStats FlatState::apply_gradients() {
     stats.skipped = true;
     return stats;
   }
-  AdamWStep update;
-  if (o.max_grad_norm > 0 && stats.grad_norm > o.max_grad_norm) {
-    update.clip = o.max_grad_norm / stats.grad_norm;
-    stats.clipped = true;
-  }
-  update.lr = o.schedule.lr(step_);
-  update.beta1 = o.beta1;
-  update.beta2 = o.beta2;
-  update.eps = o.eps;
-  const auto t = double(step_ + 1);
-  update.correction1 = 1.0 - std::pow(o.beta1, t);
-  update.correction2 = 1.0 - std::pow(o.beta2, t);
   for (const ParamInfo& tensor : layout_.tensors) {
-    update.keep = tensor.weight_decay ? 1.0 - update.lr * o.weight_decay : 1.0;
+    const AdamWStep update = adamw_step(o, step_, stats.grad_norm, tensor.weight_decay);
     const auto adamw = [&](const auto* gradients) {
       return launch_adamw(
           params(tensor.offset), gradients, m_.as<float>() + tensor.offset,
@@ -159,7 +147,9 @@ UpdateStats FlatState::apply_gradients() {
     HSRING_CUDA_CHECK(matrices_in_bf16_ && is_matrix(tensor) ? adamw(grads_bf16(tensor.offset))
                                                              : adamw(grads(tensor.offset)));
   }
-  stats.lr = update.lr;
+  const AdamWStep factors = adamw_step(o, step_, stats.grad_norm, false);
+  stats.clipped = factors.clip < 1.0;
+  stats.lr = factors.lr;
   stats.step = ++step_;
   return stats;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "common/contract.h"
 #include "common/error.h"
 
 namespace hsring::train {
@@ -49,6 +50,21 @@ double clip_global_norm(std::span<float> grads, double max_norm) {
   return norm;
 }
 
+AdamWStep adamw_step(const AdamWOptions& o, uint64_t step, double grad_norm, bool decays) {
+  HSRING_REQUIRE(std::isfinite(grad_norm));
+  AdamWStep s;
+  s.lr = o.schedule.lr(step);
+  s.beta1 = o.beta1;
+  s.beta2 = o.beta2;
+  s.eps = o.eps;
+  s.keep = decays ? 1.0 - s.lr * o.weight_decay : 1.0;
+  if (o.max_grad_norm > 0 && grad_norm > o.max_grad_norm) s.clip = o.max_grad_norm / grad_norm;
+  const auto t = double(step + 1);
+  s.correction1 = 1.0 - std::pow(o.beta1, t);
+  s.correction2 = 1.0 - std::pow(o.beta2, t);
+  return s;
+}
+
 AdamW::AdamW(AdamWOptions options, const ParamLayout& layout)
     : options_(options), total_(layout.total) {
   if (std::string why = validate_adamw_options(options_); !why.empty())
@@ -82,28 +98,21 @@ UpdateStats AdamW::update(std::span<float> params, std::span<const float> grads)
     stats.skipped = true;
     return stats;
   }
-  double clip = 1.0;
-  if (o.max_grad_norm > 0 && stats.grad_norm > o.max_grad_norm) {
-    clip = o.max_grad_norm / stats.grad_norm;
-    stats.clipped = true;
-  }
-  const double lr = o.schedule.lr(step_);
-  const auto t = double(step_ + 1);
-  const double correction1 = 1.0 - std::pow(o.beta1, t);
-  const double correction2 = 1.0 - std::pow(o.beta2, t);
   for (const Range& r : ranges_) {
-    const double keep = r.decay ? 1.0 - lr * o.weight_decay : 1.0;
+    const AdamWStep s = adamw_step(o, step_, stats.grad_norm, r.decay);
     for (size_t i = r.offset; i < r.offset + r.size; ++i) {
-      const double g = double(grads[i]) * clip;
-      const double m = o.beta1 * double(m_[i]) + (1.0 - o.beta1) * g;
-      const double v = o.beta2 * double(v_[i]) + (1.0 - o.beta2) * g * g;
+      const double g = double(grads[i]) * s.clip;
+      const double m = s.beta1 * double(m_[i]) + (1.0 - s.beta1) * g;
+      const double v = s.beta2 * double(v_[i]) + (1.0 - s.beta2) * g * g;
       m_[i] = float(m);
       v_[i] = float(v);
-      const double update = (m / correction1) / (std::sqrt(v / correction2) + o.eps);
-      params[i] = float(double(params[i]) * keep - lr * update);
+      const double update = (m / s.correction1) / (std::sqrt(v / s.correction2) + s.eps);
+      params[i] = float(double(params[i]) * s.keep - s.lr * update);
     }
   }
-  stats.lr = lr;
+  const AdamWStep factors = adamw_step(o, step_, stats.grad_norm, false);
+  stats.clipped = factors.clip < 1.0;
+  stats.lr = factors.lr;
   stats.step = ++step_;
   return stats;
 }

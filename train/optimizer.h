@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "train/adamw_step.h"
 #include "train/param_layout.h"
 
 namespace hsring::train {

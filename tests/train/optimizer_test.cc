@@ -116,6 +116,36 @@ TEST(AdamWTest, ClipsByGlobalNorm) {
   EXPECT_EQ(grads[0], 3.0f);  // the caller's gradient is only read
 }
 
+// The factors both optimizers apply (the CPU's here, the CUDA kernel's in
+// train/cuda_flat_state.cc): the schedule's rate, weight decay only where a tensor decays,
+// clipping only past max_grad_norm, and the bias corrections of step t = step + 1.
+TEST(AdamWTest, StepFactorsFollowTheScheduleDecayAndClipping) {
+  AdamWOptions o;
+  o.schedule = {.peak_lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 4, .total_steps = 100};
+  o.beta1 = 0.8;
+  o.beta2 = 0.9;
+  o.eps = 1e-6;
+  o.weight_decay = 0.1;
+  o.max_grad_norm = 2.0;
+  const AdamWStep decayed = adamw_step(o, 2, 8.0, true);
+  EXPECT_DOUBLE_EQ(decayed.lr, o.schedule.lr(2));
+  EXPECT_DOUBLE_EQ(decayed.lr, 1e-3 * 3 / 4);  // warmup: peak * (step + 1) / warmup
+  EXPECT_DOUBLE_EQ(decayed.keep, 1.0 - decayed.lr * 0.1);
+  EXPECT_DOUBLE_EQ(decayed.clip, 2.0 / 8.0);
+  EXPECT_DOUBLE_EQ(decayed.correction1, 1.0 - 0.8 * 0.8 * 0.8);
+  EXPECT_DOUBLE_EQ(decayed.correction2, 1.0 - 0.9 * 0.9 * 0.9);
+  EXPECT_EQ(decayed.beta1, 0.8);
+  EXPECT_EQ(decayed.beta2, 0.9);
+  EXPECT_EQ(decayed.eps, 1e-6);
+
+  const AdamWStep plain = adamw_step(o, 2, 1.5, false);
+  EXPECT_EQ(plain.keep, 1.0) << "no decay on a tensor without weight_decay";
+  EXPECT_EQ(plain.clip, 1.0) << "a norm under max_grad_norm is not clipped";
+  o.max_grad_norm = 0;
+  EXPECT_EQ(adamw_step(o, 2, 1e9, false).clip, 1.0) << "max_grad_norm 0: never clip";
+  EXPECT_DOUBLE_EQ(adamw_step(o, 100, 1.0, false).lr, 1e-4) << "the schedule's floor";
+}
+
 TEST(AdamWTest, SkipsNonFiniteGradients) {
   AdamW adam(AdamWOptions{}, scalar_layout());
   std::vector<float> p = {1, 2, 3};
