@@ -298,8 +298,7 @@ std::vector<std::pair<std::string, double>> CudaDflashTrainer::phase_ms() const 
 }
 
 cudaStream_t CudaDflashTrainer::stream() const { return b_->stream.get(); }
-float* CudaDflashTrainer::device_gradients() { return b_->state->fp32_gradients(); }
-uint64_t CudaDflashTrainer::optimizer_step() const { return b_->state->step(); }
+FlatState& CudaDflashTrainer::flat_state() const { return *b_->state; }
 
 LossStats CudaDflashTrainer::compute_gradients(const DrafterBatch& batch) {
   return run(batch, Features::kHostFp32, batch.features.data());
@@ -810,18 +809,11 @@ DflashStats CudaDflashTrainer::gather_stats() {
   return stats;
 }
 
-void CudaDflashTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
 UpdateStats CudaDflashTrainer::apply_gradients() {
   mark("idle before update");
-  const UpdateStats stats = b_->state->apply_gradients();
+  const UpdateStats stats = CudaDrafterTrainer::apply_gradients();
   mark("adamw (norm, clip, update)");
   return stats;
 }
-std::span<float> CudaDflashTrainer::host_gradients() { return b_->state->host_gradients(); }
-void CudaDflashTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
-std::vector<float> CudaDflashTrainer::params() const { return b_->state->download_params(); }
-std::vector<float> CudaDflashTrainer::gradients() const { return b_->state->download_gradients(); }
-TrainerState CudaDflashTrainer::state() const { return b_->state->state(); }
-void CudaDflashTrainer::load_state(const TrainerState& state) { b_->state->load_state(state); }
 
 }  // namespace hsring::train

@@ -51,15 +51,8 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
   LossStats compute_gradients(const DrafterBatch& batch) override;
   LossStats compute_gradients_bf16(const uint16_t* features, const DrafterBatch& batch) override;
 
-  void scale_gradients(float factor) override;
+  // CudaDrafterTrainer's, with the phase timing's marks around it.
   UpdateStats apply_gradients() override;
-  uint64_t optimizer_step() const override;
-
-  std::span<float> host_gradients() override;
-  void host_gradients_changed() override;
-
-  TrainerState state() const override;
-  void load_state(const TrainerState& state) override;
 
   // Drafting, for speculative decoding (eval/gpu_speculative_decode.h): the forward of the
   // blocks anchored at `anchors` (validated as training's) over `batch`'s documents, with
@@ -83,14 +76,10 @@ class CudaDflashTrainer final : public CudaDrafterTrainer {
 
   // The last batch's statistics in full (per-position acceptance), as DflashTrainer's.
   const DflashStats& last_stats() const { return last_; }
-  // Host copies of the flat parameter and gradient buffers (tests).
-  std::vector<float> params() const;
-  std::vector<float> gradients() const;
-
   cudaStream_t stream() const override;
-  float* device_gradients() override;
 
  private:
+  FlatState& flat_state() const override;
   struct Buffers;
   enum class Features { kHostFp32, kDeviceBf16, kDeviceFp32 };
   LossStats run(const DrafterBatch& batch, Features source, const void* features);

@@ -107,9 +107,7 @@ CudaSamePositionTrainer::~CudaSamePositionTrainer() {
 
 cudaStream_t CudaSamePositionTrainer::stream() const { return b_->stream.get(); }
 
-float* CudaSamePositionTrainer::device_gradients() { return b_->state->grads(); }
-
-uint64_t CudaSamePositionTrainer::optimizer_step() const { return b_->state->step(); }
+FlatState& CudaSamePositionTrainer::flat_state() const { return *b_->state; }
 
 void CudaSamePositionTrainer::upload_batch(const DrafterBatch& batch, Features source,
                                            const void* features) {
@@ -281,25 +279,6 @@ LossStats CudaSamePositionTrainer::compute_gradients_bf16(const uint16_t* featur
 
 LossStats CudaSamePositionTrainer::evaluate(const DrafterBatch& batch) {
   return run(batch, Features::kHostFp32, batch.features.data(), false);
-}
-
-void CudaSamePositionTrainer::scale_gradients(float factor) { b_->state->scale_gradients(factor); }
-
-UpdateStats CudaSamePositionTrainer::apply_gradients() { return b_->state->apply_gradients(); }
-
-std::span<float> CudaSamePositionTrainer::host_gradients() { return b_->state->host_gradients(); }
-
-void CudaSamePositionTrainer::host_gradients_changed() { b_->state->host_gradients_changed(); }
-
-std::vector<float> CudaSamePositionTrainer::params() const { return b_->state->download_params(); }
-std::vector<float> CudaSamePositionTrainer::gradients() const {
-  return b_->state->download_gradients();
-}
-
-TrainerState CudaSamePositionTrainer::state() const { return b_->state->state(); }
-
-void CudaSamePositionTrainer::load_state(const TrainerState& state) {
-  b_->state->load_state(state);
 }
 
 }  // namespace hsring::train

@@ -42,24 +42,10 @@ class CudaSamePositionTrainer final : public CudaDrafterTrainer {
   // Loss and agreement only.
   LossStats evaluate(const DrafterBatch& batch);
 
-  void scale_gradients(float factor) override;
-  UpdateStats apply_gradients() override;
-  uint64_t optimizer_step() const override;
-
-  std::span<float> host_gradients() override;
-  void host_gradients_changed() override;
-
-  TrainerState state() const override;
-  void load_state(const TrainerState& state) override;
-
-  // Host copies of the flat parameter and gradient buffers (tests).
-  std::vector<float> params() const;
-  std::vector<float> gradients() const;
-
   cudaStream_t stream() const override;
-  float* device_gradients() override;
 
  private:
+  FlatState& flat_state() const override;
   struct Buffers;
   enum class Features { kHostFp32, kDeviceBf16 };
   LossStats run(const DrafterBatch& batch, Features source, const void* features, bool backward);
