@@ -716,5 +716,32 @@ TEST(GemmHoldTest, Fp32GemmIgnoresHolds) {
   for (float v : forward(gemm, dx, rows, in, dw, out)) EXPECT_EQ(v, 3.0f * 0.5f * in);
 }
 
+// The sliding-window attention's kernels index in 32 bits and take head dims in multiples of
+// 32 up to 256: a shape outside that (or with query heads not a multiple of the key/value
+// heads) is refused before any launch, so no pointer is read.
+TEST(SlidingWindowAttentionTest, ShapesTheKernelsCannotTakeAreRefused) {
+  HSRING_REQUIRE_GPUS(1);
+  const ops::AttentionShape fits{64, 4, 2, 64, 16};
+  std::vector<ops::AttentionShape> refused(6, fits);
+  refused[0].rows = size_t(UINT32_MAX) + 1;
+  refused[1].heads = size_t(UINT32_MAX) + 1;
+  refused[2].window = size_t(UINT32_MAX) + 1;
+  refused[3].head_dim = 48;
+  refused[4].kv_heads = 3;
+  refused[5].kv_heads = 0;
+  for (const ops::AttentionShape& shape : refused) {
+    float out = 0;  // somewhere to write, so that only the shape can make the call refuse
+    EXPECT_EQ(
+        launch_attention_forward(nullptr, nullptr, nullptr, nullptr, shape, &out, &out, nullptr),
+        cudaErrorInvalidValue)
+        << shape.rows << " rows, " << shape.heads << "/" << shape.kv_heads << " heads x "
+        << shape.head_dim << ", window " << shape.window;
+    EXPECT_EQ(launch_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, shape, &out, &out, &out, &out, nullptr),
+              cudaErrorInvalidValue);
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "nothing was launched";
+}
+
 }  // namespace
 }  // namespace hsring::train
