@@ -136,8 +136,11 @@ UpdateStats FlatState::apply_gradients() {
     stats.skipped = true;
     return stats;
   }
+  // The factors are the same for every tensor but for weight decay: two sets, once.
+  const AdamWStep decayed = adamw_step(o, step_, stats.grad_norm, true);
+  const AdamWStep plain = adamw_step(o, step_, stats.grad_norm, false);
   for (const ParamInfo& tensor : layout_.tensors) {
-    const AdamWStep update = adamw_step(o, step_, stats.grad_norm, tensor.weight_decay);
+    const AdamWStep& update = tensor.weight_decay ? decayed : plain;
     const auto adamw = [&](const auto* gradients) {
       return launch_adamw(
           params(tensor.offset), gradients, m_.as<float>() + tensor.offset,
@@ -147,9 +150,8 @@ UpdateStats FlatState::apply_gradients() {
     HSRING_CUDA_CHECK(matrices_in_bf16_ && is_matrix(tensor) ? adamw(grads_bf16(tensor.offset))
                                                              : adamw(grads(tensor.offset)));
   }
-  const AdamWStep factors = adamw_step(o, step_, stats.grad_norm, false);
-  stats.clipped = factors.clip < 1.0;
-  stats.lr = factors.lr;
+  stats.clipped = plain.clip < 1.0;
+  stats.lr = plain.lr;
   stats.step = ++step_;
   return stats;
 }

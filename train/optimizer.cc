@@ -98,8 +98,11 @@ UpdateStats AdamW::update(std::span<float> params, std::span<const float> grads)
     stats.skipped = true;
     return stats;
   }
+  // The factors are the same for every tensor but for weight decay: two sets, once.
+  const AdamWStep decayed = adamw_step(o, step_, stats.grad_norm, true);
+  const AdamWStep plain = adamw_step(o, step_, stats.grad_norm, false);
   for (const Range& r : ranges_) {
-    const AdamWStep s = adamw_step(o, step_, stats.grad_norm, r.decay);
+    const AdamWStep& s = r.decay ? decayed : plain;
     for (size_t i = r.offset; i < r.offset + r.size; ++i) {
       const double g = double(grads[i]) * s.clip;
       const double m = s.beta1 * double(m_[i]) + (1.0 - s.beta1) * g;
@@ -110,9 +113,8 @@ UpdateStats AdamW::update(std::span<float> params, std::span<const float> grads)
       params[i] = float(double(params[i]) * s.keep - s.lr * update);
     }
   }
-  const AdamWStep factors = adamw_step(o, step_, stats.grad_norm, false);
-  stats.clipped = factors.clip < 1.0;
-  stats.lr = factors.lr;
+  stats.clipped = plain.clip < 1.0;
+  stats.lr = plain.lr;
   stats.step = ++step_;
   return stats;
 }
