@@ -418,6 +418,11 @@ bool valid_dims(const BlockAttentionDims& d) {
          d.block_size > 0;
 }
 
+// The kernels' dims of a shape they take; false for one they do not.
+bool kernel_dims(const BlockAttentionShape& shape, BlockAttentionDims& d) {
+  return to_dims(shape, d) && valid_dims(d);
+}
+
 }  // namespace
 
 bool block_attention_supported(uint32_t head_dim) {
@@ -462,7 +467,7 @@ cudaError_t launch_block_attention_forward(const float* q, const float* ctx_k, c
                                            const int32_t* context, const BlockAttentionShape& shape,
                                            float* out, float* lse, cudaStream_t stream) {
   BlockAttentionDims dims;
-  if (!to_dims(shape, dims) || !valid_dims(dims)) return cudaErrorInvalidValue;
+  if (!kernel_dims(shape, dims)) return cudaErrorInvalidValue;
   Args a{};
   a.q = q;
   a.ctx_k = ctx_k;
@@ -488,7 +493,7 @@ cudaError_t launch_block_attention_backward(const float* q, const float* ctx_k, 
                                             float* d_block_k, float* d_block_v,
                                             cudaStream_t stream) {
   BlockAttentionDims dims;
-  if (!to_dims(shape, dims) || !valid_dims(dims)) return cudaErrorInvalidValue;
+  if (!kernel_dims(shape, dims)) return cudaErrorInvalidValue;
   Args a{};
   a.q = q;
   a.ctx_k = ctx_k;

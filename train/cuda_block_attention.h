@@ -33,7 +33,8 @@ struct BlockKeyTile {
 // The key tiles of a batch from its context ranges (host, [blocks * 2]): every context row
 // (those no block sees get zero gradients) and every block key row. Blocks in between that
 // do not see a tile are skipped on the device; anchors in ascending order (as
-// sample_anchors gives them) keep each tile's range to the blocks that do.
+// sample_anchors gives them) keep each tile's range to the blocks that do. Empty for a shape
+// with a count past 32 bits, which the launches refuse.
 std::vector<BlockKeyTile> block_key_tiles(const int32_t* context, const BlockAttentionShape& shape);
 
 // True when the kernels take this head_dim: a multiple of 32 up to 256.

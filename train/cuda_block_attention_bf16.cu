@@ -559,18 +559,18 @@ struct Layout {
   size_t q, dout, ctx, block, partial, total;  // byte offsets of q, dout, ctx k/v, block k/v
 };
 
-Layout layout_of(const BlockAttentionShape& d, size_t slots) {
-  const size_t rows = size_t(d.blocks) * d.block_size, hd = d.head_dim;
-  const size_t q_bytes = align_up(rows * d.heads * hd * sizeof(bf16));
-  const size_t ctx_bytes = align_up(size_t(d.context_rows) * d.kv_heads * hd * sizeof(bf16));
-  const size_t block_bytes = align_up(rows * d.kv_heads * hd * sizeof(bf16));
+Layout layout_of(const BlockAttentionShape& s, size_t slots) {
+  const size_t rows = s.rows(), hd = s.head_dim;
+  const size_t q_bytes = align_up(rows * s.heads * hd * sizeof(bf16));
+  const size_t ctx_bytes = align_up(s.context_rows * s.kv_heads * hd * sizeof(bf16));
+  const size_t block_bytes = align_up(rows * s.kv_heads * hd * sizeof(bf16));
   Layout l{};
   l.q = 0;
   l.dout = l.q + q_bytes;
   l.ctx = l.dout + q_bytes;
   l.block = l.ctx + 2 * ctx_bytes;
   l.partial = l.block + 2 * block_bytes;
-  l.total = l.partial + slots * 2 * d.kv_heads * kRows * hd * sizeof(float);
+  l.total = l.partial + slots * 2 * s.kv_heads * kRows * hd * sizeof(float);
   return l;
 }
 

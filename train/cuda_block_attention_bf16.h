@@ -62,7 +62,8 @@ void set_block_attention_wgmma(bool enabled);
 
 // The key-side work of a batch from its context ranges (host, [blocks * 2], anchors in
 // ascending order): every context row (rows no block sees get zero gradients) and every
-// block key row, each tile's blocks cut into chunks of at least 16.
+// block key row, each tile's blocks cut into chunks of at least 16. Empty for a shape with a
+// count past 32 bits, which the launches refuse.
 BlockKeyPlan block_key_plan(const int32_t* context, const BlockAttentionShape& shape);
 
 // Bytes of device workspace the calls below need for this shape and a plan with
