@@ -82,6 +82,7 @@ void check_config(const ModelConfig& config) {
 
 struct CudaTargetModel::Impl {
   ModelConfig config;
+  DecoderLayerShape layer_shape;  // the attention layers' one description, built once
   int gpu = 0;
   gpu::Stream stream;  // setup and the host forward()
   DeviceWeights weights;
@@ -111,6 +112,7 @@ struct CudaTargetModel::Impl {
 
   Impl(ModelConfig c, int device) : config(std::move(c)), gpu(device) {
     check_config(config);
+    layer_shape = decoder_layer_shape(config);
     select_gpu(gpu, config.name);
     stream = gpu::make_stream();
     forward_done = gpu::make_event(cudaEventDisableTiming);
@@ -193,10 +195,9 @@ void CudaTargetModel::Impl::run_attention(uint32_t index, uint32_t rows, const B
   // bf16, as transformers' projections write it; the finishing kernel (and the output
   // gate) read it once, in fp32 from there on.
   blas->linear(a.normed.as<Bf16>(), rows, h, w.qkv, qkv_width, a.qkv.data(), false, qkv_width);
-  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, decoder_layer_shape(c), w.qkv_bias,
-                                      w.q_norm, w.k_norm, a.rope_cos.as<float>(),
-                                      a.rope_sin.as<float>(), a.q.as<Bf16>(), a.k.as<Bf16>(),
-                                      a.v.as<Bf16>(), s));
+  HSRING_CUDA_CHECK(launch_qkv_finish(a.qkv.as<Bf16>(), rows, layer_shape, w.qkv_bias, w.q_norm,
+                                      w.k_norm, a.rope_cos.as<float>(), a.rope_sin.as<float>(),
+                                      a.q.as<Bf16>(), a.k.as<Bf16>(), a.v.as<Bf16>(), s));
   const auto* tiles = reinterpret_cast<const AttentionTile*>(a.inputs.data() + layout.tiles_at);
   if (prefix) {
     // Through the cache's rows: this forward's keys and values join the cached ones, and
