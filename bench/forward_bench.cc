@@ -5,8 +5,8 @@
 //      of N after warm-up, CUDA-event timing;
 //   2. the model FLOPs of that batch: 2 x (matmul parameters) per token, plus causal
 //      attention, 4 x head_dim x heads x (keys each query sees) per layer;
-//   3. the attention kernel alone on the same documents, and each GEMM shape of the forward
-//      alone, to show where the time goes;
+//   3. the attention kernel alone on the same documents, q/k/v finishing alone (each of its
+//      kernels), and each GEMM shape of the forward alone, to show where the time goes;
 //   4. one large bf16 GEMM through the same cuBLAS call the model uses, before and after;
 //   5. for a hybrid (Qwen3.5) model: one DeltaNet layer's and one attention layer's time
 //      inside the forward (forwards that stop after layer 0, 2 and 3), and the chunked
@@ -41,6 +41,7 @@
 #include "model/cuda_moe.h"
 #include "model/cuda_target_model.h"
 #include "model/cuda_weights.h"
+#include "model/decoder_layer.h"
 #include "model/forward_flops.h"
 
 namespace hsring {
@@ -357,6 +358,40 @@ int run(const Options& o) {
       if (variant.kernel == AttentionKernel::kMmaSync32) mma_sync_ms = ms;
       if (variant.kernel == AttentionKernel::kWgmma)
         print("attention_wgmma_speed_over_mma_sync_32", mma_sync_ms / ms, "%.3f");
+    }
+  }
+
+  // q/k/v finishing alone, each kernel that runs at this shape, on the same row count with
+  // QK-norm weights when the model has them (values do not change its speed).
+  {
+    const DecoderLayerShape layer = decoder_layer_shape(c);
+    const uint64_t qkv_width = (layer.attention_gate ? 2 : 1) * layer.q_dim() + 2 * layer.kv_dim();
+    const uint64_t half = (layer.rotary_dim ? layer.rotary_dim : layer.head_dim) / 2;
+    gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * qkv_width * 2);
+    gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * qkv_width * 2);
+    gpu::DeviceBuffer angles = gpu::DeviceBuffer::allocate(uint64_t(t) * half * 4 * 2);
+    gpu::DeviceBuffer norms = gpu::DeviceBuffer::allocate(layer.head_dim * 4 * 2);
+    HSRING_CUDA_CHECK(cudaMemset(qkv.data(), 0x3c, qkv.size()));
+    HSRING_CUDA_CHECK(cudaMemset(angles.data(), 0x3e, angles.size()));
+    HSRING_CUDA_CHECK(cudaMemset(norms.data(), 0x3f, norms.size()));
+    const float* norm = c.qk_norm ? norms.as<float>() : nullptr;
+    auto* q = out.as<Bf16>();
+    Bf16* k = q + uint64_t(t) * layer.q_dim();
+    Bf16* v = k + uint64_t(t) * layer.kv_dim();
+    double staged_ms = 0;
+    for (const auto& [name, kernel] : {std::pair{"qkv_finish", QkvFinishKernel::kBest},
+                                       std::pair{"qkv_finish_staged", QkvFinishKernel::kStaged},
+                                       std::pair{"qkv_finish_in_lane", QkvFinishKernel::kInLane}}) {
+      if (!qkv_finish_kernel_runs(kernel, layer)) continue;
+      const double ms = time_ms(stream.get(), 10, 10, [&] {
+        HSRING_CUDA_CHECK(launch_qkv_finish(
+            qkv.as<Bf16>(), t, layer, nullptr, norm, norm ? norm + layer.head_dim : nullptr,
+            angles.as<float>(), angles.as<float>() + t * half, q, k, v, stream.get(), kernel));
+      });
+      print((std::string(name) + "_ms_per_layer").c_str(), ms, "%.3f");
+      if (kernel == QkvFinishKernel::kStaged) staged_ms = ms;
+      if (kernel == QkvFinishKernel::kInLane)
+        print("qkv_finish_in_lane_speed_over_staged", staged_ms / ms, "%.3f");
     }
   }
 

@@ -100,6 +100,84 @@ __global__ void qkv_finish_kernel(const Bf16* __restrict__ qkv, uint32_t rows, Q
     reinterpret_cast<uint32_t*>(dst)[i / 2] = gpu::bf16_pair(rotated(i), rotated(i + 1));
 }
 
+// The same finishing where RoPE rotates the whole head and head_dim is 128 or 256: each value's
+// partner (i +- head_dim / 2) is then in the same lane, kPairs / 2 pairs away, so nothing is
+// staged and the norm weights and angles are read in pairs. The staged kernel above spends
+// most of its time issuing instructions, not waiting on memory (bench/RESULTS.md, "q/k/v
+// finishing").
+template <uint32_t kPairs>  // head_dim / 64
+__global__ void qkv_finish_in_lane_kernel(const Bf16* __restrict__ qkv, uint32_t rows,
+                                          QkvShape shape, const float* __restrict__ qkv_bias,
+                                          const float* __restrict__ q_norm,
+                                          const float* __restrict__ k_norm,
+                                          const float* __restrict__ cos,
+                                          const float* __restrict__ sin, Bf16* __restrict__ q,
+                                          Bf16* __restrict__ k, Bf16* __restrict__ v) {
+  constexpr uint32_t kHeadDim = 64 * kPairs, kHalf = kHeadDim / 2;
+  const uint32_t slots = shape.heads + 2 * shape.kv_heads;
+  const uint32_t q_width = (shape.q_gated ? 2 : 1) * shape.heads * kHeadDim;
+  const uint64_t row_stride = q_width + 2 * uint64_t(shape.kv_heads) * kHeadDim;
+  const uint32_t lane = threadIdx.x % 32;
+  const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (item >= uint64_t(rows) * slots) return;
+  const uint64_t row = item / slots;
+  const auto slot = uint32_t(item - row * slots);
+  const bool is_q = slot < shape.heads, is_k = !is_q && slot < shape.heads + shape.kv_heads;
+  const uint64_t at = is_q ? uint64_t(slot) * kHeadDim * (shape.q_gated ? 2 : 1)
+                           : q_width + uint64_t(slot - shape.heads) * kHeadDim;
+  const Bf16* src = qkv + row * row_stride + at;
+  Bf16* dst = is_q ? q + (row * shape.heads + slot) * kHeadDim
+              : is_k
+                  ? k + (row * shape.kv_heads + (slot - shape.heads)) * kHeadDim
+                  : v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * kHeadDim;
+  // Lane l holds elements 2 l + 64 p, p < kPairs.
+  float2 x[kPairs];
+#pragma unroll
+  for (uint32_t p = 0; p < kPairs; ++p)
+    x[p] = gpu::unpack_bf16(*reinterpret_cast<const uint32_t*>(src + 2 * lane + 64 * p));
+  if (qkv_bias) {
+    const float* bias = qkv_bias + uint64_t(slot) * kHeadDim;
+#pragma unroll
+    for (uint32_t p = 0; p < kPairs; ++p) {
+      const float2 b = *reinterpret_cast<const float2*>(bias + 2 * lane + 64 * p);
+      x[p].x += b.x;
+      x[p].y += b.y;
+    }
+  }
+  auto* out = reinterpret_cast<uint32_t*>(dst);
+  if (!is_q && !is_k) {  // v: rounded as it is
+#pragma unroll
+    for (uint32_t p = 0; p < kPairs; ++p) out[lane + 32 * p] = gpu::bf16_pair(x[p].x, x[p].y);
+    return;
+  }
+  const float* norm = is_q ? q_norm : k_norm;
+  if (norm) {
+    float squares = 0;
+#pragma unroll
+    for (uint32_t p = 0; p < kPairs; ++p) squares += x[p].x * x[p].x + x[p].y * x[p].y;
+    const float scale = 1.0f / sqrtf(gpu::warp_sum(squares) / float(kHeadDim) + shape.eps);
+    // (x_i * scale) * w_i, as the CPU reference multiplies.
+#pragma unroll
+    for (uint32_t p = 0; p < kPairs; ++p) {
+      const float2 w = *reinterpret_cast<const float2*>(norm + 2 * lane + 64 * p);
+      x[p].x = x[p].x * scale * w.x;
+      x[p].y = x[p].y * scale * w.y;
+    }
+  }
+  // Pair p < kPairs / 2 holds elements below half: rotated with pair p + kPairs / 2, the
+  // angles of elements 2 l + 64 p and the one after.
+#pragma unroll
+  for (uint32_t p = 0; p < kPairs / 2; ++p) {
+    const uint32_t i = 2 * lane + 64 * p;
+    const float2 c = *reinterpret_cast<const float2*>(cos + row * kHalf + i);
+    const float2 s = *reinterpret_cast<const float2*>(sin + row * kHalf + i);
+    const float2 lo = x[p], hi = x[p + kPairs / 2];
+    out[lane + 32 * p] = gpu::bf16_pair(lo.x * c.x - hi.x * s.x, lo.y * c.y - hi.y * s.y);
+    out[lane + 32 * (p + kPairs / 2)] =
+        gpu::bf16_pair(hi.x * c.x + lo.x * s.x, hi.y * c.y + lo.y * s.y);
+  }
+}
+
 constexpr int kGateThreads = 128;
 
 // One block per (head, row), rows strided over grid.y; a thread per bf16 pair of the head
@@ -165,10 +243,16 @@ __global__ void random_fill_kernel(Out* __restrict__ dst, uint64_t count, uint64
 
 }  // namespace
 
+bool qkv_finish_kernel_runs(QkvFinishKernel kernel, const DecoderLayerShape& layer) {
+  if (kernel != QkvFinishKernel::kInLane) return true;
+  const bool whole_head = layer.rotary_dim == 0 || layer.rotary_dim == layer.head_dim;
+  return whole_head && (layer.head_dim == 128 || layer.head_dim == 256);
+}
+
 cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, const DecoderLayerShape& layer,
                               const float* qkv_bias, const float* q_norm, const float* k_norm,
                               const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, QkvFinishKernel kernel) {
   // Past these the 32-bit copy would wrap: refused before it is made.
   if (layer.head_dim > kMaxHeadDim || layer.rotary_dim > layer.head_dim ||
       layer.heads + 2 * layer.kv_heads > UINT32_MAX)
@@ -186,8 +270,12 @@ cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, const DecoderLayer
   if (warps == 0) return cudaSuccess;
   const uint64_t blocks = (warps + kWarps - 1) / kWarps;
   if (blocks > 0x7FFFFFFFull) return cudaErrorInvalidValue;
-  qkv_finish_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(qkv, rows, shape, qkv_bias, q_norm,
-                                                               k_norm, cos, sin, q, k, v);
+  if (!qkv_finish_kernel_runs(kernel, layer)) return cudaErrorNotSupported;
+  const auto launch = kernel != QkvFinishKernel::kInLane ? qkv_finish_kernel
+                      : shape.head_dim == 128            ? qkv_finish_in_lane_kernel<2>
+                                                         : qkv_finish_in_lane_kernel<4>;
+  launch<<<unsigned(blocks), kThreads, 0, stream>>>(qkv, rows, shape, qkv_bias, q_norm, k_norm, cos,
+                                                    sin, q, k, v);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,18 @@ namespace hsring {
 
 using Bf16 = uint16_t;
 
+// launch_qkv_finish's kernels (below): the same arithmetic in the same order, so their results
+// agree up to how the compiler fuses multiplies and adds; the choice is speed (bench/RESULTS.md):
+//   - kStaged: every shape; a warp per head, staged in shared memory where RoPE finds each
+//     value's partner.
+//   - kInLane: RoPE over the whole head at head_dim 128 or 256 (Qwen3, Llama, Qwen2.5):
+//     each value's partner is in its own lane, and nothing is staged.
+//   - kBest: kStaged. kInLane has not yet been timed on a GPU against it.
+enum class QkvFinishKernel { kBest, kStaged, kInLane };
+
+// Whether `kernel` runs at this layer shape.
+bool qkv_finish_kernel_runs(QkvFinishKernel kernel, const DecoderLayerShape& layer);
+
 // Splits an attention layer's fused projection qkv bf16 [rows, (heads (x 2 with the layer's
 // attention_gate) + 2 kv_heads) * head_dim] (q | k | v; q as [q_h | gate_h] per head when
 // gated) into bf16 q [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; q and k
@@ -27,11 +39,11 @@ using Bf16 = uint16_t;
 // (Qwen2), the per-head RMSNorm (the layer's eps) when q_norm / k_norm are given (Qwen3),
 // then RoPE with the table's angles [rows, rotary_dim / 2] on the layer's first rotary_dim
 // dims, pairing element i with i + rotary_dim / 2 (HF rotate_half); the rest pass through.
-// REQUIRES: head_dim <= 256.
+// REQUIRES: head_dim <= 256. A kernel that does not run at this shape: cudaErrorNotSupported.
 cudaError_t launch_qkv_finish(const Bf16* qkv, uint32_t rows, const DecoderLayerShape& layer,
                               const float* qkv_bias, const float* q_norm, const float* k_norm,
                               const float* cos, const float* sin, Bf16* q, Bf16* k, Bf16* v,
-                              cudaStream_t stream);
+                              cudaStream_t stream, QkvFinishKernel kernel = QkvFinishKernel::kBest);
 
 // Qwen3.5's attention output gate, in place: attn[r, h * head_dim + i] *= sigmoid(gate) with
 // gate = qkv[r, (2 h + 1) * head_dim + i] (the gated projection of launch_qkv_finish, row

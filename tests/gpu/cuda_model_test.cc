@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/random.h"
+#include "device_arrays.h"
 #include "gpu/cuda_handles.h"
 #include "gpu_test_util.h"
 #include "model/cpu_target_model.h"
@@ -56,7 +57,8 @@ Packed pack(const std::vector<Doc>& docs, uint32_t vocab) {
 // intermediate not a multiple of 8), each scaled RoPE rule and the Qwen3.5 hybrid (DeltaNet
 // layers, gated attention of head_dim 256 with partial RoPE, zero-centred norms): with
 // small DeltaNet heads (also with a 6-tap convolution), and with the real model's 128 / 128
-// heads in a 3:1 value grouping.
+// heads in a 3:1 value grouping. gqa4-256 and qwen2-128: RoPE over the whole head at head_dim
+// 256 with QK-norm and at 128 with biases (the shapes q/k/v finishing's in-lane kernel takes).
 ModelConfig test_config(const std::string& kind) {
   ModelConfig c = named_model_config("tiny");  // qwen3, QK-norm, tied, GQA 2, head_dim 32
   c.num_layers = 4;
@@ -117,6 +119,14 @@ ModelConfig test_config(const std::string& kind) {
     c.vocab_size = 1001;
     c.num_layers = 3;
     c.rope_theta = 1e6;
+  } else if (kind == "gqa4-256") {  // gqa4 at head_dim 256 with RoPE over the whole head
+    c = test_config("gqa4");
+    c.name = "test-gqa4-256";
+    c.head_dim = 256;
+  } else if (kind == "qwen2-128") {  // qwen2 at head_dim 128 (Qwen2.5-7B's)
+    c = test_config("qwen2");
+    c.name = "test-qwen2-128";
+    c.head_dim = 128;
   } else if (kind == "qwen2") {  // q/k/v biases, no QK-norm, untied, GQA 2, head_dim 64
     c.name = "test-qwen2";
     c.model_type = "qwen2";
@@ -320,9 +330,10 @@ TEST_P(CudaModelTest, DocumentsDoNotDependOnTheirNeighbours) {
 // Each test named for its shape ('-' as '_'), so that a filter such as '*qwen3_5*' picks
 // the shapes it names.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaModelTest,
-                         ::testing::Values("qwen", "llama", "gqa4", "qwen2", "llama3", "linear",
-                                           "dynamic", "yarn", "qwen3_5", "qwen3_5-128",
-                                           "qwen3_5-conv6", "qwen3_moe", "qwen3_5_moe"),
+                         ::testing::Values("qwen", "llama", "gqa4", "gqa4-256", "qwen2",
+                                           "qwen2-128", "llama3", "linear", "dynamic", "yarn",
+                                           "qwen3_5", "qwen3_5-128", "qwen3_5-conv6", "qwen3_moe",
+                                           "qwen3_5_moe"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -427,6 +438,125 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, CudaAttentionTest, ::testing::Values(128u, 25
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return "head_dim_" + std::to_string(info.param);
                          });
+
+// q/k/v finishing's kernels against a double reference: the bias, the per-head RMSNorm,
+// then RoPE pairing i with i + rotary_dim / 2 (HF rotate_half). Shapes: QK-norm at head_dim
+// 128 and 256 and biases at 128 (both kernels run), and Qwen3.5's gated q with RoPE on 64
+// of 256 dims (kStaged only; kInLane is refused). 37 rows: the last block is part-filled.
+struct QkvFinishCase {
+  const char* name;
+  uint32_t head_dim, rotary_dim;
+  bool qk_norm, bias, gated;
+};
+
+class QkvFinishTest : public ::testing::TestWithParam<QkvFinishCase> {};
+
+TEST_P(QkvFinishTest, EachKernelMatchesAReference) {
+  HSRING_REQUIRE_GPUS(1);
+  const QkvFinishCase& param = GetParam();
+  DecoderLayerShape layer;
+  layer.heads = 4;
+  layer.kv_heads = 2;
+  layer.head_dim = param.head_dim;
+  layer.rotary_dim = param.rotary_dim;
+  layer.eps = 1e-6;
+  layer.attention_gate = param.gated;
+  const uint32_t t = 37, hd = param.head_dim, slots = 4 + 2 * 2;
+  const uint32_t rot = param.rotary_dim ? param.rotary_dim : hd, half = rot / 2;
+  const uint64_t q_width = (param.gated ? 2 : 1) * layer.q_dim();
+  const uint64_t width = q_width + 2 * layer.kv_dim();
+  uint64_t state = 7 + hd;
+  std::vector<uint16_t> qkv(t * width);
+  for (uint16_t& x : qkv) x = float_to_bf16(gpu_test::uniform(state, 3.0f));
+  const std::vector<float> bias = gpu_test::uniform_values(slots * hd, state, 0.5f);
+  const std::vector<float> norms = gpu_test::uniform_values(2 * hd, state, 2.0f);
+  const std::vector<float> angles = gpu_test::uniform_values(2 * t * half, state, 1.0f);
+
+  // The reference, head by head in slot order: q heads, k heads, v heads.
+  std::vector<float> want(t * uint64_t(slots) * hd);
+  for (uint32_t r = 0; r < t; ++r)
+    for (uint32_t slot = 0; slot < slots; ++slot) {
+      const bool is_q = slot < 4, is_v = slot >= 6;
+      const uint64_t at =
+          is_q ? uint64_t(slot) * hd * (param.gated ? 2 : 1) : q_width + uint64_t(slot - 4) * hd;
+      std::vector<double> x(hd);
+      double squares = 0;
+      for (uint32_t i = 0; i < hd; ++i) {
+        x[i] = bf16_to_float(qkv[r * width + at + i]) + (param.bias ? bias[slot * hd + i] : 0.0);
+        squares += x[i] * x[i];
+      }
+      float* out = want.data() + (uint64_t(r) * slots + slot) * hd;
+      if (is_v) {
+        std::copy(x.begin(), x.end(), out);
+        continue;
+      }
+      if (param.qk_norm) {
+        const double scale = 1 / std::sqrt(squares / hd + layer.eps);
+        for (uint32_t i = 0; i < hd; ++i) x[i] *= scale * norms[(is_q ? 0 : hd) + i];
+      }
+      const float* c = angles.data() + uint64_t(r) * half;
+      const float* s = angles.data() + uint64_t(t + r) * half;
+      for (uint32_t i = 0; i < hd; ++i)
+        out[i] = float(i < half  ? x[i] * c[i] - x[i + half] * s[i]
+                       : i < rot ? x[i] * c[i - half] + x[i - half] * s[i - half]
+                                 : x[i]);
+    }
+
+  const gpu::DeviceBuffer d_qkv = gpu_test::to_device(qkv);
+  const gpu::DeviceBuffer d_bias = gpu_test::to_device(bias);
+  const gpu::DeviceBuffer d_norms = gpu_test::to_device(norms);
+  const gpu::DeviceBuffer d_angles = gpu_test::to_device(angles);
+  gpu::DeviceBuffer d_out = gpu::DeviceBuffer::allocate(want.size() * 2);
+  auto* q = d_out.as<Bf16>();
+  Bf16* k = q + uint64_t(t) * layer.q_dim();
+  Bf16* v = k + uint64_t(t) * layer.kv_dim();
+  std::vector<std::vector<float>> results;
+  for (const QkvFinishKernel kernel : {QkvFinishKernel::kStaged, QkvFinishKernel::kInLane}) {
+    HSRING_CUDA_CHECK(cudaMemset(d_out.data(), 0xFF, d_out.size()));  // NaNs where unwritten
+    const cudaError_t launched =
+        launch_qkv_finish(d_qkv.as<Bf16>(), t, layer, param.bias ? d_bias.as<float>() : nullptr,
+                          param.qk_norm ? d_norms.as<float>() : nullptr,
+                          param.qk_norm ? d_norms.as<float>() + hd : nullptr, d_angles.as<float>(),
+                          d_angles.as<float>() + uint64_t(t) * half, q, k, v, nullptr, kernel);
+    if (!qkv_finish_kernel_runs(kernel, layer)) {
+      EXPECT_EQ(launched, cudaErrorNotSupported);
+      continue;
+    }
+    HSRING_CUDA_CHECK(launched);
+    const std::vector<uint16_t> out = gpu_test::to_host<uint16_t>(d_out, want.size());
+    // The kernels write q [t, heads, hd], k and v [t, kv_heads, hd]: back to slot order.
+    std::vector<float> got(want.size());
+    for (uint32_t r = 0; r < t; ++r)
+      for (uint32_t slot = 0; slot < slots; ++slot) {
+        const uint64_t from = slot < 4   ? (uint64_t(r) * 4 + slot) * hd
+                              : slot < 6 ? uint64_t(t) * 4 * hd + (uint64_t(r) * 2 + slot - 4) * hd
+                                         : uint64_t(t) * 6 * hd + (uint64_t(r) * 2 + slot - 6) * hd;
+        for (uint32_t i = 0; i < hd; ++i)
+          got[(uint64_t(r) * slots + slot) * hd + i] = bf16_to_float(out[from + i]);
+      }
+    const double err = relative_error(got, want);
+    std::printf("[   INFO   ] %s, kernel %d: relative error %.3e\n", param.name, int(kernel), err);
+    EXPECT_LT(err, 5e-3) << "kernel " << int(kernel);  // one bf16 rounding: 2^-8 a value
+    results.push_back(std::move(got));
+  }
+  // Both kernels: the same bits, but for a product the compiler fused into an add.
+  if (results.size() == 2) {
+    size_t apart = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      apart += std::abs(results[0][i] - results[1][i]) > 1e-2f * std::abs(results[0][i]);
+    EXPECT_EQ(apart, 0u) << "values more than one bf16 step apart";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QkvFinishTest,
+    ::testing::Values(QkvFinishCase{"qk_norm_128", 128, 0, true, false, false},
+                      QkvFinishCase{"qk_norm_256", 256, 256, true, false, false},
+                      QkvFinishCase{"bias_128", 128, 0, false, true, false},
+                      QkvFinishCase{"gated_partial_256", 256, 64, true, false, true}),
+    [](const ::testing::TestParamInfo<QkvFinishCase>& info) {
+      return std::string(info.param.name);
+    });
 
 TEST(CudaModelDeviceTest, ForwardDeviceWritesEveryLayoutAndDtype) {
   HSRING_REQUIRE_GPUS(1);
