@@ -379,16 +379,21 @@ int run(const Options& o) {
     Bf16* k = q + uint64_t(t) * layer.q_dim();
     Bf16* v = k + uint64_t(t) * layer.kv_dim();
     double staged_ms = 0;
-    for (const auto& [name, kernel] : {std::pair{"qkv_finish", QkvFinishKernel::kBest},
-                                       std::pair{"qkv_finish_staged", QkvFinishKernel::kStaged},
-                                       std::pair{"qkv_finish_in_lane", QkvFinishKernel::kInLane}}) {
+    struct Variant {
+      const char* name;
+      QkvFinishKernel kernel;
+    };
+    for (const Variant variant : {Variant{"qkv_finish", QkvFinishKernel::kBest},
+                                  Variant{"qkv_finish_staged", QkvFinishKernel::kStaged},
+                                  Variant{"qkv_finish_in_lane", QkvFinishKernel::kInLane}}) {
+      const QkvFinishKernel kernel = variant.kernel;
       if (!qkv_finish_kernel_runs(kernel, layer)) continue;
       const double ms = time_ms(stream.get(), 10, 10, [&] {
         HSRING_CUDA_CHECK(launch_qkv_finish(
             qkv.as<Bf16>(), t, layer, nullptr, norm, norm ? norm + layer.head_dim : nullptr,
             angles.as<float>(), angles.as<float>() + t * half, q, k, v, stream.get(), kernel));
       });
-      print((std::string(name) + "_ms_per_layer").c_str(), ms, "%.3f");
+      print((std::string(variant.name) + "_ms_per_layer").c_str(), ms, "%.3f");
       if (kernel == QkvFinishKernel::kStaged) staged_ms = ms;
       if (kernel == QkvFinishKernel::kInLane)
         print("qkv_finish_in_lane_speed_over_staged", staged_ms / ms, "%.3f");
