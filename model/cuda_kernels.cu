@@ -34,6 +34,40 @@ struct QkvShape {
   bool q_gated = false;     // Qwen3.5: each q head is followed by its output gate's values
 };
 
+// The (row, slot) head of q, k and v that warp `item` finishes: slots are the q heads, then
+// k's, then v's.
+struct QkvHead {
+  uint64_t row = 0;
+  uint32_t slot = 0;
+  bool is_q = false, is_k = false;
+  const Bf16* src = nullptr;  // in qkv
+  Bf16* dst = nullptr;        // in q, k or v
+};
+
+// False past the last head. head_dim: shape.head_dim, or the caller's constant for it.
+__device__ __forceinline__ bool locate_head(uint64_t item, uint32_t rows, const QkvShape& shape,
+                                            uint32_t head_dim, const Bf16* qkv, Bf16* q, Bf16* k,
+                                            Bf16* v, QkvHead& head) {
+  const uint32_t slots = shape.heads + 2 * shape.kv_heads;
+  if (item >= uint64_t(rows) * slots) return false;
+  const uint32_t q_width = (shape.q_gated ? 2 : 1) * shape.heads * head_dim;
+  const uint64_t row_stride = q_width + 2 * uint64_t(shape.kv_heads) * head_dim;
+  const uint64_t row = item / slots;
+  const auto slot = uint32_t(item - row * slots);
+  head.row = row;
+  head.slot = slot;
+  head.is_q = slot < shape.heads;
+  head.is_k = !head.is_q && slot < shape.heads + shape.kv_heads;
+  const uint64_t at = head.is_q ? uint64_t(slot) * head_dim * (shape.q_gated ? 2 : 1)
+                                : q_width + uint64_t(slot - shape.heads) * head_dim;
+  head.src = qkv + row * row_stride + at;
+  head.dst = head.is_q ? q + (row * shape.heads + slot) * head_dim
+             : head.is_k
+                 ? k + (row * shape.kv_heads + (slot - shape.heads)) * head_dim
+                 : v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * head_dim;
+  return true;
+}
+
 // One warp per (row, head) of q, k and v. The head is read in pairs (4 bytes a lane: a
 // warp's load is 128 contiguous bytes), summed for the norm, and staged in the warp's
 // shared row, so that RoPE finds each value's partner (i +- rotary_dim / 2) wherever it
@@ -47,24 +81,17 @@ __global__ void qkv_finish_kernel(const Bf16* __restrict__ qkv, uint32_t rows, Q
                                   const float* __restrict__ sin, Bf16* __restrict__ q,
                                   Bf16* __restrict__ k, Bf16* __restrict__ v) {
   __shared__ float staged[kWarps][kMaxHeadDim];
-  const uint32_t slots = shape.heads + 2 * shape.kv_heads;
   const uint32_t hd = shape.head_dim;
-  const uint32_t q_width = (shape.q_gated ? 2 : 1) * shape.heads * hd;
-  const uint64_t row_stride = q_width + 2 * uint64_t(shape.kv_heads) * hd;
   const uint32_t lane = threadIdx.x % 32;
-  const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (item >= uint64_t(rows) * slots) return;
-  const uint64_t row = item / slots;
-  const auto slot = uint32_t(item - row * slots);
-  const uint64_t at = slot < shape.heads ? uint64_t(slot) * hd * (shape.q_gated ? 2 : 1)
-                                         : q_width + uint64_t(slot - shape.heads) * hd;
-  const Bf16* src = qkv + row * row_stride + at;
-  const float* bias = qkv_bias ? qkv_bias + uint64_t(slot) * hd : nullptr;
-  const bool is_q = slot < shape.heads, is_k = !is_q && slot < shape.heads + shape.kv_heads;
-  const bool is_v = !is_q && !is_k;
-  Bf16* dst = is_q   ? q + (row * shape.heads + slot) * hd
-              : is_k ? k + (row * shape.kv_heads + (slot - shape.heads)) * hd
-                     : v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * hd;
+  QkvHead at;
+  if (!locate_head(uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32, rows, shape, hd, qkv, q, k, v,
+                   at))
+    return;
+  const uint64_t row = at.row;
+  const Bf16* src = at.src;
+  Bf16* dst = at.dst;
+  const float* bias = qkv_bias ? qkv_bias + uint64_t(at.slot) * hd : nullptr;
+  const bool is_q = at.is_q, is_k = at.is_k, is_v = !is_q && !is_k;
   const float* norm = is_q ? q_norm : is_k ? k_norm : nullptr;
   float* head = staged[threadIdx.x / 32];
   float squares = 0;
@@ -114,22 +141,15 @@ __global__ void qkv_finish_in_lane_kernel(const Bf16* __restrict__ qkv, uint32_t
                                           const float* __restrict__ sin, Bf16* __restrict__ q,
                                           Bf16* __restrict__ k, Bf16* __restrict__ v) {
   constexpr uint32_t kHeadDim = 64 * kPairs, kHalf = kHeadDim / 2;
-  const uint32_t slots = shape.heads + 2 * shape.kv_heads;
-  const uint32_t q_width = (shape.q_gated ? 2 : 1) * shape.heads * kHeadDim;
-  const uint64_t row_stride = q_width + 2 * uint64_t(shape.kv_heads) * kHeadDim;
   const uint32_t lane = threadIdx.x % 32;
-  const uint64_t item = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (item >= uint64_t(rows) * slots) return;
-  const uint64_t row = item / slots;
-  const auto slot = uint32_t(item - row * slots);
-  const bool is_q = slot < shape.heads, is_k = !is_q && slot < shape.heads + shape.kv_heads;
-  const uint64_t at = is_q ? uint64_t(slot) * kHeadDim * (shape.q_gated ? 2 : 1)
-                           : q_width + uint64_t(slot - shape.heads) * kHeadDim;
-  const Bf16* src = qkv + row * row_stride + at;
-  Bf16* dst = is_q ? q + (row * shape.heads + slot) * kHeadDim
-              : is_k
-                  ? k + (row * shape.kv_heads + (slot - shape.heads)) * kHeadDim
-                  : v + (row * shape.kv_heads + (slot - shape.heads - shape.kv_heads)) * kHeadDim;
+  QkvHead at;
+  if (!locate_head(uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32, rows, shape, kHeadDim, qkv, q,
+                   k, v, at))
+    return;
+  const uint64_t row = at.row, slot = at.slot;
+  const bool is_q = at.is_q, is_k = at.is_k;
+  const Bf16* src = at.src;
+  Bf16* dst = at.dst;
   // Lane l holds elements 2 l + 64 p, p < kPairs.
   float2 x[kPairs];
 #pragma unroll
