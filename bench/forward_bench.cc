@@ -366,7 +366,7 @@ int run(const Options& o) {
   {
     const DecoderLayerShape layer = decoder_layer_shape(c);
     const uint64_t qkv_width = (layer.attention_gate ? 2 : 1) * layer.q_dim() + 2 * layer.kv_dim();
-    const uint64_t half = (layer.rotary_dim ? layer.rotary_dim : layer.head_dim) / 2;
+    const uint64_t half = c.rope_dim() / 2;
     gpu::DeviceBuffer qkv = gpu::DeviceBuffer::allocate(uint64_t(t) * qkv_width * 2);
     gpu::DeviceBuffer out = gpu::DeviceBuffer::allocate(uint64_t(t) * qkv_width * 2);
     gpu::DeviceBuffer angles = gpu::DeviceBuffer::allocate(uint64_t(t) * half * 4 * 2);
@@ -386,7 +386,7 @@ int run(const Options& o) {
     for (const Variant variant : {Variant{"qkv_finish", QkvFinishKernel::kBest},
                                   Variant{"qkv_finish_staged", QkvFinishKernel::kStaged},
                                   Variant{"qkv_finish_in_lane", QkvFinishKernel::kInLane}}) {
-      const QkvFinishKernel kernel = variant.kernel;
+      const QkvFinishKernel kernel = variant.kernel;  // captured by the timed lambda
       if (!qkv_finish_kernel_runs(kernel, layer)) continue;
       const double ms = time_ms(stream.get(), 10, 10, [&] {
         HSRING_CUDA_CHECK(launch_qkv_finish(
